@@ -2,7 +2,8 @@
 
 Two kinds of module are compiled:
 
-* ``kproto/_fast/*.pyx`` — the hand-written hot core (message set framing, CRC32, record decode/encode);
+* ``kproto/_fast/*.pyx`` — the hand-written hot core (message set framing, record decode/encode), with the
+  hand-written C it calls (``kproto/_fast/_crc.c``: CRC-32 and CRC-32C);
 * ``kproto/_generated/*.py`` — the generated codecs, compiled as they are (pure-Python mode) with the
   type declarations of their generated ``.pxd`` companions, so one source serves both backends.
 
@@ -28,13 +29,42 @@ REQUIRE_FAST = os.environ.get("KPROTO_REQUIRE_FAST") == "1"
 #: without optimisation, about a fifth of -O2's compile time, which keeps the whole build within its
 #: budget on two cores, and still many times faster than their pure-Python selves.  No debug information
 #: for any generated module (Python's default -g roughly doubles the objects and adds compile time).
-HOT_MODULES = frozenset({
-    "api_versions", "consumer_protocol", "fetch", "find_coordinator", "headers", "heartbeat", "join_group",
-    "leave_group", "list_offsets", "metadata", "offset_commit", "offset_fetch", "produce", "sync_group",
-})
+HOT_MODULES = frozenset(
+    {
+        "api_versions",
+        "consumer_protocol",
+        "fetch",
+        "find_coordinator",
+        "headers",
+        "heartbeat",
+        "join_group",
+        "leave_group",
+        "list_offsets",
+        "metadata",
+        "offset_commit",
+        "offset_fetch",
+        "produce",
+        "sync_group",
+    }
+)
 GENERATED_HOT_FLAGS = ["-O2", "-g0"]
 GENERATED_COLD_FLAGS = ["-O0", "-g0"]
 SKIP_FAST = os.environ.get("KPROTO_PURE_BUILD") == "1"
+
+
+#: The hand-written C of the compiled core: ``kproto/_fast/_NAME.c`` with its ``_NAME.h`` and a ``_NAME.pxd``
+#: that declares it to Cython.  A ``.pyx`` that cimports ``kproto._fast._NAME`` is linked with ``_NAME.c``.
+FAST_C_HEADERS = sorted(glob.glob("kproto/_fast/*.h"))
+
+
+def _c_sources(pyx: str) -> list:
+    with open(pyx, encoding="utf-8") as f:
+        text = f.read()
+    return [
+        c
+        for c in sorted(glob.glob("kproto/_fast/_*.c"))
+        if os.path.exists(c[:-2] + ".h") and f"kproto._fast.{os.path.basename(c)[:-2]} cimport" in text
+    ]
 
 
 def _extensions() -> list:
@@ -50,7 +80,9 @@ def _extensions() -> list:
     fast = [
         Extension(
             "kproto._fast." + os.path.splitext(os.path.basename(path))[0],
-            [path],
+            [path] + _c_sources(path),
+            depends=FAST_C_HEADERS + _c_sources(path),
+            include_dirs=["kproto/_fast"],
             libraries=["z"],
             extra_compile_args=["-O3"],
             optional=optional,
@@ -61,7 +93,8 @@ def _extensions() -> list:
         Extension(
             "kproto._generated." + os.path.splitext(os.path.basename(path))[0],
             [path],
-            extra_compile_args=GENERATED_HOT_FLAGS if os.path.basename(path)[:-3] in HOT_MODULES
+            extra_compile_args=GENERATED_HOT_FLAGS
+            if os.path.basename(path)[:-3] in HOT_MODULES
             else GENERATED_COLD_FLAGS,
             optional=optional,
         )
@@ -76,8 +109,9 @@ def _extensions() -> list:
     # fields read by the C readers): every such value is bounded by the buffer's length before arithmetic.
     # No per-class pickling code (kproto.message_base.Struct.__reduce__ serves every class) and plain C
     # functions for the codecs: both shrink the generated C a good deal.
-    generated_directives = dict(plain_directives, infer_types=True, auto_pickle=False, binding=False,
-                                embedsignature=False)
+    generated_directives = dict(
+        plain_directives, infer_types=True, auto_pickle=False, binding=False, embedsignature=False
+    )
     # Hand-written modules on the codec path, compiled as they are (their source stays the pure path).
     plain = [
         Extension(module, [module.replace(".", "/") + ".py"], extra_compile_args=["-O2"], optional=optional)
@@ -85,9 +119,11 @@ def _extensions() -> list:
     ]
     # Cythonize on every core too (the C compile is parallel with ``build_ext -j``/``--parallel``).
     workers = os.cpu_count() or 1
-    return (cythonize(fast, language_level=3, compiler_directives=directives, nthreads=workers)
-            + cythonize(generated, language_level=3, compiler_directives=generated_directives, nthreads=workers)
-            + cythonize(plain, language_level=3, compiler_directives=plain_directives, nthreads=workers))
+    return (
+        cythonize(fast, language_level=3, compiler_directives=directives, nthreads=workers)
+        + cythonize(generated, language_level=3, compiler_directives=generated_directives, nthreads=workers)
+        + cythonize(plain, language_level=3, compiler_directives=plain_directives, nthreads=workers)
+    )
 
 
 class BuildPyWithSpecs(build_py):

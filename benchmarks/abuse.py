@@ -54,8 +54,14 @@ class Broker:
             if nofile is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        self.proc = subprocess.Popen([sys.executable, "-c", code, "broker", "--port", "0", *args], cwd=str(root),
-                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=limits)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, "broker", "--port", "0", *args],
+            cwd=str(root),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=limits,
+        )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode()
         if not line.startswith("listening on "):
@@ -162,12 +168,16 @@ def _produce(topic: str, partition: int, records: bytes) -> Any:
     from kproto.messages import ProduceRequest
 
     T = ProduceRequest.TopicProduceData
-    return ProduceRequest(acks=1, timeout_ms=30_000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
+    return ProduceRequest(
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])],
+    )
 
 
-def _attack(root: Path, attack: Callable[[Broker], Dict[str, Any]], *broker_args: str,
-            nofile: Optional[int] = None) -> Dict[str, Any]:
+def _attack(
+    root: Path, attack: Callable[[Broker], Dict[str, Any]], *broker_args: str, nofile: Optional[int] = None
+) -> Dict[str, Any]:
     broker = Broker(root, *broker_args, nofile=nofile)
     probe = LatencyProbe(broker.address)
     figures: Dict[str, Any] = {}
@@ -197,9 +207,19 @@ def f1_fetch(root: Path) -> Dict[str, Any]:
         for _ in range(8):
             c.request(_produce("big", 0, _records(1 * MiB)), 1)
         T = FetchRequest.FetchTopic
-        request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[
-            T(topic="big", partitions=[T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=8 * MiB)
-                                       for _ in range(100)])])
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            topics=[
+                T(
+                    topic="big",
+                    partitions=[
+                        T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=8 * MiB) for _ in range(100)
+                    ],
+                )
+            ],
+        )
         c.largest = 0
         try:
             c.request(request, 1)
@@ -233,8 +253,13 @@ def f5_produce(root: Path) -> Dict[str, Any]:
     def attack(broker: Broker) -> Dict[str, Any]:
         wrapper = encode_message_set([(None, bytes(64 * 1024))] * 1024, codec="gzip")  # 64 MiB of zeros
         T = ProduceRequest.TopicProduceData
-        request = ProduceRequest(acks=1, timeout_ms=60_000, topic_data=[T(name="t", partition_data=[
-            T.PartitionProduceData(index=i, records=wrapper) for i in range(20)])])
+        request = ProduceRequest(
+            acks=1,
+            timeout_ms=60_000,
+            topic_data=[
+                T(name="t", partition_data=[T.PartitionProduceData(index=i, records=wrapper) for i in range(20)])
+            ],
+        )
         c = Client(broker.address)
         c.request(request, 1)
         c.close()
@@ -254,8 +279,11 @@ def f6_accept(root: Path) -> Dict[str, Any]:
             except OSError:
                 break
         time.sleep(10)
-        figures = {"connections_opened": len(socks), "stderr_kib_per_10s": round((broker.stderr_bytes - err0) / 1024, 1),
-                   "broker_cpu_percent": round((broker.cpu_seconds() - cpu0) / 10 * 100, 1)}
+        figures = {
+            "connections_opened": len(socks),
+            "stderr_kib_per_10s": round((broker.stderr_bytes - err0) / 1024, 1),
+            "broker_cpu_percent": round((broker.cpu_seconds() - cpu0) / 10 * 100, 1),
+        }
         for s in socks:
             s.close()
         return figures
@@ -306,8 +334,17 @@ def f8_record(root: Path) -> Dict[str, Any]:
             c = Client(broker.address)
             c.request(_produce("t", 0, _records(1 * MiB)), 1)
             T = FetchRequest.FetchTopic
-            fetch = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[
-                T(topic="t", partitions=[T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=2 * MiB)])])
+            fetch = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=0,
+                topics=[
+                    T(
+                        topic="t",
+                        partitions=[T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=2 * MiB)],
+                    )
+                ],
+            )
             for _ in range(300):
                 c.request(fetch, 1)
             c.close()
@@ -333,9 +370,13 @@ def _cli(root: Path, *args: str) -> Dict[str, Any]:
     proc = subprocess.run([sys.executable, "-c", _CLI, *args], cwd=str(root), env=env, capture_output=True)
     stderr = proc.stderr.decode(errors="replace")
     head, _, tail = stderr.rpartition("MAXRSS ")
-    return {"exit": proc.returncode, "seconds": round(time.perf_counter() - start, 1),
-            "peak_rss_mib": round(int(tail.split()[0]) / 1024, 1) if tail.strip() else None,
-            "stdout_mib": round(len(proc.stdout) / MiB, 2), "stderr_tail": head[-200:]}
+    return {
+        "exit": proc.returncode,
+        "seconds": round(time.perf_counter() - start, 1),
+        "peak_rss_mib": round(int(tail.split()[0]) / 1024, 1) if tail.strip() else None,
+        "stdout_mib": round(len(proc.stdout) / MiB, 2),
+        "stderr_tail": head[-200:],
+    }
 
 
 def f3_verbose(root: Path) -> Dict[str, Any]:
@@ -363,8 +404,18 @@ def f4_flows(root: Path) -> Dict[str, Any]:
         with open(path, "wb") as f:
             writer = PcapWriter(f, 1)
             for i in range(300_000):
-                seg = PlannedSegment(i, True, (f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}", 40000),
-                                     ("10.0.0.10", 9092), 1, 0, 0x18, b"\x00\x00\x00\x05junk!", 1_000_000_000 + i, 0)
+                seg = PlannedSegment(
+                    i,
+                    True,
+                    (f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}", 40000),
+                    ("10.0.0.10", 9092),
+                    1,
+                    0,
+                    0x18,
+                    b"\x00\x00\x00\x05junk!",
+                    1_000_000_000 + i,
+                    0,
+                )
                 writer.write(seg.timestamp_ns, build_frame(seg))
         figures = _cli(root, "pcap", str(path), "--format", "jsonl", "--no-progress")
         figures["capture_mib"] = round(path.stat().st_size / MiB, 1)
@@ -395,8 +446,16 @@ def f11_problems(root: Path) -> Dict[str, Any]:
 
 
 SCENARIOS: Dict[str, Callable[[Path], Dict[str, Any]]] = {
-    "F1": f1_fetch, "F2": f2_metadata, "F3": f3_verbose, "F4": f4_flows, "F5": f5_produce, "F6": f6_accept, "F7": f7_buffers,
-    "F8": f8_record, "F10": f10_filter, "F11": f11_problems,
+    "F1": f1_fetch,
+    "F2": f2_metadata,
+    "F3": f3_verbose,
+    "F4": f4_flows,
+    "F5": f5_produce,
+    "F6": f6_accept,
+    "F7": f7_buffers,
+    "F8": f8_record,
+    "F10": f10_filter,
+    "F11": f11_problems,
 }
 
 

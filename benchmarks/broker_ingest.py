@@ -35,7 +35,8 @@ def start_broker(profile: str = "") -> Tuple[subprocess.Popen, Tuple[str, int]]:
     code = "from kproto.broker import run_broker; run_broker('127.0.0.1', 0, topics=['bench:1'])"
     if profile:  # run_broker returns on SIGTERM, so the profile is written
         code = f"import cProfile; cProfile.run({code.split('; ', 1)[1]!r}, {profile!r})".replace(
-            "cProfile.run(", "from kproto.broker import run_broker; cProfile.run(")
+            "cProfile.run(", "from kproto.broker import run_broker; cProfile.run("
+        )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline().strip()  # "listening on HOST:PORT"
     host, port = line.rsplit(" ", 1)[1].rsplit(":", 1)
@@ -54,8 +55,11 @@ def batches(count: int, size: int, value_size: int, producer_id: int) -> Iterato
 
 def produce(records: bytes) -> ProduceRequest:
     T = ProduceRequest.TopicProduceData
-    return ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
-        T(name="bench", partition_data=[T.PartitionProduceData(index=0, records=records)])])
+    return ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[T(name="bench", partition_data=[T.PartitionProduceData(index=0, records=records)])],
+    )
 
 
 def producer_id(address: Tuple[str, int]) -> int:
@@ -141,12 +145,19 @@ def main() -> int:
     add_json_out(parser)
     args = parser.parse_args()
     record = Run("broker_ingest")
-    record.settings = {"batch": args.batch, "value_size": args.value_size, "in_flight": args.in_flight,
-                       "produce_version": args.version, "idempotent": args.idempotent}
+    record.settings = {
+        "batch": args.batch,
+        "value_size": args.value_size,
+        "in_flight": args.in_flight,
+        "produce_version": args.version,
+        "idempotent": args.idempotent,
+    }
 
     appends = append_only(args.requests, args.batch, args.value_size)
-    print(f"append path alone: {appends:9.0f} batches/s  {appends * args.batch:11.0f} msgs/s  "
-          f"({1e6 / appends:.1f} us per {args.batch}-message batch)")
+    print(
+        f"append path alone: {appends:9.0f} batches/s  {appends * args.batch:11.0f} msgs/s  "
+        f"({1e6 / appends:.1f} us per {args.batch}-message batch)"
+    )
     record.add(path="append path alone", messages_per_s=appends * args.batch, broker_us_per_request=1e6 / appends)
     proc, address = start_broker(args.profile)
     try:
@@ -157,15 +168,22 @@ def main() -> int:
         cpu = cpu_seconds(proc.pid)
         rate = run(address, frames, args.in_flight, args.version)
         per_request = (cpu_seconds(proc.pid) - cpu) / args.requests
-        print(f"over a socket, {args.in_flight} in flight, Produce v{args.version}"
-              f"{', idempotent' if args.idempotent else ''}: {rate:9.0f} requests/s  "
-              f"{rate * args.batch:11.0f} msgs/s")
+        print(
+            f"over a socket, {args.in_flight} in flight, Produce v{args.version}"
+            f"{', idempotent' if args.idempotent else ''}: {rate:9.0f} requests/s  "
+            f"{rate * args.batch:11.0f} msgs/s"
+        )
         # What the broker process spent per request: the rate it sustains with a core of its own.
         if per_request > 0:
-            print(f"broker CPU per request: {per_request * 1e6:.0f} us  -> {args.batch / per_request:11.0f} msgs/s "
-                  f"per broker core")
-        record.add(path=f"over a socket, {args.in_flight} in flight", messages_per_s=rate * args.batch,
-                   broker_us_per_request=per_request * 1e6 if per_request > 0 else None)
+            print(
+                f"broker CPU per request: {per_request * 1e6:.0f} us  -> {args.batch / per_request:11.0f} msgs/s "
+                f"per broker core"
+            )
+        record.add(
+            path=f"over a socket, {args.in_flight} in flight",
+            messages_per_s=rate * args.batch,
+            broker_us_per_request=per_request * 1e6 if per_request > 0 else None,
+        )
         record.save(args.json_out)
         print(f"uptime: {uptime()}")
     finally:

@@ -57,41 +57,89 @@ def message_sets(rng: random.Random, era: str = "0.9") -> List[bytes]:
         count = rng.choice((300, 600, 1200))
         messages = []
         for i in range(count):
-            value = (f'{{"user":{rng.randrange(10**6)},"page":"/p/{rng.randrange(5000)}","ts":{1452000000000 + i},'
-                     f'"ref":"{rng.choice(["search", "direct", "mail", "social"])}","pad":"{"x" * rng.randrange(40, 160)}"}}')
+            value = (
+                f'{{"user":{rng.randrange(10**6)},"page":"/p/{rng.randrange(5000)}","ts":{1452000000000 + i},'
+                f'"ref":"{rng.choice(["search", "direct", "mail", "social"])}","pad":"{"x" * rng.randrange(40, 160)}"}}'
+            )
             messages.append((f"user-{rng.randrange(1000)}".encode(), value.encode()))
         if era == "0.9":
             pool.append(encode_message_set(messages, codec=codec, base_offset=n * 10_000))
         else:
-            records = [(k, v, 1_700_000_000_000 + i, [("trace-id", b"%016x" % rng.getrandbits(64))])
-                       for i, (k, v) in enumerate(messages)]
-            pool.append(encode_record_batch(records, codec=codec, base_offset=n * 10_000, producer_id=4000 + n,
-                                            producer_epoch=0, base_sequence=n * 10_000))
+            records = [
+                (k, v, 1_700_000_000_000 + i, [("trace-id", b"%016x" % rng.getrandbits(64))])
+                for i, (k, v) in enumerate(messages)
+            ]
+            pool.append(
+                encode_record_batch(
+                    records,
+                    codec=codec,
+                    base_offset=n * 10_000,
+                    producer_id=4000 + n,
+                    producer_epoch=0,
+                    base_sequence=n * 10_000,
+                )
+            )
     return pool
 
 
 def produce_frame(corr: int, partition: int, records: bytes, version: int = 1) -> bytes:
-    request = kproto.APIS["Produce"].request.from_dict({"acks": 1, "timeout_ms": 30000, "topic_data": [
-        {"name": TOPIC, "partition_data": [{"index": partition, "records": records}]}]})
+    request = kproto.APIS["Produce"].request.from_dict(
+        {
+            "acks": 1,
+            "timeout_ms": 30000,
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": records}]}],
+        }
+    )
     return kproto.encode_request(request, version, corr, "bench-producer")
 
 
 def produce_answer(corr: int, partition: int, offset: int, version: int = 1) -> bytes:
-    response = kproto.APIS["Produce"].response.from_dict({"responses": [{"name": TOPIC, "partition_responses": [
-        {"index": partition, "error_code": 0, "base_offset": offset}]}], "throttle_time_ms": 0})
+    response = kproto.APIS["Produce"].response.from_dict(
+        {
+            "responses": [
+                {"name": TOPIC, "partition_responses": [{"index": partition, "error_code": 0, "base_offset": offset}]}
+            ],
+            "throttle_time_ms": 0,
+        }
+    )
     return kproto.encode_response(response, version, corr)
 
 
 def fetch_frame(corr: int, offsets: List[int], version: int = 1) -> bytes:
-    request = kproto.APIS["Fetch"].request.from_dict({"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "topics": [
-        {"topic": TOPIC, "partitions": [{"partition": p, "fetch_offset": o, "partition_max_bytes": 1 << 20}
-                                        for p, o in enumerate(offsets)]}]})
+    request = kproto.APIS["Fetch"].request.from_dict(
+        {
+            "replica_id": -1,
+            "max_wait_ms": 100,
+            "min_bytes": 1,
+            "topics": [
+                {
+                    "topic": TOPIC,
+                    "partitions": [
+                        {"partition": p, "fetch_offset": o, "partition_max_bytes": 1 << 20}
+                        for p, o in enumerate(offsets)
+                    ],
+                }
+            ],
+        }
+    )
     return kproto.encode_request(request, version, corr, "bench-consumer")
 
 
 def fetch_answer(corr: int, sets: List[bytes], version: int = 1) -> bytes:
-    response = kproto.APIS["Fetch"].response.from_dict({"throttle_time_ms": 0, "responses": [{"topic": TOPIC, "partitions": [
-        {"partition_index": p, "error_code": 0, "high_watermark": 10**7, "records": s} for p, s in enumerate(sets)]}]})
+    response = kproto.APIS["Fetch"].response.from_dict(
+        {
+            "throttle_time_ms": 0,
+            "responses": [
+                {
+                    "topic": TOPIC,
+                    "partitions": [
+                        {"partition_index": p, "error_code": 0, "high_watermark": 10**7, "records": s}
+                        for p, s in enumerate(sets)
+                    ],
+                }
+            ],
+        }
+    )
     return kproto.encode_response(response, version, corr)
 
 
@@ -189,45 +237,70 @@ def compare(path: Path, era: str, repeat: int = 1, run: Optional[Run] = None) ->
         for name, command in runs.items():
             wall, cpu = timed(command)
             rounds[name].append((wall, cpu))
-            print(f"{name:30s}: {wall:7.2f} s wall {size_mb / wall:7.1f} MB/s, {cpu:7.2f} s CPU {size_mb / cpu:7.1f} MB/s"
-                  + (f"  (backend {kproto.backend})" if name.startswith("kproto") else ""))
+            print(
+                f"{name:30s}: {wall:7.2f} s wall {size_mb / wall:7.1f} MB/s, {cpu:7.2f} s CPU {size_mb / cpu:7.1f} MB/s"
+                + (f"  (backend {kproto.backend})" if name.startswith("kproto") else "")
+            )
     if tshark is None:
         print("tshark not installed: no comparison")
         return
-    times = {name: (statistics.median(w for w, _ in found), statistics.median(c for _, c in found))
-             for name, found in rounds.items()}
+    times = {
+        name: (statistics.median(w for w, _ in found), statistics.median(c for _, c in found))
+        for name, found in rounds.items()
+    }
     tshark_wall, tshark_cpu = times["tshark -T json"]
     for name in ("kproto pcap --format jsonl -v", "kproto pcap --format jsonl"):
         wall, cpu = times[name]
         if run is not None:
-            run.add(era=era, size_mb=round(size_mb, 1), command=name, wall_s=wall, cpu_s=cpu, tshark_wall_s=tshark_wall,
-                    tshark_cpu_s=tshark_cpu, rounds=repeat)
-        print(f"ratio tshark / {name}{' (medians)' if repeat > 1 else ''}: {tshark_wall / wall:.1f}x wall, "
-              f"{tshark_cpu / cpu:.1f}x CPU" + ("  (target >= 5x)" if name.endswith("-v") else ""))
+            run.add(
+                era=era,
+                size_mb=round(size_mb, 1),
+                command=name,
+                wall_s=wall,
+                cpu_s=cpu,
+                tshark_wall_s=tshark_wall,
+                tshark_cpu_s=tshark_cpu,
+                rounds=repeat,
+            )
+        print(
+            f"ratio tshark / {name}{' (medians)' if repeat > 1 else ''}: {tshark_wall / wall:.1f}x wall, "
+            f"{tshark_cpu / cpu:.1f}x CPU" + ("  (target >= 5x)" if name.endswith("-v") else "")
+        )
     print(uptime())
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size-mb", type=float, default=100.0, help="Kafka bytes to generate per capture (default 100)")
-    parser.add_argument("--era", choices=("0.9", "modern", "both"), default="both", help="which capture(s) (default both)")
-    parser.add_argument("--output-dir", type=Path, default=Path(tempfile.gettempdir()),
-                        help="where the captures go (default: the system's temporary directory)")
+    parser.add_argument(
+        "--size-mb", type=float, default=100.0, help="Kafka bytes to generate per capture (default 100)"
+    )
+    parser.add_argument(
+        "--era", choices=("0.9", "modern", "both"), default="both", help="which capture(s) (default both)"
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()),
+        help="where the captures go (default: the system's temporary directory)",
+    )
     parser.add_argument("--reuse", action="store_true", help="reuse existing captures in --output-dir")
     parser.add_argument("--profile", action="store_true", help="cProfile kproto pcap -v")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="run the commands in turn this many times and compare medians (default 1)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run the commands in turn this many times and compare medians (default 1)"
+    )
     add_json_out(parser)
     args = parser.parse_args()
     run = Run("capture")
     run.settings = {"backend": kproto.backend}
-    for era in (("0.9", "modern") if args.era == "both" else (args.era,)):
+    for era in ("0.9", "modern") if args.era == "both" else (args.era,):
         path = args.output_dir / f"kproto-bench-{era}.pcap"
         if not (args.reuse and path.exists()):
             start = time.perf_counter()
             written = write_capture(path, build_conversations(int(args.size_mb * 1e6), era=era))
-            print(f"wrote {path}: {path.stat().st_size / 1e6:.1f} MB, {written.packets} packets "
-                  f"in {time.perf_counter() - start:.1f} s")
+            print(
+                f"wrote {path}: {path.stat().st_size / 1e6:.1f} MB, {written.packets} packets "
+                f"in {time.perf_counter() - start:.1f} s"
+            )
         compare(path, era, max(1, args.repeat), run)
         if args.profile:
             profile_kproto(path)

@@ -76,6 +76,7 @@ with warnings.catch_warnings():
 
     import kio
     from kio.index import load_request_schema, load_response_schema
+
     try:
         from kio.index import UnknownEntity
     except ImportError:  # kio 0.5 raises a plain error for a version it lacks
@@ -92,6 +93,7 @@ Dict_ = Dict[str, Any]
 # ----------------------------------------------------------------------------------------------------------
 # The workloads, as kproto messages.
 
+
 def metadata_response() -> km.MetadataResponse:
     brokers = [{"node_id": b, "host": f"broker-{b}.kafka.internal", "port": 9092} for b in range(5)]
     topics = []
@@ -99,20 +101,43 @@ def metadata_response() -> km.MetadataResponse:
         partitions = []
         for p in range(10):
             replicas = [(p + k) % 5 for k in range(3)]
-            partitions.append({"error_code": 0, "partition_index": p, "leader_id": replicas[0],
-                               "replica_nodes": replicas, "isr_nodes": list(replicas)})
+            partitions.append(
+                {
+                    "error_code": 0,
+                    "partition_index": p,
+                    "leader_id": replicas[0],
+                    "replica_nodes": replicas,
+                    "isr_nodes": list(replicas),
+                }
+            )
         topics.append({"error_code": 0, "name": f"events.topic-{t:03d}", "partitions": partitions})
     return km.MetadataResponse.from_dict({"brokers": brokers, "topics": topics})
 
 
 def offset_commit_request() -> km.OffsetCommitRequest:
-    topics = [{"name": f"orders-{t}", "partitions": [
-        {"partition_index": p, "committed_offset": 1_000_000 + 97 * p, "committed_metadata": "" if p % 2 else None}
-        for p in range(10)]} for t in range(5)]
-    return km.OffsetCommitRequest.from_dict({
-        "group_id": "billing-consumers", "generation_id_or_member_epoch": 17, "member_id": "consumer-1-5a1f7c0e",
-        "retention_time_ms": -1,  # the broker default retention, as clients send it
-        "topics": topics})
+    topics = [
+        {
+            "name": f"orders-{t}",
+            "partitions": [
+                {
+                    "partition_index": p,
+                    "committed_offset": 1_000_000 + 97 * p,
+                    "committed_metadata": "" if p % 2 else None,
+                }
+                for p in range(10)
+            ],
+        }
+        for t in range(5)
+    ]
+    return km.OffsetCommitRequest.from_dict(
+        {
+            "group_id": "billing-consumers",
+            "generation_id_or_member_epoch": 17,
+            "member_id": "consumer-1-5a1f7c0e",
+            "retention_time_ms": -1,  # the broker default retention, as clients send it
+            "topics": topics,
+        }
+    )
 
 
 def heartbeat_request() -> km.HeartbeatRequest:
@@ -120,8 +145,14 @@ def heartbeat_request() -> km.HeartbeatRequest:
 
 
 def fetch_request() -> km.FetchRequest:
-    topics = [{"topic": "events", "partitions": [
-        {"partition": p, "fetch_offset": 123_456_789 + p, "partition_max_bytes": 1 << 20} for p in range(10)]}]
+    topics = [
+        {
+            "topic": "events",
+            "partitions": [
+                {"partition": p, "fetch_offset": 123_456_789 + p, "partition_max_bytes": 1 << 20} for p in range(10)
+            ],
+        }
+    ]
     return km.FetchRequest.from_dict({"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "topics": topics})
 
 
@@ -134,12 +165,15 @@ LEGACY_FETCH_CASE = "FetchRequest v1 frame (header + 10 partitions)"
 # ----------------------------------------------------------------------------------------------------------
 # Value converters: the same logical message in each peer's own object model.
 
+
 def old_build(cls: type, value: Dict_) -> Any:
     def to_tuple(schema, v):
         return tuple(
             [to_tuple(t.array_of, i) for i in v[n]]
-            if isinstance(t, old_types.Array) and isinstance(t.array_of, old_types.Schema) else v[n]
-            for n, t in zip(schema.names, schema.fields))
+            if isinstance(t, old_types.Array) and isinstance(t.array_of, old_types.Schema)
+            else v[n]
+            for n, t in zip(schema.names, schema.fields)
+        )
 
     return cls(*to_tuple(cls.SCHEMA, value))
 
@@ -158,9 +192,15 @@ def old_values(cls: type, obj: Any) -> Dict_:
 
 
 # kio names millisecond fields it types as timedelta without "_ms"; error codes are its ErrorCode enum.
-_KIO_RENAMES = {"timeout": "timeout_ms", "max_wait": "max_wait_ms", "retention_time": "retention_time_ms",
-                "session_timeout": "session_timeout_ms", "throttle_time": "throttle_time_ms",
-                "request_api_key": "api_key", "request_api_version": "api_version"}
+_KIO_RENAMES = {
+    "timeout": "timeout_ms",
+    "max_wait": "max_wait_ms",
+    "retention_time": "retention_time_ms",
+    "session_timeout": "session_timeout_ms",
+    "throttle_time": "throttle_time_ms",
+    "request_api_key": "api_key",
+    "request_api_version": "api_version",
+}
 _MS = datetime.timedelta(milliseconds=1)
 
 
@@ -238,58 +278,121 @@ NOT_REQUESTED_OPERATIONS = -(1 << 31)  # authorized operations "not asked for", 
 def record_batch(base_offset: int, count: int = 10, value_size: int = 100) -> bytes:
     """A RecordBatch v2 of ``count`` uncompressed records (built by kafka-python's writer; the codecs
     benchmarked here treat it as opaque bytes)."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
     for i in range(count):
-        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"key-%03d" % i, value=b"v" * value_size,
-                       headers=[])
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"key-%03d" % i, value=b"v" * value_size, headers=[])
     batch = bytearray(builder.build())
     struct.pack_into(">q", batch, 0, base_offset)
     return bytes(batch)
 
 
 def metadata_response_v12_values() -> Dict_:
-    brokers = [{"node_id": b, "host": f"broker-{b}.kafka.internal", "port": 9092, "rack": f"zone-{b % 3}"}
-               for b in range(5)]
+    brokers = [
+        {"node_id": b, "host": f"broker-{b}.kafka.internal", "port": 9092, "rack": f"zone-{b % 3}"} for b in range(5)
+    ]
     topics = []
     for t in range(100):
         partitions = []
         for p in range(10):
             replicas = [(p + k) % 5 for k in range(3)]
-            partitions.append({"error_code": 0, "partition_index": p, "leader_id": replicas[0], "leader_epoch": 7,
-                               "replica_nodes": replicas, "isr_nodes": list(replicas), "offline_replicas": []})
-        topics.append({"error_code": 0, "name": f"events.topic-{t:03d}", "topic_id": TOPIC_IDS[t],
-                       "is_internal": False, "partitions": partitions,
-                       "topic_authorized_operations": NOT_REQUESTED_OPERATIONS})
-    return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": "kproto-bench-cluster", "controller_id": 1,
-            "topics": topics}
+            partitions.append(
+                {
+                    "error_code": 0,
+                    "partition_index": p,
+                    "leader_id": replicas[0],
+                    "leader_epoch": 7,
+                    "replica_nodes": replicas,
+                    "isr_nodes": list(replicas),
+                    "offline_replicas": [],
+                }
+            )
+        topics.append(
+            {
+                "error_code": 0,
+                "name": f"events.topic-{t:03d}",
+                "topic_id": TOPIC_IDS[t],
+                "is_internal": False,
+                "partitions": partitions,
+                "topic_authorized_operations": NOT_REQUESTED_OPERATIONS,
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "brokers": brokers,
+        "cluster_id": "kproto-bench-cluster",
+        "controller_id": 1,
+        "topics": topics,
+    }
 
 
 def fetch_response_v16_values() -> Dict_:
-    partitions = [{"partition_index": p, "error_code": 0, "high_watermark": 5_000_000 + p,
-                   "last_stable_offset": 5_000_000 + p, "log_start_offset": 0, "aborted_transactions": [],
-                   "preferred_read_replica": -1, "records": record_batch(4_000_000 + 10 * p)} for p in range(10)]
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 1_234_567,
-            "responses": [{"topic_id": TOPIC_IDS[0], "partitions": partitions}]}
+    partitions = [
+        {
+            "partition_index": p,
+            "error_code": 0,
+            "high_watermark": 5_000_000 + p,
+            "last_stable_offset": 5_000_000 + p,
+            "log_start_offset": 0,
+            "aborted_transactions": [],
+            "preferred_read_replica": -1,
+            "records": record_batch(4_000_000 + 10 * p),
+        }
+        for p in range(10)
+    ]
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "session_id": 1_234_567,
+        "responses": [{"topic_id": TOPIC_IDS[0], "partitions": partitions}],
+    }
 
 
 def produce_request_v11_values() -> Dict_:
     partitions = [{"index": p, "records": record_batch(0)} for p in range(10)]
-    return {"transactional_id": None, "acks": -1, "timeout_ms": 30_000,
-            "topic_data": [{"name": "events.topic-000", "partition_data": partitions}]}
+    return {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 30_000,
+        "topic_data": [{"name": "events.topic-000", "partition_data": partitions}],
+    }
 
 
 def offset_commit_request_v9_values() -> Dict_:
-    topics = [{"name": f"orders-{t}", "partitions": [
-        {"partition_index": p, "committed_offset": 1_000_000 + 97 * p, "committed_leader_epoch": 3,
-         "committed_metadata": "" if p % 2 else None} for p in range(10)]} for t in range(5)]
-    return {"group_id": "billing-consumers", "generation_id_or_member_epoch": 17,
-            "member_id": "consumer-1-5a1f7c0e-2b7d-4c51-9a3e-0d4f5e6a7b8c", "group_instance_id": None,
-            "topics": topics}
+    topics = [
+        {
+            "name": f"orders-{t}",
+            "partitions": [
+                {
+                    "partition_index": p,
+                    "committed_offset": 1_000_000 + 97 * p,
+                    "committed_leader_epoch": 3,
+                    "committed_metadata": "" if p % 2 else None,
+                }
+                for p in range(10)
+            ],
+        }
+        for t in range(5)
+    ]
+    return {
+        "group_id": "billing-consumers",
+        "generation_id_or_member_epoch": 17,
+        "member_id": "consumer-1-5a1f7c0e-2b7d-4c51-9a3e-0d4f5e6a7b8c",
+        "group_instance_id": None,
+        "topics": topics,
+    }
 
 
 def fields_values(msg: Any, version: int) -> Dict_:
     """A kproto message's untagged values at ``version``, walked through the generated ``FIELDS`` tables."""
+
     def view(obj: Any) -> Dict_:
         out = {}
         for info in type(obj).FIELDS:
@@ -308,13 +411,16 @@ def fields_values(msg: Any, version: int) -> Dict_:
 
 
 # kafka-python 3.x's JSON classes name a few fields differently and read authorized operations as a set.
-_KP_RENAMES = {"topic_authorized_operations": "authorized_operations",
-               "cluster_authorized_operations": "authorized_operations"}
+_KP_RENAMES = {
+    "topic_authorized_operations": "authorized_operations",
+    "cluster_authorized_operations": "authorized_operations",
+}
 _KP_BACK = {"authorized_operations": "topic_authorized_operations"}
 
 
 def kp_build(cls: type, version: int, value: Dict_) -> Any:
     """A kafka-python 3.x message of ``cls`` at ``version`` from kproto-named untagged values."""
+
     def build(struct_: Any, data_class: Any, v: Dict_, top: bool) -> Any:
         kwargs = {}
         for name, x in v.items():
@@ -352,30 +458,41 @@ def kp_values(cls: type, version: int, obj: Any) -> Dict_:
 # ----------------------------------------------------------------------------------------------------------
 # Cases: per workload, per implementation, an encode and a decode callable plus equality checks.
 
+
 class Impl:
     """One implementation of one workload: ``encode()`` -> bytes, ``decode(bytes)`` -> its own object,
     ``values(obj)`` -> the decoded values in kproto's dict shape (for the pre-timing check)."""
 
-    def __init__(self, name: str, encode: Callable[[], bytes], decode: Callable[[bytes], Any],
-                 values: Callable[[Any], Dict_]) -> None:
+    def __init__(
+        self, name: str, encode: Callable[[], bytes], decode: Callable[[bytes], Any], values: Callable[[Any], Dict_]
+    ) -> None:
         self.name, self.encode, self.decode, self.values = name, encode, decode, values
 
 
-def body_case(msg: Any, version: int, old_cls: Optional[type], json_cls: Optional[type],
-              kio_cls: Optional[type]) -> Tuple[bytes, Dict_, List[Impl]]:
+def body_case(
+    msg: Any, version: int, old_cls: Optional[type], json_cls: Optional[type], kio_cls: Optional[type]
+) -> Tuple[bytes, Dict_, List[Impl]]:
     cls = type(msg)
     value = fields_values(msg, version)
     wire = msg.encode(version)
-    impls = [Impl("kproto", lambda: msg.encode(version), lambda b: cls.decode(b, version),
-                  lambda o: fields_values(o, version))]
+    impls = [
+        Impl(
+            "kproto", lambda: msg.encode(version), lambda b: cls.decode(b, version), lambda o: fields_values(o, version)
+        )
+    ]
     if old_cls is not None:
         old_obj = old_build(old_cls, value)
         impls.append(Impl("kafka-python old", old_obj.encode, old_cls.decode, lambda o: old_values(old_cls, o)))
     if json_cls is not None:
         json_obj = kp_build(json_cls, version, value)
-        impls.append(Impl("kafka-python 3.x json", lambda: bytes(json_obj.encode(version=version)),
-                          lambda b: json_cls.decode(b, version=version),
-                          lambda o: kp_values(json_cls, version, o)))
+        impls.append(
+            Impl(
+                "kafka-python 3.x json",
+                lambda: bytes(json_obj.encode(version=version)),
+                lambda b: json_cls.decode(b, version=version),
+                lambda o: kp_values(json_cls, version, o),
+            )
+        )
     if kio_cls is not None:
         entity = kio_build(kio_cls, value)
         enc = kio_encode(kio_cls)
@@ -383,8 +500,9 @@ def body_case(msg: Any, version: int, old_cls: Optional[type], json_cls: Optiona
     return wire, value, impls
 
 
-def frame_case(msg: Any, version: int, json_cls: type, kio_body_cls: Optional[type],
-               old_cls: Optional[type] = None) -> Tuple[bytes, Dict_, List[Impl]]:
+def frame_case(
+    msg: Any, version: int, json_cls: type, kio_body_cls: Optional[type], old_cls: Optional[type] = None
+) -> Tuple[bytes, Dict_, List[Impl]]:
     """A whole frame: size prefix, header (request header v1/v2, response header v0/v1, as the version
     requires), body; decoding reads the header first."""
     cls = type(msg)
@@ -396,11 +514,19 @@ def frame_case(msg: Any, version: int, json_cls: type, kio_body_cls: Optional[ty
 
         def kproto_values(pair: Any) -> Dict_:
             h, body = pair
-            return {"header": (h.api_key, h.api_version, h.correlation_id, h.client_id),
-                    "body": fields_values(body, version)}
+            return {
+                "header": (h.api_key, h.api_version, h.correlation_id, h.client_id),
+                "body": fields_values(body, version),
+            }
 
-        impls = [Impl("kproto", lambda: kproto.encode_request(msg, version, CORRELATION_ID, CLIENT_ID),
-                      kproto.decode_request, kproto_values)]
+        impls = [
+            Impl(
+                "kproto",
+                lambda: kproto.encode_request(msg, version, CORRELATION_ID, CLIENT_ID),
+                kproto.decode_request,
+                kproto_values,
+            )
+        ]
     else:
         frame = kproto.encode_response(msg, version, CORRELATION_ID)
         expected = {"header": (CORRELATION_ID,), "body": value}
@@ -409,8 +535,14 @@ def frame_case(msg: Any, version: int, json_cls: type, kio_body_cls: Optional[ty
             h, body = pair
             return {"header": (h.correlation_id,), "body": fields_values(body, version)}
 
-        impls = [Impl("kproto", lambda: kproto.encode_response(msg, version, CORRELATION_ID),
-                      lambda b: kproto.decode_response(b, api_key, version), kproto_values)]
+        impls = [
+            Impl(
+                "kproto",
+                lambda: kproto.encode_response(msg, version, CORRELATION_ID),
+                lambda b: kproto.decode_response(b, api_key, version),
+                kproto_values,
+            )
+        ]
 
     def peer_header(h: Any) -> Tuple[Any, ...]:
         if is_request:
@@ -420,27 +552,45 @@ def frame_case(msg: Any, version: int, json_cls: type, kio_body_cls: Optional[ty
     if old_cls is not None:
         old_obj = old_build(old_cls, value)
         old_obj.with_header(correlation_id=CORRELATION_ID, client_id=CLIENT_ID)
-        impls.append(Impl("kafka-python old", lambda: old_obj.encode(header=True, framed=True),
-                          lambda b: old_cls.decode(b, header=True, framed=True),
-                          lambda o: {"header": (o.header.api_key, o.header.api_version, o.header.correlation_id,
-                                                o.header.client_id), "body": old_values(old_cls, o)}))
+        impls.append(
+            Impl(
+                "kafka-python old",
+                lambda: old_obj.encode(header=True, framed=True),
+                lambda b: old_cls.decode(b, header=True, framed=True),
+                lambda o: {
+                    "header": (o.header.api_key, o.header.api_version, o.header.correlation_id, o.header.client_id),
+                    "body": old_values(old_cls, o),
+                },
+            )
+        )
 
     json_obj = kp_build(json_cls, version, value)
     if is_request:
         json_obj.with_header(correlation_id=CORRELATION_ID, client_id=CLIENT_ID)
     else:
         json_obj.with_header(correlation_id=CORRELATION_ID)
-    impls.append(Impl("kafka-python 3.x json", lambda: bytes(json_obj.encode(header=True, framed=True)),
-                      lambda b: json_cls.decode(b, version=version, header=True, framed=True),
-                      lambda o: {"header": peer_header(o.header), "body": kp_values(json_cls, version, o)}))
+    impls.append(
+        Impl(
+            "kafka-python 3.x json",
+            lambda: bytes(json_obj.encode(header=True, framed=True)),
+            lambda b: json_cls.decode(b, version=version, header=True, framed=True),
+            lambda o: {"header": peer_header(o.header), "body": kp_values(json_cls, version, o)},
+        )
+    )
 
     if kio_body_cls is not None:
         impls.append(kio_frame_impl(kio_body_cls, is_request, api_key, version, value, peer_header))
     return frame, expected, impls
 
 
-def kio_frame_impl(body_cls: type, is_request: bool, api_key: int, version: int, value: Dict_,
-                   peer_header: Callable[[Any], Tuple[Any, ...]]) -> Impl:
+def kio_frame_impl(
+    body_cls: type,
+    is_request: bool,
+    api_key: int,
+    version: int,
+    value: Dict_,
+    peer_header: Callable[[Any], Tuple[Any, ...]],
+) -> Impl:
     """kio has no framing helper: its header entity, then the body entity, behind an int32 size."""
     header_cls = body_cls.__header_schema__
     header_value = {"correlation_id": CORRELATION_ID}
@@ -471,8 +621,9 @@ def kio_frame_impl(body_cls: type, is_request: bool, api_key: int, version: int,
             raise ValueError("trailing bytes")
         return header, body
 
-    return Impl("kio", kio_frame, kio_unframe,
-                lambda pair: {"header": peer_header(pair[0]), "body": kio_values(pair[1])})
+    return Impl(
+        "kio", kio_frame, kio_unframe, lambda pair: {"header": peer_header(pair[0]), "body": kio_values(pair[1])}
+    )
 
 
 def kio_has(api_key: int, version: int, request: bool) -> Optional[type]:
@@ -487,29 +638,78 @@ def kio_has(api_key: int, version: int, request: bool) -> Optional[type]:
 def cases() -> List[Tuple[str, bytes, Dict_, List[Impl]]]:
     """Every workload: (name, kproto's bytes, the values every implementation must read back, impls)."""
     return [
-        ("MetadataResponse v0 (5 brokers, 100x10 partitions)",
-         *body_case(metadata_response(), 0, old_metadata.MetadataResponse_v0, kp_metadata.MetadataResponse,
-                    kio_has(3, 0, False))),
-        ("OffsetCommitRequest v2 (50 partitions)",
-         *body_case(offset_commit_request(), 2, old_commit.OffsetCommitRequest_v2, kp_consumer.OffsetCommitRequest,
-                    kio_has(8, 2, True))),
-        ("HeartbeatRequest v0",
-         *body_case(heartbeat_request(), 0, old_group.HeartbeatRequest_v0, kp_consumer.HeartbeatRequest,
-                    kio_has(12, 0, True))),
-        (LEGACY_FETCH_CASE,
-         *frame_case(fetch_request(), 1, kp_consumer.FetchRequest, kio_has(1, 1, True), old_fetch.FetchRequest_v1)),
-        ("MetadataResponse v12 (5 brokers, 100x10 partitions)",
-         *body_case(km.MetadataResponse.from_dict(metadata_response_v12_values()), 12, None,
-                    kp_metadata.MetadataResponse, kio_has(3, 12, False))),
-        ("FetchResponse v16 frame (header + 10 partitions x 10 records)",
-         *frame_case(km.FetchResponse.from_dict(fetch_response_v16_values()), 16, kp_consumer.FetchResponse,
-                     kio_has(1, 16, False))),
-        ("ProduceRequest v11 frame (header + 10 partitions x 10 records)",
-         *frame_case(km.ProduceRequest.from_dict(produce_request_v11_values()), 11, kp_producer.ProduceRequest,
-                     kio_has(0, 11, True))),
-        ("OffsetCommitRequest v9 (50 partitions)",
-         *body_case(km.OffsetCommitRequest.from_dict(offset_commit_request_v9_values()), 9, None,
-                    kp_consumer.OffsetCommitRequest, kio_has(8, 9, True))),
+        (
+            "MetadataResponse v0 (5 brokers, 100x10 partitions)",
+            *body_case(
+                metadata_response(),
+                0,
+                old_metadata.MetadataResponse_v0,
+                kp_metadata.MetadataResponse,
+                kio_has(3, 0, False),
+            ),
+        ),
+        (
+            "OffsetCommitRequest v2 (50 partitions)",
+            *body_case(
+                offset_commit_request(),
+                2,
+                old_commit.OffsetCommitRequest_v2,
+                kp_consumer.OffsetCommitRequest,
+                kio_has(8, 2, True),
+            ),
+        ),
+        (
+            "HeartbeatRequest v0",
+            *body_case(
+                heartbeat_request(),
+                0,
+                old_group.HeartbeatRequest_v0,
+                kp_consumer.HeartbeatRequest,
+                kio_has(12, 0, True),
+            ),
+        ),
+        (
+            LEGACY_FETCH_CASE,
+            *frame_case(fetch_request(), 1, kp_consumer.FetchRequest, kio_has(1, 1, True), old_fetch.FetchRequest_v1),
+        ),
+        (
+            "MetadataResponse v12 (5 brokers, 100x10 partitions)",
+            *body_case(
+                km.MetadataResponse.from_dict(metadata_response_v12_values()),
+                12,
+                None,
+                kp_metadata.MetadataResponse,
+                kio_has(3, 12, False),
+            ),
+        ),
+        (
+            "FetchResponse v16 frame (header + 10 partitions x 10 records)",
+            *frame_case(
+                km.FetchResponse.from_dict(fetch_response_v16_values()),
+                16,
+                kp_consumer.FetchResponse,
+                kio_has(1, 16, False),
+            ),
+        ),
+        (
+            "ProduceRequest v11 frame (header + 10 partitions x 10 records)",
+            *frame_case(
+                km.ProduceRequest.from_dict(produce_request_v11_values()),
+                11,
+                kp_producer.ProduceRequest,
+                kio_has(0, 11, True),
+            ),
+        ),
+        (
+            "OffsetCommitRequest v9 (50 partitions)",
+            *body_case(
+                km.OffsetCommitRequest.from_dict(offset_commit_request_v9_values()),
+                9,
+                None,
+                kp_consumer.OffsetCommitRequest,
+                kio_has(8, 9, True),
+            ),
+        ),
     ]
 
 
@@ -518,9 +718,11 @@ def check(name: str, wire: bytes, value: Dict_, impls: List[Impl]) -> None:
     for impl in impls:
         produced = impl.encode()
         if produced != wire:
-            raise AssertionError(f"{name}: {impl.name} encodes {len(produced)} bytes that differ from kproto's "
-                                 f"{len(wire)} (first difference at byte "
-                                 f"{next((i for i, (a, b) in enumerate(zip(produced, wire)) if a != b), None)})")
+            raise AssertionError(
+                f"{name}: {impl.name} encodes {len(produced)} bytes that differ from kproto's "
+                f"{len(wire)} (first difference at byte "
+                f"{next((i for i, (a, b) in enumerate(zip(produced, wire)) if a != b), None)})"
+            )
         got = impl.values(impl.decode(wire))
         if got != value:
             raise AssertionError(f"{name}: {impl.name} decodes kproto's bytes to different values")
@@ -538,16 +740,20 @@ def best_time(fn: Callable[[], Any], repeat: int, min_time: float) -> float:
 # ----------------------------------------------------------------------------------------------------------
 # Environment report.
 
+
 def kproto_backend() -> Dict_:
     names = ["metadata", "offset_commit", "heartbeat", "fetch", "headers"]
     modules = {n: importlib.import_module(f"kproto._generated.{n}").__file__ for n in names}
     compiled = {n: path.endswith((".so", ".pyd")) for n, path in modules.items()}
-    support = {m: importlib.import_module(m).__file__.endswith((".so", ".pyd"))
-               for m in ("kproto.message_base", "kproto.framing", "kproto.wire", "kproto.records.record_set")}
+    support = {
+        m: importlib.import_module(m).__file__.endswith((".so", ".pyd"))
+        for m in ("kproto.message_base", "kproto.framing", "kproto.wire", "kproto.records.record_set")
+    }
     return {
         "records_backend": kproto.backend,
-        "generated_codecs": "cython" if all(compiled.values()) else ("python" if not any(compiled.values())
-                                                                     else "mixed"),
+        "generated_codecs": "cython"
+        if all(compiled.values())
+        else ("python" if not any(compiled.values()) else "mixed"),
         "generated_modules_compiled": compiled,
         "support_modules_compiled": support,
         "metadata_module": os.path.relpath(modules["metadata"], ROOT),
@@ -568,16 +774,30 @@ def environment() -> Dict_:
 
 
 def time_impl(impl: Impl, wire: bytes, repeat: int, min_time: float) -> Dict[str, float]:
-    return {"encode": best_time(impl.encode, repeat, min_time),
-            "decode": best_time(lambda: impl.decode(wire), repeat, min_time)}
+    return {
+        "encode": best_time(impl.encode, repeat, min_time),
+        "decode": best_time(lambda: impl.decode(wire), repeat, min_time),
+    }
 
 
 def kio05_rows(repeat: int, min_time: float) -> Optional[Dict[str, float]]:
     """kio 0.5.0's timings of the legacy Fetch case, from a worker process (None when not installed)."""
     if not os.path.isfile(os.path.join(KIO05_PATH, "kio", "__init__.py")):
         return None
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--kio05-worker", "--repeat", str(repeat),
-                          "--min-time", str(min_time)], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--kio05-worker",
+            "--repeat",
+            str(repeat),
+            "--min-time",
+            str(min_time),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout)
 
 
@@ -598,8 +818,7 @@ def run(repeat: int, min_time: float, only: Optional[str]) -> Tuple[List[Dict_],
         if only and only.lower() not in name.lower():
             continue
         check(name, wire, value, impls)
-        timings: Dict[str, Dict[str, float]] = {impl.name: time_impl(impl, wire, repeat, min_time)
-                                                for impl in impls}
+        timings: Dict[str, Dict[str, float]] = {impl.name: time_impl(impl, wire, repeat, min_time) for impl in impls}
         if name == LEGACY_FETCH_CASE and "kio" not in timings:
             legacy = kio05_rows(repeat, min_time)
             if legacy is None:
@@ -612,8 +831,17 @@ def run(repeat: int, min_time: float, only: Optional[str]) -> Tuple[List[Dict_],
             base = timings["kproto"][op]
             for impl in impls:
                 t = timings[impl.name][op]
-                results.append({"case": name, "bytes": len(wire), "op": op, "impl": impl.name,
-                                "us_per_op": t * 1e6, "ratio_vs_kproto": t / base, "result_objects": objects})
+                results.append(
+                    {
+                        "case": name,
+                        "bytes": len(wire),
+                        "op": op,
+                        "impl": impl.name,
+                        "us_per_op": t * 1e6,
+                        "ratio_vs_kproto": t / base,
+                        "result_objects": objects,
+                    }
+                )
     return results, notes
 
 
@@ -624,6 +852,7 @@ def run(repeat: int, min_time: float, only: Optional[str]) -> Tuple[List[Dict_],
 # kio's time per object; this section counts the objects and measures CPython's cheapest allocation in the
 # same run, so that a missed "10x kio" decode row says whether any decoder returning these values could
 # meet it.
+
 
 def result_objects(obj: Any) -> int:
     """The Python objects a decoder must allocate to return ``obj``: messages and structs, lists, strings
@@ -664,8 +893,9 @@ def target_misses(env: Dict_, results: List[Dict_]) -> List[str]:
     path >= 1x kafka-python 3.x. A decode missed against kio says what the target leaves per result object
     next to the measured allocation floor (``env["allocation_floor_ns"]``)."""
     compiled = env["kproto_backend"]["generated_codecs"] == "cython"
-    floors = {"kafka-python 3.x json": 3.0, "kio": 10.0, "kio 0.5.0": 10.0} if compiled else \
-        {"kafka-python 3.x json": 1.0}
+    floors = (
+        {"kafka-python 3.x json": 3.0, "kio": 10.0, "kio 0.5.0": 10.0} if compiled else {"kafka-python 3.x json": 1.0}
+    )
     misses = []
     for r in results:
         target = floors.get(r["impl"])
@@ -676,8 +906,10 @@ def target_misses(env: Dict_, results: List[Dict_]) -> List[str]:
             budget_us = r["us_per_op"] / target
             floor_us = (env["call_floor_ns"] + r["result_objects"] * env["allocation_floor_ns"]) / 1e3
             verdict = "below" if budget_us < floor_us else "above"
-            miss += (f" ({target:g}x would leave {budget_us:.3f} µs, {verdict} the floor of {floor_us:.3f} µs for "
-                     f"one call returning {r['result_objects']} objects)")
+            miss += (
+                f" ({target:g}x would leave {budget_us:.3f} µs, {verdict} the floor of {floor_us:.3f} µs for "
+                f"one call returning {r['result_objects']} objects)"
+            )
         misses.append(miss)
     return misses
 
@@ -685,18 +917,24 @@ def target_misses(env: Dict_, results: List[Dict_]) -> List[str]:
 def print_table(env: Dict_, results: List[Dict_], notes: List[str]) -> None:
     b = env["kproto_backend"]
     compiled_support = ", ".join(sorted(k for k, v in b["support_modules_compiled"].items() if v))
-    print(f"Python {env['python']} ({env['implementation']}, {env['machine']}); kproto {env['kproto']}, "
-          f"kafka-python {env['kafka-python']}, kio {env['kio']}")
-    print(f"kproto backend: generated codecs = {b['generated_codecs']} "
-          f"(kproto._generated.metadata from {b['metadata_module']}); "
-          f"compiled support modules = {compiled_support or 'none'}; "
-          f"record sets = {b['records_backend']}")
+    print(
+        f"Python {env['python']} ({env['implementation']}, {env['machine']}); kproto {env['kproto']}, "
+        f"kafka-python {env['kafka-python']}, kio {env['kio']}"
+    )
+    print(
+        f"kproto backend: generated codecs = {b['generated_codecs']} "
+        f"(kproto._generated.metadata from {b['metadata_module']}); "
+        f"compiled support modules = {compiled_support or 'none'}; "
+        f"record sets = {b['records_backend']}"
+    )
     print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in env["loadavg"]))
     print("All implementations checked byte-identical to kproto and decoding to the same values before timing.")
     print("peer/kproto = peer time / kproto time (> 1 means kproto is faster)")
-    print(f"floor: {env['call_floor_ns']:.1f} ns per timed call (the harness calling len()) + "
-          f"{env['allocation_floor_ns']:.1f} ns per object (CPython creating large ints in a C loop, the cheapest "
-          f"allocation)\n")
+    print(
+        f"floor: {env['call_floor_ns']:.1f} ns per timed call (the harness calling len()) + "
+        f"{env['allocation_floor_ns']:.1f} ns per object (CPython creating large ints in a C loop, the cheapest "
+        f"allocation)\n"
+    )
     header = f"{'operation':<9} {'implementation':<22} {'µs/op':>11} {'peer/kproto':>12}"
     print(header)
     print("=" * len(header))
@@ -740,16 +978,36 @@ def main(argv: Optional[List[str]] = None) -> int:
     env["call_floor_ns"], env["allocation_floor_ns"] = call * 1e9, per_object * 1e9
     results, notes = run(args.repeat, args.min_time, args.only)
     if args.json:
-        json.dump({"environment": env, "repeat": args.repeat, "min_time": args.min_time, "results": results,
-                   "notes": notes, "target_misses": target_misses(env, results)}, sys.stdout, indent=2)
+        json.dump(
+            {
+                "environment": env,
+                "repeat": args.repeat,
+                "min_time": args.min_time,
+                "results": results,
+                "notes": notes,
+                "target_misses": target_misses(env, results),
+            },
+            sys.stdout,
+            indent=2,
+        )
         print()
     else:
         print_table(env, results, notes)
-    run_record.settings = {"backend": env["kproto_backend"]["generated_codecs"], "kafka-python": env["kafka-python"],
-                           "kio": env["kio"], "repeat": args.repeat, "min_time": args.min_time}
+    run_record.settings = {
+        "backend": env["kproto_backend"]["generated_codecs"],
+        "kafka-python": env["kafka-python"],
+        "kio": env["kio"],
+        "repeat": args.repeat,
+        "min_time": args.min_time,
+    }
     for r in results:
-        run_record.add(case=r["case"], op=r["op"], impl=r["impl"], us_per_op=r["us_per_op"],
-                       ratio=None if r["impl"] == "kproto" else r["ratio_vs_kproto"])
+        run_record.add(
+            case=r["case"],
+            op=r["op"],
+            impl=r["impl"],
+            us_per_op=r["us_per_op"],
+            ratio=None if r["impl"] == "kproto" else r["ratio_vs_kproto"],
+        )
     for note in notes + [f"target missed: {m}" for m in target_misses(env, results)]:
         run_record.note(note)
     run_record.save(args.json_out)

@@ -32,9 +32,12 @@ from results import Run, add_json_out  # noqa: E402
 from kproto.testing.fidelity_scenarios import GROUP_SCENARIOS, SCENARIOS, golden_scenarios  # noqa: E402
 
 RELEASES = {"3.9": "3.9.1", "4.1": "4.1.1"}
+
+
 @contextlib.contextmanager
 def kafka_target(line: str) -> Iterator[fid.Target]:
     from kproto.testing.apache_kafka import ApacheKafka
+
     with ApacheKafka(RELEASES[line], broker_config=fid.KAFKA_CONFIG) as kafka:
         yield fid.kafka_target(kafka.address(kafka.node_ids[0]), kafka.create_topic)
 
@@ -69,17 +72,24 @@ def main() -> int:
     open_ones = fid.undocumented(total.differences)
     for d in total.differences:
         doc = next((doc.name for doc in fid.DOCUMENTED if doc.matches(d)), "UNDOCUMENTED")
-        print(f"[{doc}] {d.scenario} {d.label} {d.api} v{d.version} {d.path}: "
-              f"kafka={str(d.kafka)[:80]} mock={str(d.mock)[:80]}")
-    print(f"\n{len(total.differences)} differing fields, {len(open_ones)} undocumented; "
-          f"{len({d.name for d in fid.DOCUMENTED})} documented differences; seconds per release line: {seconds}")
+        print(
+            f"[{doc}] {d.scenario} {d.label} {d.api} v{d.version} {d.path}: "
+            f"kafka={str(d.kafka)[:80]} mock={str(d.mock)[:80]}"
+        )
+    print(
+        f"\n{len(total.differences)} differing fields, {len(open_ones)} undocumented; "
+        f"{len({d.name for d in fid.DOCUMENTED})} documented differences; seconds per release line: {seconds}"
+    )
     seen = fid.documented_seen(total.differences)
     for api in sorted(total.compared):
         record.add(kind="api", name=api, agreed=total.agreed.get(api, 0), compared=total.compared[api])
     for name in sorted(seen):
         record.add(kind="documented", name=name, agreed=None, compared=seen[name])
-    record.settings = {"releases": [RELEASES[line] for line in sorted(seconds)], "seconds": seconds,
-                       "undocumented": len(open_ones)}
+    record.settings = {
+        "releases": [RELEASES[line] for line in sorted(seconds)],
+        "seconds": seconds,
+        "undocumented": len(open_ones),
+    }
     record.save(args.json_out)
     if args.differences:
         report = total.to_json()

@@ -6,7 +6,8 @@ means: parse the set and touch ``offset``, ``key`` and ``value`` of every messag
 touches ``headers`` too (every implementation builds a record's headers with the record; kproto-cython
 refills the header tuples of records the loop has dropped instead of allocating new ones);
 encode means: build the set from ``(key, value[, timestamp[, headers]])`` data.  Magic 2 records carry one
-header (``trace``: 8 bytes); every magic 2 decoder checks the batch CRC-32C.  All decoders read the same bytes (encoded by kproto).  The
+header (``trace``: 8 bytes); every magic 2 decoder checks the batch CRC-32C.  All decoders read the same bytes
+(encoded by kproto).  The
 ``crc32`` row is zlib.crc32 over the uncompressed message set: the physical bound for any CRC-checking
 decoder.  ``columns`` is :func:`kproto.records.decode_columns` (no per-message objects).
 
@@ -104,7 +105,9 @@ def make_messages(count: int, size: int, magic: int) -> List[tuple]:
     return [(None, payload[i % 7 :] + payload[: i % 7]) for i in range(count)]
 
 
-def kproto_ops(codec: MessageSetCodec, messages: List[tuple], data: bytes, magic: int, cname: str) -> Dict[str, Callable[[], Any]]:
+def kproto_ops(
+    codec: MessageSetCodec, messages: List[tuple], data: bytes, magic: int, cname: str
+) -> Dict[str, Callable[[], Any]]:
     compression = None if cname == "none" else cname
     decode = codec.decode_message_set
 
@@ -135,7 +138,9 @@ def kproto_ops(codec: MessageSetCodec, messages: List[tuple], data: bytes, magic
     }
 
 
-def peer_ops(classes: Tuple[Any, Any], messages: List[tuple], data: bytes, magic: int, cname: str) -> Dict[str, Callable[[], Any]]:
+def peer_ops(
+    classes: Tuple[Any, Any], messages: List[tuple], data: bytes, magic: int, cname: str
+) -> Dict[str, Callable[[], Any]]:
     builder_cls, records_cls = classes
     ctype = CODEC_IDS[cname]
 
@@ -219,10 +224,14 @@ def _v2_peer_classes(name: str) -> Optional[Tuple[Any, Any]]:
 
 
 def make_records(count: int, size: int) -> List[tuple]:
-    return [(key, value, ts, [("trace", b"%08d" % i)]) for i, (key, value, ts) in enumerate(make_messages(count, size, 1))]
+    return [
+        (key, value, ts, [("trace", b"%08d" % i)]) for i, (key, value, ts) in enumerate(make_messages(count, size, 1))
+    ]
 
 
-def v2_kproto_ops(codec: MessageSetCodec, records: List[tuple], data: bytes, cname: str) -> Dict[str, Callable[[], Any]]:
+def v2_kproto_ops(
+    codec: MessageSetCodec, records: List[tuple], data: bytes, cname: str
+) -> Dict[str, Callable[[], Any]]:
     compression = None if cname == "none" else cname
     decode = codec.decode_records
 
@@ -247,7 +256,9 @@ def v2_kproto_ops(codec: MessageSetCodec, records: List[tuple], data: bytes, cna
     }
 
 
-def v2_peer_ops(classes: Tuple[Any, Any], records: List[tuple], data: bytes, cname: str) -> Dict[str, Callable[[], Any]]:
+def v2_peer_ops(
+    classes: Tuple[Any, Any], records: List[tuple], data: bytes, cname: str
+) -> Dict[str, Callable[[], Any]]:
     builder_cls, batch_cls = classes
     ctype = V2_CODEC_IDS[cname]
 
@@ -292,8 +303,12 @@ def run_v2(args: argparse.Namespace, impls: List[str]) -> None:
                     ops = v2_peer_ops(classes, records, data, cname) if classes else None
                 fns.update(((impl, op), fn) for op, fn in (ops or {}).items())
             label = f"{count}x{size}B m2"
-            _print_rates(label, cname, rates_of(runnable(label, cname, fns), count, args),
-                         ("decode", "decode+h", "encode", "columns"))
+            _print_rates(
+                label,
+                cname,
+                rates_of(runnable(label, cname, fns), count, args),
+                ("decode", "decode+h", "encode", "columns"),
+            )
 
 
 Key = Tuple[str, str]  # (implementation, op)
@@ -328,8 +343,11 @@ def measure_case(fns: Dict[Key, Callable[[], Any]], args: argparse.Namespace) ->
     spent = dict.fromkeys(keys, 0.0)
     for turn in itertools.count():
         shift = turn % len(keys)
-        active = [key for key in keys[shift:] + keys[:shift]
-                  if len(samples[key]) < args.rounds and (spent[key] < args.budget or len(samples[key]) < MIN_SAMPLES)]
+        active = [
+            key
+            for key in keys[shift:] + keys[:shift]
+            if len(samples[key]) < args.rounds and (spent[key] < args.budget or len(samples[key]) < MIN_SAMPLES)
+        ]
         if not active:
             break
         for key in active:
@@ -376,24 +394,32 @@ def main() -> None:
     parser.add_argument("--impl", default=",".join(IMPLS))
     parser.add_argument("--rounds", type=int, default=30, help="interleaved timing rounds per case (see above)")
     parser.add_argument("--sample", type=float, default=0.002, help="least seconds of one timed sample")
-    parser.add_argument("--budget", type=float, default=0.5,
-                        help="seconds of samples after which a slow function stops (given 5 samples)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=0.5,
+        help="seconds of samples after which a slow function stops (given 5 samples)",
+    )
     add_json_out(parser)
     args = parser.parse_args()
     if args.quick:
         args.size, args.codec, args.magic, args.rounds = "small", "none,lz4", "0", 10
     impls = args.impl.split(",")
     RUN.settings = {"rounds": args.rounds, "sample_s": args.sample, "budget_s": args.budget}
-    print(f"python {sys.version.split()[0]}; keys None; values random hex text; one process; best of up to "
-          f"{args.rounds} interleaved samples (spread: median sample / best - 1)")
+    print(
+        f"python {sys.version.split()[0]}; keys None; values random hex text; one process; best of up to "
+        f"{args.rounds} interleaved samples (spread: median sample / best - 1)"
+    )
     print("magic 0/1 decode: the same CRC work on both sides, what aiokafka's consumer checks: the CRC of every")
     print("    top-level message, compressed wrappers included (a wrapper's covers its compressed bytes), not those")
     print("    of the messages inside a wrapper (kproto check_inner_crc=False; peers batch.validate_crc())")
     print("decode-all: every CRC, inner messages included (kproto's default; kafka-python batch and record")
     print("    validate_crc(), as its consumer does; aiokafka's records have no validate_crc(): no row)")
     print("decode-nocrc: no CRC checked on either side")
-    header = (f"{'set':<16} {'codec':<7} {'op':<8} {'implementation':<16} {'M msg/s':>9} {'spread':>6}  "
-              "ratios (first column / peer)")
+    header = (
+        f"{'set':<16} {'codec':<7} {'op':<8} {'implementation':<16} {'M msg/s':>9} {'spread':>6}  "
+        "ratios (first column / peer)"
+    )
     print(header)
     print("-" * len(header))
     magics = [int(m) for m in args.magic.split(",")]
@@ -403,12 +429,17 @@ def main() -> None:
             messages = make_messages(count, size, magic)
             plain = MessageSetCodec(_pure).encode_message_set(messages, magic=magic)
             crc_rate = rates_of({("zlib", "crc32"): lambda: zlib.crc32(plain)}, count, args)[("zlib", "crc32")][0]
-            RUN.add(set=f"{count}x{size}B m{magic}", codec="-", op="crc32", impl="zlib bound", m_per_s=crc_rate,
-                    spread=None)
-            print(f"{count}x{size}B m{magic:<3} {'-':<7} {'crc32':<8} {'zlib bound':<16} {crc_rate:>9.2f}"
-                  f"  ({len(plain) / 1e6 * crc_rate / count * 1e6 / 1e3:.1f} GB/s)")
+            RUN.add(
+                set=f"{count}x{size}B m{magic}", codec="-", op="crc32", impl="zlib bound", m_per_s=crc_rate, spread=None
+            )
+            print(
+                f"{count}x{size}B m{magic:<3} {'-':<7} {'crc32':<8} {'zlib bound':<16} {crc_rate:>9.2f}"
+                f"  ({len(plain) / 1e6 * crc_rate / count * 1e6 / 1e3:.1f} GB/s)"
+            )
             for cname in args.codec.split(","):
-                data = MessageSetCodec(_pure).encode_message_set(messages, magic=magic, codec=None if cname == "none" else cname)
+                data = MessageSetCodec(_pure).encode_message_set(
+                    messages, magic=magic, codec=None if cname == "none" else cname
+                )
                 fns: Dict[Key, Callable[[], Any]] = {}
                 for impl in impls:
                     ops: Optional[Dict[str, Callable[[], Any]]] = None
@@ -427,12 +458,22 @@ def main() -> None:
 
 
 # kproto's columnar decode (CRC checked) is compared with the peers' CRC-checked object decode.
-_PEER_OP = {"decode": "decode", "decode-all": "decode-all", "decode-nocrc": "decode-nocrc", "decode+h": "decode+h",
-            "encode": "encode", "columns": "decode"}
+_PEER_OP = {
+    "decode": "decode",
+    "decode-all": "decode-all",
+    "decode-nocrc": "decode-nocrc",
+    "decode+h": "decode+h",
+    "encode": "encode",
+    "columns": "decode",
+}
 
 
-def _print_rates(label: str, cname: str, rates: Dict[Key, Tuple[float, float]],
-                 ops: Tuple[str, ...] = ("decode", "decode-all", "decode-nocrc", "encode", "columns")) -> None:
+def _print_rates(
+    label: str,
+    cname: str,
+    rates: Dict[Key, Tuple[float, float]],
+    ops: Tuple[str, ...] = ("decode", "decode-all", "decode-nocrc", "encode", "columns"),
+) -> None:
     for op in ops:
         for (impl, o), (rate, spread) in rates.items():
             if o != op:

@@ -131,6 +131,19 @@ def pipelining(run: Run) -> List[str]:
             + [""] + _table(["requests", "in flight", "requests/s", "vs 1 in flight"], rows))
 
 
+def pipelining_cluster(run: Run) -> List[str]:
+    base = next((r for r in run["rows"] if r["in_flight"] == 1), None)
+    rows = [[r["client"], str(r["in_flight"]), _num(r["records_per_s"]),
+             _ratio(r["records_per_s"] / base["records_per_s"]) if base else "–", "yes" if r["order_kept"] else "NO"]
+            for r in run["rows"]]
+    s = run.get("settings", {})
+    return ([f"kproto's `Producer` (idempotent, acks=all) against a {s.get('brokers', '?')}-broker mock cluster, "
+             f"{s.get('partitions', '?')} partitions, {s.get('delay_ms', '?')} ms latency at every broker, "
+             f"{s.get('batch_bytes', '?')}-byte batches of {s.get('value_size', '?')}-byte records; every partition "
+             "read back to check the order records were sent in."]
+            + [""] + _table(["client", "in flight per broker", "records/s", "vs 1 in flight", "order kept"], rows))
+
+
 def broker_ingest(run: Run) -> List[str]:
     rows = [[r["path"], _num(r["messages_per_s"]),
              "–" if r.get("broker_us_per_request") is None else f"{r['broker_us_per_request']:.0f}"]
@@ -188,6 +201,7 @@ SECTIONS: List[tuple] = [
     ("client", "Clients against the mock broker", client),
     ("client-apache-kafka", "Clients against Apache Kafka", client),
     ("pipelining", "Pipelining", pipelining),
+    ("pipelining-cluster", "Pipelining to a mock cluster", pipelining_cluster),
     ("broker_ingest", "Mock broker ingest", broker_ingest),
     ("capture", "Capture decoding", capture),
     ("spark", "Spark", spark),

@@ -62,7 +62,7 @@ def write_rotated(directory: Path, size_mb: float, files: int) -> List[Path]:
     paths = []
     for i in range(files):
         path = directory / f"bench.pcap{i}"
-        write_segments(str(path), segments[i * step:(i + 1) * step])
+        write_segments(str(path), segments[i * step : (i + 1) * step])
         paths.append(path)
     return paths
 
@@ -88,7 +88,7 @@ def write_big(path: Path, parts: List[Path], size_bytes: int) -> int:
         pos = 24
         while pos + 16 <= len(data):
             caplen = _PCAP_RECORD.unpack_from(data, pos)[2]
-            records.append(data[pos:pos + 16 + caplen])
+            records.append(data[pos : pos + 16 + caplen])
             pos += 16 + caplen
     header = parts[0].read_bytes()[:24]
     first, last = _PCAP_RECORD.unpack_from(records[0])[0], _PCAP_RECORD.unpack_from(records[-1])[0]
@@ -113,8 +113,9 @@ def write_big(path: Path, parts: List[Path], size_bytes: int) -> int:
     return written
 
 
-def run_spark(master: str, inputs: List[Path], out: Path, warm_up: Optional[Path] = None,
-              split_bytes: int = 128 << 20) -> Tuple[float, float, List[str]]:
+def run_spark(
+    master: str, inputs: List[Path], out: Path, warm_up: Optional[Path] = None, split_bytes: int = 128 << 20
+) -> Tuple[float, float, List[str]]:
     """(session start-up seconds, timed run seconds, the run's log lines) on ``master``."""
     from kproto.spark import run_captures, spark_session
 
@@ -133,8 +134,9 @@ def run_spark(master: str, inputs: List[Path], out: Path, warm_up: Optional[Path
         spark.stop()
 
 
-def run_master(name: str, inputs: List[Path], out: Path, warm_up: Optional[Path] = None,
-               split_bytes: int = 128 << 20) -> Tuple[float, float, List[str]]:
+def run_master(
+    name: str, inputs: List[Path], out: Path, warm_up: Optional[Path] = None, split_bytes: int = 128 << 20
+) -> Tuple[float, float, List[str]]:
     """:func:`run_spark` on a Spark master URL, or on a fresh two-worker cluster for ``standalone``."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if name != "standalone":
@@ -168,14 +170,18 @@ def profile_stages(inputs: List[Path], out: Path) -> None:
     profiler = cProfile.Profile()
     start = time.perf_counter()
     results = profiler.runcall(stage1)
-    print(f"== stage 1 (read, pack per connection, write spill files): {time.perf_counter() - start:.2f} s, "
-          f"{sum(len(r.pieces) for r in results)} pieces")
+    print(
+        f"== stage 1 (read, pack per connection, write spill files): {time.perf_counter() - start:.2f} s, "
+        f"{sum(len(r.pieces) for r in results)} pieces"
+    )
     pstats.Stats(profiler).sort_stats("tottime").print_stats(8)
     profiler = cProfile.Profile()
     start = time.perf_counter()
     rows = profiler.runcall(stage2, results)
-    print(f"== stage 2 (read spill, reassemble, decode, write Parquet): {time.perf_counter() - start:.2f} s, "
-          f"{rows} statistics rows")
+    print(
+        f"== stage 2 (read spill, reassemble, decode, write Parquet): {time.perf_counter() - start:.2f} s, "
+        f"{rows} statistics rows"
+    )
     pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
 
 
@@ -190,22 +196,36 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=float, default=48.0, help="Kafka bytes to generate (default 48)")
     parser.add_argument("--files", type=int, default=8, help="rotated capture files (default 8)")
-    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "kproto-spark-bench",
-                        help="where the captures go (default: kproto-spark-bench in the temporary directory)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "kproto-spark-bench",
+        help="where the captures go (default: kproto-spark-bench in the temporary directory)",
+    )
     parser.add_argument("--reuse", action="store_true", help="reuse the captures already in --dir")
-    parser.add_argument("--masters", default="local[1],local[2],standalone",
-                        help="comma-separated Spark masters; standalone = a two-worker cluster on this machine")
+    parser.add_argument(
+        "--masters",
+        default="local[1],local[2],standalone",
+        help="comma-separated Spark masters; standalone = a two-worker cluster on this machine",
+    )
     parser.add_argument("--big-gb", type=float, default=1.0, help="size of the single big capture (0: skip)")
     parser.add_argument("--big-split-mb", type=float, default=128.0, help="split size for the big capture")
-    parser.add_argument("--no-big-single", action="store_true",
-                        help="time only Spark on the big capture (the single process takes as long again)")
+    parser.add_argument(
+        "--no-big-single",
+        action="store_true",
+        help="time only Spark on the big capture (the single process takes as long again)",
+    )
     parser.add_argument("--profile-local", action="store_true", help="cProfile the single-process run")
     parser.add_argument("--profile-stages", action="store_true", help="cProfile the Spark stages' Python side")
     add_json_out(parser)
     args = parser.parse_args()
     record = Run("spark")
-    record.settings = {"size_mb": args.size_mb, "files": args.files, "big_gb": args.big_gb,
-                       "big_split_mb": args.big_split_mb}
+    record.settings = {
+        "size_mb": args.size_mb,
+        "files": args.files,
+        "big_gb": args.big_gb,
+        "big_split_mb": args.big_split_mb,
+    }
 
     captures = args.dir / "captures"
     if not args.reuse or not captures.exists():
@@ -236,11 +256,25 @@ def main() -> int:
             try:
                 size = write_big(big, inputs, int(args.big_gb * 1e9))
                 print(f"\none capture file of {size / 1e6:.0f} MB [{uptime()}]")
-                big_results = [] if args.no_big_single else [
-                    ("single process (run_captures_local)", None,
-                     run_local([big], out / "big-local", warm_up=False), uptime())]
-                started, seconds, lines = run_master(masters[-1], [big], out / "big-spark", warm_up=inputs[0],
-                                                     split_bytes=int(args.big_split_mb * (1 << 20)))
+                big_results = (
+                    []
+                    if args.no_big_single
+                    else [
+                        (
+                            "single process (run_captures_local)",
+                            None,
+                            run_local([big], out / "big-local", warm_up=False),
+                            uptime(),
+                        )
+                    ]
+                )
+                started, seconds, lines = run_master(
+                    masters[-1],
+                    [big],
+                    out / "big-spark",
+                    warm_up=inputs[0],
+                    split_bytes=int(args.big_split_mb * (1 << 20)),
+                )
                 big_results.append((f"spark {masters[-1]}", started, seconds, uptime()))
                 print("\n".join(f"  spark: {line}" for line in lines if line.startswith("plan:")))
                 report(big_results, size, record, "one big file")
@@ -257,11 +291,20 @@ def report(results: List[Tuple[str, object, float, str]], total: int, record: Ru
     print(f"{'path':<40} {'start s':>8} {'run s':>8} {'MB/s':>8} {'vs single':>10}  load after the run")
     for name, started, seconds, load in results:
         start_text = "-" if started is None else f"{started:.1f}"
-        record.add(inputs=inputs, input_mb=round(total / 1e6, 1), path=name, start_s=started, run_s=seconds,
-                   mb_per_s=total / 1e6 / seconds, vs_single=None if base != base else base / seconds)
+        record.add(
+            inputs=inputs,
+            input_mb=round(total / 1e6, 1),
+            path=name,
+            start_s=started,
+            run_s=seconds,
+            mb_per_s=total / 1e6 / seconds,
+            vs_single=None if base != base else base / seconds,
+        )
         ratio = "-" if base != base else f"{base / seconds:.2f}x"  # no single-process run: no ratio
-        print(f"{name:<40} {start_text:>8} {seconds:>8.2f} {total / 1e6 / seconds:>8.2f} {ratio:>10}  "
-              f"{load.split('load average:')[-1].strip()}")
+        print(
+            f"{name:<40} {start_text:>8} {seconds:>8.2f} {total / 1e6 / seconds:>8.2f} {ratio:>10}  "
+            f"{load.split('load average:')[-1].strip()}"
+        )
     print(f"(cores: {os.cpu_count()})")
 
 

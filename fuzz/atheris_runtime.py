@@ -171,8 +171,11 @@ def main(name: str, setup: Callable[[], None], one_input: Callable[[bytes], None
     native = install_native_extensions()
     setup()
     count = instrument_kproto()
-    print(f"INFO: harness {name}: {count} kproto Python functions instrumented; native coverage for "
-          f"{len(native)} extension(s){': ' + ', '.join(native) if native else ' (run fuzz/build_native.py)'}",
-          file=sys.stderr, flush=True)
+    print(
+        f"INFO: harness {name}: {count} kproto Python functions instrumented; native coverage for "
+        f"{len(native)} extension(s){': ' + ', '.join(native) if native else ' (run fuzz/build_native.py)'}",
+        file=sys.stderr,
+        flush=True,
+    )
     atheris.Setup([sys.argv[0]] + args, one_input)
     atheris.Fuzz()

@@ -72,8 +72,16 @@ def module_name(c_file: str) -> str:
 
 def compile_command(name: str) -> Tuple[List[str], List[str]]:
     """(compiler flags, libraries) for the instrumented build of module ``name``."""
-    flags = ["-O1", "-g", "-fPIC", "-shared", "-fno-omit-frame-pointer", *COVERAGE_FLAGS,
-             "-I" + sysconfig.get_paths()["include"], "-w"]
+    flags = [
+        "-O1",
+        "-g",
+        "-fPIC",
+        "-shared",
+        "-fno-omit-frame-pointer",
+        *COVERAGE_FLAGS,
+        "-I" + sysconfig.get_paths()["include"],
+        "-w",
+    ]
     libs = ["-lz"] if name.startswith("kproto._fast.") else []
     return flags, libs
 
@@ -108,8 +116,10 @@ def build(jobs: int = 1, quiet: bool = False) -> Optional[str]:
     """Build everything; return the cache directory, or None when clang is missing."""
     clang = find_clang()
     if clang is None:
-        print("build_native: no clang found; harnesses will use the regular extensions (Python coverage only)",
-              file=sys.stderr)
+        print(
+            "build_native: no clang found; harnesses will use the regular extensions (Python coverage only)",
+            file=sys.stderr,
+        )
         return None
     out_dir = cache_dir()
     os.makedirs(out_dir, exist_ok=True)
@@ -119,8 +129,21 @@ def build(jobs: int = 1, quiet: bool = False) -> Optional[str]:
         print("build_native: clang has no libclang_rt.fuzzer_no_main; install libclang-rt-*-dev", file=sys.stderr)
         return None
     if not os.path.exists(lib):
-        subprocess.run([clang, "-shared", "-fPIC", "-Wl,--whole-archive", runtime, "-Wl,--no-whole-archive",
-                        "-lstdc++", "-lpthread", "-o", lib + ".tmp"], check=True)
+        subprocess.run(
+            [
+                clang,
+                "-shared",
+                "-fPIC",
+                "-Wl,--whole-archive",
+                runtime,
+                "-Wl,--no-whole-archive",
+                "-lstdc++",
+                "-lpthread",
+                "-o",
+                lib + ".tmp",
+            ],
+            check=True,
+        )
         os.replace(lib + ".tmp", lib)
     sources = extension_sources()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

@@ -25,16 +25,15 @@ def main(argv=None) -> int:
     from kproto.errors import KprotoError
     from kproto._fast import _records as fast
     from kproto._fast import _record_json
-    from kproto.records.codec import bind_core
     from fuzz.atheris_runtime import corpus_files
     from fuzz import fuzz_message_sets as ms, fuzz_request_frames as rq, fuzz_response_frames as rs
     from fuzz.twin_backends import is_compiled
 
     assert is_compiled(framing) and is_compiled(fast), "the compiled extensions are not built"
-    bind_core(fast)
     rs.setup()
     dirs = (argv if argv is not None else sys.argv[1:]) or [
-        os.path.join(ROOT, "fuzz", "corpus", n) for n in ("request_frames", "response_frames", "message_sets")]
+        os.path.join(ROOT, "fuzz", "corpus", n) for n in ("request_frames", "response_frames", "message_sets")
+    ]
     count = 0
     for d in dirs:
         kind = os.path.basename(os.path.normpath(d))
@@ -44,8 +43,9 @@ def main(argv=None) -> int:
             try:
                 if kind == "request_frames":
                     header, msg = framing.decode_request(rq.frame_of(data))
-                    framing.decode_request(framing.encode_request(msg, header.api_version, header.correlation_id,
-                                                                  header.client_id))
+                    framing.decode_request(
+                        framing.encode_request(msg, header.api_version, header.correlation_id, header.client_id)
+                    )
                 elif kind == "response_frames":
                     chosen = rs.select(data)
                     if chosen:
@@ -77,8 +77,9 @@ def main(argv=None) -> int:
                             records = list(fast.decode_records(payload, check, 1 << 18))
                             [r.headers for r in records]
                             _record_json.record_list_json(iter(records), len(records))
-                            fast.encode_batch([(r.key, r.value, r.timestamp, r.headers) for r in records], 0, 0,
-                                              -1, -1, -1, 0, -1, 0)
+                            fast.encode_batch(
+                                [(r.key, r.value, r.timestamp, r.headers) for r in records], 0, 0, -1, -1, -1, 0, -1, 0
+                            )
                             fast.decode_record_columns(payload, check, 1 << 18).headers()
                         except (KprotoError, OverflowError):
                             pass

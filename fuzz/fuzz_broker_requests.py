@@ -54,17 +54,32 @@ def setup() -> None:
     from kproto.framing import decode_response
     from kproto.records import encode_message_set
 
-    _env = dict(BrokerConfig=BrokerConfig, BrokerCore=BrokerCore, BadRequest=BadRequest, ClientClosed=ClientClosed,
-                RequestReceived=RequestReceived, ServerConnection=ServerConnection, KprotoError=KprotoError,
-                ProtocolError=ProtocolError, decode_response=decode_response,
-                preload=encode_message_set([(b"k", b"v")]), loop=asyncio.new_event_loop())
+    _env = dict(
+        BrokerConfig=BrokerConfig,
+        BrokerCore=BrokerCore,
+        BadRequest=BadRequest,
+        ClientClosed=ClientClosed,
+        RequestReceived=RequestReceived,
+        ServerConnection=ServerConnection,
+        KprotoError=KprotoError,
+        ProtocolError=ProtocolError,
+        decode_response=decode_response,
+        preload=encode_message_set([(b"k", b"v")]),
+        loop=asyncio.new_event_loop(),
+    )
 
 
 def new_core():
     e = _env
-    core = e["BrokerCore"](e["BrokerConfig"](max_frame_size=1 << 20, max_fetch_bytes=1 << 16,
-                                             fetch_max_bytes=FETCH_MAX_BYTES,
-                                             produce_decompression_budget=DECOMPRESSION_BUDGET, max_topics=MAX_TOPICS))
+    core = e["BrokerCore"](
+        e["BrokerConfig"](
+            max_frame_size=1 << 20,
+            max_fetch_bytes=1 << 16,
+            fetch_max_bytes=FETCH_MAX_BYTES,
+            produce_decompression_budget=DECOMPRESSION_BUDGET,
+            max_topics=MAX_TOPICS,
+        )
+    )
     core.bind("127.0.0.1", 9092)
     core.cluster.create_topic("test", 2)
     return core
@@ -89,8 +104,13 @@ async def _session(data: bytes) -> None:
     step = 1 + data[0] * 4
     stream = data[1:]
     for at in range(0, len(stream), step):
-        res = outcome(conn.receive_data, stream[at:at + step], allowed=(e["KprotoError"],),
-                      what="ServerConnection.receive_data", data=data)
+        res = outcome(
+            conn.receive_data,
+            stream[at : at + step],
+            allowed=(e["KprotoError"],),
+            what="ServerConnection.receive_data",
+            data=data,
+        )
         if res[0] == "error":
             return
         for event in res[1]:
@@ -113,8 +133,9 @@ def _fallback(core, event, data: bytes) -> bool:
     if header is None or header.api_key != 18 or header.api_version in APIS[18].versions:
         return False
     frame = encode_response(api_versions_fallback(core.served), 0, header.correlation_id)
-    back = outcome(_env["decode_response"], frame, 18, 0, allowed=(), what="decode of the ApiVersions fallback",
-                   data=data)[1]
+    back = outcome(
+        _env["decode_response"], frame, 18, 0, allowed=(), what="decode of the ApiVersions fallback", data=data
+    )[1]
     if back[1].error_code != 35 or len(back[1].api_keys) != len(core.served):
         raise fail(f"the ApiVersions fallback is wrong: {back[1]!r:.300}", data)
     return True
@@ -139,12 +160,14 @@ async def _answer(core, conn, request, data: bytes) -> bool:
         return False  # parked by the coordinator: later responses would have to wait for it
     except e["ProtocolError"] as exc:
         if request.api_key in core.served:
-            raise fail(f"api {request.api_key} v{request.api_version} is advertised but closed the connection: "
-                       f"{exc}", data) from exc
+            raise fail(
+                f"api {request.api_key} v{request.api_version} is advertised but closed the connection: {exc}", data
+            ) from exc
         return False
     except Exception as exc:  # noqa: BLE001
-        raise fail(f"BrokerCore.handle(api {request.api_key} v{request.api_version}) raised "
-                   f"{type(exc).__name__}: {exc}", data) from exc
+        raise fail(
+            f"BrokerCore.handle(api {request.api_key} v{request.api_version}) raised {type(exc).__name__}: {exc}", data
+        ) from exc
     _check_budgets(core, request, response, core.produce_decompressed_bytes - decompressed_before, data)
     if not request.expects_response:
         if response is not None:
@@ -154,16 +177,32 @@ async def _answer(core, conn, request, data: bytes) -> bool:
         raise fail(f"api {request.api_key} v{request.api_version} expects a response, the handler gave None", data)
     from kproto.errors import UnsupportedVersionError
 
-    sent = outcome(conn.send_response, request, response,
-                   allowed=(UnsupportedVersionError,) if known_issue("B1") else (), what="send_response", data=data)
+    sent = outcome(
+        conn.send_response,
+        request,
+        response,
+        allowed=(UnsupportedVersionError,) if known_issue("B1") else (),
+        what="send_response",
+        data=data,
+    )
     if sent[0] == "error":
         return False  # known issue B1 (fuzz/oracles.py)
     frame = sent[1]
-    back = outcome(e["decode_response"], frame, request.api_key, request.api_version, allowed=(),
-                   what="decode_response of the broker's answer", data=data)[1]
+    back = outcome(
+        e["decode_response"],
+        frame,
+        request.api_key,
+        request.api_version,
+        allowed=(),
+        what="decode_response of the broker's answer",
+        data=data,
+    )[1]
     if message_value(back[1]) != message_value(response) or back[0].correlation_id != request.correlation_id:
-        raise fail(f"the broker's answer does not decode to itself:\n  built:   {response!r:.300}\n"
-                   f"  decoded: {back[1]!r:.300}", data)
+        raise fail(
+            f"the broker's answer does not decode to itself:\n  built:   {response!r:.300}\n"
+            f"  decoded: {back[1]!r:.300}",
+            data,
+        )
     return True
 
 

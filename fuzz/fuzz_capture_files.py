@@ -48,13 +48,13 @@ class ShortReads(io.RawIOBase):
         if n is None or n < 0:
             n = len(self._data)
         take = min(n, self._step)
-        out = self._data[self._pos:self._pos + take]
+        out = self._data[self._pos : self._pos + take]
         self._pos += len(out)
         return out
 
     def readinto(self, b) -> int:  # pragma: no cover - read() is what the reader uses
         out = self.read(len(b))
-        b[:len(out)] = out
+        b[: len(out)] = out
         return len(out)
 
 
@@ -71,8 +71,11 @@ def one_input(data: bytes) -> None:
     pieces = outcome(_records, ShortReads(data, step), allowed=(), what="decode_capture(short reads)", data=data)[1]
     if whole != pieces:
         diff = next(i for i, (a, b) in enumerate(zip(whole + [None], pieces + [None])) if a != b)
-        raise fail(f"decode_capture differs between bytes and a stream of {step}-byte reads at record {diff}:\n"
-                   f"  bytes:  {(whole + [None])[diff]!r:.300}\n  stream: {(pieces + [None])[diff]!r:.300}", data)
+        raise fail(
+            f"decode_capture differs between bytes and a stream of {step}-byte reads at record {diff}:\n"
+            f"  bytes:  {(whole + [None])[diff]!r:.300}\n  stream: {(pieces + [None])[diff]!r:.300}",
+            data,
+        )
 
 
 if __name__ == "__main__":

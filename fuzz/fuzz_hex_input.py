@@ -46,12 +46,12 @@ def _printable(b: bytes) -> str:
 def render(data: bytes, fmt: int, width: int) -> str:
     """``data`` written the way one of the supported tools writes it."""
     lines = []
-    rows = [data[i:i + width] for i in range(0, len(data), width)] or [b""]
+    rows = [data[i : i + width] for i in range(0, len(data), width)] or [b""]
     if fmt == 0:  # xxd
         for i, row in enumerate(rows):
             if not row:
                 continue
-            groups = " ".join(row[j:j + 2].hex() for j in range(0, len(row), 2))
+            groups = " ".join(row[j : j + 2].hex() for j in range(0, len(row), 2))
             lines.append(f"{i * width:08x}: {groups.ljust(width * 2 + (width + 1) // 2 - 1)}  {_printable(row)}")
     elif fmt == 1:  # hexdump -C
         for i, row in enumerate(rows):
@@ -101,11 +101,15 @@ def one_input(data: bytes) -> None:
     with Budget(len(data), what="open_input_chunks", data=data):
         whole = outcome(_read_all, io.BytesIO(data), allowed=(), what="open_input_chunks", data=data)[1]
     step = 1 + (data[0] % 97 if data else 0)
-    pieces = outcome(_read_all, ShortReads(data, step), whole[0], allowed=(), what="open_input_chunks(short reads)",
-                     data=data)[1]
+    pieces = outcome(
+        _read_all, ShortReads(data, step), whole[0], allowed=(), what="open_input_chunks(short reads)", data=data
+    )[1]
     if whole != pieces:
-        raise fail(f"open_input_chunks differs between one read and {step}-byte reads:\n  whole:  {whole!r:.400}\n"
-                   f"  pieces: {pieces!r:.400}", data)
+        raise fail(
+            f"open_input_chunks differs between one read and {step}-byte reads:\n  whole:  {whole!r:.400}\n"
+            f"  pieces: {pieces!r:.400}",
+            data,
+        )
     decoder = _hex.HexTextDecoder()
     for number, line in enumerate(data.decode("latin-1").split("\n")[:200], 1):
         outcome(decoder.line, line, number, allowed=(_hex.HexSyntaxError,), what="HexTextDecoder.line", data=data)
@@ -117,8 +121,11 @@ def one_input(data: bytes) -> None:
         text = render(payload, fmt, width)
         got = outcome(_read_all, io.BytesIO(text.encode("latin-1")), "hex", allowed=(), what="hex parse", data=data)[1]
         if got[1] != payload or got[2]:
-            raise fail(f"hex form {fmt} (width {width}) parsed to {got[1][:64].hex()} with bad lines {got[2][:3]}, "
-                       f"wrote {payload[:64].hex()}:\n{text[:600]}", data)
+            raise fail(
+                f"hex form {fmt} (width {width}) parsed to {got[1][:64].hex()} with bad lines {got[2][:3]}, "
+                f"wrote {payload[:64].hex()}:\n{text[:600]}",
+                data,
+            )
 
 
 if __name__ == "__main__":

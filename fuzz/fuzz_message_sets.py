@@ -23,7 +23,8 @@ Oracles: only ``KprotoError`` escapes; both backends give the same messages (eve
 ``valid_bytes``/``partial``, the same columns, or the same error class and offset; ``valid_bytes`` and
 ``partial`` are consistent with the input length; the objects and the columns of one backend describe
 the same messages; ``decode_records`` (objects and batches) and ``decode_columns`` agree between the twins
-and with each other (offsets, keys, values, headers); every decoded message re-encodes (``encode_message_set``) and decodes back to
+and with each other (offsets, keys, values, headers); every decoded message re-encodes (``encode_message_set``) and
+decodes back to
 itself, and a set with no compression, valid CRCs and no attribute bits beyond the timestamp type
 re-encodes to exactly its input.  Budget: 64·n + 1 MiB + 16·cap per decode, 1 s CPU.
 
@@ -40,8 +41,14 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fuzz import atheris_runtime  # noqa: E402
-from fuzz.oracles import (FUZZ_DECOMPRESSION_CAP, Budget, check_same_outcome, fail,  # noqa: E402
-                          memory_budget, outcome)
+from fuzz.oracles import (
+    FUZZ_DECOMPRESSION_CAP,
+    Budget,
+    check_same_outcome,
+    fail,  # noqa: E402
+    memory_budget,
+    outcome,
+)
 
 NAME = "message_sets"
 _codecs = None  # [(name, MessageSetCodec)]
@@ -127,15 +134,42 @@ def _decode(codec, payload, check_crc):
 
 def _columns(codec, payload, check_crc):
     c = codec.decode_message_columns(payload, check_crc=check_crc, max_decompressed_size=FUZZ_DECOMPRESSION_CAP)
-    return (c.count, list(c.offsets), c.keys(), c.values(), list(c.timestamps), list(c.magics), list(c.attributes),
-            list(c.codecs), list(c.crc_ok), c.valid_bytes, c.partial)
+    return (
+        c.count,
+        list(c.offsets),
+        c.keys(),
+        c.values(),
+        list(c.timestamps),
+        list(c.magics),
+        list(c.attributes),
+        list(c.codecs),
+        list(c.crc_ok),
+        c.valid_bytes,
+        c.partial,
+    )
 
 
 def _records(codec, payload, check_crc):
     decoded = codec.decode_records(payload, check_crc=check_crc, max_decompressed_size=FUZZ_DECOMPRESSION_CAP)
-    records = [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers), r.magic, r.codec, r.timestamp_type,
-                r.producer_id, r.producer_epoch, r.sequence, r.is_transactional, r.is_control, r.attributes)
-               for r in decoded]
+    records = [
+        (
+            r.offset,
+            r.timestamp,
+            r.key,
+            r.value,
+            tuple(r.headers),
+            r.magic,
+            r.codec,
+            r.timestamp_type,
+            r.producer_id,
+            r.producer_epoch,
+            r.sequence,
+            r.is_transactional,
+            r.is_control,
+            r.attributes,
+        )
+        for r in decoded
+    ]
     if len(decoded) != len(records):
         raise AssertionError(f"len(DecodedRecords) is {len(decoded)} but iteration gave {len(records)} records")
     batches = [tuple(getattr(b, f) for f in b.__slots__[:-1]) for b in decoded.batches]
@@ -144,8 +178,16 @@ def _records(codec, payload, check_crc):
 
 def _record_columns(codec, payload, check_crc):
     c = codec.decode_columns(payload, check_crc=check_crc, max_decompressed_size=FUZZ_DECOMPRESSION_CAP)
-    return (list(c.offsets), c.keys(), c.values(), c.headers(), list(c.sequences), list(c.crc_ok), c.valid_bytes,
-            c.partial)
+    return (
+        list(c.offsets),
+        c.keys(),
+        c.values(),
+        c.headers(),
+        list(c.sequences),
+        list(c.crc_ok),
+        c.valid_bytes,
+        c.partial,
+    )
 
 
 def check_records(data: bytes, payload, check_crc: bool, n: int, limit: int) -> None:
@@ -155,8 +197,9 @@ def check_records(data: bytes, payload, check_crc: bool, n: int, limit: int) -> 
         with Budget(n, limit=limit, what=f"decode_records ({name})", data=data):
             results.append(outcome(_records, codec, payload, check_crc, what=f"decode_records ({name})", data=data))
         with Budget(n, limit=limit, what=f"decode_columns ({name})", data=data):
-            columns.append(outcome(_record_columns, codec, payload, check_crc, what=f"decode_columns ({name})",
-                                   data=data))
+            columns.append(
+                outcome(_record_columns, codec, payload, check_crc, what=f"decode_columns ({name})", data=data)
+            )
     if len(_codecs) == 2:
         check_same_outcome(results[0], results[1], what="decode_records", data=data)
         check_same_outcome(columns[0], columns[1], what="decode_columns", data=data)
@@ -165,12 +208,18 @@ def check_records(data: bytes, payload, check_crc: bool, n: int, limit: int) -> 
             raise fail(f"{name}: decode_records {res[0]} but decode_columns {col[0]}: {res[1]!r} / {col[1]!r}", data)
         if res[0] == "error":
             if type(res[1]) is not type(col[1]) or res[1].offset != col[1].offset:
-                raise fail(f"{name}: decode_records and decode_columns fail differently: {res[1]!r} / {col[1]!r}",
-                           data)
+                raise fail(f"{name}: decode_records and decode_columns fail differently: {res[1]!r} / {col[1]!r}", data)
             continue
         records, _, valid, partial = res[1]
-        from_objects = ([r[0] for r in records], [r[2] for r in records], [r[3] for r in records],
-                        [list(r[4]) for r in records], [r[10] for r in records], valid, partial)
+        from_objects = (
+            [r[0] for r in records],
+            [r[2] for r in records],
+            [r[3] for r in records],
+            [list(r[4]) for r in records],
+            [r[10] for r in records],
+            valid,
+            partial,
+        )
         offsets, keys, values, headers, sequences, crc_ok, cvalid, cpartial = col[1]
         if from_objects != (offsets, keys, values, headers, sequences, cvalid, cpartial):
             raise fail(f"{name}: records and columns differ", data)
@@ -186,8 +235,7 @@ def one_input(data: bytes) -> None:
     decoded, columns = [], []
     for name, codec in _codecs:
         with Budget(n, limit=limit, what=f"decode_message_set ({name})", data=data):
-            decoded.append(outcome(_decode, codec, payload, check_crc, what=f"decode_message_set ({name})",
-                                   data=data))
+            decoded.append(outcome(_decode, codec, payload, check_crc, what=f"decode_message_set ({name})", data=data))
     for name, codec in _codecs:
         with Budget(n, limit=limit, what=f"decode_columns ({name})", data=data):
             columns.append(outcome(_columns, codec, payload, check_crc, what=f"decode_columns ({name})", data=data))
@@ -209,19 +257,28 @@ def check_objects_match_columns(name, dec, col, check_crc, data) -> None:
         raise fail(f"{name}: decode_message_set {dec[0]} but decode_columns {col[0]}: {dec[1]!r} / {col[1]!r}", data)
     if dec[0] == "error":
         if type(dec[1]) is not type(col[1]) or dec[1].offset != col[1].offset:
-            raise fail(f"{name}: decode_message_set and decode_columns fail differently: {dec[1]!r} / {col[1]!r}",
-                       data)
+            raise fail(f"{name}: decode_message_set and decode_columns fail differently: {dec[1]!r} / {col[1]!r}", data)
         return
     messages, valid, partial = dec[1]
     count, offsets, keys, values, timestamps, magics, attributes, codecs, crc_ok, cvalid, cpartial = col[1]
-    from_objects = (len(messages), [m[0] for m in messages], [m[1] for m in messages], [m[2] for m in messages],
-                    [-1 if m[3] is None else m[3] for m in messages], [m[4] for m in messages],
-                    [m[5] - 256 if m[5] > 127 else m[5] for m in messages], [codec_id(m[6]) for m in messages], valid,
-                    partial)
+    from_objects = (
+        len(messages),
+        [m[0] for m in messages],
+        [m[1] for m in messages],
+        [m[2] for m in messages],
+        [-1 if m[3] is None else m[3] for m in messages],
+        [m[4] for m in messages],
+        [m[5] - 256 if m[5] > 127 else m[5] for m in messages],
+        [codec_id(m[6]) for m in messages],
+        valid,
+        partial,
+    )
     from_columns = (count, offsets, keys, values, timestamps, magics, attributes, codecs, cvalid, cpartial)
     if from_objects != from_columns:
-        raise fail(f"{name}: objects and columns differ:\n  objects: {from_objects!r:.600}\n"
-                   f"  columns: {from_columns!r:.600}", data)
+        raise fail(
+            f"{name}: objects and columns differ:\n  objects: {from_objects!r:.600}\n  columns: {from_columns!r:.600}",
+            data,
+        )
     if check_crc and not all(crc_ok):
         raise fail(f"{name}: check_crc=True but crc_ok has zeros", data)
 
@@ -241,23 +298,29 @@ def check_reencode(name, codec, result, raw, check_crc, data) -> None:
         if magic == 0 and (timestamp is not None or ts_type is not None):
             raise fail(f"{name}: a magic 0 message came out with a timestamp: {m!r:.300}", data)
         try:
-            wire = codec.encode_message_set([(key, value, timestamp)], magic=magic, base_offset=offset,
-                                            timestamp_type=ts_type or 0)
+            wire = codec.encode_message_set(
+                [(key, value, timestamp)], magic=magic, base_offset=offset, timestamp_type=ts_type or 0
+            )
         except Exception as exc:  # noqa: BLE001
             raise fail(f"{name}: encode_message_set of a decoded message raised {type(exc).__name__}: {exc}", data)
         parts.append(wire)
-        back = outcome(lambda: [fields(x) for x in codec.decode_message_set(wire)], what="decode of re-encoded",
-                       data=data)
+        back = outcome(
+            lambda: [fields(x) for x in codec.decode_message_set(wire)], what="decode of re-encoded", data=data
+        )
         if back[0] != "ok" or len(back[1]) != 1:
             raise fail(f"{name}: a re-encoded message does not decode: {back!r}", data)
         again = back[1][0]
         if again[:5] != m[:5] or again[7] != m[7]:
-            raise fail(f"{name}: message changed in a round trip:\n  decoded:  {m!r:.300}\n  again:    {again!r:.300}",
-                       data)
+            raise fail(
+                f"{name}: message changed in a round trip:\n  decoded:  {m!r:.300}\n  again:    {again!r:.300}", data
+            )
     exact = check_crc and all(m[6] is None and m[5] in (0, 8 if m[4] == 1 else 0) for m in messages)
     if exact and b"".join(parts) != raw[:valid]:
-        raise fail(f"{name}: re-encoding an uncompressed set with valid CRCs did not reproduce it:\n"
-                   f"  input:      {raw[:valid][:200].hex()}\n  re-encoded: {b''.join(parts)[:200].hex()}", data)
+        raise fail(
+            f"{name}: re-encoding an uncompressed set with valid CRCs did not reproduce it:\n"
+            f"  input:      {raw[:valid][:200].hex()}\n  re-encoded: {b''.join(parts)[:200].hex()}",
+            data,
+        )
 
 
 if __name__ == "__main__":

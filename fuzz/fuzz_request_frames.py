@@ -24,8 +24,16 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fuzz import atheris_runtime  # noqa: E402
-from fuzz.oracles import (Budget, check_reencoding, check_round_trip, check_same_outcome, fail,  # noqa: E402
-                          is_flexible, message_value, outcome)
+from fuzz.oracles import (
+    Budget,
+    check_reencoding,
+    check_round_trip,
+    check_same_outcome,
+    fail,  # noqa: E402
+    is_flexible,
+    message_value,
+    outcome,
+)
 
 NAME = "request_frames"
 _I32 = struct.Struct(">i")
@@ -73,19 +81,33 @@ def one_input(data: bytes) -> None:
     for twin in _twins:
         with Budget(len(frame), what=f"decode_request ({twin.name})", data=data):
             outs.append(outcome(twin.framing.decode_request, frame, what=f"decode_request ({twin.name})", data=data))
-    check_same_outcome(outs[0], outs[1], what="decode_request", data=data, normalise=normalise_request,
-                       names=(_twins[0].name, _twins[1].name))
+    check_same_outcome(
+        outs[0],
+        outs[1],
+        what="decode_request",
+        data=data,
+        normalise=normalise_request,
+        names=(_twins[0].name, _twins[1].name),
+    )
     if outs[0][0] == "ok":
         for twin, (_, value) in zip(_twins, outs):
             header, msg = value
             encoded = check_round_trip(
                 value,
                 lambda: twin.framing.encode_request(msg, header.api_version, header.correlation_id, header.client_id),
-                twin.framing.decode_request, what=f"request round trip ({twin.name})", data=data,
-                normalise=normalise_request_round_trip)
-            check_reencoding(frame, encoded, lambda: _reencode_request(twin, encoded),
-                             flexible=is_flexible(type(msg), header.api_version),
-                             what=f"request ({twin.name})", data=data)
+                twin.framing.decode_request,
+                what=f"request round trip ({twin.name})",
+                data=data,
+                normalise=normalise_request_round_trip,
+            )
+            check_reencoding(
+                frame,
+                encoded,
+                lambda: _reencode_request(twin, encoded),
+                flexible=is_flexible(type(msg), header.api_version),
+                what=f"request ({twin.name})",
+                data=data,
+            )
         check_embedded(outs[0][1][1], data)
     check_frame_reader(frame, (data[0] >> 1) if data else 0, data)
 
@@ -112,18 +134,36 @@ def check_embedded_blob(blob: bytes, cls_name: str, data: bytes) -> None:
         with Budget(len(blob), what=f"{cls_name}.decode_embedded ({twin.name})", data=data):
             outs.append(outcome(cls.decode_embedded, blob, what=f"{cls_name}.decode_embedded", data=data))
     norm = lambda v: (v[0], message_value(v[1]))  # noqa: E731
-    check_same_outcome(outs[0], outs[1], what=f"{cls_name}.decode_embedded", data=data, normalise=norm,
-                       names=(_twins[0].name, _twins[1].name))
+    check_same_outcome(
+        outs[0],
+        outs[1],
+        what=f"{cls_name}.decode_embedded",
+        data=data,
+        normalise=norm,
+        names=(_twins[0].name, _twins[1].name),
+    )
     if outs[0][0] != "ok":
         return
     for twin, (_, (version, obj)) in zip(_twins, outs):
         cls = getattr(twin.messages, cls_name)
         if version > cls.VALID_VERSIONS[1]:
             continue  # a newer version read with the newest layout kproto knows: trailing bytes were ignored
-        encoded = check_round_trip((version, obj), lambda: obj.encode_embedded(version), cls.decode_embedded,
-                                   what=f"{cls_name} round trip ({twin.name})", data=data, normalise=norm)
-        check_reencoding(blob, encoded, lambda: cls.decode_embedded(encoded)[1].encode_embedded(version),
-                         flexible=is_flexible(cls, version), what=f"{cls_name} ({twin.name})", data=data)
+        encoded = check_round_trip(
+            (version, obj),
+            lambda: obj.encode_embedded(version),
+            cls.decode_embedded,
+            what=f"{cls_name} round trip ({twin.name})",
+            data=data,
+            normalise=norm,
+        )
+        check_reencoding(
+            blob,
+            encoded,
+            lambda: cls.decode_embedded(encoded)[1].encode_embedded(version),
+            flexible=is_flexible(cls, version),
+            what=f"{cls_name} ({twin.name})",
+            data=data,
+        )
 
 
 def check_frame_reader(frame: bytes, split: int, data: bytes) -> None:
@@ -133,16 +173,23 @@ def check_frame_reader(frame: bytes, split: int, data: bytes) -> None:
     reader = framing.FrameReader(max_frame_size=1 << 20)
     cut = min(split, len(frame))
     got = []
-    res = outcome(lambda: [reader.feed(frame[:cut]), reader.feed(frame[cut:])], allowed=(LimitExceededError,),
-                  what="FrameReader.feed", data=data)
+    res = outcome(
+        lambda: [reader.feed(frame[:cut]), reader.feed(frame[cut:])],
+        allowed=(LimitExceededError,),
+        what="FrameReader.feed",
+        data=data,
+    )
     if res[0] == "error":
         return
     for part in res[1]:
         got.extend(part)
     joined = b"".join(got)
     if joined != frame[: len(joined)] or len(joined) + reader.buffered != len(frame):
-        raise fail(f"FrameReader returned {len(got)} frames covering {len(joined)} bytes and buffers "
-                   f"{reader.buffered} of a {len(frame)}-byte input", data)
+        raise fail(
+            f"FrameReader returned {len(got)} frames covering {len(joined)} bytes and buffers "
+            f"{reader.buffered} of a {len(frame)}-byte input",
+            data,
+        )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fuzz import atheris_runtime  # noqa: E402
 from fuzz.fuzz_request_frames import check_embedded_blob  # noqa: E402
-from fuzz.oracles import (Budget, check_reencoding, check_round_trip, check_same_outcome,  # noqa: E402
-                          is_flexible, message_value, outcome)
+from fuzz.oracles import (
+    Budget,
+    check_reencoding,
+    check_round_trip,
+    check_same_outcome,  # noqa: E402
+    is_flexible,
+    message_value,
+    outcome,
+)
 
 NAME = "response_frames"
 _I32 = struct.Struct(">i")
@@ -87,21 +94,37 @@ def one_input(data: bytes) -> None:
         what = f"decode_response api {api_key} v{version} ({twin.name})"
         with Budget(len(frame), what=what, data=data):
             outs.append(outcome(twin.framing.decode_response, frame, api_key, version, what=what, data=data))
-    check_same_outcome(outs[0], outs[1], what=f"decode_response api {api_key} v{version}", data=data,
-                       normalise=normalise_response, names=(_twins[0].name, _twins[1].name))
+    check_same_outcome(
+        outs[0],
+        outs[1],
+        what=f"decode_response api {api_key} v{version}",
+        data=data,
+        normalise=normalise_response,
+        names=(_twins[0].name, _twins[1].name),
+    )
     if outs[0][0] != "ok":
         return
     for twin, (_, value) in zip(_twins, outs):
         header, msg = value
         encoded = check_round_trip(
-            value, lambda: twin.framing.encode_response(msg, version, header.correlation_id),
+            value,
+            lambda: twin.framing.encode_response(msg, version, header.correlation_id),
             lambda f: twin.framing.decode_response(f, api_key, version),
-            what=f"response round trip api {api_key} v{version} ({twin.name})", data=data,
-            normalise=normalise_response_round_trip)
+            what=f"response round trip api {api_key} v{version} ({twin.name})",
+            data=data,
+            normalise=normalise_response_round_trip,
+        )
         again = lambda: twin.framing.encode_response(  # noqa: E731
-            twin.framing.decode_response(encoded, api_key, version)[1], version, header.correlation_id)
-        check_reencoding(frame, encoded, again, flexible=is_flexible(type(msg), version),
-                         what=f"response api {api_key} v{version} ({twin.name})", data=data)
+            twin.framing.decode_response(encoded, api_key, version)[1], version, header.correlation_id
+        )
+        check_reencoding(
+            frame,
+            encoded,
+            again,
+            flexible=is_flexible(type(msg), version),
+            what=f"response api {api_key} v{version} ({twin.name})",
+            data=data,
+        )
     msg = outs[0][1][1]
     name = type(msg).__name__
     if name == "JoinGroupResponse":

@@ -50,11 +50,27 @@ def setup() -> None:
     _m = (packets, reassembly, conversation)
 
 
-def build_input(client: bytes, server: bytes, *, flags: int = 3, client_isn: int = 1000, server_isn: int = 5000,
-                max_segment: int = 40, window: int = 2, retransmit: int = 30, schedule: bytes = b"") -> bytes:
+def build_input(
+    client: bytes,
+    server: bytes,
+    *,
+    flags: int = 3,
+    client_isn: int = 1000,
+    server_isn: int = 5000,
+    max_segment: int = 40,
+    window: int = 2,
+    retransmit: int = 30,
+    schedule: bytes = b"",
+) -> bytes:
     """An input for this harness (used to make seeds)."""
-    return _HEADER.pack(flags, client_isn, server_isn, len(client), len(server), max_segment - 1 & 0xFF, window,
-                        retransmit) + client + server + schedule
+    return (
+        _HEADER.pack(
+            flags, client_isn, server_isn, len(client), len(server), max_segment - 1 & 0xFF, window, retransmit
+        )
+        + client
+        + server
+        + schedule
+    )
 
 
 class _Schedule:
@@ -74,25 +90,26 @@ def plan(data: bytes):
     if len(data) < _HEADER.size:
         return None
     flags, cisn, sisn, clen, slen, maxseg, window, rate = _HEADER.unpack_from(data)
-    body = data[_HEADER.size:]
+    body = data[_HEADER.size :]
     client = body[:clen]
-    server = body[clen:clen + slen]
-    sched = _Schedule(body[clen + slen:])
+    server = body[clen : clen + slen]
+    sched = _Schedule(body[clen + slen :])
     maxseg += 1
     window &= 7
     S, A, F, P, R = packets.TCP_SYN, packets.TCP_ACK, packets.TCP_FIN, packets.TCP_PSH, packets.TCP_RST
 
     def seg(from_client: bool, seq: int, fl: int, payload: bytes = b"", ack: int = 0):
         src, dst = (CLIENT, SERVER) if from_client else (SERVER, CLIENT)
-        return packets.TcpSegment.make(src[0], src[1], dst[0], dst[1], seq % _MOD, ack=ack % _MOD, flags=fl,
-                                       payload=payload)
+        return packets.TcpSegment.make(
+            src[0], src[1], dst[0], dst[1], seq % _MOD, ack=ack % _MOD, flags=fl, payload=payload
+        )
 
     def cut(stream: bytes, from_client: bool, isn: int):
         out, pos = [], 0
         floor = max(1, len(stream) // MAX_SEGMENTS_PER_DIRECTION)
         while pos < len(stream):
             n = max(floor, 1 + sched.next() % maxseg)
-            out.append((from_client, pos, stream[pos:pos + n]))
+            out.append((from_client, pos, stream[pos : pos + n]))
             pos += n
         return out
 
@@ -118,7 +135,7 @@ def plan(data: bytes):
     for i, piece in enumerate(order):
         final.append(piece)
         if sched.next() < rate:
-            later = [p for p in order[i + 1:i + 4] if p[0] == piece[0] and p[1] == piece[1] + len(piece[2])]
+            later = [p for p in order[i + 1 : i + 4] if p[0] == piece[0] and p[1] == piece[1] + len(piece[2])]
             if later and sched.next() & 1:
                 final.append((piece[0], piece[1], piece[2] + later[0][2]))
             else:
@@ -137,9 +154,12 @@ def plan(data: bytes):
             fl = sched.next()
             seq = sched.next() << 24 | sched.next() << 8 | sched.next()
             payload = bytes(sched.next() for _ in range(sched.next() % 24))
-            segments.insert(sched.next() % (len(segments) + 1),
-                            packets.TcpSegment.make("10.9.9.9", 5555, "10.0.0.10", 9092, seq, ack=sched.next() << 16,
-                                                    flags=fl, payload=payload))
+            segments.insert(
+                sched.next() % (len(segments) + 1),
+                packets.TcpSegment.make(
+                    "10.9.9.9", 5555, "10.0.0.10", 9092, seq, ack=sched.next() << 16, flags=fl, payload=payload
+                ),
+            )
     first_seen = {}
     for s in segments:
         if s.src == CLIENT[0] or s.src == SERVER[0]:
@@ -189,9 +209,13 @@ def check_streams(events, streams, flags, first_seen, data) -> None:
     reassembly = _m[1]
     for from_client, (stream, isn) in streams.items():
         src = CLIENT if from_client else SERVER
-        mine = [e for e in events if e.connection.source(e.direction) == reassembly.Endpoint(*src)
-                and (e.connection.initiator.port in (CLIENT[1], SERVER[1]))
-                and e.connection.responder.port in (CLIENT[1], SERVER[1])]
+        mine = [
+            e
+            for e in events
+            if e.connection.source(e.direction) == reassembly.Endpoint(*src)
+            and (e.connection.initiator.port in (CLIENT[1], SERVER[1]))
+            and e.connection.responder.port in (CLIENT[1], SERVER[1])
+        ]
         if flags & 1:
             start = 0
         else:
@@ -223,8 +247,11 @@ def check_streams(events, streams, flags, first_seen, data) -> None:
             continue
         want = stream[start:]
         if bytes(got) != want:
-            raise fail(f"{'client' if from_client else 'server'} stream reassembled as {bytes(got)[:80].hex()}... "
-                       f"({len(got)} bytes), sent {want[:80].hex()}... ({len(want)} bytes)", data)
+            raise fail(
+                f"{'client' if from_client else 'server'} stream reassembled as {bytes(got)[:80].hex()}... "
+                f"({len(got)} bytes), sent {want[:80].hex()}... ({len(want)} bytes)",
+                data,
+            )
 
 
 if __name__ == "__main__":

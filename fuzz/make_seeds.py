@@ -156,21 +156,28 @@ def worked_examples() -> List[Example]:
 
     for title, frame in _frames_hex(os.path.join(ROOT, "samples", "frames.hex")):
         named = re.search(r"(\w+)Response v(\d+)", title)
-        add("frames_hex_" + title.split(" (")[0], frame,
-            _api_of(named.group(1), int(named.group(2))) if named else None)
+        add(
+            "frames_hex_" + title.split(" (")[0], frame, _api_of(named.group(1), int(named.group(2))) if named else None
+        )
     for entry in golden_client_frames():
         if entry["frame"] not in seen:
             seen.add(entry["frame"])
             label = f"client_{entry['client']}_{entry['file'].rsplit('/', 1)[-1].rsplit('.', 1)[0]}"
-            out.append(Example(re.sub(r"\W+", "_", label), "request", entry["api_key"], entry["api_version"],
-                               entry["frame"]))
+            out.append(
+                Example(re.sub(r"\W+", "_", label), "request", entry["api_key"], entry["api_version"], entry["frame"])
+            )
     golden = os.path.join(ROOT, "tests", "test_golden_frames.py")
     if os.path.exists(golden):
         tree = ast.parse(open(golden, encoding="utf-8").read())
         for node in tree.body:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-                    and re.fullmatch(r"(?:[0-9a-f]{2})+", node.value.value)):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+                and re.fullmatch(r"(?:[0-9a-f]{2})+", node.value.value)
+            ):
                 add("golden_" + node.targets[0].id, bytes.fromhex(node.value.value))
     return out
 
@@ -274,8 +281,9 @@ def message_set_seeds() -> Dict[str, bytes]:
     out["wrap_snappy_inner_magic0"] = bytes((0x20 | 0x02 | 0x01,)) + plain
     out["wrap_lz4_magic1_logappend"] = bytes((0x30 | 0x40 | 0x80 | 0x02 | 0x01,)) + inner1
     out["wrap_gzip_magic1"] = bytes((0x10 | 0x40 | 0x02,)) + inner1
-    out["mixed_codecs"] = (b"\x01" + plain + enc(msgs, codec="gzip", base_offset=3)
-                           + enc(msgs, codec="lz4", base_offset=6))
+    out["mixed_codecs"] = (
+        b"\x01" + plain + enc(msgs, codec="gzip", base_offset=3) + enc(msgs, codec="lz4", base_offset=6)
+    )
     return out
 
 
@@ -288,8 +296,9 @@ def small_captures() -> Dict[str, bytes]:
     req = kproto.encode_request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="test")]), 0, 1, "c")
     B = MetadataResponse.MetadataResponseBroker
     resp = kproto.encode_response(MetadataResponse(brokers=[B(node_id=0, host="h", port=9092)], topics=[]), 0, 1)
-    conv = TcpConversation(client=("10.0.0.1", 40000), server=("10.0.0.10", 9092),
-                           messages=[("client", req, 1.0), ("server", resp, 1.001)])
+    conv = TcpConversation(
+        client=("10.0.0.1", 40000), server=("10.0.0.10", 9092), messages=[("client", req, 1.0), ("server", resp, 1.001)]
+    )
     variants = {
         "pcap_ethernet": dict(format="pcap"),
         "pcap_ns_bigendian": dict(format="pcap", nanosecond=True, byte_order=">"),
@@ -329,12 +338,15 @@ def reassembly_seeds(examples: List[Example]) -> Dict[str, bytes]:
     server = b"".join(answers)[:1500]
     return {
         "handshake_in_order": build_input(client, server, flags=3, retransmit=0, window=0),
-        "handshake_reordered": build_input(client, server, flags=3, window=4, retransmit=60,
-                                           schedule=bytes(range(7, 250, 13))),
-        "midstream_wraparound": build_input(client, server, flags=0, client_isn=0xFFFFFF00, server_isn=0xFFFFFFF0,
-                                            window=3),
-        "server_first_rst_garbage": build_input(client[:200], server[:200], flags=8 | 16 | 4 | 1,
-                                                schedule=b"\x05\x90\x33\xf1"),
+        "handshake_reordered": build_input(
+            client, server, flags=3, window=4, retransmit=60, schedule=bytes(range(7, 250, 13))
+        ),
+        "midstream_wraparound": build_input(
+            client, server, flags=0, client_isn=0xFFFFFF00, server_isn=0xFFFFFFF0, window=3
+        ),
+        "server_first_rst_garbage": build_input(
+            client[:200], server[:200], flags=8 | 16 | 4 | 1, schedule=b"\x05\x90\x33\xf1"
+        ),
     }
 
 
@@ -345,11 +357,15 @@ def hex_seeds(examples: List[Example]) -> Dict[str, bytes]:
         out["samples_frames_hex"] = open(path, "rb").read()
     for fmt in range(10):
         out[f"render_format_{fmt}"] = bytes((fmt, 15)) + (examples[0].data if examples else b"\x00\x01\x02")
-    out["tshark_label_lines"] = (b"Frame (30 bytes):\n"
-                                 b"0000  00 00 00 1a 00 03 00 00 00 00 00 01 00 06 6b 70   ..............kp\n"
-                                 b"0010  72 6f 74 6f 00 00 00 01 00 04 74 65 73 74         roto......test\n")
-    out["hexdump_c"] = (b"00000000  00 00 00 1a 00 03 00 00  00 00 00 01 00 06 6b 70  |..............kp|\n"
-                        b"00000010  72 6f 74 6f 00 00 00 01  00 04 74 65 73 74        |roto......test|\n0000001e\n")
+    out["tshark_label_lines"] = (
+        b"Frame (30 bytes):\n"
+        b"0000  00 00 00 1a 00 03 00 00 00 00 00 01 00 06 6b 70   ..............kp\n"
+        b"0010  72 6f 74 6f 00 00 00 01 00 04 74 65 73 74         roto......test\n"
+    )
+    out["hexdump_c"] = (
+        b"00000000  00 00 00 1a 00 03 00 00  00 00 00 01 00 06 6b 70  |..............kp|\n"
+        b"00000010  72 6f 74 6f 00 00 00 01  00 04 74 65 73 74        |roto......test|\n0000001e\n"
+    )
     out["xxd"] = b"00000000: 0000 001a 0003 0000 0000 0001 0006 6b70  ..............kp\n"
     out["bare_variants"] = b"0x00 0x00, 0x00 0x1a\n\\x00\\x03\n00:00:00:00\n0x0000000100066b70 # c\n"
     out["binary_frame"] = b"\x00\x00\x00\x1a\x00\x03\x00\x00\x00\x00\x00\x01\x00\x06kproto\x00\x00\x00\x01\x00\x04test"
@@ -359,8 +375,14 @@ def hex_seeds(examples: List[Example]) -> Dict[str, bytes]:
 def broker_seeds(requests: Dict[str, bytes]) -> Dict[str, bytes]:
     """Client streams: each request type alone, and a consumer-group session."""
     import kproto
-    from kproto.messages import (ConsumerProtocolAssignment, ConsumerProtocolSubscription, HeartbeatRequest,
-                                 JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest)
+    from kproto.messages import (
+        ConsumerProtocolAssignment,
+        ConsumerProtocolSubscription,
+        HeartbeatRequest,
+        JoinGroupRequest,
+        LeaveGroupRequest,
+        SyncGroupRequest,
+    )
 
     out = {}
     for label, data in requests.items():
@@ -372,14 +394,29 @@ def broker_seeds(requests: Dict[str, bytes]) -> Dict[str, bytes]:
     A = ConsumerProtocolAssignment
     asg = A(assigned_partitions=[A.TopicPartition(topic="test", partitions=[0, 1])], user_data=b"").encode_embedded(0)
     P = JoinGroupRequest.JoinGroupRequestProtocol
-    join = kproto.encode_request(JoinGroupRequest(group_id="test", session_timeout_ms=10000, member_id="",
-                                                  protocol_type="consumer", protocols=[P(name="range", metadata=sub)]),
-                                 0, 1, "c")
+    join = kproto.encode_request(
+        JoinGroupRequest(
+            group_id="test",
+            session_timeout_ms=10000,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[P(name="range", metadata=sub)],
+        ),
+        0,
+        1,
+        "c",
+    )
     out["group_join_only"] = b"\xff" + join
     member = "test"  # not the id the broker gives: exercises UNKNOWN_MEMBER_ID (the values sample_message uses)
     S = SyncGroupRequest.SyncGroupRequestAssignment
-    sync = kproto.encode_request(SyncGroupRequest(group_id="test", generation_id=1, member_id=member,
-                                                  assignments=[S(member_id=member, assignment=asg)]), 0, 2, "c")
+    sync = kproto.encode_request(
+        SyncGroupRequest(
+            group_id="test", generation_id=1, member_id=member, assignments=[S(member_id=member, assignment=asg)]
+        ),
+        0,
+        2,
+        "c",
+    )
     hb = kproto.encode_request(HeartbeatRequest(group_id="test", generation_id=1, member_id=member), 0, 3, "c")
     from kproto.reference import schema
 
@@ -402,11 +439,16 @@ def build_all() -> Dict[str, Dict[str, bytes]]:
     from fuzz.fuzz_response_frames import input_for
 
     ex_requests = {"ex_" + e.label: b"\x01" + e.data for e in examples if e.kind == "request"}
-    ex_responses = {"ex_" + e.label: input_for(e.api_key, e.version, e.data)
-                    for e in examples if e.kind == "response"}
+    ex_responses = {"ex_" + e.label: input_for(e.api_key, e.version, e.data) for e in examples if e.kind == "response"}
     ex_sets = {"ex_" + e.label: b"\x01" + e.data for e in examples if e.kind == "message_set"}
-    ex_sets.update({"ex_records_" + e.label: b"\x01" + r for e in examples if e.kind == "request"
-                    for r in _produced_records(e.data)})
+    ex_sets.update(
+        {
+            "ex_records_" + e.label: b"\x01" + r
+            for e in examples
+            if e.kind == "request"
+            for r in _produced_records(e.data)
+        }
+    )
     return {
         "request_frames": {**requests, **ex_requests},
         "response_frames": {**responses, **ex_responses},

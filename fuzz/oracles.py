@@ -89,9 +89,9 @@ _MEMORY_ON = os.environ.get("KPROTO_FUZZ_BUDGET", "1") != "0"
 #: when its fix lands.
 KNOWN_ISSUES: dict = {
     "B1": "mock broker: BrokerCore serves every version of its 0.9 api keys with 0.9-era handlers, so for the "
-          "versions Kafka added since (e.g. FindCoordinator v4+, which moved the coordinator into an array) it "
-          "builds answers with fields the version cannot carry and send_response raises UnsupportedVersionError "
-          "instead of the broker refusing the version",
+    "versions Kafka added since (e.g. FindCoordinator v4+, which moved the coordinator into an array) it "
+    "builds answers with fields the version cannot carry and send_response raises UnsupportedVersionError "
+    "instead of the broker refusing the version",
 }
 REPORT_KNOWN = os.environ.get("KPROTO_FUZZ_REPORT_KNOWN") == "1"
 
@@ -122,8 +122,9 @@ class Budget:
     earlier steps do not count against it.
     """
 
-    def __init__(self, n: int, *, cap: int = 0, what: str = "", data: Optional[bytes] = None,
-                 limit: Optional[int] = None) -> None:
+    def __init__(
+        self, n: int, *, cap: int = 0, what: str = "", data: Optional[bytes] = None, limit: Optional[int] = None
+    ) -> None:
         self.limit = memory_budget(n, cap) if limit is None else limit
         self.what = what
         self.data = data
@@ -146,8 +147,9 @@ class Budget:
         if isinstance(exc, OracleFailure):
             return False
         if self.peak > self.limit:
-            raise fail(f"memory budget: {self.what} allocated {self.peak} bytes at its peak, budget {self.limit}",
-                       self.data)
+            raise fail(
+                f"memory budget: {self.what} allocated {self.peak} bytes at its peak, budget {self.limit}", self.data
+            )
         if self.cpu > TIME_BUDGET_S:
             raise fail(f"time budget: {self.what} took {self.cpu:.2f} s of CPU, budget {TIME_BUDGET_S} s", self.data)
         return False
@@ -157,8 +159,14 @@ class Budget:
 Outcome = Tuple[str, Any]
 
 
-def outcome(fn: Callable[..., Any], *args: Any, allowed: Tuple[Type[BaseException], ...] = (KprotoError,),
-            what: str = "", data: Optional[bytes] = None, **kwargs: Any) -> Outcome:
+def outcome(
+    fn: Callable[..., Any],
+    *args: Any,
+    allowed: Tuple[Type[BaseException], ...] = (KprotoError,),
+    what: str = "",
+    data: Optional[bytes] = None,
+    **kwargs: Any,
+) -> Outcome:
     """Run ``fn``; an exception outside ``allowed`` is an :class:`OracleFailure` (oracle 1)."""
     try:
         return ("ok", fn(*args, **kwargs))
@@ -177,15 +185,24 @@ def error_signature(exc: BaseException) -> Tuple[str, Any]:
     return (type(exc).__name__, getattr(exc, "offset", None))
 
 
-def check_same_outcome(a: Outcome, b: Outcome, *, what: str, data: Optional[bytes] = None,
-                       normalise: Callable[[Any], Any] = lambda v: v, names: Tuple[str, str] = ("cython", "python")
-                       ) -> None:
+def check_same_outcome(
+    a: Outcome,
+    b: Outcome,
+    *,
+    what: str,
+    data: Optional[bytes] = None,
+    normalise: Callable[[Any], Any] = lambda v: v,
+    names: Tuple[str, str] = ("cython", "python"),
+) -> None:
     """Oracle 3: both twins decoded to equal (normalised) values, or failed with the same class and offset."""
     if a[0] != b[0]:
         ea = a[1] if a[0] == "error" else None
         eb = b[1] if b[0] == "error" else None
-        raise fail(f"{what}: {names[0]} {'raised ' + repr(ea) if ea else 'decoded'}, "
-                   f"{names[1]} {'raised ' + repr(eb) if eb else 'decoded'}", data)
+        raise fail(
+            f"{what}: {names[0]} {'raised ' + repr(ea) if ea else 'decoded'}, "
+            f"{names[1]} {'raised ' + repr(eb) if eb else 'decoded'}",
+            data,
+        )
     if a[0] == "error":
         sa, sb = error_signature(a[1]), error_signature(b[1])
         if sa != sb:
@@ -196,9 +213,16 @@ def check_same_outcome(a: Outcome, b: Outcome, *, what: str, data: Optional[byte
         raise fail(f"{what}: values differ:\n  {names[0]}: {_short(va)}\n  {names[1]}: {_short(vb)}", data)
 
 
-def check_round_trip(first: Any, encode: Callable[[], Any], decode: Callable[[Any], Any], *, what: str,
-                     data: Optional[bytes] = None, normalise: Callable[[Any], Any] = lambda v: v,
-                     allowed: Tuple[Type[BaseException], ...] = ()) -> Any:
+def check_round_trip(
+    first: Any,
+    encode: Callable[[], Any],
+    decode: Callable[[Any], Any],
+    *,
+    what: str,
+    data: Optional[bytes] = None,
+    normalise: Callable[[Any], Any] = lambda v: v,
+    allowed: Tuple[Type[BaseException], ...] = (),
+) -> Any:
     """Oracle 2: ``encode()`` works on a decoded value and ``decode(encoded)`` gives the value back.
 
     Returns the encoded form.  No exception is acceptable from either step unless listed in ``allowed``.
@@ -212,11 +236,17 @@ def check_round_trip(first: Any, encode: Callable[[], Any], decode: Callable[[An
     try:
         again = decode(encoded)
     except Exception as exc:  # noqa: BLE001
-        raise fail(f"{what}: decoding the re-encoded bytes raised {type(exc).__name__}: {exc}\n"
-                   f"  re-encoded: {bytes(encoded)[:256].hex()}", data) from exc
+        raise fail(
+            f"{what}: decoding the re-encoded bytes raised {type(exc).__name__}: {exc}\n"
+            f"  re-encoded: {bytes(encoded)[:256].hex()}",
+            data,
+        ) from exc
     if normalise(again) != normalise(first):
-        raise fail(f"{what}: decode(encode(decode(x))) differs from decode(x):\n  first: {_short(normalise(first))}\n"
-                   f"  again: {_short(normalise(again))}", data)
+        raise fail(
+            f"{what}: decode(encode(decode(x))) differs from decode(x):\n  first: {_short(normalise(first))}\n"
+            f"  again: {_short(normalise(again))}",
+            data,
+        )
     return encoded
 
 
@@ -267,18 +297,31 @@ def is_flexible(cls: Any, version: int) -> bool:
     return flexible is not None and flexible[0] <= version <= flexible[1]
 
 
-def check_reencoding(original: bytes, encoded: bytes, encode_again: Callable[[], bytes], *, flexible: bool,
-                     what: str, data: Optional[bytes] = None) -> None:
+def check_reencoding(
+    original: bytes,
+    encoded: bytes,
+    encode_again: Callable[[], bytes],
+    *,
+    flexible: bool,
+    what: str,
+    data: Optional[bytes] = None,
+) -> None:
     """What decodes re-encodes to the very same bytes -- in classic versions, where every value has one
     encoding.  Flexible versions admit several encodings of one value (a tagged field written with its
     default value, which an encoder leaves out), so there the oracle is that the re-encoding is a fixed
     point: decoding and encoding it again gives it back."""
     if not flexible:
         if encoded != original:
-            raise fail(f"{what}: re-encoded bytes differ from the input:\n  input:      {original[:200].hex()}\n"
-                       f"  re-encoded: {encoded[:200].hex()}", data)
+            raise fail(
+                f"{what}: re-encoded bytes differ from the input:\n  input:      {original[:200].hex()}\n"
+                f"  re-encoded: {encoded[:200].hex()}",
+                data,
+            )
         return
     again = encode_again()
     if again != encoded:
-        raise fail(f"{what}: re-encoding is not a fixed point:\n  first:  {encoded[:200].hex()}\n"
-                   f"  second: {again[:200].hex()}", data)
+        raise fail(
+            f"{what}: re-encoding is not a fixed point:\n  first:  {encoded[:200].hex()}\n"
+            f"  second: {again[:200].hex()}",
+            data,
+        )

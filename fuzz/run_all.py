@@ -34,8 +34,15 @@ from typing import Dict, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FUZZ = os.path.join(ROOT, "fuzz")
-HARNESSES = ["request_frames", "response_frames", "message_sets", "capture_files", "tcp_reassembly", "hex_input",
-             "broker_requests"]
+HARNESSES = [
+    "request_frames",
+    "response_frames",
+    "message_sets",
+    "capture_files",
+    "tcp_reassembly",
+    "hex_input",
+    "broker_requests",
+]
 #: libFuzzer -max_len per harness (inputs beyond it are not generated; seeds may be longer).
 MAX_LEN = {"capture_files": 8192, "hex_input": 4096}
 _DONE = re.compile(r"#(\d+)\s+DONE\s+cov: (\d+) ft: (\d+) corp: (\d+)/(\S+)")
@@ -45,25 +52,36 @@ _STAT = re.compile(r"stat::(\w+):\s+(\d+)")
 
 def replay(name: str, python: str) -> Dict[str, object]:
     corpus = os.path.join(FUZZ, "corpus", name)
-    proc = subprocess.run([python, os.path.join(FUZZ, f"fuzz_{name}.py"), "--replay", corpus],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [python, os.path.join(FUZZ, f"fuzz_{name}.py"), "--replay", corpus], capture_output=True, text=True
+    )
     m = re.search(r"replayed (\d+) inputs, (\d+) failed", proc.stderr)
     ok = proc.returncode == 0
     if not ok:
         sys.stderr.write(proc.stderr[-4000:])
-    return {"replayed": int(m.group(1)) if m else 0, "replay_failures": int(m.group(2)) if m else -1,
-            "replay_ok": ok}
+    return {"replayed": int(m.group(1)) if m else 0, "replay_failures": int(m.group(2)) if m else -1, "replay_ok": ok}
 
 
-def fuzz(name: str, python: str, seconds: int, timeout: int, work: str, artifacts: str,
-         extra: List[str]) -> Dict[str, object]:
+def fuzz(
+    name: str, python: str, seconds: int, timeout: int, work: str, artifacts: str, extra: List[str]
+) -> Dict[str, object]:
     corpus = os.path.join(FUZZ, "corpus", name)
     scratch = os.path.join(work, name)
     os.makedirs(scratch, exist_ok=True)
     prefix_dir = tempfile.mkdtemp(prefix=f"artifacts-{name}-", dir=work)
-    cmd = [python, os.path.join(FUZZ, f"fuzz_{name}.py"), f"-max_total_time={seconds}", f"-timeout={timeout}",
-           "-rss_limit_mb=2048", f"-max_len={MAX_LEN.get(name, 4096)}", "-print_final_stats=1",
-           f"-artifact_prefix={prefix_dir}/", *extra, scratch, corpus]
+    cmd = [
+        python,
+        os.path.join(FUZZ, f"fuzz_{name}.py"),
+        f"-max_total_time={seconds}",
+        f"-timeout={timeout}",
+        "-rss_limit_mb=2048",
+        f"-max_len={MAX_LEN.get(name, 4096)}",
+        "-print_final_stats=1",
+        f"-artifact_prefix={prefix_dir}/",
+        *extra,
+        scratch,
+        corpus,
+    ]
     started = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     elapsed = time.time() - started
@@ -141,9 +159,11 @@ def _line(name: str, row: Dict[str, object]) -> str:
     if "replayed" in row:
         parts.append(f"replayed {row['replayed']} ({row['replay_failures']} failed)")
     if "exit" in row:
-        parts.append(f"{row.get('executions', '?')} execs in {row['seconds']} s, cov {row.get('cov', '?')}, "
-                     f"ft {row.get('ft', '?')}, corpus {row.get('corpus', '?')}, native modules "
-                     f"{row.get('native_modules')}, crashes {row['crashes']}")
+        parts.append(
+            f"{row.get('executions', '?')} execs in {row['seconds']} s, cov {row.get('cov', '?')}, "
+            f"ft {row.get('ft', '?')}, corpus {row.get('corpus', '?')}, native modules "
+            f"{row.get('native_modules')}, crashes {row['crashes']}"
+        )
         if row.get("artifacts"):
             parts.append("-> " + ", ".join(row["artifacts"]))  # type: ignore[arg-type]
     return " ".join(parts)
@@ -153,8 +173,10 @@ def _table(results: Dict[str, Dict[str, object]]) -> str:
     head = f"{'harness':<18}{'replayed':>9}{'execs':>10}{'cov':>7}{'ft':>7}{'corpus':>8}{'crashes':>9}"
     lines = [head, "-" * len(head)]
     for name, r in results.items():
-        lines.append(f"{name:<18}{r.get('replayed', '-')!s:>9}{r.get('executions', '-')!s:>10}{r.get('cov', '-')!s:>7}"
-                     f"{r.get('ft', '-')!s:>7}{r.get('corpus', '-')!s:>8}{r.get('crashes', '-')!s:>9}")
+        lines.append(
+            f"{name:<18}{r.get('replayed', '-')!s:>9}{r.get('executions', '-')!s:>10}{r.get('cov', '-')!s:>7}"
+            f"{r.get('ft', '-')!s:>7}{r.get('corpus', '-')!s:>8}{r.get('crashes', '-')!s:>9}"
+        )
     return "\n".join(lines)
 
 

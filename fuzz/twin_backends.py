@@ -68,7 +68,8 @@ def load_pure_codecs() -> SimpleNamespace:
     finally:
         sys.meta_path[:] = [f for f in finders_before]
         assert not any(isinstance(f, _SourceFirst) for f in sys.meta_path) or any(
-            isinstance(f, _SourceFirst) for f in finders_before)
+            isinstance(f, _SourceFirst) for f in finders_before
+        )
         for name in [n for n in sys.modules if _is_compiled_family(n)]:
             del sys.modules[name]
         sys.modules.update(saved)
@@ -90,10 +91,8 @@ def records_modules():
     pure = importlib.import_module("kproto.records._pure")
     if os.environ.get("KPROTO_PURE") == "1":
         return None, pure
-    from kproto.records.codec import bind_core
-
     try:
-        fast = bind_core(importlib.import_module("kproto._fast._records"))
+        fast = importlib.import_module("kproto._fast._records")
     except ImportError:
         fast = None
     return fast, pure

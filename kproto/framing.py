@@ -7,7 +7,6 @@ so they point at the byte a hex dump shows.
 
 from __future__ import annotations
 
-import gc
 import re
 import struct
 from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Pattern, Tuple, Union
@@ -15,8 +14,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Patte
 try:
     import cython  # compiled: the frame's head is written in C into the kept encode buffer
 except ImportError:  # pure Python without Cython installed
+
     class cython:  # type: ignore[no-redef]
         compiled = False
+
 
 from kproto._generated.headers import RequestHeader, ResponseHeader
 from kproto.apis import APIS, ApiInfo
@@ -32,9 +33,20 @@ from kproto.message_base import Cursor, Message
 from kproto.wire import I16, I32, trailing_bytes
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_SIZE", "RequestHeader", "ResponseHeader", "FrameReader", "encode_request", "decode_request",
-    "decode_request_header", "encode_response", "decode_response", "check_frame", "plausible_request_header",
-    "MIN_REQUEST_SIZE", "ResyncingSplitter", "REQUEST_CANDIDATE",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "RequestHeader",
+    "ResponseHeader",
+    "FrameReader",
+    "encode_request",
+    "decode_request",
+    "decode_request_header",
+    "encode_response",
+    "decode_response",
+    "check_frame",
+    "plausible_request_header",
+    "MIN_REQUEST_SIZE",
+    "ResyncingSplitter",
+    "REQUEST_CANDIDATE",
 ]
 
 #: Largest frame accepted by default: Kafka's ``socket.request.max.bytes`` default (100 MiB).
@@ -52,7 +64,9 @@ def _api_for(api_key: int, version: int, what: str, offset: Optional[int] = None
     if version not in info.versions:
         raise UnknownVersionError(
             f"{info.name} has no version {version} (kproto knows {info.min_version}-{info.max_version})",
-            None if offset is None else offset + 2, "api_version")
+            None if offset is None else offset + 2,
+            "api_version",
+        )
     return info
 
 
@@ -65,7 +79,8 @@ def _encodable(msg: Message, version: int, kind: str) -> ApiInfo:
         raise UnsupportedVersionError(f"unknown api key {msg.API_KEY}")
     if version not in info.versions:
         raise UnsupportedVersionError(
-            f"{info.name} has no version {version} (kproto knows {info.min_version}-{info.max_version})")
+            f"{info.name} has no version {version} (kproto knows {info.min_version}-{info.max_version})"
+        )
     return info
 
 
@@ -88,26 +103,41 @@ def _frame(out: bytearray) -> bytes:
 # general path, which raises the precise error.
 
 #: Request class -> (api key, {version: request header version}) over the versions kproto speaks.
-_REQUEST_FRAMING = {info.request: (info.api_key, {v: info.request_header_version(v) for v in info.versions})
-                    for info in APIS.values()}
+_REQUEST_FRAMING = {
+    info.request: (info.api_key, {v: info.request_header_version(v) for v in info.versions}) for info in APIS.values()
+}
 #: Response class -> (api key, {version: response header version}).
-_RESPONSE_FRAMING = {info.response: (info.api_key, {v: info.response_header_version(v) for v in info.versions})
-                     for info in APIS.values()}
+_RESPONSE_FRAMING = {
+    info.response: (info.api_key, {v: info.response_header_version(v) for v in info.versions}) for info in APIS.values()
+}
 #: Api key -> {version: (request header version, its decoder, the request body's decoder, request class)}.
-_REQUEST_DECODING = {info.api_key: {v: (info.request_header_version(v),
-                                        RequestHeader._DECODERS[info.request_header_version(v)],
-                                        info.request._DECODERS[v], info.request) for v in info.versions}
-                     for info in APIS.values()}
+_REQUEST_DECODING = {
+    info.api_key: {
+        v: (
+            info.request_header_version(v),
+            RequestHeader._DECODERS[info.request_header_version(v)],
+            info.request._DECODERS[v],
+            info.request,
+        )
+        for v in info.versions
+    }
+    for info in APIS.values()
+}
 #: Api key -> {version: (the response header's decoder, the response body's decoder, response class)}.
-_RESPONSE_DECODING = {info.api_key: {v: (ResponseHeader._DECODERS[info.response_header_version(v)],
-                                         info.response._DECODERS[v], info.response) for v in info.versions}
-                      for info in APIS.values()}
+_RESPONSE_DECODING = {
+    info.api_key: {
+        v: (ResponseHeader._DECODERS[info.response_header_version(v)], info.response._DECODERS[v], info.response)
+        for v in info.versions
+    }
+    for info in APIS.values()
+}
 # (Two comparisons, not ``in range(...)``: a range's membership test does long arithmetic, ~0.2 us.)
 _INT32_MIN, _INT32_MAX = -0x80000000, 0x7FFFFFFF
 
 
-def _request_head(api_key: int, version: int, header_version: int, correlation_id: object,
-                  client_id: object) -> Optional[bytearray]:
+def _request_head(
+    api_key: int, version: int, header_version: int, correlation_id: object, client_id: object
+) -> Optional[bytearray]:
     """A size placeholder and the request header, written directly; None for a correlation id or client
     id out of the ordinary (a non-int, out of range, non-ASCII), which the generated encoder then writes
     or refuses with the field named."""
@@ -164,8 +194,9 @@ def encode_request(msg: Message, version: int, correlation_id: int, client_id: O
         out = _request_head(framing[0], version, header_version, correlation_id, client_id)  # type: ignore[index]
     if out is None:
         info = _encodable(msg, version, "request")
-        header = RequestHeader(api_key=info.api_key, api_version=version, correlation_id=correlation_id,
-                               client_id=client_id)
+        header = RequestHeader(
+            api_key=info.api_key, api_version=version, correlation_id=correlation_id, client_id=client_id
+        )
         out = bytearray(4)
         header.encode_into(out, info.request_header_version(version))
     msg.encode_into(out, version)
@@ -177,8 +208,7 @@ def encode_response(msg: Message, version: int, correlation_id: int) -> bytes:
     (v1 in flexible versions, v0 before and for every ApiVersions response)."""
     framing = _RESPONSE_FRAMING.get(type(msg))
     header_version = framing[1].get(version) if framing is not None and type(version) is int else None
-    if (header_version is not None and type(correlation_id) is int
-            and _INT32_MIN <= correlation_id <= _INT32_MAX):
+    if header_version is not None and type(correlation_id) is int and _INT32_MIN <= correlation_id <= _INT32_MAX:
         if cython.compiled:  # as _request_head: in place, into the kept buffer
             out = _take_buffer()
             p = _grow(out, 8)
@@ -205,8 +235,9 @@ def check_frame(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> b
     if size < 0 or size > max_frame_size:
         raise LimitExceededError(f"frame size {size} outside 0..{max_frame_size}", 0, "size")
     if size != len(buf) - 4:
-        raise LengthMismatchError(f"frame size {size} disagrees with the {len(buf) - 4} bytes that follow it", 0,
-                                  "size")
+        raise LengthMismatchError(
+            f"frame size {size} disagrees with the {len(buf) - 4} bytes that follow it", 0, "size"
+        )
     return buf
 
 
@@ -232,37 +263,18 @@ def decode_request_header(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_
     return header, pos
 
 
-#: Frames at least this large are decoded with the cyclic garbage collector paused.  A decoded message
-#: is a tree (structs, lists, strings: no reference cycles), but a frame of millions of small structs
-#: makes the collector run over and over while they are created: a 9 MB Metadata request naming
-#: 3 million topics took 2.1 s to decode with it and 0.8 s without.
-LARGE_FRAME = 1 << 20
-
-
 def _decode_body(cls: type, buf: Bytes, pos: int, version: int) -> Tuple[Message, int]:
-    if len(buf) < LARGE_FRAME or not gc.isenabled():
-        return cls.decode_from(buf, pos, len(buf), version)  # type: ignore[attr-defined, no-any-return]
-    gc.disable()
-    try:
-        return cls.decode_from(buf, pos, len(buf), version)  # type: ignore[attr-defined, no-any-return]
-    finally:
-        gc.enable()
+    return cls.decode_from(buf, pos, len(buf), version)  # type: ignore[attr-defined, no-any-return]
 
 
-def _decode_frame(header_decoder: Callable[..., Any], body_decoder: Callable[..., Any], buf: bytes, cls: type,
-                  version: int) -> Tuple[Any, Any]:
+def _decode_frame(
+    header_decoder: Callable[..., Any], body_decoder: Callable[..., Any], buf: bytes, cls: type, version: int
+) -> Tuple[Any, Any]:
     """Header and body of a checked frame by their generated decoders (the fast path of
     decode_request/decode_response: what decode_from does, without its per-call lookups and checks)."""
     cursor = Cursor(4)
     header = header_decoder(buf, cursor, len(buf))
-    if len(buf) < LARGE_FRAME or not gc.isenabled():
-        msg = body_decoder(buf, cursor, len(buf))
-    else:
-        gc.disable()
-        try:
-            msg = body_decoder(buf, cursor, len(buf))
-        finally:
-            gc.enable()
+    msg = body_decoder(buf, cursor, len(buf))
     if cursor.pos != len(buf):
         raise trailing_bytes(f"{cls.__name__} v{version}", cursor.pos, len(buf))
     return header, msg
@@ -290,8 +302,9 @@ def decode_request(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -
     return header, msg
 
 
-def _decode_response(frame: Bytes, api_key: int, version: int,
-                     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Tuple[ResponseHeader, Message]:
+def _decode_response(
+    frame: Bytes, api_key: int, version: int, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+) -> Tuple[ResponseHeader, Message]:
     """``(header, message)`` from a response frame; a response does not say what it answers, so the
     caller gives the api key and version of the request it pairs with (they also choose the header
     version).  An unknown api key or version is an :class:`UnknownVersionError`."""
@@ -346,7 +359,7 @@ def plausible_request_header(buf: Bytes, pos: int, max_frame_size: int = DEFAULT
         return False
     # Judge the client id bytes already here, so that garbage is refused at once rather than waited for
     # (with every modern api version valid, many more stray byte runs pass the checks above).
-    if not all(0x20 <= b < 0x7F for b in buf[pos + 14:pos + 14 + length]):
+    if not all(0x20 <= b < 0x7F for b in buf[pos + 14 : pos + 14 + length]):
         return False
     return None if len(buf) - pos < 14 + length else True
 
@@ -399,15 +412,17 @@ class FrameReader:
         frames = splitter.frames(0, self.max_frame_size)
         if splitter.bad_size is not None:
             self._error = LimitExceededError(
-                f"frame size {splitter.bad_size} outside 0..{self.max_frame_size}", splitter.base, "size")
+                f"frame size {splitter.bad_size} outside 0..{self.max_frame_size}", splitter.base, "size"
+            )
             raise self._error
         return frames
 
     def close(self) -> None:
         """Declare the end of the stream: bytes of an incomplete frame left over are an error."""
         if self._error is None and self.buffered:
-            raise DecodeError(f"stream ended inside a frame ({self.buffered} bytes of it received)",
-                              self.stream_offset, "size")
+            raise DecodeError(
+                f"stream ended inside a frame ({self.buffered} bytes of it received)", self.stream_offset, "size"
+            )
 
 
 #: Smallest response frame body: the correlation id (response header v0); every response body follows it.
@@ -563,8 +578,14 @@ class ResyncingSplitter:
         self.need = None
         self.damaged_at = None
 
-    def resync(self, plausible: Callable[[Bytes, int], Optional[bool]], *, final: bool = False,
-               candidates: Optional[Pattern[bytes]] = None, max_keep: Optional[int] = None) -> bool:
+    def resync(
+        self,
+        plausible: Callable[[Bytes, int], Optional[bool]],
+        *,
+        final: bool = False,
+        candidates: Optional[Pattern[bytes]] = None,
+        max_keep: Optional[int] = None,
+    ) -> bool:
         """Skip to the first position where ``plausible(buf, pos)`` says a frame starts; True when found
         (the splitter is then synced at it).  ``plausible`` returns None when it needs more bytes: the
         scan stops there to wait, unless ``final`` (no more bytes will come; None counts as no).

@@ -15,8 +15,10 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Type, TypeV
 try:
     import cython  # compiled: the encode buffer below is kept between calls
 except ImportError:  # pure Python without Cython installed
+
     class cython:  # type: ignore[no-redef]
         compiled = False
+
 
 from kproto.errors import DecodeError, EncodeError, KprotoError, UnknownVersionError, UnsupportedVersionError
 from kproto.records.record_set import RecordSet
@@ -33,16 +35,19 @@ SCALAR, RECORDS, STRUCT, STRUCTS, SCALARS = "scalar", "records", "struct", "stru
 
 
 # The functional form: compiled by Cython, a class-syntax NamedTuple would lose its annotations.
-FieldInfo = NamedTuple("FieldInfo", [
-    ("name", str),
-    ("versions", Tuple[int, int]),
-    ("tag", Optional[int]),
-    ("entity_type", Optional[str]),
-    ("is_array", bool),
-    ("struct", Optional[type]),
-    ("nullable_versions", Optional[Tuple[int, int]]),
-    ("type", str),
-])
+FieldInfo = NamedTuple(
+    "FieldInfo",
+    [
+        ("name", str),
+        ("versions", Tuple[int, int]),
+        ("tag", Optional[int]),
+        ("entity_type", Optional[str]),
+        ("is_array", bool),
+        ("struct", Optional[type]),
+        ("nullable_versions", Optional[Tuple[int, int]]),
+        ("type", str),
+    ],
+)
 FieldInfo.__doc__ = """One field of a generated class, in wire order (the class attribute ``FIELDS``).
 
 ``name``: the Python attribute; ``versions``: the inclusive (lowest, highest) versions carrying it,
@@ -149,8 +154,9 @@ class Struct:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return (all(getattr(self, name) == getattr(other, name) for name, _, _ in self._FIELDS)
-                and getattr(self, "unknown_tagged_fields", None) == getattr(other, "unknown_tagged_fields", None))
+        return all(getattr(self, name) == getattr(other, name) for name, _, _ in self._FIELDS) and getattr(
+            self, "unknown_tagged_fields", None
+        ) == getattr(other, "unknown_tagged_fields", None)
 
     __hash__ = None  # type: ignore[assignment]  # mutable values
 
@@ -270,8 +276,9 @@ class Message(Struct):
             buf = bytes(buf)
         if not 0 <= pos <= end <= len(buf):
             # The generated decoders trust ``end`` (compiled, they read the buffer directly): check it once here.
-            raise ValueError(f"decode_from needs 0 <= pos <= end <= len(buf), got pos={pos}, end={end}, "
-                             f"len(buf)={len(buf)}")
+            raise ValueError(
+                f"decode_from needs 0 <= pos <= end <= len(buf), got pos={pos}, end={end}, len(buf)={len(buf)}"
+            )
         cursor = Cursor(pos)
         obj = decoder(buf, cursor, end)
         return obj, cursor.pos
@@ -349,12 +356,22 @@ class Message(Struct):
         return EncodeError(f"expected {expected}, got {got} (encoding {what})", path)
 
 
-_INT_RANGES = {"int8": (-(1 << 7), 1 << 7), "int16": (-(1 << 15), 1 << 15), "uint16": (0, 1 << 16),
-               "int32": (-(1 << 31), 1 << 31), "int64": (-(1 << 63), 1 << 63)}
+_INT_RANGES = {
+    "int8": (-(1 << 7), 1 << 7),
+    "int16": (-(1 << 15), 1 << 15),
+    "uint16": (0, 1 << 16),
+    "int32": (-(1 << 31), 1 << 31),
+    "int64": (-(1 << 63), 1 << 63),
+}
 #: What a field of each wire type takes, as an error message says it.
-_EXPECTED = {"float64": "a float", "string": "a string", "bytes": "bytes", "records": "a RecordSet or bytes",
-             "uuid": "a UUID", **{kind: f"an {kind} ({lo}..{hi - 1})" if kind[0] in "iu" else kind
-                                  for kind, (lo, hi) in _INT_RANGES.items()}}
+_EXPECTED = {
+    "float64": "a float",
+    "string": "a string",
+    "bytes": "bytes",
+    "records": "a RecordSet or bytes",
+    "uuid": "a UUID",
+    **{kind: f"an {kind} ({lo}..{hi - 1})" if kind[0] in "iu" else kind for kind, (lo, hi) in _INT_RANGES.items()},
+}
 _EXPECTED["uint16"] = f"a uint16 (0..{(1 << 16) - 1})"
 
 

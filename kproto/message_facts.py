@@ -32,8 +32,20 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 __all__ = [
-    "TOPIC", "PARTITION", "GROUP", "ERROR", "BROKER", "TRANSACTIONAL_ID", "PRODUCER_ID",
-    "Entity", "entities", "MessageFacts", "message_facts", "Scope", "scope_tree", "struct_has_entity",
+    "TOPIC",
+    "PARTITION",
+    "GROUP",
+    "ERROR",
+    "BROKER",
+    "TRANSACTIONAL_ID",
+    "PRODUCER_ID",
+    "Entity",
+    "entities",
+    "MessageFacts",
+    "message_facts",
+    "Scope",
+    "scope_tree",
+    "struct_has_entity",
 ]
 
 TOPIC = "topicName"
@@ -78,8 +90,9 @@ def _is_fact(value: Any) -> bool:
     return value is not None and value != ""
 
 
-def _own_scope(struct: Any, version: Optional[int], topic: Optional[str],
-               partition: Optional[int]) -> Tuple[Optional[str], Optional[int]]:
+def _own_scope(
+    struct: Any, version: Optional[int], topic: Optional[str], partition: Optional[int]
+) -> Tuple[Optional[str], Optional[int]]:
     """The topic/partition a struct's own scalar fields name (they scope its other fields and children)."""
     for info in type(struct).FIELDS:
         if info.is_array or info.struct is not None or not _present(info, version):
@@ -107,8 +120,9 @@ def entities(message: Any, version: Optional[int] = None) -> Iterator[Entity]:
                     yield Entity(kind, item, name, None, None)
 
 
-def _entities(struct: Any, version: Optional[int], prefix: str, topic: Optional[str],
-              partition: Optional[int]) -> Iterator[Entity]:
+def _entities(
+    struct: Any, version: Optional[int], prefix: str, topic: Optional[str], partition: Optional[int]
+) -> Iterator[Entity]:
     topic, partition = _own_scope(struct, version, topic, partition)
     for info in type(struct).FIELDS:
         if not _present(info, version):
@@ -121,7 +135,7 @@ def _entities(struct: Any, version: Optional[int], prefix: str, topic: Optional[
                 if item is not None:
                     yield from _entities(item, version, path + ("[]." if info.is_array else "."), topic, partition)
         elif info.entity_type is not None:
-            for item in (value if info.is_array and value is not None else [value]):
+            for item in value if info.is_array and value is not None else [value]:
                 if _is_fact(item):
                     yield Entity(info.entity_type, item, path, topic, partition)
 
@@ -213,5 +227,6 @@ def message_facts(request: Any, response: Any, version: Optional[int] = None) ->
                     facts.error_code = entity.value
                 elif entity.value:
                     facts.partition_errors.append(
-                        {"topic": entity.topic, "partition": entity.partition, "error_code": entity.value})
+                        {"topic": entity.topic, "partition": entity.partition, "error_code": entity.value}
+                    )
     return facts

@@ -9,7 +9,9 @@ Installed with kproto (``pytest11`` entry point), so a test needs only a fixture
 
 ``kafka_broker`` is a fresh :class:`~kproto.testing.MockBroker` per test (in memory, on a free port of
 127.0.0.1, started in a background thread), wrapped in :class:`KafkaBroker`: the bootstrap string,
-topic creation, the records produced, and :meth:`KafkaBroker.fail` to inject faults.  A test that wants
+topic creation, the records produced, :meth:`KafkaBroker.fail` to inject faults, and with
+``@pytest.mark.kafka_broker(brokers=3)`` a cluster whose brokers stop and start, whose leaders and
+coordinators move (:meth:`KafkaBroker.stop_broker`, ...).  A test that wants
 other broker settings marks itself ``@pytest.mark.kafka_broker(default_partitions=3, ...)``: the keywords
 go to :class:`~kproto.testing.MockBroker`.
 
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple, Un
 import pytest
 
 if TYPE_CHECKING:
+    from kproto.broker.cluster import ClusterEvent
     from kproto.broker.faults import Fault
     from kproto.broker.mock import MockBroker, StoredRecord
     from kproto.testing.apache_kafka import ApacheKafka
@@ -82,6 +85,37 @@ class KafkaBroker:
         connection instead.  The returned fault's ``fired`` counts the requests it applied to."""
         return self.broker.inject(api, error=error, times=times, topic=topic, partition=partition, delay=delay,
                                   drop=drop)
+
+    # The cluster controls (``@pytest.mark.kafka_broker(brokers=3)``), as MockBroker has them.
+
+    def stop_broker(self, node_id: int, *, coordinator_loading_ms: int = 0) -> None:
+        """Stop one broker: its partitions get new leaders, its coordinators move (see docs/broker.md)."""
+        self.broker.stop_broker(node_id, coordinator_loading_ms=coordinator_loading_ms)
+
+    def start_broker(self, node_id: int) -> None:
+        """Start a stopped broker again on its port."""
+        self.broker.start_broker(node_id)
+
+    def move_leader(self, topic: str, partition: int, to_node: int) -> None:
+        """Give a partition to another in-sync replica, with a new leader epoch."""
+        self.broker.move_leader(topic, partition, to_node)
+
+    def move_coordinator(self, group_id: str, to_node: int, *, loading_ms: int = 0) -> None:
+        """Move a group's coordinator; the new one loads for ``loading_ms``."""
+        self.broker.move_coordinator(group_id, to_node, loading_ms=loading_ms)
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The partition's leader (-1: none)."""
+        return self.broker.leader(topic, partition)
+
+    def coordinator(self, group_id: str) -> int:
+        """The broker coordinating ``group_id``."""
+        return self.broker.coordinator(group_id)
+
+    @property
+    def events(self) -> List["ClusterEvent"]:
+        """What the cluster controls did, in order."""
+        return self.broker.events
 
     def committed(self, group_id: str) -> Dict[Any, Any]:
         """The offsets ``group_id`` committed: (topic, partition) → (offset, metadata)."""

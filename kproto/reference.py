@@ -23,8 +23,15 @@ from kproto.schema.model import SchemaSet
 
 __all__ = ["FieldRange", "reference_decode", "dissect", "schema", "message_spec"]
 
-_INTS = {"int8": c.Int8sb, "int16": c.Int16sb, "uint16": c.Int16ub, "int32": c.Int32sb, "int64": c.Int64sb,
-         "bool": c.Int8sb, "float64": c.Float64b}
+_INTS = {
+    "int8": c.Int8sb,
+    "int16": c.Int16sb,
+    "uint16": c.Int16ub,
+    "int32": c.Int32sb,
+    "int64": c.Int64sb,
+    "bool": c.Int8sb,
+    "float64": c.Float64b,
+}
 
 
 @dataclass(frozen=True)
@@ -84,8 +91,9 @@ def _field_con(f: FieldSpec, version: int, flexible: bool) -> c.Construct:
     if t.is_array:
         inner = t.element
         assert inner is not None
-        elem = (_struct_con(inner.struct, version, flexible) if inner.is_struct
-                else _leaf_con(inner.kind, False, compact))
+        elem = (
+            _struct_con(inner.struct, version, flexible) if inner.is_struct else _leaf_con(inner.kind, False, compact)
+        )
         return c.Struct(
             "count" / (_COMPACT if compact else c.Int32sb),
             c.Check(c.this.count >= (-1 if nullable else 0)),
@@ -95,8 +103,11 @@ def _field_con(f: FieldSpec, version: int, flexible: bool) -> c.Construct:
         body = _struct_con(t.struct, version, flexible)
         if not nullable:
             return body
-        return c.Struct("marker" / c.Int8sb, c.Check((c.this.marker == -1) | (c.this.marker == 1)),
-                        "value" / c.If(c.this.marker == 1, body))
+        return c.Struct(
+            "marker" / c.Int8sb,
+            c.Check((c.this.marker == -1) | (c.this.marker == 1)),
+            "value" / c.If(c.this.marker == 1, body),
+        )
     return _leaf_con(t.kind, nullable, compact)
 
 
@@ -176,12 +187,26 @@ class _Walker:
             data_start, pos = pos, pos + entry.size
             f = tagged.get(entry.tag)
             name = f.attr if f is not None else f"_tagged_fields[{entry.tag}]"
-            self.ranges.append(FieldRange(f"{prefix}{name}", "tag", start + entry_start, start + data_start,
-                                          f"tag {entry.tag}, {entry.size} bytes"))
+            self.ranges.append(
+                FieldRange(
+                    f"{prefix}{name}",
+                    "tag",
+                    start + entry_start,
+                    start + data_start,
+                    f"tag {entry.tag}, {entry.size} bytes",
+                )
+            )
             if f is None:
                 if entry.size:
-                    self.ranges.append(FieldRange(f"{prefix}{name}", "raw", start + data_start, start + pos,
-                                                  f"tagged field {entry.tag} unknown to this version"))
+                    self.ranges.append(
+                        FieldRange(
+                            f"{prefix}{name}",
+                            "raw",
+                            start + data_start,
+                            start + pos,
+                            f"tagged field {entry.tag} unknown to this version",
+                        )
+                    )
                 continue
             con = c.RawCopy(_field_con(f, self.version, True))
             try:
@@ -206,8 +231,9 @@ class _Walker:
             items_raw = raw.value["items"]
             # An int32 count, or a compact varint one (then as wide as the varint): up to the first item.
             count_end = self.base + (items_raw[0].offset1 if items_raw else raw.offset2)
-            self.ranges.append(FieldRange(path, "count", start, count_end,
-                                          None if items_raw is None else len(items_raw)))
+            self.ranges.append(
+                FieldRange(path, "count", start, count_end, None if items_raw is None else len(items_raw))
+            )
             if items_raw is None:
                 return None
             items = []
@@ -277,8 +303,11 @@ def _default(f: FieldSpec) -> Any:
         return None if f.default is None else []
     if f.type.is_struct:
         assert f.type.struct is not None
-        return None if f.default is None and not f.nullable_versions.empty and f.nullable_versions == f.versions \
+        return (
+            None
+            if f.default is None and not f.nullable_versions.empty and f.nullable_versions == f.versions
             else {g.attr: _default(g) for g in f.type.struct.fields}
+        )
     return f.default
 
 

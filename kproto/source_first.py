@@ -18,13 +18,13 @@ from typing import Optional, Sequence
 __all__ = ["install", "PREFIXES"]
 
 #: Modules that may be compiled; everything else in kproto is pure Python anyway.
-PREFIXES = ("kproto._generated.", "kproto.message_base", "kproto.framing", "kproto.wire",
-            "kproto.records.record_set")
+PREFIXES = ("kproto._generated.", "kproto.message_base", "kproto.framing", "kproto.wire", "kproto.records.record_set")
 
 
 class _SourceFirst(importlib.abc.MetaPathFinder):
-    def find_spec(self, name: str, path: Optional[Sequence[str]], target: object = None
-                  ) -> Optional[importlib.machinery.ModuleSpec]:
+    def find_spec(
+        self, name: str, path: Optional[Sequence[str]], target: object = None
+    ) -> Optional[importlib.machinery.ModuleSpec]:
         if not name.startswith(PREFIXES) or path is None:
             return None
         leaf = name.rpartition(".")[2]

@@ -48,8 +48,9 @@ class StateMachine(Generic[S, E]):
 
     __slots__ = ("table", "state", "name", "_refusal")
 
-    def __init__(self, table: "Transitions[S, E]", initial: S, name: str,
-                 refusal: Optional[Callable[[S, E], str]] = None) -> None:
+    def __init__(
+        self, table: "Transitions[S, E]", initial: S, name: str, refusal: Optional[Callable[[S, E], str]] = None
+    ) -> None:
         self.table = table
         self.state = initial
         self.name = name
@@ -65,7 +66,10 @@ class StateMachine(Generic[S, E]):
         try:
             self.state = self.table[(self.state, event)]
         except KeyError:
-            message = (self._refusal(self.state, event) if self._refusal is not None
-                       else _default_refusal(self.name, self.state, event))
+            message = (
+                self._refusal(self.state, event)
+                if self._refusal is not None
+                else _default_refusal(self.name, self.state, event)
+            )
             raise error(message) from None
         return self.state

@@ -124,7 +124,8 @@ def broker_release(release: str) -> BrokerRelease:
         known = list(table)
         raise UnknownReleaseError(
             f"no broker release line {line!r} (from {release!r}) in the releases table; known: "
-            f"{known[0]} .. {known[-1]} ({', '.join(known)})")
+            f"{known[0]} .. {known[-1]} ({', '.join(known)})"
+        )
     return table[line]
 
 
@@ -148,11 +149,12 @@ def served_versions(broker: Broker) -> Dict[int, Tuple[int, int]]:
     error_code = getattr(broker, "error_code", None)
     entries = getattr(broker, "api_keys", None)
     if error_code is None or entries is None:
-        raise TypeError(f"expected a release string, an ApiVersionsResponse or a mapping, not "
-                        f"{type(broker).__name__}")
+        raise TypeError(f"expected a release string, an ApiVersionsResponse or a mapping, not {type(broker).__name__}")
     if error_code != 0:
-        raise NegotiationError(f"the ApiVersions response carries error code {error_code}; retry ApiVersions "
-                               "with a version the broker lists before negotiating")
+        raise NegotiationError(
+            f"the ApiVersions response carries error code {error_code}; retry ApiVersions "
+            "with a version the broker lists before negotiating"
+        )
     out: Dict[int, Tuple[int, int]] = {}
     for entry in entries:
         out[entry.api_key] = _checked_range(entry.api_key, (entry.min_version, entry.max_version))
@@ -191,4 +193,3 @@ def _checked_range(key: Any, value: Any) -> Tuple[int, int]:
     if not (isinstance(lo, int) and isinstance(hi, int)):
         raise TypeError(f"api key {key}: version bounds must be integers, got {value!r}")
     return (lo, hi)
-

@@ -25,10 +25,38 @@ from uuid import UUID, SafeUUID
 from kproto.errors import DecodeError, EncodeError, LengthMismatchError, UnsupportedVersionError
 
 __all__ = [
-    "I8", "I16", "I32", "I64", "MAX_STRING_BYTES", "MAX_UVARINT_BYTES", "short_read", "short_run", "bad_length",
-    "bad_count", "bad_utf8", "bad_utf8_at", "bad_sized", "utf8", "bad_bool", "bad_marker", "bools", "string_too_long", "not_nullable", "not_in_version",
-    "trailing_bytes", "encode_failure", "read_uvarint", "bad_uvarint", "put_uvarint", "read_tag_section",
-    "tag_size_mismatch", "put_tag_section", "ZERO_UUID", "uuid_at", "SMALL_ARRAY_MAX", "SMALL_ARRAYS",
+    "I8",
+    "I16",
+    "I32",
+    "I64",
+    "MAX_STRING_BYTES",
+    "MAX_UVARINT_BYTES",
+    "short_read",
+    "short_run",
+    "bad_length",
+    "bad_count",
+    "bad_utf8",
+    "bad_utf8_at",
+    "bad_sized",
+    "utf8",
+    "bad_bool",
+    "bad_marker",
+    "bools",
+    "string_too_long",
+    "not_nullable",
+    "not_in_version",
+    "trailing_bytes",
+    "encode_failure",
+    "read_uvarint",
+    "bad_uvarint",
+    "put_uvarint",
+    "read_tag_section",
+    "tag_size_mismatch",
+    "put_tag_section",
+    "ZERO_UUID",
+    "uuid_at",
+    "SMALL_ARRAY_MAX",
+    "SMALL_ARRAYS",
 ]
 
 I8 = struct.Struct(">b")
@@ -61,7 +89,7 @@ _ZERO_16 = bytes(16)
 
 def uuid_at(buf: Any, pos: int) -> UUID:
     """The uuid in ``buf[pos:pos + 16]`` (the caller checked the bytes are there)."""
-    raw = bytes(buf[pos:pos + 16])
+    raw = bytes(buf[pos : pos + 16])
     if raw == _ZERO_16:
         return ZERO_UUID
     # UUID(bytes=...) checks its arguments in Python code (1.6 us); its two slots stored directly, as
@@ -101,13 +129,16 @@ def bad_count(field: str, pos: int, count: int, end: int, min_size: int, width: 
     left = end - pos - width
     return DecodeError(
         f"array count {count} at offset {pos} cannot fit in the {left} bytes left "
-        f"(each element takes at least {min_size})", pos, field)
+        f"(each element takes at least {min_size})",
+        pos,
+        field,
+    )
 
 
 def utf8(buf: bytes, pos: int, size: int, field: str) -> str:
     """The UTF-8 text of ``buf[pos:pos + size]`` (already bounds-checked by the caller)."""
     try:
-        return buf[pos:pos + size].decode("utf-8")
+        return buf[pos : pos + size].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise bad_utf8(field, pos, exc) from None
 
@@ -115,7 +146,7 @@ def utf8(buf: bytes, pos: int, size: int, field: str) -> str:
 def bad_utf8_at(buf: bytes, pos: int, size: int, field: str) -> DecodeError:
     """The error for text the compiled reader found not to be UTF-8 (re-read here to say where)."""
     try:
-        buf[pos:pos + size].decode("utf-8")
+        buf[pos : pos + size].decode("utf-8")
     except UnicodeDecodeError as exc:
         return bad_utf8(field, pos, exc)
     return DecodeError(f"invalid UTF-8 at offset {pos}", pos, field)  # not reached
@@ -188,10 +219,14 @@ def read_uvarint(buf: bytes, pos: int, end: int, field: str) -> Tuple[int, int]:
             return value, pos
         shift += 7
         if shift >= 7 * MAX_UVARINT_BYTES:
-            raise DecodeError(f"unsigned varint at offset {start} is longer than {MAX_UVARINT_BYTES} bytes",
-                              start, field)
-    raise DecodeError(f"unsigned varint at offset {start} is cut off after {pos - start} bytes "
-                      f"({max(end - start, 0)} left)", start, field)
+            raise DecodeError(
+                f"unsigned varint at offset {start} is longer than {MAX_UVARINT_BYTES} bytes", start, field
+            )
+    raise DecodeError(
+        f"unsigned varint at offset {start} is cut off after {pos - start} bytes ({max(end - start, 0)} left)",
+        start,
+        field,
+    )
 
 
 def bad_uvarint(field: str, buf: bytes, pos: int, end: int) -> DecodeError:
@@ -213,8 +248,9 @@ def put_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def read_tag_section(buf: bytes, pos: int, end: int,
-                     known: Tuple[int, ...]) -> Tuple[List[Tuple[int, bytes]], List[Tuple[int, int, int]], int]:
+def read_tag_section(
+    buf: bytes, pos: int, end: int, known: Tuple[int, ...]
+) -> Tuple[List[Tuple[int, bytes]], List[Tuple[int, int, int]], int]:
     """Read a tag section: ``(unknown fields as (tag, bytes), known fields as (tag, start, end), end)``.
 
     Tags must be strictly ascending (out of order or repeated is an error) and each field's size must fit
@@ -233,12 +269,16 @@ def read_tag_section(buf: bytes, pos: int, end: int,
         last = tag
         size, pos = read_uvarint(buf, pos, end, f"_tagged_fields[{tag}]")
         if size > end - pos:
-            raise DecodeError(f"tagged field {tag} of {size} bytes at offset {pos} is longer than the "
-                              f"{end - pos} bytes left in its struct", pos, f"_tagged_fields[{tag}]")
+            raise DecodeError(
+                f"tagged field {tag} of {size} bytes at offset {pos} is longer than the "
+                f"{end - pos} bytes left in its struct",
+                pos,
+                f"_tagged_fields[{tag}]",
+            )
         if tag in known:
             spans.append((tag, pos, pos + size))
         else:
-            unknown.append((tag, buf[pos:pos + size]))
+            unknown.append((tag, buf[pos : pos + size]))
         pos += size
     return unknown, spans, pos
 

@@ -62,16 +62,28 @@ class SocketClient:
 
 def produce_request(topic: str, partition: int, records: bytes, acks: int = 1) -> ProduceRequest:
     T = ProduceRequest.TopicProduceData
-    return ProduceRequest(acks=acks, timeout_ms=1000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
+    return ProduceRequest(
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])],
+    )
 
 
-def fetch_request(topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, max_wait_ms: int = 0,
-                  min_bytes: int = 0) -> FetchRequest:
+def fetch_request(
+    topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, max_wait_ms: int = 0, min_bytes: int = 0
+) -> FetchRequest:
     T = FetchRequest.FetchTopic
-    return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, topics=[
-        T(topic=topic, partitions=[T.FetchPartition(partition=partition, fetch_offset=offset,
-                                                     partition_max_bytes=max_bytes)])])
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        topics=[
+            T(
+                topic=topic,
+                partitions=[T.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)],
+            )
+        ],
+    )
 
 
 def metadata_request(*topics: str) -> MetadataRequest:

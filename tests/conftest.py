@@ -30,10 +30,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
 def _records_module(name: str):
     if name == "python":
         return importlib.import_module("kproto.records._pure")
-    from kproto.records.codec import bind_core
-
     try:
-        return bind_core(importlib.import_module("kproto._fast._records"))
+        return importlib.import_module("kproto._fast._records")
     except ImportError:
         if os.environ.get("KPROTO_PURE") == "1":
             pytest.skip("KPROTO_PURE=1 run without the compiled extension")

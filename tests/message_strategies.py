@@ -24,8 +24,9 @@ _UNSIGNED_BITS = {"uint16": 16, "uint32": 32}
 
 def all_message_specs() -> List[MessageSpec]:
     s = schema()
-    return s.messages() + sorted(s.headers.values(), key=lambda m: m.name) + sorted(s.data.values(),
-                                                                                   key=lambda m: m.name)
+    return (
+        s.messages() + sorted(s.headers.values(), key=lambda m: m.name) + sorted(s.data.values(), key=lambda m: m.name)
+    )
 
 
 def message_class(spec: MessageSpec) -> Type[messages.Message]:
@@ -86,12 +87,12 @@ def message_values(spec: MessageSpec, version: int) -> st.SearchStrategy:
 
 def any_message() -> st.SearchStrategy:
     """(spec, version, message) over every message and version."""
-    return st.sampled_from(spec_versions()).flatmap(
-        lambda sv: message_values(*sv).map(lambda m: (sv[0], sv[1], m)))
+    return st.sampled_from(spec_versions()).flatmap(lambda sv: message_values(*sv).map(lambda m: (sv[0], sv[1], m)))
 
 
 # ----------------------------------------------------------------------------------------------------
 # The "full" example: every optional part present, every value away from its default.
+
 
 def _full_leaf(kind: str, seed: int) -> Any:
     if kind in _INT_BITS:
@@ -117,8 +118,10 @@ def _full_struct(struct: StructSpec, version: int, seed: int) -> Dict[str, Any]:
         if t.is_array:
             inner = t.element
             assert inner is not None
-            out[f.attr] = [_full_struct(inner.struct, version, s + k) if inner.is_struct
-                           else _full_leaf(inner.kind, s + k) for k in range(2)]
+            out[f.attr] = [
+                _full_struct(inner.struct, version, s + k) if inner.is_struct else _full_leaf(inner.kind, s + k)
+                for k in range(2)
+            ]
         elif t.is_struct:
             out[f.attr] = _full_struct(t.struct, version, s)
         else:

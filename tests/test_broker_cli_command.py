@@ -63,3 +63,27 @@ def test_sasl_user_option_is_checked() -> None:
     assert parser.parse_args(["--sasl-plain-user", "alice:s3:cret"]).sasl_plain_user == ["alice:s3:cret"]
     with pytest.raises(SystemExit):
         parser.parse_args(["--sasl-plain-user", "no-password"])
+
+
+def test_broker_process_with_three_brokers_announces_a_bootstrap_list() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, "--port", "0", "--brokers", "3", "--topic", "t:6"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        match = re.fullmatch(r"listening on ((?:127\.0\.0\.1:\d+,){2}127\.0\.0\.1:\d+)", line)
+        assert match, line
+        ports = [int(a.rsplit(":", 1)[1]) for a in match.group(1).split(",")]
+        with SocketClient(("127.0.0.1", ports[2])) as client:
+            meta = client.request(metadata_request("t"), 1)
+        assert sorted(b.port for b in meta.brokers) == sorted(ports)
+        assert {p.leader_id for p in meta.topics[0].partitions} == {0, 1, 2}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+
+
+def test_a_replication_factor_above_the_brokers_is_refused(capsys: pytest.CaptureFixture) -> None:
+    parser = argparse.ArgumentParser()
+    cli_command.add_arguments(parser)
+    assert cli_command.run(parser.parse_args(["--brokers", "2", "--replication-factor", "3"])) == 2
+    assert "--replication-factor" in capsys.readouterr().err

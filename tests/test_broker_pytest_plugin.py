@@ -28,6 +28,15 @@ def test_fixture_api(kafka_broker):
 def test_marker_options(kafka_broker):
     assert kafka_broker.topics() == {"declared": 2}
     assert kafka_broker.broker.config.default_partitions == 4
+
+@pytest.mark.kafka_broker(brokers=3, topics={"t": 3})
+def test_cluster_marker(kafka_broker):
+    assert kafka_broker.bootstrap_servers.count(",") == 2
+    leader = kafka_broker.leader("t", 0)
+    kafka_broker.stop_broker(leader)
+    assert kafka_broker.leader("t", 0) not in (leader, -1)
+    kafka_broker.start_broker(leader)
+    assert [type(e).__name__ for e in kafka_broker.events][0] == "BrokerStopped"
 '''
 
 # The README example: an unmodified kafka-python producer and consumer at their defaults.

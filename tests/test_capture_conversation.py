@@ -49,7 +49,9 @@ def heartbeat_resp(corr: int, code: int = 0) -> bytes:
 
 def produce_req(corr: int, acks: int, payload_size: int = 0) -> bytes:
     part = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=b"")
-    msg = ProduceRequest(acks=acks, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(name="t", partition_data=[part])])
+    msg = ProduceRequest(
+        acks=acks, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(name="t", partition_data=[part])]
+    )
     frame = kproto.encode_request(msg, 1, corr, "p" * max(1, payload_size))
     return frame
 
@@ -58,8 +60,19 @@ def produce_resp(corr: int) -> bytes:
     return kproto.encode_response(ProduceResponse(responses=[], throttle_time_ms=0), 1, corr)
 
 
-def decode(msgs, *, ports=(9092,), detect=True, impairments=None, mss=1460, client=CLIENT, server=SERVER,
-           handshake=True, fmt="pcap", **conv_kw) -> Tuple[List[Exchange], List[Problem], list]:
+def decode(
+    msgs,
+    *,
+    ports=(9092,),
+    detect=True,
+    impairments=None,
+    mss=1460,
+    client=CLIENT,
+    server=SERVER,
+    handshake=True,
+    fmt="pcap",
+    **conv_kw,
+) -> Tuple[List[Exchange], List[Problem], list]:
     conv = TcpConversation(client, server, msgs, handshake=handshake, **conv_kw)
     buf = io.BytesIO()
     write_capture(buf, [conv], mss=mss, impairments=impairments, format=fmt)
@@ -106,7 +119,10 @@ def test_acks_zero_produce_expects_no_response():
     ]
     exchanges, problems, _ = decode(msgs)
     assert problems == []
-    assert [(e.correlation_id, e.expects_response, e.answered) for e in exchanges] == [(1, False, False), (2, True, True)]
+    assert [(e.correlation_id, e.expects_response, e.answered) for e in exchanges] == [
+        (1, False, False),
+        (2, True, True),
+    ]
 
 
 def test_repeated_correlation_ids_pair_with_the_oldest_outstanding_request():
@@ -118,7 +134,10 @@ def test_repeated_correlation_ids_pair_with_the_oldest_outstanding_request():
     ]
     exchanges, problems, _ = decode(msgs)
     assert problems == []
-    assert [(e.api_key, type(e.response).__name__) for e in exchanges] == [(12, "HeartbeatResponse"), (3, "MetadataResponse")]
+    assert [(e.api_key, type(e.response).__name__) for e in exchanges] == [
+        (12, "HeartbeatResponse"),
+        (3, "MetadataResponse"),
+    ]
 
 
 def test_unanswered_requests_and_responses_without_request_are_reported():
@@ -132,7 +151,11 @@ def test_unanswered_requests_and_responses_without_request_are_reported():
     exchanges, problems, records = decode(msgs)
     assert [(e.correlation_id, e.answered) for e in exchanges] == [(1, False), (2, True), (3, False)]
     kinds = [p.kind for p in problems]
-    assert kinds == [ProblemKind.UNANSWERED_REQUEST, ProblemKind.RESPONSE_WITHOUT_REQUEST, ProblemKind.UNANSWERED_REQUEST]
+    assert kinds == [
+        ProblemKind.UNANSWERED_REQUEST,
+        ProblemKind.RESPONSE_WITHOUT_REQUEST,
+        ProblemKind.UNANSWERED_REQUEST,
+    ]
     assert problems[1].frame == heartbeat_resp(99)
     assert problems[0].packet is not None and problems[0].offset == 0
     # Records come out in the order they became known.
@@ -153,8 +176,9 @@ def test_decode_errors_and_length_mismatch_keep_the_exchange():
     ]
     exchanges, problems, _ = decode(msgs)
     assert [p.kind for p in problems] == [ProblemKind.DECODE_ERROR, ProblemKind.LENGTH_MISMATCH]
-    assert [(e.correlation_id, e.request is None, e.request_error is not None, e.response.error_code) for e in exchanges] == [
-        (1, True, True, 0), (2, True, True, 0)]
+    assert [
+        (e.correlation_id, e.request is None, e.request_error is not None, e.response.error_code) for e in exchanges
+    ] == [(1, True, True, 0), (2, True, True, 0)]
     assert isinstance(exchanges[0].request_error, kproto.DecodeError)
 
 
@@ -168,8 +192,11 @@ def test_unknown_api_version_and_response_decode_error():
         (Side.SERVER, struct.pack(">ii", 6, 2) + b"\x00\x00", 1.3),  # metadata response cut short
     ]
     exchanges, problems, _ = decode(msgs)
-    assert [p.kind for p in problems] == [ProblemKind.UNSUPPORTED_VERSION, ProblemKind.UNSUPPORTED_VERSION,
-                                          ProblemKind.DECODE_ERROR]
+    assert [p.kind for p in problems] == [
+        ProblemKind.UNSUPPORTED_VERSION,
+        ProblemKind.UNSUPPORTED_VERSION,
+        ProblemKind.DECODE_ERROR,
+    ]
     assert exchanges[1].response is None and exchanges[1].response_error is not None
 
 
@@ -189,8 +216,12 @@ def api_versions_refusal(corr: int, code: int = 35) -> bytes:
 def test_apiversions_newer_than_kproto_refused_in_v0_is_a_negotiation_not_a_problem():
     # A client newer than kproto and than the broker opens with its newest ApiVersions (franz-go does);
     # the broker answers UNSUPPORTED_VERSION in the v0 layout and the client retries in a version it lists.
-    msgs = [(Side.CLIENT, api_versions_newer_req(0), 1.0), (Side.SERVER, api_versions_refusal(0), 1.1),
-            (Side.CLIENT, metadata_req(1), 1.2), (Side.SERVER, metadata_resp(1), 1.3)]
+    msgs = [
+        (Side.CLIENT, api_versions_newer_req(0), 1.0),
+        (Side.SERVER, api_versions_refusal(0), 1.1),
+        (Side.CLIENT, metadata_req(1), 1.2),
+        (Side.SERVER, metadata_resp(1), 1.3),
+    ]
     for server, ports in ((SERVER, (9092,)), (("10.1.0.2", 19092), ())):  # also recognised on another port
         exchanges, problems, _ = decode(msgs, server=server, ports=ports)
         assert problems == []
@@ -219,25 +250,36 @@ def test_controlled_shutdown_v0_header_without_client_id():
 
 def _data_indices_of(msgs, mss: int):
     conv = TcpConversation(CLIENT, SERVER, msgs)
-    return [(s.data_index, s.from_client, len(s.payload)) for s in plan_segments(conv, mss=mss) if s.data_index is not None]
+    return [
+        (s.data_index, s.from_client, len(s.payload)) for s in plan_segments(conv, mss=mss) if s.data_index is not None
+    ]
 
 
 def test_loss_inside_a_request_keeps_the_pairing():
     big = metadata_req(1, topics=[f"t{i}" for i in range(100)])
-    msgs = [(Side.CLIENT, big, 1.0), (Side.SERVER, metadata_resp(1), 1.1),
-            (Side.CLIENT, heartbeat_req(2), 1.2), (Side.SERVER, heartbeat_resp(2), 1.3)]
+    msgs = [
+        (Side.CLIENT, big, 1.0),
+        (Side.SERVER, metadata_resp(1), 1.1),
+        (Side.CLIENT, heartbeat_req(2), 1.2),
+        (Side.SERVER, heartbeat_resp(2), 1.3),
+    ]
     # Segment 1 of the big request (bytes 200..399) is lost; its header (segment 0) survived.
     exchanges, problems, _ = decode(msgs, mss=200, impairments=Impairments(drop={1}))
     kinds = [p.kind for p in problems]
     assert kinds == [ProblemKind.CAPTURE_GAP, ProblemKind.INCOMPLETE_FRAME]
     assert problems[0].offset == 200
-    assert [(e.correlation_id, e.request is None, e.response is not None) for e in exchanges] == [(1, True, True), (2, False, True)]
+    assert [(e.correlation_id, e.request is None, e.response is not None) for e in exchanges] == [
+        (1, True, True),
+        (2, False, True),
+    ]
     assert "missing from the capture" in str(exchanges[0].request_error)
 
 
 def test_loss_of_a_frame_boundary_resynchronises():
-    msgs = [(Side.CLIENT, heartbeat_req(1) + heartbeat_req(2) + heartbeat_req(3), 1.0),
-            (Side.SERVER, heartbeat_resp(1) + heartbeat_resp(2) + heartbeat_resp(3), 1.1)]
+    msgs = [
+        (Side.CLIENT, heartbeat_req(1) + heartbeat_req(2) + heartbeat_req(3), 1.0),
+        (Side.SERVER, heartbeat_resp(1) + heartbeat_resp(2) + heartbeat_resp(3), 1.1),
+    ]
     hb = len(heartbeat_req(1))  # 25 bytes
     # With an MSS of 37 bytes, lost segment 1 (stream bytes 37..73) holds the tail of request 2 and all but
     # the last byte of request 3, size prefix included.
@@ -249,7 +291,9 @@ def test_loss_of_a_frame_boundary_resynchronises():
         (ProblemKind.RESYNC_SKIPPED, 74),  # the one captured byte of request 3
     ]
     assert [(e.correlation_id, e.answered, e.request_error is None, e.response_error is None) for e in exchanges] == [
-        (1, True, True, True), (2, True, False, True)]
+        (1, True, True, True),
+        (2, True, False, True),
+    ]
 
 
 def test_midstream_capture_resynchronises_on_the_next_request():
@@ -295,8 +339,11 @@ def test_detection_on_other_ports_and_ignoring_other_traffic():
     exchanges, problems, _ = decode(http, server=("10.1.0.2", 80))
     assert exchanges == [] and problems == []
     # Without handshake on an unknown port, the side that sends plausible requests is the client.
-    exchanges, problems, _ = decode(msgs + [(Side.CLIENT, heartbeat_req(2), 1.2), (Side.SERVER, heartbeat_resp(2), 1.3)],
-                                    server=server, handshake=False)
+    exchanges, problems, _ = decode(
+        msgs + [(Side.CLIENT, heartbeat_req(2), 1.2), (Side.SERVER, heartbeat_resp(2), 1.3)],
+        server=server,
+        handshake=False,
+    )
     assert [(e.correlation_id, e.client) for e in exchanges] == [(1, CLIENT), (2, CLIENT)]
 
 
@@ -341,25 +388,48 @@ def test_any_segmentation_and_reordering_decodes_every_exchange(n, mss, seed, wi
         req = metadata_req(i, topics=[f"t{j}" for j in range(i % 5)]) if i % 2 else heartbeat_req(i)
         resp = metadata_resp(i) if i % 2 else heartbeat_resp(i, i)
         msgs += [(Side.CLIENT, req, 1.0 + i), (Side.SERVER, resp, 1.5 + i)]
-    exchanges, problems, _ = decode(msgs, mss=mss, impairments=Impairments(shuffle_window=window, seed=seed),
-                                    fmt="pcapng" if seed % 2 else "pcap")
+    exchanges, problems, _ = decode(
+        msgs, mss=mss, impairments=Impairments(shuffle_window=window, seed=seed), fmt="pcapng" if seed % 2 else "pcap"
+    )
     assert problems == []
     assert [(e.correlation_id, e.answered, e.request_error, e.response_error) for e in exchanges] == [
-        (i, True, None, None) for i in range(n)]
+        (i, True, None, None) for i in range(n)
+    ]
 
 
 @pytest.mark.usefixtures("tshark_required")
 def test_tshark_pairs_the_same_requests_and_responses(tmp_path):
     msgs = []
     for i in range(1, 6):
-        msgs += [(Side.CLIENT, heartbeat_req(i) if i % 2 else metadata_req(i), float(i)),
-                 (Side.SERVER, heartbeat_resp(i) if i % 2 else metadata_resp(i), i + 0.5)]
+        msgs += [
+            (Side.CLIENT, heartbeat_req(i) if i % 2 else metadata_req(i), float(i)),
+            (Side.SERVER, heartbeat_resp(i) if i % 2 else metadata_resp(i), i + 0.5),
+        ]
     path = tmp_path / "kafka.pcap"
     write_capture(path, [TcpConversation(CLIENT, SERVER, msgs)], mss=50)
     out = subprocess.run(
-        ["tshark", "-r", str(path), "-d", "tcp.port==9092,kafka", "-Y", "kafka", "-T", "fields",
-         "-e", "frame.number", "-e", "kafka.request_key", "-e", "kafka.correlation_id", "-e", "kafka.request_frame"],
-        capture_output=True, text=True, check=True,
+        [
+            "tshark",
+            "-r",
+            str(path),
+            "-d",
+            "tcp.port==9092,kafka",
+            "-Y",
+            "kafka",
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "kafka.request_key",
+            "-e",
+            "kafka.correlation_id",
+            "-e",
+            "kafka.request_frame",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split("\n")
     rows = [line.split("\t") for line in out if line.strip()]
     requests = {int(num): (int(key), int(corr)) for num, key, corr, _ in rows if key}
@@ -386,8 +456,9 @@ def test_garbage_and_spliced_streams_only_give_records(chunks, seed, splice):
         msgs.append((side, data, 1.0 + i))
     for server in (SERVER, ("10.1.0.2", 7777)):
         drop = {seed % 7} if seed % 3 == 0 else set()
-        exchanges, problems, records = decode(msgs, server=server, mss=23, impairments=Impairments(drop=drop, seed=seed),
-                                              handshake=seed % 2 == 0)
+        exchanges, problems, records = decode(
+            msgs, server=server, mss=23, impairments=Impairments(drop=drop, seed=seed), handshake=seed % 2 == 0
+        )
         assert all(isinstance(r, (Exchange, Problem)) for r in records)
         for e in exchanges:
             assert e.request_size >= 12 and (e.response_size is None or e.response_size >= 8)

@@ -141,7 +141,9 @@ def test_non_seekable_trickling_stream(fmt):
     expected, _ = records(data)
     got, diags = records(_Trickle(data))
     assert diags == []
-    assert [(r.data, r.timestamp_ns, r.file_offset) for r in got] == [(r.data, r.timestamp_ns, r.file_offset) for r in expected]
+    assert [(r.data, r.timestamp_ns, r.file_offset) for r in got] == [
+        (r.data, r.timestamp_ns, r.file_offset) for r in expected
+    ]
 
 
 def test_path_source(tmp_path):
@@ -174,7 +176,9 @@ def test_record_larger_than_limit_stops_reading():
 
 def test_hostile_record_length_does_not_allocate():
     # A pcap header followed by a record claiming 4 GiB of data.
-    data = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1) + struct.pack("<IIII", 0, 0, 0xFFFFFFF0, 0xFFFFFFF0)
+    data = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1) + struct.pack(
+        "<IIII", 0, 0, 0xFFFFFFF0, 0xFFFFFFF0
+    )
     recs, diags = records(data)
     assert recs == [] and diags[0].kind is DiagnosticKind.RECORD_TOO_LARGE
 

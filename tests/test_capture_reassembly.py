@@ -17,13 +17,35 @@ S = ("10.0.0.2", 9092)
 
 
 def c2s(seq, payload=b"", flags=TCP_ACK, ack=0, n=0, length=None):
-    return TcpSegment.make(C[0], C[1], S[0], S[1], seq % 2**32, ack=ack % 2**32, flags=flags, payload=payload,
-                           payload_length=length, number=n, timestamp_ns=n * 1000)
+    return TcpSegment.make(
+        C[0],
+        C[1],
+        S[0],
+        S[1],
+        seq % 2**32,
+        ack=ack % 2**32,
+        flags=flags,
+        payload=payload,
+        payload_length=length,
+        number=n,
+        timestamp_ns=n * 1000,
+    )
 
 
 def s2c(seq, payload=b"", flags=TCP_ACK, ack=0, n=0, length=None):
-    return TcpSegment.make(S[0], S[1], C[0], C[1], seq % 2**32, ack=ack % 2**32, flags=flags, payload=payload,
-                           payload_length=length, number=n, timestamp_ns=n * 1000)
+    return TcpSegment.make(
+        S[0],
+        S[1],
+        C[0],
+        C[1],
+        seq % 2**32,
+        ack=ack % 2**32,
+        flags=flags,
+        payload=payload,
+        payload_length=length,
+        number=n,
+        timestamp_ns=n * 1000,
+    )
 
 
 class Streams:
@@ -76,14 +98,20 @@ def run(segments, **kw) -> Streams:
 
 
 def handshake(cisn=100, sisn=5000):
-    return [c2s(cisn, flags=TCP_SYN, n=1), s2c(sisn, flags=TCP_SYN | TCP_ACK, ack=cisn + 1, n=2), c2s(cisn + 1, ack=sisn + 1, n=3)]
+    return [
+        c2s(cisn, flags=TCP_SYN, n=1),
+        s2c(sisn, flags=TCP_SYN | TCP_ACK, ack=cisn + 1, n=2),
+        c2s(cisn + 1, ack=sisn + 1, n=3),
+    ]
 
 
 def test_in_order_with_handshake_and_fin():
     segs = handshake() + [
-        c2s(101, b"hello ", n=4), c2s(107, b"world", n=5),
+        c2s(101, b"hello ", n=4),
+        c2s(107, b"world", n=5),
         s2c(5001, b"ok", ack=112, n=6),
-        c2s(112, flags=TCP_FIN | TCP_ACK, n=7), s2c(5003, flags=TCP_FIN | TCP_ACK, ack=113, n=8),
+        c2s(112, flags=TCP_FIN | TCP_ACK, n=7),
+        s2c(5003, flags=TCP_FIN | TCP_ACK, ack=113, n=8),
     ]
     st_ = run(segs)
     assert bytes(st_.data[Direction.FORWARD]) == b"hello world"
@@ -106,9 +134,9 @@ def test_out_of_order_is_released_with_the_time_of_the_filling_packet():
 
 def test_overlaps_first_seen_wins():
     segs = handshake() + [
-        c2s(103, b"CDEF", n=4),       # buffered
-        c2s(101, b"abcdXYgh", n=5),   # overlaps the buffered CDEF: the buffered bytes stay
-        c2s(105, b"zzzzij", n=6),     # overlaps delivered bytes: only "ij" is new
+        c2s(103, b"CDEF", n=4),  # buffered
+        c2s(101, b"abcdXYgh", n=5),  # overlaps the buffered CDEF: the buffered bytes stay
+        c2s(105, b"zzzzij", n=6),  # overlaps delivered bytes: only "ij" is new
     ]
     st_ = run(segs)
     assert bytes(st_.data[Direction.FORWARD]) == b"abCDEFghij"
@@ -237,7 +265,11 @@ def test_fin_waits_for_missing_data_and_late_packets_are_ignored():
 
 
 def test_port_reuse_starts_a_new_connection():
-    first = handshake() + [c2s(101, b"one", n=4), c2s(104, flags=TCP_FIN | TCP_ACK, n=5), s2c(5001, flags=TCP_FIN | TCP_ACK, ack=105, n=6)]
+    first = handshake() + [
+        c2s(101, b"one", n=4),
+        c2s(104, flags=TCP_FIN | TCP_ACK, n=5),
+        s2c(5001, flags=TCP_FIN | TCP_ACK, ack=105, n=6),
+    ]
     second = handshake(cisn=9000, sisn=70000) + [c2s(9001, b"two", n=10)]
     st_ = run(first + second)
     serials = sorted({e.connection.serial for e in st_.events})
@@ -264,9 +296,9 @@ def test_snaplen_placeholder_becomes_a_gap_unless_a_full_copy_arrives():
 
 def test_placeholder_gives_way_to_real_data_in_the_buffer():
     segs = handshake() + [
-        c2s(121, b"tail", n=4),                  # keeps everything after the hole buffered
-        c2s(105, b"efgh", length=16, n=5),       # 105..120, only 4 bytes captured
-        c2s(109, b"ijklmnopqrst", n=6),          # full copy of the cut part
+        c2s(121, b"tail", n=4),  # keeps everything after the hole buffered
+        c2s(105, b"efgh", length=16, n=5),  # 105..120, only 4 bytes captured
+        c2s(109, b"ijklmnopqrst", n=6),  # full copy of the cut part
         c2s(101, b"abcd", n=7),
     ]
     st_ = run(segs)
@@ -337,8 +369,10 @@ def test_losses_become_gaps_of_exactly_the_lost_bytes(data, cuts, seed, drop, li
     lost = [s for i, s in enumerate(segs) if i in drop]
     kept = [s for i, s in enumerate(segs) if i not in drop] + [c2s(1001 + len(data), flags=TCP_FIN | TCP_ACK, n=400)]
     rng.shuffle(kept)
-    st_ = run([c2s(1000, flags=TCP_SYN, n=1)] + kept + [s2c(1, flags=TCP_ACK, ack=1001 + len(data) + 1, n=500)],
-              max_buffered_bytes=limit)
+    st_ = run(
+        [c2s(1000, flags=TCP_SYN, n=1)] + kept + [s2c(1, flags=TCP_ACK, ack=1001 + len(data) + 1, n=500)],
+        max_buffered_bytes=limit,
+    )
     assert st_.closed[Direction.FORWARD] == "fin"
     out = bytes(st_.data[Direction.FORWARD])
     assert len(out) == len(data)
@@ -359,7 +393,8 @@ def test_losses_become_gaps_of_exactly_the_lost_bytes(data, cuts, seed, drop, li
 
 _segment_strategy = st.builds(
     lambda from_client, seq, ack, flags, payload, extra: (c2s if from_client else s2c)(
-        seq, payload, flags=flags, ack=ack, length=len(payload) + extra),
+        seq, payload, flags=flags, ack=ack, length=len(payload) + extra
+    ),
     st.booleans(),
     st.integers(0, 2**32 - 1) | st.integers(990, 1100),
     st.integers(0, 2**32 - 1) | st.integers(990, 1100),

@@ -50,19 +50,22 @@ class Script:
         return self.send(side, len(data).to_bytes(4, "big") + data)
 
     def handshake(self, mechanism: str, version: int = 0) -> "Script":
-        return self.exchange("SaslHandshake", version, {"mechanism": mechanism},
-                             {"error_code": 0, "mechanisms": [mechanism]})
+        return self.exchange(
+            "SaslHandshake", version, {"mechanism": mechanism}, {"error_code": 0, "mechanisms": [mechanism]}
+        )
 
     def metadata(self) -> "Script":
         return self.exchange("Metadata", 1, {"topics": []}, {"brokers": [], "topics": []})
 
     def conversation(self, index: int, handshake: bool = True) -> TcpConversation:
-        return TcpConversation((self.client, 40000 + index), ("10.0.0.10", self.port), self.messages,
-                               handshake=handshake, close=handshake)
+        return TcpConversation(
+            (self.client, 40000 + index), ("10.0.0.10", self.port), self.messages, handshake=handshake, close=handshake
+        )
 
 
-def decode(tmp_path: Path, *scripts: Script, ports: Sequence[int] = (9092,), handshake: bool = True,
-           **options: Any) -> List[Any]:
+def decode(
+    tmp_path: Path, *scripts: Script, ports: Sequence[int] = (9092,), handshake: bool = True, **options: Any
+) -> List[Any]:
     path = tmp_path / "capture.pcap"
     write_capture(path, [s.conversation(i, handshake) for i, s in enumerate(scripts)], **options)
     return list(decode_capture(path, ports=ports, sasl_records=True))
@@ -108,10 +111,14 @@ def test_secrets_are_redacted_by_mechanism_unless_asked_for() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-256", "OAUTHBEARER", "GSSAPI", None]), data=st.binary(max_size=80),
-       from_client=st.booleans())
-def test_any_token_is_described_without_leaking_or_raising(mechanism: Optional[str], data: bytes,
-                                                           from_client: bool) -> None:
+@given(
+    mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-256", "OAUTHBEARER", "GSSAPI", None]),
+    data=st.binary(max_size=80),
+    from_client=st.booleans(),
+)
+def test_any_token_is_described_without_leaking_or_raising(
+    mechanism: Optional[str], data: bytes, from_client: bool
+) -> None:
     secret = b"\x00user\x00hunter2-secret" if mechanism == "PLAIN" else b"n,,\x01auth=Bearer hunter2-secret\x01\x01"
     for token in (data, secret):
         facts = token_facts(mechanism, token, from_client)
@@ -141,28 +148,59 @@ def test_plain_v0_raw_tokens_are_followed_then_kafka_resumes(tmp_path: Path) -> 
     ok = Script().handshake("PLAIN").token(Side.CLIENT, b"\x00alice\x00pw").token(Side.SERVER, b"").metadata()
     refused = Script(client="10.0.0.2").handshake("PLAIN").token(Side.CLIENT, b"\x00eve\x00wrong")
     records = decode(tmp_path, ok, refused)
-    assert kinds(records) == ["SaslHandshake", "token 1", "Metadata", "SaslHandshake", "token 1 unanswered",
-                              "unanswered-request"]
+    assert kinds(records) == [
+        "SaslHandshake",
+        "token 1",
+        "Metadata",
+        "SaslHandshake",
+        "token 1 unanswered",
+        "unanswered-request",
+    ]
     token = records[1]
     assert token.mechanism == "PLAIN" and token.request_token == b"\x00alice\x00pw" and token.response_token == b""
     assert "authentication fails" in records[-1].detail
 
 
 def test_scram_v0_takes_two_rounds_and_gssapi_ends_at_a_kafka_request(tmp_path: Path) -> None:
-    scram = (Script().handshake("SCRAM-SHA-256").token(Side.CLIENT, b"n,,n=bob,r=a").token(Side.SERVER, b"r=ab,s=c2E=,i=4096")
-             .token(Side.CLIENT, b"c=biws,r=ab,p=cHJvb2Y=").token(Side.SERVER, b"v=c2ln").metadata())
-    gssapi = (Script(client="10.0.0.2").handshake("GSSAPI").token(Side.CLIENT, b"\x60\x82" + bytes(40))
-              .token(Side.SERVER, b"\x60" + bytes(30)).token(Side.CLIENT, b"").token(Side.SERVER, b"\x05\x04")
-              .metadata())
+    scram = (
+        Script()
+        .handshake("SCRAM-SHA-256")
+        .token(Side.CLIENT, b"n,,n=bob,r=a")
+        .token(Side.SERVER, b"r=ab,s=c2E=,i=4096")
+        .token(Side.CLIENT, b"c=biws,r=ab,p=cHJvb2Y=")
+        .token(Side.SERVER, b"v=c2ln")
+        .metadata()
+    )
+    gssapi = (
+        Script(client="10.0.0.2")
+        .handshake("GSSAPI")
+        .token(Side.CLIENT, b"\x60\x82" + bytes(40))
+        .token(Side.SERVER, b"\x60" + bytes(30))
+        .token(Side.CLIENT, b"")
+        .token(Side.SERVER, b"\x05\x04")
+        .metadata()
+    )
     records = decode(tmp_path, scram, gssapi)
-    assert kinds(records) == ["SaslHandshake", "token 1", "token 2", "Metadata",
-                              "SaslHandshake", "token 1", "token 2", "Metadata"]
+    assert kinds(records) == [
+        "SaslHandshake",
+        "token 1",
+        "token 2",
+        "Metadata",
+        "SaslHandshake",
+        "token 1",
+        "token 2",
+        "Metadata",
+    ]
 
 
-def test_sasl_authenticate_carries_the_mechanism_and_is_redacted_in_output(tmp_path: Path,
-                                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    script = Script().handshake("PLAIN", version=1).exchange(
-        "SaslAuthenticate", 2, {"auth_bytes": b"\x00alice\x00pa55word"}, {"error_code": 0, "auth_bytes": b""})
+def test_sasl_authenticate_carries_the_mechanism_and_is_redacted_in_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = (
+        Script()
+        .handshake("PLAIN", version=1)
+        .exchange("SaslAuthenticate", 2, {"auth_bytes": b"\x00alice\x00pa55word"}, {"error_code": 0, "auth_bytes": b""})
+    )
     path = tmp_path / "auth.pcap"
     write_capture(path, [script.conversation(0)])
     exchanges = [r for r in decode_capture(path) if isinstance(r, Exchange)]
@@ -172,8 +210,11 @@ def test_sasl_authenticate_carries_the_mechanism_and_is_redacted_in_output(tmp_p
         out = capsys.readouterr().out
         assert "pa55word" not in out and "cGE1NXdvcmQ" not in out  # neither in clear nor in base64
         auth = json.loads(out.splitlines()[1])["request"]["auth_bytes"]
-        assert auth == {"redacted": True, "size": 15, "sasl": {"mechanism": "PLAIN", "size": 15, "authzid": "",
-                                                               "username": "alice", "password": REDACTED}}
+        assert auth == {
+            "redacted": True,
+            "size": 15,
+            "sasl": {"mechanism": "PLAIN", "size": 15, "authzid": "", "username": "alice", "password": REDACTED},
+        }
     assert main(["pcap", str(path), "--no-progress", "-v", "--show-secrets"]) == 0
     assert "'pa55word'" in capsys.readouterr().out
 
@@ -182,7 +223,9 @@ def test_truncated_sasl_exchanges_are_problems(tmp_path: Path) -> None:
     cut = Script().handshake("PLAIN").send(Side.CLIENT, (40).to_bytes(4, "big") + b"\x00alice\x00")
     records = decode(tmp_path, cut)
     assert kinds(records) == ["SaslHandshake", "stream-ended-inside-frame"]
-    gap = Script().handshake("SCRAM-SHA-256").token(Side.CLIENT, b"n,,n=bob,r=" + b"x" * 3000).token(Side.SERVER, b"r=1")
+    gap = (
+        Script().handshake("SCRAM-SHA-256").token(Side.CLIENT, b"n,,n=bob,r=" + b"x" * 3000).token(Side.SERVER, b"r=1")
+    )
     records = decode(tmp_path, gap, mss=1000, impairments={0: _drop_packet(5)})
     assert "capture-gap" in kinds(records) and all(isinstance(r, (Exchange, Problem, SaslToken)) for r in records)
 
@@ -200,9 +243,11 @@ def test_tls_is_reported_once_per_connection_and_mismatches_are_named(tmp_path: 
     for _ in range(20):
         tls.send(Side.CLIENT, records_after).send(Side.SERVER, records_after)
     to_plaintext = Script(client="10.0.0.2").send(Side.CLIENT, hello)  # the broker closes without answering
-    to_tls_port = Script(port=9093, client="10.0.0.3").exchange(
-        "ApiVersions", 3, {"client_software_name": "a", "client_software_version": "1"}, None).send(
-        Side.SERVER, bytes.fromhex("15030300020250"))
+    to_tls_port = (
+        Script(port=9093, client="10.0.0.3")
+        .exchange("ApiVersions", 3, {"client_software_name": "a", "client_software_version": "1"}, None)
+        .send(Side.SERVER, bytes.fromhex("15030300020250"))
+    )
     records = decode(tmp_path, tls, to_plaintext, to_tls_port, ports=(9092, 9093))
     problems = [r for r in records if isinstance(r, Problem)]
     assert [p.kind.value for p in problems] == ["tls-encrypted", "tls-encrypted", "tls-mismatch", "tls-mismatch"]
@@ -221,7 +266,10 @@ def test_tls_caught_mid_stream_is_one_problem(tmp_path: Path) -> None:
 
 
 def test_samples_of_todays_logins(capsys: pytest.CaptureFixture[str]) -> None:
-    for name, secret in (("kafka-python-sasl-plain-v0.pcap", "alice-secret"), ("librdkafka-sasl-plain.pcap", "alice-secret")):
+    for name, secret in (
+        ("kafka-python-sasl-plain-v0.pcap", "alice-secret"),
+        ("librdkafka-sasl-plain.pcap", "alice-secret"),
+    ):
         assert main(["pcap", str(MODERN / name), "--no-progress", "-v"]) == 0
         out = capsys.readouterr().out
         assert secret not in out and "username: 'alice'" in out or "username='alice'" in out

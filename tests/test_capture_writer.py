@@ -261,12 +261,42 @@ def test_tshark_agrees_on_packets_and_stream_payload(tmp_path, fmt, link_type, v
     convs = [conversation(port=43000, v6=v6), conversation(port=43001, v6=v6, isn=2**32 - 100)]
     path = tmp_path / f"t.{fmt}"
     written = write_capture(path, convs, format=fmt, link_type=link_type, vlan=(7,) if link_type == 1 else (), mss=1200)
-    out = subprocess.run(
-        ["tshark", "-r", str(path), "-o", "tcp.check_checksum:TRUE", "-o", "ip.check_checksum:TRUE",
-         "-T", "fields", "-E", "separator=/t", "-E", "aggregator=;", "-e", "tcp.stream", "-e", "tcp.srcport", "-e", "tcp.len",
-         "-e", "tcp.checksum.status", "-e", "ip.checksum.status", "-e", "_ws.expert.severity"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip().splitlines()
+    out = (
+        subprocess.run(
+            [
+                "tshark",
+                "-r",
+                str(path),
+                "-o",
+                "tcp.check_checksum:TRUE",
+                "-o",
+                "ip.check_checksum:TRUE",
+                "-T",
+                "fields",
+                "-E",
+                "separator=/t",
+                "-E",
+                "aggregator=;",
+                "-e",
+                "tcp.stream",
+                "-e",
+                "tcp.srcport",
+                "-e",
+                "tcp.len",
+                "-e",
+                "tcp.checksum.status",
+                "-e",
+                "ip.checksum.status",
+                "-e",
+                "_ws.expert.severity",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()
+    )
     assert len(out) == written.packets
     per_stream: Dict[Tuple[int, int], int] = defaultdict(int)
     for line in out:

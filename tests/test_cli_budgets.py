@@ -24,10 +24,16 @@ from kproto.messages import MetadataRequest
 def _one_packet_flows(path: Path, count: int) -> None:
     """``count`` connections to port 9092, each one Metadata request and nothing else (no FIN)."""
     frame = encode_request(MetadataRequest(topics=[]), version=0, correlation_id=1, client_id="c")
-    conversations = [TcpConversation(client=(f"10.1.{i // 250}.{i % 250 + 1}", 40000 + i % 20000),
-                                     server=("10.0.0.10", 9092), messages=[("client", frame, 1.0 + i * 1e-4)],
-                                     handshake=False, close=False)
-                     for i in range(count)]
+    conversations = [
+        TcpConversation(
+            client=(f"10.1.{i // 250}.{i % 250 + 1}", 40000 + i % 20000),
+            server=("10.0.0.10", 9092),
+            messages=[("client", frame, 1.0 + i * 1e-4)],
+            handshake=False,
+            close=False,
+        )
+        for i in range(count)
+    ]
     write_capture(path, conversations)
 
 
@@ -54,16 +60,18 @@ def test_evicted_connections_are_reported_and_their_requests_still_count(tmp_pat
     evicted = [r for r in records if isinstance(r, Problem) and "max_open_connections" in r.detail]
     assert len(evicted) == 100
     # Every request was still seen: evicted ones come out as unanswered, not lost.
-    requests = [r for r in records if isinstance(r, Exchange)] + \
-        [r for r in records if isinstance(r, Problem) and r.kind.value == "unanswered-request"]
+    requests = [r for r in records if isinstance(r, Exchange)] + [
+        r for r in records if isinstance(r, Problem) and r.kind.value == "unanswered-request"
+    ]
     assert len(requests) >= 120
 
 
 def test_cli_max_connections_option(tmp_path: Path) -> None:
     path = tmp_path / "flows.pcap"
     _one_packet_flows(path, 60)
-    result = run_kproto("pcap", path, "--max-connections", "10", "--format", "jsonl", "--problems-per-kind", "0",
-                        check_code=None)
+    result = run_kproto(
+        "pcap", path, "--max-connections", "10", "--format", "jsonl", "--problems-per-kind", "0", check_code=None
+    )
     assert result.stdout.decode().count("max_open_connections") == 50
     assert run_kproto("pcap", path, "--max-connections", "0", check_code=2).returncode == 2
 
@@ -144,7 +152,9 @@ def test_verbose_output_of_a_large_compressed_set_stays_within_its_memory_budget
     assert peak - baseline <= 10 * decompressed
     assert 100_000 <= out.count(b"offset") <= 100_002  # every message, plus the frame's own offset key
     if fmt == "json":
-        assert json.loads(out)["records"][0]["body"]["topic_data"][0]["partition_data"][0]["records"]["partial"] is False
+        assert (
+            json.loads(out)["records"][0]["body"]["topic_data"][0]["partition_data"][0]["records"]["partial"] is False
+        )
 
 
 def test_max_records_bounds_what_verbose_lists(tmp_path: Path) -> None:

@@ -11,15 +11,29 @@ import pytest
 from test_cli_usage import SAMPLES, run_kproto
 
 # Worked examples 7.1 (MetadataRequest v0) and 7.4 (its response), docs/protocol-notes.md.
-METADATA_REQUEST = bytes.fromhex("0000001a000300000000000100066b70726f746f000000010004" "74657374")
+METADATA_REQUEST = bytes.fromhex("0000001a000300000000000100066b70726f746f00000001000474657374")
 METADATA_RESPONSE = bytes.fromhex(
     "0000004500000001000000010000000000096c6f63616c686f737400002384000000010000000474657374000000010000"
-    "000000000000000000000001000000000000000100000000")
+    "000000000000000000000001000000000000000100000000"
+)
 # Example 7.6a: ControlledShutdown v0, no client id.
-SHUTDOWN_V0 = bytes.fromhex("0000000c00070000000000050000" "0001")
+SHUTDOWN_V0 = bytes.fromhex("0000000c000700000000000500000001")
 
-FRAME_KEYS = {"record", "index", "offset", "size", "kind", "api_key", "api_name", "api_version", "correlation_id",
-              "header", "body", "raw_body", "error"}
+FRAME_KEYS = {
+    "record",
+    "index",
+    "offset",
+    "size",
+    "kind",
+    "api_key",
+    "api_name",
+    "api_version",
+    "correlation_id",
+    "header",
+    "body",
+    "raw_body",
+    "error",
+}
 PROBLEM_KEYS = {"record", "kind", "offset", "detail"}
 SUMMARY_KEYS = {"input", "frames", "failed", "problems"}
 ERROR_KEYS = {"type", "message", "reason", "offset", "path"}
@@ -79,15 +93,28 @@ def test_bytes_are_base64_objects_and_record_sets_verbose(tmp_path: Path) -> Non
     produce = frames_of(document)[2]
     records = produce["body"]["topic_data"][0]["partition_data"][0]["records"]
     assert set(records) == {"$bytes", "messages", "valid_bytes", "partial"}
-    assert records["messages"] == [{"offset": 0, "magic": 0, "attributes": 0, "codec": "none", "timestamp": None,
-                                    "timestamp_type": None, "crc": 0x87A77AB2, "key": None,
-                                    "value": {"$bytes": "aGVsbG8="}}]
+    assert records["messages"] == [
+        {
+            "offset": 0,
+            "magic": 0,
+            "attributes": 0,
+            "codec": "none",
+            "timestamp": None,
+            "timestamp_type": None,
+            "crc": 0x87A77AB2,
+            "key": None,
+            "value": {"$bytes": "aGVsbG8="},
+        }
+    ]
     fetch = frames_of(document)[11]
     fetched = fetch["body"]["responses"][0]["partitions"][0]["records"]
     assert fetched["partial"] is True and fetched["valid_bytes"] == 31 and len(fetched["messages"]) == 1
     join = frames_of(document)[4]
     assert join["body"]["protocols"][0]["metadata"]["consumer_protocol"] == {
-        "version": 0, "topics": ["test"], "user_data": {"$bytes": ""}}
+        "version": 0,
+        "topics": ["test"],
+        "user_data": {"$bytes": ""},
+    }
 
 
 def write_text(tmp_path: Path, text: str) -> Path:
@@ -99,8 +126,8 @@ def write_text(tmp_path: Path, text: str) -> Path:
 def xxd_form(data: bytes) -> str:
     lines = []
     for start in range(0, len(data), 16):
-        chunk = data[start:start + 16]
-        groups = " ".join(chunk[i:i + 2].hex() for i in range(0, len(chunk), 2))
+        chunk = data[start : start + 16]
+        groups = " ".join(chunk[i : i + 2].hex() for i in range(0, len(chunk), 2))
         ascii_col = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
         lines.append(f"{start:08x}: {groups:<39}  {ascii_col}")
     return "\n".join(lines) + "\n"
@@ -109,7 +136,7 @@ def xxd_form(data: bytes) -> str:
 def hexdump_c_form(data: bytes) -> str:
     lines = []
     for start in range(0, len(data), 16):
-        chunk = data[start:start + 16]
+        chunk = data[start : start + 16]
         left = " ".join(f"{b:02x}" for b in chunk[:8])
         right = " ".join(f"{b:02x}" for b in chunk[8:])
         ascii_col = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
@@ -121,7 +148,7 @@ def hexdump_c_form(data: bytes) -> str:
 def tshark_x_form(data: bytes) -> str:
     lines = [f"Reassembled TCP ({len(data)} bytes):"]
     for start in range(0, len(data), 16):
-        chunk = data[start:start + 16]
+        chunk = data[start : start + 16]
         hex_col = " ".join(f"{b:02x}" for b in chunk)
         ascii_col = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
         lines.append(f"{start:04x}  {hex_col:<47}   {ascii_col}")
@@ -136,9 +163,10 @@ HEX_FORMS = {
     "0x-commas": lambda d: ", ".join(f"0x{b:02x}" for b in d) + ",\n",
     "0x-words": lambda d: "0x" + d.hex() + "\n",
     "escaped": lambda d: "".join(f"\\x{b:02x}" for b in d) + "\n",
-    "lines-with-comments": lambda d: "# a comment\n\n" + "\n".join(
-        d[i:i + 7].hex(" ") + "  # part" for i in range(0, len(d), 7)) + "\n",
-    "offset-colon": lambda d: "\n".join(f"{i:04x}: " + d[i:i + 16].hex(" ") for i in range(0, len(d), 16)) + "\n",
+    "lines-with-comments": lambda d: (
+        "# a comment\n\n" + "\n".join(d[i : i + 7].hex(" ") + "  # part" for i in range(0, len(d), 7)) + "\n"
+    ),
+    "offset-colon": lambda d: "\n".join(f"{i:04x}: " + d[i : i + 16].hex(" ") for i in range(0, len(d), 16)) + "\n",
     "xxd": xxd_form,
     "hexdump-C": hexdump_c_form,
     "tshark-x": tshark_x_form,
@@ -169,8 +197,9 @@ def test_forced_input_kind(tmp_path: Path) -> None:
     assert run_kproto("decode", path, "--input", "hex").returncode == 1
 
 
-@pytest.mark.parametrize("options", [["--api", "Metadata"], ["--api", "metadata"], ["--api-key", "3"],
-                                     ["--response", "--api", "3"]])
+@pytest.mark.parametrize(
+    "options", [["--api", "Metadata"], ["--api", "metadata"], ["--api-key", "3"], ["--response", "--api", "3"]]
+)
 def test_lone_response_with_api_options(tmp_path: Path, options: List[str]) -> None:
     # Metadata has many versions now: a lone response needs the version as well as the api.
     options = options + ["--api-version", "0"]

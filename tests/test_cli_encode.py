@@ -47,8 +47,11 @@ def stream_path(tmp_path: Path, name: str) -> Path:
 
 def input_bytes(path: Path) -> bytes:
     if path.suffix == ".hex":
-        return bytes.fromhex("".join(line.split(":", 1)[1] for line in path.read_text().splitlines()
-                                     if line and not line.startswith("#")))
+        return bytes.fromhex(
+            "".join(
+                line.split(":", 1)[1] for line in path.read_text().splitlines() if line and not line.startswith("#")
+            )
+        )
     return path.read_bytes()
 
 
@@ -103,14 +106,24 @@ def test_single_record_and_hand_written_messages(tmp_path: Path) -> None:
     record = {
         "kind": "request",
         "header": {"api_key": 0, "api_version": 0, "correlation_id": 2, "client_id": "kproto"},
-        "body": {"acks": 1, "timeout_ms": 1000, "topic_data": [{"name": "test", "partition_data": [
-            {"index": 0, "records": {"messages": [{"key": None, "value": "hello"}]}}]}]},
+        "body": {
+            "acks": 1,
+            "timeout_ms": 1000,
+            "topic_data": [
+                {
+                    "name": "test",
+                    "partition_data": [{"index": 0, "records": {"messages": [{"key": None, "value": "hello"}]}}],
+                }
+            ],
+        },
     }
     proc = run_kproto("encode", "-", stdin=json.dumps(record).encode(), check_code=0)
     # Worked example 7.2 (docs/protocol-notes.md), byte for byte.
     assert proc.stdout.decode().strip() == (
-        "0000004b00000000000000020006" "6b70726f746f0001000003e80000000100047465737400000001000000000000001f"
-        "00000000000000000000001387a77ab20000ffffffff0000000568656c6c6f")
+        "0000004b00000000000000020006"
+        "6b70726f746f0001000003e80000000100047465737400000001000000000000001f"
+        "00000000000000000000001387a77ab20000ffffffff0000000568656c6c6f"
+    )
 
 
 def test_response_record_needs_its_api(tmp_path: Path) -> None:
@@ -118,23 +131,38 @@ def test_response_record_needs_its_api(tmp_path: Path) -> None:
     proc = run_kproto("encode", "-", stdin=json.dumps(record).encode())
     assert proc.returncode == 1 and b"api_key" in proc.stderr
     record.update(api_key=12, api_version=0)
-    assert run_kproto("encode", "-", stdin=json.dumps(record).encode(), check_code=0).stdout.strip() == \
-        b"0000000600000001" + b"0000"
+    assert (
+        run_kproto("encode", "-", stdin=json.dumps(record).encode(), check_code=0).stdout.strip()
+        == b"0000000600000001" + b"0000"
+    )
 
 
 def test_field_errors_name_the_field_and_the_type_it_takes() -> None:
-    record = {"kind": "request", "header": {"api_key": 3, "api_version": 1, "correlation_id": 1, "client_id": "c"},
-              "body": {"topics": [{"name": "ok"}, {"name": 5}]}}
+    record = {
+        "kind": "request",
+        "header": {"api_key": 3, "api_version": 1, "correlation_id": 1, "client_id": "c"},
+        "body": {"topics": [{"name": "ok"}, {"name": 5}]},
+    }
     proc = run_kproto("encode", "-", stdin=json.dumps(record).encode())
     assert proc.returncode == 1
     assert b"MetadataRequest.topics[1].name: expected a string, got int" in proc.stderr
     assert b"has no attribute" not in proc.stderr
 
 
-@pytest.mark.parametrize("text, code", [(b"{not json", 2), (b"[1, 2]", 2), (b'{"kind": "sideways"}', 1),
-                                         (b'{"kind": "request", "header": {"api_key": 3, "api_version": 0, '
-                                          b'"correlation_id": 1, "client_id": "c"}, "body": {"topics": "x"}}', 1),
-                                         (b'{"record": "summary"}', 1)])
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        (b"{not json", 2),
+        (b"[1, 2]", 2),
+        (b'{"kind": "sideways"}', 1),
+        (
+            b'{"kind": "request", "header": {"api_key": 3, "api_version": 0, '
+            b'"correlation_id": 1, "client_id": "c"}, "body": {"topics": "x"}}',
+            1,
+        ),
+        (b'{"record": "summary"}', 1),
+    ],
+)
 def test_bad_json_input(text: bytes, code: int) -> None:
     assert run_kproto("encode", "-", stdin=text).returncode == code
 

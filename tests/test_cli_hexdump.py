@@ -13,8 +13,20 @@ from test_cli_encode import STREAMS, stream_path
 from test_cli_usage import SAMPLES, run_kproto
 
 RANGE_KEYS = {"start", "end", "path", "part", "value"}
-HEXDUMP_KEYS = {"record", "index", "offset", "size", "kind", "api_key", "api_name", "api_version", "correlation_id",
-                "error", "data", "ranges"}
+HEXDUMP_KEYS = {
+    "record",
+    "index",
+    "offset",
+    "size",
+    "kind",
+    "api_key",
+    "api_name",
+    "api_version",
+    "correlation_id",
+    "error",
+    "data",
+    "ranges",
+}
 
 
 def dumps(path: Path, *args: str, code: int = 0) -> List[dict]:
@@ -63,7 +75,8 @@ def test_record_set_internals_at_protocol_md_offsets() -> None:
     produce = [r for r in dumps(SAMPLES / "frames.hex") if r.get("api_name") == "Produce" and r["kind"] == "request"][0]
     by_path = {(r["path"], r["part"]): (r["start"], r["end"], r["value"]) for r in produce["ranges"]}
     prefix = "topic_data[0].partition_data[0].records"
-    # worked example 7.2 (docs/protocol-notes.md): offset 48, message_size 56, crc 60, magic 64, attributes 65, key 66, value 70/74.
+    # worked example 7.2 (docs/protocol-notes.md): offset 48, message_size 56, crc 60, magic 64, attributes 65, key
+    # 66, value 70/74.
     assert by_path[(prefix, "length")] == (44, 48, 31)
     assert by_path[(f"{prefix}[0].offset", "value")] == (48, 56, 0)
     assert by_path[(f"{prefix}[0].message_size", "value")] == (56, 60, 19)

@@ -23,8 +23,13 @@ HEADERS = [("trace-id", b"t-1"), ("empty", None)]
 
 
 def batch(**options: Any) -> bytes:
-    return encode_record_batch([(b"k", b"v1", 1_700_000_000_000, HEADERS), (None, b"v2", 1_700_000_000_001, [])],
-                               producer_id=7, producer_epoch=2, base_sequence=40, **options)
+    return encode_record_batch(
+        [(b"k", b"v1", 1_700_000_000_000, HEADERS), (None, b"v2", 1_700_000_000_001, [])],
+        producer_id=7,
+        producer_epoch=2,
+        base_sequence=40,
+        **options,
+    )
 
 
 def frames() -> bytes:
@@ -32,19 +37,69 @@ def frames() -> bytes:
     one, its answer (flexible response header), and a Fetch v12 answer carrying a batch."""
     out = []
     api = kproto.APIS["ApiVersions"]
-    out.append(kproto.encode_request(api.request(client_software_name="kproto", client_software_version="1"), 3, 1, "c"))
+    out.append(
+        kproto.encode_request(api.request(client_software_name="kproto", client_software_version="1"), 3, 1, "c")
+    )
     out.append(kproto.encode_response(api.response(api_keys=[]), 3, 1))
     produce = kproto.APIS["Produce"]
-    out.append(kproto.encode_request(produce.request.from_dict({"acks": -1, "timeout_ms": 1000, "topic_data": [
-        {"name": "orders", "partition_data": [{"index": 0, "records": batch(transactional=True)},
-                                              {"index": 1, "records": batch(codec="gzip")}]}]}), 9, 2, "c"))
-    out.append(kproto.encode_response(produce.response.from_dict({"responses": [
-        {"name": "orders", "partition_responses": [{"index": 0, "base_offset": 5}]}]}), 9, 2))
+    out.append(
+        kproto.encode_request(
+            produce.request.from_dict(
+                {
+                    "acks": -1,
+                    "timeout_ms": 1000,
+                    "topic_data": [
+                        {
+                            "name": "orders",
+                            "partition_data": [
+                                {"index": 0, "records": batch(transactional=True)},
+                                {"index": 1, "records": batch(codec="gzip")},
+                            ],
+                        }
+                    ],
+                }
+            ),
+            9,
+            2,
+            "c",
+        )
+    )
+    out.append(
+        kproto.encode_response(
+            produce.response.from_dict(
+                {"responses": [{"name": "orders", "partition_responses": [{"index": 0, "base_offset": 5}]}]}
+            ),
+            9,
+            2,
+        )
+    )
     fetch = kproto.APIS["Fetch"]
-    out.append(kproto.encode_request(fetch.request.from_dict({"topics": [
-        {"topic": "orders", "partitions": [{"partition": 0, "fetch_offset": 0}]}]}), 12, 3, "c"))
-    out.append(kproto.encode_response(fetch.response.from_dict({"responses": [
-        {"topic": "orders", "partitions": [{"partition_index": 0, "high_watermark": 2, "records": batch()}]}]}), 12, 3))
+    out.append(
+        kproto.encode_request(
+            fetch.request.from_dict(
+                {"topics": [{"topic": "orders", "partitions": [{"partition": 0, "fetch_offset": 0}]}]}
+            ),
+            12,
+            3,
+            "c",
+        )
+    )
+    out.append(
+        kproto.encode_response(
+            fetch.response.from_dict(
+                {
+                    "responses": [
+                        {
+                            "topic": "orders",
+                            "partitions": [{"partition_index": 0, "high_watermark": 2, "records": batch()}],
+                        }
+                    ]
+                }
+            ),
+            12,
+            3,
+        )
+    )
     return b"".join(out)
 
 
@@ -64,8 +119,9 @@ def labels(record: Dict[str, Any]) -> Dict[str, Any]:
     return {r["path"] + ("#" + r["part"] if r["part"] != "value" else ""): r["value"] for r in record["ranges"]}
 
 
-def test_hexdump_labels_every_byte_of_flexible_frames_and_v2_batches(frame_file: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_hexdump_labels_every_byte_of_flexible_frames_and_v2_batches(
+    frame_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     records = run_jsonl(capsys, "hexdump", str(frame_file))
     dumps = [r for r in records if r["record"] == "hexdump"]
     assert [d["error"] for d in dumps] == [None] * 6 and len(dumps) == 6
@@ -91,8 +147,9 @@ def test_hexdump_labels_every_byte_of_flexible_frames_and_v2_batches(frame_file:
 
 def test_hexdump_labels_tagged_fields_known_and_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     api = kproto.APIS["ApiVersions"]
-    answer = api.response(api_keys=[], supported_features=[], finalized_features_epoch=3,
-                          unknown_tagged_fields=[(9, b"\xab\xcd")])
+    answer = api.response(
+        api_keys=[], supported_features=[], finalized_features_epoch=3, unknown_tagged_fields=[(9, b"\xab\xcd")]
+    )
     path = tmp_path / "tagged.bin"
     path.write_bytes(kproto.encode_response(answer, 3, 1))
     record = run_jsonl(capsys, "hexdump", str(path), "--api", "ApiVersions", "--api-version", "3")[0]
@@ -106,10 +163,23 @@ def test_decode_shows_record_headers_and_producer_facts(frame_file: Path, capsys
     records = run_jsonl(capsys, "decode", str(frame_file), "-v")
     assert [r["error"] for r in records if r["record"] == "frame"] == [None] * 6
     fetch = records[5]["body"]["responses"][0]["partitions"][0]["records"]
-    assert fetch["batches"] == [{
-        "base_offset": 0, "magic": 2, "records_count": 2, "codec": "none", "producer_id": 7, "producer_epoch": 2,
-        "base_sequence": 40, "transactional": False, "control": False, "partition_leader_epoch": -1,
-        "base_timestamp": 1_700_000_000_000, "max_timestamp": 1_700_000_000_001, "timestamp_type": 0}]
+    assert fetch["batches"] == [
+        {
+            "base_offset": 0,
+            "magic": 2,
+            "records_count": 2,
+            "codec": "none",
+            "producer_id": 7,
+            "producer_epoch": 2,
+            "base_sequence": 40,
+            "transactional": False,
+            "control": False,
+            "partition_leader_epoch": -1,
+            "base_timestamp": 1_700_000_000_000,
+            "max_timestamp": 1_700_000_000_001,
+            "timestamp_type": 0,
+        }
+    ]
     first = fetch["messages"][0]
     assert first["headers"] == [{"key": "trace-id", "value": {"$bytes": "dC0x"}}, {"key": "empty", "value": None}]
     assert first["crc"] is None and fetch["messages"][1]["key"] is None
@@ -120,8 +190,9 @@ def test_decode_shows_record_headers_and_producer_facts(frame_file: Path, capsys
     assert "headers 'trace-id'=b't-1', 'empty'=None" in text
 
 
-def test_encode_is_the_inverse_of_decode_at_modern_versions(frame_file: Path, tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_encode_is_the_inverse_of_decode_at_modern_versions(
+    frame_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["decode", str(frame_file), "-v", "--format", "jsonl"]) == 0
     decoded = tmp_path / "decoded.jsonl"
     decoded.write_text(capsys.readouterr().out)
@@ -130,12 +201,15 @@ def test_encode_is_the_inverse_of_decode_at_modern_versions(frame_file: Path, tm
     assert out.read_bytes() == frame_file.read_bytes()
 
 
-@pytest.mark.parametrize("raw", [
-    encode_message_set([(b"k", b"v"), (None, b"w" * 300)], magic=1, codec="snappy"),
-    encode_message_set([(None, b"plain")], magic=0),
-    batch() + batch(codec="lz4", base_offset=2),
-    encode_record_batch([(b"\x00\xff", None, 5, [("h\u00e9\"", b"")])]),
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        encode_message_set([(b"k", b"v"), (None, b"w" * 300)], magic=1, codec="snappy"),
+        encode_message_set([(None, b"plain")], magic=0),
+        batch() + batch(codec="lz4", base_offset=2),
+        encode_record_batch([(b"\x00\xff", None, 5, [("h\u00e9\"", b"")])]),
+    ],
+)
 def test_fast_record_set_text_is_the_generic_json(raw: bytes) -> None:
     """The JSON Lines writer renders record sets straight to text: it must equal json.dumps of the values."""
     for limit in (None, 1):
@@ -146,8 +220,13 @@ def test_fast_record_set_text_is_the_generic_json(raw: bytes) -> None:
 
 def test_pcap_verbose_json_of_todays_clients(capsys: pytest.CaptureFixture[str]) -> None:
     records = run_jsonl(capsys, "pcap", str(MODERN / "kafka-python-produce-consume.pcap"), "-v", "--no-progress")
-    produced = [pd["records"] for r in records if r["record"] == "exchange" and r["api_name"] == "Produce"
-                for td in r["request"]["topic_data"] for pd in td["partition_data"]]
+    produced = [
+        pd["records"]
+        for r in records
+        if r["record"] == "exchange" and r["api_name"] == "Produce"
+        for td in r["request"]["topic_data"]
+        for pd in td["partition_data"]
+    ]
     messages = [m for s in produced for m in s["messages"]]
     assert len(messages) == 30 and all(m["headers"][0]["key"] == "trace-id" for m in messages)
     batches = [b for s in produced for b in s["batches"]]

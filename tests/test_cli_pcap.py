@@ -20,10 +20,32 @@ from kproto.messages import MetadataRequest, MetadataResponse, ProduceRequest
 
 CAPTURES = sorted(p.name for p in SAMPLES.glob("*.pcap*"))
 EXCHANGE_KEYS = {
-    "record", "connection", "client", "server", "api_key", "api_name", "api_version", "correlation_id", "client_id",
-    "request_time_ns", "response_time_ns", "latency_ns", "request_size", "response_size", "request_packet",
-    "response_packet", "expects_response", "answered", "error_codes", "request_header", "request", "request_error",
-    "response_header", "response", "response_error", "sasl_mechanism",
+    "record",
+    "connection",
+    "client",
+    "server",
+    "api_key",
+    "api_name",
+    "api_version",
+    "correlation_id",
+    "client_id",
+    "request_time_ns",
+    "response_time_ns",
+    "latency_ns",
+    "request_size",
+    "response_size",
+    "request_packet",
+    "response_packet",
+    "expects_response",
+    "answered",
+    "error_codes",
+    "request_header",
+    "request",
+    "request_error",
+    "response_header",
+    "response",
+    "response_error",
+    "sasl_mechanism",
 }
 PROBLEM_KEYS = {"record", "kind", "detail", "connection", "source", "offset", "packet", "timestamp_ns", "frame"}
 SUMMARY_KEYS = {"record", "exchanges", "shown", "sasl_tokens", "problems", "failures", "problems_not_listed"}
@@ -64,12 +86,20 @@ def test_jsonl_schema_is_stable(name: str) -> None:
 def test_producer_capture_content() -> None:
     found = exchanges(SAMPLES / "produce.pcap")
     assert [(e["api_name"], e["api_version"], e["correlation_id"]) for e in found][:3] == [
-        ("Metadata", 0, 1), ("Metadata", 0, 2), ("Produce", 1, 3)]
+        ("Metadata", 0, 1),
+        ("Metadata", 0, 2),
+        ("Produce", 1, 3),
+    ]
     assert found[0]["error_codes"] == [5] and found[-1]["error_codes"] == [3]
     acks0 = [e for e in found if not e["expects_response"]]
     assert len(acks0) == 1 and acks0[0]["request"]["acks"] == 0 and acks0[0]["response"] is None
     assert all(e["client_id"] == "producer-1" for e in found)
-    assert found[2]["request_header"] == {"api_key": 0, "api_version": 1, "correlation_id": 3, "client_id": "producer-1"}
+    assert found[2]["request_header"] == {
+        "api_key": 0,
+        "api_version": 1,
+        "correlation_id": 3,
+        "client_id": "producer-1",
+    }
     assert found[2]["latency_ns"] == 2_000_000
 
 
@@ -87,7 +117,15 @@ def test_verbose_expands_compressed_record_sets() -> None:
 def test_group_capture_content() -> None:
     found = exchanges(SAMPLES / "consumer_group.pcapng")
     names = {e["api_name"] for e in found}
-    assert names == {"FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "OffsetFetch", "LeaveGroup"}
+    assert names == {
+        "FindCoordinator",
+        "JoinGroup",
+        "SyncGroup",
+        "Heartbeat",
+        "OffsetCommit",
+        "OffsetFetch",
+        "LeaveGroup",
+    }
     assert sorted(c for e in found for c in e["error_codes"]) == [22, 27, 27]
     text = run_kproto("pcap", SAMPLES / "consumer_group.pcapng", check_code=0).stdout.decode()
     assert "errors REBALANCE_IN_PROGRESS(27)" in text and "errors ILLEGAL_GENERATION(22)" in text
@@ -105,35 +143,41 @@ def filtered(capture: Path, expression: str, capsys: pytest.CaptureFixture) -> L
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
-@pytest.mark.parametrize("expression, expected", [
-    ("api=Produce", 7),
-    ("api=producer", 7),
-    ("api_key=0 and api_version=0", 1),
-    ("api=Produce and not error", 6),
-    ("error", 2),
-    ("error=3 or error=LEADER_NOT_AVAILABLE", 2),
-    ("topic=audit", 3),
-    ("topic~\"ord*\" and partition=1", 3),
-    ("(api=Metadata or api=Produce) and client_id=producer-1", 9),
-    ("unanswered", 0),
-    ("not answered", 1),
-    ("request_size>300", 2),
-    ("topic!=orders", 3),
-])
+@pytest.mark.parametrize(
+    "expression, expected",
+    [
+        ("api=Produce", 7),
+        ("api=producer", 7),
+        ("api_key=0 and api_version=0", 1),
+        ("api=Produce and not error", 6),
+        ("error", 2),
+        ("error=3 or error=LEADER_NOT_AVAILABLE", 2),
+        ("topic=audit", 3),
+        ("topic~\"ord*\" and partition=1", 3),
+        ("(api=Metadata or api=Produce) and client_id=producer-1", 9),
+        ("unanswered", 0),
+        ("not answered", 1),
+        ("request_size>300", 2),
+        ("topic!=orders", 3),
+    ],
+)
 def test_filters_on_the_producer_capture(expression: str, expected: int, capsys: pytest.CaptureFixture) -> None:
     lines = filtered(SAMPLES / "produce.pcap", expression, capsys)
     assert lines[-1]["shown"] == expected, expression
     assert len([r for r in lines if r["record"] == "exchange"]) == expected
 
 
-@pytest.mark.parametrize("expression, expected", [
-    ("api=Heartbeat and error=REBALANCE_IN_PROGRESS", 2),
-    ("group=billing and api=OffsetCommit", 3),
-    ("latency_ms>100", 1),
-    ("connection=2", 7),
-    ("client~'*:50402' or api=LeaveGroup", 7),
-    ("port=9092", 19),
-])
+@pytest.mark.parametrize(
+    "expression, expected",
+    [
+        ("api=Heartbeat and error=REBALANCE_IN_PROGRESS", 2),
+        ("group=billing and api=OffsetCommit", 3),
+        ("latency_ms>100", 1),
+        ("connection=2", 7),
+        ("client~'*:50402' or api=LeaveGroup", 7),
+        ("port=9092", 19),
+    ],
+)
 def test_filters_on_the_group_capture(expression: str, expected: int, capsys: pytest.CaptureFixture) -> None:
     assert filtered(SAMPLES / "consumer_group.pcapng", expression, capsys)[-1]["shown"] == expected
 
@@ -147,10 +191,23 @@ def write_damaged(tmp_path: Path, **options) -> Path:
     client, server = ("10.9.0.1", 40000), ("10.9.0.2", 9092)
     meta = kproto.encode_request(MetadataRequest.from_dict({"topics": [{"name": "t"}]}), 0, 1, "c")
     answer = kproto.encode_response(MetadataResponse.from_dict({"brokers": [], "topics": []}), 0, 1)
-    big = kproto.encode_request(ProduceRequest.from_dict({"acks": 0, "timeout_ms": 1, "topic_data": [
-        {"name": "t", "partition_data": [{"index": 0, "records": b"\x00" * 5000}]}]}), 0, 2, "c")
-    conversation = TcpConversation(client, server, [("client", meta, 1.0), ("server", answer, 1.001),
-                                                    ("client", big, 1.002), ("client", meta, 1.003)])
+    big = kproto.encode_request(
+        ProduceRequest.from_dict(
+            {
+                "acks": 0,
+                "timeout_ms": 1,
+                "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"\x00" * 5000}]}],
+            }
+        ),
+        0,
+        2,
+        "c",
+    )
+    conversation = TcpConversation(
+        client,
+        server,
+        [("client", meta, 1.0), ("server", answer, 1.001), ("client", big, 1.002), ("client", meta, 1.003)],
+    )
     path = tmp_path / "damaged.pcap"
     write_capture(path, [conversation], **options)
     return path
@@ -203,8 +260,12 @@ def test_progress_bar_only_on_a_terminal() -> None:
     assert piped.stderr == b""
     main_fd, child_fd = pty.openpty()
     try:
-        proc = subprocess.run([str(kproto_script()), "pcap", str(SAMPLES / "consumer_group.pcapng")],
-                              stdout=subprocess.PIPE, stderr=child_fd, timeout=120)
+        proc = subprocess.run(
+            [str(kproto_script()), "pcap", str(SAMPLES / "consumer_group.pcapng")],
+            stdout=subprocess.PIPE,
+            stderr=child_fd,
+            timeout=120,
+        )
         os.close(child_fd)
         child_fd = -1
         drawn = b""

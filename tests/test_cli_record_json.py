@@ -39,9 +39,11 @@ message_sets = st.tuples(
     st.sampled_from([0, 1]),
 )
 batches = st.tuples(
-    st.lists(st.tuples(binary, binary, st.integers(-(2**45), 2**45), st.lists(st.tuples(header_keys, binary),
-                                                                             max_size=3)),
-             min_size=1, max_size=5),
+    st.lists(
+        st.tuples(binary, binary, st.integers(-(2**45), 2**45), st.lists(st.tuples(header_keys, binary), max_size=3)),
+        min_size=1,
+        max_size=5,
+    ),
     st.sampled_from([None, "gzip", "zstd"]),
     st.integers(0, 2**62),
 )
@@ -69,9 +71,10 @@ def both(compiled_text, pure_text, decoded) -> bytes:
 @settings(max_examples=80, deadline=None)
 @given(sets=st.lists(message_sets, min_size=1, max_size=3))
 def test_message_text_matches_the_pure_twin(sets) -> None:
-    raw = b"".join(encode_message_set(items, magic=magic, codec=codec, base_offset=base,
-                                      timestamp_type=kind if magic == 1 else 0)
-                   for magic, items, codec, base, kind in sets)
+    raw = b"".join(
+        encode_message_set(items, magic=magic, codec=codec, base_offset=base, timestamp_type=kind if magic == 1 else 0)
+        for magic, items, codec, base, kind in sets
+    )
     for cut in (raw, raw[:1], raw[:2], raw[:3], raw[:-1], b""):  # every base64 tail: none, "==", "="
         expected = json.dumps(base64.b64encode(cut).decode()).encode()
         assert compiled().base64_json(cut) == base64_json(cut) == expected
@@ -121,8 +124,9 @@ def test_record_set_base64_is_written_as_its_text() -> None:
                 writer.write({"record": "x", "records": record})
                 writer.close({})
                 stream.flush()
-                outputs.append(stream.getvalue() if isinstance(stream, io.StringIO)
-                               else stream.buffer.getvalue().decode())
+                outputs.append(
+                    stream.getvalue() if isinstance(stream, io.StringIO) else stream.buffer.getvalue().decode()
+                )
         assert len(set(outputs)) == 1, fmt
 
 

@@ -12,8 +12,9 @@ GENERATED = ("produce.pcap", "fetch.pcap", "consumer_group.pcapng", "controlled_
 
 
 def generate(out_dir: Path) -> None:
-    subprocess.run([sys.executable, str(SAMPLES / "make_samples.py"), str(out_dir)], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, str(SAMPLES / "make_samples.py"), str(out_dir)], check=True, capture_output=True, timeout=300
+    )
 
 
 def test_generator_is_deterministic_and_matches_the_committed_files(tmp_path: Path) -> None:
@@ -23,7 +24,8 @@ def test_generator_is_deterministic_and_matches_the_committed_files(tmp_path: Pa
         first = (tmp_path / "a" / name).read_bytes()
         assert first == (tmp_path / "b" / name).read_bytes(), f"{name} differs between two runs"
         assert first == (SAMPLES / name).read_bytes(), (
-            f"samples/{name} is stale: run `python samples/make_samples.py` and commit the result")
+            f"samples/{name} is stale: run `python samples/make_samples.py` and commit the result"
+        )
 
 
 def test_samples_are_small_and_documented() -> None:

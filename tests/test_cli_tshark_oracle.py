@@ -65,8 +65,12 @@ def _leaves(node: Any, in_message_set: bool, out: List[Tuple[bool, str, str]]) -
 
 def tshark_pdus(capture: Path, port: int = 9092) -> List[Dict[str, Any]]:
     """One dict per Kafka PDU: packet number, fields outside message sets, and whether tshark struggled."""
-    proc = subprocess.run([tshark_path(), "-r", str(capture), "-d", f"tcp.port=={port},kafka", "-T", "json"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [tshark_path(), "-r", str(capture), "-d", f"tcp.port=={port},kafka", "-T", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     pdus = []
     for packet in json.loads(proc.stdout, object_pairs_hook=repeated_keys):
@@ -86,7 +90,12 @@ def tshark_pdus(capture: Path, port: int = 9092) -> List[Dict[str, Any]]:
 
 def wire_values(body: Any) -> Dict[str, List[str]]:
     """Topics, partitions, offsets and error codes of a kproto JSON body, in wire order, as tshark strings."""
-    out: Dict[str, List[str]] = {"kafka.topic_name": [], "kafka.partition_id": [], "kafka.offset": [], "kafka.error": []}
+    out: Dict[str, List[str]] = {
+        "kafka.topic_name": [],
+        "kafka.partition_id": [],
+        "kafka.offset": [],
+        "kafka.error": [],
+    }
 
     def walk(node: Any, parent: str) -> None:
         if isinstance(node, dict):
@@ -166,7 +175,9 @@ def test_oracle_compares_real_values() -> None:
     pdus = tshark_pdus(SAMPLES / "consumer_group.pcapng")
     errors = [e for p in pdus if not p["troubled"] for e in p["fields"].get("kafka.error", [])]
     assert errors.count("27") == 2 and errors.count("22") == 1
-    offsets = [o for p in tshark_pdus(SAMPLES / "fetch.pcap") if not p["troubled"] for o in p["fields"].get("kafka.offset", [])]
+    offsets = [
+        o for p in tshark_pdus(SAMPLES / "fetch.pcap") if not p["troubled"] for o in p["fields"].get("kafka.offset", [])
+    ]
     assert "500" in offsets and "10" in offsets
 
 
@@ -189,8 +200,10 @@ def kproto_records(capture: Path, port: int = 9092) -> List[Dict[str, Any]]:
 
 def _unsupported(pdu: Dict[str, Any]) -> bool:
     """tshark says it does not know the api version ("Unsupported Produce version. Supports v0-8.") or key."""
-    return any(("Unsupported " in m and " version" in m) or "Unknown API key" in m
-               for m in pdu["fields"].get("_ws.expert.message", []))
+    return any(
+        ("Unsupported " in m and " version" in m) or "Unknown API key" in m
+        for m in pdu["fields"].get("_ws.expert.message", [])
+    )
 
 
 def compare_with_tshark(capture: Path, port: int = 9092) -> Counter:

@@ -23,18 +23,21 @@ def kproto_script() -> Path:
     return script
 
 
-def run_kproto(*args: Union[str, Path], stdin: Optional[bytes] = None, env: Optional[dict] = None,
-               check_code: Optional[int] = None) -> subprocess.CompletedProcess:
+def run_kproto(
+    *args: Union[str, Path], stdin: Optional[bytes] = None, env: Optional[dict] = None, check_code: Optional[int] = None
+) -> subprocess.CompletedProcess:
     """Run ``kproto ARGS`` and return the completed process (bytes stdout/stderr)."""
     full_env = dict(os.environ)
     full_env.pop("NO_COLOR", None)
     full_env.update(env or {})
-    proc = subprocess.run([str(kproto_script()), *map(str, args)], input=stdin, capture_output=True,
-                          env=full_env, timeout=300)
+    proc = subprocess.run(
+        [str(kproto_script()), *map(str, args)], input=stdin, capture_output=True, env=full_env, timeout=300
+    )
     if check_code is not None:
         assert proc.returncode == check_code, (
             f"kproto {' '.join(map(str, args))} exited {proc.returncode}, expected {check_code}\n"
-            f"stderr: {proc.stderr.decode(errors='replace')[-2000:]}")
+            f"stderr: {proc.stderr.decode(errors='replace')[-2000:]}"
+        )
     return proc
 
 
@@ -66,27 +69,30 @@ def test_version() -> None:
     assert run_kproto("--version", check_code=0).stdout.decode().startswith("kproto ")
 
 
-@pytest.mark.parametrize("args", [
-    [],
-    ["frobnicate"],
-    ["decode", "--format", "xml"],
-    ["decode", "--response"],
-    ["decode", "--api", "NoSuchApi"],
-    ["decode", "--api", "Produce"],
-    ["decode", "--api-key", "0", "--api-version", "99"],
-    ["decode", "--api-version", "0"],
-    ["decode", "--api", "Produce", "--api-key", "0"],
-    ["decode", "--request", "--response"],
-    ["decode", "--max-frame-size", "lots"],
-    ["hexdump", "--color", "sometimes"],
-    ["pcap"],
-    ["pcap", str(SAMPLES / "produce.pcap"), "--filter", "api="],
-    ["pcap", str(SAMPLES / "produce.pcap"), "--filter", "colour=red"],
-    ["pcap", str(SAMPLES / "produce.pcap"), "--filter", "(api=Produce"],
-    ["pcap", str(SAMPLES / "produce.pcap"), "--filter", "api=Nope"],
-    ["pcap", str(SAMPLES / "produce.pcap"), "--port", "x"],
-    ["encode", "--raw", "--format", "json"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["frobnicate"],
+        ["decode", "--format", "xml"],
+        ["decode", "--response"],
+        ["decode", "--api", "NoSuchApi"],
+        ["decode", "--api", "Produce"],
+        ["decode", "--api-key", "0", "--api-version", "99"],
+        ["decode", "--api-version", "0"],
+        ["decode", "--api", "Produce", "--api-key", "0"],
+        ["decode", "--request", "--response"],
+        ["decode", "--max-frame-size", "lots"],
+        ["hexdump", "--color", "sometimes"],
+        ["pcap"],
+        ["pcap", str(SAMPLES / "produce.pcap"), "--filter", "api="],
+        ["pcap", str(SAMPLES / "produce.pcap"), "--filter", "colour=red"],
+        ["pcap", str(SAMPLES / "produce.pcap"), "--filter", "(api=Produce"],
+        ["pcap", str(SAMPLES / "produce.pcap"), "--filter", "api=Nope"],
+        ["pcap", str(SAMPLES / "produce.pcap"), "--port", "x"],
+        ["encode", "--raw", "--format", "json"],
+    ],
+)
 def test_usage_errors_exit_2(args) -> None:
     proc = run_args(args)
     assert proc.returncode == 2, proc.stderr
@@ -113,6 +119,7 @@ def test_spark_without_its_extra_says_which_extra_to_install(tmp_path: Path) -> 
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'pyarrow'\", name='pyarrow')\n")
     env = {"PYTHONPATH": os.pathsep.join([str(fake.parent), os.environ.get("PYTHONPATH", "")])}
-    proc = run_kproto("spark", "captures", SAMPLES / "fetch.pcap", "--out", tmp_path / "out", "--local", env=env,
-                      check_code=2)
+    proc = run_kproto(
+        "spark", "captures", SAMPLES / "fetch.pcap", "--out", tmp_path / "out", "--local", env=env, check_code=2
+    )
     assert b"pip install 'kproto[spark]'" in proc.stderr and b"Traceback" not in proc.stderr

@@ -24,8 +24,9 @@ def _metadata_v12(name_bytes: bytes = b"\x02a") -> bytes:
 
 
 def test_compact_encoding_matches_the_rules():
-    msg = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(topic_id=TOPIC_ID, name="a")],
-                          allow_auto_topic_creation=True)
+    msg = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(topic_id=TOPIC_ID, name="a")], allow_auto_topic_creation=True
+    )
     assert msg.encode(12) == _metadata_v12()
     assert MetadataRequest.decode(_metadata_v12(), 12) == msg
     # Null compact array (varint 0) and null compact string (varint 0) where nullable.
@@ -55,9 +56,10 @@ def test_known_tagged_fields_decode_into_attributes_and_unknown_ones_are_kept_in
     assert msg.encode(3) == data  # written back, merged with the known tag in ascending order
     msg.unknown_tagged_fields = [(4, b""), (0x7FFF, b"z")]
     msg.zk_migration_ready = True  # tag 3
-    tail = msg.encode(3)[len(_api_versions_v3(b"")):]
-    assert tail == (b"\x04" + b"\x01\x08" + (7).to_bytes(8, "big") + b"\x03\x01\x01" + b"\x04\x00"
-                    + b"\xff\xff\x01\x01z")
+    tail = msg.encode(3)[len(_api_versions_v3(b"")) :]
+    assert tail == (
+        b"\x04" + b"\x01\x08" + (7).to_bytes(8, "big") + b"\x03\x01\x01" + b"\x04\x00" + b"\xff\xff\x01\x01z"
+    )
     assert ApiVersionsResponse.decode(msg.encode(3), 3) == msg
 
 
@@ -71,12 +73,15 @@ def _decode_error(cls, data: bytes, version: int) -> DecodeError:
     return info.value
 
 
-@pytest.mark.parametrize("tags,path,reason", [
-    (b"\x02\x05\x00\x04\x00", "_tagged_fields[4]", "out of order"),
-    (b"\x02\x05\x00\x05\x00", "_tagged_fields[5]", "repeated"),
-    (b"\x01\x05\x09ab", "_tagged_fields[5]", "longer than the 2 bytes left"),
-    (b"\x01\x01\x09" + bytes(9), "finalized_features_epoch", "but its size says"),
-])
+@pytest.mark.parametrize(
+    "tags,path,reason",
+    [
+        (b"\x02\x05\x00\x04\x00", "_tagged_fields[4]", "out of order"),
+        (b"\x02\x05\x00\x05\x00", "_tagged_fields[5]", "repeated"),
+        (b"\x01\x05\x09ab", "_tagged_fields[5]", "longer than the 2 bytes left"),
+        (b"\x01\x01\x09" + bytes(9), "finalized_features_epoch", "but its size says"),
+    ],
+)
 def test_bad_tag_sections(tags, path, reason):
     error = _decode_error(ApiVersionsResponse, _api_versions_v3(tags), 3)
     assert error.path == path and reason in str(error) and error.offset is not None
@@ -105,8 +110,9 @@ def test_non_nullable_compact_string_refuses_null():
 
 
 def test_encode_errors_name_the_field_path():
-    msg = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="a"),
-                                  MetadataRequest.MetadataRequestTopic(name=5)])  # type: ignore[arg-type]
+    msg = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name="a"), MetadataRequest.MetadataRequestTopic(name=5)]
+    )  # type: ignore[arg-type]
     with pytest.raises(EncodeError) as info:
         msg.encode(12)
     assert info.value.path == "MetadataRequest.topics[1].name"
@@ -144,13 +150,21 @@ def test_absent_struct_fields_decode_to_the_constructors_defaults():
     # same value, and a new instance each time.
     from kproto._generated import fetch
 
-    msg = fetch.FetchResponse(responses=[fetch.FetchResponse_FetchableTopicResponse(
-        topic_id=TOPIC_ID, partitions=[fetch.FetchResponse_PartitionData(partition_index=p) for p in range(2)])])
+    msg = fetch.FetchResponse(
+        responses=[
+            fetch.FetchResponse_FetchableTopicResponse(
+                topic_id=TOPIC_ID, partitions=[fetch.FetchResponse_PartitionData(partition_index=p) for p in range(2)]
+            )
+        ]
+    )
     first, second = fetch.FetchResponse.decode(msg.encode(16), 16).responses[0].partitions
     assert first == msg.responses[0].partitions[0]
     for name in ("diverging_epoch", "current_leader", "snapshot_id"):
         value = getattr(first, name)
         assert type(value) is type(getattr(msg.responses[0].partitions[0], name))
-        assert value is not getattr(second, name) and value.unknown_tagged_fields is not getattr(second, name).unknown_tagged_fields
+        assert (
+            value is not getattr(second, name)
+            and value.unknown_tagged_fields is not getattr(second, name).unknown_tagged_fields
+        )
     old = fetch.FetchRequest.decode(fetch.FetchRequest().encode(4), 4)
     assert old.replica_state == fetch.FetchRequest_ReplicaState()

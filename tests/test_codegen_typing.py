@@ -61,7 +61,20 @@ def test_consumer_program_passes_mypy_strict(tmp_path):
     program.write_text(PROGRAM)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--follow-imports=silent",
-         "--cache-dir", str(tmp_path / "cache"), str(program)],
-        cwd=root, capture_output=True, text=True, env=dict(os.environ, MYPYPATH=root))
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "--follow-imports=silent",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(program),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, MYPYPATH=root),
+    )
     assert result.returncode == 0, result.stdout + result.stderr

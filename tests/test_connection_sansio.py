@@ -33,7 +33,8 @@ from kproto.messages import (
 )
 from kproto.records import encode_message_set
 
-# Worked example 7.1 (docs/protocol-notes.md): MetadataRequest v0, topics ['test'], client_id 'kproto', correlation_id 1.
+# Worked example 7.1 (docs/protocol-notes.md): MetadataRequest v0, topics ['test'], client_id 'kproto',
+# correlation_id 1.
 EXAMPLE_7_1 = bytes.fromhex("0000001a000300000000000100066b70726f746f000000010004" + "test".encode().hex())
 
 
@@ -45,8 +46,9 @@ def _produce(acks: int) -> ProduceRequest:
     T = ProduceRequest.TopicProduceData
     P = T.PartitionProduceData
     records = encode_message_set([(None, b"hello")])
-    return ProduceRequest(acks=acks, timeout_ms=1000, topic_data=[
-        T(name="test", partition_data=[P(index=0, records=records)])])
+    return ProduceRequest(
+        acks=acks, timeout_ms=1000, topic_data=[T(name="test", partition_data=[P(index=0, records=records)])]
+    )
 
 
 def _produce_response() -> ProduceResponse:
@@ -58,7 +60,7 @@ def _produce_response() -> ProduceResponse:
 def _feed_bytewise(conn, data: bytes) -> list:
     events = []
     for i in range(len(data)):
-        events.extend(conn.receive_data(data[i:i + 1]))
+        events.extend(conn.receive_data(data[i : i + 1]))
     return events
 
 
@@ -86,8 +88,12 @@ def test_client_decodes_a_response_fed_one_byte_at_a_time() -> None:
     request = _metadata_request("test")
     client.send(request, 0)
     response = encode_response(
-        MetadataResponse(brokers=[MetadataResponse.MetadataResponseBroker(node_id=0, host="localhost", port=9092)],
-                         topics=[]), 0, 1)
+        MetadataResponse(
+            brokers=[MetadataResponse.MetadataResponseBroker(node_id=0, host="localhost", port=9092)], topics=[]
+        ),
+        0,
+        1,
+    )
     events = _feed_bytewise(client, response)
     assert len(events) == 1
     (event,) = events
@@ -99,8 +105,12 @@ def test_client_decodes_a_response_fed_one_byte_at_a_time() -> None:
 
 def test_pipelined_requests_are_paired_in_order_and_decoded_with_their_own_version() -> None:
     client, server = ClientConnection(), ServerConnection()
-    requests = [_metadata_request("a"), _produce(1), GroupCoordinatorRequest(key="g"),
-                HeartbeatRequest(group_id="g", generation_id=1, member_id="m")]
+    requests = [
+        _metadata_request("a"),
+        _produce(1),
+        GroupCoordinatorRequest(key="g"),
+        HeartbeatRequest(group_id="g", generation_id=1, member_id="m"),
+    ]
     versions = [0, 1, 0, 0]
     wire = b"".join(client.send(r, v).frame for r, v in zip(requests, versions))
     assert client.in_flight == 4
@@ -256,14 +266,16 @@ def test_server_handles_any_chunking(chunk: int) -> None:
     wire = b"".join(client.send(_metadata_request(f"t{i}"), 0).frame for i in range(20))
     events = []
     for i in range(0, len(wire), chunk):
-        events.extend(server.receive_data(wire[i:i + chunk]))
+        events.extend(server.receive_data(wire[i : i + chunk]))
     assert [e.message.topics[0].name for e in events] == [f"t{i}" for i in range(20)]
     assert server.buffered == 0
 
 
 def test_server_enforces_in_order_answers() -> None:
     client, server = ClientConnection(), ServerConnection()
-    first, second = _feed_bytewise(server, client.send(_metadata_request(), 0).frame + client.send(_metadata_request(), 0).frame)
+    first, second = _feed_bytewise(
+        server, client.send(_metadata_request(), 0).frame + client.send(_metadata_request(), 0).frame
+    )
     with pytest.raises(ProtocolError, match="request order"):
         server.send_response(second, MetadataResponse(brokers=[], topics=[]))
     server.send_response(first, MetadataResponse(brokers=[], topics=[]))

@@ -23,12 +23,15 @@ class Text(str):
     """A str subclass: takes the general (``str.encode``) path of the compiled string writer."""
 
 
-@pytest.mark.parametrize("group_id, member_id", [
-    ("billing-consumers", "consumer-1-5a1f7c0e"),  # ASCII: copied straight out of the str
-    ("bïlling-€", "成员-1"),  # two- and three-byte UTF-8
-    (Text("sub"), Text("class")),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    "group_id, member_id",
+    [
+        ("billing-consumers", "consumer-1-5a1f7c0e"),  # ASCII: copied straight out of the str
+        ("bïlling-€", "成员-1"),  # two- and three-byte UTF-8
+        (Text("sub"), Text("class")),
+        ("", ""),
+    ],
+)
 def test_string_fields_are_their_utf8(group_id, member_id):
     msg = HeartbeatRequest(group_id=group_id, generation_id=-7, member_id=member_id)
     assert msg.encode(0) == _heartbeat_v0(group_id, -7, member_id)
@@ -41,8 +44,13 @@ def test_kept_buffer_holds_no_bytes_of_an_earlier_or_failed_encode():
     small = HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
     expected = _heartbeat_v0("g", 1, "m")
     records = b"\xab" * 100_000  # above the largest buffer kept between encodes
-    big = ProduceRequest.from_dict({"acks": -1, "timeout_ms": 1000, "topic_data": [
-        {"name": "t", "partition_data": [{"index": 0, "records": records}]}]})
+    big = ProduceRequest.from_dict(
+        {
+            "acks": -1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+        }
+    )
     big_bytes = big.encode(3)
     assert big_bytes.endswith(records) and big.encode(3) == big_bytes
     assert small.encode(0) == expected

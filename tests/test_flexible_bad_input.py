@@ -84,11 +84,12 @@ def test_tag_section_longer_than_its_struct():
 
 def test_tag_section_longer_than_a_nested_struct():
     """Inside an array element, the element's tag section is bounded by the body, with the field path."""
-    good = MetadataRequest.from_dict({"topics": [{"name": "t"}], "allow_auto_topic_creation": True,
-                                      "include_topic_authorized_operations": False}).encode(12)
+    good = MetadataRequest.from_dict(
+        {"topics": [{"name": "t"}], "allow_auto_topic_creation": True, "include_topic_authorized_operations": False}
+    ).encode(12)
     # topics: count 2 (one element), topic_id (16), name "t" (compact), then the element's tag section.
     element_tags = 1 + 16 + 2
-    bad = good[:element_tags] + b"\x01\x05\x7f" + good[element_tags + 1:]
+    bad = good[:element_tags] + b"\x01\x05\x7f" + good[element_tags + 1 :]
     err = _error(MetadataRequest, bad, 12)
     assert err.path.startswith("topics[0]")
 
@@ -121,8 +122,7 @@ def test_unsupported_version_on_decode_is_a_decode_error():
 FLEXIBLE = [(spec, v) for spec, v in spec_versions() if spec.flexible_versions and v in spec.flexible_versions]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.data_too_large])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_mutated_flexible_bodies_raise_only_kproto_errors(data):
     spec, version = data.draw(st.sampled_from(FLEXIBLE))

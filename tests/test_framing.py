@@ -58,27 +58,34 @@ def test_trailing_body_bytes_are_a_length_mismatch_with_frame_offset():
 
 def test_errors_inside_a_frame_report_frame_offsets_and_paths():
     P = ProduceRequest
-    msg = P(acks=1, topic_data=[P.TopicProduceData(name="t", partition_data=[
-        P.TopicProduceData.PartitionProduceData(index=0, records=b"x" * 10)])])
+    msg = P(
+        acks=1,
+        topic_data=[
+            P.TopicProduceData(
+                name="t", partition_data=[P.TopicProduceData.PartitionProduceData(index=0, records=b"x" * 10)]
+            )
+        ],
+    )
     frame = bytearray(kproto.encode_request(msg, 0, 9, "c"))
     frame[-14:-10] = (50).to_bytes(4, "big")  # records length larger than what is left
     with pytest.raises(DecodeError) as info:
         kproto.decode_request(bytes(frame))
     assert info.value.path == "topic_data[0].partition_data[0].records"
     assert info.value.offset == len(frame) - 10
-    assert str(info.value) == (f"topic_data[0].partition_data[0].records: need 50 bytes at offset "
-                               f"{len(frame) - 10}, 10 left")
+    assert str(info.value) == (
+        f"topic_data[0].partition_data[0].records: need 50 bytes at offset {len(frame) - 10}, 10 left"
+    )
 
 
 def test_unknown_api_key_and_version_are_decode_errors_with_offsets():
-    frame = bytes.fromhex("0000000a" "7063" "0000" "00000001" "0000")
+    frame = bytes.fromhex("0000000a70630000000000010000")
     header, pos = decode_request_header(frame)
     assert (header.api_key, pos) == (0x7063, 14)
     with pytest.raises(UnknownVersionError, match="unknown api key 28771") as info:
         kproto.decode_request(frame)
     assert (info.value.offset, info.value.path) == (4, "api_key")
     assert isinstance(info.value, DecodeError) and not isinstance(info.value, EncodeError)
-    frame = bytes.fromhex("0000000a" "0003" "0063" "00000001" "0000")
+    frame = bytes.fromhex("0000000a00030063000000010000")
     with pytest.raises(UnknownVersionError, match="Metadata has no version 99") as info:
         kproto.decode_request(frame)
     assert (info.value.offset, info.value.path) == (6, "api_version")
@@ -105,8 +112,14 @@ def test_field_not_carried_by_the_version_is_refused_not_dropped():
     from kproto.messages import OffsetCommitRequest as OC
 
     P = OC.OffsetCommitRequestTopic.OffsetCommitRequestPartition
-    msg = OC(group_id="g", topics=[OC.OffsetCommitRequestTopic(name="t", partitions=[
-        P(partition_index=0, committed_offset=5, commit_timestamp=1234)])])
+    msg = OC(
+        group_id="g",
+        topics=[
+            OC.OffsetCommitRequestTopic(
+                name="t", partitions=[P(partition_index=0, committed_offset=5, commit_timestamp=1234)]
+            )
+        ],
+    )
     with pytest.raises(UnsupportedVersionError, match="commit_timestamp"):
         msg.encode(2)
     assert OC.decode(msg.encode(1), 1) == msg
@@ -114,10 +127,10 @@ def test_field_not_carried_by_the_version_is_refused_not_dropped():
     assert OC(group_id="g", retention_time_ms=60000).encode(0) == OC(group_id="g").encode(0)
 
 
-@pytest.mark.parametrize("value", [2 ** 15, "not an int", None])
+@pytest.mark.parametrize("value", [2**15, "not an int", None])
 def test_bad_values_raise_encode_error(value):
     with pytest.raises(EncodeError):
-        HeartbeatRequest(group_id="g", generation_id=value if value != 2 ** 15 else 2 ** 31).encode(0)
+        HeartbeatRequest(group_id="g", generation_id=value if value != 2**15 else 2**31).encode(0)
 
 
 def test_string_too_long_for_int16_length():
@@ -139,7 +152,7 @@ def test_frame_reader_any_chunking(cuts, count):
     reader = kproto.FrameReader()
     got, pos = [], 0
     for cut in cuts:
-        got += reader.feed(stream[pos:pos + cut])
+        got += reader.feed(stream[pos : pos + cut])
         pos += cut
     got += reader.feed(stream[pos:])
     assert got == frames and reader.buffered == 0
@@ -216,12 +229,12 @@ def test_flexible_frames_carry_header_v2_and_v1():
 
     frame = kproto.encode_request(MetadataRequest(topics=None), 12, 7, "c")
     # size, api key 3, version 12, correlation 7, client id "c" (int16 length), empty tag section, body
-    assert frame[4:16] == bytes.fromhex("0003000c00000007" "000163" "00")
+    assert frame[4:16] == bytes.fromhex("0003000c0000000700016300")
     header, msg = kproto.decode_request(frame)
     assert (header.api_version, header.client_id, msg.topics) == (12, "c", None)
     response = MetadataResponse(cluster_id="k")
     frame = kproto.encode_response(response, 12, 7)
-    assert frame[4:9] == bytes.fromhex("00000007" "00")  # header v1: correlation id + empty tag section
+    assert frame[4:9] == bytes.fromhex("0000000700")  # header v1: correlation id + empty tag section
     assert kproto.decode_response(frame, 3, 12)[1] == response
     from kproto.messages import ApiVersionsResponse
 

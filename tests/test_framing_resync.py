@@ -16,7 +16,9 @@ def _request(corr: int) -> bytes:
     return kproto.encode_request(MetadataRequest(topics=[]), 0, corr, "client-1")
 
 
-def _split(data: bytes, chunk: int, candidates: bool) -> Tuple[List[Tuple[int, bytes]], List[Tuple[int, int]], List[int]]:
+def _split(
+    data: bytes, chunk: int, candidates: bool
+) -> Tuple[List[Tuple[int, bytes]], List[Tuple[int, int]], List[int]]:
     """Frames (offset, bytes), skipped runs and refused sizes, resyncing after a bad size as the CLI does."""
     split = ResyncingSplitter()
     frames: List[Tuple[int, bytes]] = []
@@ -44,7 +46,7 @@ def _split(data: bytes, chunk: int, candidates: bool) -> Tuple[List[Tuple[int, b
             frames.append((found[1], found[0]))
 
     for i in range(0, len(data), chunk):
-        split.buf += data[i:i + chunk]
+        split.buf += data[i : i + chunk]
         pump(False)
     pump(True)
     return frames, skipped, refused

@@ -20,8 +20,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-HARNESSES = ["request_frames", "response_frames", "message_sets", "capture_files", "tcp_reassembly", "hex_input",
-             "broker_requests"]
+HARNESSES = [
+    "request_frames",
+    "response_frames",
+    "message_sets",
+    "capture_files",
+    "tcp_reassembly",
+    "hex_input",
+    "broker_requests",
+]
 
 
 def _cases():
@@ -94,8 +101,9 @@ def test_every_api_version_has_request_and_response_seeds():
                     continue
                 data = open(path, "rb").read()
                 if kind == "request_frames":
-                    header, msg = kproto.decode_request(data[1:] if data[0] & 1 else
-                                                        len(data[1:]).to_bytes(4, "big") + data[1:])
+                    header, msg = kproto.decode_request(
+                        data[1:] if data[0] & 1 else len(data[1:]).to_bytes(4, "big") + data[1:]
+                    )
                     got = (header.api_key, header.api_version)
                 else:
                     got = fuzz_response_frames.select(data)[:2]

@@ -66,7 +66,8 @@ def test_decompression_cap_bounds_the_whole_message_set(records_codec):
     peak = _peak(decode)
     assert peak <= budget, (
         f"decoding {len(data)} bytes with max_decompressed_size={CAP} allocated {peak} bytes (budget {budget}): "
-        "the cap should bound the decompressed bytes of the whole call, not of each wrapper")
+        "the cap should bound the decompressed bytes of the whole call, not of each wrapper"
+    )
 
 
 # fuzz_hex_input, time budget: _LABEL_LINE (r"^.*[G-WYZg-wyz(].*:\s*$") backtracks quadratically on a long
@@ -142,10 +143,13 @@ def test_inner_magic_must_match_the_wrapper(records_codec):
 # tshark line whose ASCII column contains a letter and ends in ":" (a client id "kproto:" at the end of a
 # 16-byte row) is skipped as a label: its bytes vanish and no bad line is reported.  Dump lines should be
 # recognised first.
-@pytest.mark.parametrize("text", [
-    "00000000: 6865 6c6c 6f20 6b70 726f 746f 3a         hello kproto:\n",
-    "0000  68 65 6c 6c 6f 20 6b 70 72 6f 74 6f 3a            hello kproto:\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "00000000: 6865 6c6c 6f20 6b70 726f 746f 3a         hello kproto:\n",
+        "0000  68 65 6c 6c 6f 20 6b 70 72 6f 74 6f 3a            hello kproto:\n",
+    ],
+)
 def test_dump_line_whose_ascii_column_ends_in_a_colon_keeps_its_bytes(text):
     from kproto.cli.hex_input import open_input_chunks
 
@@ -163,14 +167,15 @@ def test_dump_line_whose_ascii_column_ends_in_a_colon_keeps_its_bytes(text):
 # Cython's own columns say 999).  Offsets that do not fit int64 should be a DecodeError at the wrapper.
 _K4_FUZZ_INPUT = bytes.fromhex(
     "523f000000000000000000001b942da341010000000000000003e8ffffffff0000000568656c6c6f800000009700000a0000001e"
-    "1d092bda010000000052000007d0000000036b65790000000576616c7565")
+    "1d092bda010000000052000007d0000000036b65790000000576616c7565"
+)
 
 
 def _k4_cases():
     from fuzz.fuzz_message_sets import prepare, wrap
     from kproto.records import encode_message_set
 
-    inner = encode_message_set([(None, b"a", 1), (None, b"b", 2)], magic=1, base_offset=-2**63)
+    inner = encode_message_set([(None, b"a", 1), (None, b"b", 2)], magic=1, base_offset=-(2**63))
     return [("delta overflows int64", wrap(inner, 1, 1, False)), ("fuzz input", prepare(_K4_FUZZ_INPUT)[1])]
 
 
@@ -188,7 +193,7 @@ def test_wrapper_offsets_stay_in_int64_and_backends_agree(both_codecs, case):
             except KprotoError as exc:
                 outcomes.append(("error", type(exc).__name__))
                 continue
-            assert all(-2**63 <= o < 2**63 for o in offsets), (fn, offsets)
+            assert all(-(2**63) <= o < 2**63 for o in offsets), (fn, offsets)
             outcomes.append(("ok", offsets))
     assert all(o == outcomes[0] for o in outcomes), outcomes
 
@@ -199,10 +204,13 @@ def test_wrapper_offsets_stay_in_int64_and_backends_agree(both_codecs, case):
 # the bars parsed as hex: the bytes come out with an extra 0xab and no bad line is reported.  The ASCII column
 # should be cut by the dump's layout (the hex area ends at the first run of two or more spaces, or at a fixed
 # column), not by a search through the whole line.
-@pytest.mark.parametrize("text", [
-    "00000000: 6162 207c 6364 7c                        ab |cd|\n",
-    "0000  61 62 20 7c 63 64 7c                                ab |cd|\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "00000000: 6162 207c 6364 7c                        ab |cd|\n",
+        "0000  61 62 20 7c 63 64 7c                                ab |cd|\n",
+    ],
+)
 def test_ascii_column_with_bars_is_not_parsed_as_hex(text):
     from kproto.cli.hex_input import open_input_chunks
 

@@ -32,8 +32,18 @@ CLIENT_IDS = {
 }
 # The recording broker hands out member ids as "<client id>-<uuid4>", as Kafka's brokers do.
 MEMBER_ID = re.compile(r"^(?P<client_id>.+)-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
-REQUIRED_APIS = {"ApiVersions", "Metadata", "Produce", "Fetch", "FindCoordinator", "JoinGroup", "SyncGroup",
-                 "Heartbeat", "OffsetCommit", "OffsetFetch"}
+REQUIRED_APIS = {
+    "ApiVersions",
+    "Metadata",
+    "Produce",
+    "Fetch",
+    "FindCoordinator",
+    "JoinGroup",
+    "SyncGroup",
+    "Heartbeat",
+    "OffsetCommit",
+    "OffsetFetch",
+}
 GROUP_APIS = {"JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "LeaveGroup"}
 
 
@@ -57,9 +67,12 @@ def test_every_client_sent_every_required_request():
 
 def test_the_frames_use_flexible_versions_where_the_clients_do():
     """At their defaults the modern clients speak flexible versions (KIP-482) for most requests."""
-    flexible = [e for e in FRAMES
-                if kproto.APIS[e["api_key"]].request.FLEXIBLE_VERSIONS is not None
-                and e["api_version"] >= kproto.APIS[e["api_key"]].request.FLEXIBLE_VERSIONS[0]]
+    flexible = [
+        e
+        for e in FRAMES
+        if kproto.APIS[e["api_key"]].request.FLEXIBLE_VERSIONS is not None
+        and e["api_version"] >= kproto.APIS[e["api_key"]].request.FLEXIBLE_VERSIONS[0]
+    ]
     assert {e["client"] for e in flexible} >= {"kafka-python", "librdkafka"}
 
 
@@ -69,7 +82,11 @@ def test_kproto_decodes_and_re_encodes_each_frame_byte_for_byte(entry):
     assert len(frame) == entry["size"] and struct.unpack_from(">i", frame)[0] == len(frame) - 4
     header, msg = kproto.decode_request(frame)
     assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (
-        entry["api_key"], entry["api_version"], entry["correlation_id"], entry["client_id"])
+        entry["api_key"],
+        entry["api_version"],
+        entry["correlation_id"],
+        entry["client_id"],
+    )
     assert type(msg) is kproto.APIS[entry["api_key"]].request
     again = kproto.encode_request(msg, header.api_version, header.correlation_id, header.client_id)
     assert again == frame
@@ -120,15 +137,19 @@ def topic_ref(topic):
 
 def test_each_client_asks_for_the_topics_metadata():
     for client in CLIENT_IDS:
-        asked = [kproto.decode_request(read(e))[1].topics for e in FRAMES
-                 if e["client"] == client and e["api_name"] == "Metadata"]
+        asked = [
+            kproto.decode_request(read(e))[1].topics
+            for e in FRAMES
+            if e["client"] == client and e["api_name"] == "Metadata"
+        ]
         assert any(topics and topics[0].name == TOPIC for topics in asked), client
 
 
 def test_each_client_joins_first_without_a_member_id_then_with_the_one_it_was_given():
     for client in CLIENT_IDS:
-        joins = [kproto.decode_request(read(e))[1] for e in FRAMES
-                 if e["client"] == client and e["api_name"] == "JoinGroup"]
+        joins = [
+            kproto.decode_request(read(e))[1] for e in FRAMES if e["client"] == client and e["api_name"] == "JoinGroup"
+        ]
         assert [bool(j.member_id) for j in joins] == [False, True], client
 
 
@@ -141,10 +162,24 @@ def test_kafka_python_reads_the_same_header_and_group_fields(entry, kafka_python
     _, ours = kproto.decode_request(frame)
     assert theirs.header.client_id == entry["client_id"]
     assert theirs.header.correlation_id == entry["correlation_id"]
-    for attr in ("group_id", "member_id", "generation_id", "protocol_type", "session_timeout_ms", "acks",
-                 "timeout_ms", "max_wait_ms", "min_bytes", "isolation_level", "transactional_id"):
-        if hasattr(ours, attr) and attr in type(theirs)._struct.fields and \
-                type(theirs)._struct.fields[attr].for_version_q(entry["api_version"]):
+    for attr in (
+        "group_id",
+        "member_id",
+        "generation_id",
+        "protocol_type",
+        "session_timeout_ms",
+        "acks",
+        "timeout_ms",
+        "max_wait_ms",
+        "min_bytes",
+        "isolation_level",
+        "transactional_id",
+    ):
+        if (
+            hasattr(ours, attr)
+            and attr in type(theirs)._struct.fields
+            and type(theirs)._struct.fields[attr].for_version_q(entry["api_version"])
+        ):
             assert getattr(ours, attr) == getattr(theirs, attr), attr
 
 

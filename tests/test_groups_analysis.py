@@ -69,13 +69,23 @@ class RecordingLoopback(Loopback):
 
     def conversations(self) -> List[TcpConversation]:
         hosts = {name: (f"10.1.0.{20 + i}", 40000 + i) for i, name in enumerate(sorted(self.frames))}
-        return [TcpConversation(hosts[name], BROKER, sorted(frames, key=lambda f: f[2]))
-                for name, frames in sorted(self.frames.items())]
+        return [
+            TcpConversation(hosts[name], BROKER, sorted(frames, key=lambda f: f[2]))
+            for name, frames in sorted(self.frames.items())
+        ]
 
 
 def consumer(name: str) -> GroupMember:
-    return GroupMember(MemberConfig(group_id="payments", client_id=name, topics=("orders",),
-                                    session_timeout_ms=10000, heartbeat_interval_ms=3000, auto_commit=False))
+    return GroupMember(
+        MemberConfig(
+            group_id="payments",
+            client_id=name,
+            topics=("orders",),
+            session_timeout_ms=10000,
+            heartbeat_interval_ms=3000,
+            auto_commit=False,
+        )
+    )
 
 
 def slow_member_capture(tmp_path: Path) -> Tuple[Path, RecordingLoopback]:
@@ -119,8 +129,11 @@ def test_loopback_slow_member_facts(tmp_path: Path) -> None:
     assert 5000 < gen2.duration_ms < 15000
     assert gen2.slowest.waited_ms is not None and gen2.slowest.waited_ms >= 5000
     # the assignments are what the members themselves ended with
-    owned = {by_client[lb.members[n].config.client_id].member_id: {t: sorted(ps) for t, ps in m.assignment.items()}
-             for n, m in lb.members.items() if n != "b"}
+    owned = {
+        by_client[lb.members[n].config.client_id].member_id: {t: sorted(ps) for t, ps in m.assignment.items()}
+        for n, m in lb.members.items()
+        if n != "b"
+    }
     assert {m: {t: sorted(ps) for t, ps in a.items()} for m, a in gen2.assignments.items()} == owned
     # a's heartbeat told it about the rebalance
     assert by_client["consumer-a"].heartbeat_errors.get("REBALANCE_IN_PROGRESS", 0) >= 1
@@ -129,8 +142,10 @@ def test_loopback_slow_member_facts(tmp_path: Path) -> None:
 def test_capture_starting_mid_rebalance_gives_unknown(tmp_path: Path) -> None:
     _, lb = slow_member_capture(tmp_path)
     cut = BASE + 5.5  # after c's JoinGroup (5 s), before the rebalance ends
-    convs = [TcpConversation(c.client, c.server, [m for m in c.messages if m[2] >= cut], handshake=False)
-             for c in lb.conversations()]
+    convs = [
+        TcpConversation(c.client, c.server, [m for m in c.messages if m[2] >= cut], handshake=False)
+        for c in lb.conversations()
+    ]
     path = tmp_path / "cut.pcap"
     write_capture(path, [c for c in convs if c.messages])
     (report,) = analyse_capture(path)
@@ -182,46 +197,92 @@ class Script:
         self.cid = 0
         self.messages: List[Tuple[Side, bytes, float]] = []
 
-    def exchange(self, api: str, version: int, request: Dict[str, Any], response: Dict[str, Any],
-                 at: float, answered: float) -> None:
+    def exchange(
+        self, api: str, version: int, request: Dict[str, Any], response: Dict[str, Any], at: float, answered: float
+    ) -> None:
         info = kproto.APIS[api]
         self.cid += 1
-        self.messages.append((Side.CLIENT, kproto.encode_request(info.request.from_dict(request), version, self.cid,
-                                                                 self.client_id), BASE + at))
-        self.messages.append((Side.SERVER, kproto.encode_response(info.response.from_dict(response), version,
-                                                                  self.cid), BASE + answered))
+        self.messages.append(
+            (
+                Side.CLIENT,
+                kproto.encode_request(info.request.from_dict(request), version, self.cid, self.client_id),
+                BASE + at,
+            )
+        )
+        self.messages.append(
+            (Side.SERVER, kproto.encode_response(info.response.from_dict(response), version, self.cid), BASE + answered)
+        )
 
     def conversation(self) -> TcpConversation:
         return TcpConversation(self.client, BROKER, self.messages)
 
 
 def join_v5(member: str, instance: str) -> Dict[str, Any]:
-    return {"group_id": "shipping", "session_timeout_ms": 45000, "rebalance_timeout_ms": 300000,
-            "member_id": member, "group_instance_id": instance, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": CODEC.encode_subscription(["parcels"])}]}
+    return {
+        "group_id": "shipping",
+        "session_timeout_ms": 45000,
+        "rebalance_timeout_ms": 300000,
+        "member_id": member,
+        "group_instance_id": instance,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": CODEC.encode_subscription(["parcels"])}],
+    }
 
 
-def join_v5_answer(gen: int, member: str, leader: str, members: List[Tuple[str, str]], error: int = 0) -> Dict[str, Any]:
-    return {"error_code": error, "generation_id": gen, "protocol_name": "range", "leader": leader, "member_id": member,
-            "members": [{"member_id": m, "group_instance_id": i, "metadata": CODEC.encode_subscription(["parcels"])}
-                        for m, i in members]}
+def join_v5_answer(
+    gen: int, member: str, leader: str, members: List[Tuple[str, str]], error: int = 0
+) -> Dict[str, Any]:
+    return {
+        "error_code": error,
+        "generation_id": gen,
+        "protocol_name": "range",
+        "leader": leader,
+        "member_id": member,
+        "members": [
+            {"member_id": m, "group_instance_id": i, "metadata": CODEC.encode_subscription(["parcels"])}
+            for m, i in members
+        ],
+    }
 
 
 def sync(member: str, gen: int, assignments: Dict[str, List[int]]) -> Dict[str, Any]:
-    return {"group_id": "shipping", "generation_id": gen, "member_id": member, "assignments": [
-        {"member_id": m, "assignment": CODEC.encode_assignment({"parcels": ps})} for m, ps in assignments.items()]}
+    return {
+        "group_id": "shipping",
+        "generation_id": gen,
+        "member_id": member,
+        "assignments": [
+            {"member_id": m, "assignment": CODEC.encode_assignment({"parcels": ps})} for m, ps in assignments.items()
+        ],
+    }
 
 
 def fetch(partition: int, offset: int) -> Dict[str, Any]:
-    return {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20,
-            "topics": [{"topic": "parcels", "partitions": [{"partition": partition, "fetch_offset": offset,
-                                                            "partition_max_bytes": 1 << 20}]}]}
+    return {
+        "replica_id": -1,
+        "max_wait_ms": 500,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "topics": [
+            {
+                "topic": "parcels",
+                "partitions": [{"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
 
 
 def fetch_answer(partition: int, first: int, count: int) -> Dict[str, Any]:
     batch = encode_record_batch([(None, b"x%d" % i) for i in range(count)], base_offset=first) if count else b""
-    return {"responses": [{"topic": "parcels", "partitions": [
-        {"partition_index": partition, "error_code": 0, "high_watermark": first + count, "records": batch}]}]}
+    return {
+        "responses": [
+            {
+                "topic": "parcels",
+                "partitions": [
+                    {"partition_index": partition, "error_code": 0, "high_watermark": first + count, "records": batch}
+                ],
+            }
+        ]
+    }
 
 
 def modern_capture(tmp_path: Path) -> Path:
@@ -233,42 +294,130 @@ def modern_capture(tmp_path: Path) -> Path:
     mx, my = "shipper-x-1111", "shipper-y-2222"
     x.exchange("JoinGroup", 5, join_v5("", "host-x"), join_v5_answer(-1, mx, "", [], error=79), 0.0, 0.001)
     x.exchange("JoinGroup", 5, join_v5(mx, "host-x"), join_v5_answer(1, mx, mx, [(mx, "host-x")]), 0.010, 0.012)
-    x.exchange("SyncGroup", 3, sync(mx, 1, {mx: [0, 1]}), {"error_code": 0,
-               "assignment": CODEC.encode_assignment({"parcels": [0, 1]})}, 0.020, 0.021)
-    x.exchange("OffsetCommit", 7, {"group_id": "shipping", "generation_id_or_member_epoch": 1, "member_id": mx,
-                                   "group_instance_id": "host-x", "topics": [{"name": "parcels", "partitions": [
-                                       {"partition_index": 1, "committed_offset": 20, "committed_metadata": ""}]}]},
-               {"topics": [{"name": "parcels", "partitions": [{"partition_index": 1, "error_code": 0}]}]}, 0.5, 0.501)
+    x.exchange(
+        "SyncGroup",
+        3,
+        sync(mx, 1, {mx: [0, 1]}),
+        {"error_code": 0, "assignment": CODEC.encode_assignment({"parcels": [0, 1]})},
+        0.020,
+        0.021,
+    )
+    x.exchange(
+        "OffsetCommit",
+        7,
+        {
+            "group_id": "shipping",
+            "generation_id_or_member_epoch": 1,
+            "member_id": mx,
+            "group_instance_id": "host-x",
+            "topics": [
+                {
+                    "name": "parcels",
+                    "partitions": [{"partition_index": 1, "committed_offset": 20, "committed_metadata": ""}],
+                }
+            ],
+        },
+        {"topics": [{"name": "parcels", "partitions": [{"partition_index": 1, "error_code": 0}]}]},
+        0.5,
+        0.501,
+    )
     x.exchange("Fetch", 4, fetch(1, 20), fetch_answer(1, 20, 20), 0.6, 0.61)
     y.exchange("JoinGroup", 5, join_v5("", "host-y"), join_v5_answer(-1, my, "", [], error=79), 1.0, 1.001)
     y.exchange("JoinGroup", 5, join_v5(my, "host-y"), join_v5_answer(2, my, mx, []), 1.010, 3.030)
-    x.exchange("Heartbeat", 3, {"group_id": "shipping", "generation_id": 1, "member_id": mx,
-                                "group_instance_id": "host-x"}, {"error_code": 27}, 3.0, 3.001)
-    x.exchange("JoinGroup", 5, join_v5(mx, "host-x"), join_v5_answer(2, mx, mx, [(mx, "host-x"), (my, "host-y")]),
-               3.020, 3.030)
-    x.exchange("SyncGroup", 3, sync(mx, 2, {mx: [0], my: [1]}), {"error_code": 0,
-               "assignment": CODEC.encode_assignment({"parcels": [0]})}, 3.040, 3.041)
-    y.exchange("SyncGroup", 3, sync(my, 2, {}), {"error_code": 0,
-               "assignment": CODEC.encode_assignment({"parcels": [1]})}, 3.035, 3.042)
-    y.exchange("OffsetFetch", 5, {"group_id": "shipping", "topics": [{"name": "parcels", "partition_indexes": [1]}]},
-               {"topics": [{"name": "parcels", "partitions": [{"partition_index": 1, "committed_offset": 20,
-                                                               "metadata": "", "error_code": 0}]}]}, 3.05, 3.051)
+    x.exchange(
+        "Heartbeat",
+        3,
+        {"group_id": "shipping", "generation_id": 1, "member_id": mx, "group_instance_id": "host-x"},
+        {"error_code": 27},
+        3.0,
+        3.001,
+    )
+    x.exchange(
+        "JoinGroup", 5, join_v5(mx, "host-x"), join_v5_answer(2, mx, mx, [(mx, "host-x"), (my, "host-y")]), 3.020, 3.030
+    )
+    x.exchange(
+        "SyncGroup",
+        3,
+        sync(mx, 2, {mx: [0], my: [1]}),
+        {"error_code": 0, "assignment": CODEC.encode_assignment({"parcels": [0]})},
+        3.040,
+        3.041,
+    )
+    y.exchange(
+        "SyncGroup",
+        3,
+        sync(my, 2, {}),
+        {"error_code": 0, "assignment": CODEC.encode_assignment({"parcels": [1]})},
+        3.035,
+        3.042,
+    )
+    y.exchange(
+        "OffsetFetch",
+        5,
+        {"group_id": "shipping", "topics": [{"name": "parcels", "partition_indexes": [1]}]},
+        {
+            "topics": [
+                {
+                    "name": "parcels",
+                    "partitions": [{"partition_index": 1, "committed_offset": 20, "metadata": "", "error_code": 0}],
+                }
+            ]
+        },
+        3.05,
+        3.051,
+    )
     y.exchange("Fetch", 4, fetch(1, 20), fetch_answer(1, 20, 0), 3.06, 3.56)
     k = Script(("10.1.0.33", 41003), "kip848-client")
     topic_id = str(uuid.UUID(int=7))
-    k.exchange("ConsumerGroupHeartbeat", 0, {"group_id": "kip848", "member_id": "", "member_epoch": 0,
-                                             "rebalance_timeout_ms": 300000, "subscribed_topic_names": ["parcels"],
-                                             "topic_partitions": []},
-               {"error_code": 0, "member_id": "k-1", "member_epoch": 1, "heartbeat_interval_ms": 5000,
-                "assignment": {"topic_partitions": [{"topic_id": topic_id, "partitions": [0, 1]}]}}, 0.2, 0.201)
-    k.exchange("ConsumerGroupHeartbeat", 0, {"group_id": "kip848", "member_id": "k-1", "member_epoch": 1,
-                                             "rebalance_timeout_ms": -1, "topic_partitions": None},
-               {"error_code": 0, "member_id": "k-1", "member_epoch": 1, "heartbeat_interval_ms": 5000,
-                "assignment": None}, 5.2, 5.201)
-    k.exchange("ConsumerGroupHeartbeat", 0, {"group_id": "kip848", "member_id": "k-1", "member_epoch": -1,
-                                             "rebalance_timeout_ms": -1, "topic_partitions": None},
-               {"error_code": 0, "member_id": "k-1", "member_epoch": -1, "heartbeat_interval_ms": 5000,
-                "assignment": None}, 6.0, 6.001)
+    k.exchange(
+        "ConsumerGroupHeartbeat",
+        0,
+        {
+            "group_id": "kip848",
+            "member_id": "",
+            "member_epoch": 0,
+            "rebalance_timeout_ms": 300000,
+            "subscribed_topic_names": ["parcels"],
+            "topic_partitions": [],
+        },
+        {
+            "error_code": 0,
+            "member_id": "k-1",
+            "member_epoch": 1,
+            "heartbeat_interval_ms": 5000,
+            "assignment": {"topic_partitions": [{"topic_id": topic_id, "partitions": [0, 1]}]},
+        },
+        0.2,
+        0.201,
+    )
+    k.exchange(
+        "ConsumerGroupHeartbeat",
+        0,
+        {
+            "group_id": "kip848",
+            "member_id": "k-1",
+            "member_epoch": 1,
+            "rebalance_timeout_ms": -1,
+            "topic_partitions": None,
+        },
+        {"error_code": 0, "member_id": "k-1", "member_epoch": 1, "heartbeat_interval_ms": 5000, "assignment": None},
+        5.2,
+        5.201,
+    )
+    k.exchange(
+        "ConsumerGroupHeartbeat",
+        0,
+        {
+            "group_id": "kip848",
+            "member_id": "k-1",
+            "member_epoch": -1,
+            "rebalance_timeout_ms": -1,
+            "topic_partitions": None,
+        },
+        {"error_code": 0, "member_id": "k-1", "member_epoch": -1, "heartbeat_interval_ms": 5000, "assignment": None},
+        6.0,
+        6.001,
+    )
     path = tmp_path / "modern.pcapng"
     write_capture(path, [x.conversation(), y.conversation(), k.conversation()], format="pcapng")
     return path
@@ -287,7 +436,12 @@ def test_modern_versions_static_members_and_records_processed_twice(tmp_path: Pa
     leader_wait = [w for w in gen2.waited_for if "leader" in w.reason]
     assert leader_wait and abs((leader_wait[0].waited_ms or 0) - 5.0) < 1e-6
     (dup,) = gen2.duplicates
-    assert (dup.topic, dup.partition, dup.old_owner, dup.new_owner) == ("parcels", 1, "shipper-x-1111", "shipper-y-2222")
+    assert (dup.topic, dup.partition, dup.old_owner, dup.new_owner) == (
+        "parcels",
+        1,
+        "shipper-x-1111",
+        "shipper-y-2222",
+    )
     assert (dup.old_position, dup.new_start, dup.records) == (40, 20, 20)
     errors = [e.error for e in shipping.events if e.api == "JoinGroup"]
     assert errors.count("MEMBER_ID_REQUIRED") == 2
@@ -320,7 +474,6 @@ def test_undecodable_group_frames_are_reported_not_fatal(tmp_path: Path) -> None
         json.dumps(report_dict(r))
 
 
-
 def poller_capture(tmp_path: Path, shared_client_id: bool = False) -> Path:
     """x owns both partitions and stops polling (last Fetch at 3.4 s); y joins at 2 s; the coordinator holds
     the rebalance until x's client leaves, 6 s (its max.poll.interval.ms, sent as rebalance_timeout_ms)
@@ -333,21 +486,56 @@ def poller_capture(tmp_path: Path, shared_client_id: bool = False) -> Path:
     mx, my = "poller-x-1", "poller-y-2"
 
     def join(member: str) -> Dict[str, Any]:
-        return {**join_v5(member, ""), "group_instance_id": None, "session_timeout_ms": 10000,
-                "rebalance_timeout_ms": 6000}
+        return {
+            **join_v5(member, ""),
+            "group_instance_id": None,
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 6000,
+        }
 
     x.exchange("JoinGroup", 5, join(mx), join_v5_answer(1, mx, mx, [(mx, "")]), 0.0, 0.002)
-    x.exchange("SyncGroup", 3, sync(mx, 1, {mx: [0, 1]}), {"error_code": 0,
-               "assignment": CODEC.encode_assignment({"parcels": [0, 1]})}, 0.010, 0.011)
-    x.exchange("Fetch", 4, {**fetch(0, 0), "topics": [{"topic": "parcels", "partitions": [
-        {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for p in (0, 1)]}]},
-        fetch_answer(0, 0, 5), 3.4, 3.41)
+    x.exchange(
+        "SyncGroup",
+        3,
+        sync(mx, 1, {mx: [0, 1]}),
+        {"error_code": 0, "assignment": CODEC.encode_assignment({"parcels": [0, 1]})},
+        0.010,
+        0.011,
+    )
+    x.exchange(
+        "Fetch",
+        4,
+        {
+            **fetch(0, 0),
+            "topics": [
+                {
+                    "topic": "parcels",
+                    "partitions": [{"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for p in (0, 1)],
+                }
+            ],
+        },
+        fetch_answer(0, 0, 5),
+        3.4,
+        3.41,
+    )
     y.exchange("JoinGroup", 5, join(my), join_v5_answer(2, my, my, [(my, "")]), 2.0, 9.401)
-    x.exchange("Heartbeat", 3, {"group_id": "shipping", "generation_id": 1, "member_id": mx,
-                                "group_instance_id": None}, {"error_code": 27}, 3.0, 3.001)
+    x.exchange(
+        "Heartbeat",
+        3,
+        {"group_id": "shipping", "generation_id": 1, "member_id": mx, "group_instance_id": None},
+        {"error_code": 27},
+        3.0,
+        3.001,
+    )
     x.exchange("LeaveGroup", 1, {"group_id": "shipping", "member_id": mx}, {"error_code": 0}, 9.4, 9.4005)
-    y.exchange("SyncGroup", 3, sync(my, 2, {my: [0, 1]}), {"error_code": 0,
-               "assignment": CODEC.encode_assignment({"parcels": [0, 1]})}, 9.41, 9.411)
+    y.exchange(
+        "SyncGroup",
+        3,
+        sync(my, 2, {my: [0, 1]}),
+        {"error_code": 0, "assignment": CODEC.encode_assignment({"parcels": [0, 1]})},
+        9.41,
+        9.411,
+    )
     y.exchange("Fetch", 4, fetch(0, 0), fetch_answer(0, 0, 5), 9.5, 9.51)
     path = tmp_path / f"poller-{shared_client_id}.pcap"
     write_capture(path, [x.conversation(), y.conversation()])

@@ -45,8 +45,9 @@ def test_groups_without_group_traffic(capsys: pytest.CaptureFixture[str]) -> Non
     assert capsys.readouterr().out == "no consumer group traffic in the capture\n"
 
 
-def test_report_without_plotly_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_without_plotly_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(sys.modules, "plotly", None)
     out = tmp_path / "r.html"
     assert main(["report", SAMPLE, "-o", str(out)]) == 2

@@ -14,9 +14,11 @@ import pytest
 from kproto.capture.groups import analyse_capture
 from test_groups_analysis import SAMPLES
 
-CLIENTS = {"kafka-python-produce-consume.pcap": "kafka-python-consumer",
-           "librdkafka-produce-consume.pcap": "librdkafka-consumer",
-           "aiokafka-produce-consume.pcap": "aiokafka-consumer"}
+CLIENTS = {
+    "kafka-python-produce-consume.pcap": "kafka-python-consumer",
+    "librdkafka-produce-consume.pcap": "librdkafka-consumer",
+    "aiokafka-produce-consume.pcap": "aiokafka-consumer",
+}
 
 
 @pytest.mark.parametrize("name", sorted(CLIENTS))
@@ -49,13 +51,18 @@ def test_real_clients_rebalance_waiting_for_a_slow_member() -> None:
     *alone, gen2 = report.generations
     assert alone and all(g.members == [slow] for g in alone) and sorted(gen2.members) == sorted([slow, fast])
     assert gen2.slowest is not None and gen2.slowest.member_id == slow
-    joins = {e.member_id: e.request_time_ns for e in report.events
-             if e.api == "JoinGroup" and e.generation == gen2.generation_id and e.error == "NONE"}
+    joins = {
+        e.member_id: e.request_time_ns
+        for e in report.events
+        if e.api == "JoinGroup" and e.generation == gen2.generation_id and e.error == "NONE"
+    }
     # the rebalance starts with fast-consumer's join and waits until slow-consumer's, from the packet times
     assert gen2.start_ns is not None and gen2.start_ns <= joins[fast] < joins[slow]
     assert gen2.slowest.waited_ms == pytest.approx((joins[slow] - gen2.start_ns) / 1e6)
     assert 2000 < gen2.slowest.waited_ms <= gen2.duration_ms < 3000 + 2000  # the 3 s pause, less fast's start-up
     assert {tp for a in gen2.assignments.values() for t, ps in a.items() for tp in ((t, p) for p in ps)} == {
-        ("modern", 0), ("modern", 1)}
+        ("modern", 0),
+        ("modern", 1),
+    }
     for risk in gen2.duplicates:  # nothing was committed, so the new owner starts from the beginning
         assert (risk.old_owner, risk.new_owner, risk.new_start) == (slow, fast, 0)

@@ -37,9 +37,15 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("confluent_kafka", reason="the scenarios need confluent-kafka (the project's test extra)")
     pytest.importorskip("aiokafka", reason="the scenarios need aiokafka (the project's test extra)")
     out = tmp_path_factory.mktemp("group-scenarios")
-    procs = [subprocess.Popen([sys.executable, str(RECORD), name, str(out)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-             for name in SCENARIOS]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(RECORD), name, str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        for name in SCENARIOS
+    ]
     failures = []
     for name, proc in zip(SCENARIOS, procs):
         output, _ = proc.communicate(timeout=240)
@@ -63,15 +69,18 @@ def events(truth: Dict[str, Any], client: str, kind: str) -> List[Dict[str, Any]
 
 def first_consumed(truth: Dict[str, Any], client: str, partition: int, after: float) -> float:
     """When ``client`` first consumed ``partition`` after it was assigned it, after ``after``."""
-    assigned = next(e["t"] for e in events(truth, client, "assigned")
-                    if e["t"] >= after and partition in e["partitions"])
-    return float(next(e["t"] for e in events(truth, client, "consumed") if e["t"] >= assigned
-                      and partition in e["partitions"]))
+    assigned = next(
+        e["t"] for e in events(truth, client, "assigned") if e["t"] >= after and partition in e["partitions"]
+    )
+    return float(
+        next(e["t"] for e in events(truth, client, "consumed") if e["t"] >= assigned and partition in e["partitions"])
+    )
 
 
 def last_consumed(truth: Dict[str, Any], client: str, partition: int, before: float) -> float:
-    return float(max(e["t"] for e in events(truth, client, "consumed") if e["t"] <= before
-                     and partition in e["partitions"]))
+    return float(
+        max(e["t"] for e in events(truth, client, "consumed") if e["t"] <= before and partition in e["partitions"])
+    )
 
 
 def member(report: GroupReport, member_id: str) -> str:
@@ -79,12 +88,22 @@ def member(report: GroupReport, member_id: str) -> str:
 
 
 def gaps_between(report: GroupReport, old: str, new: str) -> Dict[int, OwnerGap]:
-    return {g.partition: g for gen in report.generations for g in gen.owner_gaps
-            if member(report, g.old_owner) == old and member(report, g.new_owner) == new}
+    return {
+        g.partition: g
+        for gen in report.generations
+        for g in gen.owner_gaps
+        if member(report, g.old_owner) == old and member(report, g.new_owner) == new
+    }
+
+
+#: A client's own account of when it stopped and started consuming includes its scheduling: a poll loop that
+#: wakes late on a loaded machine adds tens of milliseconds the wire never shows.  Gaps of seconds are held
+#: to 20 %; a gap of a few hundred milliseconds to that slack.
+CLIENT_CLOCK_SLACK_S = 0.15
 
 
 def close_to(measured_ms: float, truth_s: float) -> bool:
-    return abs(measured_ms / 1000 - truth_s) <= 0.2 * truth_s
+    return abs(measured_ms / 1000 - truth_s) <= max(0.2 * truth_s, CLIENT_CLOCK_SLACK_S)
 
 
 def test_poller_past_max_poll_interval_is_the_one_waited_for(recorded: Path) -> None:
@@ -130,8 +149,7 @@ def test_killed_member_held_nobody_and_its_partitions_wait_for_the_session(recor
     assert (left["member_id"], left["kind"], left["held"]) == (departure.member_id, "expired", False)
     assert {g["partition"] for g in group["generations"][-1]["owner_gaps"]} == {0, 1}
     # its partitions: kill -> session expiry -> the survivor's rejoin -> first fetch
-    gaps = {p: g for p, g in gaps_between(report, "victim", "survivor").items()
-            if g.to_ns / 1e9 > killed}
+    gaps = {p: g for p, g in gaps_between(report, "victim", "survivor").items() if g.to_ns / 1e9 > killed}
     victim_partitions = events(truth, "victim", "assigned")[-1]["partitions"]
     assert sorted(gaps) == victim_partitions
     for p, gap in gaps.items():

@@ -30,15 +30,28 @@ def captures(tmp_path: Path, modern: bool = True) -> Path:
 def test_local_rows_hold_the_known_facts(tmp_path: Path) -> None:
     tables = group_tables_local([str(captures(tmp_path))])
     rebalances = {(r["group_id"], r["generation"]): r for r in tables["rebalances"].to_pylist()}
-    assert set(rebalances) == {("payments", 1), ("payments", 2), ("payments", 3), ("shipping", 1), ("shipping", 2),
-                               ("billing", 1), ("billing", 2)}
+    assert set(rebalances) == {
+        ("payments", 1),
+        ("payments", 2),
+        ("payments", 3),
+        ("shipping", 1),
+        ("shipping", 2),
+        ("billing", 1),
+        ("billing", 2),
+    }
     assert rebalances[("payments", 3)]["waited_for"] == "consumer-b-2"
     assert rebalances[("payments", 3)]["expired"] == ["consumer-b-2"]
     assert rebalances[("shipping", 2)]["duration_ms"] == pytest.approx(2032.0)
     assert rebalances[("billing", 2)]["waited_ms"] == pytest.approx(224.001)
     events = tables["group_events"].to_pylist()
-    assert {e["api_name"] for e in events} >= {"JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit",
-                                               "LeaveGroup", "ConsumerGroupHeartbeat"}
+    assert {e["api_name"] for e in events} >= {
+        "JoinGroup",
+        "SyncGroup",
+        "Heartbeat",
+        "OffsetCommit",
+        "LeaveGroup",
+        "ConsumerGroupHeartbeat",
+    }
     assert tables["group_events"].schema == GROUP_TABLES["group_events"]
 
 
@@ -57,10 +70,15 @@ def test_spark_group_tables_equal_the_single_process_rows(tmp_path: Path) -> Non
 
     directory = captures(tmp_path, modern=False)  # two coordinators, two files: enough for Spark's part
     local = group_tables_local([str(directory)])
-    spark = spark_session("local[2]", {
-        "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "3", "spark.default.parallelism": "2",
-    })
+    spark = spark_session(
+        "local[2]",
+        {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "3",
+            "spark.default.parallelism": "2",
+        },
+    )
     try:
         frames = group_tables(spark, [str(directory)], partitions=2)
         for name, frame in frames.items():
@@ -70,8 +88,10 @@ def test_spark_group_tables_equal_the_single_process_rows(tmp_path: Path) -> Non
             assert len(arrow), name
         # the job (kproto spark captures --groups) writes them beside the other tables, as --local does
         summaries = {}
-        for where, run in (("spark", lambda out: run_captures(spark, [str(directory)], out, groups=True, log=quiet)),
-                           ("local", lambda out: run_captures_local([str(directory)], out, groups=True, log=quiet))):
+        for where, run in (
+            ("spark", lambda out: run_captures(spark, [str(directory)], out, groups=True, log=quiet)),
+            ("local", lambda out: run_captures_local([str(directory)], out, groups=True, log=quiet)),
+        ):
             out = str(tmp_path / where)
             summaries[where] = run(out)
             for name in GROUP_TABLES:

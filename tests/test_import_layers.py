@@ -48,12 +48,13 @@ def import_graph() -> Dict[str, Set[str]]:
         targets: Set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Import):
-                targets.update(_owner(alias.name, modules) for alias in node.names
-                               if alias.name.split(".")[0] == "kproto")
+                targets.update(
+                    _owner(alias.name, modules) for alias in node.names if alias.name.split(".")[0] == "kproto"
+                )
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = name.split(".") if is_package else name.split(".")[:-1]
-                    base = base[:len(base) - node.level + 1]
+                    base = base[: len(base) - node.level + 1]
                     source = ".".join(base + ([node.module] if node.module else []))
                 else:
                     source = node.module or ""

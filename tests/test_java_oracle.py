@@ -38,8 +38,7 @@ from kproto.framing import check_frame, decode_request_header
 from kproto.messages import ResponseHeader
 from kproto.testing import jars
 from message_strategies import full_value, message_class, message_values, spec_versions
-from peers.kafka_java import (KafkaJava, Names, all_pairs, default_case, diff, json_case,
-                              read_case, to_kafka_json)
+from peers.kafka_java import KafkaJava, Names, all_pairs, default_case, diff, json_case, read_case, to_kafka_json
 
 pytestmark = [pytest.mark.real_clients, pytest.mark.java_oracle]
 
@@ -64,20 +63,28 @@ SEED = int(os.environ.get("KPROTO_ORACLE_SEED", "0")) or random.randrange(1 << 3
 
 #: (api key, direction, version) the newest release knows and kproto's specs (Kafka 4.1) do not have.
 BEYOND_KPROTO = {
-    (18, "request", 5), (18, "response", 5),     # ApiVersions v5
-    (28, "request", 6), (28, "response", 6),     # TxnOffsetCommit v6
-    (42, "request", 3), (42, "response", 3),     # DeleteGroups v3
-    (88, "request", 1), (88, "response", 1),     # StreamsGroupHeartbeat v1
-    (89, "request", 1), (89, "response", 1),     # StreamsGroupDescribe v1
-    (93, "request", 0), (93, "response", 0),     # StreamsGroupTopologyDescriptionUpdate
-    (94, "request", 0), (94, "response", 0),     # UnregisterController
+    (18, "request", 5),
+    (18, "response", 5),  # ApiVersions v5
+    (28, "request", 6),
+    (28, "response", 6),  # TxnOffsetCommit v6
+    (42, "request", 3),
+    (42, "response", 3),  # DeleteGroups v3
+    (88, "request", 1),
+    (88, "response", 1),  # StreamsGroupHeartbeat v1
+    (89, "request", 1),
+    (89, "response", 1),  # StreamsGroupDescribe v1
+    (93, "request", 0),
+    (93, "response", 0),  # StreamsGroupTopologyDescriptionUpdate
+    (94, "request", 0),
+    (94, "response", 0),  # UnregisterController
 }
 
 #: (release, api key, direction, version) whose layout in that release is an early-access one that a later
 #: release replaced under the same version number; kproto has the later layout (specs/README.md).  Each is
 #: checked to still disagree, and the newest release compares it.
 EARLY_ACCESS = {
-    ("3.9.2", 87, "response", 0), ("4.0.2", 87, "response", 0),  # ReadShareGroupStateSummary before LeaderEpoch
+    ("3.9.2", 87, "response", 0),
+    ("4.0.2", 87, "response", 0),  # ReadShareGroupStateSummary before LeaderEpoch
 }
 
 #: A root tag section with one field Kafka does not know: tag 10000, two bytes.
@@ -91,8 +98,9 @@ def _draw(spec: Any, version: int, n: int) -> List[Any]:
     out: List[Any] = []
 
     @seed(SEED + spec.api_key * 1000 + version * 2 + (spec.kind == "response"))
-    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)
+    )
     @given(message_values(spec, version))
     def collect(msg: Any) -> None:
         out.append(msg)
@@ -112,8 +120,9 @@ class Run:
             self.known = set(all_pairs(oracle.messages()))
             self.early = sorted(k for k in self.known if (release, *k) in EARLY_ACCESS)
             self.compared = sorted(k for k in self.known if k in SPECS and k not in self.early)
-            self.early_results = oracle.run([read_case(*k, full_value(SPECS[k], k[2]).encode(k[2]))
-                                             for k in self.early])
+            self.early_results = oracle.run(
+                [read_case(*k, full_value(SPECS[k], k[2]).encode(k[2])) for k in self.early]
+            )
             self.names = Names()
             self.values: List[Tuple[Tuple[int, str, int], Any]] = []
             for key in self.compared:
@@ -135,9 +144,11 @@ class Run:
             self.pins = oracle.run([read_case(*case) for _, case in PINS])
             # The default message of each flexible version with an unknown tagged field in its root: the
             # root's tag section is the encoding's last byte, a zero count when nothing tagged is set.
-            self.unknown = [(key, cls_default[:-1] + UNKNOWN_TAG) for key, cls_default in
-                            ((k, message_class(SPECS[k])().encode(k[2])) for k in self.compared)
-                            if SPECS[key].flexible_in(key[2])]
+            self.unknown = [
+                (key, cls_default[:-1] + UNKNOWN_TAG)
+                for key, cls_default in ((k, message_class(SPECS[k])().encode(k[2])) for k in self.compared)
+                if SPECS[key].flexible_in(key[2])
+            ]
             self.unknown_results = oracle.run([read_case(*k, data) for k, data in self.unknown])
             self.bad = oracle.run([read_case(k, d, v, data) for (k, d, v), data, _ in self.bad_cases])
         finally:
@@ -156,7 +167,7 @@ def _bad_inputs(values: List[Tuple[Tuple[int, str, int], Any]], ours: List[bytes
     for (key, _), data in zip(values, ours):
         if not data:
             continue
-        variants = [(data[:rnd.randrange(len(data))], "truncated"), (data + b"\x00", "one byte more")]
+        variants = [(data[: rnd.randrange(len(data))], "truncated"), (data + b"\x00", "one byte more")]
         for _ in range(2):
             pos = rnd.randrange(len(data))
             mutated = bytearray(data)
@@ -211,9 +222,11 @@ def _run_for(release: str, tmp_path_factory: pytest.TempPathFactory, config: Any
         except jars.JavaToolMissingError as exc:  # no mvn to resolve jars not yet in the cache
             _java_missing(exc)
         r = _RUNS[release]
-        line = (f"\nkafka-clients {release}: {len(r.compared)} (api, direction, version) compared, "
-                f"{len(r.values)} values, {len(r.bad_cases)} bad and fuzz-corpus inputs, {r.seconds:.1f} s "
-                f"(seed {SEED})")
+        line = (
+            f"\nkafka-clients {release}: {len(r.compared)} (api, direction, version) compared, "
+            f"{len(r.values)} values, {len(r.bad_cases)} bad and fuzz-corpus inputs, {r.seconds:.1f} s "
+            f"(seed {SEED})"
+        )
         capture = config.pluginmanager.getplugin("capturemanager") if config is not None else None
         if capture is not None:
             with capture.global_and_fixture_disabled():  # the counts belong in every run's output
@@ -235,15 +248,17 @@ def _label(key: Tuple[int, str, int], msg: Any = None) -> str:
 def test_every_version_kafka_knows_was_compared(run: Run) -> None:
     """Coverage: each (api key, direction, version) the release knows was compared, or is pinned."""
     missing = sorted(run.known - set(run.compared) - set(run.early) - BEYOND_KPROTO)
-    assert not missing, \
+    assert not missing, (
         f"kafka-clients {run.kafka_version} knows (api, direction, version) that were not compared: {missing}"
+    )
     # Every pinned version is one some release knows and kproto lacks: the list cannot go stale silently.
     assert all(key not in SPECS for key in BEYOND_KPROTO)
     assert set(run.compared) <= set(SPECS)
 
 
-def test_every_kproto_version_is_compared_by_some_release(request: pytest.FixtureRequest,
-                                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_every_kproto_version_is_compared_by_some_release(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The other way round: each (api key, direction, version) kproto has meets Kafka's classes somewhere."""
     compared = set().union(*(_run_for(r, tmp_path_factory, request.config).compared for r in RELEASES))
     assert sorted(set(SPECS) - compared) == []
@@ -258,8 +273,9 @@ def test_early_access_layouts_still_differ(run: Run) -> None:
     assert not any(r == RELEASES[-1] for r, *_ in EARLY_ACCESS), "the newest release must compare every version"
 
 
-def test_beyond_kproto_is_exactly_what_the_newest_release_adds(request: pytest.FixtureRequest,
-                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_beyond_kproto_is_exactly_what_the_newest_release_adds(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The pinned surplus is exactly the newest release's: a spec that adds one of them unpins it here."""
     newest = _run_for(RELEASES[-1], tmp_path_factory, request.config)
     assert newest.known - set(SPECS) == BEYOND_KPROTO
@@ -268,7 +284,7 @@ def test_beyond_kproto_is_exactly_what_the_newest_release_adds(request: pytest.F
 def test_kafka_reads_kproto_bytes_and_writes_them_back(run: Run) -> None:
     """(a) every byte read, the same bytes written."""
     bad = []
-    for ((key, msg), ours, r) in zip(run.values, run.ours, run.read):
+    for (key, msg), ours, r in zip(run.values, run.ours, run.read):
         if "error" in r:
             bad.append(f"{_label(key, msg)}: Kafka refused kproto's bytes: {r['error']}")
         elif r["rest"]:
@@ -296,7 +312,7 @@ def test_unknown_tagged_fields_survive_both(run: Run) -> None:
 def test_kafka_json_is_kproto_to_dict(run: Run) -> None:
     """(b) Kafka's JSON form of what it read is kproto's to_dict() under the name/value mapping."""
     bad = []
-    for (((k, d, v), msg), r) in zip(run.values, run.read):
+    for ((k, d, v), msg), r in zip(run.values, run.read):
         if "json" not in r:
             continue  # reported by the test above
         problem = diff(run.kafka_json(k, d, v, msg, records=False), r["json"])
@@ -308,7 +324,7 @@ def test_kafka_json_is_kproto_to_dict(run: Run) -> None:
 def test_kafka_messages_built_from_json_decode_in_kproto(run: Run) -> None:
     """(c) the message Kafka builds from kproto's JSON encodes to kproto's bytes and decodes to the value."""
     bad = []
-    for (((k, d, v), msg), ours, r) in zip(run.values, run.ours, run.built):
+    for ((k, d, v), msg), ours, r in zip(run.values, run.ours, run.built):
         if "error" in r or "write_error" in r:
             bad.append(f"{_label((k, d, v), msg)}: Kafka refused the JSON: {r.get('error', r.get('write_error'))}")
             continue
@@ -334,8 +350,10 @@ def test_kafka_default_messages_are_kproto_defaults(run: Run) -> None:
             ours = exc
         if "error" in r or "write_error" in r:
             if not isinstance(ours, kproto.KprotoError):
-                bad.append(f"{_label(key)}: Kafka cannot write its default "
-                           f"({r.get('error', r.get('write_error'))}), kproto can")
+                bad.append(
+                    f"{_label(key)}: Kafka cannot write its default "
+                    f"({r.get('error', r.get('write_error'))}), kproto can"
+                )
             continue
         if isinstance(ours, Exception):
             bad.append(f"{_label(key)}: kproto cannot encode its default: {ours}")
@@ -347,7 +365,7 @@ def test_kafka_default_messages_are_kproto_defaults(run: Run) -> None:
 def test_bad_input_kafka_refuses_kproto_refuses_kafka_accepts_kproto_agrees(run: Run) -> None:
     """Truncated and mutated encodings: Kafka's verdict is kproto's, and accepted bytes mean the same values."""
     bad = []
-    for ((key, data, how), r) in zip(run.bad_cases, run.bad):
+    for (key, data, how), r in zip(run.bad_cases, run.bad):
         cls = message_class(SPECS[key])
         try:
             ours = cls.decode(data, key[2])
@@ -381,10 +399,12 @@ TOLERATED_BY_KAFKA = {
     "boolean byte not 0 or 1": re.compile(r"boolean byte -?\d+ at offset \d+ is neither 0 nor 1"),
     "null marker other than -1": re.compile(
         r"invalid (length|array count) -(\d{2,}|[2-9]) at offset \d+"
-        r"|nullable struct marker -?\d+ at offset \d+ is neither -1"),
+        r"|nullable struct marker -?\d+ at offset \d+ is neither -1"
+    ),
     "tagged-field framing": re.compile(
         r"tagged field \d+ (of \d+ bytes .* is longer than|ends at offset \d+, but its size says)"
-        r"|tag \d+ at offset \d+ is (repeated|out of order)"),
+        r"|tag \d+ at offset \d+ is (repeated|out of order)"
+    ),
     "varint encoding": re.compile(r"varint at offset \d+ (is not minimally encoded|overflows 32 bits)"),
 }
 

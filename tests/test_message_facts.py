@@ -30,16 +30,36 @@ P, R = ProduceRequest, ProduceResponse
 
 
 def _produce():
-    req = P(acks=1, timeout_ms=100, topic_data=[
-        P.TopicProduceData(name="a", partition_data=[P.TopicProduceData.PartitionProduceData(index=0, records=b""),
-                                                     P.TopicProduceData.PartitionProduceData(index=3, records=b"")]),
-        P.TopicProduceData(name="b", partition_data=[P.TopicProduceData.PartitionProduceData(index=1, records=b"")])])
-    resp = R(responses=[
-        R.TopicProduceResponse(name="a", partition_responses=[
-            R.TopicProduceResponse.PartitionProduceResponse(index=0, error_code=0),
-            R.TopicProduceResponse.PartitionProduceResponse(index=3, error_code=6)]),
-        R.TopicProduceResponse(name="b", partition_responses=[
-            R.TopicProduceResponse.PartitionProduceResponse(index=1, error_code=0)])])
+    req = P(
+        acks=1,
+        timeout_ms=100,
+        topic_data=[
+            P.TopicProduceData(
+                name="a",
+                partition_data=[
+                    P.TopicProduceData.PartitionProduceData(index=0, records=b""),
+                    P.TopicProduceData.PartitionProduceData(index=3, records=b""),
+                ],
+            ),
+            P.TopicProduceData(
+                name="b", partition_data=[P.TopicProduceData.PartitionProduceData(index=1, records=b"")]
+            ),
+        ],
+    )
+    resp = R(
+        responses=[
+            R.TopicProduceResponse(
+                name="a",
+                partition_responses=[
+                    R.TopicProduceResponse.PartitionProduceResponse(index=0, error_code=0),
+                    R.TopicProduceResponse.PartitionProduceResponse(index=3, error_code=6),
+                ],
+            ),
+            R.TopicProduceResponse(
+                name="b", partition_responses=[R.TopicProduceResponse.PartitionProduceResponse(index=1, error_code=0)]
+            ),
+        ]
+    )
     return req, resp
 
 
@@ -60,8 +80,9 @@ def test_exchange_facts_of_a_produce():
 
 
 def test_arrays_of_partition_numbers_and_group_ids_are_facts_too():
-    req = OffsetFetchRequest(group_id="g", topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
-        name="t", partition_indexes=[4, 5])])
+    req = OffsetFetchRequest(
+        group_id="g", topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[4, 5])]
+    )
     assert message_facts(req, None).partitions == {4, 5}
     assert message_facts(req, None).groups == {"g"}
     described = DescribeGroupsResponse(groups=[DescribeGroupsResponse.DescribedGroup(error_code=16, group_id="x")])
@@ -88,7 +109,9 @@ def test_scope_tree_nests_groups_topics_partitions():
     req, _ = _produce()
     tree = scope_tree(req)
     assert [(t.kind, t.value, [(p.kind, p.value) for p in t.children]) for t in tree.children] == [
-        (TOPIC, "a", [(PARTITION, 0), (PARTITION, 3)]), (TOPIC, "b", [(PARTITION, 1)])]
+        (TOPIC, "a", [(PARTITION, 0), (PARTITION, 3)]),
+        (TOPIC, "b", [(PARTITION, 1)]),
+    ]
     grouped = scope_tree(DescribeGroupsRequest(groups=["x", "y"]))
     assert [(s.kind, s.value) for s in grouped.children] == [(GROUP, "x"), (GROUP, "y")]
 
@@ -101,7 +124,6 @@ def test_error_response_answers_every_partition_of_a_produce():
 
 
 def _sample_requests():
-    from fuzz.make_seeds import sample_message
     from kproto.reference import schema
 
     for spec in schema().messages():

@@ -19,8 +19,11 @@ IDS = [f"{spec.name}-v{v}" for spec, v in CASES]
 # Every (message, version) is parametrised, ~730 of them, and the peer differential and tagged round trip
 # tests draw their own values for each; a few examples per case here keep the suite within its CI
 # budget.  KPROTO_ROUNDTRIP_EXAMPLES widens a local run.
-FAST = settings(max_examples=int(os.environ.get("KPROTO_ROUNDTRIP_EXAMPLES", "6")), deadline=None,
-                suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=int(os.environ.get("KPROTO_ROUNDTRIP_EXAMPLES", "6")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @pytest.mark.parametrize("spec,version", CASES, ids=IDS)
@@ -125,13 +128,13 @@ def test_mutated_and_truncated_request_frames_only_raise_kproto_errors(data):
 
     spec, version = data.draw(st.sampled_from(REQUEST_CASES))
     msg = data.draw(message_values(spec, version))
-    frame = bytearray(kproto.encode_request(msg, version, data.draw(st.integers(-2**31, 2**31 - 1)), "c"))
+    frame = bytearray(kproto.encode_request(msg, version, data.draw(st.integers(-(2**31), 2**31 - 1)), "c"))
     action = data.draw(st.sampled_from(["flip", "cut", "grow"]))
     if action == "flip":
         for _ in range(data.draw(st.integers(1, 3))):
             frame[data.draw(st.integers(0, len(frame) - 1))] = data.draw(st.integers(0, 255))
     elif action == "cut":
-        frame = frame[:data.draw(st.integers(0, len(frame) - 1))]
+        frame = frame[: data.draw(st.integers(0, len(frame) - 1))]
     else:
         frame += data.draw(st.binary(min_size=1, max_size=8))
     try:

@@ -46,8 +46,11 @@ _BY_NAME = {spec.name: spec for spec, _ in CASES}
 IDS = [f"{spec.name}-v{v}" for spec, v in CASES]
 # A few draws per (message, version): the table is ~2000 entries once every API is in; the "full" value
 # below covers every optional part deterministically.  KPROTO_PEER_EXAMPLES widens a local run.
-PEER_EXAMPLES = settings(max_examples=int(os.environ.get("KPROTO_PEER_EXAMPLES", "4")), deadline=None,
-                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PEER_EXAMPLES = settings(
+    max_examples=int(os.environ.get("KPROTO_PEER_EXAMPLES", "4")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 _KIO = Kio()
 PEERS: Dict[str, Peer] = {p.name: p for p in (KafkaPythonOld(), KafkaPythonJson(), _KIO, Kio05(_KIO))}
@@ -69,6 +72,7 @@ SPECS = _Specs(_BY_NAME)
 
 def wire_values(spec: Any, version: int, msg: Any) -> Dict[str, Any]:
     """The values ``msg`` puts on the wire in ``version``, in kproto's ``to_dict()`` shape."""
+
     def view(value: Dict[str, Any], shape: Dict[str, Any]) -> Dict[str, Any]:
         out = {}
         for name, sub in shape.items():
@@ -79,6 +83,7 @@ def wire_values(spec: Any, version: int, msg: Any) -> Dict[str, Any]:
                 v = view(v, sub)
             out[name] = v
         return out
+
     return view(msg.to_dict(), shape_of(spec.root, version))
 
 
@@ -111,8 +116,11 @@ def _peer_versions() -> Dict[str, set]:
     kp = set()
     for mod in _JSON_MODULES:
         for cls in vars(mod).values():
-            if isinstance(cls, type) and isinstance(getattr(cls, "API_KEY", None), int) \
-                    and isinstance(getattr(cls, "max_version", None), int):
+            if (
+                isinstance(cls, type)
+                and isinstance(getattr(cls, "API_KEY", None), int)
+                and isinstance(getattr(cls, "max_version", None), int)
+            ):
                 kp |= {(cls.API_KEY, v) for v in range(cls.min_version, cls.max_version + 1)}
     return {"kio": kio, "kp-json": kp}
 
@@ -120,8 +128,7 @@ def _peer_versions() -> Dict[str, set]:
 def test_kproto_has_every_version_a_peer_has():
     """Nothing a peer can speak is missing from kproto (the pinned release is the peers' newest)."""
     for peer, pairs in _peer_versions().items():
-        missing = sorted((key, v) for key, v in pairs
-                         if key not in kproto.APIS or v not in kproto.APIS[key].versions)
+        missing = sorted((key, v) for key, v in pairs if key not in kproto.APIS or v not in kproto.APIS[key].versions)
         assert not missing, f"{peer} has (api key, version) kproto lacks: {missing}"
 
 
@@ -156,8 +163,11 @@ def test_peers_agree_both_directions(spec, version, data):
         _check(PEERS[name], spec, version, wire_values(spec, version, msg))
 
 
-@pytest.mark.parametrize("spec,version", [(s, v) for s, v in CASES if s.kind in ("request", "response")],
-                         ids=[i for (s, _), i in zip(CASES, IDS) if s.kind in ("request", "response")])
+@pytest.mark.parametrize(
+    "spec,version",
+    [(s, v) for s, v in CASES if s.kind in ("request", "response")],
+    ids=[i for (s, _), i in zip(CASES, IDS) if s.kind in ("request", "response")],
+)
 def test_header_versions_agree_with_kio(spec, version):
     """The header version of each request/response version is the one kio pairs with it (header 0 for
     ControlledShutdown v0 requests and every ApiVersions response included)."""
@@ -173,9 +183,19 @@ def test_constraints_leave_kproto_values_alone_where_the_peer_is_unconstrained()
     assert type(PEERS["kp-old"]).constrain is Peer.constrain
     assert type(PEERS["kp-json"]).constrain is Peer.constrain
     spec = SPECS["OffsetCommitRequest"]
-    value = wire_values(spec, 2, message_class(spec).from_dict(
-        {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m",
-         "retention_time_ms": -(1 << 62), "topics": []}))
+    value = wire_values(
+        spec,
+        2,
+        message_class(spec).from_dict(
+            {
+                "group_id": "g",
+                "generation_id_or_member_epoch": 1,
+                "member_id": "m",
+                "retention_time_ms": -(1 << 62),
+                "topics": [],
+            }
+        ),
+    )
     peer = PEERS["kio"] if PEERS["kio"].supports(spec, 2) else PEERS["kio-0.5"]
     assert peer.constrain(spec, 2, value)["retention_time_ms"] == (-(1 << 62)) % (1 << 40)
     spec = SPECS["HeartbeatResponse"]
@@ -187,6 +207,7 @@ def test_constraints_leave_kproto_values_alone_where_the_peer_is_unconstrained()
 # Whole frames: size prefix + header + body, built by the peers' own framing where they have one, and by
 # the peer's header and body encoders where they do not (kio).
 
+
 def _msg(name: str, **fields: Any):
     return message_class(SPECS[name]).from_dict(fields)
 
@@ -194,20 +215,48 @@ def _msg(name: str, **fields: Any):
 FRAME_REQUESTS = [
     ("HeartbeatRequest", 0, dict(group_id="grp", generation_id=7, member_id="m-1")),
     ("MetadataRequest", 0, dict(topics=[{"name": "t1"}, {"name": "ümlaut"}])),
-    ("FetchRequest", 1, dict(replica_id=-1, max_wait_ms=500, min_bytes=1, topics=[
-        {"topic": "t", "partitions": [{"partition": p, "fetch_offset": 10 * p, "partition_max_bytes": 1 << 20}
-                                      for p in range(3)]}])),
-    ("OffsetCommitRequest", 2, dict(group_id="g", generation_id_or_member_epoch=3, member_id="m",
-                                    retention_time_ms=-1, topics=[{"name": "t", "partitions": [
-                                        {"partition_index": 0, "committed_offset": 42, "committed_metadata": None}]}])),
+    (
+        "FetchRequest",
+        1,
+        dict(
+            replica_id=-1,
+            max_wait_ms=500,
+            min_bytes=1,
+            topics=[
+                {
+                    "topic": "t",
+                    "partitions": [
+                        {"partition": p, "fetch_offset": 10 * p, "partition_max_bytes": 1 << 20} for p in range(3)
+                    ],
+                }
+            ],
+        ),
+    ),
+    (
+        "OffsetCommitRequest",
+        2,
+        dict(
+            group_id="g",
+            generation_id_or_member_epoch=3,
+            member_id="m",
+            retention_time_ms=-1,
+            topics=[
+                {
+                    "name": "t",
+                    "partitions": [{"partition_index": 0, "committed_offset": 42, "committed_metadata": None}],
+                }
+            ],
+        ),
+    ),
     ("ControlledShutdownRequest", 0, dict(broker_id=3)),
     ("ControlledShutdownRequest", 1, dict(broker_id=3)),
 ]
 FRAME_CASES = [(peer, name, v, value) for name, v, value in FRAME_REQUESTS for peer in peers_of(SPECS[name], v)]
 
 
-def _peer_frame(peer: Peer, spec: Any, version: int, header_spec: Any, header: Dict[str, Any],
-                body: Dict[str, Any]) -> bytes:
+def _peer_frame(
+    peer: Peer, spec: Any, version: int, header_spec: Any, header: Dict[str, Any], body: Dict[str, Any]
+) -> bytes:
     hv = peer.header_version(spec, version) if hasattr(peer, "header_version") else None
     assert hv is not None
     payload = peer.encode(header_spec, hv, header) + peer.encode(spec, version, body)
@@ -218,8 +267,9 @@ def _header_value(header_spec: Any, hv: int, **values: Any) -> Dict[str, Any]:
     return {name: values[name] for name in shape_of(header_spec.root, hv)}
 
 
-@pytest.mark.parametrize("peer_name,name,version,value", FRAME_CASES,
-                         ids=[f"{p}-{n}-v{v}" for p, n, v, _ in FRAME_CASES])
+@pytest.mark.parametrize(
+    "peer_name,name,version,value", FRAME_CASES, ids=[f"{p}-{n}-v{v}" for p, n, v, _ in FRAME_CASES]
+)
 @pytest.mark.parametrize("client_id", ["kproto-test", None])
 def test_request_frames_match(peer_name, name, version, value, client_id):
     spec = SPECS[name]
@@ -239,8 +289,9 @@ def test_request_frames_match(peer_name, name, version, value, client_id):
     else:
         hspec = SPECS["RequestHeader"]
         hv = peer.header_version(spec, version)
-        header = _header_value(hspec, hv, api_key=spec.api_key, api_version=version,
-                               correlation_id=0x01020304, client_id=client_id)
+        header = _header_value(
+            hspec, hv, api_key=spec.api_key, api_version=version, correlation_id=0x01020304, client_id=client_id
+        )
         theirs = _peer_frame(peer, spec, version, hspec, header, body)
     assert theirs == ours
     header, decoded = kproto.decode_request(theirs)
@@ -255,23 +306,29 @@ def test_request_frames_match(peer_name, name, version, value, client_id):
 
 
 def test_controlled_shutdown_v0_frame_is_header_v0():
-    frame = kproto.encode_request(_msg("ControlledShutdownRequest", broker_id=9), 0, correlation_id=5,
-                                  client_id="ignored")
+    frame = kproto.encode_request(
+        _msg("ControlledShutdownRequest", broker_id=9), 0, correlation_id=5, client_id="ignored"
+    )
     assert frame == b"\x00\x00\x00\x0c" + b"\x00\x07\x00\x00\x00\x00\x00\x05" + b"\x00\x00\x00\x09"
 
 
 FRAME_RESPONSES = [
     ("HeartbeatResponse", 0, dict(error_code=27)),
     ("GroupCoordinatorResponse", 0, dict(error_code=0, node_id=1, host="broker-1", port=9092)),
-    ("ControlledShutdownResponse", 0, dict(error_code=0, remaining_partitions=[
-        {"topic_name": "t", "partition_index": 1}])),
+    (
+        "ControlledShutdownResponse",
+        0,
+        dict(error_code=0, remaining_partitions=[{"topic_name": "t", "partition_index": 1}]),
+    ),
 ]
-RESPONSE_FRAME_CASES = [(peer, name, v, value) for name, v, value in FRAME_RESPONSES
-                        for peer in peers_of(SPECS[name], v)]
+RESPONSE_FRAME_CASES = [
+    (peer, name, v, value) for name, v, value in FRAME_RESPONSES for peer in peers_of(SPECS[name], v)
+]
 
 
-@pytest.mark.parametrize("peer_name,name,version,value", RESPONSE_FRAME_CASES,
-                         ids=[f"{p}-{n}-v{v}" for p, n, v, _ in RESPONSE_FRAME_CASES])
+@pytest.mark.parametrize(
+    "peer_name,name,version,value", RESPONSE_FRAME_CASES, ids=[f"{p}-{n}-v{v}" for p, n, v, _ in RESPONSE_FRAME_CASES]
+)
 def test_response_frames_match(peer_name, name, version, value):
     spec = SPECS[name]
     msg = _msg(name, **value)
@@ -304,8 +361,11 @@ def test_response_frames_match(peer_name, name, version, value):
     assert header.correlation_id == 77 and decoded == msg
 
 
-@pytest.mark.parametrize("peer_name,name,version,value", [c for c in FRAME_CASES if c[0].startswith("kp-")],
-                         ids=[f"{p}-{n}-v{v}" for p, n, v, _ in FRAME_CASES if p.startswith("kp-")])
+@pytest.mark.parametrize(
+    "peer_name,name,version,value",
+    [c for c in FRAME_CASES if c[0].startswith("kp-")],
+    ids=[f"{p}-{n}-v{v}" for p, n, v, _ in FRAME_CASES if p.startswith("kp-")],
+)
 def test_peers_decode_kproto_request_frames(peer_name, name, version, value):
     """kafka-python parses kproto's whole request frame (size, header, body) with its own header reader."""
     spec = SPECS[name]

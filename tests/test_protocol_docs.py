@@ -97,15 +97,17 @@ def test_every_version_layout_matches_the_generated_class(info):
         lo, hi = cls.VALID_VERSIONS
         assert sorted(layouts) == list(range(lo, hi + 1)), f"{cls.__name__}: layouts for {sorted(layouts)}"
         previous: Set[str] = set()
-        versions_table = {int(r[0]): r for r in _rows(section.split("### Versions", 1)[1].split("###", 1)[0])
-                          if r[0].isdigit()}
+        versions_table = {
+            int(r[0]): r for r in _rows(section.split("### Versions", 1)[1].split("###", 1)[0]) if r[0].isdigit()
+        }
         for v in range(lo, hi + 1):
             expected = _paths(cls, v)
             shown = {row[0].strip("`"): row for row in layouts[v]}
             assert set(shown) == {p for p, _ in expected}, f"{cls.__name__} v{v}"
             for path, field in expected:
                 nullable = field.nullable_versions is not None and (
-                    field.nullable_versions[0] <= v <= field.nullable_versions[1])
+                    field.nullable_versions[0] <= v <= field.nullable_versions[1]
+                )
                 assert (shown[path][2] == "yes") == nullable, f"{cls.__name__} v{v} {path} nullable"
                 assert shown[path][4] == (field.entity_type or ""), f"{cls.__name__} v{v} {path} entity type"
             flexible = cls.FLEXIBLE_VERSIONS is not None and cls.FLEXIBLE_VERSIONS[0] <= v <= cls.FLEXIBLE_VERSIONS[1]
@@ -159,8 +161,10 @@ def test_version_notes_agree_with_the_layouts():
     from kproto.codegen.protocol_docs import _layout, _row_signature
 
     def layout(message, version):
-        return ([_row_signature(message, version, p, f) for p, f in _layout(message.root, version)],
-                version in message.flexible_versions)
+        return (
+            [_row_signature(message, version, p, f) for p, f in _layout(message.root, version)],
+            version in message.flexible_versions,
+        )
 
     for message in messages:
         for version, note in message.version_notes.items():
@@ -169,5 +173,6 @@ def test_version_notes_agree_with_the_layouts():
                 assert layout(message, version) == layout(message, int(same.group(1))), f"{message.name} v{version}"
         first = message.flexible_versions.lo
         if not message.flexible_versions.empty and first > message.valid_versions.lo:
-            assert re.search(r"flexible|tagged-field", message.version_notes.get(first, "")), \
+            assert re.search(r"flexible|tagged-field", message.version_notes.get(first, "")), (
                 f"{message.name} v{first} is its first flexible version"
+            )

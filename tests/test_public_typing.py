@@ -19,7 +19,11 @@ REPO = PROGRAM.parent.parent.parent
 def test_consumer_program_passes_mypy_strict() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental", str(PROGRAM)],
-        cwd=REPO, capture_output=True, text=True, timeout=600)
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -18,28 +18,85 @@ pytestmark = pytest.mark.compiled_only  # under KPROTO_PURE=1 both twins are the
 
 
 def _bodies():
-    commit = {"group_id": "g", "generation_id_or_member_epoch": 3, "member_id": "m", "group_instance_id": None,
-              "topics": [{"name": f"t{t}", "partitions": [
-                  {"partition_index": p, "committed_offset": 100 + p, "committed_leader_epoch": 2,
-                   "committed_metadata": ["", None, "meta"][p % 3]} for p in range(3)]} for t in range(2)]}
+    commit = {
+        "group_id": "g",
+        "generation_id_or_member_epoch": 3,
+        "member_id": "m",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": f"t{t}",
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": 100 + p,
+                        "committed_leader_epoch": 2,
+                        "committed_metadata": ["", None, "meta"][p % 3],
+                    }
+                    for p in range(3)
+                ],
+            }
+            for t in range(2)
+        ],
+    }
     yield km.OffsetCommitRequest, 9, km.OffsetCommitRequest.from_dict(commit)
-    yield km.OffsetCommitRequest, 2, km.OffsetCommitRequest.from_dict(
-        dict(commit, group_instance_id=None, retention_time_ms=-1, topics=[
-            {"name": "t", "partitions": [{"partition_index": 1, "committed_offset": 5, "committed_metadata": "x"}]}]))
-    partitions = [{"partition_index": p, "error_code": 0, "high_watermark": 10, "last_stable_offset": 10,
-                   "log_start_offset": 0, "preferred_read_replica": -1, "records": b"\x00" * 5,
-                   "aborted_transactions": [{"producer_id": 7, "first_offset": 3}] if p else [],
-                   "current_leader": {"leader_id": 2, "leader_epoch": 4} if p else {"leader_id": -1,
-                                                                                    "leader_epoch": -1}}
-                  for p in range(2)]
-    fetch = km.FetchResponse.from_dict({"session_id": 1, "responses": [
-        {"topic_id": uuid.UUID(int=5), "partitions": partitions}]})
+    yield (
+        km.OffsetCommitRequest,
+        2,
+        km.OffsetCommitRequest.from_dict(
+            dict(
+                commit,
+                group_instance_id=None,
+                retention_time_ms=-1,
+                topics=[
+                    {
+                        "name": "t",
+                        "partitions": [{"partition_index": 1, "committed_offset": 5, "committed_metadata": "x"}],
+                    }
+                ],
+            )
+        ),
+    )
+    partitions = [
+        {
+            "partition_index": p,
+            "error_code": 0,
+            "high_watermark": 10,
+            "last_stable_offset": 10,
+            "log_start_offset": 0,
+            "preferred_read_replica": -1,
+            "records": b"\x00" * 5,
+            "aborted_transactions": [{"producer_id": 7, "first_offset": 3}] if p else [],
+            "current_leader": {"leader_id": 2, "leader_epoch": 4} if p else {"leader_id": -1, "leader_epoch": -1},
+        }
+        for p in range(2)
+    ]
+    fetch = km.FetchResponse.from_dict(
+        {"session_id": 1, "responses": [{"topic_id": uuid.UUID(int=5), "partitions": partitions}]}
+    )
     fetch.responses[0].partitions[0].unknown_tagged_fields = [(9, b"\x01\x02")]  # kept by an inlined element
     yield km.FetchResponse, 16, fetch
-    metadata = {"brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}], "cluster_id": "c",
-                "controller_id": 1, "topics": [{"name": "t", "topic_id": uuid.UUID(int=1), "partitions": [
-                    {"partition_index": 0, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1],
-                     "isr_nodes": [1], "offline_replicas": []}]}]}
+    metadata = {
+        "brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}],
+        "cluster_id": "c",
+        "controller_id": 1,
+        "topics": [
+            {
+                "name": "t",
+                "topic_id": uuid.UUID(int=1),
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "leader_id": 1,
+                        "leader_epoch": 0,
+                        "replica_nodes": [1],
+                        "isr_nodes": [1],
+                        "offline_replicas": [],
+                    }
+                ],
+            }
+        ],
+    }
     yield km.MetadataResponse, 12, km.MetadataResponse.from_dict(metadata)
 
 
@@ -50,8 +107,9 @@ def _outcome(cls, data, version):
         return ("error", type(exc).__name__, getattr(exc, "offset", None), getattr(exc, "path", None))
 
 
-@pytest.mark.parametrize("cls,version,msg", [pytest.param(*case, id=f"{case[0].__name__}-v{case[1]}")
-                                              for case in _bodies()])
+@pytest.mark.parametrize(
+    "cls,version,msg", [pytest.param(*case, id=f"{case[0].__name__}-v{case[1]}") for case in _bodies()]
+)
 def test_inline_elements_agree_with_the_element_decoders(cls, version, msg):
     from fuzz.twin_backends import load_pure_codecs
 
@@ -59,7 +117,7 @@ def test_inline_elements_agree_with_the_element_decoders(cls, version, msg):
     body = msg.encode(version)
     assert _outcome(pure_cls, body, version) == _outcome(cls, body, version) == ("ok", msg.to_dict())
     inputs = [body[:cut] for cut in range(len(body))]
-    inputs += [body[:i] + bytes([b]) + body[i + 1:] for i in range(len(body)) for b in (0x00, 0x7F, 0x80, 0xFF)]
+    inputs += [body[:i] + bytes([b]) + body[i + 1 :] for i in range(len(body)) for b in (0x00, 0x7F, 0x80, 0xFF)]
     errors = 0
     for data in inputs:
         compiled, pure = _outcome(cls, data, version), _outcome(pure_cls, data, version)

@@ -28,7 +28,9 @@ def run(code: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_pure_forced():
-    result = run("import kproto._backend as b, kproto.records as r; print(b.BACKEND, r.LegacyRecord.__module__)", KPROTO_PURE="1")
+    result = run(
+        "import kproto._backend as b, kproto.records as r; print(b.BACKEND, r.LegacyRecord.__module__)", KPROTO_PURE="1"
+    )
     assert result.stdout.split() == ["python", "kproto.records._pure"], result.stderr
     assert "Warning" not in result.stderr
 

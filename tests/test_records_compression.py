@@ -43,7 +43,9 @@ def _same(codec, payload, limit, magic=1):
         return None
     got = compression.decompress(codec, payload, magic=magic, limit=limit, position=7)
     assert type(got) is bytes and got == expected
-    assert compression.decompress_buffer(codec, payload, magic=magic, limit=limit, position=7, allocate=_dirty) == expected
+    assert (
+        compression.decompress_buffer(codec, payload, magic=magic, limit=limit, position=7, allocate=_dirty) == expected
+    )
     return got
 
 
@@ -79,7 +81,11 @@ def test_lz4_stored_blocks_checksums_and_damage():
     for data in (DATA, incompressible, DATA + incompressible):
         for checksums in (False, True):
             frame = lz4f.compress(
-                data, block_linked=False, block_checksum=checksums, content_checksum=checksums, block_size=lz4f.BLOCKSIZE_MAX64KB
+                data,
+                block_linked=False,
+                block_checksum=checksums,
+                content_checksum=checksums,
+                block_size=lz4f.BLOCKSIZE_MAX64KB,
             )
             assert _same(3, frame, 1 << 26) == data
             assert _same(3, frame, len(data) - 1) is None
@@ -116,14 +122,23 @@ def test_lz4_frame_of_pieces_is_the_frame_of_their_join(monkeypatch):
     # as compress() of the join (the compiled twin's path), for windows inside one piece, across many, at
     # piece boundaries that fall on a window's edge, and empty pieces; with either block compressor
     blob = DATA * 12  # ~600 KB
-    cases = [[], [b""], [blob], [blob[:65536], blob[65536:]], [blob[:10], b"", blob[10:65546], blob[65546:]],
-             [blob[i : i + 9000] for i in range(0, len(blob), 9000)], [blob[:65535], blob[65535:65537], b"x"]]
+    cases = [
+        [],
+        [b""],
+        [blob],
+        [blob[:65536], blob[65536:]],
+        [blob[:10], b"", blob[10:65546], blob[65546:]],
+        [blob[i : i + 9000] for i in range(0, len(blob), 9000)],
+        [blob[:65535], blob[65535:65537], b"x"],
+    ]
     for compressor in (lz4_frame._lz4_block_compress, None):
         monkeypatch.setattr(lz4_frame, "_lz4_block_compress", compressor)
         for pieces in cases:
             data = b"".join(pieces)
             for magic in (0, 2):
-                assert bytes(compression.compress_pieces(3, pieces, len(data), magic=magic)) == compression.compress(3, data, magic=magic)
+                assert bytes(compression.compress_pieces(3, pieces, len(data), magic=magic)) == compression.compress(
+                    3, data, magic=magic
+                )
 
 
 def test_compress_pieces_is_compress_of_the_joined_pieces(monkeypatch):
@@ -137,11 +152,22 @@ def test_compress_pieces_is_compress_of_the_joined_pieces(monkeypatch):
             data = b"".join(pieces)
             frame = bytes(compression.compress_pieces(4, pieces, len(data), magic=2))
             assert compression._zstd_content_size(frame, 0) == len(data)
-            assert compression.decompress(4, frame, magic=2, limit=1 << 26) == bytes(cramjam.zstd.decompress(frame)) == data
+            assert (
+                compression.decompress(4, frame, magic=2, limit=1 << 26)
+                == bytes(cramjam.zstd.decompress(frame))
+                == data
+            )
             assert frame == compression.compress(4, data, magic=2)
             for codec in (1, 2, 3) if data else (1, 3):  # an empty xerial stream reads as raw snappy (above)
-                assert compression.decompress(codec, bytes(compression.compress_pieces(codec, pieces, len(data), magic=2)),
-                                              magic=2, limit=1 << 26) == data
+                assert (
+                    compression.decompress(
+                        codec,
+                        bytes(compression.compress_pieces(codec, pieces, len(data), magic=2)),
+                        magic=2,
+                        limit=1 << 26,
+                    )
+                    == data
+                )
 
 
 def test_encoders_round_trip():
@@ -149,7 +175,10 @@ def test_encoders_round_trip():
         # an empty xerial stream is just its 16-byte header, which decompress() reads as raw snappy (as before);
         # encode_message_set never compresses an empty set
         for codec in (1, 2, 3) if data else (1, 3):
-            assert compression.decompress(codec, compression.compress(codec, data, magic=1), magic=1, limit=1 << 26) == data
+            assert (
+                compression.decompress(codec, compression.compress(codec, data, magic=1), magic=1, limit=1 << 26)
+                == data
+            )
         raw = compression.compress(2, data, magic=1, snappy_framing="raw")
         assert bytes(cramjam.snappy.decompress_raw(raw)) == data
 

@@ -14,12 +14,34 @@ from hypothesis import strategies as st
 from kproto.records import _pure
 
 DATA = os.urandom(70_000)
-LENGTHS = list(range(0, 40)) + [63, 64, 65, 127, 128, 129, 255, 256, 257, 767, 768, 769, 4095, 4096, 4097, 12_287,
-           12_288, 12_289, 65_535, 65_536, 65_537]
+LENGTHS = list(range(0, 40)) + [
+    63,
+    64,
+    65,
+    127,
+    128,
+    129,
+    255,
+    256,
+    257,
+    767,
+    768,
+    769,
+    4095,
+    4096,
+    4097,
+    12_287,
+    12_288,
+    12_289,
+    65_535,
+    65_536,
+    65_537,
+]
 # the hardware route computes three blocks side by side (3 x 4096, then 3 x 256 bytes): lengths around
 # one and two runs of each, and around the places where the long runs hand over to the short ones
-RUNS = [3 * block * runs + extra
-        for block in (256, 4096) for runs in (1, 2) for extra in (-9, -8, -1, 0, 1, 7, 8, block)]
+RUNS = [
+    3 * block * runs + extra for block in (256, 4096) for runs in (1, 2) for extra in (-9, -8, -1, 0, 1, 7, 8, block)
+]
 LENGTHS = sorted(set(LENGTHS + RUNS))
 
 

@@ -24,8 +24,9 @@ def fields(m):
 
 def outcome(api, data, check_crc, check_inner_crc=True):
     try:
-        ms = api.decode_message_set(data, check_crc=check_crc, check_inner_crc=check_inner_crc,
-                                    max_decompressed_size=1 << 16)
+        ms = api.decode_message_set(
+            data, check_crc=check_crc, check_inner_crc=check_inner_crc, max_decompressed_size=1 << 16
+        )
     except KprotoError as exc:
         return ("error", type(exc), exc.offset)
     return ("ok", [fields(m) for m in ms], ms.valid_bytes, ms.partial)
@@ -36,8 +37,19 @@ def columns_outcome(api, data, check_crc):
         c = api.decode_columns(data, check_crc=check_crc, max_decompressed_size=1 << 16)
     except KprotoError as exc:
         return ("error", type(exc), exc.offset)
-    return ("ok", list(c.offsets), c.keys(), c.values(), list(c.timestamps), list(c.magics), list(c.attributes),
-            list(c.codecs), list(c.crc_ok), c.valid_bytes, c.partial)
+    return (
+        "ok",
+        list(c.offsets),
+        c.keys(),
+        c.values(),
+        list(c.timestamps),
+        list(c.magics),
+        list(c.attributes),
+        list(c.codecs),
+        list(c.crc_ok),
+        c.valid_bytes,
+        c.partial,
+    )
 
 
 def build(api, parts):
@@ -81,6 +93,11 @@ def test_same_results_on_headers_with_valid_crc(both_codecs, body, offset, check
     """Random bodies with a correct CRC reach the field checks even with check_crc=True."""
     fast, pure = both_codecs
     body = bytes([body[0] % 3, body[1] % 16]) + body[2:]
-    wire = offset.to_bytes(8, "big", signed=True) + (len(body) + 4).to_bytes(4, "big") + zlib.crc32(body).to_bytes(4, "big") + body
+    wire = (
+        offset.to_bytes(8, "big", signed=True)
+        + (len(body) + 4).to_bytes(4, "big")
+        + zlib.crc32(body).to_bytes(4, "big")
+        + body
+    )
     assert outcome(fast, wire, check_crc) == outcome(pure, wire, check_crc)
     assert columns_outcome(fast, wire, check_crc) == columns_outcome(pure, wire, check_crc)

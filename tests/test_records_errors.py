@@ -27,7 +27,7 @@ def entry(offset: int, magic: int, attributes: int, key, value, timestamp: int =
 
 
 def with_bytes(data: bytes, at: int, new: bytes, fix_crc: bool = True) -> bytes:
-    out = data[:at] + new + data[at + len(new):]
+    out = data[:at] + new + data[at + len(new) :]
     if fix_crc:
         out = out[:12] + struct.pack(">I", zlib.crc32(out[16:])) + out[16:]
     return out
@@ -136,7 +136,11 @@ def test_check_inner_crc_off_checks_the_wrapper_only(records_codec):
         records_codec.decode_records(data)
     assert again.value.offset == 31 + 34
     for decode in (records_codec.decode_message_set, records_codec.decode_records):
-        assert [(m.offset, m.value) for m in decode(data, check_inner_crc=False)] == [(0, b"hello"), (0, b"a"), (1, b"b")]
+        assert [(m.offset, m.value) for m in decode(data, check_inner_crc=False)] == [
+            (0, b"hello"),
+            (0, b"a"),
+            (1, b"b"),
+        ]
         assert offset_of_error(decode, data[:-1] + b"X") == 31 + 12  # compressed bytes damaged: the wrapper's CRC
         assert offset_of_error(decode, HELLO[:-1] + b"O" + wrapper) == 12  # a top-level message: still checked
         assert offset_of_error(decode, entry(1, 1, 1, None, gzip.compress(inner[:-3]), 6)) == 34  # truncated inner

@@ -14,8 +14,12 @@ from hypothesis import strategies as st
 from kproto.errors import DecodeError
 from kproto.records.lz4_frame import header_checksum, lz4_frame_decode, lz4_frame_encode, xxh32
 
-HELLO_ENTRY = bytes.fromhex("00000000000000000000001387a77ab20000ffffffff0000000568656c6c6f")  # the "hello" message, 31 bytes
-TRUNCATED_SET = HELLO_ENTRY + bytes.fromhex("0000000000000001000000138bc0cd770000ffff")  # a fetch cut inside the 2nd message, 51 bytes
+HELLO_ENTRY = bytes.fromhex(
+    "00000000000000000000001387a77ab20000ffffffff0000000568656c6c6f"
+)  # the "hello" message, 31 bytes
+TRUNCATED_SET = HELLO_ENTRY + bytes.fromhex(
+    "0000000000000001000000138bc0cd770000ffff"
+)  # a fetch cut inside the 2nd message, 51 bytes
 LZ4_ENTRY = bytes.fromhex(  # "hello" in an lz4 wrapper, 67 bytes
     "0000000000000000000000 37a92e826a0003ffffffff00000029 04224d1860401a1a000000160001 00f00513"
     "87a77ab20000ffffffff0000000568656c6c6f00000000".replace(" ", "")
@@ -77,13 +81,15 @@ def test_lz4_hc_rules():
 def test_lz4_frame_with_block_checksums_content_size_and_raw_blocks():
     """Frames other writers produce (python-lz4/liblz4 frame API) decode once their HC is accepted."""
     import lz4.frame as lz4_frame  # python-lz4 (dev dependency) writes the reference frames
+
     payload = bytes(range(256)) * 600 + bytes(70000)
-    frame = lz4_frame.compress(
-        payload, block_linked=False, content_checksum=True, block_checksum=True, store_size=True
-    )
+    frame = lz4_frame.compress(payload, block_linked=False, content_checksum=True, block_checksum=True, store_size=True)
     assert lz4_frame_decode(frame, magic=1, limit=1 << 20) == payload
     incompressible = bytes(cramjam.snappy.compress_raw(payload))[:5000]  # forces a stored (raw) block
-    assert lz4_frame_decode(lz4_frame.compress(incompressible, block_linked=False), magic=1, limit=1 << 20) == incompressible
+    assert (
+        lz4_frame_decode(lz4_frame.compress(incompressible, block_linked=False), magic=1, limit=1 << 20)
+        == incompressible
+    )
 
 
 def test_lz4_dependent_blocks_rejected():

@@ -28,33 +28,77 @@ def _rows(segments):
 def _careful(body: bytes, count: int, base_offset: int, base_ts: int, ts_type: int, base_sequence: int):
     rows: list = []
     try:
-        end = _pure._records_into(body, 0, len(body), count, rows, base_offset, base_ts, 99 if ts_type else None,
-                                  ts_type, None, 5, 1, base_sequence, False, False)
+        end = _pure._records_into(
+            body,
+            0,
+            len(body),
+            count,
+            rows,
+            base_offset,
+            base_ts,
+            99 if ts_type else None,
+            ts_type,
+            None,
+            5,
+            1,
+            base_sequence,
+            False,
+            False,
+        )
     except _pure.DecodeError:
         return None
     return rows if end == len(body) else None
 
 
 @settings(max_examples=80, deadline=None)
-@given(near_records, st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1), st.integers(0, 1),
-       st.sampled_from([-1, 0, 2**31 - 2]), st.data())
-def test_the_fast_record_loop_builds_what_the_careful_one_builds(items, base_offset, base_ts, ts_type, base_sequence,
-                                                                   data):
+@given(
+    near_records,
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 1),
+    st.sampled_from([-1, 0, 2**31 - 2]),
+    st.data(),
+)
+def test_the_fast_record_loop_builds_what_the_careful_one_builds(
+    items, base_offset, base_ts, ts_type, base_sequence, data
+):
     body = bytearray(b"".join(_pure.encode_batch_records(items, 7)[0]))
     damaged = data.draw(st.booleans())
     if damaged:  # one byte changed: the fast loop builds what the careful one builds, or gives up
         body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
     body = bytes(body)
     count = len(items) + data.draw(st.sampled_from([0, 0, -1, 1]))
-    fast = _rows(_pure._records_fast(body, 0, len(body), count, base_offset, base_ts, 99 if ts_type else None,
-                                     ts_type, None, 5, 1, base_sequence, False, False))
+    fast = _rows(
+        _pure._records_fast(
+            body,
+            0,
+            len(body),
+            count,
+            base_offset,
+            base_ts,
+            99 if ts_type else None,
+            ts_type,
+            None,
+            5,
+            1,
+            base_sequence,
+            False,
+            False,
+        )
+    )
     careful = _careful(body, count, base_offset, base_ts, ts_type, base_sequence)
     if fast is not None:
         assert fast == careful
     elif not damaged and count == len(items):  # what producers write, it gives up only at the edges
-        assert careful is None or base_offset <= -(2**62) or base_offset >= 2**62 or base_ts <= -(2**62) \
-            or base_ts >= 2**62 or any(len(v or b"") >= 8192 for r in items for v in r[:2]) or any(
-                abs(r[2] - items[0][2]) >= 2**27 for r in items)
+        assert (
+            careful is None
+            or base_offset <= -(2**62)
+            or base_offset >= 2**62
+            or base_ts <= -(2**62)
+            or base_ts >= 2**62
+            or any(len(v or b"") >= 8192 for r in items for v in r[:2])
+            or any(abs(r[2] - items[0][2]) >= 2**27 for r in items)
+        )
 
 
 def test_the_fast_record_loop_reads_varints_up_to_four_bytes():
@@ -70,13 +114,24 @@ class _Int(int):
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.one_of(records, st.lists(st.one_of(
-    st.tuples(binary, binary), st.tuples(binary, binary, timestamps),
-    st.tuples(st.just(bytearray(b"ba")), binary, timestamps, headers),
-    st.tuples(binary, binary, st.just(_Int(5)), headers),
-    st.tuples(binary, binary, timestamps, st.just([("k", b"v"), ["l", None]])),
-    st.tuples(binary, binary, timestamps, st.just([(b"raw", b"v")])),
-    st.tuples(binary, binary, timestamps, headers)), min_size=1, max_size=6)))
+@given(
+    st.one_of(
+        records,
+        st.lists(
+            st.one_of(
+                st.tuples(binary, binary),
+                st.tuples(binary, binary, timestamps),
+                st.tuples(st.just(bytearray(b"ba")), binary, timestamps, headers),
+                st.tuples(binary, binary, st.just(_Int(5)), headers),
+                st.tuples(binary, binary, timestamps, st.just([("k", b"v"), ["l", None]])),
+                st.tuples(binary, binary, timestamps, st.just([(b"raw", b"v")])),
+                st.tuples(binary, binary, timestamps, headers),
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+    )
+)
 def test_the_column_encoder_writes_what_the_row_encoder_writes(items):
     try:
         rows = _pure._encode_rows(items, 1234)
@@ -110,8 +165,13 @@ def test_the_column_encoder_takes_one_header_name_by_identity_and_checks_the_oth
     # equal but not the same object, several names, a str subclass (which the row encoder refuses) and a
     # header that is not a pair take the checks of every name
     made = ["".join(("tr", "ace")) for _ in range(4)]
-    for names in (["trace"] * 4, made, ["a", "b", "a", "c"], ["trace", "trace", _Str("trace"), "trace"],
-                  [_Str("trace")] * 4):
+    for names in (
+        ["trace"] * 4,
+        made,
+        ["a", "b", "a", "c"],
+        ["trace", "trace", _Str("trace"), "trace"],
+        [_Str("trace")] * 4,
+    ):
         items = [(None, b"v%d" % i, 7 + i, [(name, None if i == 1 else b"h%d" % i)]) for i, name in enumerate(names)]
         try:
             rows = _pure._encode_rows(items, 0)
@@ -125,15 +185,30 @@ def test_the_column_encoder_takes_one_header_name_by_identity_and_checks_the_oth
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 6), st.sampled_from([None, b"k", b"K" * 1500]), st.sampled_from([b"v" * 1100, b"w" * 3000, None]),
-       st.booleans(), st.sampled_from([[], [("trace", b"12345678")], [("t", None), ("u", b"x" * 200)]]), st.booleans())
+@given(
+    st.integers(1, 6),
+    st.sampled_from([None, b"k", b"K" * 1500]),
+    st.sampled_from([b"v" * 1100, b"w" * 3000, None]),
+    st.booleans(),
+    st.sampled_from([[], [("trace", b"12345678")], [("t", None), ("u", b"x" * 200)]]),
+    st.booleans(),
+)
 def test_the_column_encoder_lays_out_large_records_as_the_row_encoder(count, key, value, varying, hdrs, same_ts):
     # every piece as it is (for the batch's one join), or (for a streaming compressor) large keys/values as
     # pieces of their own and the small pieces between them joined across records: the joined pieces are
     # what the row encoder writes, whatever the pieces (one or two large columns, null or constant-length
     # ones, records of one length or not, one header or several), and the size is theirs
-    items = [(key, None if value is None and i % 2 else (value or b"n" * 1024)[: len(value or b"n" * 1024) - (i if varying else 0)],
-              5 if same_ts else 10**6 * i, hdrs) for i in range(count)]
+    items = [
+        (
+            key,
+            None
+            if value is None and i % 2
+            else (value or b"n" * 1024)[: len(value or b"n" * 1024) - (i if varying else 0)],
+            5 if same_ts else 10**6 * i,
+            hdrs,
+        )
+        for i in range(count)
+    ]
     rows = _pure._encode_rows(items, 0)
     for few_pieces in (False, True):
         columns = _pure._encode_columns(items, 0, few_pieces)
@@ -143,20 +218,22 @@ def test_the_column_encoder_lays_out_large_records_as_the_row_encoder(count, key
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from([0, 7, 14, 18]), st.sampled_from([None, b"", b"key", b"k" * 1030]),
-       st.sampled_from([None, b"v" * 90, b"v" * 1100]),
-       st.sampled_from([[], [("trace", b"12345678")], [("t", None)], [("t", b"h" * 1500)]]), st.booleans(), st.data())
-def test_records_of_one_layout_read_a_struct_at_a_time_as_the_careful_parse_reads_them(shift, key, value, hdrs,
-                                                                                        decompressed, data):
-    # deltas that cross from one to four bytes inside the run, one byte damaged somewhere (or none); large
-    # records (their data read as iteration reaches them); a body that is the bytearray a codec wrote into
+@given(
+    st.sampled_from([0, 7, 14, 18]),
+    st.sampled_from([None, b"", b"key", b"k" * 1030]),
+    st.sampled_from([None, b"v" * 90, b"v" * 1100]),
+    st.sampled_from([[], [("trace", b"12345678")], [("t", None)], [("t", b"h" * 1500)]]),
+    st.data(),
+)
+def test_records_of_one_layout_read_as_the_careful_parse_reads_them(shift, key, value, hdrs, data):
+    # deltas that cross from one to four bytes, one byte damaged somewhere (or none); large records
     items = [(key, value, i << shift, hdrs) for i in range(300)]
     body = bytearray(b"".join(_pure.encode_batch_records(items, 0)[0]))
     at = data.draw(st.one_of(st.none(), st.integers(0, len(body) - 1)))
     if at is not None:
         body[at] ^= data.draw(st.integers(1, 255))
     careful = _careful(bytes(body), 300, 10, 0, 0, 7)
-    body = body if decompressed else bytes(body)
+    body = bytes(body)
     fast = _rows(_pure._records_fast(body, 0, len(body), 300, 10, 0, None, 0, None, 5, 1, 7, False, False))
     if at is None:
         assert fast is not None
@@ -165,33 +242,30 @@ def test_records_of_one_layout_read_a_struct_at_a_time_as_the_careful_parse_read
         assert {type(v) for row in fast for v in (row[2], row[3], *(h[1] for h in row[4]))} <= {bytes, type(None)}
 
 
-def test_a_run_that_breaks_inside_a_chunk_ends_where_its_layout_does():
-    # runs are checked in chunks of 16, 64, 256 ... records: a record of another layout (a longer value, a
-    # longer header value) or a damaged skeleton byte at 100 (inside the third chunk) ends the run there
-    for size in (90, 1100):  # columns of bytes, and a lazy run
+def test_records_of_another_layout_among_many_read_as_the_careful_parse_reads_them():
+    # a record with a longer value and one with a longer header value among records of one layout
+    for size in (90, 1100):
         items = [(b"key", b"v" * size, 1000 + i, [("trace", b"%08d" % i)]) for i in range(300)]
         items[100] = (b"key", b"v" * (size + 1), 1100, [("trace", b"%08d" % 100)])
         items[200] = (b"key", b"v" * size, 1200, [("trace", b"%09d" % 200)])
-        for decompressed in (False, True):
-            body = b"".join(_pure.encode_batch_records(items, 0)[0])
-            segments = _pure._records_fast(bytearray(body) if decompressed else body, 0, len(body), 300, 10, 0, None,
-                                           0, None, 5, 1, 7, False, False)
-            assert segments is not None
-            assert max(len(s) for s in segments if isinstance(s, _pure._Run) and s.headers is None) >= 90
-            assert _rows(segments) == _careful(body, 300, 10, 0, 0, 7)
-            records = list(_pure._BatchRecords(segments))
-            assert {type(r.value) for r in records} == {bytes} and [r.offset for r in records] == list(range(10, 310))
+        body = b"".join(_pure.encode_batch_records(items, 0)[0])
+        segments = _pure._records_fast(body, 0, len(body), 300, 10, 0, None, 0, None, 5, 1, 7, False, False)
+        assert segments is not None
+        assert _rows(segments) == _careful(body, 300, 10, 0, 0, 7)
+        records = list(_pure._BatchRecords(segments))
+        assert {type(r.value) for r in records} == {bytes} and [r.offset for r in records] == list(range(10, 310))
 
 
-def test_records_of_a_lazy_run_kept_or_dropped_while_iterating_are_the_same():
+def test_records_of_large_values_kept_or_dropped_while_iterating_are_the_same():
     items = [(None, b"%05d" % i * 300, 1000 + i, [("trace", b"%08d" % i)]) for i in range(200)]
     body = b"".join(_pure.encode_batch_records(items, 0)[0])
     careful = _careful(body, 200, 10, 0, 0, -1)
 
     def fresh():
-        return _pure._BatchRecords(_pure._records_fast(body, 0, len(body), 200, 10, 0, None, 0, None, 5, 1, -1, False, False))
+        return _pure._BatchRecords(
+            _pure._records_fast(body, 0, len(body), 200, 10, 0, None, 0, None, 5, 1, -1, False, False)
+        )
 
-    assert any(isinstance(s, _pure._Run) and s.lazy is not None for s in fresh()._segments)
     kept = [r for i, r in enumerate(fresh()) if i % 3 == 0]  # the others dropped as iteration goes on
     assert [tuple(r) for r in kept] == careful[::3]
     records = fresh()
@@ -199,9 +273,8 @@ def test_records_of_a_lazy_run_kept_or_dropped_while_iterating_are_the_same():
     assert tuple(records[150]) == careful[150]
 
 
-def test_a_decompression_buffer_is_written_again_only_when_nothing_holds_it():
-    # a lazy run holds the buffer its batch was decompressed into; the next batch must not write into it,
-    # and once it is dropped, the next batch may (its records still read right)
+def test_records_of_a_decompressed_batch_held_while_others_decode_read_right():
+    # records of one decompressed batch held while the next batches decode still read right
     from kproto.records import compression
 
     def batch(tag):

@@ -48,18 +48,20 @@ def test_round_trip(records_codec, magic, codec, items, base):
 def test_null_and_empty_stay_distinct(records_codec, magic):
     data = records_codec.encode_message_set([(None, None), (b"", b""), (None, b""), (b"", None)], magic=magic)
     assert [(m.key, m.value) for m in records_codec.decode_message_set(data)] == [
-        (None, None), (b"", b""), (None, b""), (b"", None)
+        (None, None),
+        (b"", b""),
+        (None, b""),
+        (b"", None),
     ]
 
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_message_objects_and_bytes_likes_encode(records_codec, codec):
     first = records_codec.decode_message_set(records_codec.encode_message_set([(b"k", b"v", 5)], magic=1))
-    data = records_codec.encode_message_set(
-        [first[0], (bytearray(b"a"), memoryview(b"b"))], magic=1, codec=codec
-    )
+    data = records_codec.encode_message_set([first[0], (bytearray(b"a"), memoryview(b"b"))], magic=1, codec=codec)
     assert [(m.key, m.value, m.timestamp) for m in records_codec.decode_message_set(data)] == [
-        (b"k", b"v", 5), (b"a", b"b", -1)
+        (b"k", b"v", 5),
+        (b"a", b"b", -1),
     ]
 
 

@@ -31,7 +31,14 @@ def test_every_era_and_a_torn_tail(records_codec, tmp_path, monkeypatch, chunk):
     seg = read_segment(str(path))
     batches = list(segment_module.Segment(path, chunk_size=chunk))
     assert [(b.magic, b.base_offset, len(b.records)) for b in batches] == [
-        (0, 0, 1), (0, 1, 1), (0, 2, 1), (1, 3, 1), (2, 4, 4), (2, 8, 1), (2, 9, 1)]
+        (0, 0, 1),
+        (0, 1, 1),
+        (0, 2, 1),
+        (1, 3, 1),
+        (2, 4, 4),
+        (2, 8, 1),
+        (2, 9, 1),
+    ]
     assert batches[5].control_type == 1
     assert [b.position for b in batches] == sorted(b.position for b in batches) and batches[0].position == 0
     list(seg)

@@ -38,6 +38,9 @@ def test_consumer_passes_mypy_strict(tmp_path):
     pytest.importorskip("mypy", reason="mypy is a dev dependency")
     path = tmp_path / "consumer.py"
     path.write_text(CONSUMER)
-    result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
-                             str(path)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental", str(path)],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -35,18 +35,39 @@ def build(api, parts) -> bytes:
     out = []
     for magic, items, codec, base, transactional in parts:
         if magic == 2:
-            out.append(api.encode_record_batch(items, codec=codec, base_offset=base, transactional=transactional,
-                                               producer_id=77 if transactional else -1,
-                                               producer_epoch=1 if transactional else -1,
-                                               base_sequence=2**31 - 3 if transactional else -1))
+            out.append(
+                api.encode_record_batch(
+                    items,
+                    codec=codec,
+                    base_offset=base,
+                    transactional=transactional,
+                    producer_id=77 if transactional else -1,
+                    producer_epoch=1 if transactional else -1,
+                    base_sequence=2**31 - 3 if transactional else -1,
+                )
+            )
         else:
             out.append(api.encode_message_set(items, magic=magic, codec=codec, base_offset=base))
     return b"".join(out)
 
 
 def record_fields(r):
-    return (r.offset, r.timestamp, r.key, r.value, tuple(r.headers), r.magic, r.codec, r.timestamp_type, r.producer_id,
-            r.producer_epoch, r.sequence, r.is_transactional, r.is_control, r.attributes)
+    return (
+        r.offset,
+        r.timestamp,
+        r.key,
+        r.value,
+        tuple(r.headers),
+        r.magic,
+        r.codec,
+        r.timestamp_type,
+        r.producer_id,
+        r.producer_epoch,
+        r.sequence,
+        r.is_transactional,
+        r.is_control,
+        r.attributes,
+    )
 
 
 def batch_fields(b):
@@ -56,8 +77,14 @@ def batch_fields(b):
 def records_outcome(api, data, check_crc):
     try:
         decoded = api.decode_records(data, check_crc=check_crc, max_decompressed_size=1 << 16)
-        return ("ok", [record_fields(r) for r in decoded], [batch_fields(b) for b in decoded.batches],
-                decoded.valid_bytes, decoded.partial, len(decoded))
+        return (
+            "ok",
+            [record_fields(r) for r in decoded],
+            [batch_fields(b) for b in decoded.batches],
+            decoded.valid_bytes,
+            decoded.partial,
+            len(decoded),
+        )
     except KprotoError as exc:
         return ("error", type(exc), exc.offset)
 
@@ -67,9 +94,15 @@ def columns_outcome(api, data, check_crc):
         c = api.decode_columns(data, check_crc=check_crc, max_decompressed_size=1 << 16)
     except KprotoError as exc:
         return ("error", type(exc), exc.offset)
-    return ("ok", c.keys(), c.values(), c.headers(), c.valid_bytes, c.partial) + tuple(
-        list(getattr(c, name)) for name in c.__slots__ if name.endswith("s") and not name.endswith("data")
-        and name not in ("keys", "values")) + (list(c.crc_ok), list(c.transactional), list(c.control))
+    return (
+        ("ok", c.keys(), c.values(), c.headers(), c.valid_bytes, c.partial)
+        + tuple(
+            list(getattr(c, name))
+            for name in c.__slots__
+            if name.endswith("s") and not name.endswith("data") and name not in ("keys", "values")
+        )
+        + (list(c.crc_ok), list(c.transactional), list(c.control))
+    )
 
 
 def fix_crcs(data: bytearray) -> None:
@@ -87,8 +120,7 @@ def fix_crcs(data: bytearray) -> None:
 @given(parts=st.lists(st.one_of(v2_batches, v2_batches, legacy_sets), min_size=1, max_size=4), data=st.data())
 def test_same_results_on_valid_and_damaged_input(both_codecs, parts, data):
     fast, pure = both_codecs
-    wire = build(pure, [(m, [i[:3] + (i[3],) if m == 2 else i for i in items], c, b, t)
-                        for m, items, c, b, t in parts])
+    wire = build(pure, [(m, [i[:3] + (i[3],) if m == 2 else i for i in items], c, b, t) for m, items, c, b, t in parts])
     edits = data.draw(st.lists(st.tuples(st.integers(0, len(wire) - 1), st.integers(0, 255)), max_size=3))
     damaged = bytearray(wire)
     for at, value in edits:
@@ -112,8 +144,12 @@ def test_both_encoders_write_the_same_bytes(both_codecs, parts):
 
 
 @settings(max_examples=150, deadline=None)
-@given(body=st.binary(min_size=0, max_size=120), count=st.integers(-2, 4), attributes=st.integers(0, 0x7F),
-       check_crc=st.booleans())
+@given(
+    body=st.binary(min_size=0, max_size=120),
+    count=st.integers(-2, 4),
+    attributes=st.integers(0, 0x7F),
+    check_crc=st.booleans(),
+)
 def test_same_results_on_random_records_with_valid_crc(both_codecs, body, count, attributes, check_crc):
     """A correct header and CRC around random record bytes: the record checks are all that can fail."""
     fast, pure = both_codecs
@@ -137,8 +173,12 @@ def test_columns_of_records_the_fast_loop_hands_back(both_codecs):
     header key): a valid one comes back as its row, a bad one as check_records's error; a value of 9000 bytes
     has length varints past the loop's two byte shortcut."""
     fast, pure = both_codecs
-    items = [(b"k", b"v", 10, [("trace", b"1")]), (None, b"x" * 9000, 11, [("h\u00e9", None), ("a", b"")]),
-             (b"k" * 70, None, 12, [("trace", b"2")]), (b"", b"", 13, [])]
+    items = [
+        (b"k", b"v", 10, [("trace", b"1")]),
+        (None, b"x" * 9000, 11, [("h\u00e9", None), ("a", b"")]),
+        (b"k" * 70, None, 12, [("trace", b"2")]),
+        (b"", b"", 13, []),
+    ]
     wire = bytearray(build(pure, [(2, items, None, 5, True)]))
     bad_key = bytearray(wire)
     at = bytes(bad_key).index("h\u00e9".encode())
@@ -154,8 +194,16 @@ def test_arrow_batches_are_the_same_on_both_backends(both_codecs):
     pytest.importorskip("pyarrow")
     fast, pure = both_codecs
     last = build(pure, [(1, [(b"c", b"d", 5)], "gzip", 30, False)])
-    wire = build(pure, [(2, [(None, b"v", 1, [("h", None)]), (b"k", None, 2, [])], "lz4", 7, True),
-                        (0, [(None, b"a", 0), (b"b", None, 0)], None, 20, False)]) + last
+    wire = (
+        build(
+            pure,
+            [
+                (2, [(None, b"v", 1, [("h", None)]), (b"k", None, 2, [])], "lz4", 7, True),
+                (0, [(None, b"a", 0), (b"b", None, 0)], None, 20, False),
+            ],
+        )
+        + last
+    )
     damaged = bytearray(wire)
     damaged[len(wire) - len(last) + 12] ^= 1  # the magic 1 wrapper's stored CRC: crc_ok false with check_crc=False
     batch = fast.decode_columns(bytes(damaged), check_crc=False, arrow=True)

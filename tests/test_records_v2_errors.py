@@ -14,8 +14,9 @@ from kproto.errors import DecodeError, EncodeError, LimitExceededError
 PREFIX = b"\x00" * 40  # a magic 0 message before the batch would do too; plain bytes keep offsets simple
 
 
-def batch(records: bytes, count: int, *, attributes: int = 0, base_offset: int = 100, base_ts: int = 1000,
-          crc=None) -> bytes:
+def batch(
+    records: bytes, count: int, *, attributes: int = 0, base_offset: int = 100, base_ts: int = 1000, crc=None
+) -> bytes:
     tail = struct.pack(">hiqqqhii", attributes, max(count - 1, 0), base_ts, base_ts, -1, -1, -1, count) + records
     crc = crc32c.crc32c(tail) if crc is None else crc
     return struct.pack(">qiib", base_offset, len(tail) + 9, -1, 2) + struct.pack(">I", crc) + tail
@@ -95,7 +96,8 @@ def test_negative_lengths(records_codec):
     expect(records_codec, batch(record(headers=zz(1) + zz(1) + b"a" + zz(-3)), 1), 72)  # header value -3
     expect(records_codec, batch(record(headers=zz(1) + zz(1) + b"\xff" + zz(-1)), 1), 71)  # key not UTF-8
     assert list(records_codec.decode_records(batch(record(headers=zz(1) + zz(1) + b"a" + zz(-1)), 1)))[0].headers == (
-        ("a", None),)
+        ("a", None),
+    )
 
 
 def test_record_length_disagrees(records_codec):

@@ -30,7 +30,11 @@ def _builders():
     from aiokafka.record._crecords import DefaultRecordBatchBuilder as AioCBuilder
     from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
-    return {"aiokafka-cython": AioCBuilder, "aiokafka-pure": aio._DefaultRecordBatchBuilderPy, "kafka-python": KpBuilder}
+    return {
+        "aiokafka-cython": AioCBuilder,
+        "aiokafka-pure": aio._DefaultRecordBatchBuilderPy,
+        "kafka-python": KpBuilder,
+    }
 
 
 def _readers():
@@ -78,22 +82,38 @@ def test_decode_peer_batches(records_codec, peer, codec):
     assert mine(decoded) == expected(1000)
     [batch] = decoded.batches
     assert (batch.codec, batch.is_transactional, batch.is_control, batch.producer_id, batch.producer_epoch) == (
-        codec, True, False, 4321, 7)
+        codec,
+        True,
+        False,
+        4321,
+        7,
+    )
     assert batch.partition_leader_epoch == (0 if peer == "kafka-python" else -1)
     for i, r in enumerate(decoded):
         assert (r.magic, r.codec, r.producer_id, r.producer_epoch, r.sequence, r.is_transactional) == (
-            2, codec, 4321, 7, 100 + i, True)
+            2,
+            codec,
+            4321,
+            7,
+            100 + i,
+            True,
+        )
 
 
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("peer", sorted(READERS))
 def test_peers_decode_our_batches(records_codec, peer, codec):
-    data = records_codec.encode_record_batch(ITEMS, base_offset=77, codec=codec, producer_id=9, producer_epoch=2,
-                                             base_sequence=5, transactional=True)
+    data = records_codec.encode_record_batch(
+        ITEMS, base_offset=77, codec=codec, producer_id=9, producer_epoch=2, base_sequence=5, transactional=True
+    )
     batch, records = peer_records(peer, data)
     assert records == expected(77)
     assert (batch.compression_type, batch.producer_id, batch.producer_epoch, batch.base_sequence) == (
-        CODEC_IDS[codec], 9, 2, 5)
+        CODEC_IDS[codec],
+        9,
+        2,
+        5,
+    )
     assert batch.is_transactional and not batch.is_control_batch
     assert (batch.first_timestamp, batch.max_timestamp) == (BASE_TS, BASE_TS + 1000)
 
@@ -101,17 +121,20 @@ def test_peers_decode_our_batches(records_codec, peer, codec):
 @pytest.mark.parametrize("peer", sorted(BUILDERS))
 def test_uncompressed_output_is_byte_identical(records_codec, peer):
     epoch = 0 if peer == "kafka-python" else -1
-    ours = records_codec.encode_record_batch(ITEMS, producer_id=11, producer_epoch=1, base_sequence=3,
-                                             partition_leader_epoch=epoch)
+    ours = records_codec.encode_record_batch(
+        ITEMS, producer_id=11, producer_epoch=1, base_sequence=3, partition_leader_epoch=epoch
+    )
     assert ours == peer_batch(peer, None, producer=(11, 1, 3))
 
 
 @pytest.mark.parametrize("peer", sorted(READERS))
 def test_control_batches(records_codec, peer):
-    commit = records_codec.encode_control_batch(True, producer_id=5, producer_epoch=3, coordinator_epoch=17,
-                                                base_offset=40, timestamp=BASE_TS)
-    abort = records_codec.encode_control_batch(False, producer_id=5, producer_epoch=4, coordinator_epoch=18,
-                                               base_offset=41, timestamp=BASE_TS)
+    commit = records_codec.encode_control_batch(
+        True, producer_id=5, producer_epoch=3, coordinator_epoch=17, base_offset=40, timestamp=BASE_TS
+    )
+    abort = records_codec.encode_control_batch(
+        False, producer_id=5, producer_epoch=4, coordinator_epoch=18, base_offset=41, timestamp=BASE_TS
+    )
     for data, kind, epoch in ((commit, 1, 17), (abort, 0, 18)):
         batch = READERS[peer](data)
         assert batch.validate_crc() and batch.is_control_batch and batch.is_transactional
@@ -164,9 +187,11 @@ def test_mixed_magics_and_truncated_tails(records_codec):
 
 
 def test_columns_match_records(records_codec):
-    data = (peer_batch("aiokafka-pure", "zstd", producer=(3, 1, 0))
-            + records_codec.encode_control_batch(False, producer_id=3, producer_epoch=1, base_offset=4)
-            + records_codec.encode_message_set([(b"k", b"v", 5)], magic=1, codec="snappy"))
+    data = (
+        peer_batch("aiokafka-pure", "zstd", producer=(3, 1, 0))
+        + records_codec.encode_control_batch(False, producer_id=3, producer_epoch=1, base_offset=4)
+        + records_codec.encode_message_set([(b"k", b"v", 5)], magic=1, codec="snappy")
+    )
     columns = records_codec.decode_columns(data)
     records = list(records_codec.decode_records(data))
     assert columns.count == len(records) == 6
@@ -182,8 +207,7 @@ def test_columns_arrow_schema(records_codec):
     pytest.importorskip("pyarrow")
     table = records_codec.decode_columns(peer_batch("kafka-python", None), arrow=True)
     assert str(table.schema.field("headers").type) == "list<item: struct<key: string, value: binary>>"
-    assert table.column("headers").to_pylist()[0] == [{"key": "trace", "value": b"abc"},
-                                                       {"key": "none", "value": None}]
+    assert table.column("headers").to_pylist()[0] == [{"key": "trace", "value": b"abc"}, {"key": "none", "value": None}]
     assert table.column("producer_id").to_pylist() == [-1] * 4
 
 
@@ -196,8 +220,9 @@ def test_header_keys_repeated_and_changed_between_records(records_codec):
     for i in range(12):
         count = (0, 1, 3, 10)[i % 4]
         names = keys[i % 3 :] + keys[: i % 3] if i % 5 else keys[::-1]
-        headers = [(names[j] if not (i == 7 and j == 2) else "k9", b"%d.%d" % (i, j) if j % 4 else None)
-                   for j in range(count)]
+        headers = [
+            (names[j] if not (i == 7 and j == 2) else "k9", b"%d.%d" % (i, j) if j % 4 else None) for j in range(count)
+        ]
         rows.append((None, b"v%d" % i, BASE_TS + i, headers))
     builder = BUILDERS["aiokafka-cython"](2, 0, 0, -1, -1, -1, 1 << 24)
     for i, (key, value, ts, headers) in enumerate(rows):

@@ -88,8 +88,15 @@ def test_missing_plotly_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
         require_plotly()
 
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def chromium() -> str:
@@ -105,21 +112,35 @@ def chromium() -> str:
 def run_chromium(tmp_path: Path, name: str, args: List[str]) -> subprocess.CompletedProcess:
     profile = tmp_path / f"profile-{name}"
     profile.mkdir()
-    return subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=180
+    )
 
 
 @pytest.mark.compiled_only
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     capture, _ = slow_member_capture(tmp_path)
-    subprocess.run([str(Path(sys.executable).with_name("kproto")), "report", str(capture), "-o", str(out),
-                    "--no-progress"], check=True, capture_output=True)
+    subprocess.run(
+        [str(Path(sys.executable).with_name("kproto")), "report", str(capture), "-o", str(out), "--no-progress"],
+        check=True,
+        capture_output=True,
+    )
     # the page as written, plus a probe at its end that lists every resource the page fetched
     probed = tmp_path / "probed.html"
     probed.write_text(out.read_text(encoding="utf-8") + FETCH_PROBE, encoding="utf-8")
-    dom = run_chromium(tmp_path, "dom", ["--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000",
-                                         "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", probed.as_uri()])
+    dom = run_chromium(
+        tmp_path,
+        "dom",
+        [
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=10000",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--dump-dom",
+            probed.as_uri(),
+        ],
+    )
     console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
     assert console == []  # chromium logs every console message (errors, exceptions) this way
     assert '<pre id="fetched">[]</pre>' in dom.stdout  # nothing fetched
@@ -130,53 +151,91 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert dom.stdout.count('class="main-svg"') >= 2 * len(ids)
     assert "consumer-a-1" in dom.stdout  # the rebalance timeline's member rows
     shot = tmp_path / "report.png"
-    run_chromium(tmp_path, "shot", ["--window-size=1280,2600", "--virtual-time-budget=10000",
-                                    f"--screenshot={shot}", out.as_uri()])
+    run_chromium(
+        tmp_path,
+        "shot",
+        ["--window-size=1280,2600", "--virtual-time-budget=10000", f"--screenshot={shot}", out.as_uri()],
+    )
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000  # a blank page of this size is ~10 KB
 
 
 #: Appended to a copy of a page: after load, writes the URLs of every resource the page fetched into the DOM.
-FETCH_PROBE = ("<script>window.addEventListener('load', function () { setTimeout(function () {"
-               "var p = document.createElement('pre'); p.id = 'fetched'; p.textContent = JSON.stringify("
-               "performance.getEntriesByType('resource').map(function (e) { return e.name; }));"
-               "document.body.appendChild(p); }, 500); });</script>")
+FETCH_PROBE = (
+    "<script>window.addEventListener('load', function () { setTimeout(function () {"
+    "var p = document.createElement('pre'); p.id = 'fetched'; p.textContent = JSON.stringify("
+    "performance.getEntriesByType('resource').map(function (e) { return e.name; }));"
+    "document.body.appendChild(p); }, 500); });</script>"
+)
 
 
 @pytest.mark.compiled_only
 def test_bad_browser_page_is_caught(tmp_path: Path) -> None:
     """The checks above can fail: a script error reaches the console log, a fetch the probe's list."""
     bad = tmp_path / "bad.html"
-    bad.write_text("<html><body><script src='https://cdn.example.invalid/x.js'></script>"
-                   "<script>undefinedFunction();</script></body></html>" + FETCH_PROBE)
-    dom = run_chromium(tmp_path, "bad", ["--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
-                                         "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", bad.as_uri()])
+    bad.write_text(
+        "<html><body><script src='https://cdn.example.invalid/x.js'></script>"
+        "<script>undefinedFunction();</script></body></html>" + FETCH_PROBE
+    )
+    dom = run_chromium(
+        tmp_path,
+        "bad",
+        [
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--dump-dom",
+            bad.as_uri(),
+        ],
+    )
     assert any(":CONSOLE" in line and "undefinedFunction" in line for line in dom.stderr.splitlines())
     assert "cdn.example.invalid" in dom.stdout.split('<pre id="fetched">', 1)[1]
 
 
 #: Appended to a copy of a page: after load, writes what plotly drew (trace names and colours per figure)
 #: into the DOM, read from the figure divs plotly.js rendered.
-FIGURE_PROBE = ("<script>window.addEventListener('load', function () { setTimeout(function () {"
-                "var out = {}; document.querySelectorAll('.js-plotly-plot').forEach(function (d) {"
-                "out[d.id] = (d.data || []).map(function (t) { return [t.name, (t.line || {}).color || null,"
-                " t.visible === undefined ? true : t.visible]; }); });"
-                "out.yaxis_latency = document.getElementById('latency').layout.yaxis.type;"
-                "var p = document.createElement('pre'); p.id = 'drawn'; p.textContent = JSON.stringify(out);"
-                "document.body.appendChild(p); }, 500); });</script>")
+FIGURE_PROBE = (
+    "<script>window.addEventListener('load', function () { setTimeout(function () {"
+    "var out = {}; document.querySelectorAll('.js-plotly-plot').forEach(function (d) {"
+    "out[d.id] = (d.data || []).map(function (t) { return [t.name, (t.line || {}).color || null,"
+    " t.visible === undefined ? true : t.visible]; }); });"
+    "out.yaxis_latency = document.getElementById('latency').layout.yaxis.type;"
+    "var p = document.createElement('pre'); p.id = 'drawn'; p.textContent = JSON.stringify(out);"
+    "document.body.appendChild(p); }, 500); });</script>"
+)
 
 
 @pytest.mark.compiled_only
 def test_report_story_in_headless_chromium(tmp_path: Path) -> None:
     """librdkafka's capture: 12 APIs, its Fetch v16 names the topic by id, its group rebalances once."""
     out = tmp_path / "report.html"
-    subprocess.run([str(Path(sys.executable).with_name("kproto")), "report",
-                    str(SAMPLES / "modern" / "librdkafka-produce-consume.pcap"), "-o", str(out), "--no-progress"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(Path(sys.executable).with_name("kproto")),
+            "report",
+            str(SAMPLES / "modern" / "librdkafka-produce-consume.pcap"),
+            "-o",
+            str(out),
+            "--no-progress",
+        ],
+        check=True,
+        capture_output=True,
+    )
     probed = tmp_path / "probed.html"
     probed.write_text(out.read_text(encoding="utf-8") + FIGURE_PROBE, encoding="utf-8")
-    dom = run_chromium(tmp_path, "story", ["--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000",
-                                           "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", probed.as_uri()])
+    dom = run_chromium(
+        tmp_path,
+        "story",
+        [
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=10000",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--dump-dom",
+            probed.as_uri(),
+        ],
+    )
     assert [line for line in dom.stderr.splitlines() if ":CONSOLE" in line] == []
     found = re.search(r'<pre id="drawn">(.*?)</pre>', dom.stdout, re.S)
     assert found is not None
@@ -196,8 +255,9 @@ def test_report_story_in_headless_chromium(tmp_path: Path) -> None:
     assert not any("MEMBER_ID_REQUIRED" in name and "protocol step" not in name for name, _, _ in drawn["group-0"])
     for table in ("generations", "assignments", "gaps", "twice", "commits"):
         assert f'id="group-0-{table}"' in dom.stdout, table
-    assert re.search(r'<table id="group-0-assignments">.*librdkafka-consumer-[^<]*</td><td>modern\[0, 1\]</td>',
-                     dom.stdout, re.S)
+    assert re.search(
+        r'<table id="group-0-assignments">.*librdkafka-consumer-[^<]*</td><td>modern\[0, 1\]</td>', dom.stdout, re.S
+    )
 
 
 def test_topic_named_by_id_is_one_series_with_its_name() -> None:

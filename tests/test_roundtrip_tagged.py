@@ -18,8 +18,7 @@ from message_strategies import full_value, message_class, message_values, spec_v
 
 FLEXIBLE = [(spec, v) for spec, v in spec_versions() if spec.flexible_versions and v in spec.flexible_versions]
 IDS = [f"{spec.name}-v{v}" for spec, v in FLEXIBLE]
-FEW = settings(max_examples=3, deadline=None,
-               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FEW = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def _structs(obj: Any, version: int):
@@ -49,8 +48,9 @@ def _check_round_trip(cls: type, msg: Any, version: int) -> bytes:
     wire = msg.encode(version)
     decoded = cls.decode(wire, version)
     assert decoded == msg
-    assert [s.unknown_tagged_fields for s in _structs(decoded, version)] == \
-        [s.unknown_tagged_fields for s in _structs(msg, version)]
+    assert [s.unknown_tagged_fields for s in _structs(decoded, version)] == [
+        s.unknown_tagged_fields for s in _structs(msg, version)
+    ]
     assert decoded.encode(version) == wire
     padded = b"\x07" * 3 + wire + b"\x00\xff" * 3
     again, end = cls.decode_from(padded, 3, len(padded), version)

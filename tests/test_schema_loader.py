@@ -26,8 +26,25 @@ def test_generated_modules_are_fresh():
 
 def test_every_api_of_the_09_era_keeps_its_versions():
     specs = load_specs()
-    era = {0: (0, 1), 1: (0, 1), 2: (0, 0), 3: (0, 0), 4: (0, 0), 5: (0, 0), 6: (0, 1), 7: (0, 1), 8: (0, 2),
-           9: (0, 1), 10: (0, 0), 11: (0, 0), 12: (0, 0), 13: (0, 0), 14: (0, 0), 15: (0, 0), 16: (0, 0)}
+    era = {
+        0: (0, 1),
+        1: (0, 1),
+        2: (0, 0),
+        3: (0, 0),
+        4: (0, 0),
+        5: (0, 0),
+        6: (0, 1),
+        7: (0, 1),
+        8: (0, 2),
+        9: (0, 1),
+        10: (0, 0),
+        11: (0, 0),
+        12: (0, 0),
+        13: (0, 0),
+        14: (0, 0),
+        15: (0, 0),
+        16: (0, 0),
+    }
     for key, (lo, hi) in era.items():
         versions = specs.apis[key].request.valid_versions
         assert versions.lo == lo and versions.hi >= hi
@@ -56,9 +73,13 @@ def test_snake_case():
 
 
 def _api(fields, **request):
-    return {"kind": "api", "apiKey": 0, "name": "Demo",
-            "request": dict({"validVersions": "0-1", "fields": fields}, **request),
-            "response": {"validVersions": "0-1", "fields": []}}
+    return {
+        "kind": "api",
+        "apiKey": 0,
+        "name": "Demo",
+        "request": dict({"validVersions": "0-1", "fields": fields}, **request),
+        "response": {"validVersions": "0-1", "fields": []},
+    }
 
 
 def _load_one(tmp_path, doc, name="Demo.json"):
@@ -72,28 +93,53 @@ BAD_SPECS = [
     ("unknown type", [{"name": "A", "type": "int128", "versions": "0+"}], {}),
     ("bad version range", [{"name": "A", "type": "int32", "versions": "1-0"}], {}),
     ("outside the enclosing versions", [{"name": "A", "type": "int32", "versions": "0-5"}], {}),
-    ("duplicate field name", [{"name": "A", "type": "int32", "versions": "0+"},
-                              {"name": "A", "type": "int16", "versions": "1"}], {}),
+    (
+        "duplicate field name",
+        [{"name": "A", "type": "int32", "versions": "0+"}, {"name": "A", "type": "int16", "versions": "1"}],
+        {},
+    ),
     ("cannot be nullable", [{"name": "A", "type": "int32", "versions": "0+", "nullableVersions": "0+"}], {}),
-    ("nullableVersions 0-1 outside versions 1", [{"name": "A", "type": "string", "versions": "1",
-                                                  "nullableVersions": "0+"}], {}),
+    (
+        "nullableVersions 0-1 outside versions 1",
+        [{"name": "A", "type": "string", "versions": "1", "nullableVersions": "0+"}],
+        {},
+    ),
     ("unknown key(s) Bogus", [{"name": "A", "type": "int32", "versions": "0+", "Bogus": 1}], {}),
     ("does not fit int8", [{"name": "A", "type": "int8", "versions": "0+", "default": "300"}], {}),
     ("overlap", [], {"headerVersions": {"0+": 1, "1": 0}}),
     ("no header version", [], {"headerVersions": {"0": 1}}),
-    ("duplicate struct name", [{"name": "A", "type": "[]S", "versions": "0+", "fields": []},
-                               {"name": "B", "type": "[]S", "versions": "0+",
-                                "fields": [{"name": "C", "type": "int8", "versions": "0+"}]}], {}),
+    (
+        "duplicate struct name",
+        [
+            {"name": "A", "type": "[]S", "versions": "0+", "fields": []},
+            {"name": "B", "type": "[]S", "versions": "0+", "fields": [{"name": "C", "type": "int8", "versions": "0+"}]},
+        ],
+        {},
+    ),
     ("PascalCase", [{"name": "lower", "type": "int32", "versions": "0+"}], {}),
-    ("'tag' and 'taggedVersions' go together", [{"name": "A", "type": "int32", "versions": "1+", "tag": 0}],
-     {"flexibleVersions": "1+"}),
-    ("outside the flexible versions", [{"name": "A", "type": "int32", "versions": "0+", "tag": 0,
-                                        "taggedVersions": "0+"}], {"flexibleVersions": "1+"}),
-    ("tag 0 also used by 'A'", [{"name": "A", "type": "int32", "versions": "1+", "tag": 0, "taggedVersions": "1+"},
-                                {"name": "B", "type": "int32", "versions": "1+", "tag": 0, "taggedVersions": "1+"}],
-     {"flexibleVersions": "1+"}),
-    ("only applies to string and bytes", [{"name": "A", "type": "int32", "versions": "0+",
-                                           "flexibleVersions": "none"}], {}),
+    (
+        "'tag' and 'taggedVersions' go together",
+        [{"name": "A", "type": "int32", "versions": "1+", "tag": 0}],
+        {"flexibleVersions": "1+"},
+    ),
+    (
+        "outside the flexible versions",
+        [{"name": "A", "type": "int32", "versions": "0+", "tag": 0, "taggedVersions": "0+"}],
+        {"flexibleVersions": "1+"},
+    ),
+    (
+        "tag 0 also used by 'A'",
+        [
+            {"name": "A", "type": "int32", "versions": "1+", "tag": 0, "taggedVersions": "1+"},
+            {"name": "B", "type": "int32", "versions": "1+", "tag": 0, "taggedVersions": "1+"},
+        ],
+        {"flexibleVersions": "1+"},
+    ),
+    (
+        "only applies to string and bytes",
+        [{"name": "A", "type": "int32", "versions": "0+", "flexibleVersions": "none"}],
+        {},
+    ),
     ("labels string fields", [{"name": "A", "type": "int32", "versions": "0+", "entityType": "topicName"}], {}),
     ("unknown entityType", [{"name": "A", "type": "int32", "versions": "0+", "entityType": "color"}], {}),
 ]
@@ -164,6 +210,9 @@ def test_upstream_and_version_notes_of_a_demo_spec(tmp_path):
     doc["upstream"] = {"release": "4.3.0", "commit": "a9ce3221537b8653", "files": ["DemoRequest.json"]}
     api = _load_one(tmp_path, doc).apis[0]
     assert api.request.version_notes == {0: "same layout", 1: "same layout"}
-    assert (api.upstream.release, api.upstream.commit, api.upstream.files) == \
-        ("4.3.0", "a9ce3221537b8653", ("DemoRequest.json",))
+    assert (api.upstream.release, api.upstream.commit, api.upstream.files) == (
+        "4.3.0",
+        "a9ce3221537b8653",
+        ("DemoRequest.json",),
+    )
     assert api.response.version_notes == {} and api.response.upstream is None

@@ -32,14 +32,23 @@ RAW_TOKEN = b"\x00bob\x00" + RAW_PASSWORD
 SCRAM_FINAL = b"c=biws,r=clientnonceservernonce,p=" + SCRAM_PROOF
 BROKEN_PASSWORD = b"Br0ken-frame-passw0rd"
 BROKEN_TOKEN = b"\x00dave\x00" + BROKEN_PASSWORD
-SECRETS = [(PLAIN_PASSWORD, PLAIN_TOKEN), (RAW_PASSWORD, RAW_TOKEN), (SCRAM_PROOF, SCRAM_FINAL),
-           (BROKEN_PASSWORD, BROKEN_TOKEN)]
+SECRETS = [
+    (PLAIN_PASSWORD, PLAIN_TOKEN),
+    (RAW_PASSWORD, RAW_TOKEN),
+    (SCRAM_PROOF, SCRAM_FINAL),
+    (BROKEN_PASSWORD, BROKEN_TOKEN),
+]
 
 
 def forms(secret: bytes, token: bytes) -> List[str]:
     """Every way an output could spell ``secret``."""
-    out = [secret.decode(), secret.hex(), " ".join(f"{b:02x}" for b in secret),
-           base64.b64encode(secret).decode(), base64.b64encode(token).decode()]
+    out = [
+        secret.decode(),
+        secret.hex(),
+        " ".join(f"{b:02x}" for b in secret),
+        base64.b64encode(secret).decode(),
+        base64.b64encode(token).decode(),
+    ]
     # base64 of the token inside a larger byte string starts at any of three alignments
     for shift in range(3):
         out.append(base64.b64encode(b"\x00" * shift + token).decode()[4:-4])
@@ -61,20 +70,25 @@ def logins() -> List[List[Tuple[Side, bytes]]]:
     """The client and server frames of three connections, each one login then a Metadata request."""
     hs, auth, meta = APIS["SaslHandshake"], APIS["SaslAuthenticate"], APIS["Metadata"]
     C, S = Side.CLIENT, Side.SERVER
-    plain = [(C, kproto.encode_request(hs.request(mechanism="PLAIN"), 1, 1, "app")),
-             (S, kproto.encode_response(hs.response(mechanisms=["PLAIN"]), 1, 1)),
-             (C, kproto.encode_request(auth.request(auth_bytes=PLAIN_TOKEN), 2, 2, "app")),
-             (S, kproto.encode_response(auth.response(auth_bytes=b""), 2, 2))]
-    v0 = [(C, kproto.encode_request(hs.request(mechanism="PLAIN"), 0, 1, "app")),
-          (S, kproto.encode_response(hs.response(mechanisms=["PLAIN"]), 0, 1)),
-          (C, raw(RAW_TOKEN))]
-    scram = [(C, kproto.encode_request(hs.request(mechanism="SCRAM-SHA-256"), 1, 1, "app")),
-             (S, kproto.encode_response(hs.response(mechanisms=["SCRAM-SHA-256"]), 1, 1)),
-             (C, kproto.encode_request(auth.request(auth_bytes=b"n,,n=carol,r=clientnonce"), 2, 2, "app")),
-             (S, kproto.encode_response(auth.response(
-                 auth_bytes=b"r=clientnonceservernonce,s=c2FsdA==,i=4096"), 2, 2)),
-             (C, kproto.encode_request(auth.request(auth_bytes=SCRAM_FINAL), 2, 3, "app")),
-             (S, kproto.encode_response(auth.response(auth_bytes=b"v=c2VydmVyLXNpZ25hdHVyZQ=="), 2, 3))]
+    plain = [
+        (C, kproto.encode_request(hs.request(mechanism="PLAIN"), 1, 1, "app")),
+        (S, kproto.encode_response(hs.response(mechanisms=["PLAIN"]), 1, 1)),
+        (C, kproto.encode_request(auth.request(auth_bytes=PLAIN_TOKEN), 2, 2, "app")),
+        (S, kproto.encode_response(auth.response(auth_bytes=b""), 2, 2)),
+    ]
+    v0 = [
+        (C, kproto.encode_request(hs.request(mechanism="PLAIN"), 0, 1, "app")),
+        (S, kproto.encode_response(hs.response(mechanisms=["PLAIN"]), 0, 1)),
+        (C, raw(RAW_TOKEN)),
+    ]
+    scram = [
+        (C, kproto.encode_request(hs.request(mechanism="SCRAM-SHA-256"), 1, 1, "app")),
+        (S, kproto.encode_response(hs.response(mechanisms=["SCRAM-SHA-256"]), 1, 1)),
+        (C, kproto.encode_request(auth.request(auth_bytes=b"n,,n=carol,r=clientnonce"), 2, 2, "app")),
+        (S, kproto.encode_response(auth.response(auth_bytes=b"r=clientnonceservernonce,s=c2FsdA==,i=4096"), 2, 2)),
+        (C, kproto.encode_request(auth.request(auth_bytes=SCRAM_FINAL), 2, 3, "app")),
+        (S, kproto.encode_response(auth.response(auth_bytes=b"v=c2VydmVyLXNpZ25hdHVyZQ=="), 2, 3)),
+    ]
     metadata = (C, kproto.encode_request(meta.request(topics=None), 1, 9, "app"))
     return [plain + [metadata], v0 + [metadata], scram + [metadata]]
 

@@ -49,9 +49,20 @@ def test_a_standalone_cluster_writes_the_single_process_tables(cluster: Dict[str
     write_rotated(str(captures), conversations(), ["rot.pcap9", "rot.pcap10", "rot.pcap11"])
     write_damaged(str(captures))
     write_segments_dir(str(segments))
-    conf = ["--master", cluster["master"], "--conf", f"spark.pyspark.python={sys.executable}",
-            "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
-            "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4"]
+    conf = [
+        "--master",
+        cluster["master"],
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--conf",
+        "spark.executor.memory=512m",
+        "--conf",
+        "spark.executor.cores=1",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=4",
+    ]
     for what, inputs, extra in (("captures", captures, ["--split-mb", "0.004"]), ("segments", segments, [])):
         on_cluster, single = str(tmp_path / f"{what}-cluster"), str(tmp_path / f"{what}-local")
         done = _kproto([what, str(inputs), "--out", on_cluster, *conf, *extra], cluster["env"])

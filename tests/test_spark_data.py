@@ -36,50 +36,100 @@ class Script:
         self.corr = 0
         self.frames: List[Tuple[Side, bytes, float]] = []
 
-    def exchange(self, api: str, version: int, request: Dict[str, Any], response: Optional[Dict[str, Any]],
-                 latency: float = 0.003) -> None:
+    def exchange(
+        self,
+        api: str,
+        version: int,
+        request: Dict[str, Any],
+        response: Optional[Dict[str, Any]],
+        latency: float = 0.003,
+    ) -> None:
         info = kproto.APIS[api]
         self.corr += 1
         self.clock += 0.050
-        self.frames.append((Side.CLIENT, kproto.encode_request(info.request.from_dict(request), version, self.corr,
-                                                               self.client_id), self.clock))
+        self.frames.append(
+            (
+                Side.CLIENT,
+                kproto.encode_request(info.request.from_dict(request), version, self.corr, self.client_id),
+                self.clock,
+            )
+        )
         if response is not None:
             self.clock += latency
-            self.frames.append((Side.SERVER, kproto.encode_response(info.response.from_dict(response), version,
-                                                                    self.corr), self.clock))
+            self.frames.append(
+                (Side.SERVER, kproto.encode_response(info.response.from_dict(response), version, self.corr), self.clock)
+            )
 
     def conversation(self, **options: Any) -> TcpConversation:
         return TcpConversation(self.client, BROKER, self.frames, **options)
 
 
 def payloads(prefix: str, count: int, size: int = 80) -> List[Tuple[Optional[bytes], bytes]]:
-    return [(f"{prefix}-k{i % 5}".encode() if i % 3 else None, f"{prefix}-{i}".ljust(size, ".").encode())
-            for i in range(count)]
+    return [
+        (f"{prefix}-k{i % 5}".encode() if i % 3 else None, f"{prefix}-{i}".ljust(size, ".").encode())
+        for i in range(count)
+    ]
 
 
 def metadata(topics: Sequence[str], error: int = 0) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     request = {"topics": [{"name": t} for t in topics]}
-    response = {"brokers": [{"node_id": 0, "host": "kafka-0", "port": 9092}],
-                "topics": [{"error_code": error, "name": t, "partitions": [] if error else [
-                    {"error_code": 0, "partition_index": 0, "leader_id": 0, "replica_nodes": [0], "isr_nodes": [0]}]}
-                    for t in topics]}
+    response = {
+        "brokers": [{"node_id": 0, "host": "kafka-0", "port": 9092}],
+        "topics": [
+            {
+                "error_code": error,
+                "name": t,
+                "partitions": []
+                if error
+                else [{"error_code": 0, "partition_index": 0, "leader_id": 0, "replica_nodes": [0], "isr_nodes": [0]}],
+            }
+            for t in topics
+        ],
+    }
     return request, response
 
 
 def produce(topic: str, partition: int, records: bytes, acks: int = 1, error: int = 0) -> Tuple[Dict, Dict]:
-    request = {"acks": acks, "timeout_ms": 1000,
-               "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
-    response = {"responses": [{"name": topic, "partition_responses": [
-        {"index": partition, "error_code": error, "base_offset": 0}]}], "throttle_time_ms": 0}
+    request = {
+        "acks": acks,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+    }
+    response = {
+        "responses": [
+            {"name": topic, "partition_responses": [{"index": partition, "error_code": error, "base_offset": 0}]}
+        ],
+        "throttle_time_ms": 0,
+    }
     return request, response
 
 
 def fetch(partitions: Dict[int, bytes], error: int = 0) -> Tuple[Dict, Dict]:
-    request = {"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "topics": [{"topic": TOPIC, "partitions": [
-        {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for p in sorted(partitions)]}]}
-    response = {"throttle_time_ms": 0, "responses": [{"topic": TOPIC, "partitions": [
-        {"partition_index": p, "error_code": error, "high_watermark": 100, "records": r}
-        for p, r in sorted(partitions.items())]}]}
+    request = {
+        "replica_id": -1,
+        "max_wait_ms": 100,
+        "min_bytes": 1,
+        "topics": [
+            {
+                "topic": TOPIC,
+                "partitions": [
+                    {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for p in sorted(partitions)
+                ],
+            }
+        ],
+    }
+    response = {
+        "throttle_time_ms": 0,
+        "responses": [
+            {
+                "topic": TOPIC,
+                "partitions": [
+                    {"partition_index": p, "error_code": error, "high_watermark": 100, "records": r}
+                    for p, r in sorted(partitions.items())
+                ],
+            }
+        ],
+    }
     return request, response
 
 
@@ -106,8 +156,14 @@ def conversations() -> List[TcpConversation]:
     again.exchange("Metadata", 0, *metadata(["audit"], error=5))
     lost = Script(("10.9.0.25", 41005), "lost", T0 + 0.05)
     lost.exchange("Metadata", 0, metadata([TOPIC])[0], None)
-    return [p.conversation(), c.conversation(), g.conversation(), first.conversation(),
-            again.conversation(client_isn=7_000_000), lost.conversation()]
+    return [
+        p.conversation(),
+        c.conversation(),
+        g.conversation(),
+        first.conversation(),
+        again.conversation(client_isn=7_000_000),
+        lost.conversation(),
+    ]
 
 
 def capture_bytes(convs: Sequence[TcpConversation], impairments: Any = None) -> bytes:
@@ -116,8 +172,13 @@ def capture_bytes(convs: Sequence[TcpConversation], impairments: Any = None) -> 
     return buf.getvalue()
 
 
-def write_rotated(directory: str, convs: Sequence[TcpConversation], names: Sequence[str],
-                  impairments: Any = None, pcapng_last: bool = True) -> List[str]:
+def write_rotated(
+    directory: str,
+    convs: Sequence[TcpConversation],
+    names: Sequence[str],
+    impairments: Any = None,
+    pcapng_last: bool = True,
+) -> List[str]:
     """The capture of ``convs`` cut into ``len(names)`` files as a rotating capture writes them (the
     last in pcapng when ``pcapng_last``).  The first cut falls inside the largest request, so one frame
     is split between two files; the others split the rest evenly."""
@@ -133,7 +194,7 @@ def write_rotated(directory: str, convs: Sequence[TcpConversation], names: Seque
     for i, name in enumerate(names):
         path = os.path.join(directory, name)
         fmt = "pcapng" if pcapng_last and i == len(names) - 1 else "pcap"
-        write_segments(path, segments[bounds[i]:bounds[i + 1]], format=fmt)
+        write_segments(path, segments[bounds[i] : bounds[i + 1]], format=fmt)
         paths.append(path)
     return paths
 
@@ -141,8 +202,11 @@ def write_rotated(directory: str, convs: Sequence[TcpConversation], names: Seque
 def write_damaged(directory: str) -> Dict[str, str]:
     """A truncated capture, a text file and an empty file."""
     whole = capture_bytes(conversations()[2:3])
-    paths = {"truncated": os.path.join(directory, "cut.pcap"), "text": os.path.join(directory, "notes.txt"),
-             "empty": os.path.join(directory, "empty.pcap")}
+    paths = {
+        "truncated": os.path.join(directory, "cut.pcap"),
+        "text": os.path.join(directory, "notes.txt"),
+        "empty": os.path.join(directory, "empty.pcap"),
+    }
     with open(paths["truncated"], "wb") as f:
         f.write(whole[: len(whole) - 7])
     with open(paths["text"], "wb") as f:
@@ -157,16 +221,36 @@ def write_segments_dir(directory: str) -> Dict[str, str]:
     broker keeps beside them."""
     files = {}
     layout = {
-        "good0": ("orders-0", 0, encode_message_set(payloads("s0", 20)) + encode_message_set(
-            payloads("s1", 7), codec="snappy", base_offset=20)),
+        "good0": (
+            "orders-0",
+            0,
+            encode_message_set(payloads("s0", 20))
+            + encode_message_set(payloads("s1", 7), codec="snappy", base_offset=20),
+        ),
         "good1": ("clicks-stream-3", 100, encode_message_set(payloads("c", 9), magic=1, codec="lz4", base_offset=100)),
-        "good2": ("events-2", 40, encode_record_batch(
-            [(k, v, int(T0 * 1000) + i, [("trace", f"t{i}".encode()), ("empty", None)][:i % 3])
-             for i, (k, v) in enumerate(payloads("e", 5))],
-            base_offset=40, codec="zstd", producer_id=4242, producer_epoch=3, base_sequence=17, transactional=True)
-            + encode_control_batch(True, producer_id=4242, producer_epoch=3, base_offset=45, timestamp=int(T0 * 1000))),
-        "truncated": ("orders-1", 0, encode_message_set(payloads("t", 6), codec="gzip")
-                      + encode_message_set(payloads("u", 4), base_offset=6)[:-11]),
+        "good2": (
+            "events-2",
+            40,
+            encode_record_batch(
+                [
+                    (k, v, int(T0 * 1000) + i, [("trace", f"t{i}".encode()), ("empty", None)][: i % 3])
+                    for i, (k, v) in enumerate(payloads("e", 5))
+                ],
+                base_offset=40,
+                codec="zstd",
+                producer_id=4242,
+                producer_epoch=3,
+                base_sequence=17,
+                transactional=True,
+            )
+            + encode_control_batch(True, producer_id=4242, producer_epoch=3, base_offset=45, timestamp=int(T0 * 1000)),
+        ),
+        "truncated": (
+            "orders-1",
+            0,
+            encode_message_set(payloads("t", 6), codec="gzip")
+            + encode_message_set(payloads("u", 4), base_offset=6)[:-11],
+        ),
     }
     for label, (dirname, base, data) in layout.items():
         os.makedirs(os.path.join(directory, dirname), exist_ok=True)
@@ -179,7 +263,9 @@ def write_segments_dir(directory: str) -> Dict[str, str]:
     return files
 
 
-def stage_by_hand(files: List[str], partitions: int, seed: int, split_bytes: int = DEFAULT_SPLIT_BYTES) -> Dict[str, pa.Table]:
+def stage_by_hand(
+    files: List[str], partitions: int, seed: int, split_bytes: int = DEFAULT_SPLIT_BYTES
+) -> Dict[str, pa.Table]:
     """What Spark does, in one process: plan ranges, stage 1 per range, hash partition by key, sort,
     stage 2 in arbitrary batch sizes per partition."""
     ranges = plan_ranges([(f, os.path.getsize(f)) for f in files], split_bytes=split_bytes)
@@ -192,8 +278,13 @@ def stage_by_hand(files: List[str], partitions: int, seed: int, split_bytes: int
     out: Dict[str, List[pa.RecordBatch]] = {name: [] for name in TABLES}
     rng = random.Random(seed)
     for part in parts:
-        part.sort(key=lambda r: (tuple((v is not None, v) for v in (r[k] for k in CONNECTION_KEY)),
-                                 capture_order_key(r["file_time"], r["file"]), r["packet"] or 0))
+        part.sort(
+            key=lambda r: (
+                tuple((v is not None, v) for v in (r[k] for k in CONNECTION_KEY)),
+                capture_order_key(r["file_time"], r["file"]),
+                r["packet"] or 0,
+            )
+        )
         table = pa.Table.from_pylist(part, schema=SEGMENTS)
         batches, pos = [], 0
         while pos < table.num_rows:
@@ -205,15 +296,16 @@ def stage_by_hand(files: List[str], partitions: int, seed: int, split_bytes: int
     return {name: pa.Table.from_batches(out[name], schema=schema) for name, schema in TABLES.items()}
 
 
-def spill_by_hand(files: List[str], tasks: int, directory: str,
-                  split_bytes: int = DEFAULT_SPLIT_BYTES) -> Dict[str, pa.Table]:
+def spill_by_hand(
+    files: List[str], tasks: int, directory: str, split_bytes: int = DEFAULT_SPLIT_BYTES
+) -> Dict[str, pa.Table]:
     """What ``run_captures`` does, in one process: plan ranges, stage 1 writing spill files (ranges in
     reverse, two per call), connections placed on ``tasks`` stage 2 tasks, each decoded alone."""
     from kproto.spark.capture_spill import DecodePieces, SpillRanges, assign_connections
 
     ranges = [tuple(r) for r in plan_ranges([(f, os.path.getsize(f)) for f in files], split_bytes=split_bytes)][::-1]
     spill = SpillRanges(os.path.join(directory, "spill"))
-    results = [r for i in range(0, len(ranges), 2) for r in spill(iter(ranges[i:i + 2]))]
+    results = [r for i in range(0, len(ranges), 2) for r in spill(iter(ranges[i : i + 2]))]
     placed = assign_connections([p for r in results for p in r.pieces], tasks)
     assert len(placed) == min(tasks, len({p.key for r in results for p in r.pieces if p.key is not None}) or 1)
     out: Dict[str, List[pa.RecordBatch]] = {name: [] for name in TABLES}

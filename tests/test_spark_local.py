@@ -22,7 +22,14 @@ from kproto.spark.local import LocalTables, tables_from_captures_local, tables_f
 from kproto.spark.schema import TABLES
 from kproto.spark.segment_rows import segment_batches
 from kproto.spark.summary import summary_from_arrow
-from test_spark_data import capture_bytes, conversations, stage_by_hand, write_damaged, write_rotated, write_segments_dir
+from test_spark_data import (
+    capture_bytes,
+    conversations,
+    stage_by_hand,
+    write_damaged,
+    write_rotated,
+    write_segments_dir,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -68,12 +75,36 @@ def test_rotated_files_decode_like_the_unsplit_capture(local: LocalTables, tmp_p
 def test_exchanges_match_the_library_decode(local: LocalTables) -> None:
     records = list(decode_capture(capture_bytes(conversations())))
     exchanges = [r for r in records if isinstance(r, Exchange)]
-    expect = sorted((str(e.client), str(e.server), e.api_key, e.api_name, e.api_version, e.correlation_id,
-                     e.request_size, e.response_size, None if e.latency_ns is None else e.latency_ns / 1e6,
-                     e.expects_response) for e in exchanges)
-    got = sorted((r["client"], r["server"], r["api_key"], r["api_name"], r["api_version"], r["correlation_id"],
-                  r["request_size"], r["response_size"], r["latency_ms"], r["expects_response"])
-                 for r in local.exchanges.to_pylist())
+    expect = sorted(
+        (
+            str(e.client),
+            str(e.server),
+            e.api_key,
+            e.api_name,
+            e.api_version,
+            e.correlation_id,
+            e.request_size,
+            e.response_size,
+            None if e.latency_ns is None else e.latency_ns / 1e6,
+            e.expects_response,
+        )
+        for e in exchanges
+    )
+    got = sorted(
+        (
+            r["client"],
+            r["server"],
+            r["api_key"],
+            r["api_name"],
+            r["api_version"],
+            r["correlation_id"],
+            r["request_size"],
+            r["response_size"],
+            r["latency_ms"],
+            r["expects_response"],
+        )
+        for r in local.exchanges.to_pylist()
+    )
     assert got == expect
     problems = sorted((p.kind.value, p.detail, p.offset) for p in records if isinstance(p, Problem))
     assert sorted((r["kind"], r["detail"], r["stream_offset"]) for r in local.problems.to_pylist()) == problems
@@ -87,15 +118,18 @@ def test_messages_match_the_library_decode(local: LocalTables) -> None:
         if e.api_key == 0 and e.request is not None:
             sets = [(t.name, p.index, p.records, "request") for t in e.request.topic_data for p in t.partition_data]
         elif e.api_key == 1 and e.response is not None:
-            sets = [(t.topic, p.partition_index, p.records, "response") for t in e.response.responses
-                    for p in t.partitions]
+            sets = [
+                (t.topic, p.partition_index, p.records, "response") for t in e.response.responses for p in t.partitions
+            ]
         else:
             continue
         for topic, partition, records, direction in sets:
             for m in decode_message_set(records.raw):
                 expect.append((topic, partition, direction, m.offset, m.key, m.value, m.magic))
-    got = [(r["topic"], r["partition"], r["direction"], r["offset"], r["key"], r["value"], r["magic"])
-           for r in local.messages.to_pylist()]
+    got = [
+        (r["topic"], r["partition"], r["direction"], r["offset"], r["key"], r["value"], r["magic"])
+        for r in local.messages.to_pylist()
+    ]
     assert sorted(got, key=repr) == sorted(expect, key=repr)
     assert {r["codec"] for r in local.messages.to_pylist()} == {"none", "gzip", "snappy", "lz4"}
     assert all(r["crc_ok"] for r in local.messages.to_pylist())
@@ -106,9 +140,15 @@ def test_exchange_facts_carry_topics_and_error_codes(local: LocalTables) -> None
     for r in local.exchanges.to_pylist():
         by_api.setdefault(r["api_name"], []).append(r)
     assert [r["error_code"] for r in by_api["Heartbeat"]] == [27]
-    assert {"topic": "orders", "partition": 0, "error_code": 1} in sum((r["partition_errors"] for r in by_api["Fetch"]), [])
-    assert {"topic": "missing", "partition": 0, "error_code": 3} in sum((r["partition_errors"] for r in by_api["Produce"]), [])
-    assert {"topic": "audit", "partition": None, "error_code": 5} in sum((r["partition_errors"] for r in by_api["Metadata"]), [])
+    assert {"topic": "orders", "partition": 0, "error_code": 1} in sum(
+        (r["partition_errors"] for r in by_api["Fetch"]), []
+    )
+    assert {"topic": "missing", "partition": 0, "error_code": 3} in sum(
+        (r["partition_errors"] for r in by_api["Produce"]), []
+    )
+    assert {"topic": "audit", "partition": None, "error_code": 5} in sum(
+        (r["partition_errors"] for r in by_api["Metadata"]), []
+    )
     assert ["audit", "orders"] in [r["topics"] for r in by_api["Metadata"]]
     empty = message_facts(None, None)
     assert (sorted(empty.topics), empty.error_code, empty.partition_errors) == ([], None, [])
@@ -120,15 +160,18 @@ def test_connection_reuse_gets_a_second_name(local: LocalTables) -> None:
 
 
 @pytest.mark.parametrize("partitions,seed", [(1, 1), (3, 2)])
-def test_the_two_stages_give_the_local_rows(local: LocalTables, rotated: str, tmp_path: Any,
-                                            partitions: int, seed: int) -> None:
+def test_the_two_stages_give_the_local_rows(
+    local: LocalTables, rotated: str, tmp_path: Any, partitions: int, seed: int
+) -> None:
     damaged = write_damaged(str(tmp_path))
     reference = tables_from_captures_local([rotated, str(tmp_path)])
     staged = stage_by_hand(reference.files, partitions, seed=seed)
     for name in TABLES:
         assert rows(staged[name]) == rows(reference.tables()[name]), name
     assert {r["file"] for r in reference.problems.to_pylist() if r["kind"] == "capture"} == {
-        damaged["truncated"], damaged["text"]}
+        damaged["truncated"],
+        damaged["text"],
+    }
 
 
 def test_damaged_files_become_problems(tmp_path: Any, rotated: str) -> None:
@@ -161,12 +204,18 @@ def test_segments_decode_and_report_a_truncated_tail(tmp_path: Any) -> None:
     # Magic 2: the producer facts and headers the batch was written with; the commit marker is a control row.
     events = [r for r in tables.messages.to_pylist() if r["topic"] == "events"]
     assert [(r["offset"], r["sequence"], r["is_control"], r["codec"]) for r in events] == [
-        (40 + i, 17 + i, False, "zstd") for i in range(5)] + [(45, -1, True, "none")]
+        (40 + i, 17 + i, False, "zstd") for i in range(5)
+    ] + [(45, -1, True, "none")]
     assert {(r["producer_id"], r["producer_epoch"], r["is_transactional"]) for r in events} == {(4242, 3, True)}
-    assert [r["headers"] for r in events[:3]] == [[], [{"key": "trace", "value": b"t1"}],
-                                                  [{"key": "trace", "value": b"t2"}, {"key": "empty", "value": None}]]
+    assert [r["headers"] for r in events[:3]] == [
+        [],
+        [{"key": "trace", "value": b"t1"}],
+        [{"key": "trace", "value": b"t2"}, {"key": "empty", "value": None}],
+    ]
     older = [r for r in tables.messages.to_pylist() if r["magic"] < 2]
-    assert {(r["producer_id"], r["sequence"], r["is_transactional"], len(r["headers"])) for r in older} == {(-1, -1, False, 0)}
+    assert {(r["producer_id"], r["sequence"], r["is_transactional"], len(r["headers"])) for r in older} == {
+        (-1, -1, False, 0)
+    }
 
 
 def test_segment_chunks_give_the_same_rows(tmp_path: Any) -> None:
@@ -189,7 +238,7 @@ def test_corrupt_segment_skips_the_damaged_entry_by_its_length(tmp_path: Any) ->
     assert problems[0].column("kind").to_pylist() == ["corrupt-segment"]
     assert problems[0].column("file_offset").to_pylist() == [first]
     # A damaged length leaves no boundary to trust: the rest of the file is skipped.
-    data[first + 8:first + 12] = (1 << 30).to_bytes(4, "big")
+    data[first + 8 : first + 12] = (1 << 30).to_bytes(4, "big")
     data[first + 12 + 4] = 9  # and the magic byte, so the decoder refuses the entry
     out = list(segment_batches(path, bytes(data)))
     assert sum(b.num_rows for name, b in out if name == "messages") == 1
@@ -201,7 +250,11 @@ def test_paths_and_names() -> None:
     assert display_path("hdfs://nn:8020/cap/a.pcap") == "hdfs://nn:8020/cap/a.pcap"
     assert topic_partition("/logs/my-topic-12/00000000000000000000.log") == ("my-topic", 12)
     assert topic_partition("s3a://b/logs/weird/0.log") == (None, None)
-    assert sorted([(5, "b"), (None, "z"), (1, "c")], key=lambda t: capture_order_key(*t)) == [(None, "z"), (1, "c"), (5, "b")]
+    assert sorted([(5, "b"), (None, "z"), (1, "c")], key=lambda t: capture_order_key(*t)) == [
+        (None, "z"),
+        (1, "c"),
+        (5, "b"),
+    ]
 
 
 def test_summary_of_the_local_tables(local: LocalTables) -> None:
@@ -234,8 +287,9 @@ def _cli(argv: List[str]) -> int:
     return cli_command.run(parser.parse_args(argv))
 
 
-def test_local_command_writes_the_tables(rotated: str, local: LocalTables, tmp_path: Any,
-                                         capsys: pytest.CaptureFixture) -> None:
+def test_local_command_writes_the_tables(
+    rotated: str, local: LocalTables, tmp_path: Any, capsys: pytest.CaptureFixture
+) -> None:
     out = str(tmp_path / "out")
     assert _cli(["captures", rotated, "--out", out, "--local"]) == 0
     for name in TABLES:
@@ -282,8 +336,9 @@ def test_overwrite_replaces_only_kproto_tables(rotated: str, tmp_path: Any, caps
     assert (other / "exchanges").read_text() == "a file" and (other / "problems" / "keep").exists()
 
 
-def test_captures_command_skips_files_that_are_not_captures(rotated: str, tmp_path: Any,
-                                                            capsys: pytest.CaptureFixture) -> None:
+def test_captures_command_skips_files_that_are_not_captures(
+    rotated: str, tmp_path: Any, capsys: pytest.CaptureFixture
+) -> None:
     inputs = tmp_path / "in"
     os.makedirs(inputs)
     for name in os.listdir(rotated):
@@ -312,9 +367,12 @@ def test_a_writing_task_writes_the_rows_and_counts_the_summary(local: LocalTable
     segments = pa.Table.from_batches([b for r in ranges for b in extract_segments(r)], schema=SEGMENTS)
     segments = segments.sort_by([(k, "ascending") for k in CONNECTION_KEY + READING_ORDER])
     half = segments.num_rows // 2
-    cut = next(i for i in range(half, segments.num_rows)  # two tasks: a connection is never cut
-               if segments.slice(i, 1).select(list(CONNECTION_KEY)).to_pylist()
-               != segments.slice(i - 1, 1).select(list(CONNECTION_KEY)).to_pylist())
+    cut = next(
+        i
+        for i in range(half, segments.num_rows)  # two tasks: a connection is never cut
+        if segments.slice(i, 1).select(list(CONNECTION_KEY)).to_pylist()
+        != segments.slice(i - 1, 1).select(list(CONNECTION_KEY)).to_pylist()
+    )
     staging = {name: str(tmp_path / name) for name in TABLES}
     stats = []
     for part in (segments.slice(cut), segments.slice(0, cut)):

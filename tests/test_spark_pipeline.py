@@ -29,10 +29,15 @@ def rows(table: Any) -> List[Dict[str, Any]]:
 @pytest.fixture(scope="module")
 def spark() -> Any:
     # One small session for the module: the machine is shared, two cores.
-    session = spark_session("local[2]", {
-        "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "3", "spark.default.parallelism": "2",
-    })
+    session = spark_session(
+        "local[2]",
+        {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "3",
+            "spark.default.parallelism": "2",
+        },
+    )
     yield session
     session.stop()
 
@@ -68,17 +73,22 @@ def test_capture_tables_equal_the_single_process_tables(spark: Any, inputs: Dict
     assert {r["kind"] for r in local.problems.to_pylist()} == {"capture", "unanswered-request"}
 
 
-def test_run_writes_parquet_and_a_summary(spark: Any, inputs: Dict[str, str], local: LocalTables,
-                                          tmp_path: Any) -> None:
+def test_run_writes_parquet_and_a_summary(
+    spark: Any, inputs: Dict[str, str], local: LocalTables, tmp_path: Any
+) -> None:
     out = str(tmp_path / "tables")
     summary = run_captures(spark, [inputs["rotated"], inputs["damaged"]], out, log=lambda line: None)
     for name in TABLES:
         assert rows(pq.read_table(os.path.join(out, name))) == rows(local.tables()[name]), name
     expect = summary_from_arrow(local.tables())
-    assert (summary.exchanges, summary.messages, summary.problems) == (expect.exchanges, expect.messages,
-                                                                        expect.problems)
+    assert (summary.exchanges, summary.messages, summary.problems) == (
+        expect.exchanges,
+        expect.messages,
+        expect.problems,
+    )
     assert [(a.api, a.count, a.bytes, a.errors) for a in summary.apis] == [
-        (a.api, a.count, a.bytes, a.errors) for a in expect.apis]
+        (a.api, a.count, a.bytes, a.errors) for a in expect.apis
+    ]
     assert summary.topics == expect.topics
     metadata = next(a for a in summary.apis if a.api == "Metadata")
     assert metadata.p50_ms == pytest.approx(3.0)
@@ -94,20 +104,30 @@ def test_run_writes_parquet_and_a_summary(spark: Any, inputs: Dict[str, str], lo
     run_captures(spark, [inputs["damaged"]], out, mode="append", log=lambda line: None)
     appended = tables_from_captures_local([inputs["damaged"]])
     for name in TABLES:
-        assert pq.read_table(os.path.join(out, name)).num_rows == local.tables()[name].num_rows + appended.tables()[
-            name].num_rows, name
+        assert (
+            pq.read_table(os.path.join(out, name)).num_rows
+            == local.tables()[name].num_rows + appended.tables()[name].num_rows
+        ), name
 
 
-def test_the_command_and_the_local_command_agree(spark: Any, inputs: Dict[str, str], tmp_path: Any,
-                                                  capsys: pytest.CaptureFixture) -> None:
+def test_the_command_and_the_local_command_agree(
+    spark: Any, inputs: Dict[str, str], tmp_path: Any, capsys: pytest.CaptureFixture
+) -> None:
     def cli(argv: List[str]) -> int:
         parser = argparse.ArgumentParser(prog="kproto spark")
         cli_command.add_arguments(parser)
         return cli_command.run(parser.parse_args(argv))
 
     spark_out, local_out = str(tmp_path / "spark"), str(tmp_path / "local")
-    args = ["captures", inputs["rotated"], inputs["damaged"], "--master", "local[2]",
-            "--conf", "spark.sql.shuffle.partitions=2"]
+    args = [
+        "captures",
+        inputs["rotated"],
+        inputs["damaged"],
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+    ]
     assert cli(args + ["--out", spark_out]) == 1  # damaged files: completed, and says so
     assert "completed" in capsys.readouterr().err
     assert cli(args + ["--out", local_out, "--local"]) == 1

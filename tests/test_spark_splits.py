@@ -21,7 +21,16 @@ from kproto.spark.schema import TABLES
 from kproto.spark.local import tables_from_segments_local
 from kproto.spark.segment_rows import segment_batches
 from kproto.spark.segment_tables import plan_segment_ranges
-from test_spark_data import T0, Script, conversations, produce, spill_by_hand, stage_by_hand, write_rotated, write_segments_dir
+from test_spark_data import (
+    T0,
+    Script,
+    conversations,
+    produce,
+    spill_by_hand,
+    stage_by_hand,
+    write_rotated,
+    write_segments_dir,
+)
 
 
 def rows(table: pa.Table) -> List[Dict[str, Any]]:
@@ -135,7 +144,7 @@ def test_range_stream_reads_prefix_then_range(tmp_path: Any) -> None:
     path.write_bytes(b"0123456789")
     with RangeStream(open(path, "rb"), b"ab", 3, 7) as stream:
         assert [stream.read(1), stream.read(2), stream.read(-1), stream.read(5)] == [b"a", b"b3", b"456", b""]
-    assert read_head(lambda offset, n: b"short"[offset:offset + n], 5).format is None
+    assert read_head(lambda offset, n: b"short"[offset : offset + n], 5).format is None
 
 
 def test_segments_split_at_entry_boundaries_give_the_rows_of_whole_files(tmp_path: Any) -> None:
@@ -171,8 +180,11 @@ def test_connections_are_placed_whole_largest_first_onto_the_least_loaded_task()
 
     sizes = {1: 900_000, 2: 500_000, 3: 400_000, 4: 100_000}
     # Each connection in two files; b.pcap's first packet is earlier, so it is read first.
-    pieces = [piece(port, size // 2, file, packet, time) for port, size in sizes.items()
-              for file, packet, time in (("a.pcap", 7, 2000), ("b.pcap", 3, 1000))]
+    pieces = [
+        piece(port, size // 2, file, packet, time)
+        for port, size in sizes.items()
+        for file, packet, time in (("a.pcap", 7, 2000), ("b.pcap", 3, 1000))
+    ]
     diagnostic = Piece(None, "c.pcap", None, 1, None, 0, 0, 0, "truncated", 24)
     placed = assign_connections(pieces + [diagnostic], 2)
     ports = [[key[1] for key, _ in task.connections] for task in placed]

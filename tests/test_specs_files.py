@@ -6,6 +6,7 @@ facts the files must keep: which api keys exist, their names, the version range 
 pinned release (Kafka 4.1), the versions Kafka 4.0 removed, and what 0.8/0.9 already had. A change
 to a range in a spec file has to be made here too, on purpose.
 """
+
 import json
 import pathlib
 import re
@@ -20,33 +21,148 @@ HIGHEST_API_KEY = 92
 #: validVersions per api key, through Kafka 4.1 (including the versions 4.0 removed and the early-access
 #: share-group v0 of 3.9 and 4.0).
 VALID_VERSIONS = {
-    0: "0-13", 1: "0-18", 2: "0-11", 3: "0-13", 4: "0-7", 5: "0-4", 6: "0-8", 7: "0-3",
-    8: "0-10", 9: "0-10", 10: "0-6", 11: "0-9", 12: "0-4", 13: "0-5", 14: "0-5", 15: "0-6",
-    16: "0-5", 17: "0-1", 18: "0-4", 19: "0-7", 20: "0-6", 21: "0-2", 22: "0-6", 23: "0-4",
-    24: "0-5", 25: "0-4", 26: "0-5", 27: "0-2", 28: "0-5", 29: "0-3", 30: "0-3", 31: "0-3",
-    32: "0-4", 33: "0-2", 34: "0-2", 35: "0-5", 36: "0-2", 37: "0-3", 38: "0-3", 39: "0-2",
-    40: "0-2", 41: "0-3", 42: "0-2", 43: "0-2", 44: "0-1", 45: "0-1", 46: "0", 47: "0",
-    48: "0-1", 49: "0-1", 50: "0", 51: "0", 52: "0-2", 53: "0-1", 54: "0-1", 55: "0-2",
-    56: "0-3", 57: "0-2", 58: "0", 59: "0-1", 60: "0-2", 61: "0", 62: "0-4", 63: "0-2",
-    64: "0", 65: "0", 66: "0-2", 67: "0", 68: "0-1", 69: "0-1", 70: "0", 71: "0",
-    72: "0", 73: "0", 74: "0-1", 75: "0", 76: "0-1", 77: "0-1", 78: "0-2", 79: "0-2",
-    80: "0-1", 81: "0", 82: "0", 83: "0", 84: "0", 85: "0-1", 86: "0", 87: "0-1",
-    88: "0", 89: "0", 90: "0-1", 91: "0", 92: "0",
+    0: "0-13",
+    1: "0-18",
+    2: "0-11",
+    3: "0-13",
+    4: "0-7",
+    5: "0-4",
+    6: "0-8",
+    7: "0-3",
+    8: "0-10",
+    9: "0-10",
+    10: "0-6",
+    11: "0-9",
+    12: "0-4",
+    13: "0-5",
+    14: "0-5",
+    15: "0-6",
+    16: "0-5",
+    17: "0-1",
+    18: "0-4",
+    19: "0-7",
+    20: "0-6",
+    21: "0-2",
+    22: "0-6",
+    23: "0-4",
+    24: "0-5",
+    25: "0-4",
+    26: "0-5",
+    27: "0-2",
+    28: "0-5",
+    29: "0-3",
+    30: "0-3",
+    31: "0-3",
+    32: "0-4",
+    33: "0-2",
+    34: "0-2",
+    35: "0-5",
+    36: "0-2",
+    37: "0-3",
+    38: "0-3",
+    39: "0-2",
+    40: "0-2",
+    41: "0-3",
+    42: "0-2",
+    43: "0-2",
+    44: "0-1",
+    45: "0-1",
+    46: "0",
+    47: "0",
+    48: "0-1",
+    49: "0-1",
+    50: "0",
+    51: "0",
+    52: "0-2",
+    53: "0-1",
+    54: "0-1",
+    55: "0-2",
+    56: "0-3",
+    57: "0-2",
+    58: "0",
+    59: "0-1",
+    60: "0-2",
+    61: "0",
+    62: "0-4",
+    63: "0-2",
+    64: "0",
+    65: "0",
+    66: "0-2",
+    67: "0",
+    68: "0-1",
+    69: "0-1",
+    70: "0",
+    71: "0",
+    72: "0",
+    73: "0",
+    74: "0-1",
+    75: "0",
+    76: "0-1",
+    77: "0-1",
+    78: "0-2",
+    79: "0-2",
+    80: "0-1",
+    81: "0",
+    82: "0",
+    83: "0",
+    84: "0",
+    85: "0-1",
+    86: "0",
+    87: "0-1",
+    88: "0",
+    89: "0",
+    90: "0-1",
+    91: "0",
+    92: "0",
 }
 
 #: The versions Kafka 4.0 removed (KIP-896), plus the ZooKeeper-mode keys 4-7 it removed entirely.
 DEPRECATED_VERSIONS = {
-    0: "0-2", 1: "0-3", 2: "0", 4: "0-7", 5: "0-4", 6: "0-8", 7: "0-3", 8: "0-1", 9: "0",
-    19: "0-1", 20: "0", 23: "0-1", 27: "0", 29: "0", 30: "0", 31: "0", 32: "0", 34: "0", 35: "0",
-    38: "0", 39: "0", 40: "0", 41: "0", 56: "0-1",
+    0: "0-2",
+    1: "0-3",
+    2: "0",
+    4: "0-7",
+    5: "0-4",
+    6: "0-8",
+    7: "0-3",
+    8: "0-1",
+    9: "0",
+    19: "0-1",
+    20: "0",
+    23: "0-1",
+    27: "0",
+    29: "0",
+    30: "0",
+    31: "0",
+    32: "0",
+    34: "0",
+    35: "0",
+    38: "0",
+    39: "0",
+    40: "0",
+    41: "0",
+    56: "0-1",
 }
 
 #: What 0.9.0 served, by api key: (name in 0.9.0, versions by 0.9.0). None of them is flexible.
 VERSIONS_BY_0_9 = {
-    0: ("Produce", 1), 1: ("Fetch", 1), 2: ("Offsets", 0), 3: ("Metadata", 0), 4: ("LeaderAndIsr", 0),
-    5: ("StopReplica", 0), 6: ("UpdateMetadata", 1), 7: ("ControlledShutdown", 1), 8: ("OffsetCommit", 2),
-    9: ("OffsetFetch", 1), 10: ("GroupCoordinator", 0), 11: ("JoinGroup", 0), 12: ("Heartbeat", 0),
-    13: ("LeaveGroup", 0), 14: ("SyncGroup", 0), 15: ("DescribeGroups", 0), 16: ("ListGroups", 0),
+    0: ("Produce", 1),
+    1: ("Fetch", 1),
+    2: ("Offsets", 0),
+    3: ("Metadata", 0),
+    4: ("LeaderAndIsr", 0),
+    5: ("StopReplica", 0),
+    6: ("UpdateMetadata", 1),
+    7: ("ControlledShutdown", 1),
+    8: ("OffsetCommit", 2),
+    9: ("OffsetFetch", 1),
+    10: ("GroupCoordinator", 0),
+    11: ("JoinGroup", 0),
+    12: ("Heartbeat", 0),
+    13: ("LeaveGroup", 0),
+    14: ("SyncGroup", 0),
+    15: ("DescribeGroups", 0),
+    16: ("ListGroups", 0),
 }
 
 #: Header-version exceptions: everything else derives its header from flexibility.
@@ -57,15 +173,21 @@ HEADER_EXCEPTIONS = {
 
 PRIMITIVES = {"int8", "int16", "int32", "int64", "uint16", "float64", "bool", "string", "bytes", "records", "uuid"}
 NULLABLE = {"string", "bytes", "records"}
-ENTITY_TYPES = {"topicName": "string", "groupId": "string", "brokerId": "int32", "transactionalId": "string",
-                "producerId": "int64", "partitionIndex": "int32", "errorCode": "int16"}
+ENTITY_TYPES = {
+    "topicName": "string",
+    "groupId": "string",
+    "brokerId": "int32",
+    "transactionalId": "string",
+    "producerId": "int64",
+    "partitionIndex": "int32",
+    "errorCode": "int16",
+}
 RANGE = re.compile(r"^(none|\d+|\d+-\d+|\d+\+)$")
 
 
 def load(path):
     text = "\n".join(
-        line for line in path.read_text(encoding="utf-8").splitlines()
-        if not line.lstrip().startswith("//")
+        line for line in path.read_text(encoding="utf-8").splitlines() if not line.lstrip().startswith("//")
     )
     return json.loads(text)
 
@@ -105,7 +227,9 @@ def walk(fields, common, path=()):
         yield path + (field["name"],), field
         inner = field.get("fields")
         if inner is None:
-            inner = common.get(field["type"][2:] if field["type"].startswith("[]") else field["type"], {}).get("fields", [])
+            inner = common.get(field["type"][2:] if field["type"].startswith("[]") else field["type"], {}).get(
+                "fields", []
+            )
         yield from walk(inner, common, path + (field["name"],))
 
 
@@ -177,15 +301,18 @@ def _field(section, path):
     return next(f for f in fields if f["name"] == path[-1])
 
 
-@pytest.mark.parametrize("key,kind,path,old", [
-    (1, "request", ("MaxWaitMs",), "MaxWait"),
-    (1, "request", ("SessionEpoch",), "Epoch"),
-    (1, "request", ("Topics", "Partitions"), "FetchPartitions"),
-    (0, "request", ("TopicData",), "Topics"),
-    (8, "request", ("GenerationIdOrMemberEpoch",), "GenerationId"),
-    (4, "request", ("UngroupedPartitionStates", "PartitionEpoch"), "ZkVersion"),
-    (74, "response", ("ConfigResources",), "ClientMetricsResources"),
-])
+@pytest.mark.parametrize(
+    "key,kind,path,old",
+    [
+        (1, "request", ("MaxWaitMs",), "MaxWait"),
+        (1, "request", ("SessionEpoch",), "Epoch"),
+        (1, "request", ("Topics", "Partitions"), "FetchPartitions"),
+        (0, "request", ("TopicData",), "Topics"),
+        (8, "request", ("GenerationIdOrMemberEpoch",), "GenerationId"),
+        (4, "request", ("UngroupedPartitionStates", "PartitionEpoch"), "ZkVersion"),
+        (74, "response", ("ConfigResources",), "ClientMetricsResources"),
+    ],
+)
 def test_renamed_fields_keep_their_old_names(key, kind, path, old):
     assert old in _field(by_key()[key][kind], path).get("oldNames", [])
 
@@ -272,6 +399,7 @@ def test_fields_are_well_formed(label, section):
                 check(field["fields"], versions, path + (field["name"],))
             else:
                 assert inner in common, where
+
     check(section["fields"], valid, ())
     for struct in common.values():
         check(struct["fields"], to_set(struct["versions"], top), (struct["name"],))

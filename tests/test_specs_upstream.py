@@ -31,8 +31,13 @@ except jars.JavaToolMissingError as exc:
     pytest.skip(f"comparing the specs with Kafka's own definitions needs Maven: {exc}", allow_module_level=True)
 
 SPECS = load_specs()
-UPSTREAMS = sorted({(s.upstream.release, s.upstream.commit) for s in
-                    [*SPECS.apis.values(), *SPECS.headers.values(), *SPECS.data.values()] if s.upstream})
+UPSTREAMS = sorted(
+    {
+        (s.upstream.release, s.upstream.commit)
+        for s in [*SPECS.apis.values(), *SPECS.headers.values(), *SPECS.data.values()]
+        if s.upstream
+    }
+)
 Layout = List[Tuple[str, str, Optional[int]]]
 
 
@@ -41,10 +46,14 @@ def kafka_definitions(release: str) -> Tuple[str, Dict[str, str]]:
     """(commit id, {file name: text}) of the message definitions in kafka-clients ``release``."""
     lib = jars.resolve([f"org.apache.kafka:kafka-clients:{release}"])
     with zipfile.ZipFile(lib / f"kafka-clients-{release}.jar") as jar:
-        props = dict(line.split("=", 1) for line in jar.read("kafka/kafka-version.properties").decode().split()
-                     if "=" in line)
-        files = {name.rsplit("/", 1)[1]: jar.read(name).decode() for name in jar.namelist()
-                 if name.startswith("common/message/") and name.endswith(".json")}
+        props = dict(
+            line.split("=", 1) for line in jar.read("kafka/kafka-version.properties").decode().split() if "=" in line
+        )
+        files = {
+            name.rsplit("/", 1)[1]: jar.read(name).decode()
+            for name in jar.namelist()
+            if name.startswith("common/message/") and name.endswith(".json")
+        }
     return props["commitId"], files
 
 
@@ -88,8 +97,9 @@ def kproto_layout(message: MessageSpec, version: int) -> Layout:
             if version not in f.versions:
                 continue
             t = f.type.element if f.type.is_array else f.type
-            out.append((prefix + f.name.lower(), f.type.describe().replace("[]", ""),
-                        f.tag if f.tagged_in(version) else None))
+            out.append(
+                (prefix + f.name.lower(), f.type.describe().replace("[]", ""), f.tag if f.tagged_in(version) else None)
+            )
             if t is not None and t.is_struct and t.struct is not None:
                 walk(t.struct, prefix + f.name.lower() + ".")
 
@@ -102,8 +112,10 @@ def _pairs() -> List[Tuple[MessageSpec, str, str]]:
     out = []
     for api in SPECS.apis.values():
         assert api.upstream is not None, f"{api.source} names no upstream release"
-        requests, responses = [f for f in api.upstream.files if "Request" in f], \
-            [f for f in api.upstream.files if "Response" in f]
+        requests, responses = (
+            [f for f in api.upstream.files if "Request" in f],
+            [f for f in api.upstream.files if "Response" in f],
+        )
         assert len(requests) == len(responses) == 1, api.source
         out += [(api.request, api.upstream.release, requests[0]), (api.response, api.upstream.release, responses[0])]
     for message in [*SPECS.headers.values(), *SPECS.data.values()]:
@@ -160,7 +172,7 @@ def kafka_explained_versions(text: str) -> Set[int]:
         if "removed in Apache Kafka" in sentence:
             continue
         for match in _VERSION_MENTION.finditer(sentence):
-            before = sentence[:match.start()].rstrip().lower()
+            before = sentence[: match.start()].rstrip().lower()
             if before.endswith(("same as", "same with", "identical to", "matches")):
                 continue
             numbers = [int(n) for n in re.findall(r"\d+", match.group(1))]

@@ -31,7 +31,10 @@ from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, BrokerVersio
 
 EXPECTED_LINES = (
     ["0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "1.0", "1.1"]
-    + [f"2.{m}" for m in range(9)] + [f"3.{m}" for m in range(10)] + ["4.0", "4.1"])
+    + [f"2.{m}" for m in range(9)]
+    + [f"3.{m}" for m in range(10)]
+    + ["4.0", "4.1"]
+)
 
 # kafka-python's table leaves out the inter-broker keys of the releases before ApiVersions existed; ours
 # lists them because those brokers served them (to the controller and to other brokers).
@@ -144,8 +147,10 @@ def test_apis_the_broker_lacks_or_whose_ranges_do_not_meet_are_absent():
 
 
 def api_versions_response(error_code, entries):
-    return SimpleNamespace(error_code=error_code, api_keys=[
-        SimpleNamespace(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in entries.items()])
+    return SimpleNamespace(
+        error_code=error_code,
+        api_keys=[SimpleNamespace(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in entries.items()],
+    )
 
 
 def test_an_api_versions_response_is_taken_at_its_word():
@@ -173,18 +178,26 @@ def write(tmp_path, doc, comment="// a test file\n"):
     return str(path)
 
 
-@pytest.mark.parametrize("doc, message", [
-    ({"kind": "api", "releases": []}, "kind must be 'releases'"),
-    ({"kind": "releases", "releases": [], "extra": 1}, "unknown keys"),
-    ({"kind": "releases", "releases": []}, "non-empty list"),
-    ({"kind": "releases", "releases": [{"release": "2.8"}]}, "exactly 'release' and 'apis'"),
-    ({"kind": "releases", "releases": [{"release": "2.8.0", "apis": {"0": "0"}}]}, "not a release line"),
-    ({"kind": "releases", "releases": [{"release": "2.8", "apis": {"x": "0"}}]}, "decimal number"),
-    ({"kind": "releases", "releases": [{"release": "2.8", "apis": {"0": "1+"}}]}, "closed"),
-    ({"kind": "releases", "releases": [{"release": "2.8", "apis": {"0": "3-1"}}]}, r"releases\[0\] \(2.8\)"),
-    ({"kind": "releases", "releases": [{"release": "2.8", "apis": {"0": "0"}},
-                                       {"release": "2.7", "apis": {"0": "0"}}]}, "oldest first"),
-])
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"kind": "api", "releases": []}, "kind must be 'releases'"),
+        ({"kind": "releases", "releases": [], "extra": 1}, "unknown keys"),
+        ({"kind": "releases", "releases": []}, "non-empty list"),
+        ({"kind": "releases", "releases": [{"release": "2.8"}]}, "exactly 'release' and 'apis'"),
+        ({"kind": "releases", "releases": [{"release": "2.8.0", "apis": {"0": "0"}}]}, "not a release line"),
+        ({"kind": "releases", "releases": [{"release": "2.8", "apis": {"x": "0"}}]}, "decimal number"),
+        ({"kind": "releases", "releases": [{"release": "2.8", "apis": {"0": "1+"}}]}, "closed"),
+        ({"kind": "releases", "releases": [{"release": "2.8", "apis": {"0": "3-1"}}]}, r"releases\[0\] \(2.8\)"),
+        (
+            {
+                "kind": "releases",
+                "releases": [{"release": "2.8", "apis": {"0": "0"}}, {"release": "2.7", "apis": {"0": "0"}}],
+            },
+            "oldest first",
+        ),
+    ],
+)
 def test_a_bad_releases_file_is_a_spec_error_naming_file_and_entry(tmp_path, doc, message):
     with pytest.raises(SpecError, match=message) as info:
         load_releases(write(tmp_path, doc))
@@ -207,8 +220,12 @@ def test_a_decoded_api_versions_response_negotiates_like_its_release(release, ve
 
     entry_cls = PeerResponse._struct.fields["api_keys"].array_of.data_class
     served = broker_release(release).apis
-    peer = PeerResponse(version=version, error_code=0, throttle_time_ms=0, api_keys=[
-        entry_cls(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in served.items()])
+    peer = PeerResponse(
+        version=version,
+        error_code=0,
+        throttle_time_ms=0,
+        api_keys=[entry_cls(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in served.items()],
+    )
     response = km.ApiVersionsResponse.decode(bytes(peer.encode()), version)
     assert served_versions(response) == dict(served)
     assert negotiate(response) == negotiate(release)

@@ -8,10 +8,9 @@ loaded byte by byte, no unaligned casts, CRC32 on the pointer) and returns a laz
 ``decode_columns`` writes C column buffers with no per-message objects.  Per-wrapper work (decompression)
 goes through the shared Python codecs in :mod:`kproto.records.compression`.
 
-This module imports nothing from :mod:`kproto.records`, which sits above it (``kproto.records`` ->
-``kproto._backend`` -> here).  The pure-Python pieces it calls -- the codecs of
-:mod:`kproto.records.compression` and the result classes of :mod:`kproto.records.decoded` -- are handed to
-it by the records layer when that loads (:func:`_bind`, called by :mod:`kproto.records.codec`).
+Within the records layer this core sits above the modules it calls -- the codecs of
+:mod:`kproto.records.compression` and the result classes of :mod:`kproto.records.decoded`, which import
+nothing of the core -- and below :mod:`kproto._backend` and the public API of :mod:`kproto.records.codec`.
 """
 
 cimport cython
@@ -35,37 +34,11 @@ from cpython.list cimport PyList_GET_ITEM
 from array import array
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
+from kproto.records.compression import compress_buffer, decompress_buffer
+from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns
 
-
-class _Unbound:
-    """What a helper of the records layer is until :func:`_bind` runs: calling it says so."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __call__(self, *args, **kwargs):
-        raise ImportError(f"kproto._fast._records.{self.name} is not bound: use this module through "
-                          "kproto.records (importing kproto.records.codec binds it)")
-
-
-compress_buffer = _Unbound("compress_buffer")
-decompress_buffer = _Unbound("decompress_buffer")
-Batch = _Unbound("Batch")
-DecodedRecords = _Unbound("DecodedRecords")
-MessageColumns = _Unbound("MessageColumns")
-MessageSet = _Unbound("MessageSet")
-RecordColumns = _Unbound("RecordColumns")
-
-
-def _bind(compress, decompress, batch, decoded_records, message_columns, message_set, record_columns):
-    """Take the records layer's codecs and result classes (see the module docstring)."""
-    global compress_buffer, decompress_buffer, Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns
-    compress_buffer, decompress_buffer = compress, decompress
-    Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns = (
-        batch, decoded_records, message_columns, message_set, record_columns)
-
-cdef extern from "zlib.h":
-    unsigned long zlib_crc32 "crc32"(unsigned long crc, const unsigned char* buf, unsigned int len) nogil
+from kproto._fast._crc cimport (kproto_crc_init, kproto_crc32, kproto_crc32_set_clmul, kproto_crc32c,
+                                kproto_crc32c_hw_available, kproto_crc32c_set_hw)
 
 cdef enum:
     MIN_SIZE = 14
@@ -104,180 +77,18 @@ cdef inline void store_i64(uint8_t* p, int64_t v) noexcept nogil:
     store_u32(p + 4, <uint32_t>(<uint64_t>v & 0xFFFFFFFFu))
 
 
-# zlib's crc32 is fast on long buffers but, on this kind of machine, takes ~200 ns for a 114-byte message
-# (its per-call setup dominates); a slicing-by-16 table loop does that in ~30 ns.  Messages below
-# SHORT_CRC bytes use the tables, longer ones zlib -- unless the CPU has PCLMULQDQ: then every run of 64 bytes or
-# more goes through kproto_crc_clmul below (~4x zlib on long buffers) and only the last <16 bytes through the
-# tables.  tests/test_records_crc.py checks every route against zlib.
-cdef uint32_t crc_tables[16][256]
-cdef enum:
-    SHORT_CRC = 4096
+# The CRC routes live in _crc.c (CRC-32 through zlib, slicing tables or carry-less multiplication; CRC-32C
+# through the CPU's instruction or tables): filled and chosen once, at import.
+kproto_crc_init()
 
 
-cdef void build_crc_tables() noexcept:
-    cdef uint32_t c
-    cdef int i, k, t
-    for i in range(256):
-        c = <uint32_t>i
-        for k in range(8):
-            c = (c >> 1) ^ 0xEDB88320u if c & 1 else c >> 1
-        crc_tables[0][i] = c
-    for i in range(256):
-        for t in range(1, 16):
-            crc_tables[t][i] = (crc_tables[t - 1][i] >> 8) ^ crc_tables[0][crc_tables[t - 1][i] & 0xFF]
-
-
-build_crc_tables()
-
-
-cdef inline uint32_t load_u32le(const uint8_t* p) noexcept nogil:
-    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
-
-
-# CRC32 by carry-less multiplication (Intel, "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ"):
-# 64-byte blocks are folded four lanes at a time, then reduced to 32 bits (Barrett).  Compiled for the
-# pclmul/sse4.1 target only inside this function and used only when the CPU has both (checked once at import).
-cdef extern from *:
-    """
-    #include <stdint.h>
-    #include <stddef.h>
-    #if defined(__GNUC__) && defined(__x86_64__)
-    #include <immintrin.h>
-    #define KPROTO_HAVE_CLMUL 1
-    __attribute__((target("pclmul,sse4.1")))
-    static uint32_t kproto_crc_clmul(uint32_t state, const unsigned char *p, size_t len) {
-        /* state: the running (pre-inverted) CRC register; len >= 64 and a multiple of 16 */
-        const __m128i k1k2 = _mm_set_epi64x(0x1c6e41596LL, 0x154442bd4LL);
-        const __m128i k3k4 = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL);
-        const __m128i k5 = _mm_set_epi64x(0, 0x163cd6124LL);
-        const __m128i poly_mu = _mm_set_epi64x(0x1f7011641LL, 0x1db710641LL);
-        const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
-        __m128i x1, x2, x3, x4, x5, x6, x7, x8;
-        x1 = _mm_loadu_si128((const __m128i *)(p + 0));
-        x2 = _mm_loadu_si128((const __m128i *)(p + 16));
-        x3 = _mm_loadu_si128((const __m128i *)(p + 32));
-        x4 = _mm_loadu_si128((const __m128i *)(p + 48));
-        x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)state));
-        p += 64;
-        len -= 64;
-        while (len >= 64) {
-            x5 = _mm_clmulepi64_si128(x1, k1k2, 0x00);
-            x6 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
-            x7 = _mm_clmulepi64_si128(x3, k1k2, 0x00);
-            x8 = _mm_clmulepi64_si128(x4, k1k2, 0x00);
-            x1 = _mm_clmulepi64_si128(x1, k1k2, 0x11);
-            x2 = _mm_clmulepi64_si128(x2, k1k2, 0x11);
-            x3 = _mm_clmulepi64_si128(x3, k1k2, 0x11);
-            x4 = _mm_clmulepi64_si128(x4, k1k2, 0x11);
-            x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), _mm_loadu_si128((const __m128i *)(p + 0)));
-            x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), _mm_loadu_si128((const __m128i *)(p + 16)));
-            x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), _mm_loadu_si128((const __m128i *)(p + 32)));
-            x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), _mm_loadu_si128((const __m128i *)(p + 48)));
-            p += 64;
-            len -= 64;
-        }
-        x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-        x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
-        x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
-        x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-        x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
-        x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
-        x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-        x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
-        x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
-        while (len >= 16) {
-            x2 = _mm_loadu_si128((const __m128i *)p);
-            x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-            x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
-            x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
-            p += 16;
-            len -= 16;
-        }
-        /* 128 -> 64 bits */
-        x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
-        x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
-        /* 64 -> 32 bits */
-        x2 = _mm_srli_si128(x1, 4);
-        x1 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), k5, 0x00);
-        x1 = _mm_xor_si128(x1, x2);
-        /* Barrett reduction */
-        x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), poly_mu, 0x10);
-        x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, mask32), poly_mu, 0x00);
-        x1 = _mm_xor_si128(x1, x2);
-        return (uint32_t)_mm_extract_epi32(x1, 1);
-    }
-    static int kproto_clmul_available(void) {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-    }
-    #else
-    static uint32_t kproto_crc_clmul(uint32_t state, const unsigned char *p, size_t len) { return state; }
-    static int kproto_clmul_available(void) { return 0; }
-    #endif
-    """
-    uint32_t kproto_crc_clmul(uint32_t state, const unsigned char* p, size_t len) nogil
-    int kproto_clmul_available() nogil
-
-
-cdef bint HAVE_CLMUL = kproto_clmul_available()
+cdef inline uint32_t crc_of(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    return kproto_crc32(p, <size_t>n)
 
 
 def _set_clmul(bint enabled) -> bool:
     """Turn the carry-less multiply CRC on/off (tests compare both routes); return the previous setting."""
-    global HAVE_CLMUL
-    previous = HAVE_CLMUL
-    HAVE_CLMUL = enabled and kproto_clmul_available()
-    return previous
-
-
-cdef inline uint32_t crc_short(const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    cdef uint32_t c = 0xFFFFFFFFu, a, b, d, e
-    cdef Py_ssize_t m
-    if HAVE_CLMUL and n >= 64:
-        m = n & ~(<Py_ssize_t>15)
-        c = kproto_crc_clmul(c, p, <size_t>m)
-        p += m
-        n -= m
-    while n >= 16:
-        a = c ^ load_u32le(p)
-        b = load_u32le(p + 4)
-        d = load_u32le(p + 8)
-        e = load_u32le(p + 12)
-        c = (crc_tables[15][a & 0xFF] ^ crc_tables[14][(a >> 8) & 0xFF] ^ crc_tables[13][(a >> 16) & 0xFF]
-             ^ crc_tables[12][a >> 24] ^ crc_tables[11][b & 0xFF] ^ crc_tables[10][(b >> 8) & 0xFF]
-             ^ crc_tables[9][(b >> 16) & 0xFF] ^ crc_tables[8][b >> 24] ^ crc_tables[7][d & 0xFF]
-             ^ crc_tables[6][(d >> 8) & 0xFF] ^ crc_tables[5][(d >> 16) & 0xFF] ^ crc_tables[4][d >> 24]
-             ^ crc_tables[3][e & 0xFF] ^ crc_tables[2][(e >> 8) & 0xFF] ^ crc_tables[1][(e >> 16) & 0xFF]
-             ^ crc_tables[0][e >> 24])
-        p += 16
-        n -= 16
-    # the tail left by the 16-byte steps (a message's last bytes after the carry-less multiply), in steps
-    # of 8 and 4 bytes: a byte at a time, each step waits for the previous one's table lookup
-    if n >= 8:
-        a = c ^ load_u32le(p)
-        b = load_u32le(p + 4)
-        c = (crc_tables[7][a & 0xFF] ^ crc_tables[6][(a >> 8) & 0xFF] ^ crc_tables[5][(a >> 16) & 0xFF]
-             ^ crc_tables[4][a >> 24] ^ crc_tables[3][b & 0xFF] ^ crc_tables[2][(b >> 8) & 0xFF]
-             ^ crc_tables[1][(b >> 16) & 0xFF] ^ crc_tables[0][b >> 24])
-        p += 8
-        n -= 8
-    if n >= 4:
-        a = c ^ load_u32le(p)
-        c = (crc_tables[3][a & 0xFF] ^ crc_tables[2][(a >> 8) & 0xFF] ^ crc_tables[1][(a >> 16) & 0xFF]
-             ^ crc_tables[0][a >> 24])
-        p += 4
-        n -= 4
-    while n > 0:
-        c = (c >> 8) ^ crc_tables[0][(c ^ p[0]) & 0xFF]
-        p += 1
-        n -= 1
-    return c ^ 0xFFFFFFFFu
-
-
-cdef inline uint32_t crc_of(const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    if n < SHORT_CRC or HAVE_CLMUL:
-        return crc_short(p, n)
-    return <uint32_t>zlib_crc32(0, p, <unsigned int>n)
+    return kproto_crc32_set_clmul(enabled) != 0
 
 
 def crc32(data) -> int:
@@ -1347,148 +1158,6 @@ def encode_plain(messages, int magic, object base_offset, int attributes):
 # Magic 2 record batches, and decode_records over any mix of magics (docs/records.md, "Magic 2").
 # The legacy entries of a mixed buffer go through decode_set above on a pointer into the same buffer.
 
-# CRC-32C (Castagnoli).  On x86-64 with SSE4.2 the crc32 instruction does 8 bytes per step; on ARMv8 with
-# the CRC extension the __crc32c* intrinsics do the same; elsewhere a slicing-by-8 table.  The route is chosen once, at
-# import; tests/test_records_crc32c.py checks both against the crc32c package at every boundary length.
-cdef extern from *:
-    """
-    #include <stdint.h>
-    #include <stddef.h>
-    #include <string.h>
-    #if defined(__GNUC__) && defined(__x86_64__)
-    #include <nmmintrin.h>
-    #define KPROTO_CRC32C_HW 1
-    __attribute__((target("sse4.2")))
-    static uint32_t kproto_crc32c_hw1(uint32_t state, const unsigned char *p, size_t n) {
-        uint64_t c0 = state, v0;
-        while (n >= 8) {
-            memcpy(&v0, p, 8);
-            c0 = _mm_crc32_u64(c0, v0);
-            p += 8;
-            n -= 8;
-        }
-        while (n > 0) {
-            c0 = _mm_crc32_u8((uint32_t)c0, *p++);
-            n--;
-        }
-        return (uint32_t)c0;
-    }
-    /* The crc32 instruction takes 3 cycles and can start one per cycle, so long inputs run as three
-       interleaved streams over three adjacent blocks, joined by the identity
-       state after (A, B) = zeros(state after A, len B) ^ state of B from 0, where zeros(s, len) -- s carried
-       over len zero bytes -- is linear in s: four lookups in tables built at import from 32 basis runs. */
-    #define KPROTO_CRC_SHORT 256
-    #define KPROTO_CRC_LONG 4096
-    static uint32_t kproto_crc32c_short_zeros[4][256], kproto_crc32c_long_zeros[4][256];
-    static int kproto_crc32c_zeros_ready;
-    static uint32_t kproto_crc32c_zeros(uint32_t zeros[4][256], uint32_t c) {
-        return zeros[0][c & 0xFF] ^ zeros[1][(c >> 8) & 0xFF] ^ zeros[2][(c >> 16) & 0xFF] ^ zeros[3][c >> 24];
-    }
-    static void kproto_crc32c_zeros_table(uint32_t zeros[4][256], size_t len) {
-        static const unsigned char nothing[KPROTO_CRC_LONG];
-        uint32_t basis[32], v;
-        int j, k, b;
-        for (j = 0; j < 32; j++)
-            basis[j] = kproto_crc32c_hw1(1u << j, nothing, len);
-        for (k = 0; k < 4; k++)
-            for (b = 0; b < 256; b++) {
-                for (v = 0, j = 0; j < 8; j++)
-                    if ((b >> j) & 1)
-                        v ^= basis[8 * k + j];
-                zeros[k][b] = v;
-            }
-    }
-    #define KPROTO_CRC_THREE(c0, p, block, zeros)                                        \
-        do {                                                                             \
-            uint64_t c1 = 0, c2 = 0, v0, v1, v2;                                         \
-            const unsigned char *stop = p + block;                                       \
-            do {                                                                         \
-                memcpy(&v0, p, 8);                                                       \
-                memcpy(&v1, p + block, 8);                                               \
-                memcpy(&v2, p + 2 * block, 8);                                           \
-                c0 = _mm_crc32_u64(c0, v0);                                              \
-                c1 = _mm_crc32_u64(c1, v1);                                              \
-                c2 = _mm_crc32_u64(c2, v2);                                              \
-                p += 8;                                                                  \
-            } while (p < stop);                                                          \
-            c0 = kproto_crc32c_zeros(zeros, (uint32_t)c0) ^ (uint32_t)c1;                \
-            c0 = kproto_crc32c_zeros(zeros, (uint32_t)c0) ^ (uint32_t)c2;                \
-            p += 2 * block;                                                              \
-        } while (0)
-    __attribute__((target("sse4.2")))
-    static uint32_t kproto_crc32c_hw(uint32_t state, const unsigned char *p, size_t n) {
-        uint64_t c0 = state;
-        if (kproto_crc32c_zeros_ready) {
-            for (; n >= 3 * KPROTO_CRC_LONG; n -= 3 * KPROTO_CRC_LONG)
-                KPROTO_CRC_THREE(c0, p, KPROTO_CRC_LONG, kproto_crc32c_long_zeros);
-            for (; n >= 3 * KPROTO_CRC_SHORT; n -= 3 * KPROTO_CRC_SHORT)
-                KPROTO_CRC_THREE(c0, p, KPROTO_CRC_SHORT, kproto_crc32c_short_zeros);
-        }
-        return kproto_crc32c_hw1((uint32_t)c0, p, n);
-    }
-    static int kproto_crc32c_hw_available(void) {
-        __builtin_cpu_init();
-        if (!__builtin_cpu_supports("sse4.2"))
-            return 0;
-        if (!kproto_crc32c_zeros_ready) {
-            kproto_crc32c_zeros_table(kproto_crc32c_short_zeros, KPROTO_CRC_SHORT);
-            kproto_crc32c_zeros_table(kproto_crc32c_long_zeros, KPROTO_CRC_LONG);
-            kproto_crc32c_zeros_ready = 1;
-        }
-        return 1;
-    }
-    #elif defined(__GNUC__) && defined(__aarch64__) && defined(__linux__)
-    #include <arm_acle.h>
-    #include <sys/auxv.h>
-    #ifndef HWCAP_CRC32
-    #define HWCAP_CRC32 (1 << 7)
-    #endif
-    #define KPROTO_CRC32C_HW 1
-    __attribute__((target("+crc")))
-    static uint32_t kproto_crc32c_hw(uint32_t state, const unsigned char *p, size_t n) {
-        uint64_t v;
-        while (n >= 8) {
-            memcpy(&v, p, 8);
-            state = __crc32cd(state, v);
-            p += 8;
-            n -= 8;
-        }
-        while (n > 0) {
-            state = __crc32cb(state, *p++);
-            n--;
-        }
-        return state;
-    }
-    static int kproto_crc32c_hw_available(void) { return (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0; }
-    #else
-    static uint32_t kproto_crc32c_hw(uint32_t state, const unsigned char *p, size_t n) { return state; }
-    static int kproto_crc32c_hw_available(void) { return 0; }
-    #endif
-    """
-    uint32_t kproto_crc32c_hw(uint32_t state, const unsigned char* p, size_t n) nogil
-    int kproto_crc32c_hw_available() nogil
-
-
-cdef uint32_t crc32c_tables[8][256]
-
-
-cdef void build_crc32c_tables() noexcept:
-    cdef uint32_t c
-    cdef int i, k, t
-    for i in range(256):
-        c = <uint32_t>i
-        for k in range(8):
-            c = (c >> 1) ^ 0x82F63B78u if c & 1 else c >> 1
-        crc32c_tables[0][i] = c
-    for i in range(256):
-        for t in range(1, 8):
-            crc32c_tables[t][i] = (crc32c_tables[t - 1][i] >> 8) ^ crc32c_tables[0][crc32c_tables[t - 1][i] & 0xFF]
-
-
-build_crc32c_tables()
-cdef bint HAVE_CRC32C_HW = kproto_crc32c_hw_available()
-
-
 def crc32c_hardware() -> bool:
     """Whether this CPU computes CRC-32C in hardware (the route the decoder takes unless tests turn it off)."""
     return kproto_crc32c_hw_available() != 0
@@ -1496,33 +1165,11 @@ def crc32c_hardware() -> bool:
 
 def _set_crc32c_hw(bint enabled) -> bool:
     """Turn the hardware CRC-32C route on/off (tests compare both); return the previous setting."""
-    global HAVE_CRC32C_HW
-    previous = HAVE_CRC32C_HW
-    HAVE_CRC32C_HW = enabled and kproto_crc32c_hw_available()
-    return previous
-
-
-cdef inline uint32_t crc32c_table(const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    cdef uint32_t c = 0xFFFFFFFFu, a, b
-    while n >= 8:
-        a = c ^ load_u32le(p)
-        b = load_u32le(p + 4)
-        c = (crc32c_tables[7][a & 0xFF] ^ crc32c_tables[6][(a >> 8) & 0xFF] ^ crc32c_tables[5][(a >> 16) & 0xFF]
-             ^ crc32c_tables[4][a >> 24] ^ crc32c_tables[3][b & 0xFF] ^ crc32c_tables[2][(b >> 8) & 0xFF]
-             ^ crc32c_tables[1][(b >> 16) & 0xFF] ^ crc32c_tables[0][b >> 24])
-        p += 8
-        n -= 8
-    while n > 0:
-        c = (c >> 8) ^ crc32c_tables[0][(c ^ p[0]) & 0xFF]
-        p += 1
-        n -= 1
-    return c ^ 0xFFFFFFFFu
+    return kproto_crc32c_set_hw(enabled) != 0
 
 
 cdef inline uint32_t crc32c_of(const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    if HAVE_CRC32C_HW:
-        return kproto_crc32c_hw(0xFFFFFFFFu, p, <size_t>n) ^ 0xFFFFFFFFu
-    return crc32c_table(p, n)
+    return kproto_crc32c(p, <size_t>n)
 
 
 def crc32c(data) -> int:

@@ -1,6 +1,6 @@
 """``kproto broker``: run the mock broker in the foreground until interrupted.
 
-``kproto broker --host 127.0.0.1 --port 0 [--topic name:partitions]... [--record FILE]`` prints
+``kproto broker --host 127.0.0.1 --port 0 [--brokers N] [--topic name:partitions]... [--record FILE]`` prints
 ``listening on HOST:PORT`` as its first line of standard output, then serves until SIGINT/SIGTERM;
 with ``--record`` it writes every byte exchanged to a pcap as it happens (an unwritable path or a
 symbolic link there stops it before it listens, exit 2).  The CLI wires this module
@@ -22,8 +22,9 @@ Run a mock Kafka broker in the foreground until interrupted (Ctrl-C or SIGTERM).
 connect at their defaults (it answers ApiVersions); 0.8/0.9-pinned clients are served too.
 
 The first line on standard output is "listening on HOST:PORT"; with --port 0 it names the port that was
-picked.  Topics named with --topic exist from the start; others are created when a client asks for
-them (unless --no-auto-create).  With --record FILE every byte exchanged is written to a pcap when the
+picked.  With --brokers N it is a cluster of N brokers on N ports and the line lists them all,
+comma-separated (a bootstrap list); partitions get replicas and leaders spread over the brokers.
+Topics named with --topic exist from the start; others are created when a client asks for them (unless --no-auto-create).  With --record FILE every byte exchanged is written to a pcap when the
 broker stops.  With --sasl-plain-user every client must log in with SASL PLAIN first.
 
 Exit status: 0 after a clean stop, 2 for bad arguments."""
@@ -65,6 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-session-timeout-ms", type=int, default=None,
                         help="lowest session timeout the group coordinator accepts (default 6000)")
     parser.add_argument("--advertised-host", default=None, help="host name given to clients in Metadata")
+    parser.add_argument("--brokers", type=int, default=1,
+                        help="brokers in the mock cluster, each on its own port (--port P: P, P+1, ...; default 1)")
+    parser.add_argument("--replication-factor", type=int, default=None,
+                        help="replicas per partition (default: up to 3, never more than --brokers)")
+    parser.add_argument("--min-insync-replicas", type=int, default=1,
+                        help="min.insync.replicas: acks=all below it is NOT_ENOUGH_REPLICAS (default 1)")
     parser.add_argument("--sasl-plain-user", action="append", default=[], type=_user, metavar="USER:PASSWORD",
                         help="require SASL PLAIN and accept this user (repeatable)")
 
@@ -81,6 +88,17 @@ def run(args: argparse.Namespace) -> int:
         if value < 1:
             print(f"kproto broker: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2
+    if args.brokers < 1:
+        print("kproto broker: --brokers must be at least 1", file=sys.stderr)
+        return 2
+    if args.replication_factor is not None and not 1 <= args.replication_factor <= args.brokers:
+        print(f"kproto broker: --replication-factor must be between 1 and --brokers ({args.brokers})", file=sys.stderr)
+        return 2
+    if args.min_insync_replicas < 1:
+        print("kproto broker: --min-insync-replicas must be at least 1", file=sys.stderr)
+        return 2
+    cluster = {"brokers": args.brokers, "replication_factor": args.replication_factor,
+               "min_insync_replicas": args.min_insync_replicas} if args.brokers > 1 else {}
     users = dict(spec.split(":", 1) for spec in args.sasl_plain_user) or None
     try:
         return run_broker(
@@ -88,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             auto_create_topics=not args.no_auto_create, record_pcap=args.record,
             record_follow_symlinks=args.record_follow_symlinks,
             min_session_timeout_ms=args.min_session_timeout_ms, advertised_host=args.advertised_host,
-            sasl_plain_users=users, **budgets,
+            sasl_plain_users=users, **budgets, **cluster,
         )
     except OSError as exc:
         print(f"kproto broker: {exc}", file=sys.stderr)

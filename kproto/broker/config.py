@@ -12,6 +12,7 @@ from typing import Mapping, Optional
 
 from kproto.broker.append import DEFAULT_MESSAGE_MAX_BYTES
 from kproto.broker.producers import DEFAULT_MAX_PRODUCER_IDS
+from kproto.group.consumer_group import ConsumerGroupConfig
 from kproto.group.coordinator import CoordinatorConfig
 
 __all__ = ["BrokerConfig", "DEFAULT_BROKER_MAX_FRAME_SIZE", "default_max_connections"]
@@ -73,6 +74,8 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    #: The ``group.consumer.*`` settings of KIP-848 consumer groups.
+    consumer_group: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
     cluster_id: str = "kproto-mock-cluster"
     max_partitions_per_topic: int = 10_000
     sasl_plain_users: Optional[Mapping[str, str]] = None
@@ -81,3 +84,21 @@ class BrokerConfig:
     max_producer_ids: int = DEFAULT_MAX_PRODUCER_IDS
     #: ``log.message.timestamp.type`` of new topics: "CreateTime" or "LogAppendTime".
     log_message_timestamp_type: str = "CreateTime"
+    brokers: int = 1
+    replication_factor: Optional[int] = None
+    min_insync_replicas: int = 1
+    replication_lag_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.brokers < 1:
+            raise ValueError(f"brokers={self.brokers}: a cluster needs at least one")
+
+    @property
+    def node_ids(self) -> tuple:
+        """The ids of the cluster's brokers."""
+        return tuple(self.node_id + i for i in range(self.brokers))
+
+    @property
+    def default_replication_factor(self) -> int:
+        """Replicas of each partition: as configured, else up to 3 (never more than the brokers)."""
+        return self.replication_factor if self.replication_factor is not None else min(3, self.brokers)

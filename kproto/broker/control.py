@@ -9,7 +9,9 @@ versions, which :class:`ControlPlane` is given (it never sees the broker that ow
 that table is declared once, with the handlers, in :attr:`ControlPlane.API_TABLE`
 (:mod:`kproto.broker.served_versions` merges the shares).
 
-The cluster has one node that leads every partition and is its only replica; authorisation is not
+Every node answers the same metadata: the running brokers, and each partition's leader, epoch,
+replicas and ISR from the cluster's placements (a partition without a leader is LEADER_NOT_AVAILABLE);
+FindCoordinator names the node the cluster gives a group or transactional id.  Authorisation is not
 modelled (every operation is allowed and reported so when a client asks for authorised operations).
 """
 
@@ -26,6 +28,7 @@ from kproto.broker.served_versions import ApiTable, Handler, VersionTable, api_v
 from kproto.connection.server import RequestReceived
 from kproto.message_base import Message
 from kproto.messages import (
+    ApiVersionsResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteTopicsResponse,
@@ -46,6 +49,10 @@ _OMITTED = -2147483648  # "not asked for" in an authorised-operations field
 _KEY_TYPES = {0: "group", 1: "transaction"}
 # KIP-511: client software names and versions a broker accepts in ApiVersions v3+.
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+#: Features (name, level) ApiVersions v3+ reports as supported up to and finalized at that level.
+_FEATURES = (("group.version", 1),)
+_FEATURES_EPOCH = 1
 
 # Config types and sources as DescribeConfigs v1+/v3+ report them.
 _BOOLEAN, _STRING, _INT, _LONG, _LIST = 1, 2, 3, 5, 7
@@ -86,7 +93,15 @@ class ControlPlane:
         if request.api_version >= 3 and not (_SOFTWARE.fullmatch(req.client_software_name or "")
                                              and _SOFTWARE.fullmatch(req.client_software_version or "")):
             return api_versions_response({}, _C.INVALID_REQUEST)
-        return api_versions_response(self.served, _C.NONE)
+        response = api_versions_response(self.served, _C.NONE)
+        # v3+: the feature levels, as a Kafka 4 broker tells them.  ``group.version`` 1 is what lets a
+        # client use the KIP-848 consumer group protocol (ConsumerGroupHeartbeat).
+        S, F = ApiVersionsResponse.SupportedFeatureKey, ApiVersionsResponse.FinalizedFeatureKey
+        response.supported_features = [S(name=name, min_version=0, max_version=level) for name, level in _FEATURES]
+        response.finalized_features_epoch = _FEATURES_EPOCH
+        response.finalized_features = [F(name=name, min_version_level=level, max_version_level=level)
+                                       for name, level in _FEATURES]
+        return response
 
     # ---------------------------------------------------------------- Metadata
 
@@ -96,7 +111,6 @@ class ControlPlane:
         T = MetadataResponse.MetadataResponseTopic
         P = T.MetadataResponsePartition
         B = MetadataResponse.MetadataResponseBroker
-        node = self.config.node_id
         # v0: an empty list means every topic; v1+: null means every topic, empty none.
         every = req.topics is None or (version == 0 and not req.topics)
         auto_create = version < 4 or req.allow_auto_topic_creation
@@ -117,17 +131,35 @@ class ControlPlane:
                 code = _C.UNKNOWN_TOPIC_OR_PARTITION if valid_topic_name(name) else _C.INVALID_TOPIC_EXCEPTION
                 topics.append(T(error_code=code, name=name, partitions=[]))
                 continue
+            live = self.cluster.live
             topics.append(T(error_code=_C.NONE, name=name, topic_id=self.topic_id(name), is_internal=False,
                             topic_authorized_operations=_TOPIC_OPERATIONS if asked_ops else _OMITTED,
-                            partitions=[P(error_code=_C.NONE, partition_index=i, leader_id=node, leader_epoch=0,
-                                          replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
-                                        for i in range(len(partitions))]))
+                            partitions=[P(error_code=_C.NONE if p.leader >= 0 else _C.LEADER_NOT_AVAILABLE,
+                                          partition_index=i, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                                          replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+                                          offline_replicas=[n for n in p.replicas if n not in live])
+                                        for i, p in enumerate(self.cluster.placements[name])]))
         cluster_ops = _CLUSTER_OPERATIONS if 8 <= version <= 10 and req.include_cluster_authorized_operations \
             else _OMITTED
-        return MetadataResponse(throttle_time_ms=0, brokers=[B(node_id=node, host=self.endpoint.host,
-                                                               port=self.endpoint.port, rack=None)],
-                                cluster_id=self.config.cluster_id, controller_id=node, topics=topics,
+        return MetadataResponse(throttle_time_ms=0, brokers=[B(node_id=n, host=e.host, port=e.port, rack=None)
+                                                             for n, e in self._live_endpoints()],
+                                cluster_id=self.config.cluster_id, controller_id=self._controller(), topics=topics,
                                 cluster_authorized_operations=cluster_ops)
+
+    def _live_endpoints(self) -> List[Tuple[int, Endpoint]]:
+        """The running brokers and where clients reach them (Kafka's metadata lists only live ones)."""
+        return [(node, self._endpoint(node)) for node in self.cluster.node_ids if node in self.cluster.live]
+
+    def _endpoint(self, node: int) -> Optional[Endpoint]:
+        """Where ``node`` is reached: the endpoint this plane was given for the first node, the cluster's
+        for the others (None for no node)."""
+        if node == self.cluster.node_ids[0]:
+            return self.endpoint
+        return self.cluster.endpoints.get(node)
+
+    def _controller(self) -> int:
+        live = [node for node in self.cluster.node_ids if node in self.cluster.live]
+        return live[0] if live else -1
 
     # ---------------------------------------------------------------- FindCoordinator
 
@@ -136,26 +168,30 @@ class ControlPlane:
         version = request.api_version
         key_type = req.key_type if version >= 1 else 0
         if version < 4:
-            code, message = self._coordinator_error(key_type, req.key)
+            code, message, node = self._find(key_type, req.key)
+            endpoint = self._endpoint(node)
             return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
-                                           node_id=-1 if code else self.config.node_id,
-                                           host="" if code else self.endpoint.host, port=-1 if code else self.endpoint.port)
+                                           node_id=node if endpoint else -1, host=endpoint.host if endpoint else "",
+                                           port=endpoint.port if endpoint else -1)
         C = FindCoordinatorResponse.Coordinator
         answers = []
         for key in req.coordinator_keys:
-            code, message = self._coordinator_error(key_type, key)
-            answers.append(C(key=key, node_id=-1 if code else self.config.node_id,
-                             host="" if code else self.endpoint.host, port=-1 if code else self.endpoint.port,
-                             error_code=code, error_message=message))
+            code, message, node = self._find(key_type, key)
+            endpoint = self._endpoint(node)
+            answers.append(C(key=key, node_id=node if endpoint else -1, host=endpoint.host if endpoint else "",
+                             port=endpoint.port if endpoint else -1, error_code=code, error_message=message))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=answers)
 
-    @staticmethod
-    def _coordinator_error(key_type: int, key: str) -> Tuple[int, Optional[str]]:
+    def _find(self, key_type: int, key: str) -> Tuple[int, Optional[str], int]:
+        """(error, message, coordinator node) for one key."""
         if key_type not in _KEY_TYPES:
-            return _C.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
+            return _C.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1
         if key_type == 1 and not key:
-            return _C.INVALID_REQUEST, "a transactional id cannot be empty"
-        return _C.NONE, None
+            return _C.INVALID_REQUEST, "a transactional id cannot be empty", -1
+        node = self.cluster.coordinator(key_type, key)
+        if node < 0:
+            return _C.GROUP_COORDINATOR_NOT_AVAILABLE, "no broker is running", -1
+        return _C.NONE, None, node
 
     # ---------------------------------------------------------------- CreateTopics, DeleteTopics, CreatePartitions
 
@@ -177,13 +213,18 @@ class ControlPlane:
                 code, message, partitions = self._check_new_topic(topic)
             if code == _C.NONE and not validate_only:
                 self.cluster.create_topic(topic.name, partitions)
+                if topic.replication_factor > 0:
+                    self.cluster.set_replication(topic.name, topic.replication_factor)
+                elif topic.assignments:
+                    self.cluster.set_replication(topic.name, len(topic.assignments[0].broker_ids))
                 self.topic_configs[topic.name] = {c.name: c.value for c in topic.configs}
             ok = code == _C.NONE
             results.append(R(name=topic.name, error_code=code, error_message=message,
                              # Kafka names a topic id even for a validate-only creation (one never used).
                              topic_id=(self.topic_id(topic.name) if not validate_only else uuid.uuid4())
                              if ok else uuid.UUID(int=0),
-                             num_partitions=partitions if ok else -1, replication_factor=1 if ok else -1,
+                             num_partitions=partitions if ok else -1,
+                             replication_factor=self._factor(topic) if ok else -1,
                              configs=self._created_configs({c.name: c.value for c in topic.configs})
                              if ok else []))
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
@@ -203,8 +244,8 @@ class ControlPlane:
             if count != -1 or factor != -1:
                 return _C.INVALID_REQUEST, "give either assignments or a partition count and factor", 0
             if sorted(a.partition_index for a in assignments) != list(range(len(assignments))) or any(
-                    list(a.broker_ids) != [self.config.node_id] for a in assignments):
-                return _C.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.config.node_id}", 0
+                    not self._valid_assignment(a.broker_ids, len(assignments[0].broker_ids)) for a in assignments):
+                return _C.INVALID_REPLICA_ASSIGNMENT, f"the brokers are {list(self.cluster.node_ids)}", 0
             count = len(assignments)
         if count == -1:
             count = self.cluster.default_partitions
@@ -212,12 +253,26 @@ class ControlPlane:
             return _C.INVALID_PARTITIONS, f"{count} partitions: a topic needs at least one", 0
         if count > self.config.max_partitions_per_topic:
             return _C.INVALID_PARTITIONS, f"{count} partitions: the limit is {self.config.max_partitions_per_topic}", 0
-        if factor not in (-1, 1):
-            return _C.INVALID_REPLICATION_FACTOR, f"replication factor {factor}: this cluster has one broker", 0
+        if factor != -1 and not 1 <= factor <= len(self.cluster.node_ids):
+            return (_C.INVALID_REPLICATION_FACTOR,
+                    f"replication factor {factor}: this cluster has {len(self.cluster.node_ids)} broker(s)", 0)
         for config in topic.configs:  # type: ignore[attr-defined]
             if config.name not in self._topic_defaults():
                 return _C.INVALID_CONFIG, f"unknown topic config {config.name!r}", 0
         return _C.NONE, None, count
+
+    def _valid_assignment(self, broker_ids: Iterable[int], width: int) -> bool:
+        """Replicas of one partition: distinct brokers of the cluster, as many as the first partition's."""
+        ids = list(broker_ids)
+        return len(ids) == width and len(set(ids)) == len(ids) and all(i in self.cluster.endpoints for i in ids)
+
+    def _factor(self, topic: Any) -> int:
+        """The replication factor a CreateTopics answer reports for a created topic."""
+        if topic.replication_factor > 0:
+            return int(topic.replication_factor)
+        if topic.assignments:
+            return len(topic.assignments[0].broker_ids)
+        return self.cluster.replication_factor
 
     async def delete_topics(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         req: Any = request.message
@@ -247,6 +302,7 @@ class ControlPlane:
         results = []
         for topic in req.topics:
             partitions = self.cluster.topics.get(topic.name)
+            partitions_placed = self.cluster.placements.get(topic.name, [])
             code, message = _C.NONE, None
             if partitions is None:
                 code, message = _C.UNKNOWN_TOPIC_OR_PARTITION, "no such topic"
@@ -256,8 +312,9 @@ class ControlPlane:
                 code, message = _C.INVALID_PARTITIONS, f"the limit is {self.config.max_partitions_per_topic}"
             elif topic.assignments is not None and (
                     len(topic.assignments) != topic.count - len(partitions)
-                    or any(list(a.broker_ids) != [self.config.node_id] for a in topic.assignments)):
-                code, message = _C.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.config.node_id}"
+                    or any(not self._valid_assignment(a.broker_ids, len(partitions_placed[0].replicas))
+                           for a in topic.assignments)):
+                code, message = _C.INVALID_REPLICA_ASSIGNMENT, f"the brokers are {list(self.cluster.node_ids)}"
             if code == _C.NONE and not req.validate_only:
                 self.cluster.add_partitions(topic.name, topic.count)
             results.append(R(name=topic.name, error_code=code, error_message=message))
@@ -272,7 +329,7 @@ class ControlPlane:
             "compression.type": ("producer", _STRING),
             "max.message.bytes": (str(self.config.message_max_bytes), _INT),
             "message.timestamp.type": ("CreateTime", _STRING),
-            "min.insync.replicas": ("1", _INT),
+            "min.insync.replicas": (str(self.cluster.min_insync_replicas), _INT),
             "retention.bytes": ("-1", _LONG),
             "retention.ms": ("604800000", _LONG),
             "segment.bytes": ("1073741824", _INT),
@@ -289,7 +346,7 @@ class ControlPlane:
             "max.connections": (str(config.max_connections), _INT),
             "message.max.bytes": (str(config.message_max_bytes), _INT),
             "num.partitions": (str(self.cluster.default_partitions), _INT),
-            "offsets.topic.replication.factor": ("1", _INT),
+            "offsets.topic.replication.factor": (str(self.cluster.replication_factor), _INT),
             "sasl.enabled.mechanisms": ("PLAIN" if config.sasl_plain_users else "", _LIST),
             "socket.request.max.bytes": (str(config.max_frame_size), _INT),
         }
@@ -324,8 +381,8 @@ class ControlPlane:
                 else:
                     rows = self._topic_rows(self.topic_configs.get(resource.resource_name, {}))
             elif resource.resource_type == _BROKER_RESOURCE:
-                if resource.resource_name not in ("", str(self.config.node_id)):
-                    code, message = _C.INVALID_REQUEST, f"this cluster's only broker is {self.config.node_id}"
+                if resource.resource_name not in ["", *map(str, self.cluster.node_ids)]:
+                    code, message = _C.INVALID_REQUEST, f"this cluster's brokers are {list(self.cluster.node_ids)}"
                 else:
                     rows = [(name, value, _STATIC_BROKER, kind, True)
                             for name, (value, kind) in self._broker_configs().items()]
@@ -350,9 +407,9 @@ class ControlPlane:
                                            controller_id=-1, brokers=[])
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=_C.NONE, endpoint_type=1, cluster_id=self.config.cluster_id,
-            controller_id=self.config.node_id,
-            brokers=[B(broker_id=self.config.node_id, host=self.endpoint.host, port=self.endpoint.port, rack=None,
-                       is_fenced=False)],
+            controller_id=self._controller(),
+            brokers=[B(broker_id=n, host=e.host, port=e.port, rack=None, is_fenced=False)
+                     for n, e in self._live_endpoints()],
             cluster_authorized_operations=_CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
             else _OMITTED)
 

@@ -20,8 +20,11 @@ as Kafka does with requests it cannot read.  Every answer is trimmed to the fiel
 
 The group APIs go to the sans-I/O :class:`~kproto.group.coordinator.GroupCoordinator`; each parked call
 carries an :class:`asyncio.Future` as its reply token, resolved when the coordinator releases the
-reply.  :meth:`BrokerCore.run_timers` drives the coordinator's deadlines (session expiry, join
-timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in ZooKeeper apart
+reply.  ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848) go to the sans-I/O
+:class:`~kproto.group.consumer_group.ConsumerGroupCoordinator`, which answers at once; it shares group
+ids and committed offsets with the classic coordinator, which asks it about OffsetCommit/OffsetFetch
+of its groups.  :meth:`BrokerCore.run_timers` drives both coordinators' deadlines (session expiry,
+join and revocation timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in ZooKeeper apart
 from the group coordinator (no group checks; "no offset" is UNKNOWN_TOPIC_OR_PARTITION).  Throttle
 times are 0.
 """
@@ -31,10 +34,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from kproto import ErrorCode
-from kproto.broker.cluster import Cluster, Endpoint
+from kproto.broker.cluster import GROUP_KEY, TRANSACTION_KEY, Cluster
 from kproto.broker.config import BrokerConfig
 from kproto.broker.control import CONTROL_PLANE_VERSIONS, ControlPlane
 from kproto.broker.data_plane import SERVED_VERSIONS as DATA_PLANE_VERSIONS
@@ -47,14 +50,44 @@ from kproto.connection.server import RequestReceived
 from kproto.errors import ProtocolError, UnsupportedVersionError
 from kproto.group.coordinator import SERVED_VERSIONS as COORDINATOR_VERSIONS
 from kproto.group.coordinator import GroupCoordinator, Reply
+from kproto.group.consumer_group import ConsumerGroupCoordinator
+from kproto.group.consumer_group_rules import SERVED_VERSIONS as CONSUMER_GROUP_VERSIONS
 from kproto.message_base import Message
 from kproto.messages import OffsetCommitResponse, OffsetFetchResponse
 
-__all__ = ["BrokerCore", "SERVED_VERSIONS", "monotonic_ms", "wait_event"]
+__all__ = ["BrokerCore", "SERVED_VERSIONS", "coordinator_keys", "monotonic_ms", "wait_event"]
 
 _C = ErrorCode
+_HEARTBEAT = 12
 _ZK_METADATA_MAX = 4096  # offset.metadata.max.bytes also bounds v0 commits
 
+
+
+def coordinator_keys(api_key: int, message: Any, version: int) -> List[Tuple[int, str]]:
+    """The (key type, key) coordinators a request must reach: groups (0) or transactional ids (1)."""
+    if api_key in (8, 11, 12, 13, 14, 28, 47, 68):  # commit, join, heartbeat, leave, sync, txn commit...
+        if api_key == 8 and version == 0:
+            return []  # the ZooKeeper-era store: any broker
+        return [(GROUP_KEY, message.group_id)]
+    if api_key == 9:
+        if version == 0:
+            return []
+        if version >= 8:
+            return [(GROUP_KEY, g.group_id) for g in message.groups]
+        return [(GROUP_KEY, message.group_id)]
+    if api_key == 15:
+        return [(GROUP_KEY, g) for g in message.groups]
+    if api_key == 42:
+        return [(GROUP_KEY, g) for g in message.groups_names]
+    if api_key == 69:
+        return [(GROUP_KEY, g) for g in message.group_ids]
+    if api_key == 22:
+        return [] if message.transactional_id is None else [(TRANSACTION_KEY, message.transactional_id)]
+    if api_key == 24:
+        return [(TRANSACTION_KEY, message.v3_and_below_transactional_id)] if version <= 3 else []
+    if api_key in (25, 26):
+        return [(TRANSACTION_KEY, message.transactional_id)]
+    return []
 
 
 def monotonic_ms() -> int:
@@ -69,15 +102,27 @@ class BrokerCore:
         self.config = config
         self.cluster = Cluster(auto_create=config.auto_create_topics, default_partitions=config.default_partitions,
                                max_topics=config.max_topics,
-                               log_append_time=config.log_message_timestamp_type == "LogAppendTime")
+                               log_append_time=config.log_message_timestamp_type == "LogAppendTime",
+                               node_ids=config.node_ids, replication_factor=config.default_replication_factor,
+                               min_insync_replicas=config.min_insync_replicas)
         self.coordinator = GroupCoordinator(config.coordinator)
+        #: KIP-848 consumer groups (ConsumerGroupHeartbeat); they share the group ids and offsets of
+        #: the classic coordinator, which routes OffsetCommit/OffsetFetch of their groups to them.
+        self.consumer_groups = ConsumerGroupCoordinator(
+            config.consumer_group, topic_partitions=self.cluster.topics, topic_ids=self.cluster.topic_ids,
+            offsets=self.coordinator.offsets,
+            classic_has_members=self.coordinator.has_members, release_classic=self.coordinator.release_if_empty)
+        self.coordinator.other_groups = self.consumer_groups
         #: Produce, Fetch, ListOffsets, InitProducerId and transactions (kproto.broker.data_plane); the
         #: offsets a transaction commits go to the group coordinator's store.
         self.data = DataPlane(config, self.cluster, commit_offsets=lambda group_id, offsets:
                               self.coordinator.commit_transactional(group_id, offsets, monotonic_ms()))
         self.zk_offsets: Dict[Tuple[str, str, int], Tuple[int, Optional[str]]] = {}
-        #: Where clients reach this broker (Metadata, FindCoordinator); set by :meth:`bind`.
-        self.endpoint = Endpoint(config.advertised_host or "127.0.0.1", config.advertised_port or 0)
+        #: Where clients reach the first broker (Metadata, FindCoordinator); set by :meth:`bind`.  Every
+        #: node's endpoint is in ``cluster.endpoints``.
+        self.endpoint = self.cluster.endpoints[config.node_id]
+        self.endpoint.host = config.advertised_host or "127.0.0.1"
+        self.endpoint.port = config.advertised_port or 0
         #: Requests handled, by (api key, version).
         self.request_counts: Counter = Counter()
         self._timers_changed: Optional[asyncio.Event] = None
@@ -90,6 +135,8 @@ class BrokerCore:
         # The coordinator takes and answers the group APIs' wire messages as they are.
         for request_class in COORDINATOR_VERSIONS:
             self._handlers.setdefault(request_class.API_KEY, self._ask)
+        for request_class in CONSUMER_GROUP_VERSIONS:
+            self._handlers[request_class.API_KEY] = self._ask_consumer_groups
 
     @property
     def produce_decompressed_bytes(self) -> int:
@@ -106,10 +153,16 @@ class BrokerCore:
         """The port clients are told to reach this broker at."""
         return self.endpoint.port
 
-    def bind(self, host: str, port: int) -> None:
-        """Advertise the address the broker listens on (unless the config names another)."""
-        self.endpoint.host = self.config.advertised_host or host
-        self.endpoint.port = self.config.advertised_port or port
+    def bind(self, host: str, port: int, node_id: Optional[int] = None) -> None:
+        """Advertise the address a node (None: the first) listens on; the first node's may be replaced
+        by the config's advertised host and port."""
+        if node_id is None or node_id == self.config.node_id:
+            self.endpoint.host = self.config.advertised_host or host
+            self.endpoint.port = self.config.advertised_port or port
+        else:
+            endpoint = self.cluster.endpoints[node_id]
+            endpoint.host = self.config.advertised_host or host
+            endpoint.port = port
 
     async def handle(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """The response to ``request`` (None when none is due); ``client_host`` as DescribeGroups shows it."""
@@ -118,7 +171,12 @@ class BrokerCore:
             raise ProtocolError(f"the mock broker does not serve api key {request.api_key}")
         self.request_counts[(request.api_key, request.api_version)] += 1
         low, high = self.served[request.api_key]
-        if not low <= request.api_version <= high:
+        in_range = low <= request.api_version <= high
+        if in_range and len(self.cluster.node_ids) > 1:
+            refused = self._not_coordinator(request)
+            if refused is not None:
+                return refused
+        if not in_range:
             # A version the broker does not serve but can read (a client that skipped ApiVersions):
             # UNSUPPORTED_VERSION in every error field of that version's response -- or, for an acks=0
             # Produce, no answer and nothing stored.
@@ -131,6 +189,26 @@ class BrokerCore:
         except UnsupportedVersionError as exc:
             raise ProtocolError(f"the mock broker does not serve api key {request.api_key} "
                                 f"v{request.api_version}: {exc}") from exc
+
+    def _not_coordinator(self, request: RequestReceived) -> Optional[Message]:
+        """The answer of a node that does not (or not yet) coordinate what ``request`` names, else None.
+
+        A request naming several groups is refused whole when one of them lives elsewhere: clients send
+        each coordinator only its own groups.
+        """
+        keys = coordinator_keys(request.api_key, request.message, request.api_version)
+        if not keys:
+            return None
+        node = self.cluster.serving()
+        for key_type, key in keys:
+            error = self.cluster.coordinator_error(key_type, key, node)
+            if error is not None:
+                if not request.expects_response:
+                    return None
+                if request.api_key == _HEARTBEAT and error == _C.GROUP_LOAD_IN_PROGRESS:
+                    error = _C.NONE  # Kafka answers a heartbeat "blindly" while the group loads
+                return error_response(request.api_key, request.message, error, request.api_version)
+        return None
 
     # ---------------------------------------------------------------- events shared with waiters
 
@@ -193,6 +271,14 @@ class BrokerCore:
         self._event("_timers_changed").set()
         return await future
 
+    async def _ask_consumer_groups(self, request: RequestReceived, client_host: str) -> Message:
+        """ConsumerGroupHeartbeat and ConsumerGroupDescribe: answered at once, never parked."""
+        answer = self.consumer_groups.handle(request.message, request.api_version,
+                                             client_id=request.header.client_id or "", client_host=client_host,
+                                             now_ms=monotonic_ms())
+        self._event("_timers_changed").set()
+        return answer
+
     @staticmethod
     def _deliver(replies: List[Reply]) -> None:
         for reply in replies:
@@ -205,10 +291,12 @@ class BrokerCore:
         changed = self._event("_timers_changed")
         while True:
             changed.clear()
-            deadline = self.coordinator.next_deadline_ms()
-            timeout = None if deadline is None else max(deadline - monotonic_ms(), 0) / 1000.0
+            deadlines = [d for d in (self.coordinator.next_deadline_ms(), self.consumer_groups.next_deadline_ms())
+                         if d is not None]
+            timeout = max(min(deadlines) - monotonic_ms(), 0) / 1000.0 if deadlines else None
             await wait_event(changed, timeout)
             self._deliver(self.coordinator.tick(monotonic_ms()))
+            self.consumer_groups.tick(monotonic_ms())
 
     #: OffsetCommit/OffsetFetch v0: the ZooKeeper-era offsets this module keeps apart from the
     #: coordinator (v1+ of both go on to it, so the handlers serve the merged range).
@@ -220,4 +308,5 @@ class BrokerCore:
 #: :meth:`BrokerCore.handle` enforces it.
 SERVED_VERSIONS: VersionTable = served_table(
     DATA_PLANE_VERSIONS, versions_of(BrokerCore.API_TABLE), CONTROL_PLANE_VERSIONS, SASL_VERSIONS,
-    {request.API_KEY: served for request, served in COORDINATOR_VERSIONS.items()})
+    {request.API_KEY: served for request, served in COORDINATOR_VERSIONS.items()},
+    {request.API_KEY: served for request, served in CONSUMER_GROUP_VERSIONS.items()})

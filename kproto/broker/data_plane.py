@@ -154,8 +154,43 @@ class DataPlane:
             self._announce_data()
         if req.acks == 0:
             return None
+        if req.acks == -1 and appended:
+            await self._replicate(answers)
+        leaders = self._leader_hints(answers, P.LeaderIdAndEpoch) if version >= 10 else set()
         return ProduceResponse(responses=[T(name=name, partition_responses=ps) for name, ps in answers.items()],
-                               throttle_time_ms=0)
+                               throttle_time_ms=0, node_endpoints=self._node_endpoints(leaders, ProduceResponse))
+
+    async def _replicate(self, answers: Dict[str, List[Any]]) -> None:
+        """Hold an acks=all answer until the in-sync followers have (in simulation) fetched the
+        records: ``replication_lag_ms`` when any partition has one; a partition whose ISR fell below
+        ``min.insync.replicas`` meanwhile is NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records stay)."""
+        lag = self.config.replication_lag_ms
+        written = [(name, p) for name, ps in answers.items() for p in ps if p.error_code == _C.NONE]
+        followed = any(len(getattr(self.cluster.placement(name, p.index), "isr", ())) > 1 for name, p in written)
+        if lag > 0 and followed:
+            await asyncio.sleep(lag / 1000.0)
+        for name, p in written:
+            placement = self.cluster.placement(name, p.index)
+            if placement is not None and len(placement.isr) < self.cluster.min_insync_replicas:
+                p.error_code = _C.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+    def _leader_hints(self, answers: Dict[str, List[Any]], hint: Any) -> Set[int]:
+        """KIP-951: partitions answered as not led here (or with a stale epoch) carry the current
+        leader and epoch; returns the leaders named, whose endpoints go with the answer."""
+        named: Set[int] = set()
+        for name, parts in answers.items():
+            for p in parts:
+                if p.error_code in (_C.NOT_LEADER_FOR_PARTITION, _C.FENCED_LEADER_EPOCH):
+                    placement = self.cluster.placement(name, getattr(p, "index", getattr(p, "partition_index", -1)))
+                    if placement is not None and placement.leader >= 0:
+                        p.current_leader = hint(leader_id=placement.leader, leader_epoch=placement.leader_epoch)
+                        named.add(placement.leader)
+        return named
+
+    def _node_endpoints(self, nodes: Set[int], response: Any) -> List[Any]:
+        endpoints = self.cluster.endpoints
+        return [response.NodeEndpoint(node_id=node, host=endpoints[node].host, port=endpoints[node].port, rack=None)
+                for node in sorted(nodes)]
 
     def _append_lock(self, key: Tuple[str, int]) -> asyncio.Lock:
         lock = self._append_locks.get(key)
@@ -170,6 +205,13 @@ class DataPlane:
         if partitions is None or not 0 <= part.index < len(partitions):
             return _C.UNKNOWN_TOPIC_OR_PARTITION, -1, None
         log = partitions[part.index]
+        refused = self.cluster.leader_error(topic, part.index, self.cluster.serving())
+        if refused is not None:
+            return refused, -1, None
+        if req.acks == -1:
+            placement = self.cluster.placement(topic, part.index)
+            if placement is not None and len(placement.isr) < self.cluster.min_insync_replicas:
+                return _C.NOT_ENOUGH_REPLICAS, -1, log  # checked before the append, as Kafka does
         raw = part.records.raw if part.records is not None else b""
         if version >= 3:
             headers = scan_batches(raw, message_max_bytes=self.config.message_max_bytes, zstd_allowed=version >= 7)
@@ -262,6 +304,8 @@ class DataPlane:
         by_id = version >= 13
         committed = version >= 4 and req.isolation_level == _READ_COMMITTED
         total, failed, topics = 0, False, []
+        node = self.cluster.serving()
+        leaders: Set[int] = set()
         seen: Set[Tuple[object, int]] = set()
         for topic in req.topics:
             name = self.cluster.topics_by_id.get(topic.topic_id) if by_id else topic.topic
@@ -272,6 +316,15 @@ class DataPlane:
                     continue
                 seen.add(key)
                 log = None if name is None else self.cluster.partition(name, part.partition)
+                refused = None if log is None or name is None else self.cluster.leader_error(
+                    name, part.partition, node, part.current_leader_epoch if version >= 9 else -1,
+                    follower_ok=version >= 11)
+                if refused is not None:
+                    failed = True
+                    answers.append(P(partition_index=part.partition, error_code=refused, high_watermark=-1,
+                                     last_stable_offset=-1, log_start_offset=-1,
+                                     aborted_transactions=[] if version < 4 else None, records=RecordSet(b"")))
+                    continue
                 if log is None or not log.in_range(part.fetch_offset):
                     if log is not None:
                         code = _C.OFFSET_OUT_OF_RANGE
@@ -310,7 +363,10 @@ class DataPlane:
             if answers:
                 topics.append(T(topic="", topic_id=topic.topic_id, partitions=answers) if by_id
                               else T(topic=topic.topic, partitions=answers))
-        return FetchResponse(throttle_time_ms=0, error_code=_C.NONE, session_id=0, responses=topics), total, failed
+                if failed and version >= 16 and name is not None:
+                    leaders.update(self._leader_hints({name: answers}, P.LeaderIdAndEpoch))
+        return FetchResponse(throttle_time_ms=0, error_code=_C.NONE, session_id=0, responses=topics,
+                             node_endpoints=self._node_endpoints(leaders, FetchResponse)), total, failed
 
     # ---------------------------------------------------------------- ListOffsets
 
@@ -329,6 +385,11 @@ class DataPlane:
                 if log is None:
                     answers.append(P(partition_index=part.partition_index, error_code=_C.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
+                refused = self.cluster.leader_error(topic.name, part.partition_index, self.cluster.serving(),
+                                                    part.current_leader_epoch if version >= 4 else -1)
+                if refused is not None:
+                    answers.append(P(partition_index=part.partition_index, error_code=refused))
+                    continue
                 if version == 0:
                     # The v0 answer: "latest" is the high watermark, any other time the log start.
                     offset = log.high_watermark if part.timestamp == _LATEST else log.log_start_offset
@@ -336,8 +397,10 @@ class DataPlane:
                                      old_style_offsets=[offset][:max(part.max_num_offsets, 0)]))
                     continue
                 code, timestamp, offset = self._offset_at(log, part.timestamp, version, committed)
+                placement = self.cluster.placement(topic.name, part.partition_index)
                 answers.append(P(partition_index=part.partition_index, error_code=code, timestamp=timestamp,
-                                 offset=offset, leader_epoch=0 if offset >= 0 else -1))  # Metadata's epoch
+                                 offset=offset, leader_epoch=(placement.leader_epoch if placement is not None else 0)
+                                 if offset >= 0 else -1))  # Metadata's epoch
             topics.append(T(name=topic.name, partitions=answers))
         return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 

@@ -29,6 +29,7 @@ from typing import (
     TYPE_CHECKING,
     Any,
     Callable,
+    Coroutine,
     Dict,
     Iterable,
     List,
@@ -42,7 +43,9 @@ from typing import (
 
 from kproto.broker.config import DEFAULT_BROKER_MAX_FRAME_SIZE, BrokerConfig
 from kproto.broker.faults import Fault, FaultPlan
+from kproto.broker.cluster import GROUP_KEY, TRANSACTION_KEY, ClusterControlError, ClusterEvent
 from kproto.broker.core import BrokerCore
+from kproto.broker.hooks import Hook, RequestHooks
 from kproto.broker.recording import TrafficRecorder
 from kproto.broker.server import BrokerServer
 from kproto.connection.correlation import check_quirks
@@ -120,12 +123,19 @@ class MockBroker:
         for name, partitions in self._topic_list(topics):
             self.core.cluster.create_topic(name, partitions)
         self.faults = FaultPlan()
+        #: Per-request hooks and per-broker latency, shared by every node's listener.
+        self.hooks = RequestHooks()
         self.record_pcap = record_pcap
         self._record_server_port = record_server_port
         self._record_follow_symlinks = record_follow_symlinks
         self.recorder: Optional[TrafficRecorder] = None
         self._listen = (host, port)
         self._server: Optional[BrokerServer] = None
+        #: The listener of each running node (the first is ``_server`` too).
+        self._servers: Dict[int, BrokerServer] = {}
+        self._ports: Dict[int, int] = {}
+        self._bound_host = host
+        self._timers: Optional["asyncio.Task[None]"] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
         self._stopped: Optional[asyncio.Event] = None
@@ -142,17 +152,21 @@ class MockBroker:
 
     @property
     def host(self) -> str:
-        return self._require_server().address[0]
+        self._require_server()
+        return self._bound_host
 
     @property
     def port(self) -> int:
-        return self._require_server().address[1]
+        """The first broker's port (kept while it is stopped)."""
+        self._require_server()
+        return self._ports[self.core.cluster.node_ids[0]]
 
     @property
     def bootstrap_servers(self) -> str:
-        """``"host:port"``, ready for a client's bootstrap list."""
-        host, port = self._require_server().address
-        return f"{host}:{port}"
+        """``"host:port"`` (with several brokers, every node's, comma-separated), ready for a client's
+        bootstrap list."""
+        self._require_server()
+        return ",".join(f"{self._bound_host}:{self._ports[node]}" for node in self.core.cluster.node_ids)
 
     def _require_server(self) -> BrokerServer:
         if self._server is None:
@@ -176,20 +190,42 @@ class MockBroker:
         if self.record_pcap is not None:
             self.recorder = TrafficRecorder(self.record_pcap, server_port=self._record_server_port,
                                             follow_symlinks=self._record_follow_symlinks)
-        server = BrokerServer(self.core, self.faults, host=self._listen[0], port=self._listen[1],
-                              recorder=self.recorder)
         try:
-            await server.start()
+            for index, node in enumerate(self.core.cluster.node_ids):
+                port = self._listen[1] + index if self._listen[1] else 0
+                await self._start_node(node, port)
         except BaseException:
+            await self._stop_nodes()
             self._close_recording()
             raise
-        self._server = server
+        self._server = self._servers[self.core.cluster.node_ids[0]]
+        if len(self.core.cluster.node_ids) > 1:  # the coordinator's clock outlives any one node
+            self._timers = asyncio.ensure_future(self.core.run_timers())
+
+    async def _start_node(self, node: int, port: int) -> None:
+        single = len(self.core.cluster.node_ids) == 1
+        # The loop's exception handler is set once, by the first node's first start, and given back by it.
+        first_start = node == self.core.cluster.node_ids[0] and node not in self._ports
+        server = BrokerServer(self.core, self.faults, host=self._listen[0], port=port, recorder=self.recorder,
+                              node_id=node, hooks=self.hooks, run_timers=single, summarise_accept_failures=first_start)
+        await server.start()
+        self._servers[node] = server
+        self._bound_host, self._ports[node] = server.address
+
+    async def _stop_nodes(self) -> None:
+        servers, self._servers = self._servers, {}
+        for node in sorted(servers, reverse=True):  # the first node restores the loop's handler last
+            await servers[node].stop()
 
     async def stop_async(self) -> None:
         """Stop listening, close every connection, and close the recording if there is one."""
         server, self._server = self._server, None
         if server is not None:
-            await server.stop()
+            timers, self._timers = self._timers, None
+            if timers is not None:
+                timers.cancel()
+                await asyncio.gather(timers, return_exceptions=True)
+            await self._stop_nodes()
             self._close_recording()
 
     def _close_recording(self) -> None:
@@ -267,6 +303,120 @@ class MockBroker:
         have their connection dropped.  The returned :class:`Fault` counts what it ``fired`` on."""
         return self.faults.inject(api, error=error, delay=delay, drop=drop, times=times, topic=topic,
                                   partition=partition)
+
+    # ---------------------------------------------------------------- the cluster
+
+    @property
+    def node_ids(self) -> List[int]:
+        """Every broker of the cluster, running or stopped."""
+        return list(self.core.cluster.node_ids)
+
+    def running(self) -> List[int]:
+        """The brokers serving now."""
+        return self._on_loop(lambda: sorted(self.core.cluster.live))
+
+    @property
+    def events(self) -> List[ClusterEvent]:
+        """What the cluster controls did, in order (each a :class:`~kproto.broker.cluster.ClusterEvent`)."""
+        return self._on_loop(lambda: list(self.core.cluster.events))
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The partition's leader (-1 while no replica can lead); ClusterControlError if it does not exist."""
+        return self._on_loop(lambda: self.core.cluster.require_placement(topic, partition).leader)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        return self._on_loop(lambda: self.core.cluster.require_placement(topic, partition).leader_epoch)
+
+    def replicas(self, topic: str, partition: int) -> List[int]:
+        return self._on_loop(lambda: list(self.core.cluster.require_placement(topic, partition).replicas))
+
+    def isr(self, topic: str, partition: int) -> List[int]:
+        return self._on_loop(lambda: list(self.core.cluster.require_placement(topic, partition).isr))
+
+    def coordinator(self, group_id: str) -> int:
+        """The broker coordinating ``group_id`` (-1 when every broker is stopped)."""
+        return self._on_loop(lambda: self.core.cluster.coordinator(GROUP_KEY, group_id))
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The broker coordinating ``transactional_id`` (-1 when every broker is stopped)."""
+        return self._on_loop(lambda: self.core.cluster.coordinator(TRANSACTION_KEY, transactional_id))
+
+    def stop_broker(self, node_id: int, *, coordinator_loading_ms: int = 0) -> None:
+        """Stop one broker while the others run: its partitions' leadership moves to another in-sync
+        replica with a new leader epoch, the coordinators it held move to the next running broker
+        (loading for ``coordinator_loading_ms``), then its listener and connections close.  Its port
+        is kept for :meth:`start_broker`.  From the broker's own loop, await :meth:`stop_broker_async`."""
+        self._run(self.stop_broker_async(node_id, coordinator_loading_ms=coordinator_loading_ms))
+
+    async def stop_broker_async(self, node_id: int, *, coordinator_loading_ms: int = 0) -> None:
+        self.core.cluster.require_node(node_id)
+        if self._server is None:
+            raise RuntimeError("the mock broker is not running")
+        self.core.cluster.stop_node(node_id, coordinator_loading_ms=coordinator_loading_ms)
+        server = self._servers.pop(node_id, None)
+        if server is not None:
+            await server.stop()
+
+    def start_broker(self, node_id: int) -> None:
+        """Start a stopped broker again on its port; it rejoins the ISRs (nothing to catch up) and leads
+        the partitions that had no leader.  From the broker's own loop, await :meth:`start_broker_async`."""
+        self._run(self.start_broker_async(node_id))
+
+    async def start_broker_async(self, node_id: int) -> None:
+        self.core.cluster.require_node(node_id)
+        if self._server is None:
+            raise RuntimeError("the mock broker is not running")
+        if node_id in self._servers:
+            return
+        await self._start_node(node_id, self._ports[node_id])
+        self.core.cluster.start_node(node_id)
+
+    def move_leader(self, topic: str, partition: int, to_node: int) -> None:
+        """Make ``to_node`` (a running in-sync replica) lead the partition, with a new leader epoch."""
+        self._on_loop(lambda: self.core.cluster.move_leader(topic, partition, to_node))
+
+    def move_coordinator(self, group_id: str, to_node: int, *, loading_ms: int = 0) -> None:
+        """Move ``group_id``'s coordinator to ``to_node``: the old one answers NOT_COORDINATOR, the new one
+        COORDINATOR_LOAD_IN_PROGRESS for ``loading_ms``, then the group with its offsets and members."""
+        self._on_loop(lambda: self.core.cluster.move_coordinator(GROUP_KEY, group_id, to_node, loading_ms))
+
+    def move_transaction_coordinator(self, transactional_id: str, to_node: int, *, loading_ms: int = 0) -> None:
+        """As :meth:`move_coordinator`, for a transactional id's coordinator."""
+        self._on_loop(lambda: self.core.cluster.move_coordinator(TRANSACTION_KEY, transactional_id, to_node,
+                                                                 loading_ms))
+
+    def shrink_isr(self, topic: str, partition: int, to: Iterable[int]) -> None:
+        """Set the partition's in-sync replicas (running replicas, its leader among them): acks=all is
+        NOT_ENOUGH_REPLICAS while fewer than ``min_insync_replicas`` remain.  Growing it back is the
+        same call."""
+        chosen = list(to)
+        self._on_loop(lambda: self.core.cluster.shrink_isr(topic, partition, chosen))
+
+    def set_latency(self, node_id: int, seconds: float) -> None:
+        """Answer every request to ``node_id`` no sooner than ``seconds`` after it arrived (0: none)."""
+        self.core.cluster.require_node(node_id)
+        if seconds < 0:
+            raise ClusterControlError(f"latency {seconds} s is negative")
+        self.hooks.latency[node_id] = float(seconds)
+
+    def add_hook(self, hook: Hook) -> Hook:
+        """Call ``hook`` with every request any broker receives (see :mod:`kproto.broker.hooks`); returns it,
+        for :meth:`remove_hook`."""
+        return self.hooks.add(hook)
+
+    def remove_hook(self, hook: Hook) -> None:
+        self.hooks.remove(hook)
+
+    def _run(self, coro: "Coroutine[Any, Any, T]") -> T:
+        """Run a control coroutine on the broker's loop from another thread, and wait for it."""
+        loop = self._loop
+        if loop is None or self._server is None:
+            coro.close()
+            raise RuntimeError("the mock broker is not running")
+        if self._thread is None or threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("on the broker's own loop, await the control's *_async form")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(_START_TIMEOUT)
 
     def faults_fired(self) -> Dict[str, int]:
         """Api name → requests an injected fault applied to so far."""
@@ -361,7 +511,8 @@ def run_broker(
 ) -> int:
     """Run a :class:`MockBroker` in the foreground until SIGINT or SIGTERM; returns 0.
 
-    The first line announced (printed by default) is ``listening on HOST:PORT``; ``options`` are
+    The first line announced (printed by default) is ``listening on HOST:PORT`` (with several brokers,
+    every node's ``HOST:PORT``, comma-separated: a bootstrap list); ``options`` are
     :class:`MockBroker` keywords (``topics``, ``record_pcap``, ...).  The pcap is written on the way out.
     """
     import signal
@@ -377,7 +528,7 @@ def run_broker(
             except (NotImplementedError, RuntimeError):  # not the main thread, or not Unix
                 pass
         async with broker:
-            announce(f"listening on {broker.host}:{broker.port}")
+            announce(f"listening on {broker.bootstrap_servers}")
             await stop.wait()
 
     asyncio.run(serve())

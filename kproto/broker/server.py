@@ -40,7 +40,9 @@ from kproto.apis import APIS
 from kproto.broker.config import BrokerConfig
 from kproto.broker.served_versions import api_versions_fallback
 from kproto.broker.faults import FaultPlan, error_response
+from kproto.broker.cluster import serving_node
 from kproto.broker.core import BrokerCore
+from kproto.broker.hooks import Intercept, InterceptedRequest, RequestHooks
 from kproto.broker.memory_budget import ByteBudget
 from kproto.broker.recording import ConnectionRecording, TrafficRecorder
 from kproto.broker.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslSession, SaslStage
@@ -55,6 +57,7 @@ log = logging.getLogger("kproto.broker")
 _READ_SIZE = 256 * 1024
 _STREAM_LIMIT = 64 * 1024  # asyncio's default: the reader pauses the socket past twice this much buffered
 _DROP = object()  # what _answer returns to have the connection closed
+_SILENCE = object()  # what _answer returns to leave the request, and every later one, unanswered
 _ACCEPT_FAILURE = "socket.accept() out of system resource"
 _MAX_API_KEY = 127  # api keys above the highest known one are refused by the decoder anyway
 _API_VERSIONS = 18
@@ -181,9 +184,18 @@ class BrokerServer:
         host: str = "127.0.0.1",
         port: int = 0,
         recorder: Optional[TrafficRecorder] = None,
+        node_id: Optional[int] = None,
+        hooks: Optional[RequestHooks] = None,
+        run_timers: bool = True,
+        summarise_accept_failures: bool = True,
     ) -> None:
         self.core = core
         self.faults = faults
+        #: The cluster node this listener is (the first one unless told).
+        self.node_id = core.config.node_id if node_id is None else node_id
+        self.hooks = hooks if hooks is not None else RequestHooks()
+        self._run_timers = run_timers
+        self._summarise = summarise_accept_failures
         self.config: BrokerConfig = core.config
         self.recorder = recorder
         self._host, self._port = host, port
@@ -214,16 +226,18 @@ class BrokerServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._previous_handler = loop.get_exception_handler()
-        loop.set_exception_handler(self._loop_exception)
+        if self._summarise:
+            self._previous_handler = loop.get_exception_handler()
+            loop.set_exception_handler(self._loop_exception)
         read_buffer = memoryview(bytearray(_READ_SIZE))  # shared: each read is copied out of it at once
 
         def protocol() -> asyncio.StreamReaderProtocol:  # what asyncio.start_server builds, but see _ReadInto
             return _ReadInto(read_buffer, _StampedReader(limit=_STREAM_LIMIT, loop=loop), self._accept, loop=loop)
 
         self._server = await loop.create_server(protocol, self._host, self._port, reuse_address=True)
-        self.core.bind(*self.address)
-        self._track(asyncio.ensure_future(self.core.run_timers()))
+        self.core.bind(*self.address, node_id=self.node_id)
+        if self._run_timers:
+            self._track(asyncio.ensure_future(self.core.run_timers()))
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: Dict[str, Any]) -> None:
         """Summarise accept() failures (EMFILE and kin); pass everything else to the previous handler."""
@@ -251,7 +265,8 @@ class BrokerServer:
             await asyncio.sleep(0)
         if self._server is not None:
             await self._server.wait_closed()
-        asyncio.get_running_loop().set_exception_handler(self._previous_handler)
+        if self._summarise:
+            asyncio.get_running_loop().set_exception_handler(self._previous_handler)
 
     def _track(self, task: asyncio.Task) -> asyncio.Task:
         self._tasks.add(task)
@@ -487,6 +502,7 @@ class BrokerServer:
 
     async def _process(self, client: _Connection, queue: asyncio.Queue, writer: asyncio.StreamWriter,
                        client_host: str, recording: Optional[ConnectionRecording]) -> None:
+        serving_node.set(self.node_id)  # this task's context: the handlers answer as this node
         try:
             while True:
                 event, size, arrived = await queue.get()
@@ -507,6 +523,8 @@ class BrokerServer:
                     self.budget.release(size)  # handled (or abandoned): its bytes are free again
                 if frame is _DROP:
                     return
+                if frame is _SILENCE:
+                    await asyncio.Event().wait()  # until the client closes or the broker stops
                 if frame:
                     if recording is not None:
                         recording.from_server(frame)  # type: ignore[arg-type]
@@ -525,6 +543,12 @@ class BrokerServer:
         finally:
             writer.close()
 
+    def _hooked(self, request: RequestReceived) -> Optional[Intercept]:
+        info = APIS[request.api_key]
+        return self.hooks.run(InterceptedRequest(
+            node_id=self.node_id, api_key=request.api_key, api_name=info.name, api_version=request.api_version,
+            request=request.message, client_id=request.header.client_id, correlation_id=request.header.correlation_id))
+
     @staticmethod
     def _check_raw_token(client: _Connection, event: _RawToken, client_host: str) -> object:
         user, why = client.sasl.raw_token(event.token)
@@ -540,9 +564,25 @@ class BrokerServer:
             log.info("closing a connection from %s: api key %d before SASL authentication (%s)", client_host,
                      request.api_key, sasl.stage.value)
             return _DROP
-        fault = self.faults.take(request.api_key, request.message, request.api_version)
-        if fault is not None and fault.delay > 0:
-            await asyncio.sleep(max(arrived + fault.delay - time.monotonic(), 0.0))
+        hooked = self._hooked(request) if self.hooks else None
+        fault = self.faults.take(request.api_key, request.message, request.api_version) if hooked is None else None
+        delay = max(self.hooks.latency.get(self.node_id, 0.0), fault.delay if fault is not None else 0.0,
+                    hooked.delay if hooked is not None else 0.0)
+        if delay > 0:
+            await asyncio.sleep(max(arrived + delay - time.monotonic(), 0.0))
+        if hooked is not None:
+            if hooked.drop:
+                return _SILENCE
+            code = hooked.code
+            if hooked.close or (code is not None and not request.expects_response):
+                return _DROP
+            if code is not None:
+                response = error_response(request.api_key, request.message, code, request.api_version)
+                return client.conn.send_response(request, response)
+            if hooked.response is not None:
+                if not request.expects_response:
+                    return b""
+                return client.conn.send_response(request, hooked.response)
         if fault is not None and (fault.drop or (fault.error is not None and not request.expects_response)):
             return _DROP  # an acks=0 Produce that fails closes the connection, as in 0.9
         if fault is not None and fault.error is not None:

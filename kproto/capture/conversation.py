@@ -150,8 +150,14 @@ class ProblemKind(str, enum.Enum):
 #: Problems that are facts about a conversation or a connection rather than damage: an unanswered request
 #: or an unpaired response (often just where the capture started or stopped) and TLS on a Kafka port.
 #: Tools that turn problems into an exit status (``kproto pcap``, ``kproto spark``) do not fail on these.
-NOT_DAMAGE_KINDS = frozenset({ProblemKind.UNANSWERED_REQUEST, ProblemKind.RESPONSE_WITHOUT_REQUEST,
-                              ProblemKind.TLS_ENCRYPTED, ProblemKind.TLS_MISMATCH})
+NOT_DAMAGE_KINDS = frozenset(
+    {
+        ProblemKind.UNANSWERED_REQUEST,
+        ProblemKind.RESPONSE_WITHOUT_REQUEST,
+        ProblemKind.TLS_ENCRYPTED,
+        ProblemKind.TLS_MISMATCH,
+    }
+)
 
 
 @dataclass
@@ -183,7 +189,9 @@ class Problem:
             where.append(f"stream offset {self.offset}")
         if self.packet is not None:
             where.append(f"packet {self.packet}")
-        return f"{self.kind.value} ({', '.join(where)}): {self.detail}" if where else f"{self.kind.value}: {self.detail}"
+        return (
+            f"{self.kind.value} ({', '.join(where)}): {self.detail}" if where else f"{self.kind.value}: {self.detail}"
+        )
 
 
 @dataclass
@@ -295,11 +303,33 @@ class _Framer(ResyncingSplitter):
 
 
 class _Pending:
-    __slots__ = ("api_key", "version", "correlation_id", "header", "message", "error", "size", "offset", "packet", "ts",
-                 "held_problem")
+    __slots__ = (
+        "api_key",
+        "version",
+        "correlation_id",
+        "header",
+        "message",
+        "error",
+        "size",
+        "offset",
+        "packet",
+        "ts",
+        "held_problem",
+    )
 
-    def __init__(self, api_key: int, version: int, correlation_id: int, header: Any, message: Any,
-                 error: Optional[KprotoError], size: int, offset: int, packet: Optional[int], ts: Optional[int]) -> None:
+    def __init__(
+        self,
+        api_key: int,
+        version: int,
+        correlation_id: int,
+        header: Any,
+        message: Any,
+        error: Optional[KprotoError],
+        size: int,
+        offset: int,
+        packet: Optional[int],
+        ts: Optional[int],
+    ) -> None:
         self.api_key = api_key
         self.version = version
         self.correlation_id = correlation_id
@@ -315,8 +345,20 @@ class _Pending:
 
 
 class _Conn:
-    __slots__ = ("cid", "client_dir", "kafka", "framers", "pending", "examined", "tls", "server_spoke",
-                 "mechanism", "raw_tokens", "tokens", "token_step")
+    __slots__ = (
+        "cid",
+        "client_dir",
+        "kafka",
+        "framers",
+        "pending",
+        "examined",
+        "tls",
+        "server_spoke",
+        "mechanism",
+        "raw_tokens",
+        "tokens",
+        "token_step",
+    )
 
     def __init__(self, cid: ConnectionId, client_dir: Optional[Direction], kafka: Optional[bool]) -> None:
         self.cid = cid
@@ -338,8 +380,12 @@ def _newer_api_versions(header: Any, exc: KprotoError) -> bool:
     """An ApiVersions request in a version kproto does not know (a client newer than kproto), with a
     plausible header: a version just past kproto's and a printable client id."""
     client_id = header.client_id
-    return (header.api_key == _API_VERSIONS and isinstance(exc, (UnsupportedVersionError, UnknownVersionError))
-            and 0 <= header.api_version < 64 and (client_id is None or client_id.isprintable()))
+    return (
+        header.api_key == _API_VERSIONS
+        and isinstance(exc, (UnsupportedVersionError, UnknownVersionError))
+        and 0 <= header.api_version < 64
+        and (client_id is None or client_id.isprintable())
+    )
 
 
 def _v0_refusal(frame: bytes) -> bool:
@@ -419,13 +465,27 @@ class KafkaConversations:
             self._pump(conn, d, event.timestamp_ns, event.packet)
         elif type(event) is StreamGap:
             if conn.kafka:
-                self._problem(ProblemKind.CAPTURE_GAP, f"{event.length} bytes missing ({event.reason})", conn, d,
-                              event.offset, event.packet, event.timestamp_ns)
+                self._problem(
+                    ProblemKind.CAPTURE_GAP,
+                    f"{event.length} bytes missing ({event.reason})",
+                    conn,
+                    d,
+                    event.offset,
+                    event.packet,
+                    event.timestamp_ns,
+                )
             self._gap(conn, d, event.offset, event.length, event.timestamp_ns, event.packet)
         elif type(event) is StreamClosed:
             if event.reason == "evicted" and conn.kafka and d == Direction.FORWARD:
-                self._problem(ProblemKind.CAPTURE, "connection no longer followed: more connections open at once "
-                              "than max_open_connections", conn, d, event.offset, event.packet, event.timestamp_ns)
+                self._problem(
+                    ProblemKind.CAPTURE,
+                    "connection no longer followed: more connections open at once than max_open_connections",
+                    conn,
+                    d,
+                    event.offset,
+                    event.packet,
+                    event.timestamp_ns,
+                )
             self._close(conn, d, event.offset, event.timestamp_ns, event.packet)
 
     def add_capture_diagnostic(self, diag: CaptureDiagnostic) -> None:
@@ -488,12 +548,26 @@ class KafkaConversations:
             return False
         from_client = d == conn.client_dir or (conn.client_dir is None and d == Direction.FORWARD)
         if not from_client and start.content == "alert" and conn.framers[1 - d].base + len(conn.framers[1 - d].buf):
-            self._problem(ProblemKind.TLS_MISMATCH, f"the server answered plaintext Kafka with a {start.describe()}: "
-                          "the port expects TLS", conn, d, fr.base, packet, ts)
+            self._problem(
+                ProblemKind.TLS_MISMATCH,
+                f"the server answered plaintext Kafka with a {start.describe()}: the port expects TLS",
+                conn,
+                d,
+                fr.base,
+                packet,
+                ts,
+            )
         else:
             what = start.describe() if start.hello else f"{start.describe()}, its handshake not captured"
-            self._problem(ProblemKind.TLS_ENCRYPTED, f"{what}: the connection is encrypted, its Kafka traffic "
-                          "cannot be decoded", conn, d, fr.base, packet, ts)
+            self._problem(
+                ProblemKind.TLS_ENCRYPTED,
+                f"{what}: the connection is encrypted, its Kafka traffic cannot be decoded",
+                conn,
+                d,
+                fr.base,
+                packet,
+                ts,
+            )
             self.stats.encrypted_connections += 1
         conn.tls = "client" if from_client and start.hello == "ClientHello" else "other"
         conn.server_spoke = not from_client
@@ -528,9 +602,16 @@ class KafkaConversations:
                 if conn.kafka is None:
                     self._reject(conn)
                     return
-                self._problem(ProblemKind.FRAME_TOO_LARGE,
-                              f"frame size {size} outside {minimum}..{self.max_frame_size}; looking for the next frame",
-                              conn, d, fr.base, packet, ts, bytes(fr.buf[:4]))
+                self._problem(
+                    ProblemKind.FRAME_TOO_LARGE,
+                    f"frame size {size} outside {minimum}..{self.max_frame_size}; looking for the next frame",
+                    conn,
+                    d,
+                    fr.base,
+                    packet,
+                    ts,
+                    bytes(fr.buf[:4]),
+                )
                 fr.lose_sync(1)
                 continue
             frame, offset, damaged_at = found
@@ -539,8 +620,15 @@ class KafkaConversations:
     def _report_skipped(self, conn: _Conn, d: Direction, ts: Optional[int], packet: Optional[int]) -> None:
         skipped = conn.framers[d].take_skipped()
         if skipped is not None and conn.kafka:
-            self._problem(ProblemKind.RESYNC_SKIPPED, f"{skipped[1]} bytes skipped looking for a frame boundary",
-                          conn, d, skipped[0], packet, ts)
+            self._problem(
+                ProblemKind.RESYNC_SKIPPED,
+                f"{skipped[1]} bytes skipped looking for a frame boundary",
+                conn,
+                d,
+                skipped[0],
+                packet,
+                ts,
+            )
 
     def _resync(self, conn: _Conn, d: Direction, ts: Optional[int], packet: Optional[int]) -> bool:
         """Scan for a plausible frame start; on success buf[0] is one and the framer is synced."""
@@ -574,7 +662,9 @@ class KafkaConversations:
         corr = _I32.unpack_from(buf, pos + 4)[0]
         return any(p.correlation_id == corr for p in conn.pending)
 
-    def _gap(self, conn: _Conn, d: Direction, offset: int, length: int, ts: Optional[int], packet: Optional[int]) -> None:
+    def _gap(
+        self, conn: _Conn, d: Direction, offset: int, length: int, ts: Optional[int], packet: Optional[int]
+    ) -> None:
         fr = conn.framers[d]
         assert offset == fr.base + len(fr.buf)
         if fr.synced and fr.need is not None and len(fr.buf) + length <= fr.need:
@@ -597,8 +687,16 @@ class KafkaConversations:
         # Framing is lost: whatever is buffered cannot be completed.
         if fr.buf:
             if fr.synced and conn.kafka:
-                self._problem(ProblemKind.INCOMPLETE_FRAME, "frame size prefix cut by a capture gap", conn, d,
-                              fr.base, packet, ts, bytes(fr.buf))
+                self._problem(
+                    ProblemKind.INCOMPLETE_FRAME,
+                    "frame size prefix cut by a capture gap",
+                    conn,
+                    d,
+                    fr.base,
+                    packet,
+                    ts,
+                    bytes(fr.buf),
+                )
                 fr.drop(len(fr.buf), counted=False)
             else:
                 fr.drop(len(fr.buf))
@@ -615,29 +713,56 @@ class KafkaConversations:
         if conn.kafka:
             if fr.buf:
                 if fr.synced:
-                    self._problem(ProblemKind.STREAM_ENDED_IN_FRAME,
-                                  f"stream ended {len(fr.buf)} bytes into a frame"
-                                  + (f" of {fr.need} bytes" if fr.need is not None else ""),
-                                  conn, d, fr.base, packet, ts, bytes(fr.buf))
+                    self._problem(
+                        ProblemKind.STREAM_ENDED_IN_FRAME,
+                        f"stream ended {len(fr.buf)} bytes into a frame"
+                        + (f" of {fr.need} bytes" if fr.need is not None else ""),
+                        conn,
+                        d,
+                        fr.base,
+                        packet,
+                        ts,
+                        bytes(fr.buf),
+                    )
                 else:
                     fr.skip_counted(fr.base, len(fr.buf))
             self._report_skipped(conn, d, ts, packet)
         fr.buf = bytearray()
         if conn.tls == "client" and d != conn.client_dir and not conn.server_spoke and ts is not None:
-            self._problem(ProblemKind.TLS_MISMATCH, "the client opened TLS and the server closed the connection "
-                          "without a ServerHello: the port does not speak TLS", conn, d, offset, packet, ts)
+            self._problem(
+                ProblemKind.TLS_MISMATCH,
+                "the client opened TLS and the server closed the connection "
+                "without a ServerHello: the port does not speak TLS",
+                conn,
+                d,
+                offset,
+                packet,
+                ts,
+            )
         if conn.framers[0].closed and conn.framers[1].closed:
             while conn.tokens:
-                self._token_unanswered(conn, conn.tokens.popleft(), "the connection ended (after SaslHandshake v0 "
-                                       "a server closes the connection when authentication fails)")
+                self._token_unanswered(
+                    conn,
+                    conn.tokens.popleft(),
+                    "the connection ended (after SaslHandshake v0 "
+                    "a server closes the connection when authentication fails)",
+                )
             while conn.pending:
                 self._unanswered(conn, conn.pending.popleft(), "the connection ended")
             del self._conns[conn.cid]
 
     # --- frames -----------------------------------------------------------------------------------------
 
-    def _on_frame(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
-                  ts: Optional[int], packet: Optional[int]) -> None:
+    def _on_frame(
+        self,
+        conn: _Conn,
+        d: Direction,
+        frame: bytes,
+        offset: int,
+        damaged_at: Optional[int],
+        ts: Optional[int],
+        packet: Optional[int],
+    ) -> None:
         if d == conn.client_dir:
             if conn.raw_tokens is not None and self._is_token(conn, frame, damaged_at):
                 self._on_token(conn, d, frame, offset, damaged_at, ts, packet)
@@ -663,28 +788,69 @@ class KafkaConversations:
             return False
         return True
 
-    def _on_token(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
-                  ts: Optional[int], packet: Optional[int]) -> None:
+    def _on_token(
+        self,
+        conn: _Conn,
+        d: Direction,
+        frame: bytes,
+        offset: int,
+        damaged_at: Optional[int],
+        ts: Optional[int],
+        packet: Optional[int],
+    ) -> None:
         if conn.raw_tokens is not None and conn.raw_tokens > 0:
             conn.raw_tokens -= 1
             if conn.raw_tokens == 0:
                 conn.raw_tokens = None
         if damaged_at is not None:
-            self._problem(ProblemKind.INCOMPLETE_FRAME, f"SASL token of {len(frame) - 4} bytes, "
-                          f"{len(frame) - damaged_at} not captured", conn, d, offset, packet, ts)
+            self._problem(
+                ProblemKind.INCOMPLETE_FRAME,
+                f"SASL token of {len(frame) - 4} bytes, {len(frame) - damaged_at} not captured",
+                conn,
+                d,
+                offset,
+                packet,
+                ts,
+            )
         self.stats.sasl_tokens += 1
         conn.token_step += 1
         assert conn.client_dir is not None
         cid = conn.cid
-        conn.tokens.append(SaslToken(cid, cid.source(conn.client_dir), cid.destination(conn.client_dir), conn.mechanism,
-                                     conn.token_step, bytes(frame[4:]), offset, packet, ts))
+        conn.tokens.append(
+            SaslToken(
+                cid,
+                cid.source(conn.client_dir),
+                cid.destination(conn.client_dir),
+                conn.mechanism,
+                conn.token_step,
+                bytes(frame[4:]),
+                offset,
+                packet,
+                ts,
+            )
+        )
 
-    def _on_token_answer(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
-                         ts: Optional[int], packet: Optional[int]) -> None:
+    def _on_token_answer(
+        self,
+        conn: _Conn,
+        d: Direction,
+        frame: bytes,
+        offset: int,
+        damaged_at: Optional[int],
+        ts: Optional[int],
+        packet: Optional[int],
+    ) -> None:
         token = conn.tokens.popleft()
         if damaged_at is not None:
-            self._problem(ProblemKind.INCOMPLETE_FRAME, f"SASL token answer of {len(frame) - 4} bytes, "
-                          f"{len(frame) - damaged_at} not captured", conn, d, offset, packet, ts)
+            self._problem(
+                ProblemKind.INCOMPLETE_FRAME,
+                f"SASL token answer of {len(frame) - 4} bytes, {len(frame) - damaged_at} not captured",
+                conn,
+                d,
+                offset,
+                packet,
+                ts,
+            )
         token.response_token = bytes(frame[4:])
         token.response_offset, token.response_packet, token.response_time_ns = offset, packet, ts
         if self.sasl_records:
@@ -693,12 +859,26 @@ class KafkaConversations:
     def _token_unanswered(self, conn: _Conn, token: SaslToken, why: str) -> None:
         if self.sasl_records:
             self._out.append(token)
-        self._problem(ProblemKind.UNANSWERED_REQUEST,
-                      f"no answer to SASL {token.mechanism} token {token.step}: {why}", conn, conn.client_dir,
-                      token.request_offset, token.request_packet, token.request_time_ns)
+        self._problem(
+            ProblemKind.UNANSWERED_REQUEST,
+            f"no answer to SASL {token.mechanism} token {token.step}: {why}",
+            conn,
+            conn.client_dir,
+            token.request_offset,
+            token.request_packet,
+            token.request_time_ns,
+        )
 
-    def _on_request(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
-                    ts: Optional[int], packet: Optional[int]) -> None:
+    def _on_request(
+        self,
+        conn: _Conn,
+        d: Direction,
+        frame: bytes,
+        offset: int,
+        damaged_at: Optional[int],
+        ts: Optional[int],
+        packet: Optional[int],
+    ) -> None:
         header: Any = None
         msg: Any = None
         error: Optional[KprotoError] = None
@@ -708,8 +888,16 @@ class KafkaConversations:
             if conn.kafka is None:
                 self._reject(conn)
                 return
-            self._problem(ProblemKind.INCOMPLETE_FRAME, f"request frame of {len(frame)} bytes, {missing} not captured",
-                          conn, d, offset, packet, ts, frame)
+            self._problem(
+                ProblemKind.INCOMPLETE_FRAME,
+                f"request frame of {len(frame)} bytes, {missing} not captured",
+                conn,
+                d,
+                offset,
+                packet,
+                ts,
+                frame,
+            )
             if damaged_at < 12:
                 return  # not even the header survived: nothing to pair a response with
             _size, api_key, version, corr = REQUEST_HEAD.unpack_from(frame, 0)
@@ -748,13 +936,28 @@ class KafkaConversations:
         if len(conn.pending) > self.max_outstanding:
             self._unanswered(conn, conn.pending.popleft(), f"more than {self.max_outstanding} requests outstanding")
 
-    def _on_response(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
-                     ts: Optional[int], packet: Optional[int]) -> None:
+    def _on_response(
+        self,
+        conn: _Conn,
+        d: Direction,
+        frame: bytes,
+        offset: int,
+        damaged_at: Optional[int],
+        ts: Optional[int],
+        packet: Optional[int],
+    ) -> None:
         self.stats.responses += 1
         if damaged_at is not None and damaged_at < 8:
-            self._problem(ProblemKind.INCOMPLETE_FRAME,
-                          f"response frame of {len(frame)} bytes whose correlation id was not captured",
-                          conn, d, offset, packet, ts, frame)
+            self._problem(
+                ProblemKind.INCOMPLETE_FRAME,
+                f"response frame of {len(frame)} bytes whose correlation id was not captured",
+                conn,
+                d,
+                offset,
+                packet,
+                ts,
+                frame,
+            )
             return
         corr = _I32.unpack_from(frame, 4)[0]
         match = None
@@ -763,12 +966,21 @@ class KafkaConversations:
                 match = i
                 break
         if match is None:
-            self._problem(ProblemKind.RESPONSE_WITHOUT_REQUEST,
-                          f"response with correlation id {corr} ({len(frame)} bytes) answers no request seen",
-                          conn, d, offset, packet, ts, frame)
+            self._problem(
+                ProblemKind.RESPONSE_WITHOUT_REQUEST,
+                f"response with correlation id {corr} ({len(frame)} bytes) answers no request seen",
+                conn,
+                d,
+                offset,
+                packet,
+                ts,
+                frame,
+            )
             return
         for _ in range(match):
-            self._unanswered(conn, conn.pending.popleft(), f"a later request (correlation id {corr}) was answered first")
+            self._unanswered(
+                conn, conn.pending.popleft(), f"a later request (correlation id {corr}) was answered first"
+            )
         req = conn.pending.popleft()
         header: Any = None
         msg: Any = None
@@ -777,8 +989,16 @@ class KafkaConversations:
         if damaged_at is not None:
             missing = len(frame) - damaged_at
             error = DecodeError(f"{missing} bytes of the frame are missing from the capture", damaged_at)
-            self._problem(ProblemKind.INCOMPLETE_FRAME, f"response frame of {len(frame)} bytes, {missing} not captured",
-                          conn, d, offset, packet, ts, frame)
+            self._problem(
+                ProblemKind.INCOMPLETE_FRAME,
+                f"response frame of {len(frame)} bytes, {missing} not captured",
+                conn,
+                d,
+                offset,
+                packet,
+                ts,
+                frame,
+            )
         elif req.held_problem is not None and _v0_refusal(frame):
             # The server refused the client's ApiVersions version in the v0 layout, as Kafka does: it did
             # not read the request either, so nothing is missing; the client retries in a version both know.
@@ -790,8 +1010,16 @@ class KafkaConversations:
                 header, msg = kproto.decode_response(frame, req.api_key, req.version)
             except KprotoError as exc:
                 error = exc
-                self._problem(_classify(exc), f"response to api key {req.api_key} v{req.version}: {exc}", conn, d,
-                              offset, packet, ts, frame)
+                self._problem(
+                    _classify(exc),
+                    f"response to api key {req.api_key} v{req.version}: {exc}",
+                    conn,
+                    d,
+                    offset,
+                    packet,
+                    ts,
+                    frame,
+                )
         if req.held_problem is not None:
             self._problem(*req.held_problem)
         ex = self._emit_exchange(conn, req, expects_response=True)
@@ -840,12 +1068,27 @@ class KafkaConversations:
         if req.held_problem is not None:
             self._problem(*req.held_problem)
         self._emit_exchange(conn, req, expects_response=True)
-        self._problem(ProblemKind.UNANSWERED_REQUEST,
-                      f"no response to api key {req.api_key} v{req.version} correlation id {req.correlation_id}: {why}",
-                      conn, conn.client_dir, req.offset, req.packet, req.ts)
+        self._problem(
+            ProblemKind.UNANSWERED_REQUEST,
+            f"no response to api key {req.api_key} v{req.version} correlation id {req.correlation_id}: {why}",
+            conn,
+            conn.client_dir,
+            req.offset,
+            req.packet,
+            req.ts,
+        )
 
-    def _problem(self, kind: ProblemKind, detail: str, conn: Optional[_Conn], d: Optional[Direction],
-                 offset: Optional[int], packet: Optional[int], ts: Optional[int], frame: Optional[bytes] = None) -> None:
+    def _problem(
+        self,
+        kind: ProblemKind,
+        detail: str,
+        conn: Optional[_Conn],
+        d: Optional[Direction],
+        offset: Optional[int],
+        packet: Optional[int],
+        ts: Optional[int],
+        frame: Optional[bytes] = None,
+    ) -> None:
         counts = self.stats.problems
         counts[kind.value] = counts.get(kind.value, 0) + 1
         self._out.append(Problem(kind, detail, conn.cid if conn is not None else None, d, offset, packet, ts, frame))
@@ -871,8 +1114,13 @@ def decode_capture(
     per connection, ``max_open_connections`` the connections followed at once; ``sasl_records`` adds
     :class:`SaslToken` records for raw SASL tokens.
     """
-    conversations = KafkaConversations(ports=ports, detect=detect, max_frame_size=max_frame_size,
-                                       max_outstanding=max_outstanding, sasl_records=sasl_records)
+    conversations = KafkaConversations(
+        ports=ports,
+        detect=detect,
+        max_frame_size=max_frame_size,
+        max_outstanding=max_outstanding,
+        sasl_records=sasl_records,
+    )
     reassembler = TcpReassembler(max_buffered_bytes=max_buffered_bytes, max_open_connections=max_open_connections)
     for item in CaptureReader(source, max_record_bytes=max_record_bytes):
         if type(item) is CaptureDiagnostic:

@@ -192,12 +192,17 @@ def iter_packet_records(
         inp = _Input(stream)
         head = inp.read(4)
         if len(head) < 4:
-            yield CaptureDiagnostic(DiagnosticKind.TRUNCATED_FILE, f"file too short for a capture header ({len(head)} bytes)", None, 0)
+            yield CaptureDiagnostic(
+                DiagnosticKind.TRUNCATED_FILE, f"file too short for a capture header ({len(head)} bytes)", None, 0
+            )
             return
         magic_le = struct.unpack("<I", head)[0]
         if magic_le == _PCAPNG_SHB:
             yield from _read_pcapng(inp, head, max_record_bytes)
-        elif magic_le in (_PCAP_MAGIC_US, _PCAP_MAGIC_NS) or struct.unpack(">I", head)[0] in (_PCAP_MAGIC_US, _PCAP_MAGIC_NS):
+        elif magic_le in (_PCAP_MAGIC_US, _PCAP_MAGIC_NS) or struct.unpack(">I", head)[0] in (
+            _PCAP_MAGIC_US,
+            _PCAP_MAGIC_NS,
+        ):
             yield from _read_pcap(inp, head, max_record_bytes)
         else:
             yield CaptureDiagnostic(DiagnosticKind.NOT_A_CAPTURE, f"unknown magic number {head.hex()}", None, 0)
@@ -230,8 +235,13 @@ def _read_pcap(inp: _Input, head: bytes, max_record_bytes: int) -> Iterator[Unio
                 number += 1
                 inp._pos = end
                 yield PacketRecord(
-                    number, ts_sec * 1_000_000_000 + ts_frac * frac_to_ns, link_type, buf[pos + 16 : end],
-                    origlen if origlen > caplen else caplen, 0, inp._base + pos,
+                    number,
+                    ts_sec * 1_000_000_000 + ts_frac * frac_to_ns,
+                    link_type,
+                    buf[pos + 16 : end],
+                    origlen if origlen > caplen else caplen,
+                    0,
+                    inp._base + pos,
                 )
                 continue
         offset = inp.offset
@@ -239,7 +249,10 @@ def _read_pcap(inp: _Input, head: bytes, max_record_bytes: int) -> Iterator[Unio
         if len(hdr) < 16:
             if hdr:
                 yield CaptureDiagnostic(
-                    DiagnosticKind.TRUNCATED_FILE, f"record header cut short ({len(hdr)} of 16 bytes)", number + 1, offset
+                    DiagnosticKind.TRUNCATED_FILE,
+                    f"record header cut short ({len(hdr)} of 16 bytes)",
+                    number + 1,
+                    offset,
                 )
             return
         ts_sec, ts_frac, caplen, origlen = unpack_header(hdr, 0)
@@ -331,7 +344,9 @@ def _read_pcapng(
             elif bom == b"\x1a\x2b\x3c\x4d":
                 order = ">"
             else:
-                yield CaptureDiagnostic(DiagnosticKind.BAD_BLOCK, f"section header with bad byte-order magic {bom.hex()}", None, offset)
+                yield CaptureDiagnostic(
+                    DiagnosticKind.BAD_BLOCK, f"section header with bad byte-order magic {bom.hex()}", None, offset
+                )
                 return
             total = struct.unpack(order + "I", head[:4])[0]
             already = 4  # the byte-order magic, first field of the body, is read already
@@ -347,7 +362,10 @@ def _read_pcapng(
             already = 0
         if total < (28 if is_shb else 12) or total % 4:
             yield CaptureDiagnostic(
-                DiagnosticKind.BAD_BLOCK, f"block type {block_type:#x} has impossible length {total}; reading stops", None, offset
+                DiagnosticKind.BAD_BLOCK,
+                f"block type {block_type:#x} has impossible length {total}; reading stops",
+                None,
+                offset,
             )
             return
         if total > max_record_bytes:
@@ -361,7 +379,9 @@ def _read_pcapng(
         body_len = total - 12
         rest = inp.read(body_len - already + 4)
         if len(rest) < body_len - already + 4:
-            yield CaptureDiagnostic(DiagnosticKind.TRUNCATED_FILE, f"block type {block_type:#x} cut short", None, offset)
+            yield CaptureDiagnostic(
+                DiagnosticKind.TRUNCATED_FILE, f"block type {block_type:#x} cut short", None, offset
+            )
             return
         body = (head[4:8] if is_shb else b"") + rest[:-4]
         trailer = struct.unpack(order + "I", rest[-4:])[0]
@@ -388,7 +408,9 @@ def _read_pcapng(
         block_type_raw = inp.read(4)
         if len(block_type_raw) < 4:
             if block_type_raw:
-                yield CaptureDiagnostic(DiagnosticKind.TRUNCATED_FILE, "block header cut short", None, inp.offset - len(block_type_raw))
+                yield CaptureDiagnostic(
+                    DiagnosticKind.TRUNCATED_FILE, "block header cut short", None, inp.offset - len(block_type_raw)
+                )
             return
 
 
@@ -397,7 +419,11 @@ def _packet_block(
 ) -> Union[PacketRecord, CaptureDiagnostic]:
     if block_type == _BLOCK_SPB:
         if len(body) < 4 or not interfaces:
-            why = "simple packet block before any interface block" if interfaces == [] else "simple packet block too short"
+            why = (
+                "simple packet block before any interface block"
+                if interfaces == []
+                else "simple packet block too short"
+            )
             return CaptureDiagnostic(DiagnosticKind.BAD_BLOCK, why, number, offset)
         origlen = struct.unpack_from(order + "I", body, 0)[0]
         iface = interfaces[0]
@@ -420,15 +446,26 @@ def _packet_block(
             start = 20
         if caplen > len(body) - start:
             return CaptureDiagnostic(
-                DiagnosticKind.BAD_BLOCK, f"packet block claims {caplen} captured bytes, has room for {len(body) - start}", number, offset
+                DiagnosticKind.BAD_BLOCK,
+                f"packet block claims {caplen} captured bytes, has room for {len(body) - start}",
+                number,
+                offset,
             )
         if interface_id >= len(interfaces):
             return CaptureDiagnostic(
-                DiagnosticKind.UNKNOWN_INTERFACE, f"packet names interface {interface_id}, {len(interfaces)} described", number, offset
+                DiagnosticKind.UNKNOWN_INTERFACE,
+                f"packet names interface {interface_id}, {len(interfaces)} described",
+                number,
+                offset,
             )
         iface = interfaces[interface_id]
         timestamp = iface.to_ns((ts_high << 32) | ts_low)
         data = body[start : start + caplen]
     if iface.link_type < 0:
-        return CaptureDiagnostic(DiagnosticKind.BAD_BLOCK, f"packet on interface {interface_id} whose description was unreadable", number, offset)
+        return CaptureDiagnostic(
+            DiagnosticKind.BAD_BLOCK,
+            f"packet on interface {interface_id} whose description was unreadable",
+            number,
+            offset,
+        )
     return PacketRecord(number, timestamp, iface.link_type, data, max(origlen, len(data)), interface_id, offset)

@@ -77,9 +77,23 @@ from kproto.group.consumer_codec import ConsumerProtocolCodec
 from kproto.message_facts import GROUP, entities
 
 __all__ = [
-    "GROUP_APIS", "PROTOCOL_STEPS", "GroupEvent", "MemberInfo", "MemberWait", "Departure", "OwnerGap",
-    "StaticRejoin", "Generation", "Commit", "DuplicateRisk",
-    "EpochSummary", "GroupReport", "GroupAnalyzer", "analyse_groups", "analyse_capture", "error_name",
+    "GROUP_APIS",
+    "PROTOCOL_STEPS",
+    "GroupEvent",
+    "MemberInfo",
+    "MemberWait",
+    "Departure",
+    "OwnerGap",
+    "StaticRejoin",
+    "Generation",
+    "Commit",
+    "DuplicateRisk",
+    "EpochSummary",
+    "GroupReport",
+    "GroupAnalyzer",
+    "analyse_groups",
+    "analyse_capture",
+    "error_name",
     "report_dict",
 ]
 
@@ -87,16 +101,18 @@ FETCH, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 1, 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT = 11, 12, 13, 14, 68
 
 #: The api keys whose exchanges become :class:`GroupEvent` items.
-GROUP_APIS = frozenset({OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-                        CONSUMER_GROUP_HEARTBEAT})
+GROUP_APIS = frozenset(
+    {OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT}
+)
 
 #: (api, error) answers that are steps of the group protocol, not failures: a member's first JoinGroup
 #: (v4+) is answered MEMBER_ID_REQUIRED with its id, a Heartbeat REBALANCE_IN_PROGRESS announces a rebalance.
 PROTOCOL_STEPS = frozenset({("JoinGroup", "MEMBER_ID_REQUIRED"), ("Heartbeat", "REBALANCE_IN_PROGRESS")})
 
 #: Heartbeat answers that tell a member its generation is over.
-HEARTBEAT_ERRORS = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
-                              ErrorCode.UNKNOWN_MEMBER_ID})
+HEARTBEAT_ERRORS = frozenset(
+    {ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID}
+)
 
 _CODEC = ConsumerProtocolCodec()
 
@@ -252,8 +268,12 @@ class Generation:
     departures: List[Departure] = field(default_factory=list)
     owner_gaps: List[OwnerGap] = field(default_factory=list)
     static_rejoins: List[StaticRejoin] = field(default_factory=list)
-    commits_before: Dict[str, int] = field(default_factory=dict)  #: "topic-partition" -> last offset committed before the start
-    commits_after: Dict[str, int] = field(default_factory=dict)  #: "topic-partition" -> first offset committed after the end
+    commits_before: Dict[str, int] = field(
+        default_factory=dict
+    )  #: "topic-partition" -> last offset committed before the start
+    commits_after: Dict[str, int] = field(
+        default_factory=dict
+    )  #: "topic-partition" -> first offset committed after the end
     duplicates: List[DuplicateRisk] = field(default_factory=list)
     problems: List[str] = field(default_factory=list)
 
@@ -268,7 +288,9 @@ class Generation:
     def slowest(self) -> Optional[MemberWait]:
         """The member whose rejoin, leave or expiry ended the hold (waited for longest), if any."""
         known = [w for w in self.waited_for if w.waited_ms is not None]
-        return max(known, key=lambda w: w.waited_ms or 0.0) if known else (self.waited_for[0] if self.waited_for else None)
+        return (
+            max(known, key=lambda w: w.waited_ms or 0.0) if known else (self.waited_for[0] if self.waited_for else None)
+        )
 
 
 @dataclass
@@ -384,9 +406,18 @@ class GroupAnalyzer:
                 self._fetches.append(record)
             elif record.api_key == METADATA:
                 self.topic_names.feed(record)
-        elif isinstance(record, Problem) and record.connection is not None and record.kind in (
-                ProblemKind.RESPONSE_WITHOUT_REQUEST, ProblemKind.CAPTURE_GAP, ProblemKind.INCOMPLETE_FRAME,
-                ProblemKind.RESYNC_SKIPPED, ProblemKind.DECODE_ERROR):
+        elif (
+            isinstance(record, Problem)
+            and record.connection is not None
+            and record.kind
+            in (
+                ProblemKind.RESPONSE_WITHOUT_REQUEST,
+                ProblemKind.CAPTURE_GAP,
+                ProblemKind.INCOMPLETE_FRAME,
+                ProblemKind.RESYNC_SKIPPED,
+                ProblemKind.DECODE_ERROR,
+            )
+        ):
             self._problem_connections.setdefault(str(record.connection), []).append(record.kind.value)
 
     def finish(self) -> List[GroupReport]:
@@ -397,13 +428,20 @@ class GroupAnalyzer:
             if group is not None:
                 by_group.setdefault(group, []).append(ex)
         positions, fetch_times, fetch_requests = self._positions()
-        return [_GroupBuilder(group, exchanges, positions, self._problem_connections, fetch_times,
-                              fetch_requests, self.topic_names).build()
-                for group, exchanges in sorted(by_group.items())]
+        return [
+            _GroupBuilder(
+                group, exchanges, positions, self._problem_connections, fetch_times, fetch_requests, self.topic_names
+            ).build()
+            for group, exchanges in sorted(by_group.items())
+        ]
 
-    def _positions(self) -> Tuple[Dict[Tuple[str, Optional[str]], Dict[str, List[_Position]]],
-                                  Dict[Tuple[str, Optional[str]], Dict[str, List[int]]],
-                                  Dict[Tuple[str, Optional[str]], List[int]]]:
+    def _positions(
+        self,
+    ) -> Tuple[
+        Dict[Tuple[str, Optional[str]], Dict[str, List[_Position]]],
+        Dict[Tuple[str, Optional[str]], Dict[str, List[int]]],
+        Dict[Tuple[str, Optional[str]], List[int]],
+    ]:
         """(host, client id) -> "topic-partition" -> fetch positions in time order, the times of the
         Fetch requests that named the partition, and (host, client id) -> the times of all its Fetch
         requests.  Topics named by id (Fetch v13+) take their name from the
@@ -434,7 +472,8 @@ class GroupAnalyzer:
                     last = _last_offset(p.records)
                     if last is not None:
                         parts.setdefault(_key(name, p.partition_index), []).append(
-                            _Position(ex.response_time_ns, last + 1))
+                            _Position(ex.response_time_ns, last + 1)
+                        )
         return out, times, every
 
 
@@ -457,12 +496,16 @@ def _last_offset(records: Any) -> Optional[int]:
 class _GroupBuilder:
     """Builds one group's report from its exchanges (sorted by time)."""
 
-    def __init__(self, group_id: str, exchanges: List[Exchange],
-                 positions: Dict[Tuple[str, Optional[str]], Dict[str, List[_Position]]],
-                 problem_connections: Dict[str, List[str]],
-                 fetch_times: Optional[Dict[Tuple[str, Optional[str]], Dict[str, List[int]]]] = None,
-                 fetch_requests: Optional[Dict[Tuple[str, Optional[str]], List[int]]] = None,
-                 topic_names: Optional[TopicNames] = None) -> None:
+    def __init__(
+        self,
+        group_id: str,
+        exchanges: List[Exchange],
+        positions: Dict[Tuple[str, Optional[str]], Dict[str, List[_Position]]],
+        problem_connections: Dict[str, List[str]],
+        fetch_times: Optional[Dict[Tuple[str, Optional[str]], Dict[str, List[int]]]] = None,
+        fetch_requests: Optional[Dict[Tuple[str, Optional[str]], List[int]]] = None,
+        topic_names: Optional[TopicNames] = None,
+    ) -> None:
         self.topic_names = topic_names or TopicNames()
         self.exchanges = exchanges
         self.positions = positions
@@ -513,9 +556,20 @@ class _GroupBuilder:
             if server not in coordinators:
                 coordinators.append(server)
             member_id, generation = self.read(ex)
-            report.events.append(GroupEvent(
-                report.group_id, member_id, generation, ex.api_name, _error(ex), ex.request_time_ns,
-                ex.response_time_ns, getattr(ex.request_header, "client_id", None), str(ex.client), server))
+            report.events.append(
+                GroupEvent(
+                    report.group_id,
+                    member_id,
+                    generation,
+                    ex.api_name,
+                    _error(ex),
+                    ex.request_time_ns,
+                    ex.response_time_ns,
+                    getattr(ex.request_header, "client_id", None),
+                    str(ex.client),
+                    server,
+                )
+            )
         report.coordinators = coordinators
         report.generations = [self.generations[g] for g in sorted(self.generations)]
         self.shared = self.shared_clients()
@@ -523,11 +577,19 @@ class _GroupBuilder:
         for previous, gen in zip(previous_ones, report.generations):
             self.complete(previous, gen)
         self.unfinished_rebalance()
-        in_use = sorted({e.generation for e in report.events if e.api in ("Heartbeat", "OffsetCommit")
-                         and e.generation is not None and e.generation >= 0} - set(self.generations))
+        in_use = sorted(
+            {
+                e.generation
+                for e in report.events
+                if e.api in ("Heartbeat", "OffsetCommit") and e.generation is not None and e.generation >= 0
+            }
+            - set(self.generations)
+        )
         if in_use:
-            report.problems.append(f"generation {', '.join(map(str, in_use))} in use, but the rebalance that made it "
-                                   "is not in the capture (it happened before the capture began)")
+            report.problems.append(
+                f"generation {', '.join(map(str, in_use))} in use, but the rebalance that made it "
+                "is not in the capture (it happened before the capture began)"
+            )
         return report
 
     def unfinished_rebalance(self) -> None:
@@ -539,11 +601,15 @@ class _GroupBuilder:
         if since is None:
             return
         for event in self.report.events:
-            if event.api == "Heartbeat" and event.error == "REBALANCE_IN_PROGRESS" and \
-                    (event.request_time_ns or 0) > since:
+            if (
+                event.api == "Heartbeat"
+                and event.error == "REBALANCE_IN_PROGRESS"
+                and (event.request_time_ns or 0) > since
+            ):
                 self.report.problems.append(
                     f"a rebalance began after generation {last.generation_id} (heartbeat of {event.member_id} "
-                    "answered REBALANCE_IN_PROGRESS) and did not finish inside the capture")
+                    "answered REBALANCE_IN_PROGRESS) and did not finish inside the capture"
+                )
                 return
 
     def read(self, ex: Exchange) -> Tuple[Optional[str], Optional[int]]:
@@ -594,8 +660,11 @@ class _GroupBuilder:
             self.session_timeout_ms[member_id] = req.session_timeout_ms
             info.session_timeout_ms = req.session_timeout_ms
             rebalance_timeout = _field(req, v, "rebalance_timeout_ms")
-            info.rebalance_timeout_ms = rebalance_timeout if rebalance_timeout is not None and rebalance_timeout >= 0 \
+            info.rebalance_timeout_ms = (
+                rebalance_timeout
+                if rebalance_timeout is not None and rebalance_timeout >= 0
                 else req.session_timeout_ms
+            )
         if resp is None or resp.error_code != ErrorCode.NONE:
             return member_id, None
         gen = self.generation(resp.generation_id)
@@ -621,8 +690,12 @@ class _GroupBuilder:
 
     def static_replacement(self, gen: Generation, member_id: str, instance: Optional[str]) -> Optional[str]:
         """The member id a static member's JoinGroup replaces inside an already complete generation."""
-        if not instance or not gen.members or member_id in gen.members \
-                or any(r.new_member == member_id for r in gen.static_rejoins):
+        if (
+            not instance
+            or not gen.members
+            or member_id in gen.members
+            or any(r.new_member == member_id for r in gen.static_rejoins)
+        ):
             return None
         for old in gen.members:
             info = self.report.members.get(old)
@@ -664,8 +737,11 @@ class _GroupBuilder:
         for topic in req.topics or []:
             for p in topic.partitions or []:
                 code = errors.get((topic.name, p.partition_index)) if resp is not None else None
-                self.report.commits.append(Commit(_time(ex), member_id, gen, topic.name, p.partition_index,
-                                                  p.committed_offset, error_name(code)))
+                self.report.commits.append(
+                    Commit(
+                        _time(ex), member_id, gen, topic.name, p.partition_index, p.committed_offset, error_name(code)
+                    )
+                )
         return member_id, gen
 
     def read_offset_fetch(self, ex: Exchange) -> Tuple[Optional[str], Optional[int]]:
@@ -680,8 +756,9 @@ class _GroupBuilder:
                 name = _field(topic, v, "name")
                 for p in topic.partitions or [] if name else []:
                     if p.error_code == 0 and p.committed_offset >= 0:
-                        self.offset_answers.append((ex.response_time_ns, str(ex.connection),
-                                                    _key(name, p.partition_index), p.committed_offset))
+                        self.offset_answers.append(
+                            (ex.response_time_ns, str(ex.connection), _key(name, p.partition_index), p.committed_offset)
+                        )
         return member_id, None
 
     def read_consumer_heartbeat(self, ex: Exchange) -> Tuple[Optional[str], Optional[int]]:
@@ -707,8 +784,10 @@ class _GroupBuilder:
             if resp.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH):
                 info.expired = True
         elif resp is not None and resp.assignment is not None:
-            summary.assignment = {self.topic_names.resolve(str(tp.topic_id)): list(tp.partitions)
-                                  for tp in resp.assignment.topic_partitions}
+            summary.assignment = {
+                self.topic_names.resolve(str(tp.topic_id)): list(tp.partitions)
+                for tp in resp.assignment.topic_partitions
+            }
         return member_id, epoch
 
     # --- per generation ------------------------------------------------------------------------------------
@@ -722,8 +801,10 @@ class _GroupBuilder:
             complete_members = True
         missing_joins = [m for m in gen.members if m not in gen.joins_ns]
         if missing_joins:
-            gen.problems.append(f"JoinGroup of {', '.join(missing_joins)} not in the capture "
-                                "(capture began mid-rebalance or the connection is missing): start unknown")
+            gen.problems.append(
+                f"JoinGroup of {', '.join(missing_joins)} not in the capture "
+                "(capture began mid-rebalance or the connection is missing): start unknown"
+            )
         if complete_members and not missing_joins and gen.joins_ns:
             gen.start_ns = min(gen.joins_ns.values())
         missing_syncs = [m for m in gen.members if m not in gen.syncs_ns]
@@ -749,8 +830,9 @@ class _GroupBuilder:
         for member_id in sorted(gen.joins_ns, key=lambda m: gen.joins_ns[m]):
             t = gen.joins_ns[member_id]
             if start is not None and t > start:
-                gen.waited_for.append(MemberWait(member_id, (t - start) / 1e6,
-                                                 "rejoined late" if member_id in before else "joined late"))
+                gen.waited_for.append(
+                    MemberWait(member_id, (t - start) / 1e6, "rejoined late" if member_id in before else "joined late")
+                )
         if previous is not None:
             for member_id in previous.members:
                 if member_id in gen.members:
@@ -773,11 +855,15 @@ class _GroupBuilder:
             others = [self.sync_request_time(gen, m) for m in gen.syncs_ns if m != gen.leader]
             first_other = min((t for t in others if t is not None), default=None)
             if leader_sync is not None and first_other is not None and leader_sync > first_other:
-                gen.waited_for.append(MemberWait(gen.leader, (leader_sync - first_other) / 1e6,
-                                                 "leader's SyncGroup came after the followers'"))
+                gen.waited_for.append(
+                    MemberWait(
+                        gen.leader, (leader_sync - first_other) / 1e6, "leader's SyncGroup came after the followers'"
+                    )
+                )
 
-    def departure(self, previous: Generation, gen: Generation, member_id: str,
-                  joins_answered: Optional[int]) -> Departure:
+    def departure(
+        self, previous: Generation, gen: Generation, member_id: str, joins_answered: Optional[int]
+    ) -> Departure:
         """How a member of ``previous`` that is not in ``gen`` went, and whether ``gen``'s rebalance waited."""
         start = gen.start_ns
         left = self.leaves.get(member_id)
@@ -788,20 +874,30 @@ class _GroupBuilder:
                 # the coordinator answered the JoinGroups before this LeaveGroup: it had removed the member
                 rebalance = info.rebalance_timeout_ms
                 limit = f" {rebalance:,} ms" if rebalance is not None else ""
-                return Departure(member_id, "left", left, f"did not rejoin within the rebalance timeout{limit}: "
-                                 f"removed, then {cause}", held=True)
+                return Departure(
+                    member_id,
+                    "left",
+                    left,
+                    f"did not rejoin within the rebalance timeout{limit}: removed, then {cause}",
+                    held=True,
+                )
             return Departure(member_id, "left", left, cause, held=start is not None and left > start)
         session = info.session_timeout_ms
         if session is None or info.last_seen_ns is None:
-            return Departure(member_id, "expired", None, "did not rejoin (removed by a timeout of unknown length)",
-                             held=True)
+            return Departure(
+                member_id, "expired", None, "did not rejoin (removed by a timeout of unknown length)", held=True
+            )
         expiry = info.last_seen_ns + session * 1_000_000
         cause = f"session expired {session:,} ms after its last heartbeat"
         if start is not None and expiry <= start:
             return Departure(member_id, "expired", expiry, cause, held=False)
         rebalance = info.rebalance_timeout_ms
-        if joins_answered is not None and start is not None and rebalance is not None \
-                and joins_answered < expiry - _slack_ns(session):
+        if (
+            joins_answered is not None
+            and start is not None
+            and rebalance is not None
+            and joins_answered < expiry - _slack_ns(session)
+        ):
             cause = f"did not rejoin within the rebalance timeout {rebalance:,} ms (removed)"
         return Departure(member_id, "expired", expiry, cause, held=True)
 
@@ -824,8 +920,12 @@ class _GroupBuilder:
 
     def sync_request_time(self, gen: Generation, member_id: str) -> Optional[int]:
         for ex in self.exchanges:
-            if ex.api_key == SYNC_GROUP and ex.request is not None and ex.request.member_id == member_id \
-                    and ex.request.generation_id == gen.generation_id:
+            if (
+                ex.api_key == SYNC_GROUP
+                and ex.request is not None
+                and ex.request.member_id == member_id
+                and ex.request.generation_id == gen.generation_id
+            ):
                 return ex.request_time_ns
         return None
 
@@ -868,7 +968,8 @@ class _GroupBuilder:
                 self.report.problems.append(
                     f"members {', '.join(sorted({m for pair in together for m in pair}))} share host {client[0]} and "
                     f"client id {client[1]!r}: their Fetch requests cannot be told apart, so times without an "
-                    "owner and max.poll.interval.ms causes are not given for them")
+                    "owner and max.poll.interval.ms causes are not given for them"
+                )
         return shared
 
     def fetches_of(self, member_id: str) -> Optional[Tuple[str, Optional[str]]]:
@@ -895,8 +996,9 @@ class _GroupBuilder:
             new_start = self.new_start(new_owner, new_client, part, synced)
             if new_start is not None and new_start < max(old_positions):
                 topic, _, partition = part.rpartition("-")
-                gen.duplicates.append(DuplicateRisk(topic, int(partition), old_owner, new_owner,
-                                                    max(old_positions), new_start))
+                gen.duplicates.append(
+                    DuplicateRisk(topic, int(partition), old_owner, new_owner, max(old_positions), new_start)
+                )
 
     def new_start(self, member_id: str, client: Tuple[str, Optional[str]], part: str, after: int) -> Optional[int]:
         for p in self.positions.get(client, {}).get(part, []):
@@ -907,7 +1009,6 @@ class _GroupBuilder:
             if t >= after and key == part and conn in connections:
                 return offset
         return None
-
 
     def static_gaps(self, gen: Generation, rejoin: StaticRejoin) -> None:
         """A restarted static member's partitions: from the old id's last Fetch to the new id's first."""
@@ -920,8 +1021,9 @@ class _GroupBuilder:
             new = [t for t in self.fetch_times.get(new_client, {}).get(part, []) if t >= synced]
             if old and new:
                 topic, _, partition = part.rpartition("-")
-                rejoin.gaps.append(OwnerGap(topic, int(partition), rejoin.old_member, rejoin.new_member, old[-1],
-                                            "last fetch", new[0]))
+                rejoin.gaps.append(
+                    OwnerGap(topic, int(partition), rejoin.old_member, rejoin.new_member, old[-1], "last fetch", new[0])
+                )
 
     def owner_gaps(self, previous: Generation, gen: Generation) -> None:
         """Per partition of ``gen`` that ``previous`` assigned too: the time nobody fetched it."""
@@ -974,29 +1076,52 @@ def _owners(assignments: Dict[str, Any]) -> Dict[str, str]:
 
 def report_dict(report: GroupReport) -> Dict[str, Any]:
     """``report`` as JSON-ready values (times in ns since the epoch, durations in ms; see docs/groups.md)."""
+
     def wait(w: MemberWait) -> Dict[str, Any]:
         return {"member_id": w.member_id, "waited_ms": w.waited_ms, "reason": w.reason}
 
     generations = []
     for g in report.generations:
         slowest = g.slowest
-        generations.append({
-            "generation_id": g.generation_id, "protocol_type": g.protocol_type, "protocol": g.protocol,
-            "leader": g.leader, "members": g.members, "start_ns": g.start_ns, "end_ns": g.end_ns,
-            "duration_ms": g.duration_ms, "joins_ns": g.joins_ns, "syncs_ns": g.syncs_ns,
-            "waited_for": [wait(w) for w in g.waited_for],
-            "slowest_member": slowest.member_id if slowest is not None else None,
-            "assignments": g.assignments, "left": g.left, "expired": g.expired,
-            "departures": [vars(d) for d in g.departures],
-            "owner_gaps": [{**vars(o), "gap_ms": o.gap_ms} for o in g.owner_gaps],
-            "static_rejoins": [{**vars(r), "gaps": [{**vars(o), "gap_ms": o.gap_ms} for o in r.gaps]}
-                               for r in g.static_rejoins],
-            "commits_before": g.commits_before, "commits_after": g.commits_after,
-            "duplicates": [{"topic": d.topic, "partition": d.partition, "old_owner": d.old_owner,
-                            "new_owner": d.new_owner, "old_position": d.old_position, "new_start": d.new_start,
-                            "records": d.records} for d in g.duplicates],
-            "problems": g.problems,
-        })
+        generations.append(
+            {
+                "generation_id": g.generation_id,
+                "protocol_type": g.protocol_type,
+                "protocol": g.protocol,
+                "leader": g.leader,
+                "members": g.members,
+                "start_ns": g.start_ns,
+                "end_ns": g.end_ns,
+                "duration_ms": g.duration_ms,
+                "joins_ns": g.joins_ns,
+                "syncs_ns": g.syncs_ns,
+                "waited_for": [wait(w) for w in g.waited_for],
+                "slowest_member": slowest.member_id if slowest is not None else None,
+                "assignments": g.assignments,
+                "left": g.left,
+                "expired": g.expired,
+                "departures": [vars(d) for d in g.departures],
+                "owner_gaps": [{**vars(o), "gap_ms": o.gap_ms} for o in g.owner_gaps],
+                "static_rejoins": [
+                    {**vars(r), "gaps": [{**vars(o), "gap_ms": o.gap_ms} for o in r.gaps]} for r in g.static_rejoins
+                ],
+                "commits_before": g.commits_before,
+                "commits_after": g.commits_after,
+                "duplicates": [
+                    {
+                        "topic": d.topic,
+                        "partition": d.partition,
+                        "old_owner": d.old_owner,
+                        "new_owner": d.new_owner,
+                        "old_position": d.old_position,
+                        "new_start": d.new_start,
+                        "records": d.records,
+                    }
+                    for d in g.duplicates
+                ],
+                "problems": g.problems,
+            }
+        )
     return {
         "group_id": report.group_id,
         "coordinator": report.coordinator,
@@ -1021,4 +1146,3 @@ def analyse_capture(source: CaptureSource, **options: Any) -> List[GroupReport]:
     """The groups of a pcap/pcapng capture (``options`` go to
     :func:`~kproto.capture.conversation.decode_capture`)."""
     return analyse_groups(decode_capture(source, **options))
-

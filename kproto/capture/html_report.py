@@ -69,8 +69,9 @@ def api_colours(plotly: Any, stats: TrafficStats) -> Dict[str, str]:
     return {api: colours[i % len(colours)] for i, api in enumerate(apis)}
 
 
-def _series_figure(go: Any, series: Series, title: str, yaxis: str, colours: Optional[Dict[str, str]] = None,
-                   log: bool = False) -> Any:
+def _series_figure(
+    go: Any, series: Series, title: str, yaxis: str, colours: Optional[Dict[str, str]] = None, log: bool = False
+) -> Any:
     figure = go.Figure()
     x = [_when(t) for t in series.starts_ns]
     for name, values in series.values.items():
@@ -81,13 +82,29 @@ def _series_figure(go: Any, series: Series, title: str, yaxis: str, colours: Opt
         if quantile == "p99":
             line["dash"] = "dot"
         # markers too: a value between two empty buckets has no line to draw
-        figure.add_trace(go.Scatter(x=x, y=values, name=name, mode="lines+markers", marker=dict(size=4),
-                                    line=line, connectgaps=False, legendgroup=api))
+        figure.add_trace(
+            go.Scatter(
+                x=x,
+                y=values,
+                name=name,
+                mode="lines+markers",
+                marker=dict(size=4),
+                line=line,
+                connectgaps=False,
+                legendgroup=api,
+            )
+        )
     if not series.values:
-        figure.add_annotation(text="nothing of this kind in the capture", showarrow=False,
-                              xref="paper", yref="paper", x=0.5, y=0.5)
-    figure.update_layout(title=title, yaxis_title=yaxis + (" (log scale)" if log else ""), height=360,
-                         margin=dict(l=60, r=20, t=50, b=40), legend=dict(font=dict(size=10)))
+        figure.add_annotation(
+            text="nothing of this kind in the capture", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5
+        )
+    figure.update_layout(
+        title=title,
+        yaxis_title=yaxis + (" (log scale)" if log else ""),
+        height=360,
+        margin=dict(l=60, r=20, t=50, b=40),
+        legend=dict(font=dict(size=10)),
+    )
     if log:
         figure.update_yaxes(type="log")
     return figure
@@ -99,15 +116,27 @@ def _error_figure(go: Any, series: Series) -> Any:
     for name, values in series.values.items():
         points = [(t, v) for t, v in zip(x, values) if v]
         if points:
-            figure.add_trace(go.Scatter(x=[p[0] for p in points], y=[name] * len(points), mode="markers",
-                                        name=name, text=[f"{int(p[1])}" for p in points],
-                                        marker=dict(size=[min(30, 6 + 2 * int(p[1]) ** 0.5) for p in points]),
-                                        hovertemplate="%{y}: %{text} at %{x}<extra></extra>"))
+            figure.add_trace(
+                go.Scatter(
+                    x=[p[0] for p in points],
+                    y=[name] * len(points),
+                    mode="markers",
+                    name=name,
+                    text=[f"{int(p[1])}" for p in points],
+                    marker=dict(size=[min(30, 6 + 2 * int(p[1]) ** 0.5) for p in points]),
+                    hovertemplate="%{y}: %{text} at %{x}<extra></extra>",
+                )
+            )
     if not figure.data:
-        figure.add_annotation(text="no error answers and no capture problems", showarrow=False,
-                              xref="paper", yref="paper", x=0.5, y=0.5)
-    figure.update_layout(title="Errors and capture problems", height=max(260, 60 + 28 * len(series.values)),
-                         margin=dict(l=260, r=20, t=50, b=40), showlegend=False)
+        figure.add_annotation(
+            text="no error answers and no capture problems", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5
+        )
+    figure.update_layout(
+        title="Errors and capture problems",
+        height=max(260, 60 + 28 * len(series.values)),
+        margin=dict(l=260, r=20, t=50, b=40),
+        showlegend=False,
+    )
     return figure
 
 
@@ -118,34 +147,57 @@ def _group_figure(go: Any, report: GroupReport) -> Any:
         # labels of neighbouring generations take turns over three heights, so close rebalances stay readable
         label = dict(yshift=-15 * (i % 3), font=dict(size=10))
         if gen.start_ns is not None and gen.end_ns is not None:
-            figure.add_vrect(x0=_when(gen.start_ns), x1=_when(gen.end_ns), fillcolor="orange", opacity=0.18,
-                             line_width=0, annotation_text=f"gen {gen.generation_id}: {gen.duration_ms:.0f} ms",
-                             annotation_position="top left", annotation=label)
+            figure.add_vrect(
+                x0=_when(gen.start_ns),
+                x1=_when(gen.end_ns),
+                fillcolor="orange",
+                opacity=0.18,
+                line_width=0,
+                annotation_text=f"gen {gen.generation_id}: {gen.duration_ms:.0f} ms",
+                annotation_position="top left",
+                annotation=label,
+            )
         elif gen.joins_ns:
             first = min(gen.joins_ns.values())
-            figure.add_vline(x=_when(first).timestamp() * 1000, line_dash="dot", line_color="gray",
-                             annotation_text=f"gen {gen.generation_id}: duration unknown", annotation=label)
+            figure.add_vline(
+                x=_when(first).timestamp() * 1000,
+                line_dash="dot",
+                line_color="gray",
+                annotation_text=f"gen {gen.generation_id}: duration unknown",
+                annotation=label,
+            )
         slowest = gen.slowest
         for wait in gen.waited_for:
             if wait.waited_ms is None or gen.start_ns is None:
                 continue
             is_slowest = slowest is not None and wait.member_id == slowest.member_id
-            figure.add_trace(go.Scatter(
-                x=[_when(gen.start_ns), _when(gen.start_ns + int(wait.waited_ms * 1e6))],
-                y=[wait.member_id, wait.member_id], mode="lines",
-                line=dict(color="crimson" if is_slowest else "goldenrod", width=10 if is_slowest else 5),
-                name=f"gen {gen.generation_id} waited for {wait.member_id}",
-                hovertemplate=f"gen {gen.generation_id}: waited {wait.waited_ms:.1f} ms ({html.escape(wait.reason)})"
-                              "<extra></extra>", showlegend=False))
+            figure.add_trace(
+                go.Scatter(
+                    x=[_when(gen.start_ns), _when(gen.start_ns + int(wait.waited_ms * 1e6))],
+                    y=[wait.member_id, wait.member_id],
+                    mode="lines",
+                    line=dict(color="crimson" if is_slowest else "goldenrod", width=10 if is_slowest else 5),
+                    name=f"gen {gen.generation_id} waited for {wait.member_id}",
+                    hovertemplate=f"gen {gen.generation_id}: waited {wait.waited_ms:.1f} ms "
+                    f"({html.escape(wait.reason)})<extra></extra>",
+                    showlegend=False,
+                )
+            )
     departures = [(gen.generation_id, d) for gen in report.generations for d in gen.departures if d.time_ns is not None]
     for kind, symbol in (("left", "triangle-left"), ("expired", "x-thin-open")):
         shown = [(g, d) for g, d in departures if d.kind == kind]
         if shown:
-            figure.add_trace(go.Scatter(
-                x=[_when(d.time_ns) for _, d in shown if d.time_ns is not None], y=[d.member_id for _, d in shown],
-                mode="markers", name=kind, marker=dict(symbol=symbol, size=12, color="black", line=dict(width=2)),
-                text=[html.escape(f"gen {g}: {d.cause}" + ("" if d.held else "; held nobody")) for g, d in shown],
-                hovertemplate=f"{kind} %{{x}}: %{{text}}<extra></extra>"))
+            figure.add_trace(
+                go.Scatter(
+                    x=[_when(d.time_ns) for _, d in shown if d.time_ns is not None],
+                    y=[d.member_id for _, d in shown],
+                    mode="markers",
+                    name=kind,
+                    marker=dict(symbol=symbol, size=12, color="black", line=dict(width=2)),
+                    text=[html.escape(f"gen {g}: {d.cause}" + ("" if d.held else "; held nobody")) for g, d in shown],
+                    hovertemplate=f"{kind} %{{x}}: %{{text}}<extra></extra>",
+                )
+            )
     kinds: Dict[str, List[Any]] = {}
     for event in report.events:
         if event.request_time_ns is None or event.member_id is None:
@@ -161,14 +213,23 @@ def _group_figure(go: Any, report: GroupReport) -> Any:
         kinds.setdefault(key, []).append(event)
     for key, events in sorted(kinds.items()):
         failed = " " in key and "(" not in key
-        figure.add_trace(go.Scatter(
-            x=[_when(e.request_time_ns) for e in events], y=[e.member_id for e in events], mode="markers",
-            name=key, marker=dict(symbol="x" if failed else "circle", size=9 if failed else 7),
-            hovertemplate=f"{html.escape(key)} gen %{{text}} at %{{x}}<extra></extra>",
-            text=[str(e.generation) for e in events]))
-    figure.update_layout(title=f"Group {report.group_id}: rebalances (coordinator {report.coordinator})",
-                         height=160 + 40 * max(1, len(members)), margin=dict(l=260, r=20, t=80, b=40),
-                         yaxis=dict(categoryorder="array", categoryarray=members, type="category"))
+        figure.add_trace(
+            go.Scatter(
+                x=[_when(e.request_time_ns) for e in events],
+                y=[e.member_id for e in events],
+                mode="markers",
+                name=key,
+                marker=dict(symbol="x" if failed else "circle", size=9 if failed else 7),
+                hovertemplate=f"{html.escape(key)} gen %{{text}} at %{{x}}<extra></extra>",
+                text=[str(e.generation) for e in events],
+            )
+        )
+    figure.update_layout(
+        title=f"Group {report.group_id}: rebalances (coordinator {report.coordinator})",
+        height=160 + 40 * max(1, len(members)),
+        margin=dict(l=260, r=20, t=80, b=40),
+        yaxis=dict(categoryorder="array", categoryarray=members, type="category"),
+    )
     return figure
 
 
@@ -186,15 +247,16 @@ def _parts(value: Any) -> str:
     return "unknown" if value is None else str(value)
 
 
-def _table(table_id: str, caption: str, head: Sequence[str], rows: Sequence[Sequence[str]],
-           empty: str) -> str:
+def _table(table_id: str, caption: str, head: Sequence[str], rows: Sequence[Sequence[str]], empty: str) -> str:
     """An HTML table (cells escaped here), or a paragraph saying ``empty`` when there are no rows."""
     if not rows:
         return f'<p id="{table_id}" class="empty"><b>{html.escape(caption)}</b>: {html.escape(empty)}</p>'
     header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return (f'<table id="{table_id}"><caption>{html.escape(caption)}</caption><thead><tr>{header}</tr></thead>'
-            f"<tbody>{body}</tbody></table>")
+    return (
+        f'<table id="{table_id}"><caption>{html.escape(caption)}</caption><thead><tr>{header}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
 
 
 #: Commits listed per group at most (the rest are counted).
@@ -210,69 +272,170 @@ def group_story(index: int, report: GroupReport) -> str:
         waits = "; ".join(f"{w.member_id} {_ms(w.waited_ms)} ({w.reason})" for w in gen.waited_for) or "nobody"
         slowest = gen.slowest
         departed = [f"{d.member_id} ({d.cause}{'' if d.held else '; held nobody'})" for d in gen.departures]
-        rows.append([str(gen.generation_id), _clock(gen.start_ns), _clock(gen.end_ns), _ms(gen.duration_ms),
-                     str(gen.leader), ", ".join(m for m in gen.members if m not in previous) or "-",
-                     "; ".join(departed) or "-", waits, slowest.member_id if slowest is not None else "-"])
-    parts = [f'<section class="group" id="group-{index}-story"><h2>Group {html.escape(report.group_id)}</h2>',
-             _table(f"group-{index}-generations", "Generations", ["gen", "start", "end", "duration", "leader",
-                    "joined", "left / expired", "waited for (cause)", "held by"], rows, "no generation")]
-    assignments = [[str(g.generation_id), member, _parts(a)]
-                   for g in gens for member, a in sorted(g.assignments.items())]
-    assignments += [[str(g.generation_id), f"{r.new_member} (static {r.group_instance_id}, replaced {r.old_member})",
-                     _parts(r.assignment)] for g in gens for r in g.static_rejoins]
-    parts.append(_table(f"group-{index}-assignments", "Assignments", ["gen", "member", "partitions"], assignments,
-                        "no assignment in the capture"))
-    gaps = [[str(g.generation_id), f"{o.topic}[{o.partition}]", o.old_owner, o.new_owner,
-             f"{o.from_what} {_clock(o.from_ns)}", _clock(o.to_ns), _ms(o.gap_ms)]
-            for g in gens for o in [*g.owner_gaps, *(x for r in g.static_rejoins for x in r.gaps)]]
-    parts.append(_table(f"group-{index}-gaps", "Partitions without an owner",
-                        ["gen", "partition", "old owner", "new owner", "since", "until (first fetch)", "time"], gaps,
-                        "no partition changed hands between fetches seen in the capture"))
-    twice = [[str(g.generation_id), f"{d.topic}[{d.partition}]", d.old_owner, str(d.old_position), d.new_owner,
-              str(d.new_start), str(d.records)] for g in gens for d in g.duplicates]
-    parts.append(_table(f"group-{index}-twice", "Records processed twice",
-                        ["gen", "partition", "old owner", "had fetched to", "new owner", "starts at", "records"],
-                        twice, "none seen"))
-    commits = [[_clock(c.time_ns), str(c.member_id), str(c.generation), f"{c.topic}[{c.partition}]", str(c.offset),
-                str(c.error)] for c in report.commits[:MAX_COMMIT_ROWS]]
+        rows.append(
+            [
+                str(gen.generation_id),
+                _clock(gen.start_ns),
+                _clock(gen.end_ns),
+                _ms(gen.duration_ms),
+                str(gen.leader),
+                ", ".join(m for m in gen.members if m not in previous) or "-",
+                "; ".join(departed) or "-",
+                waits,
+                slowest.member_id if slowest is not None else "-",
+            ]
+        )
+    parts = [
+        f'<section class="group" id="group-{index}-story"><h2>Group {html.escape(report.group_id)}</h2>',
+        _table(
+            f"group-{index}-generations",
+            "Generations",
+            ["gen", "start", "end", "duration", "leader", "joined", "left / expired", "waited for (cause)", "held by"],
+            rows,
+            "no generation",
+        ),
+    ]
+    assignments = [
+        [str(g.generation_id), member, _parts(a)] for g in gens for member, a in sorted(g.assignments.items())
+    ]
+    assignments += [
+        [
+            str(g.generation_id),
+            f"{r.new_member} (static {r.group_instance_id}, replaced {r.old_member})",
+            _parts(r.assignment),
+        ]
+        for g in gens
+        for r in g.static_rejoins
+    ]
+    parts.append(
+        _table(
+            f"group-{index}-assignments",
+            "Assignments",
+            ["gen", "member", "partitions"],
+            assignments,
+            "no assignment in the capture",
+        )
+    )
+    gaps = [
+        [
+            str(g.generation_id),
+            f"{o.topic}[{o.partition}]",
+            o.old_owner,
+            o.new_owner,
+            f"{o.from_what} {_clock(o.from_ns)}",
+            _clock(o.to_ns),
+            _ms(o.gap_ms),
+        ]
+        for g in gens
+        for o in [*g.owner_gaps, *(x for r in g.static_rejoins for x in r.gaps)]
+    ]
+    parts.append(
+        _table(
+            f"group-{index}-gaps",
+            "Partitions without an owner",
+            ["gen", "partition", "old owner", "new owner", "since", "until (first fetch)", "time"],
+            gaps,
+            "no partition changed hands between fetches seen in the capture",
+        )
+    )
+    twice = [
+        [
+            str(g.generation_id),
+            f"{d.topic}[{d.partition}]",
+            d.old_owner,
+            str(d.old_position),
+            d.new_owner,
+            str(d.new_start),
+            str(d.records),
+        ]
+        for g in gens
+        for d in g.duplicates
+    ]
+    parts.append(
+        _table(
+            f"group-{index}-twice",
+            "Records processed twice",
+            ["gen", "partition", "old owner", "had fetched to", "new owner", "starts at", "records"],
+            twice,
+            "none seen",
+        )
+    )
+    commits = [
+        [
+            _clock(c.time_ns),
+            str(c.member_id),
+            str(c.generation),
+            f"{c.topic}[{c.partition}]",
+            str(c.offset),
+            str(c.error),
+        ]
+        for c in report.commits[:MAX_COMMIT_ROWS]
+    ]
     more = len(report.commits) - MAX_COMMIT_ROWS
-    parts.append(_table(f"group-{index}-commits", "Commits" + (f" (first {MAX_COMMIT_ROWS}, {more} more)" if more > 0
-                                                                else ""),
-                        ["time", "member", "gen", "partition", "offset", "answer"], commits, "no OffsetCommit"))
+    parts.append(
+        _table(
+            f"group-{index}-commits",
+            "Commits" + (f" (first {MAX_COMMIT_ROWS}, {more} more)" if more > 0 else ""),
+            ["time", "member", "gen", "partition", "offset", "answer"],
+            commits,
+            "no OffsetCommit",
+        )
+    )
     parts.append("</section>")
     return "".join(parts)
 
 
-def render_report(stats: TrafficStats, groups: Sequence[GroupReport], *, title: str,
-                  max_buckets: int = DEFAULT_MAX_BUCKETS, problems: Optional[List[str]] = None) -> str:
+def render_report(
+    stats: TrafficStats,
+    groups: Sequence[GroupReport],
+    *,
+    title: str,
+    max_buckets: int = DEFAULT_MAX_BUCKETS,
+    problems: Optional[List[str]] = None,
+) -> str:
     """The HTML page (a string) for ``stats`` and ``groups``; plotly.js is inlined once."""
     plotly = require_plotly()
     go = plotly.graph_objects
     colours = api_colours(plotly, stats)
     figures = [
-        ("request-rate", _series_figure(go, stats.request_rate(max_buckets), "Requests per second by API", "req/s",
-                                        colours)),
-        ("latency", _series_figure(go, stats.latency_percentiles(max_buckets=max_buckets),
-                                   "Latency percentiles by API (request to response; p99 dotted)", "ms", colours,
-                                   log=True)),
+        (
+            "request-rate",
+            _series_figure(go, stats.request_rate(max_buckets), "Requests per second by API", "req/s", colours),
+        ),
+        (
+            "latency",
+            _series_figure(
+                go,
+                stats.latency_percentiles(max_buckets=max_buckets),
+                "Latency percentiles by API (request to response; p99 dotted)",
+                "ms",
+                colours,
+                log=True,
+            ),
+        ),
         ("topic-bytes", _series_figure(go, stats.topic_bytes_series(max_buckets), "Record bytes by topic", "bytes")),
         ("topic-records", _series_figure(go, stats.topic_records_series(max_buckets), "Records by topic", "records")),
         ("errors", _error_figure(go, stats.error_series(max_buckets))),
     ]
     for i, report in enumerate(groups):
         figures.append((f"group-{i}", _group_figure(go, report)))
-    parts = [f'<section class="plot" data-kind="{fid.split("-")[0]}">'
-             + figure.to_html(full_html=False, include_plotlyjs=False, div_id=fid, config={"responsive": True})
-             + "</section>" + (group_story(int(fid.split("-")[1]), groups[int(fid.split("-")[1])])
-                               if fid.startswith("group-") else "")
-             for fid, figure in figures]
+    parts = [
+        f'<section class="plot" data-kind="{fid.split("-")[0]}">'
+        + figure.to_html(full_html=False, include_plotlyjs=False, div_id=fid, config={"responsive": True})
+        + "</section>"
+        + (group_story(int(fid.split("-")[1]), groups[int(fid.split("-")[1])]) if fid.startswith("group-") else "")
+        for fid, figure in figures
+    ]
     width_s = stats.bucket_ns(max_buckets) // 1_000_000_000
-    summary = (f"{stats.exchanges} exchanges, {stats.problems} problems, {len(groups)} consumer groups; "
-               f"buckets of {width_s} s")
+    summary = (
+        f"{stats.exchanges} exchanges, {stats.problems} problems, {len(groups)} consumer groups; buckets of {width_s} s"
+    )
     notes = "".join(f"<li>{html.escape(p)}</li>" for p in problems or [])
     group_notes = "".join(
         f"<li>group {html.escape(r.group_id)}: {html.escape(p)}</li>"
-        for r in groups for p in r.problems + [q for g in r.generations for q in g.problems])
+        for r in groups
+        for p in r.problems + [q for g in r.generations for q in g.problems]
+    )
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title>"
@@ -283,5 +446,6 @@ def render_report(stats: TrafficStats, groups: Sequence[GroupReport], *, title: 
         f"<script type=\"text/javascript\">{plotly.offline.get_plotlyjs()}</script></head><body>"
         f"<h1>{html.escape(title)}</h1><p id=\"summary\">{html.escape(summary)}</p>"
         + (f"<h2>Problems</h2><ul id=\"problems\">{notes}{group_notes}</ul>" if notes or group_notes else "")
-        + "".join(parts) + "</body></html>\n"
+        + "".join(parts)
+        + "</body></html>\n"
     )

@@ -70,8 +70,17 @@ _LINKTYPE_RAW_ALIASES = (12, 14)
 
 #: Every link type :func:`decode_tcp_segment` understands.
 SUPPORTED_LINK_TYPES = frozenset(
-    (LINKTYPE_NULL, LINKTYPE_ETHERNET, LINKTYPE_RAW, LINKTYPE_LOOP, LINKTYPE_LINUX_SLL, LINKTYPE_IPV4, LINKTYPE_IPV6,
-     LINKTYPE_LINUX_SLL2) + _LINKTYPE_RAW_ALIASES
+    (
+        LINKTYPE_NULL,
+        LINKTYPE_ETHERNET,
+        LINKTYPE_RAW,
+        LINKTYPE_LOOP,
+        LINKTYPE_LINUX_SLL,
+        LINKTYPE_IPV4,
+        LINKTYPE_IPV6,
+        LINKTYPE_LINUX_SLL2,
+    )
+    + _LINKTYPE_RAW_ALIASES
 )
 
 _ETH_IPV4 = 0x0800
@@ -116,16 +125,30 @@ class TcpSegment(NamedTuple):
 
     @classmethod
     def make(
-        cls, src: str, sport: int, dst: str, dport: int, seq: int, *, ack: int = 0, flags: int = TCP_ACK,
-        payload: bytes = b"", payload_length: Optional[int] = None, number: int = 0, timestamp_ns: Optional[int] = 0,
+        cls,
+        src: str,
+        sport: int,
+        dst: str,
+        dport: int,
+        seq: int,
+        *,
+        ack: int = 0,
+        flags: int = TCP_ACK,
+        payload: bytes = b"",
+        payload_length: Optional[int] = None,
+        number: int = 0,
+        timestamp_ns: Optional[int] = 0,
     ) -> "TcpSegment":
         """Build a segment by keyword (tests, callers feeding reassembly from their own packet source)."""
         length = len(payload) if payload_length is None else payload_length
         return cls(number, timestamp_ns, src, sport, dst, dport, seq, ack, flags, payload, length)
 
     def __repr__(self) -> str:
-        names = "".join(n for bit, n in ((TCP_SYN, "S"), (TCP_FIN, "F"), (TCP_RST, "R"), (TCP_PSH, "P"), (TCP_ACK, "."))
-                        if self.flags & bit)
+        names = "".join(
+            n
+            for bit, n in ((TCP_SYN, "S"), (TCP_FIN, "F"), (TCP_RST, "R"), (TCP_PSH, "P"), (TCP_ACK, "."))
+            if self.flags & bit
+        )
         return (
             f"TcpSegment(#{self.number} {self.src}:{self.sport} > {self.dst}:{self.dport} [{names}] seq={self.seq} "
             f"ack={self.ack} len={len(self.payload)}/{self.payload_length})"
@@ -150,8 +173,9 @@ def _malformed(record: PacketRecord, why: str) -> CaptureDiagnostic:
     return CaptureDiagnostic(DiagnosticKind.MALFORMED_PACKET, why, record.number, record.file_offset)
 
 
-def _ip_after_ethertype(record: PacketRecord, data: bytes, ethertype: int, off: int
-                        ) -> Union[Tuple[int, int], CaptureDiagnostic, None]:
+def _ip_after_ethertype(
+    record: PacketRecord, data: bytes, ethertype: int, off: int
+) -> Union[Tuple[int, int], CaptureDiagnostic, None]:
     """Skip 802.1Q/QinQ tags after an EtherType (Ethernet and Linux cooked captures alike): ``(IP version,
     offset of the IP header)``, a diagnostic for damaged tags, or None for a frame that is not IP."""
     tags = 0
@@ -244,7 +268,10 @@ def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnos
             return None
         if frag & 0x3FFF:
             return CaptureDiagnostic(
-                DiagnosticKind.IP_FRAGMENT, "IPv4 fragment of a TCP packet (IP reassembly unsupported)", record.number, record.file_offset
+                DiagnosticKind.IP_FRAGMENT,
+                "IPv4 fragment of a TCP packet (IP reassembly unsupported)",
+                record.number,
+                record.file_offset,
             )
         src = _addr_cache.get(raw_src) or _address(raw_src)
         dst = _addr_cache.get(raw_dst) or _address(raw_dst)
@@ -314,7 +341,10 @@ def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnos
     if start > n:
         if record.original_length > n:
             return CaptureDiagnostic(
-                DiagnosticKind.SNAPLEN_TRUNCATED, "TCP options not captured (snaplen)", record.number, record.file_offset
+                DiagnosticKind.SNAPLEN_TRUNCATED,
+                "TCP options not captured (snaplen)",
+                record.number,
+                record.file_offset,
             )
         return _malformed(record, "TCP options cut short")
     wire_len = ip_end - start

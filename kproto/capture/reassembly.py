@@ -316,7 +316,15 @@ class TcpReassembler:
                 acked = other.offset_of(seg.ack)
                 if other.next < acked <= other.next + _MAX_ACK_JUMP and acked > other.acked:
                     other.acked = acked
-                    self._gap_to(conn, Direction(1 - direction), other, self._ack_horizon(other), GAP_NOT_CAPTURED, ts, seg.number)
+                    self._gap_to(
+                        conn,
+                        Direction(1 - direction),
+                        other,
+                        self._ack_horizon(other),
+                        GAP_NOT_CAPTURED,
+                        ts,
+                        seg.number,
+                    )
         start = half.offset_of((seg.seq + (1 if flags & TCP_SYN else 0)) % _MOD)
         if seg.payload_length:
             self._add(conn, direction, half, start, seg.payload, seg.payload_length, ts, seg.number)
@@ -404,8 +412,15 @@ class TcpReassembler:
         return min(h.acked, end)
 
     def _add(
-        self, conn: _Connection, direction: Direction, h: _Half, start: int, payload: bytes, wire_len: int,
-        ts: Optional[int], packet: int,
+        self,
+        conn: _Connection,
+        direction: Direction,
+        h: _Half,
+        start: int,
+        payload: bytes,
+        wire_len: int,
+        ts: Optional[int],
+        packet: int,
     ) -> None:
         if h.closed:
             self.stats.duplicate_bytes += len(payload)
@@ -511,7 +526,13 @@ class TcpReassembler:
             del h.starts[:n]
 
     def _gap_to(
-        self, conn: _Connection, direction: Direction, h: _Half, upto: int, reason: str, ts: Optional[int],
+        self,
+        conn: _Connection,
+        direction: Direction,
+        h: _Half,
+        upto: int,
+        reason: str,
+        ts: Optional[int],
         packet: Optional[int],
     ) -> None:
         """Declare every hole below ``upto`` a gap and deliver what follows each hole."""
@@ -525,27 +546,42 @@ class TcpReassembler:
             self._deliver(conn, direction, h, None)
         self._check_fin(conn, direction, h, ts, packet)
 
-    def _flush(self, conn: _Connection, direction: Direction, h: _Half, reason: str, ts: Optional[int], packet: Optional[int]) -> None:
+    def _flush(
+        self, conn: _Connection, direction: Direction, h: _Half, reason: str, ts: Optional[int], packet: Optional[int]
+    ) -> None:
         if h.base is not None:
             self._gap_to(conn, direction, h, self._buffered_end(h), reason, ts, packet)
 
-    def _check_fin(self, conn: _Connection, direction: Direction, h: _Half, ts: Optional[int], packet: Optional[int]) -> None:
+    def _check_fin(
+        self, conn: _Connection, direction: Direction, h: _Half, ts: Optional[int], packet: Optional[int]
+    ) -> None:
         if h.fin is not None and h.next >= h.fin and not h.closed:
             self._close(conn, direction, h, "fin", ts, packet)
 
-    def _close(self, conn: _Connection, direction: Direction, h: _Half, reason: str, ts: Optional[int], packet: Optional[int]) -> None:
+    def _close(
+        self, conn: _Connection, direction: Direction, h: _Half, reason: str, ts: Optional[int], packet: Optional[int]
+    ) -> None:
         h.closed = True
         h.pieces.clear()
         h.starts.clear()
         h.buffered = 0
         self._events.append(StreamClosed(conn.cid, direction, h.next, ts, packet, reason))
 
-    def _emit_data(self, conn: _Connection, direction: Direction, offset: int, data: bytes, ts: Optional[int], packet: int) -> None:
+    def _emit_data(
+        self, conn: _Connection, direction: Direction, offset: int, data: bytes, ts: Optional[int], packet: int
+    ) -> None:
         self.stats.delivered_bytes += len(data)
         self._events.append(StreamData(conn.cid, direction, offset, data, ts, packet))  # type: ignore[arg-type]
 
     def _emit_gap(
-        self, conn: _Connection, direction: Direction, offset: int, length: int, ts: Optional[int], packet: Optional[int], reason: str
+        self,
+        conn: _Connection,
+        direction: Direction,
+        offset: int,
+        length: int,
+        ts: Optional[int],
+        packet: Optional[int],
+        reason: str,
     ) -> None:
         stats = self.stats
         stats.gaps += 1
@@ -555,7 +591,9 @@ class TcpReassembler:
 
 
 def reassemble(
-    segments: Iterable[TcpSegment], *, max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+    segments: Iterable[TcpSegment],
+    *,
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
     max_buffered_segments: int = DEFAULT_MAX_BUFFERED_SEGMENTS,
 ) -> Iterator[StreamEvent]:
     """Feed ``segments`` (other items, such as diagnostics, are skipped) and yield the events, then finish."""

@@ -31,8 +31,18 @@ REDACTED = "<redacted>"
 _SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 #: SCRAM attributes that are secrets (the client proof); the server signature only proves the server.
 _SCRAM_SECRETS = frozenset({"p"})
-_SCRAM_NAMES = {"n": "username", "r": "nonce", "s": "salt", "i": "iterations", "c": "channel_binding",
-                "p": "proof", "v": "server_signature", "e": "error", "a": "authzid", "m": "extension"}
+_SCRAM_NAMES = {
+    "n": "username",
+    "r": "nonce",
+    "s": "salt",
+    "i": "iterations",
+    "c": "channel_binding",
+    "p": "proof",
+    "v": "server_signature",
+    "e": "error",
+    "a": "authzid",
+    "m": "extension",
+}
 
 
 def raw_token_count(mechanism: Optional[str]) -> Optional[int]:
@@ -45,7 +55,9 @@ def raw_token_count(mechanism: Optional[str]) -> Optional[int]:
     return None
 
 
-def token_facts(mechanism: Optional[str], token: bytes, from_client: bool, show_secrets: bool = False) -> Dict[str, Any]:
+def token_facts(
+    mechanism: Optional[str], token: bytes, from_client: bool, show_secrets: bool = False
+) -> Dict[str, Any]:
     """The readable content of one token: ``{"mechanism", "size", ...fields}``, secrets replaced by
     :data:`REDACTED` unless ``show_secrets``; ``"malformed"`` says when the token lacks its mechanism's shape."""
     facts: Dict[str, Any] = {"mechanism": mechanism, "size": len(token)}
@@ -83,8 +95,7 @@ def _plain(token: bytes, from_client: bool, show_secrets: bool) -> Dict[str, Any
     if authzid is None or username is None:
         return _malformed("PLAIN names are not UTF-8", token, show_secrets)
     password = _text(parts[2]) if show_secrets else REDACTED
-    return {"authzid": authzid, "username": username,
-            "password": password if password is not None else parts[2].hex()}
+    return {"authzid": authzid, "username": username, "password": password if password is not None else parts[2].hex()}
 
 
 def _scram(token: bytes, show_secrets: bool) -> Dict[str, Any]:
@@ -114,8 +125,9 @@ def _oauthbearer(token: bytes, from_client: bool, show_secrets: bool) -> Dict[st
         return {"abort": True}  # the client's answer to an error message
     header, sep, rest = text.partition("\x01")
     if not sep:
-        return _malformed("an OAUTHBEARER message is a GS2 header, then key=value pairs ended by \\x01", token,
-                          show_secrets)
+        return _malformed(
+            "an OAUTHBEARER message is a GS2 header, then key=value pairs ended by \\x01", token, show_secrets
+        )
     out: Dict[str, Any] = {"gs2_header": header}
     for pair in rest.split("\x01"):
         if not pair:

@@ -74,7 +74,7 @@ def tls_start(data: bytes) -> Optional[TlsStart]:
     if content != "handshake" or len(data) < 6 or data[5] not in _HANDSHAKE:
         return TlsStart(content, version)
     hello = _HANDSHAKE[data[5]]
-    body = bytes(data[9:5 + length])
+    body = bytes(data[9 : 5 + length])
     if hello == "ClientHello":
         return _client_hello(body, version)
     return _server_hello(body, version)
@@ -90,7 +90,7 @@ class _Reader:
         if self.pos + n > len(self.data):
             self.ok = False
             return b""
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -130,9 +130,14 @@ def _client_hello(body: bytes, version: int) -> TlsStart:
                     server_name = host.decode("ascii", "replace")
         elif kind == 43:  # supported_versions: a u8 vector of u16 versions
             versions = _Reader(data).vector(1)
-            offered = max((int.from_bytes(versions[i:i + 2], "big") for i in range(0, len(versions) - 1, 2)
-                           if versions[i:i + 2] in (b"\x03\x00", b"\x03\x01", b"\x03\x02", b"\x03\x03", b"\x03\x04")),
-                          default=None)
+            offered = max(
+                (
+                    int.from_bytes(versions[i : i + 2], "big")
+                    for i in range(0, len(versions) - 1, 2)
+                    if versions[i : i + 2] in (b"\x03\x00", b"\x03\x01", b"\x03\x02", b"\x03\x03", b"\x03\x04")
+                ),
+                default=None,
+            )
     return TlsStart("handshake", version, "ClientHello", server_name, offered)
 
 

@@ -133,8 +133,9 @@ class TrafficStats:
         self.last_s = second if self.last_s is None else max(self.last_s, second)
         return second
 
-    def _record_sets(self, second: int, message: Any, topics_field: str, name_field: str, parts_field: str,
-                     version: int) -> None:
+    def _record_sets(
+        self, second: int, message: Any, topics_field: str, name_field: str, parts_field: str, version: int
+    ) -> None:
         for topic in getattr(message, topics_field, None) or []:
             name = getattr(topic, name_field, None)
             if not name:
@@ -178,8 +179,9 @@ class TrafficStats:
         name = self.topic_names.resolve(key)
         return name if name != key else f"topic id {key}"
 
-    def _sum_series(self, cells: Dict[Tuple[int, str], int], max_buckets: int, scale: float = 1.0,
-                    topics: bool = False) -> Series:
+    def _sum_series(
+        self, cells: Dict[Tuple[int, str], int], max_buckets: int, scale: float = 1.0, topics: bool = False
+    ) -> Series:
         width, starts = self._buckets(max_buckets)
         series = Series(width, starts)
         for (second, key), count in cells.items():
@@ -195,8 +197,9 @@ class TrafficStats:
         width = self.bucket_ns(max_buckets)
         return self._sum_series(self.requests, max_buckets, 1e9 / width)
 
-    def latency_percentiles(self, quantiles: Iterable[float] = (0.5, 0.99),
-                            max_buckets: int = DEFAULT_MAX_BUCKETS) -> Series:
+    def latency_percentiles(
+        self, quantiles: Iterable[float] = (0.5, 0.99), max_buckets: int = DEFAULT_MAX_BUCKETS
+    ) -> Series:
         """Latency quantiles per API and bucket, in ms; names are ``"<api> p50"`` etc."""
         width, starts = self._buckets(max_buckets)
         merged: Dict[Tuple[int, str], Dict[int, int]] = {}

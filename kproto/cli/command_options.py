@@ -31,22 +31,34 @@ FORMATS = ("text", "json", "jsonl")
 def add_capture_options(parser: argparse.ArgumentParser) -> None:
     """FILE, --port and --no-detect: the capture input of ``groups`` and ``report``."""
     parser.add_argument("file", metavar="FILE", help="pcap or pcapng capture; - for stdin")
-    parser.add_argument("--port", type=int, action="append", metavar="P",
-                        help="a Kafka server port (repeatable; default 9092)")
-    parser.add_argument("--no-detect", action="store_true",
-                        help="only decode connections to --port ports (default: also recognise Kafka elsewhere)")
+    parser.add_argument(
+        "--port", type=int, action="append", metavar="P", help="a Kafka server port (repeatable; default 9092)"
+    )
+    parser.add_argument(
+        "--no-detect",
+        action="store_true",
+        help="only decode connections to --port ports (default: also recognise Kafka elsewhere)",
+    )
     add_max_frame_option(parser)
 
 
 def add_format_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=FORMATS, default="text",
-                        help="output format: text for people, json (one document) or jsonl (one record a line); "
-                             "see docs/cli.md for the JSON schema (default: text)")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="output format: text for people, json (one document) or jsonl (one record a line); "
+        "see docs/cli.md for the JSON schema (default: text)",
+    )
 
 
 def add_color_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--color", choices=COLOR_CHOICES, default="auto",
-                        help="ANSI colours in text output: auto = only on a terminal (default)")
+    parser.add_argument(
+        "--color",
+        choices=COLOR_CHOICES,
+        default="auto",
+        help="ANSI colours in text output: auto = only on a terminal (default)",
+    )
 
 
 def _byte_size(text: str) -> int:
@@ -63,9 +75,14 @@ def _byte_size(text: str) -> int:
 
 
 def add_max_frame_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--max-frame-size", type=_byte_size, default=DEFAULT_MAX_FRAME_SIZE, metavar="BYTES",
-                        help="largest frame accepted; a bigger size prefix is reported and skipped, and memory "
-                             "stays below it (suffixes k, m, g; default 100m, Kafka's socket.request.max.bytes)")
+    parser.add_argument(
+        "--max-frame-size",
+        type=_byte_size,
+        default=DEFAULT_MAX_FRAME_SIZE,
+        metavar="BYTES",
+        help="largest frame accepted; a bigger size prefix is reported and skipped, and memory "
+        "stays below it (suffixes k, m, g; default 100m, Kafka's socket.request.max.bytes)",
+    )
 
 
 def _count(text: str) -> int:
@@ -76,34 +93,58 @@ def _count(text: str) -> int:
 
 
 def add_max_records_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--max-records", type=_count, default=None, metavar="N",
-                        help="with -v, list at most N messages of each record set (the rest are counted)")
+    parser.add_argument(
+        "--max-records",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="with -v, list at most N messages of each record set (the rest are counted)",
+    )
 
 
 def add_frame_input_options(parser: argparse.ArgumentParser) -> None:
     """FILE, input kind, request/response choice and the api of responses (decode, hexdump)."""
-    parser.add_argument("file", nargs="?", default="-", metavar="FILE",
-                        help="size-prefixed frames, raw binary or hex text (detected); - or nothing for stdin")
-    parser.add_argument("--input", choices=("auto", "binary", "hex"), default="auto",
-                        help="input kind: auto-detect (default), raw binary frames, or hex text")
+    parser.add_argument(
+        "file",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="size-prefixed frames, raw binary or hex text (detected); - or nothing for stdin",
+    )
+    parser.add_argument(
+        "--input",
+        choices=("auto", "binary", "hex"),
+        default="auto",
+        help="input kind: auto-detect (default), raw binary frames, or hex text",
+    )
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--request", dest="mode", action="store_const", const="request",
-                      help="every frame is a request")
-    mode.add_argument("--response", dest="mode", action="store_const", const="response",
-                      help="every frame is a response (needs --api or --api-key, and --api-version)")
+    mode.add_argument("--request", dest="mode", action="store_const", const="request", help="every frame is a request")
+    mode.add_argument(
+        "--response",
+        dest="mode",
+        action="store_const",
+        const="response",
+        help="every frame is a response (needs --api or --api-key, and --api-version)",
+    )
     api = parser.add_mutually_exclusive_group()
     api.add_argument("--api", metavar="NAME", help="the api responses answer, by name (Produce, Metadata, ...)")
     api.add_argument("--api-key", type=int, metavar="N", help="the api responses answer, by key")
-    parser.add_argument("--api-version", type=int, metavar="V",
-                        help="version of the request the responses answer (optional when the api has one version)")
+    parser.add_argument(
+        "--api-version",
+        type=int,
+        metavar="V",
+        help="version of the request the responses answer (optional when the api has one version)",
+    )
     add_max_frame_option(parser)
 
 
 def add_show_secrets_option(parser: argparse.ArgumentParser) -> None:
     """``--show-secrets``: SASL secrets are redacted in every command's output unless it is given."""
-    parser.add_argument("--show-secrets", action="store_true",
-                        help="show SASL secrets (passwords, SCRAM proofs, bearer tokens, opaque tokens) instead of "
-                             "redacting them")
+    parser.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="show SASL secrets (passwords, SCRAM proofs, bearer tokens, opaque tokens) instead of redacting them",
+    )
 
 
 def resolve_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Tuple[str, Optional[int], Optional[int]]:

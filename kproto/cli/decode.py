@@ -39,13 +39,21 @@ Exit code: 0 all frames decoded, 1 a frame failed or the input is damaged, 2 usa
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("decode", help="decode frames from a binary or hex file",
-                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "decode",
+        help="decode frames from a binary or hex file",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_frame_input_options(parser)
     add_format_option(parser)
     add_color_option(parser)
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="also decode the messages of record sets and consumer-protocol bytes")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also decode the messages of record sets and consumer-protocol bytes",
+    )
     add_max_records_option(parser)
     add_show_secrets_option(parser)
     parser.set_defaults(run=run)
@@ -57,8 +65,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     stream, total, owned = open_binary_input(args.file)
     tally = FrameTally()
     try:
-        items = decoded_frames(stream, total, input_kind=args.input, mode=mode, api_key=api_key,
-                               api_version=api_version, max_frame_size=args.max_frame_size, tally=tally)
+        items = decoded_frames(
+            stream,
+            total,
+            input_kind=args.input,
+            mode=mode,
+            api_key=api_key,
+            api_version=api_version,
+            max_frame_size=args.max_frame_size,
+            tally=tally,
+        )
         tracker = None if args.show_secrets else SecretTracker()
         if args.format == "text":
             style = Style(wants_color(args.color, sys.stdout))
@@ -84,8 +100,10 @@ def _finish(tally: FrameTally, err: TextIO) -> int:
         print("kproto decode: no frames in the input", file=err)
         return EXIT_FAILED
     if not tally.ok:
-        print(f"kproto decode: {tally.frames} frames, {tally.failed} failed to decode, {tally.problems} input problems",
-              file=err)
+        print(
+            f"kproto decode: {tally.frames} frames, {tally.failed} failed to decode, {tally.problems} input problems",
+            file=err,
+        )
         return EXIT_FAILED
     return EXIT_OK
 
@@ -96,8 +114,17 @@ def redact_frame_json(record: Dict[str, Any], secrets: Optional[FrameSecrets]) -
     if secrets is None:
         return record
     if secrets.raw_token:
-        record.update(header=None, body=None, raw_body=redacted_json(secrets), error=None,
-                      api_key=None, api_name=None, api_version=None, correlation_id=None, kind="sasl_token")
+        record.update(
+            header=None,
+            body=None,
+            raw_body=redacted_json(secrets),
+            error=None,
+            api_key=None,
+            api_name=None,
+            api_version=None,
+            correlation_id=None,
+            kind="sasl_token",
+        )
     elif isinstance(record.get("body"), dict):
         record["body"]["auth_bytes"] = redacted_json(secrets)
     elif record.get("raw_body") is not None:
@@ -108,8 +135,10 @@ def redact_frame_json(record: Dict[str, Any], secrets: Optional[FrameSecrets]) -
 def secret_title(frame: DecodedFrame, secrets: FrameSecrets) -> str:
     """The title of a raw SASL token frame (what its first bytes would mean as a header is not said)."""
     mechanism = f" {secrets.mechanism}" if secrets.mechanism else ""
-    return (f"frame {frame.index} @{frame.offset}: raw SASL{mechanism} token (after SaslHandshake v0), "
-            f"{len(frame.data)} bytes")
+    return (
+        f"frame {frame.index} @{frame.offset}: raw SASL{mechanism} token (after SaslHandshake v0), "
+        f"{len(frame.data)} bytes"
+    )
 
 
 def frame_title(frame: DecodedFrame) -> str:
@@ -126,8 +155,9 @@ def frame_title(frame: DecodedFrame) -> str:
     return ", ".join(parts)
 
 
-def _text_lines(items: Iterator[object], verbose: bool, style: Style, max_records: Optional[int],
-                tracker: Optional[SecretTracker]) -> Iterator[str]:
+def _text_lines(
+    items: Iterator[object], verbose: bool, style: Style, max_records: Optional[int], tracker: Optional[SecretTracker]
+) -> Iterator[str]:
     for item in items:
         if isinstance(item, InputProblem):
             where = f" @{item.offset}" if item.offset >= 0 else ""

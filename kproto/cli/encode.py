@@ -26,11 +26,19 @@ Exit code: 0 every frame encoded, 1 a record could not be encoded or the input h
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("encode", help="encode frames from decode's JSON",
-                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "encode",
+        help="encode frames from decode's JSON",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("file", nargs="?", default="-", metavar="FILE", help="JSON input; - or nothing for stdin")
-    parser.add_argument("--format", choices=FORMATS, default="text",
-                        help="text: hex, one frame a line (default); json/jsonl: records with $bytes")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text: hex, one frame a line (default); json/jsonl: records with $bytes",
+    )
     parser.add_argument("--raw", action="store_true", help="write the raw frame bytes instead of hex")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     parser.set_defaults(run=run)
@@ -42,8 +50,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error("--raw writes bytes; it does not combine with --format json/jsonl")
     text = _read_text(args.file)
     if not text.strip():
-        print("kproto encode: the input is empty (expected the JSON that 'kproto decode --format json' prints)",
-              file=sys.stderr)
+        print(
+            "kproto encode: the input is empty (expected the JSON that 'kproto decode --format json' prints)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     try:
         records = list(frame_records(text))

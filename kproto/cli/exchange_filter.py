@@ -34,13 +34,16 @@ from kproto.cli.filter_fields import FIELD_NAMES, FilterFields
 
 __all__ = ["FilterSyntaxError", "ExchangeFilter", "compile_filter", "MAX_FILTER_DEPTH"]
 
-_TOKEN = re.compile(r"""\s*(?:
+_TOKEN = re.compile(
+    r"""\s*(?:
     (?P<paren>[()])
   | (?P<op>==|!=|<=|>=|=|<|>|~)
   | "(?P<dq>[^"]*)"
   | '(?P<sq>[^']*)'
   | (?P<word>[^\s()=!<>~"']+)
-)""", re.VERBOSE)
+)""",
+    re.VERBOSE,
+)
 _OPS = ("=", "==", "!=", "<", "<=", ">", ">=", "~")
 _MULTI = frozenset({"topic", "partition", "group", "error", "port"})
 

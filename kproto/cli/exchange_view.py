@@ -13,14 +13,44 @@ from kproto.cli.sasl_view import label_sasl_authenticate
 from kproto.cli.terminal_style import Style
 from kproto.cli.tree_view import tree_lines
 
-__all__ = ["EXCHANGE_KEYS", "PROBLEM_KEYS", "exchange_json", "problem_json", "exchange_line", "exchange_tree",
-           "problem_line", "format_time"]
+__all__ = [
+    "EXCHANGE_KEYS",
+    "PROBLEM_KEYS",
+    "exchange_json",
+    "problem_json",
+    "exchange_line",
+    "exchange_tree",
+    "problem_line",
+    "format_time",
+]
 
 EXCHANGE_KEYS = (
-    "record", "connection", "client", "server", "api_key", "api_name", "api_version", "correlation_id", "client_id",
-    "request_time_ns", "response_time_ns", "latency_ns", "request_size", "response_size", "request_packet",
-    "response_packet", "expects_response", "answered", "error_codes", "request_header", "request", "request_error",
-    "response_header", "response", "response_error", "sasl_mechanism",
+    "record",
+    "connection",
+    "client",
+    "server",
+    "api_key",
+    "api_name",
+    "api_version",
+    "correlation_id",
+    "client_id",
+    "request_time_ns",
+    "response_time_ns",
+    "latency_ns",
+    "request_size",
+    "response_size",
+    "request_packet",
+    "response_packet",
+    "expects_response",
+    "answered",
+    "error_codes",
+    "request_header",
+    "request",
+    "request_error",
+    "response_header",
+    "response",
+    "response_error",
+    "sasl_mechanism",
 )
 PROBLEM_KEYS = ("record", "kind", "detail", "connection", "source", "offset", "packet", "timestamp_ns", "frame")
 
@@ -38,8 +68,9 @@ def _client_id(exchange: Exchange) -> Optional[str]:
     return None if header is None else header.client_id
 
 
-def exchange_json(exchange: Exchange, verbose: bool = False, max_records: Optional[int] = None,
-                  show_secrets: bool = False) -> Dict[str, Any]:
+def exchange_json(
+    exchange: Exchange, verbose: bool = False, max_records: Optional[int] = None, show_secrets: bool = False
+) -> Dict[str, Any]:
     """The JSON record of an exchange (keys :data:`EXCHANGE_KEYS`, always all present); ``max_records``
     bounds the messages listed per record set with ``verbose``; SASL secrets are redacted unless
     ``show_secrets`` (:mod:`kproto.cli.sasl_view`)."""
@@ -68,8 +99,9 @@ def exchange_json(exchange: Exchange, verbose: bool = False, max_records: Option
         "request": None if request is None else message_json(request, verbose, max_records, exchange.api_version),
         "request_error": error_json(exchange.request_error),
         "response_header": None if exchange.response_header is None else exchange.response_header.to_dict(),
-        "response": None if response is None else message_json(response, verbose, max_records,
-                                                                _response_version(exchange)),
+        "response": None
+        if response is None
+        else message_json(response, verbose, max_records, _response_version(exchange)),
         "response_error": error_json(exchange.response_error),
         "sasl_mechanism": exchange.sasl_mechanism,
     }
@@ -113,8 +145,11 @@ def exchange_line(exchange: Exchange, style: Style) -> str:
     parts = [
         format_time(exchange.request_time_ns),
         f"#{exchange.connection.serial} {exchange.client} > {exchange.server}",
-        style("title", f"{exchange.api_name} v{exchange.api_version}"
-              + (f" [{exchange.sasl_mechanism or 'mechanism unknown'}]" if exchange.api_key == 36 else "")),
+        style(
+            "title",
+            f"{exchange.api_name} v{exchange.api_version}"
+            + (f" [{exchange.sasl_mechanism or 'mechanism unknown'}]" if exchange.api_key == 36 else ""),
+        ),
         f"corr={exchange.correlation_id}",
         f"client={client_id!r}" if client_id is not None else "client=-",
         sizes + timing,
@@ -140,13 +175,18 @@ def _errors_text(exchange: Exchange, style: Style) -> str:
     return "; ".join(failures) if failures else "ok"
 
 
-def exchange_tree(exchange: Exchange, verbose: bool = True, max_records: Optional[int] = None,
-                  show_secrets: bool = False) -> Iterator[str]:
+def exchange_tree(
+    exchange: Exchange, verbose: bool = True, max_records: Optional[int] = None, show_secrets: bool = False
+) -> Iterator[str]:
     """The decoded request and response under an exchange line (``pcap -v``)."""
-    bodies = {"request": None if exchange.request is None else message_json(exchange.request, verbose, max_records,
-                                                                            exchange.api_version),
-              "response": None if exchange.response is None else message_json(
-                  exchange.response, verbose, max_records, _response_version(exchange))}
+    bodies = {
+        "request": None
+        if exchange.request is None
+        else message_json(exchange.request, verbose, max_records, exchange.api_version),
+        "response": None
+        if exchange.response is None
+        else message_json(exchange.response, verbose, max_records, _response_version(exchange)),
+    }
     label_sasl_authenticate(bodies, exchange, show_secrets)
     for what, header in (("request", exchange.request_header), ("response", exchange.response_header)):
         body = bodies[what]

@@ -14,7 +14,6 @@ from kproto.message_facts import message_facts
 __all__ = ["FilterFields", "FIELD_NAMES", "all_error_codes"]
 
 
-
 class FilterFields:
     """Values of the filter fields for one exchange (computed once, on first use)."""
 
@@ -71,9 +70,26 @@ class FilterFields:
 
 #: Names the filter language accepts.
 FIELD_NAMES = (
-    "api", "api_key", "api_version", "version", "correlation_id", "client_id", "connection", "client", "server",
-    "port", "request_size", "response_size", "latency_ms", "topic", "partition", "group", "error", "failed",
-    "answered", "unanswered",
+    "api",
+    "api_key",
+    "api_version",
+    "version",
+    "correlation_id",
+    "client_id",
+    "connection",
+    "client",
+    "server",
+    "port",
+    "request_size",
+    "response_size",
+    "latency_ms",
+    "topic",
+    "partition",
+    "group",
+    "error",
+    "failed",
+    "answered",
+    "unanswered",
 )
 
 

@@ -77,7 +77,7 @@ class DecodedFrame:
     def raw_body(self) -> Optional[bytes]:
         """The bytes no decoded part accounts for: after the header, or after the size prefix when the
         header did not decode; None when the body decoded."""
-        return None if self.body is not None else self.data[self.header_end:]
+        return None if self.body is not None else self.data[self.header_end :]
 
     @property
     def failed(self) -> bool:
@@ -134,8 +134,13 @@ class FrameDecoder:
 
     def _remember(self, frame: DecodedFrame) -> DecodedFrame:
         info, corr, version = frame.api_info, frame.correlation_id, frame.api_version
-        if frame.header is not None and info is not None and corr is not None and version is not None \
-                and version in info.versions:
+        if (
+            frame.header is not None
+            and info is not None
+            and corr is not None
+            and version is not None
+            and version in info.versions
+        ):
             if frame.body is None or expects_response(frame.header, frame.body):
                 self._pending.append((corr, info.api_key, version))
                 if len(self._pending) > _MAX_PENDING:
@@ -168,14 +173,16 @@ def decode_as_request(index: int, offset: int, data: bytes) -> DecodedFrame:
         return frame
     if header.api_version not in info.versions:
         frame.error = UnsupportedVersionError(
-            f"{info.name} has no version {header.api_version} (kproto knows {info.min_version}-{info.max_version})")
+            f"{info.name} has no version {header.api_version} (kproto knows {info.min_version}-{info.max_version})"
+        )
         return frame
     frame.body, frame.error = _decode_body(info.request, data, pos, header.api_version)
     return frame
 
 
-def decode_as_response(index: int, offset: int, data: bytes, api_key: Optional[int],
-                       api_version: Optional[int]) -> DecodedFrame:
+def decode_as_response(
+    index: int, offset: int, data: bytes, api_key: Optional[int], api_version: Optional[int]
+) -> DecodedFrame:
     """``data`` decoded as the response of ``api_key`` v``api_version``."""
     frame = DecodedFrame(index, offset, data, "response", api_key, api_version)
     try:
@@ -186,12 +193,15 @@ def decode_as_response(index: int, offset: int, data: bytes, api_key: Optional[i
     frame.header, frame.header_end = header, pos
     info = frame.api_info
     if api_key is None or api_version is None:
-        frame.error = UnsupportedVersionError("a response needs its api key and version (--api/--api-key, --api-version)")
+        frame.error = UnsupportedVersionError(
+            "a response needs its api key and version (--api/--api-key, --api-version)"
+        )
     elif info is None:
         frame.error = UnsupportedVersionError(f"unknown api key {api_key}")
     elif api_version not in info.versions:
         frame.error = UnsupportedVersionError(
-            f"{info.name} has no version {api_version} (kproto knows {info.min_version}-{info.max_version})")
+            f"{info.name} has no version {api_version} (kproto knows {info.min_version}-{info.max_version})"
+        )
     else:
         frame.body, frame.error = _decode_body(info.response, data, pos, api_version)
     return frame

@@ -24,8 +24,19 @@ from kproto.framing import RequestHeader, ResponseHeader
 __all__ = ["FRAME_KEYS", "frame_json", "frame_from_json"]
 
 FRAME_KEYS = (
-    "record", "index", "offset", "size", "kind", "api_key", "api_name", "api_version", "correlation_id",
-    "header", "body", "raw_body", "error",
+    "record",
+    "index",
+    "offset",
+    "size",
+    "kind",
+    "api_key",
+    "api_name",
+    "api_version",
+    "correlation_id",
+    "header",
+    "body",
+    "raw_body",
+    "error",
 )
 _I32 = struct.Struct(">i")
 
@@ -89,7 +100,9 @@ def _response_bytes(record: Dict[str, Any], header_data: Any, body_data: Any, ra
     api_key, version = record.get("api_key"), record.get("api_version")
     info = kproto.APIS.get(api_key) if isinstance(api_key, int) else None
     if info is None or not isinstance(version, int) or version not in info.versions:
-        raise EncodeError(f"{where}: a response body needs a known api_key and api_version, not {api_key!r} v{version!r}")
+        raise EncodeError(
+            f"{where}: a response body needs a known api_key and api_version, not {api_key!r} v{version!r}"
+        )
     body = message_from_json(info.response, body_data, f"{where}.body")
     return kproto.encode_response(body, version, header.correlation_id)
 

@@ -46,7 +46,7 @@ def _dissected(spec_name: str, version: int, data: bytes, start: int, end: int) 
         if r.end <= r.start:
             continue  # an empty string or byte string: its length range already labels its bytes
         if r.part == "value" and _is_record_set(spec_name, version, r.path):
-            out += message_set_ranges(data[r.start:r.end], r.start, r.path)
+            out += message_set_ranges(data[r.start : r.end], r.start, r.path)
         else:
             out.append(r)
     return out

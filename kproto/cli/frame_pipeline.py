@@ -31,8 +31,17 @@ class FrameTally:
         return {"input": self.input_kind, "frames": self.frames, "failed": self.failed, "problems": self.problems}
 
 
-def decoded_frames(stream: Any, total: Optional[int], *, input_kind: str, mode: str, api_key: Optional[int],
-                   api_version: Optional[int], max_frame_size: int, tally: FrameTally) -> Iterator[Item]:
+def decoded_frames(
+    stream: Any,
+    total: Optional[int],
+    *,
+    input_kind: str,
+    mode: str,
+    api_key: Optional[int],
+    api_version: Optional[int],
+    max_frame_size: int,
+    tally: FrameTally,
+) -> Iterator[Item]:
     """Decoded frames and input problems of ``stream``, in input order, counted in ``tally``."""
     chunks = open_input_chunks(stream, total, None if input_kind == "auto" else input_kind)
     tally.input_kind = chunks.kind

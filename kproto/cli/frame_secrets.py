@@ -41,8 +41,11 @@ class FrameSecrets:
     def facts(self) -> Dict[str, Any]:
         """The token described with its secrets redacted (:func:`~kproto.capture.sasl.token_facts`)."""
         if self.mechanism is None:
-            return {"mechanism": None, "size": len(self.token), "token": REDACTED} if self.token else \
-                {"mechanism": None, "size": 0}
+            return (
+                {"mechanism": None, "size": len(self.token), "token": REDACTED}
+                if self.token
+                else {"mechanism": None, "size": 0}
+            )
         return token_facts(self.mechanism, self.token, self.from_client)
 
     def ranges(self, data: bytes) -> List[Tuple[int, int]]:
@@ -85,5 +88,5 @@ class SecretTracker:
                 return FrameSecrets(self.mechanism, False, bytes(token), from_client=frame.kind == "request")
         if frame.api_key == SASL_AUTHENTICATE and frame.body is None and frame.header is not None:
             # a body that does not decode: all of it, auth_bytes somewhere inside
-            return FrameSecrets(self.mechanism, False, frame.data[frame.header_end:], frame.kind == "request")
+            return FrameSecrets(self.mechanism, False, frame.data[frame.header_end :], frame.kind == "request")
         return None

@@ -88,8 +88,9 @@ class FrameSplitter:
         """One step: a frame, a bad size, or a resync; returns whether it made progress."""
         split = self._split
         if not split.synced:
-            found = split.resync(self._plausible_request, final=final, candidates=REQUEST_CANDIDATE,
-                                 max_keep=self.max_scan_bytes)
+            found = split.resync(
+                self._plausible_request, final=final, candidates=REQUEST_CANDIDATE, max_keep=self.max_scan_bytes
+            )
             if found:
                 self._report_skipped(out)
             return found
@@ -101,9 +102,14 @@ class FrameSplitter:
             return True
         if split.bad_size is None:
             return False
-        out.append(InputProblem("bad-size", split.base,
-                                f"frame size {split.bad_size} outside {self.min_size}..{self.max_frame_size}; "
-                                "looking for the next frame"))
+        out.append(
+            InputProblem(
+                "bad-size",
+                split.base,
+                f"frame size {split.bad_size} outside {self.min_size}..{self.max_frame_size}; "
+                "looking for the next frame",
+            )
+        )
         split.lose_sync(4)
         return True
 
@@ -123,8 +129,11 @@ class FrameSplitter:
         if have < 4:
             return InputProblem("truncated-frame", self._split.base, f"input ended {have} bytes into a size prefix")
         size = _I32.unpack_from(buf, 0)[0]
-        return InputProblem("truncated-frame", self._split.base,
-                            f"input ended {have} bytes into a frame of {size + 4} bytes ({size + 4 - have} missing)")
+        return InputProblem(
+            "truncated-frame",
+            self._split.base,
+            f"input ended {have} bytes into a frame of {size + 4} bytes ({size + 4 - have} missing)",
+        )
 
 
 def split_frames(chunks: Iterable[bytes], max_frame_size: int, *, responses: bool = False) -> Iterator[Item]:

@@ -30,8 +30,12 @@ per member epoch.  What the capture does not show is printed as "unknown", never
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("groups", help="explain the consumer groups and rebalances of a capture",
-                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "groups",
+        help="explain the consumer groups and rebalances of a capture",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_capture_options(parser)
     parser.add_argument("--group", action="append", metavar="ID", help="only this group (repeatable)")
     add_format_option(parser)
@@ -59,9 +63,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     writer = RecordWriter(sys.stdout, args.format, "groups")
     for report in reports:
         writer.write({"record": "group", **report_dict(report)})
-    writer.close({"groups": len(reports),
-                  "generations": sum(len(r.generations) for r in reports),
-                  "problems": sum(len(r.problems) + sum(len(g.problems) for g in r.generations) for r in reports)})
+    writer.close(
+        {
+            "groups": len(reports),
+            "generations": sum(len(r.generations) for r in reports),
+            "problems": sum(len(r.problems) + sum(len(g.problems) for g in r.generations) for r in reports),
+        }
+    )
     return EXIT_OK
 
 
@@ -84,60 +92,79 @@ def _assignment(value: Any) -> str:
 
 def report_lines(report: GroupReport) -> List[str]:
     """The text block of one group."""
-    lines = [f"group {report.group_id}  coordinator {report.coordinator}  members {len(report.members)}  "
-             f"generations {len(report.generations)}"]
+    lines = [
+        f"group {report.group_id}  coordinator {report.coordinator}  members {len(report.members)}  "
+        f"generations {len(report.generations)}"
+    ]
     lines.append("  members:")
     for m in report.members.values():
         status = "left" if m.left_ns is not None else "expired" if m.expired else "active"
         extra = f"  instance {m.group_instance_id}" if m.group_instance_id else ""
-        errors = "  heartbeat errors " + ", ".join(f"{k}×{n}" for k, n in sorted(m.heartbeat_errors.items())) \
-            if m.heartbeat_errors else ""
+        errors = (
+            "  heartbeat errors " + ", ".join(f"{k}×{n}" for k, n in sorted(m.heartbeat_errors.items()))
+            if m.heartbeat_errors
+            else ""
+        )
         timeouts = f"  session {m.session_timeout_ms:,} ms" if m.session_timeout_ms is not None else ""
         if m.rebalance_timeout_ms is not None:
             timeouts += f"  rebalance {m.rebalance_timeout_ms:,} ms"
         lines.append(f"    {m.member_id}  client {m.client_id}  host {m.host}{extra}{timeouts}  {status}{errors}")
     for g in report.generations:
-        lines.append(f"  generation {g.generation_id}: {_time(g.start_ns)} -> {_time(g.end_ns)}  "
-                     f"duration {_ms(g.duration_ms)}  leader {g.leader}  protocol {g.protocol_type}/{g.protocol}  "
-                     f"members {len(g.members)}")
+        lines.append(
+            f"  generation {g.generation_id}: {_time(g.start_ns)} -> {_time(g.end_ns)}  "
+            f"duration {_ms(g.duration_ms)}  leader {g.leader}  protocol {g.protocol_type}/{g.protocol}  "
+            f"members {len(g.members)}"
+        )
         for w in g.waited_for:
             lines.append(f"    waited for {w.member_id}: {_ms(w.waited_ms)} ({w.reason})")
         slowest = g.slowest
         if slowest is not None:
-            lines.append(f"    slowest member: {slowest.member_id} (held the rebalance {_ms(slowest.waited_ms)}: "
-                         f"{slowest.reason})")
+            lines.append(
+                f"    slowest member: {slowest.member_id} (held the rebalance {_ms(slowest.waited_ms)}: "
+                f"{slowest.reason})"
+            )
         for member_id, assignment in sorted(g.assignments.items()):
             lines.append(f"    assigned {member_id}: {_assignment(assignment)}")
         for dep in g.departures:
             when = "during the rebalance" if dep.held else "before the rebalance began: held nobody"
             lines.append(f"    {dep.kind}: {dep.member_id} at {_time(dep.time_ns)} ({dep.cause}; {when})")
         for r in g.static_rejoins:
-            lines.append(f"    static member {r.group_instance_id} restarted without a rebalance at "
-                         f"{_time(r.time_ns)}: "
-                         f"{r.old_member} replaced by {r.new_member}, assigned {_assignment(r.assignment)}")
+            lines.append(
+                f"    static member {r.group_instance_id} restarted without a rebalance at "
+                f"{_time(r.time_ns)}: "
+                f"{r.old_member} replaced by {r.new_member}, assigned {_assignment(r.assignment)}"
+            )
             for gap in r.gaps:
                 lines.append(f"      without an owner {gap.topic}[{gap.partition}]: {gap.gap_ms:,.1f} ms")
         for gap in g.owner_gaps:
-            lines.append(f"    without an owner {gap.topic}[{gap.partition}]: {gap.gap_ms:,.1f} ms "
-                         f"({gap.old_owner} {gap.from_what} {_time(gap.from_ns)} -> {gap.new_owner} first fetch "
-                         f"{_time(gap.to_ns)})")
+            lines.append(
+                f"    without an owner {gap.topic}[{gap.partition}]: {gap.gap_ms:,.1f} ms "
+                f"({gap.old_owner} {gap.from_what} {_time(gap.from_ns)} -> {gap.new_owner} first fetch "
+                f"{_time(gap.to_ns)})"
+            )
         if g.commits_before:
             lines.append("    committed before: " + _offsets(g.commits_before))
         if g.commits_after:
             lines.append("    committed after: " + _offsets(g.commits_after))
         for d in g.duplicates:
-            lines.append(f"    PROCESSED TWICE {d.topic}[{d.partition}]: {d.old_owner} had fetched to {d.old_position}, "
-                         f"{d.new_owner} starts at {d.new_start} ({d.records} records)")
+            lines.append(
+                f"    PROCESSED TWICE {d.topic}[{d.partition}]: {d.old_owner} had fetched to {d.old_position}, "
+                f"{d.new_owner} starts at {d.new_start} ({d.records} records)"
+            )
         for problem in g.problems:
             lines.append(f"    ! {problem}")
     for e in report.epochs:
         errors = ("  errors " + ", ".join(f"{k}×{n}" for k, n in sorted(e.errors.items()))) if e.errors else ""
-        lines.append(f"  member {e.member_id} epoch {e.member_epoch}: {_time(e.first_ns)} -> {_time(e.last_ns)}  "
-                     f"heartbeats {e.heartbeats}  assignment {_assignment(e.assignment)}{errors}")
+        lines.append(
+            f"  member {e.member_id} epoch {e.member_epoch}: {_time(e.first_ns)} -> {_time(e.last_ns)}  "
+            f"heartbeats {e.heartbeats}  assignment {_assignment(e.assignment)}{errors}"
+        )
     failed = [c for c in report.commits if c.error not in ("NONE", None)]
     for c in failed:
-        lines.append(f"  commit refused {c.topic}[{c.partition}]={c.offset} by {c.member_id} "
-                     f"(generation {c.generation}): {c.error}")
+        lines.append(
+            f"  commit refused {c.topic}[{c.partition}]={c.offset} by {c.member_id} "
+            f"(generation {c.generation}): {c.error}"
+        )
     for problem in report.problems:
         lines.append(f"  ! {problem}")
     return lines

@@ -9,7 +9,8 @@ Hex text accepted, line by line (a ``#`` starts a comment outside dumps; blank l
   ``\\x00\\x00``, with commas allowed between items;
 * dumps with an offset column: ``xxd`` (``00000000: 0000 001a  ....``), ``hexdump -C``
   (``00000000  00 00 00 1a  ...  |....|``), ``tshark -x`` / Wireshark "Copy as Hex Dump"
-  (``0000  00 00 00 1a ...   ....``) and the ``0000: 00 00 ...`` form of docs/protocol-notes.md and samples/frames.hex.  The offset and
+  (``0000  00 00 00 1a ...   ....``) and the ``0000: 00 00 ...`` form of docs/protocol-notes.md and
+  samples/frames.hex.  The offset and
   the ASCII column are dropped;
 * label lines ending in ``:`` (``Frame (74 bytes):``, as tshark prints) are skipped.
 
@@ -25,7 +26,14 @@ from typing import BinaryIO, Iterator, List, Optional
 
 from kproto.errors import DecodeError
 
-__all__ = ["HexSyntaxError", "HexTextDecoder", "InputChunks", "open_input_chunks", "parse_hex_line", "looks_like_hex_text"]
+__all__ = [
+    "HexSyntaxError",
+    "HexTextDecoder",
+    "InputChunks",
+    "open_input_chunks",
+    "parse_hex_line",
+    "looks_like_hex_text",
+]
 
 _CHUNK = 1 << 20
 _SNIFF = 4096
@@ -106,8 +114,12 @@ def _parse_dump_line(text: str, start: int, line_number: int, line: str) -> byte
     """The hex area of a dump line (``text[start:]`` follows the offset column): for hexdump -C, what lies
     before its ``|ascii|`` column, found by position (the ASCII itself may hold ``|``); for xxd and
     tshark, what lies before the ASCII column they put after a run of two or more spaces."""
-    if (_HEXDUMP_C_LINE.match(text) and len(text.rstrip()) > _HEXDUMP_C_ASCII_COLUMN
-            and text[_HEXDUMP_C_ASCII_COLUMN] == "|" and text.rstrip().endswith("|")):
+    if (
+        _HEXDUMP_C_LINE.match(text)
+        and len(text.rstrip()) > _HEXDUMP_C_ASCII_COLUMN
+        and text[_HEXDUMP_C_ASCII_COLUMN] == "|"
+        and text.rstrip().endswith("|")
+    ):
         area = text[start:_HEXDUMP_C_ASCII_COLUMN]
     else:
         rest = text[start:]

@@ -39,8 +39,12 @@ SaslHandshake v0) are shown as <redacted>, neither as hex nor as text, unless --
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("hexdump", help="annotated hex dump of frames",
-                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "hexdump",
+        help="annotated hex dump of frames",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_frame_input_options(parser)
     add_format_option(parser)
     add_color_option(parser)
@@ -57,8 +61,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     writer = RecordWriter(sys.stdout, args.format, "hexdump") if args.format != "text" else None
     tracker = None if args.show_secrets else SecretTracker()
     try:
-        for item in decoded_frames(stream, total, input_kind=args.input, mode=mode, api_key=api_key,
-                                   api_version=api_version, max_frame_size=args.max_frame_size, tally=tally):
+        for item in decoded_frames(
+            stream,
+            total,
+            input_kind=args.input,
+            mode=mode,
+            api_key=api_key,
+            api_version=api_version,
+            max_frame_size=args.max_frame_size,
+            tally=tally,
+        ):
             secrets = None if isinstance(item, InputProblem) or tracker is None else tracker.examine(item)
             if writer is not None:
                 writer.write(problem_json(item) if isinstance(item, InputProblem) else hexdump_json(item, secrets))
@@ -73,8 +85,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if owned:
             stream.close()
     if not tally.ok:
-        print(f"kproto hexdump: {tally.frames} frames, {tally.failed} failed to decode, {tally.problems} input problems",
-              file=sys.stderr)
+        print(
+            f"kproto hexdump: {tally.frames} frames, {tally.failed} failed to decode, {tally.problems} input problems",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     return EXIT_OK
 
@@ -88,9 +102,14 @@ def _ranges(frame: DecodedFrame, secrets: Optional[FrameSecrets]) -> Tuple[List[
     what = " ".join(f"{k}={v}" for k, v in facts.items() if k != "size" and v is not None) or "SASL token"
     if secrets.raw_token:  # no header: what its bytes would "decode" to is the secret itself
         size = int.from_bytes(frame.data[:4], "big", signed=True)
-        return [FieldRange("size", "value", 0, 4, size),
-                *([FieldRange("sasl_token", "raw", 4, len(frame.data), f"<redacted> ({what})")]
-                  if len(frame.data) > 4 else [])], spans
+        return [
+            FieldRange("size", "value", 0, 4, size),
+            *(
+                [FieldRange("sasl_token", "raw", 4, len(frame.data), f"<redacted> ({what})")]
+                if len(frame.data) > 4
+                else []
+            ),
+        ], spans
     return redact_ranges(frame_ranges(frame), spans, what), spans
 
 
@@ -113,11 +132,20 @@ def hexdump_json(frame: DecodedFrame, secrets: Optional[FrameSecrets] = None) ->
     ``<redacted>``."""
     ranges, spans = _ranges(frame, secrets)
     if secrets is not None and secrets.raw_token:
-        return {"record": "hexdump", "index": frame.index, "offset": frame.offset, "size": len(frame.data),
-                "kind": "sasl_token", "api_key": None, "api_name": None, "api_version": None,
-                "correlation_id": None, "error": None,
-                "data": {"redacted": True, "size": len(frame.data), "spans": [list(s) for s in spans]},
-                "ranges": [range_json(r) for r in ranges]}
+        return {
+            "record": "hexdump",
+            "index": frame.index,
+            "offset": frame.offset,
+            "size": len(frame.data),
+            "kind": "sasl_token",
+            "api_key": None,
+            "api_name": None,
+            "api_version": None,
+            "correlation_id": None,
+            "error": None,
+            "data": {"redacted": True, "size": len(frame.data), "spans": [list(s) for s in spans]},
+            "ranges": [range_json(r) for r in ranges],
+        }
     return {
         "record": "hexdump",
         "index": frame.index,
@@ -129,7 +157,8 @@ def hexdump_json(frame: DecodedFrame, secrets: Optional[FrameSecrets] = None) ->
         "api_version": frame.api_version,
         "correlation_id": frame.correlation_id,
         "error": error_json(frame.error),
-        "data": bytes_json(frame.data) if not spans else {"redacted": True, "size": len(frame.data),
-                                                          "spans": [list(s) for s in spans]},
+        "data": bytes_json(frame.data)
+        if not spans
+        else {"redacted": True, "size": len(frame.data), "spans": [list(s) for s in spans]},
         "ranges": [range_json(r) for r in ranges],
     }

@@ -89,8 +89,13 @@ def redact_ranges(ranges: List[FieldRange], spans: Sequence[Tuple[int, int]], wh
     return out
 
 
-def dump_lines(data: bytes, ranges: List[FieldRange], header_end: int, style: Style,
-               secret_spans: Optional[Sequence[Tuple[int, int]]] = None) -> Iterator[str]:
+def dump_lines(
+    data: bytes,
+    ranges: List[FieldRange],
+    header_end: int,
+    style: Style,
+    secret_spans: Optional[Sequence[Tuple[int, int]]] = None,
+) -> Iterator[str]:
     """The text lines of the dump of ``data`` annotated by ``ranges``; the bytes inside ``secret_spans``
     are shown as :data:`REDACTED_HEX`, once per range, never as hex."""
     width = max(4, len(f"{max(len(data) - 1, 0):x}"))
@@ -99,11 +104,12 @@ def dump_lines(data: bytes, ranges: List[FieldRange], header_end: int, style: St
         label = style(role, range_label(r))
         if secret_spans and any(r.start < end and start < r.end for start, end in secret_spans):
             marker = f"{REDACTED_HEX} {r.end - r.start} bytes"
-            yield f"{r.start:0{width}x}  {style('error', marker)}" + " " * max(1, _HEX_WIDTH - len(marker)) + \
-                "  " + label
+            yield (
+                f"{r.start:0{width}x}  {style('error', marker)}" + " " * max(1, _HEX_WIDTH - len(marker)) + "  " + label
+            )
             continue
         for row_start in range(r.start, r.end, BYTES_PER_ROW):
-            chunk = data[row_start: min(r.end, row_start + BYTES_PER_ROW)]
+            chunk = data[row_start : min(r.end, row_start + BYTES_PER_ROW)]
             hex_text = " ".join(f"{b:02x}" for b in chunk)
             line = f"{row_start:0{width}x}  {style(role, hex_text)}"
             if row_start == r.start:

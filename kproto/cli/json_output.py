@@ -44,8 +44,7 @@ def iter_json(value: Any, indent: Optional[int] = None, level: int = 0) -> Itera
         yield from value.json_chunks()
         return
     try:
-        text = json.dumps(value, indent=indent, separators=None if indent is not None else (",", ":"),
-                          default=_refuse)
+        text = json.dumps(value, indent=indent, separators=None if indent is not None else (",", ":"), default=_refuse)
     except _Lazy:
         pass
     else:
@@ -83,11 +82,14 @@ class RecordWriter:
         self._count = 0
         # Placeholders for self-writing lazy values: a nonce no data can guess, as json.dumps writes it.
         self._marker = "\x00kproto-lazy-" + os.urandom(8).hex() + "-"
-        self._marker_re = re.compile('"' + re.escape(json.dumps(self._marker)[1:-1]) + '([0-9]+)' +
-                                     re.escape(json.dumps("\x00")[1:-1]) + '"')
+        self._marker_re = re.compile(
+            '"' + re.escape(json.dumps(self._marker)[1:-1]) + '([0-9]+)' + re.escape(json.dumps("\x00")[1:-1]) + '"'
+        )
         self._lazy: List[Any] = []
         if fmt == "json":
-            stream.write('{\n  "kproto": %s,\n  "format_version": %d,\n  "records": [' % (json.dumps(command), FORMAT_VERSION))
+            stream.write(
+                '{\n  "kproto": %s,\n  "format_version": %d,\n  "records": [' % (json.dumps(command), FORMAT_VERSION)
+            )
 
     def _placeholder(self, value: Any) -> Any:
         if not hasattr(value, "json_bytes"):
@@ -106,7 +108,7 @@ class RecordWriter:
         pos = 0
         if binary is not None:  # JSON text is ASCII: bytes go straight to the file under the text layer
             for found in self._marker_re.finditer(text):
-                binary.write(text[pos:found.start()].encode("ascii"))
+                binary.write(text[pos : found.start()].encode("ascii"))
                 for chunk in self._lazy[int(found.group(1))].json_bytes():
                     binary.write(chunk)
                 pos = found.end()
@@ -114,7 +116,7 @@ class RecordWriter:
         else:
             write = self.stream.write
             for found in self._marker_re.finditer(text):
-                write(text[pos:found.start()])
+                write(text[pos : found.start()])
                 for piece in self._lazy[int(found.group(1))].json_chunks():
                     write(piece)
                 pos = found.end()
@@ -136,8 +138,11 @@ class RecordWriter:
             if self.fmt == "jsonl":
                 text = json.dumps(record, separators=(",", ":"), default=_refuse) + "\n"
             else:
-                text = ("," if self._count else "") + "\n    " + json.dumps(record, indent=2, default=_refuse).replace(
-                    "\n", "\n    ")
+                text = (
+                    ("," if self._count else "")
+                    + "\n    "
+                    + json.dumps(record, indent=2, default=_refuse).replace("\n", "\n    ")
+                )
             self.stream.write(text)
         except _Lazy:
             if self.fmt != "jsonl" or not self._write_with_chunks(record):

@@ -197,8 +197,9 @@ def _fields_in(cls: type, version: Optional[int]) -> List[Any]:
     return rows
 
 
-def message_json(msg: Struct, verbose: bool = False, max_records: Optional[int] = None,
-                 version: Optional[int] = None) -> Dict[str, Any]:
+def message_json(
+    msg: Struct, verbose: bool = False, max_records: Optional[int] = None, version: Optional[int] = None
+) -> Dict[str, Any]:
     """A decoded message (or nested struct) as JSON values, following the class's field table.
 
     ``max_records`` (with ``verbose``) lists at most that many messages of each record set.  With the
@@ -217,8 +218,9 @@ def message_json(msg: Struct, verbose: bool = False, max_records: Optional[int] 
         elif shape == RECORDS:
             out[name] = record_set_json(bytes(value), verbose, max_records)
         elif shape == SCALARS:
-            out[name] = [bytes_json(v) if isinstance(v, bytes) else str(v) if isinstance(v, uuid.UUID) else v
-                         for v in value]
+            out[name] = [
+                bytes_json(v) if isinstance(v, bytes) else str(v) if isinstance(v, uuid.UUID) else v for v in value
+            ]
         elif isinstance(value, bytes):
             out[name] = _bytes_field_json(name, value, verbose)
         elif isinstance(value, uuid.UUID):
@@ -329,18 +331,26 @@ def _bytes_text(data: Optional[bytes]) -> bytes:
 
 # Rendered as ASCII bytes and decoded once per chunk: bytes %-formatting is about twice as fast as str's here.
 _CODEC_TEXT = {None: b"none", "gzip": b"gzip", "snappy": b"snappy", "lz4": b"lz4", "zstd": b"zstd"}
-_RECORD_TEXT = (b'{"offset":%d,"magic":%d,"attributes":%d,"codec":"%s","timestamp":%s,"timestamp_type":%s,'
-                b'"crc":%d,"key":%s,"value":%s}')
+_RECORD_TEXT = (
+    b'{"offset":%d,"magic":%d,"attributes":%d,"codec":"%s","timestamp":%s,"timestamp_type":%s,'
+    b'"crc":%d,"key":%s,"value":%s}'
+)
 
 
 def _record_text(m: Any) -> bytes:
     """:func:`_record_json` as compact JSON (ASCII bytes; on the hot path of ``pcap -v``: one format, no calls)."""
     key, value, timestamp, kind = m.key, m.value, m.timestamp, m.timestamp_type
     return _RECORD_TEXT % (
-        m.offset, m.magic, m.attributes, _CODEC_TEXT[m.codec],
-        b"null" if timestamp is None else b"%d" % timestamp, b"null" if kind is None else b"%d" % kind, m.crc,
+        m.offset,
+        m.magic,
+        m.attributes,
+        _CODEC_TEXT[m.codec],
+        b"null" if timestamp is None else b"%d" % timestamp,
+        b"null" if kind is None else b"%d" % kind,
+        m.crc,
         b"null" if key is None else b'{"$bytes":"' + _b64(key, newline=False) + b'"}',
-        b"null" if value is None else b'{"$bytes":"' + _b64(value, newline=False) + b'"}')
+        b"null" if value is None else b'{"$bytes":"' + _b64(value, newline=False) + b'"}',
+    )
 
 
 #: Header keys repeat from record to record: their JSON text is kept (up to a bound, for hostile input).
@@ -357,8 +367,10 @@ def _header_text(key: str, value: Optional[bytes]) -> bytes:
     return start + (b"null" if value is None else b'{"$bytes":"' + _b64(value, newline=False) + b'"}') + b"}"
 
 
-_BATCHED_TEXT = (b'{"offset":%d,"magic":%d,"attributes":%d,"codec":"%s","timestamp":%s,"timestamp_type":%s,'
-                 b'"crc":null,"key":%s,"value":%s,"headers":[%s]}')
+_BATCHED_TEXT = (
+    b'{"offset":%d,"magic":%d,"attributes":%d,"codec":"%s","timestamp":%s,"timestamp_type":%s,'
+    b'"crc":null,"key":%s,"value":%s,"headers":[%s]}'
+)
 
 
 def _batched_record_text(m: Any) -> bytes:
@@ -372,11 +384,16 @@ def _batched_record_text(m: Any) -> bytes:
         header_text = b",".join([_header_text(k, v) for k, v in headers])
     key, value, timestamp, kind = m.key, m.value, m.timestamp, m.timestamp_type
     return _BATCHED_TEXT % (
-        m.offset, m.magic, m.attributes, _CODEC_TEXT[m.codec],
-        b"null" if timestamp is None else b"%d" % timestamp, b"null" if kind is None else b"%d" % kind,
+        m.offset,
+        m.magic,
+        m.attributes,
+        _CODEC_TEXT[m.codec],
+        b"null" if timestamp is None else b"%d" % timestamp,
+        b"null" if kind is None else b"%d" % kind,
         b"null" if key is None else b'{"$bytes":"' + _b64(key, newline=False) + b'"}',
         b"null" if value is None else b'{"$bytes":"' + _b64(value, newline=False) + b'"}',
-        header_text)
+        header_text,
+    )
 
 
 def message_list_text(messages: Iterator[Any], count: int) -> bytes:
@@ -405,10 +422,14 @@ def _compiled_record_text() -> Optional[Any]:
     except ImportError as exc:
         if os.environ.get("KPROTO_REQUIRE_FAST") == "1":
             raise FastPathMissingError(
-                f"KPROTO_REQUIRE_FAST=1 but kproto._fast._record_json does not import: {exc}") from exc
-        warnings.warn(f"kproto._fast._record_json is unavailable ({exc}): pcap -v writes records in pure Python "
-                      "(rebuild the extensions with `python setup.py build_ext --inplace`)",
-                      FastPathUnavailableWarning, stacklevel=2)
+                f"KPROTO_REQUIRE_FAST=1 but kproto._fast._record_json does not import: {exc}"
+            ) from exc
+        warnings.warn(
+            f"kproto._fast._record_json is unavailable ({exc}): pcap -v writes records in pure Python "
+            "(rebuild the extensions with `python setup.py build_ext --inplace`)",
+            FastPathUnavailableWarning,
+            stacklevel=2,
+        )
         return None
     return compiled
 
@@ -476,8 +497,12 @@ def _record_set_from_messages(value: Dict[str, Any], where: str) -> RecordSet:
         data = json_to_python(item.get("value"), f"{where}.messages[{i}].value")
         messages.append((_as_binary(key), _as_binary(data), item.get("timestamp")))
     codec = value.get("codec")
-    raw = encode_message_set(messages, magic=value.get("magic", 0), codec=None if codec == "none" else codec,
-                             base_offset=value.get("base_offset", 0))
+    raw = encode_message_set(
+        messages,
+        magic=value.get("magic", 0),
+        codec=None if codec == "none" else codec,
+        base_offset=value.get("base_offset", 0),
+    )
     return RecordSet(raw)
 
 

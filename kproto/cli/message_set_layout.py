@@ -1,7 +1,8 @@
 """Where each field of each message of a message set sits: labelled byte ranges for the hex dump.
 
 A record set may hold magic 0/1 message set entries and magic 2 record batches (the magic byte sits at
-the same place in both); batches are labelled by :mod:`kproto.cli.record_batch_layout`.  The records layer decodes message sets but (rightly) keeps no byte positions, so this is a small walker
+the same place in both); batches are labelled by :mod:`kproto.cli.record_batch_layout`.  The records layer decodes
+message sets but (rightly) keeps no byte positions, so this is a small walker
 of its own over the magic 0/1 layout (specs/ and docs/protocol-notes.md)::
 
     offset int64 | message_size int32 | crc uint32 | magic int8 | attributes int8
@@ -65,15 +66,22 @@ def message_set_ranges(raw: bytes, base: int, path: str) -> List[FieldRange]:
 def _message_ranges(raw: bytes, start: int, end: int, base: int, entry: str, out: List[FieldRange]) -> bool:
     """Label one message (crc .. value); False when it does not fit the layout (the rest is labelled raw)."""
     crc = _U32.unpack_from(raw, start)[0]
-    computed = zlib.crc32(raw[start + 4: end])
+    computed = zlib.crc32(raw[start + 4 : end])
     crc_note = f"0x{crc:08x} (ok)" if crc == computed else f"0x{crc:08x} (mismatch: computed 0x{computed:08x})"
     out.append(FieldRange(f"{entry}.crc", "value", base + start, base + start + 4, crc_note))
     magic, attributes = raw[start + 4], raw[start + 5]
     out.append(FieldRange(f"{entry}.magic", "value", base + start + 4, base + start + 5, magic))
     codec = attributes & CODEC_MASK
     codec_name = CODEC_NAMES.get(codec, "none" if codec == 0 else f"unknown codec {codec}")
-    out.append(FieldRange(f"{entry}.attributes", "value", base + start + 5, base + start + 6,
-                          f"0x{attributes:02x} (codec {codec_name})"))
+    out.append(
+        FieldRange(
+            f"{entry}.attributes",
+            "value",
+            base + start + 5,
+            base + start + 6,
+            f"0x{attributes:02x} (codec {codec_name})",
+        )
+    )
     p = start + 6
     if magic == 1:
         if end - p < 16:
@@ -107,23 +115,30 @@ def _length_prefixed(raw: bytes, p: int, end: int, base: int, path: str, out: Li
         out.append(FieldRange(path, "length", base + p, base + p + 4, None))
         return p + 4
     if length < -1 or length > end - p - 4:
-        out.append(FieldRange(f"{path}.undecodable", "raw", base + p, base + end,
-                              f"length {length} does not fit the {end - p - 4} bytes left"))
+        out.append(
+            FieldRange(
+                f"{path}.undecodable",
+                "raw",
+                base + p,
+                base + end,
+                f"length {length} does not fit the {end - p - 4} bytes left",
+            )
+        )
         return -1
     out.append(FieldRange(path, "length", base + p, base + p + 4, length))
     if length:
-        out.append(FieldRange(path, "value", base + p + 4, base + p + 4 + length, raw[p + 4: p + 4 + length]))
+        out.append(FieldRange(path, "value", base + p + 4, base + p + 4 + length, raw[p + 4 : p + 4 + length]))
     return p + 4 + length
 
 
-def _note_wrapper(raw: bytes, entry_start: int, end: int, entry: str, codec_name: str,
-                  out: List[FieldRange]) -> None:
+def _note_wrapper(raw: bytes, entry_start: int, end: int, entry: str, codec_name: str, out: List[FieldRange]) -> None:
     """Replace the compressed value's label by a summary of the inner messages."""
     try:
         inner = decode_message_set(raw[entry_start:end])
         count = len(inner)
         summary = f"{codec_name}-compressed: {count} inner message{'s' if count != 1 else ''}" + (
-            f", offsets {inner[0].offset}..{inner[count - 1].offset}" if count else "")
+            f", offsets {inner[0].offset}..{inner[count - 1].offset}" if count else ""
+        )
     except KprotoError as exc:
         summary = f"{codec_name}-compressed, does not decompress: {exc}"
     for i in range(len(out) - 1, -1, -1):

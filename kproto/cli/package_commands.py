@@ -2,7 +2,8 @@
 :mod:`kproto.broker.cli_command`) and ``spark`` (the Spark pipeline, :mod:`kproto.spark.cli_command`).
 
 Each such module offers ``add_arguments(parser)``, ``run(args) -> int`` and ``DESCRIPTION``, the plain
-text ``--help`` shows (module docstrings are written for developers, in reStructuredText).  Those packages are large (and
+text ``--help`` shows (module docstrings are written for developers, in reStructuredText).  Those packages are large
+(and
 Spark is optional), so they are imported only when their command runs: :func:`kproto.cli.main` hands the
 command's arguments over unparsed and the package's own parser reads them then, ``--help`` included.
 """
@@ -31,7 +32,10 @@ def add_parsers(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     module_name, summary = PACKAGE_COMMANDS[args.command]
     module = importlib.import_module(module_name)
-    real = argparse.ArgumentParser(prog=f"kproto {args.command}", description=module.DESCRIPTION,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    real = argparse.ArgumentParser(
+        prog=f"kproto {args.command}",
+        description=module.DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     module.add_arguments(real)
     return module.run(real.parse_args(args.package_args))

@@ -6,8 +6,15 @@ import argparse
 import sys
 from typing import Any, Dict, Optional
 
-from kproto.capture.conversation import (DEFAULT_PORTS, NOT_DAMAGE_KINDS, Exchange, Problem, ProblemKind, SaslToken,
-                                         decode_capture)
+from kproto.capture.conversation import (
+    DEFAULT_PORTS,
+    NOT_DAMAGE_KINDS,
+    Exchange,
+    Problem,
+    ProblemKind,
+    SaslToken,
+    decode_capture,
+)
 from kproto.capture.reassembly import DEFAULT_MAX_OPEN_CONNECTIONS
 from kproto.cli.command_options import (
     add_color_option,
@@ -64,28 +71,47 @@ DEFAULT_PROBLEMS_PER_KIND = 20
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("pcap", help="decode the Kafka conversation of a capture",
-                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "pcap",
+        help="decode the Kafka conversation of a capture",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("file", metavar="FILE", help="pcap or pcapng capture; - for stdin")
-    parser.add_argument("--port", type=int, action="append", metavar="P",
-                        help="a Kafka server port (repeatable; default 9092)")
-    parser.add_argument("--no-detect", action="store_true",
-                        help="only decode connections to --port ports (default: also recognise Kafka elsewhere)")
+    parser.add_argument(
+        "--port", type=int, action="append", metavar="P", help="a Kafka server port (repeatable; default 9092)"
+    )
+    parser.add_argument(
+        "--no-detect",
+        action="store_true",
+        help="only decode connections to --port ports (default: also recognise Kafka elsewhere)",
+    )
     parser.add_argument("--filter", metavar="EXPR", help="show only exchanges matching EXPR (see above)")
     add_format_option(parser)
     add_color_option(parser)
     add_max_frame_option(parser)
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="full decoded tree (text) / decoded record-set messages (JSON)")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="full decoded tree (text) / decoded record-set messages (JSON)"
+    )
     add_max_records_option(parser)
     add_show_secrets_option(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("--max-connections", type=int, default=DEFAULT_MAX_OPEN_CONNECTIONS, metavar="N",
-                        help="TCP connections followed at once; past it the least recently active is dropped "
-                             f"and reported (default {DEFAULT_MAX_OPEN_CONNECTIONS})")
-    parser.add_argument("--problems-per-kind", type=int, default=DEFAULT_PROBLEMS_PER_KIND, metavar="N",
-                        help="list at most N problems of each kind, then only count them in the summary "
-                             f"(default {DEFAULT_PROBLEMS_PER_KIND}; 0: no limit)")
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_OPEN_CONNECTIONS,
+        metavar="N",
+        help="TCP connections followed at once; past it the least recently active is dropped "
+        f"and reported (default {DEFAULT_MAX_OPEN_CONNECTIONS})",
+    )
+    parser.add_argument(
+        "--problems-per-kind",
+        type=int,
+        default=DEFAULT_PROBLEMS_PER_KIND,
+        metavar="N",
+        help="list at most N problems of each kind, then only count them in the summary "
+        f"(default {DEFAULT_PROBLEMS_PER_KIND}; 0: no limit)",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -100,8 +126,14 @@ class _Tally:
         self.problems_not_listed = 0
 
     def summary(self) -> Dict[str, Any]:
-        return {"exchanges": self.exchanges, "shown": self.shown, "sasl_tokens": self.sasl_tokens, "problems": dict(sorted(self.problems.items())),
-                "failures": self.failures, "problems_not_listed": self.problems_not_listed}
+        return {
+            "exchanges": self.exchanges,
+            "shown": self.shown,
+            "sasl_tokens": self.sasl_tokens,
+            "problems": dict(sorted(self.problems.items())),
+            "failures": self.failures,
+            "problems_not_listed": self.problems_not_listed,
+        }
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -122,9 +154,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     tally = _Tally()
     output = _Output(args)
     try:
-        for record in decode_capture(reader, ports=ports, detect=not args.no_detect,  # type: ignore[arg-type]
-                                     max_frame_size=args.max_frame_size, max_open_connections=args.max_connections,
-                                     sasl_records=True):
+        for record in decode_capture(
+            reader,
+            ports=ports,
+            detect=not args.no_detect,  # type: ignore[arg-type]
+            max_frame_size=args.max_frame_size,
+            max_open_connections=args.max_connections,
+            sasl_records=True,
+        ):
             if isinstance(record, SaslToken):
                 tally.sasl_tokens += 1
                 if selector is None:  # a filter selects exchanges; tokens have none of their fields
@@ -148,13 +185,19 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             stream.close()
     output.close(tally.summary())
     if tally.problems_not_listed:
-        counts = ", ".join(f"{count} {kind}" for kind, count in sorted(tally.problems.items())
-                           if count > args.problems_per_kind)
-        print(f"kproto pcap: {tally.problems_not_listed} more problems counted but not listed "
-              f"(--problems-per-kind {args.problems_per_kind}; totals: {counts})", file=sys.stderr)
+        counts = ", ".join(
+            f"{count} {kind}" for kind, count in sorted(tally.problems.items()) if count > args.problems_per_kind
+        )
+        print(
+            f"kproto pcap: {tally.problems_not_listed} more problems counted but not listed "
+            f"(--problems-per-kind {args.problems_per_kind}; totals: {counts})",
+            file=sys.stderr,
+        )
     if tally.failures:
-        print(f"kproto pcap: {tally.failures} problems where frames did not decode or the capture is damaged",
-              file=sys.stderr)
+        print(
+            f"kproto pcap: {tally.failures} problems where frames did not decode or the capture is damaged",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     return EXIT_OK
 

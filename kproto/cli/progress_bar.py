@@ -19,8 +19,9 @@ _INTERVAL = 0.1  # seconds between redraws
 class ProgressBar:
     """Shows ``done/total`` bytes as a bar; inactive when ``total`` is unknown or the stream is no TTY."""
 
-    def __init__(self, total: Optional[int], label: str, stream: Optional[TextIO] = None,
-                 enabled: Optional[bool] = None) -> None:
+    def __init__(
+        self, total: Optional[int], label: str, stream: Optional[TextIO] = None, enabled: Optional[bool] = None
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.total = total
         self.label = label

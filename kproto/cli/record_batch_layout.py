@@ -43,9 +43,17 @@ __all__ = ["batch_ranges", "attributes_text"]
 
 #: (name, struct format) of the fixed header after base_offset and batch_length.
 _HEADER = (
-    ("partition_leader_epoch", ">i"), ("magic", ">b"), ("crc", ">I"), ("attributes", ">h"),
-    ("last_offset_delta", ">i"), ("base_timestamp", ">q"), ("max_timestamp", ">q"), ("producer_id", ">q"),
-    ("producer_epoch", ">h"), ("base_sequence", ">i"), ("records_count", ">i"),
+    ("partition_leader_epoch", ">i"),
+    ("magic", ">b"),
+    ("crc", ">I"),
+    ("attributes", ">h"),
+    ("last_offset_delta", ">i"),
+    ("base_timestamp", ">q"),
+    ("max_timestamp", ">q"),
+    ("producer_id", ">q"),
+    ("producer_epoch", ">h"),
+    ("base_sequence", ">i"),
+    ("records_count", ">i"),
 )
 _ENTRY = struct.Struct(">qi")
 
@@ -76,8 +84,15 @@ def batch_ranges(raw: bytes, pos: int, end: int, base: int, entry: str, out: Lis
     out.append(FieldRange(f"{entry}.base_offset", "value", base + pos, base + pos + 8, offset))
     out.append(FieldRange(f"{entry}.batch_length", "value", base + pos + 8, base + pos + 12, length))
     if end - pos < BATCH_HEADER_SIZE:
-        out.append(FieldRange(f"{entry}.undecodable", "raw", base + pos + 12, base + end,
-                              f"batch of {end - pos} bytes is shorter than its {BATCH_HEADER_SIZE}-byte header"))
+        out.append(
+            FieldRange(
+                f"{entry}.undecodable",
+                "raw",
+                base + pos + 12,
+                base + end,
+                f"batch of {end - pos} bytes is shorter than its {BATCH_HEADER_SIZE}-byte header",
+            )
+        )
         return False
     verdict = _verdict(raw[pos:end])
     p = pos + LOG_OVERHEAD
@@ -95,8 +110,15 @@ def batch_ranges(raw: bytes, pos: int, end: int, base: int, entry: str, out: Lis
     codec = values["attributes"] & CODEC_MASK
     if codec:
         if p < end:
-            out.append(FieldRange(f"{entry}.records", "value", base + p, base + end,
-                                  f"{CODEC_NAMES.get(codec, f'codec {codec}')}-compressed: {verdict[1]}"))
+            out.append(
+                FieldRange(
+                    f"{entry}.records",
+                    "value",
+                    base + p,
+                    base + end,
+                    f"{CODEC_NAMES.get(codec, f'codec {codec}')}-compressed: {verdict[1]}",
+                )
+            )
         return True
     for index in range(values["records_count"]):
         if p >= end:
@@ -144,20 +166,20 @@ def _varint(raw: bytes, p: int, end: int) -> Tuple[int, int]:
         shift += 7
 
 
-def _labelled_varint(raw: bytes, p: int, end: int, base: int, path: str, part: str,
-                     out: List[FieldRange]) -> Tuple[int, int]:
+def _labelled_varint(
+    raw: bytes, p: int, end: int, base: int, path: str, part: str, out: List[FieldRange]
+) -> Tuple[int, int]:
     value, q = _varint(raw, p, end)
     out.append(FieldRange(path, part, base + p, base + q, None if part == "length" and value == -1 else value))
     return value, q
 
 
-def _bytes(raw: bytes, p: int, end: int, base: int, path: str, out: List[FieldRange],
-           text: bool = False) -> int:
+def _bytes(raw: bytes, p: int, end: int, base: int, path: str, out: List[FieldRange], text: bool = False) -> int:
     length, p = _labelled_varint(raw, p, end, base, path, "length", out)
     if length < -1 or p + max(length, 0) > end:
         raise _Short(f"length {length} does not fit the {end - p} bytes left")
     if length > 0:
-        data = raw[p:p + length]
+        data = raw[p : p + length]
         value: Optional[Any] = data
         if text:
             try:

@@ -24,12 +24,21 @@ member the group waited for in red).  Needs the report extra: pip install 'kprot
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("report", help="write an offline HTML report of a capture",
-                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "report",
+        help="write an offline HTML report of a capture",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_capture_options(parser)
     parser.add_argument("-o", "--output", required=True, metavar="HTML", help="the HTML file to write")
-    parser.add_argument("--buckets", type=int, default=DEFAULT_MAX_BUCKETS, metavar="N",
-                        help=f"time buckets per plot at most (default {DEFAULT_MAX_BUCKETS})")
+    parser.add_argument(
+        "--buckets",
+        type=int,
+        default=DEFAULT_MAX_BUCKETS,
+        metavar="N",
+        help=f"time buckets per plot at most (default {DEFAULT_MAX_BUCKETS})",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.set_defaults(run=run)
     return parser
@@ -50,8 +59,12 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     stats = TrafficStats()
     groups = GroupAnalyzer()
     try:
-        for record in decode_capture(reader, ports=ports, detect=not args.no_detect,  # type: ignore[arg-type]
-                                     max_frame_size=args.max_frame_size):
+        for record in decode_capture(
+            reader,
+            ports=ports,
+            detect=not args.no_detect,  # type: ignore[arg-type]
+            max_frame_size=args.max_frame_size,
+        ):
             stats.feed(record)
             groups.feed(record)
             progress.update(reader.count)
@@ -59,8 +72,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         progress.close()
         if owned:
             stream.close()
-    page = render_report(stats, groups.finish(), title=f"kproto report: {os.path.basename(args.file)}",
-                         max_buckets=args.buckets)
+    page = render_report(
+        stats, groups.finish(), title=f"kproto report: {os.path.basename(args.file)}", max_buckets=args.buckets
+    )
     with open(args.output, "w", encoding="utf-8") as out:
         out.write(page)
     print(f"kproto report: wrote {args.output} ({len(page.encode()) // 1024} KiB)", file=sys.stderr)

@@ -18,8 +18,19 @@ from kproto.cli.terminal_style import Style
 __all__ = ["SASL_TOKEN_KEYS", "auth_bytes_json", "sasl_token_json", "sasl_token_line", "label_sasl_authenticate"]
 
 SASL_TOKEN_KEYS = (
-    "record", "connection", "client", "server", "mechanism", "step", "request_time_ns", "response_time_ns",
-    "request_packet", "response_packet", "answered", "request_token", "response_token",
+    "record",
+    "connection",
+    "client",
+    "server",
+    "mechanism",
+    "step",
+    "request_time_ns",
+    "response_time_ns",
+    "request_packet",
+    "response_packet",
+    "answered",
+    "request_token",
+    "response_token",
 )
 
 _SASL_AUTHENTICATE = 36
@@ -75,10 +86,12 @@ def sasl_token_line(token: SaslToken, style: Style, show_secrets: bool, time_tex
         answer = style("error", "unanswered")
     else:
         answer = "server: " + _facts_text(token_facts(token.mechanism, token.response_token, False, show_secrets))
-    return "  ".join([
-        time_text,
-        f"#{token.connection.serial} {token.client} > {token.server}",
-        style("title", f"SASL {token.mechanism or '?'} token {token.step} (raw, after SaslHandshake v0)"),
-        f"client: {request}",
-        answer,
-    ])
+    return "  ".join(
+        [
+            time_text,
+            f"#{token.connection.serial} {token.client} > {token.server}",
+            style("title", f"SASL {token.mechanism or '?'} token {token.step} (raw, after SaslHandshake v0)"),
+            f"client: {request}",
+            answer,
+        ]
+    )

@@ -112,8 +112,9 @@ def batch_line(batch: Any) -> str:
     if batch["codec"] != "none":
         parts.append(batch["codec"])
     if batch["producer_id"] >= 0:
-        parts.append(f"producer id {batch['producer_id']} epoch {batch['producer_epoch']}"
-                     f" base sequence {batch['base_sequence']}")
+        parts.append(
+            f"producer id {batch['producer_id']} epoch {batch['producer_epoch']} base sequence {batch['base_sequence']}"
+        )
     if batch["transactional"]:
         parts.append("transactional")
     if batch["control"]:

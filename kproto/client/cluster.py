@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from kproto import ErrorCode
-from kproto.client.connection import DEFAULT_REQUEST_TIMEOUT_MS, BrokerVersions, BrokerConnectionError, Connection
+from kproto.client.connection import (
+    DEFAULT_REQUEST_TIMEOUT_MS,
+    BrokerConnectionError,
+    BrokerVersions,
+    Connection,
+    RequestTimeoutError,
+)
 from kproto.messages import MetadataRequest, MetadataResponse
 
 __all__ = ["BrokerNode", "ClusterView", "parse_bootstrap"]
@@ -147,20 +153,42 @@ class ClusterView:
         """Ask any broker for ``topics`` and update brokers, leaders and partition counts."""
         wanted = sorted(set(topics))
         async with self._metadata_lock:
-            conn = await self.connection(None)
-            version = conn.version(_METADATA)
-            Topic = MetadataRequest.MetadataRequestTopic
-            request = MetadataRequest(topics=[Topic(name=t) for t in wanted])
-            if version >= 4:
-                request.allow_auto_topic_creation = True
-            try:
-                response = await conn.request(request, version)
-            except BrokerConnectionError:
-                self.forget_connection(conn)
-                raise
-            assert isinstance(response, MetadataResponse)
-            self._apply(response)
-            return response
+            last: Optional[BrokerConnectionError] = None
+            # A broker that stopped must not be the only one asked: any open connection first, then
+            # every broker the last metadata named, then the bootstrap list (before any metadata, the
+            # first attempt already went through it).  A broker that accepted and stayed silent spent
+            # the request bound: that ends the refresh, so the caller's bound holds.
+            candidates: List[object] = [None, *self.brokers, "bootstrap"] if self.brokers else [None]
+            for node in candidates:
+                try:
+                    if node == "bootstrap":
+                        conn = await self._open(("bootstrap", "data"), None)
+                    else:
+                        conn = await self.connection(node)  # type: ignore[arg-type]
+                except RequestTimeoutError:
+                    raise
+                except BrokerConnectionError as exc:
+                    last = exc
+                    continue
+                version = conn.version(_METADATA)
+                Topic = MetadataRequest.MetadataRequestTopic
+                request = MetadataRequest(topics=[Topic(name=t) for t in wanted])
+                if version >= 4:
+                    request.allow_auto_topic_creation = True
+                try:
+                    response = await conn.request(request, version)
+                except RequestTimeoutError:
+                    self.forget_connection(conn)
+                    raise
+                except BrokerConnectionError as exc:
+                    self.forget_connection(conn)
+                    last = exc
+                    continue
+                assert isinstance(response, MetadataResponse)
+                self._apply(response)
+                return response
+            assert last is not None
+            raise last
 
     def _apply(self, response: MetadataResponse) -> None:
         self.brokers = {b.node_id: BrokerNode(b.node_id, b.host, b.port) for b in response.brokers}

@@ -264,6 +264,9 @@ class _Buffer:
 
 
 #: Member states in which the application's polls are watched (max.poll.interval).
+#: commit answers that mean "ask again once the coordinator is found or has loaded the group"
+_COORDINATOR_MOVING = frozenset({ErrorCode.NOT_COORDINATOR_FOR_GROUP, ErrorCode.GROUP_COORDINATOR_NOT_AVAILABLE,
+                                 ErrorCode.GROUP_LOAD_IN_PROGRESS})
 _POLL_WATCHED = frozenset(MemberState) - {MemberState.UNJOINED, MemberState.LEFT, MemberState.CLOSED,
                                           MemberState.FAILED}
 
@@ -496,26 +499,49 @@ class Consumer:
         ``request_timeout_ms``, and with the broker's error class for an error code."""
         if self.member is None:
             raise KprotoError("commit() needs a group_id")
-        actions = self.member.commit(_now_ms(), offsets)
-        send = next(a for a in actions if isinstance(a, SendRequest))
-        future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
-        self._commit_waiters[send.request_id] = future
-        await self._handle(actions)
-        # the request itself is bounded by request_timeout_ms; this bound also covers opening the connection
+        # the request itself is bounded by request_timeout_ms; this bound also covers opening the connection,
+        # and a coordinator that moved: found again (the group loop rediscovers it) and asked again
         bound = self.request_timeout + self.cluster.connect_timeout
-        try:
-            done, _ = await asyncio.wait({future}, timeout=bound)
-        finally:
-            self._commit_waiters.pop(send.request_id, None)
-        if not done:
-            future.cancel()
-            raise ClientTimeoutError(f"commit of group {self.group_id}: no answer within {bound * 1000:.0f} ms "
-                                     "(request_timeout_ms + connect_timeout_ms)")
-        response = future.result()
-        for topic in response.topics:
-            for p in topic.partitions:
-                if p.error_code:
-                    raise error_class(p.error_code)(f"commit of {topic.name}[{p.partition_index}]")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + bound
+        while True:
+            actions = self.member.commit(_now_ms(), offsets)
+            send = next(a for a in actions if isinstance(a, SendRequest))
+            future: "asyncio.Future[Any]" = loop.create_future()
+            self._commit_waiters[send.request_id] = future
+            await self._handle(actions)
+            try:
+                done, _ = await asyncio.wait({future}, timeout=max(deadline - loop.time(), 0.0))
+            finally:
+                self._commit_waiters.pop(send.request_id, None)
+            if not done:
+                future.cancel()
+                raise ClientTimeoutError(f"commit of group {self.group_id}: no answer within {bound * 1000:.0f} ms "
+                                         "(request_timeout_ms + connect_timeout_ms)")
+            response = future.result()
+            codes = [(topic.name, p.partition_index, p.error_code) for topic in response.topics
+                     for p in topic.partitions if p.error_code]
+            if not codes:
+                return
+            topic, partition, code = codes[0]
+            if any(c not in _COORDINATOR_MOVING for _, _, c in codes) or loop.time() >= deadline:
+                raise error_class(code)(f"commit of {topic}[{partition}]")
+            await self._until_stable(deadline)
+
+    async def _until_stable(self, deadline: float) -> None:
+        """Wait (a retry backoff at least) until the member is in a generation again, as it is once a
+        moved coordinator is found and has loaded the group; ClientTimeoutError past ``deadline``."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.retry_backoff)
+            assert self.member is not None
+            if self.member.state is MemberState.STABLE:
+                return
+            if self.member.state in (MemberState.FAILED, MemberState.CLOSED, MemberState.LEFT):
+                raise KprotoError(f"commit of group {self.group_id}: the member is {self.member.state.name}")
+            if loop.time() >= deadline:
+                raise ClientTimeoutError(f"commit of group {self.group_id}: the coordinator was not found again "
+                                         "in time")
 
     async def committed(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         """The group's committed offsets of ``partitions`` (-1: none)."""

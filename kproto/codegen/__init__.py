@@ -10,7 +10,7 @@ import os
 from typing import Dict, Optional
 
 from kproto.codegen.error_codes import generate_error_codes
-from kproto.codegen.python_codecs import C_WIRE_PXD, ModuleGenerator
+from kproto.codegen.python_codecs import ModuleGenerator, c_wire_pxd
 from kproto.schema import load_specs, snake_case
 
 __all__ = ["generate_all", "generated_dir"]
@@ -58,8 +58,9 @@ def _registry(schema) -> str:
     lines += [f"    {n!r}," for n in sorted(names)]
     lines += ["]", "", "#: (api key, name, older names, request class, response class)", "API_TABLE = ("]
     for api in apis:
-        lines.append(f"    ({api.api_key}, {api.name!r}, {tuple(api.old_names)!r}, {api.name}Request, "
-                     f"{api.name}Response),")
+        lines.append(
+            f"    ({api.api_key}, {api.name!r}, {tuple(api.old_names)!r}, {api.name}Request, {api.name}Response),"
+        )
     lines += [")", ""]
     return "\n".join(lines)
 
@@ -78,15 +79,19 @@ def _typed_decode(schema) -> str:
         "from kproto._generated.registry import (",
     ]
     lines += [f"    {api.name}Response," for api in apis]
-    lines += [")", "from kproto.message_base import Message", "",
-              "_Bytes = Union[bytes, bytearray, memoryview]", ""]
+    lines += [")", "from kproto.message_base import Message", "", "_Bytes = Union[bytes, bytearray, memoryview]", ""]
     for api in apis:
-        lines += ["@overload",
-                  f"def decode_response(frame: _Bytes, api_key: Literal[{api.api_key}], version: int, "
-                  f"max_frame_size: int = ...) -> Tuple[ResponseHeader, {api.name}Response]: ..."]
-    lines += ["@overload",
-              "def decode_response(frame: _Bytes, api_key: int, version: int, "
-              "max_frame_size: int = ...) -> Tuple[ResponseHeader, Message]: ...", ""]
+        lines += [
+            "@overload",
+            f"def decode_response(frame: _Bytes, api_key: Literal[{api.api_key}], version: int, "
+            f"max_frame_size: int = ...) -> Tuple[ResponseHeader, {api.name}Response]: ...",
+        ]
+    lines += [
+        "@overload",
+        "def decode_response(frame: _Bytes, api_key: int, version: int, "
+        "max_frame_size: int = ...) -> Tuple[ResponseHeader, Message]: ...",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -106,15 +111,25 @@ def _typed_send(schema) -> str:
         "from kproto.messages import (",
     ]
     lines += [f"    {api.name}{kind}," for api in apis for kind in ("Request", "Response")]
-    lines += [")", "from kproto.message_base import Message", "", "",
-              "class TypedSend(Protocol):",
-              '    """``ClientConnection.send(message, version)``, typed per request class."""', ""]
+    lines += [
+        ")",
+        "from kproto.message_base import Message",
+        "",
+        "",
+        "class TypedSend(Protocol):",
+        '    """``ClientConnection.send(message, version)``, typed per request class."""',
+        "",
+    ]
     for api in apis:
-        lines += ["    @overload",
-                  f"    def __call__(self, message: {api.name}Request, version: int) -> "
-                  f"SentRequest[{api.name}Response]: ..."]
-    lines += ["    @overload",
-              "    def __call__(self, message: Message, version: int) -> SentRequest[Message]: ...", ""]
+        lines += [
+            "    @overload",
+            f"    def __call__(self, message: {api.name}Request, version: int) -> SentRequest[{api.name}Response]: ...",
+        ]
+    lines += [
+        "    @overload",
+        "    def __call__(self, message: Message, version: int) -> SentRequest[Message]: ...",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -128,20 +143,28 @@ def generate_all(spec_dir: Optional[str] = None) -> Dict[str, str]:
         gen = ModuleGenerator([api.request, api.response], _api_module_doc(api), [f"specs/{api.source}"])
         files[module + ".py"], files[module + ".pxd"] = gen.generate()
     headers = sorted(schema.headers.values(), key=lambda m: m.name)
-    gen = ModuleGenerator(headers, "Frame headers: the request header (v0 without client id, v1, v2 with a tag "
-                          "section) and the response header (v0, v1 with a tag section).",
-                          [f"specs/{m.source}" for m in headers])
+    gen = ModuleGenerator(
+        headers,
+        "Frame headers: the request header (v0 without client id, v1, v2 with a tag "
+        "section) and the response header (v0, v1 with a tag section).",
+        [f"specs/{m.source}" for m in headers],
+    )
     files["headers.py"], files["headers.pxd"] = gen.generate()
     data = sorted(schema.data.values(), key=lambda m: m.name)
-    gen = ModuleGenerator(data, "Schemas carried as bytes inside other messages: the consumer protocol's "
-                          "subscription (JoinGroup member metadata) and assignment (SyncGroup).",
-                          [f"specs/{m.source}" for m in data])
+    gen = ModuleGenerator(
+        data,
+        "Schemas carried as bytes inside other messages: the consumer protocol's "
+        "subscription (JoinGroup member metadata) and assignment (SyncGroup).",
+        [f"specs/{m.source}" for m in data],
+    )
     files["consumer_protocol.py"], files["consumer_protocol.pxd"] = gen.generate()
     files["error_codes.py"] = generate_error_codes(schema.errors, "specs/ErrorCodes.json")
     files["registry.py"] = _registry(schema)
     files["typed_decode.pyi"] = _typed_decode(schema)
     files[os.path.join(os.pardir, "connection", "typed_send.pyi")] = _typed_send(schema)
-    files["_c_wire.pxd"] = C_WIRE_PXD
-    files["__init__.py"] = ('# Generated by `python -m kproto.codegen`. Do not edit.\n'
-                            '"""Modules generated from ``specs/``; import them through :mod:`kproto.messages`."""\n')
+    files["_c_wire.pxd"] = c_wire_pxd()
+    files["__init__.py"] = (
+        '# Generated by `python -m kproto.codegen`. Do not edit.\n'
+        '"""Modules generated from ``specs/``; import them through :mod:`kproto.messages`."""\n'
+    )
     return files

@@ -25,8 +25,7 @@ def main(argv=None) -> int:
             if not args.check:
                 with open(path, "w", encoding="utf-8") as handle:
                     handle.write(text)
-    extra = sorted(n for n in os.listdir(out_dir)
-                   if n.endswith((".py", ".pxd", ".pyi")) and n not in files)
+    extra = sorted(n for n in os.listdir(out_dir) if n.endswith((".py", ".pxd", ".pyi")) and n not in files)
     # The protocol reference pages come from the same specs and go stale with them.
     from kproto.codegen.protocol_docs import sync_docs
 

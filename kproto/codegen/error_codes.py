@@ -49,16 +49,32 @@ def generate_error_codes(codes: List[ErrorCodeSpec], source: str) -> str:
         "    def __init__(self, code, name, old_names, modern_name, retriable, introduced, description, contexts,"
         " note):",
     ]
-    for attr in ("code", "name", "old_names", "modern_name", "retriable", "introduced", "description", "contexts",
-                 "note"):
+    for attr in (
+        "code",
+        "name",
+        "old_names",
+        "modern_name",
+        "retriable",
+        "introduced",
+        "description",
+        "contexts",
+        "note",
+    ):
         lines.append(f"        self.{attr} = {attr}")
     lines += ["", "", "_INFO: Dict[int, ErrorInfo] = {"]
     for c in codes:
         lines.append(
             f"    {c.code}: ErrorInfo({c.code}, {c.name!r}, {tuple(c.old_names)!r}, {c.modern_name!r}, "
-            f"{c.retriable!r}, {c.introduced!r},\n        {c.about!r},\n        {c.contexts!r}, {c.note!r}),")
-    lines += ["}", "", "", "class ErrorCode(enum.IntEnum):",
-              '    """A Kafka error code; ``.retriable`` and ``.description`` come from the spec."""', ""]
+            f"{c.retriable!r}, {c.introduced!r},\n        {c.about!r},\n        {c.contexts!r}, {c.note!r}),"
+        )
+    lines += [
+        "}",
+        "",
+        "",
+        "class ErrorCode(enum.IntEnum):",
+        '    """A Kafka error code; ``.retriable`` and ``.description`` come from the spec."""',
+        "",
+    ]
     for c in codes:
         lines.append(f"    {c.name} = {c.code}")
     lines.append("    # Older (0.8.x Scala) names of the same codes.")
@@ -149,7 +165,8 @@ def generate_error_codes(codes: List[ErrorCodeSpec], source: str) -> str:
         "",
     ]
     names = [_class_name(c.name) for c in codes if c.code != 0]
-    lines.insert(lines.index('__all__ = ["ErrorCode", "ErrorInfo", "error_class", "raise_for_code", "name_in_context"]'),
-                 "")
+    lines.insert(
+        lines.index('__all__ = ["ErrorCode", "ErrorInfo", "error_class", "raise_for_code", "name_in_context"]'), ""
+    )
     lines.append("__all__ += " + repr(names))
     return "\n".join(lines) + "\n"

@@ -19,7 +19,8 @@ The connection is the :data:`CLIENT_TRANSITIONS` table (state × event → state
 the table is a rule broken, by the peer (a response when nothing is in flight:
 :class:`~kproto.errors.RemoteProtocolError`) or by the caller (sending when full or closed:
 :class:`~kproto.errors.LocalProtocolError`); both are :class:`~kproto.errors.ProtocolError`, and the
-table is applied by :class:`kproto.state_machine.StateMachine`.  Peer violations -- a response nobody asked for, an out-of-order or
+table is applied by :class:`kproto.state_machine.StateMachine`.  Peer violations -- a response nobody asked for, an
+out-of-order or
 unknown correlation id, a frame larger than ``max_frame_size``, a response that does not decode --
 move the connection to ``FAILED`` and raise (:class:`~kproto.errors.ProtocolError`,
 :class:`~kproto.errors.LimitExceededError`, :class:`~kproto.errors.DecodeError`).  Responses completed
@@ -139,11 +140,15 @@ class ClientConnection:
     ) -> None:
         self.client_id = client_id
         self._tracker = CorrelationTracker(
-            first_id=first_correlation_id, max_in_flight=max_in_flight, broker_quirks=broker_quirks)
+            first_id=first_correlation_id, max_in_flight=max_in_flight, broker_quirks=broker_quirks
+        )
         self._frames = FrameReader(max_frame_size)
         self._machine: StateMachine[ClientState, ClientEvent] = StateMachine(
-            CLIENT_TRANSITIONS, ClientState.IDLE, "client connection",
-            lambda state, event: f"{event.value}: not allowed while the connection is {state.name}")
+            CLIENT_TRANSITIONS,
+            ClientState.IDLE,
+            "client connection",
+            lambda state, event: f"{event.value}: not allowed while the connection is {state.name}",
+        )
         self._error: Optional[KprotoError] = None
 
     # ---------------------------------------------------------------- inspection
@@ -205,7 +210,8 @@ class ClientConnection:
         if self._tracker.full:
             raise InFlightLimitError(
                 f"{self.in_flight} requests already in flight (max_in_flight={self.max_in_flight}); "
-                "wait for a response before sending more")
+                "wait for a response before sending more"
+            )
         limit = self._tracker.max_in_flight
         filling = limit is not None and self.in_flight + 1 >= limit
         return ClientEvent.SEND_FILLING if filling else ClientEvent.SEND
@@ -238,8 +244,9 @@ class ClientConnection:
             raise RemoteProtocolError(f"response frame of {len(frame) - 4} bytes has no correlation id")
         entry = self._tracker.match(correlation_id)
         header, message = decode_response(frame, entry.api_key, entry.api_version)
-        self._machine.fire(ClientEvent.ANSWER_LAST if not len(self._tracker) else ClientEvent.ANSWER_MORE_LEFT,
-                           RemoteProtocolError)
+        self._machine.fire(
+            ClientEvent.ANSWER_LAST if not len(self._tracker) else ClientEvent.ANSWER_MORE_LEFT, RemoteProtocolError
+        )
         return Response(entry.request, header, message, correlation_id, entry.api_key, entry.api_version)
 
     def _peer_closed(self) -> ConnectionClosed:

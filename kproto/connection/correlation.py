@@ -97,7 +97,8 @@ class CorrelationTracker:
         if self.full:
             raise InFlightLimitError(
                 f"{len(self._queue)} requests already in flight (max_in_flight={self.max_in_flight}); "
-                "wait for a response before sending more")
+                "wait for a response before sending more"
+            )
         entry = InFlight(correlation_id, api_key, api_version, request)
         self._queue.append(entry)
         return entry
@@ -111,14 +112,20 @@ class CorrelationTracker:
             if any(entry.correlation_id == correlation_id for entry in self._queue):
                 raise RemoteProtocolError(
                     f"response with correlation id {correlation_id} arrived out of order: the oldest request "
-                    f"in flight has correlation id {head.correlation_id}")
+                    f"in flight has correlation id {head.correlation_id}"
+                )
             raise RemoteProtocolError(
-                f"response with unknown correlation id {correlation_id} (expected {head.correlation_id})")
+                f"response with unknown correlation id {correlation_id} (expected {head.correlation_id})"
+            )
         return self._queue.popleft()
 
     def _quirk_applies(self, head: InFlight, correlation_id: int) -> bool:
-        return (self.broker_quirks == "0.8.2" and correlation_id == 0
-                and head.api_key == GROUP_COORDINATOR_KEY and head.api_version == 0)
+        return (
+            self.broker_quirks == "0.8.2"
+            and correlation_id == 0
+            and head.api_key == GROUP_COORDINATOR_KEY
+            and head.api_version == 0
+        )
 
     def drain(self) -> list:
         """Remove and return every request still in flight (the connection is going away)."""

@@ -152,8 +152,13 @@ ServerOutput = Union[RequestReceived, BadRequest, ClientClosed]
 class ServerConnection:
     """One server connection; see the module docstring."""
 
-    def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, broker_quirks: Optional[str] = None,
-                 max_request_size: Optional[Mapping[int, int]] = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        broker_quirks: Optional[str] = None,
+        max_request_size: Optional[Mapping[int, int]] = None,
+    ) -> None:
         self.broker_quirks = check_quirks(broker_quirks)
         self._frames = FrameReader(max_frame_size)
         #: Tighter size limits for some api keys (api key -> bytes after the size prefix).  A frame over
@@ -162,8 +167,11 @@ class ServerConnection:
         self.max_request_size: Mapping[int, int] = max_request_size or {}
         self._owed: Deque[RequestReceived] = deque()
         self._machine: StateMachine[ServerState, ServerEvent] = StateMachine(
-            SERVER_TRANSITIONS, ServerState.IDLE, "server connection",
-            lambda state, event: f"{event.value}: not allowed while the connection is {state.name}")
+            SERVER_TRANSITIONS,
+            ServerState.IDLE,
+            "server connection",
+            lambda state, event: f"{event.value}: not allowed while the connection is {state.name}",
+        )
         self._error: Optional[KprotoError] = None
 
     @property
@@ -215,8 +223,11 @@ class ServerConnection:
             header, _ = decode_request_header(frame)
             limit = self.max_request_size.get(header.api_key)
             if limit is not None and len(frame) - 4 > limit:
-                raise LimitExceededError(f"api key {header.api_key} request of {len(frame) - 4} bytes is over its "
-                                         f"limit of {limit}", 0, "size")
+                raise LimitExceededError(
+                    f"api key {header.api_key} request of {len(frame) - 4} bytes is over its limit of {limit}",
+                    0,
+                    "size",
+                )
             header, message = decode_request(frame)
         except KprotoError as exc:
             self._machine.fire(ServerEvent.BAD_REQUEST, RemoteProtocolError)
@@ -236,8 +247,7 @@ class ServerConnection:
             raise LocalProtocolError(f"cannot answer on a connection that is {self.state.name}")
         self._check_turn(request)
         if message.API_KEY != request.api_key or getattr(message, "KIND", None) != "response":
-            raise LocalProtocolError(
-                f"{type(message).__name__} does not answer api key {request.api_key}")
+            raise LocalProtocolError(f"{type(message).__name__} does not answer api key {request.api_key}")
         frame = encode_response(message, request.api_version, self._wire_correlation_id(request))
         self._owed.popleft()
         request.answered = True
@@ -252,8 +262,8 @@ class ServerConnection:
         if not self._owed or self._owed[0] is not request:
             head = self._owed[0].correlation_id if self._owed else None
             raise LocalProtocolError(
-                f"responses go out in request order: correlation id {request.correlation_id} answered "
-                f"before {head}")
+                f"responses go out in request order: correlation id {request.correlation_id} answered before {head}"
+            )
 
     def _wire_correlation_id(self, request: RequestReceived) -> int:
         if self.broker_quirks == "0.8.2" and request.api_key == GROUP_COORDINATOR_KEY and request.api_version == 0:

@@ -1,4 +1,5 @@
-"""Consumer group membership (Kafka's classic group protocol, 0.9 to 4.x): assignors and two sans-I/O state machines.
+"""Consumer group membership: Kafka's classic group protocol (0.9 to 4.x) as two sans-I/O state machines
+with their assignors, and the broker side of the KIP-848 consumer group protocol.
 
 Both machines speak the generated wire messages of :mod:`kproto.messages` in the versions they name
 (``kproto.group.member.REQUEST_VERSIONS``, ``kproto.group.coordinator.SERVED_VERSIONS``), so a socket
@@ -9,11 +10,15 @@ carries what they produce as it is.
 * :mod:`kproto.group.member` — the client-side group member (:class:`GroupMember`);
 * :mod:`kproto.group.offset_store` — committed offsets per group, with retention;
 * :mod:`kproto.group.consumer_codec` — subscription (v0-v3)/assignment bytes of the consumer protocol;
-* :mod:`kproto.group.loopback` — wires members to a coordinator in-process, for tests and demos.
+* :mod:`kproto.group.loopback` — wires members to a coordinator in-process, for tests and demos;
+* :mod:`kproto.group.consumer_group` — the KIP-848 coordinator (:class:`ConsumerGroupCoordinator`,
+  ConsumerGroupHeartbeat), its rules in :mod:`kproto.group.consumer_group_rules` and its server-side
+  ``uniform`` and ``range`` assignors in :mod:`kproto.group.server_assignors`.
 """
 
 from kproto import ErrorCode
 from kproto.group.assignors import ASSIGNORS, assign_range, assign_roundrobin, java_string_order
+from kproto.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator
 from kproto.group.coordinator import CoordinatorConfig, GroupCoordinator, GroupState, Reply
 from kproto.group.member import GroupMember, MemberConfig, MemberState
 
@@ -23,6 +28,8 @@ __all__ = [
     "assign_roundrobin",
     "java_string_order",
     "ErrorCode",
+    "ConsumerGroupConfig",
+    "ConsumerGroupCoordinator",
     "CoordinatorConfig",
     "GroupCoordinator",
     "GroupState",

@@ -18,6 +18,7 @@ from typing import (
     List,
     Mapping,
     Optional,
+    Protocol,
     Sequence,
     Set,
     Tuple,
@@ -303,6 +304,32 @@ def _join_error(code: ErrorCode, member_id: str, version: int) -> JoinGroupRespo
                              member_id=member_id)
 
 
+class OtherGroups(Protocol):
+    """Groups of another protocol that share this coordinator's group ids and offset store (the KIP-848
+    consumer groups of :class:`kproto.group.consumer_group.ConsumerGroupCoordinator`).
+
+    A JoinGroup for one of its groups with members is refused INCONSISTENT_GROUP_PROTOCOL, as classic
+    members are not hosted inside such a group (an empty one gives its id up).  ListGroups lists its
+    groups (``listing``: id and state) and DeleteGroups deletes those without members, with their
+    offsets.  OffsetCommit and OffsetFetch for one of its groups are judged by it, and the offsets are
+    kept in this coordinator's store.
+    """
+
+    def owns(self, group_id: str) -> bool: ...
+
+    def has_members(self, group_id: str) -> bool: ...
+
+    def release_if_empty(self, group_id: str) -> None: ...
+
+    def listing(self) -> List[Tuple[str, str]]: ...
+
+    def offset_commit_error(self, group_id: str, member_id: str, member_epoch: int,
+                            api_version: int) -> Optional[ErrorCode]: ...
+
+    def offset_fetch_error(self, group_id: str, member_id: Optional[str],
+                           member_epoch: int) -> Optional[ErrorCode]: ...
+
+
 # --------------------------------------------------------------------------------------------------
 # The coordinator
 
@@ -336,6 +363,13 @@ class GroupCoordinator:
         )
         self._now_ms: Optional[int] = None
         self._replies: List[Reply] = []
+        #: Groups of the KIP-848 protocol sharing the group ids and the offset store (set by the broker).
+        self.other_groups: Optional[OtherGroups] = None
+
+    @property
+    def offsets(self) -> OffsetStore:
+        """The committed offsets of every group (shared with :attr:`other_groups`)."""
+        return self._offsets
 
     # ---------------------------------------------------------------- requests
 
@@ -360,6 +394,12 @@ class GroupCoordinator:
                 f"not v{api_version}")
         self._advance(now_ms)
         v = api_version
+        other = self.other_groups
+        if isinstance(request, JoinGroupRequest) and other is not None and request.group_id not in self._groups:
+            if other.has_members(request.group_id):
+                self._reply(reply_to, _join_error(_C.INCONSISTENT_GROUP_PROTOCOL, "", api_version))
+                return self._take_replies()
+            other.release_if_empty(request.group_id)
         if isinstance(request, JoinGroupRequest):
             call = _Call(JoinGroupRequest, reply_to, request.group_id, request.member_id, api_version=v,
                          group_instance_id=request.group_instance_id if v >= 5 else None,
@@ -428,6 +468,18 @@ class GroupCoordinator:
             del self._groups[group_id]
         self._offsets.drop_group(group_id)
         return self._take_replies()
+
+    def release_if_empty(self, group_id: str) -> None:
+        """Give an Empty group's id up to a group of :attr:`other_groups` (its offsets stay in the store)."""
+        group = self._groups.get(group_id)
+        if group is not None and group.state is GroupState.EMPTY and not group.members and not group.pending:
+            group.transition(CoordinatorEvent.REMOVED)
+            del self._groups[group_id]
+
+    def has_members(self, group_id: str) -> bool:
+        """Whether the classic group ``group_id`` has members (or a pending one)."""
+        group = self._groups.get(group_id)
+        return group is not None and bool(group.members or group.pending)
 
     # ---------------------------------------------------------------- introspection
 
@@ -899,6 +951,11 @@ class GroupCoordinator:
                 self._refresh_session(group.members[request.member_id])
             answer(None)
 
+        other = self.other_groups
+        if other is not None and other.owns(request.group_id):
+            answer(other.offset_commit_error(request.group_id, request.member_id,
+                                             request.generation_id_or_member_epoch, version))
+            return
         self._run(call, store, answer)
 
     def _fetch(self, reply_to: object, request: OffsetFetchRequest, version: int) -> None:
@@ -911,7 +968,9 @@ class GroupCoordinator:
             for wanted_group in request.groups:
                 wanted = None if wanted_group.topics is None else [
                     (t.name, i) for t in wanted_group.topics for i in t.partition_indexes]
-                code, found = self._fetch_group(wanted_group.group_id, wanted)
+                code, found = self._fetch_group(wanted_group.group_id, wanted,
+                                                wanted_group.member_id if version >= 9 else None,
+                                                wanted_group.member_epoch if version >= 9 else -1)
                 by_topic: Dict[str, List[Any]] = {}
                 for (topic, partition), (offset, epoch, metadata, pcode) in found.items():
                     by_topic.setdefault(topic, []).append(P8(
@@ -939,11 +998,16 @@ class GroupCoordinator:
             error_code=code if version >= 2 else _C.NONE))
 
     def _fetch_group(
-        self, group_id: str, wanted: Optional[List[Tuple[str, int]]],
+        self, group_id: str, wanted: Optional[List[Tuple[str, int]]], member_id: Optional[str] = None,
+        member_epoch: int = -1,
     ) -> Tuple[ErrorCode, Dict[Tuple[str, int], Tuple[int, int, Optional[str], ErrorCode]]]:
-        """(group error, (topic, partition) → (offset, leader epoch, metadata, error)); −1/"" when absent."""
+        """(group error, (topic, partition) → (offset, leader epoch, metadata, error)); −1/"" when absent.
+        ``member_id``/``member_epoch`` (v9+) are checked only for a group of :attr:`other_groups`."""
         call = _Call(OffsetFetchRequest, None, group_id)
         error = next((c.error_code for c in CHECKS[OffsetFetchRequest] if not self._passes(c, call, None)), None)
+        other = self.other_groups
+        if error is None and other is not None and other.owns(group_id):
+            error = other.offset_fetch_error(group_id, member_id, member_epoch)
         stored = self._offsets.partitions(group_id)
         partitions = list(stored) if wanted is None else wanted
         if error is not None:
@@ -1024,11 +1088,28 @@ class GroupCoordinator:
             if (not wanted_states or g.state.value.lower() in wanted_states)
             and (not wanted_types or _GROUP_TYPE in wanted_types)
         ]
+        if self.other_groups is not None:
+            # Consumer groups (type "consumer", protocol type "consumer"), as a Kafka 4 broker lists them.
+            listed.extend(
+                ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type="consumer",
+                                               group_state=state if version >= 4 else "",
+                                               group_type="consumer" if version >= 5 else "")
+                for group_id, state in self.other_groups.listing()
+                if (not wanted_states or state.lower() in wanted_states)
+                and (not wanted_types or "consumer" in wanted_types))
         loading = any(self._is_loading(group_id) for group_id in self._groups)
         return ListGroupsResponse(error_code=_C.GROUP_LOAD_IN_PROGRESS if loading else _C.NONE, groups=listed)
 
     def _delete_group(self, group_id: str) -> DeleteGroupsResponse.DeletableGroupResult:
         Result = DeleteGroupsResponse.DeletableGroupResult
+        other = self.other_groups
+        if other is not None and other.owns(group_id):
+            # A consumer group is deleted only when it has no members, as Kafka's consumer groups.
+            if other.has_members(group_id):
+                return Result(group_id=group_id, error_code=_C.NON_EMPTY_GROUP)
+            other.release_if_empty(group_id)
+            self._offsets.drop_group(group_id)
+            return Result(group_id=group_id, error_code=_C.NONE)
         verdict = self._check(_Call(DeleteGroupsRequest, None, group_id))
         if isinstance(verdict, ErrorCode):
             return Result(group_id=group_id, error_code=verdict)

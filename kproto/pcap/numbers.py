@@ -6,9 +6,19 @@ flags are the bits of the TCP header's flags byte.
 """
 
 __all__ = [
-    "TCP_FIN", "TCP_SYN", "TCP_RST", "TCP_PSH", "TCP_ACK",
-    "LINKTYPE_NULL", "LINKTYPE_ETHERNET", "LINKTYPE_RAW", "LINKTYPE_LOOP", "LINKTYPE_LINUX_SLL",
-    "LINKTYPE_IPV4", "LINKTYPE_IPV6", "LINKTYPE_LINUX_SLL2",
+    "TCP_FIN",
+    "TCP_SYN",
+    "TCP_RST",
+    "TCP_PSH",
+    "TCP_ACK",
+    "LINKTYPE_NULL",
+    "LINKTYPE_ETHERNET",
+    "LINKTYPE_RAW",
+    "LINKTYPE_LOOP",
+    "LINKTYPE_LINUX_SLL",
+    "LINKTYPE_IPV4",
+    "LINKTYPE_IPV6",
+    "LINKTYPE_LINUX_SLL2",
 ]
 
 TCP_FIN = 0x01

@@ -104,7 +104,18 @@ class PlannedSegment:
     (``None`` for pure control segments); :class:`Impairments` refers to segments by it.
     """
 
-    __slots__ = ("conversation", "from_client", "src", "dst", "seq", "ack", "flags", "payload", "timestamp_ns", "data_index")
+    __slots__ = (
+        "conversation",
+        "from_client",
+        "src",
+        "dst",
+        "seq",
+        "ack",
+        "flags",
+        "payload",
+        "timestamp_ns",
+        "data_index",
+    )
 
     def __init__(
         self,
@@ -132,13 +143,22 @@ class PlannedSegment:
 
     def copy(self) -> "PlannedSegment":
         return PlannedSegment(
-            self.conversation, self.from_client, self.src, self.dst, self.seq, self.ack, self.flags, self.payload,
-            self.timestamp_ns, self.data_index,
+            self.conversation,
+            self.from_client,
+            self.src,
+            self.dst,
+            self.seq,
+            self.ack,
+            self.flags,
+            self.payload,
+            self.timestamp_ns,
+            self.data_index,
         )
 
     def __repr__(self) -> str:
         return (
-            f"PlannedSegment(conv={self.conversation} {'c>s' if self.from_client else 's>c'} seq={self.seq} ack={self.ack} "
+            f"PlannedSegment(conv={self.conversation} {'c>s' if self.from_client else 's>c'} "
+            f"seq={self.seq} ack={self.ack} "
             f"flags={self.flags:#x} len={len(self.payload)} t={self.timestamp_ns} data_index={self.data_index})"
         )
 
@@ -188,8 +208,16 @@ class TcpSegmenter:
     memory.  Each method returns the segments of one event in send order.
     """
 
-    def __init__(self, client: Tuple[str, int], server: Tuple[str, int], *, client_isn: int = 1_000_000,
-                 server_isn: int = 3_000_000_000, mss: int = 1460, index: int = 0) -> None:
+    def __init__(
+        self,
+        client: Tuple[str, int],
+        server: Tuple[str, int],
+        *,
+        client_isn: int = 1_000_000,
+        server_isn: int = 3_000_000_000,
+        mss: int = 1460,
+        index: int = 0,
+    ) -> None:
         if mss < 1:
             raise ValueError("mss must be at least 1")
         self.client, self.server = client, server
@@ -199,14 +227,36 @@ class TcpSegmenter:
         self._s_seq = server_isn & 0xFFFFFFFF
         self._data_index = 0
 
-    def _segment(self, from_client: bool, flags: int, payload: bytes, ts: int, numbered: bool = False) -> PlannedSegment:
+    def _segment(
+        self, from_client: bool, flags: int, payload: bytes, ts: int, numbered: bool = False
+    ) -> PlannedSegment:
         if from_client:
-            seg = PlannedSegment(self.index, True, self.client, self.server, self._c_seq, self._s_seq, flags, payload,
-                                 ts, self._data_index if numbered else None)
+            seg = PlannedSegment(
+                self.index,
+                True,
+                self.client,
+                self.server,
+                self._c_seq,
+                self._s_seq,
+                flags,
+                payload,
+                ts,
+                self._data_index if numbered else None,
+            )
             self._c_seq = (self._c_seq + len(payload) + (1 if flags & (TCP_SYN | TCP_FIN) else 0)) & 0xFFFFFFFF
         else:
-            seg = PlannedSegment(self.index, False, self.server, self.client, self._s_seq, self._c_seq, flags, payload,
-                                 ts, self._data_index if numbered else None)
+            seg = PlannedSegment(
+                self.index,
+                False,
+                self.server,
+                self.client,
+                self._s_seq,
+                self._c_seq,
+                flags,
+                payload,
+                ts,
+                self._data_index if numbered else None,
+            )
             self._s_seq = (self._s_seq + len(payload) + (1 if flags & (TCP_SYN | TCP_FIN) else 0)) & 0xFFFFFFFF
         if numbered:
             self._data_index += 1
@@ -216,25 +266,30 @@ class TcpSegmenter:
 
     def handshake(self, first_ns: int) -> List[PlannedSegment]:
         """SYN, SYN/ACK, ACK, spaced one microsecond apart and ending before ``first_ns``."""
-        return [self._segment(True, TCP_SYN, b"", first_ns - 3000),
-                self._segment(False, TCP_SYN | TCP_ACK, b"", first_ns - 2000),
-                self._segment(True, TCP_ACK, b"", first_ns - 1000)]
+        return [
+            self._segment(True, TCP_SYN, b"", first_ns - 3000),
+            self._segment(False, TCP_SYN | TCP_ACK, b"", first_ns - 2000),
+            self._segment(True, TCP_ACK, b"", first_ns - 1000),
+        ]
 
     def data(self, from_client: bool, data: bytes, ts: int) -> List[PlannedSegment]:
         """One application write cut at the MSS, one microsecond apart from ``ts`` on (PSH on the last)."""
         chunks = [bytes(data[i : i + self.mss]) for i in range(0, len(data), self.mss)]
         out = []
         for n, chunk in enumerate(chunks):
-            out.append(self._segment(from_client, TCP_ACK | (TCP_PSH if n == len(chunks) - 1 else 0), chunk, ts,
-                                     numbered=True))
+            out.append(
+                self._segment(from_client, TCP_ACK | (TCP_PSH if n == len(chunks) - 1 else 0), chunk, ts, numbered=True)
+            )
             ts += 1000
         return out
 
     def close(self, ts: int) -> List[PlannedSegment]:
         """FIN from the client, FIN from the server, the client's last ACK."""
-        return [self._segment(True, TCP_FIN | TCP_ACK, b"", ts + 1000),
-                self._segment(False, TCP_FIN | TCP_ACK, b"", ts + 2000),
-                self._segment(True, TCP_ACK, b"", ts + 3000)]
+        return [
+            self._segment(True, TCP_FIN | TCP_ACK, b"", ts + 1000),
+            self._segment(False, TCP_FIN | TCP_ACK, b"", ts + 2000),
+            self._segment(True, TCP_ACK, b"", ts + 3000),
+        ]
 
     def reset(self, ts: int) -> List[PlannedSegment]:
         """An RST from the client."""
@@ -243,8 +298,14 @@ class TcpSegmenter:
 
 def plan_segments(conversation: TcpConversation, *, mss: int = 1460, index: int = 0) -> List[PlannedSegment]:
     """The segments of ``conversation`` in send order, before any impairment."""
-    segmenter = TcpSegmenter(conversation.client, conversation.server, client_isn=conversation.client_isn,
-                             server_isn=conversation.server_isn, mss=mss, index=index)
+    segmenter = TcpSegmenter(
+        conversation.client,
+        conversation.server,
+        client_isn=conversation.client_isn,
+        server_isn=conversation.server_isn,
+        mss=mss,
+        index=index,
+    )
     messages = list(conversation.messages)
     first_ns = round(messages[0][2] * 1_000_000) * 1000 if messages else 0
     out: List[PlannedSegment] = []
@@ -341,9 +402,14 @@ _MAC_SERVER = bytes.fromhex("020000000002")
 def _tcp_header(seg: PlannedSegment, src_ip: bytes, dst_ip: bytes) -> bytes:
     options = b"\x02\x04\x05\xb4" if seg.flags & TCP_SYN else b""  # MSS 1460 on SYNs, as real stacks send
     hl = 20 + len(options)
-    header = struct.pack("!HHIIBBHHH", seg.src[1], seg.dst[1], seg.seq, seg.ack, (hl // 4) << 4, seg.flags, 65535, 0, 0) + options
+    header = (
+        struct.pack("!HHIIBBHHH", seg.src[1], seg.dst[1], seg.seq, seg.ack, (hl // 4) << 4, seg.flags, 65535, 0, 0)
+        + options
+    )
     length = hl + len(seg.payload)
-    pseudo = src_ip + dst_ip + (struct.pack("!BBH", 0, 6, length) if len(src_ip) == 4 else struct.pack("!IxxxB", length, 6))
+    pseudo = (
+        src_ip + dst_ip + (struct.pack("!BBH", 0, 6, length) if len(src_ip) == 4 else struct.pack("!IxxxB", length, 6))
+    )
     csum = _checksum(pseudo + header + seg.payload)
     return header[:16] + csum + header[18:]
 
@@ -358,8 +424,22 @@ def _ip_packet(seg: PlannedSegment, ip_id: int, ipv4_options: bytes, ipv6_extens
         if len(ipv4_options) % 4 or len(ipv4_options) > 40:
             raise ValueError("ipv4_options must be a multiple of 4 bytes, at most 40")
         ihl = 20 + len(ipv4_options)
-        head = struct.pack("!BBHHHBBH4s4s", 0x40 | ihl // 4, 0, ihl + len(tcp), ip_id & 0xFFFF, 0x4000, 64, 6, 0,
-                           src.packed, dst.packed) + ipv4_options
+        head = (
+            struct.pack(
+                "!BBHHHBBH4s4s",
+                0x40 | ihl // 4,
+                0,
+                ihl + len(tcp),
+                ip_id & 0xFFFF,
+                0x4000,
+                64,
+                6,
+                0,
+                src.packed,
+                dst.packed,
+            )
+            + ipv4_options
+        )
         head = head[:10] + _checksum(head) + head[12:]
         return head + tcp, 4
     ext = b""
@@ -429,7 +509,13 @@ class PcapWriter:
     """Writes a classic pcap file: one link type, microsecond or nanosecond timestamps, either byte order."""
 
     def __init__(
-        self, stream: BinaryIO, link_type: int, *, byte_order: str = "<", nanosecond: bool = False, snaplen: int = 262144
+        self,
+        stream: BinaryIO,
+        link_type: int,
+        *,
+        byte_order: str = "<",
+        nanosecond: bool = False,
+        snaplen: int = 262144,
     ) -> None:
         if byte_order not in ("<", ">"):
             raise ValueError("byte_order is '<' or '>'")
@@ -470,7 +556,9 @@ class PcapngWriter:
         """Write any block (used for blocks readers must skip)."""
         body = _pad4(body)
         total = len(body) + 12
-        self._stream.write(struct.pack(self._order + "II", block_type, total) + body + struct.pack(self._order + "I", total))
+        self._stream.write(
+            struct.pack(self._order + "II", block_type, total) + body + struct.pack(self._order + "I", total)
+        )
 
     def start_section(self, byte_order: str) -> None:
         """Begin a new section (its interfaces start again from 0), possibly in the other byte order."""
@@ -506,7 +594,9 @@ class PcapngWriter:
         orig = len(frame) if original_length is None else original_length
         data = frame[:snaplen] if snaplen else frame
         ticks = (timestamp_ns - tsoffset * 1_000_000_000) * units // 1_000_000_000
-        body = struct.pack(self._order + "IIIII", interface, ticks >> 32, ticks & 0xFFFFFFFF, len(data), orig) + _pad4(data)
+        body = struct.pack(self._order + "IIIII", interface, ticks >> 32, ticks & 0xFFFFFFFF, len(data), orig) + _pad4(
+            data
+        )
         self.write_block(6, body)
 
     def write_simple(self, frame: bytes, original_length: Optional[int] = None) -> None:
@@ -562,13 +652,20 @@ def write_segments(
             if extra_blocks:
                 ng.write_block(0x00000004, struct.pack(byte_order + "HH", 0, 0))  # empty name resolution block
                 ng.write_block(0x40000ABC, b"local-use block")  # a type reserved for local use
-            iface = ng.add_interface(link_type, tsresol=tsresol if tsresol is not None else (9 if nanosecond else 6), snaplen=snaplen)
+            iface = ng.add_interface(
+                link_type, tsresol=tsresol if tsresol is not None else (9 if nanosecond else 6), snaplen=snaplen
+            )
             out = None
         else:
             raise ValueError("format is 'pcap' or 'pcapng'")
         for seg in segments:
             frame = build_frame(
-                seg, link_type, vlan=vlan, ip_id=count, null_byte_order=byte_order, ipv4_options=ipv4_options,
+                seg,
+                link_type,
+                vlan=vlan,
+                ip_id=count,
+                null_byte_order=byte_order,
+                ipv4_options=ipv4_options,
                 ipv6_extensions=ipv6_extensions,
             )
             if ng is None:

@@ -10,8 +10,8 @@ with gzip, snappy, lz4 and zstd.  The formats are described in ``docs/records.md
 * :class:`RecordSet` — the raw-bytes value of a ``records`` field in the generated codecs.
 
 The hot loops are compiled (``kproto._fast``) with a pure-Python twin; ``kproto._backend.BACKEND`` says
-which one runs.  The backend-bound names load on first use.  The compiled module imports nothing from
-this package: :func:`kproto.records.codec.bind_core` hands it the codecs and result classes it calls.
+which one runs.  The backend-bound names load on first use.  Both twins import the codecs
+(:mod:`kproto.records.compression`) and result classes (:mod:`kproto.records.decoded`) below them.
 
 A magic 0/1 message decodes to a :class:`LegacyRecord` (Kafka's name for it), a magic 2 record to a
 :class:`Record`.  ``kproto.records.Message``, its former name, still works and warns: ``Message`` is
@@ -63,15 +63,26 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from kproto.records.segment import Segment as Segment, read_segment as read_segment
 
 _BACKEND_BOUND = {
-    "LegacyRecord", "MessageSetCodec", "Record", "decode_columns", "decode_message_set", "decode_records",
-    "encode_control_batch", "encode_message_set", "encode_record_batch", "record_rows",
+    "LegacyRecord",
+    "MessageSetCodec",
+    "Record",
+    "decode_columns",
+    "decode_message_set",
+    "decode_records",
+    "encode_control_batch",
+    "encode_message_set",
+    "encode_record_batch",
+    "record_rows",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name == "Message":
-        warnings.warn("kproto.records.Message is deprecated: the magic 0/1 record is kproto.records.LegacyRecord",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "kproto.records.Message is deprecated: the magic 0/1 record is kproto.records.LegacyRecord",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         name = "LegacyRecord"
     if name in _BACKEND_BOUND:
         from kproto.records import codec

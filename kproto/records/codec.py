@@ -14,8 +14,8 @@ from typing import Any, Iterable, List, Literal, Optional, overload
 
 from kproto._backend import records_impl
 from kproto.errors import EncodeError
-from kproto.records.compression import SNAPPY_FRAMINGS, compress_buffer, decompress_buffer
-from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns
+from kproto.records.compression import SNAPPY_FRAMINGS, compress_buffer
+from kproto.records.decoded import DecodedRecords, MessageColumns, MessageSet, RecordColumns
 from kproto.records.format import (
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
@@ -44,17 +44,7 @@ _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 _I16_MIN, _I16_MAX = -(2**15), 2**15 - 1
 
 
-def bind_core(impl: ModuleType) -> ModuleType:
-    """``impl`` (``kproto._fast._records`` or ``kproto.records._pure``), ready to use: the compiled core
-    imports nothing from this package (which imports it), so it is handed the codecs and result classes
-    it calls here; the pure twin imports them itself.  Idempotent; returns ``impl``."""
-    bind = getattr(impl, "_bind", None)
-    if bind is not None:
-        bind(compress_buffer, decompress_buffer, Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns)
-    return impl
-
-
-_impl = bind_core(records_impl)
+_impl = records_impl
 
 
 def _check_int(value: Any, name: str, low: int, high: int) -> int:
@@ -76,7 +66,7 @@ class MessageSetCodec:
     """
 
     def __init__(self, impl: ModuleType) -> None:
-        self.impl = bind_core(impl)
+        self.impl = impl
         self.LegacyRecord = impl.LegacyRecord
         self.Record = impl.Record
 
@@ -129,8 +119,9 @@ class MessageSetCodec:
         if timestamp_type not in (0, 1):
             raise EncodeError(f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), not {timestamp_type!r}")
         attributes = (ATTR_TIMESTAMP_TYPE if timestamp_type else 0) | (ATTR_TRANSACTIONAL if transactional else 0)
-        return self._encode_batch(records, base_offset, codec, producer_id, producer_epoch, base_sequence, attributes,
-                                  partition_leader_epoch)
+        return self._encode_batch(
+            records, base_offset, codec, producer_id, producer_epoch, base_sequence, attributes, partition_leader_epoch
+        )
 
     def encode_control_batch(
         self,
@@ -146,11 +137,28 @@ class MessageSetCodec:
         """Encode a transaction marker: a transactional control batch holding one commit or abort record."""
         key = struct.pack(">hh", 0, 1 if commit else 0)
         value = struct.pack(">hi", 0, _check_int(coordinator_epoch, "coordinator_epoch", _I32_MIN, _I32_MAX))
-        return self._encode_batch([(key, value, timestamp)], base_offset, None, producer_id, producer_epoch, -1,
-                                  ATTR_TRANSACTIONAL | ATTR_CONTROL, partition_leader_epoch)
+        return self._encode_batch(
+            [(key, value, timestamp)],
+            base_offset,
+            None,
+            producer_id,
+            producer_epoch,
+            -1,
+            ATTR_TRANSACTIONAL | ATTR_CONTROL,
+            partition_leader_epoch,
+        )
 
-    def _encode_batch(self, records: Iterable[Any], base_offset: int, codec: Optional[str], producer_id: int,
-                      producer_epoch: int, base_sequence: int, attributes: int, partition_leader_epoch: int) -> bytes:
+    def _encode_batch(
+        self,
+        records: Iterable[Any],
+        base_offset: int,
+        codec: Optional[str],
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        attributes: int,
+        partition_leader_epoch: int,
+    ) -> bytes:
         batch: bytes = self.impl.encode_batch(
             records,
             _check_int(base_offset, "base_offset", _I64_MIN, _I64_MAX),
@@ -197,12 +205,14 @@ class MessageSetCodec:
         return messages
 
     @overload
-    def decode_columns(self, data: Any, *, check_crc: bool = ..., max_decompressed_size: int = ...,
-                       arrow: Literal[False] = ...) -> RecordColumns: ...
+    def decode_columns(
+        self, data: Any, *, check_crc: bool = ..., max_decompressed_size: int = ..., arrow: Literal[False] = ...
+    ) -> RecordColumns: ...
 
     @overload
-    def decode_columns(self, data: Any, *, check_crc: bool = ..., max_decompressed_size: int = ...,
-                       arrow: Literal[True]) -> Any: ...
+    def decode_columns(
+        self, data: Any, *, check_crc: bool = ..., max_decompressed_size: int = ..., arrow: Literal[True]
+    ) -> Any: ...
 
     def decode_columns(
         self,
@@ -226,8 +236,9 @@ class MessageSetCodec:
         )
         return columns.to_arrow() if arrow else columns
 
-    def record_rows(self, records: Iterable[Any], row_type: type, topic: Any, partition: Any, *,
-                    start: int = _I64_MIN) -> List[Any]:
+    def record_rows(
+        self, records: Iterable[Any], row_type: type, topic: Any, partition: Any, *, start: int = _I64_MIN
+    ) -> List[Any]:
         """The records at or past offset ``start``, in order, as ``row_type`` rows ``(topic, partition,
         offset, timestamp, key, value, headers)``: the row a consumer hands out (``kproto.client``'s
         ``ConsumerRecord``).  ``records`` are ``Record`` objects (or anything with their attributes);
@@ -236,7 +247,9 @@ class MessageSetCodec:
         Python code runs per record."""
         if not (isinstance(row_type, type) and issubclass(row_type, tuple)):
             raise TypeError(f"row_type must be a tuple subclass, not {row_type!r}")
-        rows: List[Any] = self.impl.record_rows(records, row_type, topic, partition, _check_int(start, "start", _I64_MIN, _I64_MAX))
+        rows: List[Any] = self.impl.record_rows(
+            records, row_type, topic, partition, _check_int(start, "start", _I64_MIN, _I64_MAX)
+        )
         return rows
 
     def decode_message_columns(

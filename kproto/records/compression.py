@@ -21,7 +21,15 @@ from kproto.errors import DecodeError, EncodeError, LimitExceededError
 from kproto.records.format import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD
 from kproto.records.lz4_frame import lz4_frame_decode_buffer, lz4_frame_encode_buffer, lz4_frame_encode_pieces
 
-__all__ = ["compress", "compress_buffer", "compress_pieces", "decompress", "decompress_buffer", "XERIAL_MAGIC", "SNAPPY_FRAMINGS"]
+__all__ = [
+    "compress",
+    "compress_buffer",
+    "compress_pieces",
+    "decompress",
+    "decompress_buffer",
+    "XERIAL_MAGIC",
+    "SNAPPY_FRAMINGS",
+]
 
 #: The 8 bytes that identify xerial snappy-java's stream format.  The version fields after them are not
 #: checked: some brokers wrote them little-endian (kafka-python #2414).
@@ -41,7 +49,6 @@ _snappy_raw_into = cramjam.snappy.compress_raw_into
 def _snappy_bound(n: int) -> int:
     """snappy's MaxCompressedLength: the most a raw block of ``n`` bytes can take."""
     return 32 + n + n // 6
-
 
 
 def compress(codec: int, data: bytes, *, magic: int, snappy_framing: str = "xerial") -> bytes:
@@ -92,8 +99,15 @@ def decompress(codec: int, payload: bytes, *, magic: int, limit: int, position: 
     return out if type(out) is bytes else bytes(out)
 
 
-def decompress_buffer(codec: int, payload: bytes, *, magic: int, limit: int, position: int = 0,
-                      allocate: Callable[[int], bytearray] = bytearray) -> "bytes | bytearray":
+def decompress_buffer(
+    codec: int,
+    payload: bytes,
+    *,
+    magic: int,
+    limit: int,
+    position: int = 0,
+    allocate: Callable[[int], bytearray] = bytearray,
+) -> "bytes | bytearray":
     """:func:`decompress`, but the result may be a ``bytearray`` (the one buffer the codec wrote into).
 
     Each codec first tries a one-copy path: the decompressed size is read from the payload (gzip trailer
@@ -196,8 +210,9 @@ def _zstd_decode(payload: bytes, limit: int, position: int) -> "bytes | bytearra
             got = size + 1
         if declared is not None:
             if got != declared:
-                raise DecodeError(f"zstd frame declares {declared} bytes but holds {'more' if got > declared else got}",
-                                  position)
+                raise DecodeError(
+                    f"zstd frame declares {declared} bytes but holds {'more' if got > declared else got}", position
+                )
             del out[got:]
             return out
         if got <= size:
@@ -317,7 +332,9 @@ def _xerial_decode(payload: bytes, limit: int, position: int) -> bytes:
             raise DecodeError("xerial snappy block length is truncated", position + pos)
         (size,) = _BE_I32.unpack_from(payload, pos)
         if size < 0 or size > n - pos - 4:
-            raise DecodeError(f"xerial snappy block length {size} does not fit the {n - pos - 4} bytes left", position + pos)
+            raise DecodeError(
+                f"xerial snappy block length {size} does not fit the {n - pos - 4} bytes left", position + pos
+            )
         pos += 4
         out += _snappy_block_decode(payload[pos : pos + size], limit - len(out), position + pos)
         pos += size

@@ -157,7 +157,8 @@ class MessageColumns:
         return _unpack_binary(self.value_data, self.value_offsets, self.value_null)
 
     def to_arrow(self) -> Any:
-        """A ``pyarrow.RecordBatch`` (requires pyarrow): offset, timestamp, magic, attributes, codec, crc_ok, key, value.
+        """A ``pyarrow.RecordBatch`` (requires pyarrow): offset, timestamp, magic, attributes, codec, crc_ok, key,
+        value.
 
         The arrays are views of these columns' buffers (no copy), except the booleans and validity bitmaps,
         which Arrow stores as bits."""
@@ -169,8 +170,9 @@ class MessageColumns:
         timestamps = kit.fixed(kit.pa.int64(), n, self.timestamps)
         if b"\x00" in self.magics.tobytes():  # magic 0 has no timestamp: null
             validity = kit.pc.not_equal(kit.fixed(kit.pa.int8(), n, self.magics), kit.zero_i8)
-            timestamps = kit.pa.Array.from_buffers(kit.pa.int64(), n, [validity.buffers()[1],
-                                                                       kit.pa.py_buffer(self.timestamps)])
+            timestamps = kit.pa.Array.from_buffers(
+                kit.pa.int64(), n, [validity.buffers()[1], kit.pa.py_buffer(self.timestamps)]
+            )
         return [
             kit.fixed(kit.pa.int64(), n, self.offsets),
             timestamps,
@@ -199,9 +201,23 @@ class Batch:
     """
 
     __slots__ = (
-        "position", "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
-        "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence",
-        "records_count", "control_type", "coordinator_epoch", "_records",
+        "position",
+        "base_offset",
+        "batch_length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "records_count",
+        "control_type",
+        "coordinator_epoch",
+        "_records",
     )
 
     position: int
@@ -266,8 +282,10 @@ class Batch:
         return self.base_offset + self.last_offset_delta + 1
 
     def __repr__(self) -> str:
-        return (f"Batch(position={self.position}, magic={self.magic}, base_offset={self.base_offset}, "
-                f"records_count={self.records_count}, codec={self.codec!r})")
+        return (
+            f"Batch(position={self.position}, magic={self.magic}, base_offset={self.base_offset}, "
+            f"records_count={self.records_count}, codec={self.codec!r})"
+        )
 
 
 class DecodedRecords:
@@ -296,7 +314,9 @@ class DecodedRecords:
 
     def __repr__(self) -> str:
         tail = ", partial tail" if self.partial else ""
-        return f"DecodedRecords({len(self.batches)} batches, {self._count} records, {self.valid_bytes} valid bytes{tail})"
+        return (
+            f"DecodedRecords({len(self.batches)} batches, {self._count} records, {self.valid_bytes} valid bytes{tail})"
+        )
 
 
 class RecordColumns(MessageColumns):
@@ -305,15 +325,27 @@ class RecordColumns(MessageColumns):
     ``timestamp_types`` ``array('b')`` (-1 for magic 0), ``producer_ids`` ``array('q')``, ``producer_epochs``
     ``array('h')``, ``sequences`` ``array('i')``, ``transactional``/``control`` ``array('B')``,
     ``batch_offsets`` ``array('q')`` (base offset of the record's magic 2 batch), ``leader_epochs``
-    ``array('i')`` (both -1 before magic 2).  Headers: record *i* has headers ``header_starts[i]`` to ``header_starts[i+1]``
+    ``array('i')`` (both -1 before magic 2).  Headers: record *i* has headers ``header_starts[i]`` to
+    ``header_starts[i+1]``
     (``array('i')``, Arrow's list offsets); header *j*'s key is ``header_key_data[header_key_offsets[j]:
     header_key_offsets[j+1]]`` (UTF-8), its value likewise in ``header_value_*`` with ``header_value_null``.
     """
 
     __slots__ = (
-        "timestamp_types", "producer_ids", "producer_epochs", "sequences", "transactional", "control",
-        "batch_offsets", "leader_epochs", "header_starts", "header_key_data", "header_key_offsets",
-        "header_value_data", "header_value_offsets", "header_value_null",
+        "timestamp_types",
+        "producer_ids",
+        "producer_epochs",
+        "sequences",
+        "transactional",
+        "control",
+        "batch_offsets",
+        "leader_epochs",
+        "header_starts",
+        "header_key_data",
+        "header_key_offsets",
+        "header_value_data",
+        "header_value_offsets",
+        "header_value_null",
     )
 
     timestamp_types: "array[int]"
@@ -361,9 +393,14 @@ class RecordColumns(MessageColumns):
             attributes=array("b", [_signed8(r.attributes & 0xFF) for _, r in rows]),
             codecs=array("b", [codec_id(r.codec) for _, r in rows]),
             crc_ok=array("B", [1 if ok else 0 for ok in crc_flags]),
-            key_data=key_data, key_offsets=key_bounds, key_null=key_null,
-            value_data=value_data, value_offsets=value_bounds, value_null=value_null,
-            valid_bytes=valid, partial=partial,
+            key_data=key_data,
+            key_offsets=key_bounds,
+            key_null=key_null,
+            value_data=value_data,
+            value_offsets=value_bounds,
+            value_null=value_null,
+            valid_bytes=valid,
+            partial=partial,
             timestamp_types=array("b", [-1 if r.timestamp_type is None else r.timestamp_type for _, r in rows]),
             producer_ids=array("q", [r.producer_id for _, r in rows]),
             producer_epochs=array("h", [r.producer_epoch for _, r in rows]),
@@ -372,14 +409,19 @@ class RecordColumns(MessageColumns):
             control=array("B", [r.is_control for _, r in rows]),
             batch_offsets=array("q", [b.base_offset if b.magic == 2 else -1 for b, _ in rows]),
             leader_epochs=array("i", [b.partition_leader_epoch for b, _ in rows]),
-            header_starts=starts, header_key_data=hk_data, header_key_offsets=hk_bounds,
-            header_value_data=hv_data, header_value_offsets=hv_bounds, header_value_null=hv_null,
+            header_starts=starts,
+            header_key_data=hk_data,
+            header_key_offsets=hk_bounds,
+            header_value_data=hv_data,
+            header_value_offsets=hv_bounds,
+            header_value_null=hv_null,
         )
 
     def headers(self) -> List[List[Any]]:
         """Each record's headers as a list of ``(str, bytes | None)`` (convenience; allocates per header)."""
-        keys = _unpack_binary(self.header_key_data, self.header_key_offsets,
-                              array("B", bytes(len(self.header_key_offsets) - 1)))
+        keys = _unpack_binary(
+            self.header_key_data, self.header_key_offsets, array("B", bytes(len(self.header_key_offsets) - 1))
+        )
         values = _unpack_binary(self.header_value_data, self.header_value_offsets, self.header_value_null)
         s = self.header_starts
         return [[(keys[j].decode("utf-8"), values[j]) for j in range(s[i], s[i + 1])] for i in range(self.count)]
@@ -393,13 +435,16 @@ class RecordColumns(MessageColumns):
         pa = kit.pa
         n = self.count
         n_headers = len(self.header_key_offsets) - 1
-        keys = pa.Array.from_buffers(pa.string(), n_headers, [None, pa.py_buffer(self.header_key_offsets),
-                                                               pa.py_buffer(self.header_key_data)], 0)
-        values = kit.binary(pa.binary(), n_headers, self.header_value_data, self.header_value_offsets,
-                            self.header_value_null)
+        keys = pa.Array.from_buffers(
+            pa.string(), n_headers, [None, pa.py_buffer(self.header_key_offsets), pa.py_buffer(self.header_key_data)], 0
+        )
+        values = kit.binary(
+            pa.binary(), n_headers, self.header_value_data, self.header_value_offsets, self.header_value_null
+        )
         entries = pa.Array.from_buffers(kit.header_type, n_headers, [None], 0, children=[keys, values])
-        headers = pa.Array.from_buffers(kit.headers_type, n, [None, pa.py_buffer(self.header_starts)], 0,
-                                        children=[entries])
+        headers = pa.Array.from_buffers(
+            kit.headers_type, n, [None, pa.py_buffer(self.header_starts)], 0, children=[entries]
+        )
         arrays = self._arrow_arrays(kit) + [
             kit.fixed(pa.int8(), n, self.timestamp_types),
             kit.fixed(pa.int64(), n, self.producer_ids),
@@ -442,13 +487,25 @@ class _ArrowKit:
         self.header_type = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
         self.headers_type = pa.list_(self.header_type)
         message_fields = [
-            ("offset", pa.int64()), ("timestamp", pa.int64()), ("magic", pa.int8()), ("attributes", pa.int8()),
-            ("codec", pa.int8()), ("crc_ok", pa.bool_()), ("key", pa.binary()), ("value", pa.binary()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.int64()),
+            ("magic", pa.int8()),
+            ("attributes", pa.int8()),
+            ("codec", pa.int8()),
+            ("crc_ok", pa.bool_()),
+            ("key", pa.binary()),
+            ("value", pa.binary()),
         ]
         record_fields = message_fields + [
-            ("timestamp_type", pa.int8()), ("producer_id", pa.int64()), ("producer_epoch", pa.int16()),
-            ("sequence", pa.int32()), ("is_transactional", pa.bool_()), ("is_control", pa.bool_()),
-            ("batch_offset", pa.int64()), ("leader_epoch", pa.int32()), ("headers", self.headers_type),
+            ("timestamp_type", pa.int8()),
+            ("producer_id", pa.int64()),
+            ("producer_epoch", pa.int16()),
+            ("sequence", pa.int32()),
+            ("is_transactional", pa.bool_()),
+            ("is_control", pa.bool_()),
+            ("batch_offset", pa.int64()),
+            ("leader_epoch", pa.int32()),
+            ("headers", self.headers_type),
         ]
         self.message_schema = pa.schema(message_fields)
         self.record_schema = pa.schema(record_fields)
@@ -473,8 +530,9 @@ class _ArrowKit:
         if b"\x01" in nulls.tobytes():  # a byte search; Arrow counts the nulls from the bitmap when asked
             validity = self.pc.equal(self.fixed(pa.uint8(), count, nulls), self.zero_u8).buffers()[1]
             null_count = -1
-        return pa.Array.from_buffers(arrow_type, count, [validity, pa.py_buffer(bounds), pa.py_buffer(data)],
-                                     null_count)
+        return pa.Array.from_buffers(
+            arrow_type, count, [validity, pa.py_buffer(bounds), pa.py_buffer(data)], null_count
+        )
 
 
 _ARROW_KIT: Optional[_ArrowKit] = None

@@ -30,7 +30,15 @@ import cramjam
 
 from kproto.errors import DecodeError, LimitExceededError
 
-__all__ = ["xxh32", "lz4_frame_encode", "lz4_frame_encode_buffer", "lz4_frame_encode_pieces", "lz4_frame_decode", "lz4_frame_decode_buffer", "header_checksum"]
+__all__ = [
+    "xxh32",
+    "lz4_frame_encode",
+    "lz4_frame_encode_buffer",
+    "lz4_frame_encode_pieces",
+    "lz4_frame_decode",
+    "lz4_frame_decode_buffer",
+    "header_checksum",
+]
 
 _MASK32 = 0xFFFFFFFF
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
@@ -216,7 +224,9 @@ def _check_header(frame: bytes, magic: int, position: int) -> tuple:
     if flg & 0x03:
         raise DecodeError("lz4 frame uses a dictionary or reserved FLG bits, which Kafka never writes", position + 4)
     if not flg & 0x20:
-        raise DecodeError("lz4 frame with dependent blocks is not supported (Kafka writes independent blocks)", position + 4)
+        raise DecodeError(
+            "lz4 frame with dependent blocks is not supported (Kafka writes independent blocks)", position + 4
+        )
     block_max = _BLOCK_MAX_BY_ID.get((bd >> 4) & 0x07)
     if block_max is None or bd & 0x8F:
         raise DecodeError(f"lz4 frame BD byte 0x{bd:02x} is invalid", position + 5)
@@ -235,8 +245,9 @@ def lz4_frame_decode(frame: bytes, *, magic: int, limit: int, position: int = 0)
     return out if type(out) is bytes else bytes(out)
 
 
-def lz4_frame_decode_buffer(frame: bytes, *, magic: int, limit: int, position: int = 0,
-                            allocate: Callable[[int], bytearray] = bytearray) -> "bytes | bytearray":
+def lz4_frame_decode_buffer(
+    frame: bytes, *, magic: int, limit: int, position: int = 0, allocate: Callable[[int], bytearray] = bytearray
+) -> "bytes | bytearray":
     """:func:`lz4_frame_decode`, the result possibly a ``bytearray``.
 
     One pass reads the block headers and bounds the output (a compressed block expands to at most its
@@ -256,8 +267,9 @@ def lz4_frame_decode_buffer(frame: bytes, *, magic: int, limit: int, position: i
     return out
 
 
-def _decode_blocks_fast(frame: bytes, header: tuple, limit: int,
-                        allocate: Callable[[int], bytearray]) -> "bytearray | None":
+def _decode_blocks_fast(
+    frame: bytes, header: tuple, limit: int, allocate: Callable[[int], bytearray]
+) -> "bytearray | None":
     # Python work per block is what this adds to the block codec (a 10 MB batch has 157 blocks of 64 KiB):
     # the first pass keeps each block as a view, the second hands it to the codec with no other work when no
     # block is stored raw (Kafka's writers store one only when it does not compress), and a slice past the
@@ -330,7 +342,9 @@ def _decode_blocks(frame: bytes, header: tuple, limit: int, position: int) -> by
             break
         size = word & ~_STORED_RAW
         if size > block_max:
-            raise DecodeError(f"lz4 block of {size} bytes exceeds the frame's {block_max}-byte maximum", position + pos - 4)
+            raise DecodeError(
+                f"lz4 block of {size} bytes exceeds the frame's {block_max}-byte maximum", position + pos - 4
+            )
         if n - pos < size + (4 if block_checksum else 0):
             raise DecodeError(f"lz4 block of {size} bytes runs past the end of the frame", position + pos - 4)
         block = frame[pos : pos + size]

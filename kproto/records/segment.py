@@ -34,8 +34,14 @@ class Segment:
     ``max_decompressed_size`` caps the decompressed bytes per chunk (one decode call).
     """
 
-    def __init__(self, source: Union[str, "os.PathLike[str]", IO[bytes]], *, check_crc: bool = True,
-                 max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE, chunk_size: int = CHUNK_SIZE) -> None:
+    def __init__(
+        self,
+        source: Union[str, "os.PathLike[str]", IO[bytes]],
+        *,
+        check_crc: bool = True,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+        chunk_size: int = CHUNK_SIZE,
+    ) -> None:
         self._source = source
         self._check_crc = check_crc
         self._limit = max_decompressed_size
@@ -80,7 +86,11 @@ class Segment:
                 break
 
 
-def read_segment(path_or_file: Union[str, "os.PathLike[str]", IO[bytes]], *, check_crc: bool = True,
-                 max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Segment:
+def read_segment(
+    path_or_file: Union[str, "os.PathLike[str]", IO[bytes]],
+    *,
+    check_crc: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> Segment:
     """The batches of a Kafka log segment file (a path or a binary file object); see :class:`Segment`."""
     return Segment(path_or_file, check_crc=check_crc, max_decompressed_size=max_decompressed_size)

@@ -15,6 +15,17 @@ from kproto.schema.model import (
 from kproto.schema.version_ranges import Versions
 
 __all__ = [
-    "ApiSpec", "ErrorCodeSpec", "FieldSpec", "MessageSpec", "SchemaSet", "SpecError", "StructSpec", "TypeRef",
-    "UpstreamSpec", "Versions", "default_spec_dir", "load_specs", "snake_case",
+    "ApiSpec",
+    "ErrorCodeSpec",
+    "FieldSpec",
+    "MessageSpec",
+    "SchemaSet",
+    "SpecError",
+    "StructSpec",
+    "TypeRef",
+    "UpstreamSpec",
+    "Versions",
+    "default_spec_dir",
+    "load_specs",
+    "snake_case",
 ]

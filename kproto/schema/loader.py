@@ -29,22 +29,61 @@ from kproto.schema.version_ranges import EMPTY, VersionRangeError, Versions
 
 __all__ = ["SpecError", "load_specs", "default_spec_dir", "parse_spec_text"]
 
-_FIELD_KEYS = {"name", "type", "versions", "nullableVersions", "default", "ignorable", "about", "fields",
-               "entityType", "errorCodeContext", "tag", "taggedVersions", "oldNames", "flexibleVersions"}
-_SECTION_KEYS = {"validVersions", "flexibleVersions", "headerVersions", "deprecatedVersions", "fields",
-                 "commonStructs", "about", "versionNotes"}
+_FIELD_KEYS = {
+    "name",
+    "type",
+    "versions",
+    "nullableVersions",
+    "default",
+    "ignorable",
+    "about",
+    "fields",
+    "entityType",
+    "errorCodeContext",
+    "tag",
+    "taggedVersions",
+    "oldNames",
+    "flexibleVersions",
+}
+_SECTION_KEYS = {
+    "validVersions",
+    "flexibleVersions",
+    "headerVersions",
+    "deprecatedVersions",
+    "fields",
+    "commonStructs",
+    "about",
+    "versionNotes",
+}
 _API_KEYS = {"kind", "apiKey", "name", "oldNames", "about", "upstream", "request", "response"}
 _HEADER_KEYS = {"kind", "name", "about", "upstream", "validVersions", "flexibleVersions", "fields", "versionNotes"}
-_DATA_KEYS = {"kind", "name", "about", "upstream", "validVersions", "flexibleVersions", "fields", "versionPrefix",
-              "commonStructs", "versionNotes"}
+_DATA_KEYS = {
+    "kind",
+    "name",
+    "about",
+    "upstream",
+    "validVersions",
+    "flexibleVersions",
+    "fields",
+    "versionPrefix",
+    "commonStructs",
+    "versionNotes",
+}
 _UPSTREAM_KEYS = {"release", "commit", "files"}
 _RELEASE = re.compile(r"\d+\.\d+\.\d+\Z")
 _COMMIT = re.compile(r"[0-9a-f]{12,40}\Z")
 _ERROR_KEYS = {"code", "name", "oldNames", "modernName", "retriable", "introduced", "about", "contexts", "note"}
 #: entityType values and the (element) type they may label: Kafka's values plus two kproto additions,
 #: ``partitionIndex`` (partition numbers in topic-partition structures) and ``errorCode``.
-_ENTITY_TYPES = {"topicName": "string", "groupId": "string", "brokerId": "int32", "transactionalId": "string",
-                 "producerId": "int64", "partitionIndex": "int32", "errorCode": "int16"}
+_ENTITY_TYPES = {
+    "topicName": "string",
+    "groupId": "string",
+    "brokerId": "int32",
+    "transactionalId": "string",
+    "producerId": "int64",
+    "partitionIndex": "int32",
+    "errorCode": "int16",
+}
 #: Spec kinds another loader reads (``releases``: kproto.schema.releases); skipped here.
 _FOREIGN_KINDS = ("releases",)
 _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
@@ -104,8 +143,9 @@ def _check_keys(ctx: _Context, where: str, obj: Dict[str, Any], allowed: set, re
             raise ctx.fail(where, f"missing key {key!r}")
 
 
-def _default(ctx: _Context, where: str, spec: Dict[str, Any], type_ref: TypeRef, nullable: Versions,
-             versions: Versions) -> Any:
+def _default(
+    ctx: _Context, where: str, spec: Dict[str, Any], type_ref: TypeRef, nullable: Versions, versions: Versions
+) -> Any:
     raw = spec.get("default")
     kind = type_ref.kind
     if raw is None:
@@ -217,12 +257,14 @@ class _StructBuilder:
                 raise ctx.fail(where, f"unknown entityType {entity!r} (known: {', '.join(sorted(_ENTITY_TYPES))})")
             labelled = type_ref.element if type_ref.is_array else type_ref
             if labelled is None or labelled.kind != _ENTITY_TYPES[entity]:
-                raise ctx.fail(where, f"entityType {entity!r} labels {_ENTITY_TYPES[entity]} fields, "
-                                      f"not {type_ref.describe()}")
+                raise ctx.fail(
+                    where, f"entityType {entity!r} labels {_ENTITY_TYPES[entity]} fields, not {type_ref.describe()}"
+                )
         tag, tagged = self.tagging(spec, versions, where)
         old_names = spec.get("oldNames", [])
-        if not isinstance(old_names, list) or not all(isinstance(n, str) and n.isidentifier() and n[:1].isupper()
-                                                      for n in old_names):
+        if not isinstance(old_names, list) or not all(
+            isinstance(n, str) and n.isidentifier() and n[:1].isupper() for n in old_names
+        ):
             raise ctx.fail(where, "oldNames must be a list of PascalCase names")
         field_flexible: Optional[Versions] = None
         if "flexibleVersions" in spec:
@@ -294,8 +336,10 @@ class _StructBuilder:
                 # same thing, and then both fields share one struct (one class).
                 first_fields, built = self.inline_built[name]
                 if first_fields != spec["fields"]:
-                    raise self.ctx.fail(where, f"duplicate struct name {name!r} with different fields "
-                                               f"(also at {self.struct_names[name]})")
+                    raise self.ctx.fail(
+                        where,
+                        f"duplicate struct name {name!r} with different fields (also at {self.struct_names[name]})",
+                    )
                 return TypeRef("struct", struct=built)
             self.claim_struct_name(name, where)
             built = self.struct(name, spec["fields"], versions, where)
@@ -320,8 +364,9 @@ class _StructBuilder:
 DERIVED_HEADER_VERSIONS = {"request": (1, 2), "response": (0, 1)}
 
 
-def _header_versions(ctx: _Context, where: str, raw: Any, valid: Versions, flexible: Versions,
-                     kind: str) -> List[Tuple[Versions, int]]:
+def _header_versions(
+    ctx: _Context, where: str, raw: Any, valid: Versions, flexible: Versions, kind: str
+) -> List[Tuple[Versions, int]]:
     if raw is None:
         classic, compact = DERIVED_HEADER_VERSIONS[kind]
         per_version = [(Versions(v, v), compact if v in flexible else classic) for v in valid]
@@ -383,8 +428,15 @@ def _upstream(ctx: _Context, value: Any) -> UpstreamSpec:
     return UpstreamSpec(release=release, commit=commit, files=tuple(files))
 
 
-def _message(ctx: _Context, section: Any, name: str, kind: str, api_key: Optional[int], where: str,
-             version_prefix: Optional[str] = None) -> MessageSpec:
+def _message(
+    ctx: _Context,
+    section: Any,
+    name: str,
+    kind: str,
+    api_key: Optional[int],
+    where: str,
+    version_prefix: Optional[str] = None,
+) -> MessageSpec:
     if not isinstance(section, dict):
         raise ctx.fail(where, "must be an object")
     allowed = _SECTION_KEYS if kind in ("request", "response") else (_HEADER_KEYS | _DATA_KEYS)
@@ -417,16 +469,26 @@ def _message(ctx: _Context, section: Any, name: str, kind: str, api_key: Optiona
         raise ctx.fail(where + ".commonStructs", f"unused common struct(s) {', '.join(unused)}")
     headers: List[Tuple[Versions, int]] = []
     if kind in DERIVED_HEADER_VERSIONS:
-        headers = _header_versions(ctx, where + ".headerVersions", section.get("headerVersions"), valid,
-                                   flexible, kind)
+        headers = _header_versions(ctx, where + ".headerVersions", section.get("headerVersions"), valid, flexible, kind)
     elif "headerVersions" in section:
         raise ctx.fail(where, "headerVersions only applies to requests and responses")
     notes = _version_notes(ctx, (where + ".versionNotes").lstrip("."), section.get("versionNotes", {}), valid)
     upstream = _upstream(ctx, section["upstream"]) if kind in ("header", "data") and "upstream" in section else None
-    return MessageSpec(name=name, kind=kind, api_key=api_key, valid_versions=valid, flexible_versions=flexible,
-                       header_versions=headers, root=root, about=str(section.get("about", "")),
-                       source=ctx.source, version_prefix=version_prefix, deprecated_versions=deprecated,
-                       version_notes=notes, upstream=upstream)
+    return MessageSpec(
+        name=name,
+        kind=kind,
+        api_key=api_key,
+        valid_versions=valid,
+        flexible_versions=flexible,
+        header_versions=headers,
+        root=root,
+        about=str(section.get("about", "")),
+        source=ctx.source,
+        version_prefix=version_prefix,
+        deprecated_versions=deprecated,
+        version_notes=notes,
+        upstream=upstream,
+    )
 
 
 def _api(ctx: _Context, doc: Dict[str, Any]) -> ApiSpec:
@@ -443,15 +505,24 @@ def _api(ctx: _Context, doc: Dict[str, Any]) -> ApiSpec:
     request = _message(ctx, doc["request"], name + "Request", "request", key, "request")
     response = _message(ctx, doc["response"], name + "Response", "response", key, "response")
     if request.valid_versions != response.valid_versions:
-        raise ctx.fail("response", f"validVersions {response.valid_versions} differ from the request's "
-                                   f"{request.valid_versions}")
+        raise ctx.fail(
+            "response", f"validVersions {response.valid_versions} differ from the request's {request.valid_versions}"
+        )
     about = str(doc.get("about", ""))
     for message, role in ((request, "request"), (response, "response")):
         if not message.about:
             message.about = f"The {role} of {name} (api key {key}). {about}".strip()
     upstream = _upstream(ctx, doc["upstream"]) if "upstream" in doc else None
-    return ApiSpec(api_key=key, name=name, old_names=list(old), about=str(doc.get("about", "")),
-                   request=request, response=response, source=ctx.source, upstream=upstream)
+    return ApiSpec(
+        api_key=key,
+        name=name,
+        old_names=list(old),
+        about=str(doc.get("about", "")),
+        request=request,
+        response=response,
+        source=ctx.source,
+        upstream=upstream,
+    )
 
 
 def _errors(ctx: _Context, doc: Dict[str, Any]) -> List[ErrorCodeSpec]:
@@ -479,10 +550,19 @@ def _errors(ctx: _Context, doc: Dict[str, Any]) -> List[ErrorCodeSpec]:
         seen_codes[code] = name
         if not isinstance(item["retriable"], bool):
             raise ctx.fail(where, "retriable must be true or false")
-        out.append(ErrorCodeSpec(code=code, name=name, old_names=list(item.get("oldNames", [])),
-                                 modern_name=item.get("modernName"), retriable=item["retriable"],
-                                 introduced=item.get("introduced"), about=str(item.get("about", "")),
-                                 contexts=dict(item.get("contexts", {})), note=item.get("note")))
+        out.append(
+            ErrorCodeSpec(
+                code=code,
+                name=name,
+                old_names=list(item.get("oldNames", [])),
+                modern_name=item.get("modernName"),
+                retriable=item["retriable"],
+                introduced=item.get("introduced"),
+                about=str(item.get("about", "")),
+                contexts=dict(item.get("contexts", {})),
+                note=item.get("note"),
+            )
+        )
     return sorted(out, key=lambda e: e.code)
 
 
@@ -527,4 +607,3 @@ def load_specs(directory: Optional[str] = None) -> SchemaSet:
         else:
             raise ctx.fail("kind", f"unknown kind {kind!r}")
     return SchemaSet(apis=apis, headers=headers, data=data, errors=errors)
-

@@ -14,8 +14,16 @@ from typing import Dict, List, Optional, Tuple, Union
 from kproto.schema.version_ranges import Versions
 
 #: Fixed-width primitive types and their struct format characters (``uuid`` is 16 raw bytes).
-FIXED_TYPES: Dict[str, str] = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q",
-                               "float64": "d", "bool": "?", "uuid": "16s"}
+FIXED_TYPES: Dict[str, str] = {
+    "int8": "b",
+    "int16": "h",
+    "uint16": "H",
+    "int32": "i",
+    "int64": "q",
+    "float64": "d",
+    "bool": "?",
+    "uuid": "16s",
+}
 #: Length-prefixed primitive types.
 VARIABLE_TYPES = ("string", "bytes", "records")
 PRIMITIVE_TYPES = tuple(FIXED_TYPES) + VARIABLE_TYPES
@@ -23,8 +31,19 @@ PRIMITIVE_TYPES = tuple(FIXED_TYPES) + VARIABLE_TYPES
 NULLABLE_TYPES = ("string", "bytes", "records")
 #: Smallest number of bytes any value of the type occupies on the wire in a non-flexible version
 #: (bounds array counts); flexible versions use :data:`MIN_COMPACT_SIZE` for length-prefixed types.
-MIN_WIRE_SIZE: Dict[str, int] = {"int8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8, "float64": 8,
-                                  "bool": 1, "uuid": 16, "string": 2, "bytes": 4, "records": 4}
+MIN_WIRE_SIZE: Dict[str, int] = {
+    "int8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "int64": 8,
+    "float64": 8,
+    "bool": 1,
+    "uuid": 16,
+    "string": 2,
+    "bytes": 4,
+    "records": 4,
+}
 #: The default of a uuid field (Kafka's "no topic id").
 ZERO_UUID = uuid.UUID(int=0)
 #: A compact (unsigned-varint) length or count takes at least one byte.
@@ -32,7 +51,8 @@ MIN_COMPACT_SIZE = 1
 
 
 def snake_case(name: str) -> str:
-    """``PartitionIndex`` → ``partition_index``; ``ISR`` style runs stay together (``IsrReplicas`` → ``isr_replicas``)."""
+    """``PartitionIndex`` → ``partition_index``; ``ISR`` style runs stay together (``IsrReplicas`` →
+    ``isr_replicas``)."""
     text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
     text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
     return text.lower()
@@ -135,12 +155,15 @@ class StructSpec:
 
     def tagged_fields(self, version: int) -> List[FieldSpec]:
         """The tagged fields of ``version``, in ascending tag order."""
-        return sorted((f for f in self.fields if version in f.versions and f.tagged_in(version)),
-                      key=lambda f: f.tag or 0)
+        return sorted(
+            (f for f in self.fields if version in f.versions and f.tagged_in(version)), key=lambda f: f.tag or 0
+        )
 
     def min_wire_size(self, version: int, flexible: bool) -> int:
-        size = sum(1 if f.type.is_struct and f.nullable_in(version) else f.type.min_wire_size(version, flexible)
-                   for f in self.ordered_fields(version))
+        size = sum(
+            1 if f.type.is_struct and f.nullable_in(version) else f.type.min_wire_size(version, flexible)
+            for f in self.ordered_fields(version)
+        )
         return size + (MIN_COMPACT_SIZE if flexible else 0)  # the (empty) tag section
 
     def nested_structs(self) -> List["StructSpec"]:

@@ -86,7 +86,6 @@ def _release(source: str, index: int, entry: Any) -> BrokerRelease:
         except VersionRangeError as exc:
             raise SpecError(f"{where} ({name}).apis.{key_text}: {exc}") from None
         if versions.empty or versions.hi is None:
-            raise SpecError(f"{where} ({name}).apis.{key_text}: range {range_text!r} must be closed and "
-                            "non-empty")
+            raise SpecError(f"{where} ({name}).apis.{key_text}: range {range_text!r} must be closed and non-empty")
         apis[int(key_text)] = (versions.lo, versions.hi)
     return BrokerRelease(name=name, apis=MappingProxyType(dict(sorted(apis.items()))))

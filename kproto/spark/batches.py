@@ -94,9 +94,16 @@ def message_batch(
     caller reads ``valid_bytes`` through :func:`decode_message_columns` when it needs to know).  Damage
     raises :class:`~kproto.errors.DecodeError`.
     """
-    return with_constants(decode_message_columns(data).to_arrow(), topic=topic, partition=partition,
-                          exchange_id=exchange_id, connection=connection, direction=direction, file=file,
-                          time_us=time_us)
+    return with_constants(
+        decode_message_columns(data).to_arrow(),
+        topic=topic,
+        partition=partition,
+        exchange_id=exchange_id,
+        connection=connection,
+        direction=direction,
+        file=file,
+        time_us=time_us,
+    )
 
 
 def decode_message_columns(data: Any) -> Any:
@@ -123,8 +130,15 @@ def with_constants(
     that do not produce it); the columns that are the same for the whole set are Arrow constants.
     """
     n = decoded.num_rows
-    constants = {"exchange_id": exchange_id, "connection": connection, "direction": direction, "file": file,
-                 "time": time_us, "topic": topic, "partition": partition}
+    constants = {
+        "exchange_id": exchange_id,
+        "connection": connection,
+        "direction": direction,
+        "file": file,
+        "time": time_us,
+        "topic": topic,
+        "partition": partition,
+    }
     names = set(decoded.schema.names)
     arrays = []
     for field in MESSAGES:

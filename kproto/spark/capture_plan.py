@@ -89,8 +89,9 @@ def scan_task(task: ScanTask) -> ScanResult:
         walk = None
         if task.split and head.format is not None:
             start = head.data_start if task.index == 0 else task.start
-            walk = scan_range(read_at, task.size, head, start, task.end, exact=task.index == 0,
-                              max_record_bytes=task.max_record_bytes)
+            walk = scan_range(
+                read_at, task.size, head, start, task.end, exact=task.index == 0, max_record_bytes=task.max_record_bytes
+            )
     import kproto
 
     return ScanResult(task, file_time, head if task.index == 0 else None, walk, kproto.backend)
@@ -107,9 +108,13 @@ def _tasks(files: Iterable[Tuple[str, int]], split_bytes: int, max_record_bytes:
     return tasks
 
 
-def plan_ranges(files: Sequence[Tuple[str, int]], *, split_bytes: int = DEFAULT_SPLIT_BYTES,
-                run: Callable[[Callable[[ScanTask], ScanResult], List[ScanTask]], Iterable[ScanResult]] = map,
-                max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> List[CaptureRange]:
+def plan_ranges(
+    files: Sequence[Tuple[str, int]],
+    *,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    run: Callable[[Callable[[ScanTask], ScanResult], List[ScanTask]], Iterable[ScanResult]] = map,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> List[CaptureRange]:
     """The stage 1 ranges of ``files`` (``(path, size)`` pairs, paths as the tables name them)."""
     check_split_bytes(split_bytes)
     by_file: dict = {}

@@ -137,8 +137,9 @@ class CaptureTableDecoder:
             connection = self._names.name(p.connection)
             if p.direction is not None:
                 source = str(p.connection.source(p.direction))
-        self.problems.append((p.kind.value, p.detail, file, packet, None, connection, source, p.offset,
-                              ns_to_us(p.timestamp_ns)))
+        self.problems.append(
+            (p.kind.value, p.detail, file, packet, None, connection, source, p.offset, ns_to_us(p.timestamp_ns))
+        )
 
     def _exchange(self, ex: Exchange) -> None:
         connection = self._names.name(ex.connection)
@@ -147,36 +148,85 @@ class CaptureTableDecoder:
         response_file, response_packet = self._where(ex.response_packet)
         facts = message_facts(ex.request, ex.response)
         latency = ex.latency_ns
-        self.exchanges.append((
-            exchange_id, ns_to_us(ex.request_time_ns), connection, str(ex.client), str(ex.server), ex.api_key,
-            ex.api_name, ex.api_version, ex.correlation_id, getattr(ex.request_header, "client_id", None),
-            ex.request_size, ex.response_size, ns_to_us(ex.response_time_ns),
-            None if latency is None else latency / 1e6, ex.expects_response, facts.error_code,
-            facts.partition_errors, sorted(facts.topics), _text(ex.request_error), _text(ex.response_error),
-            file, packet, response_file, response_packet,
-        ))
+        self.exchanges.append(
+            (
+                exchange_id,
+                ns_to_us(ex.request_time_ns),
+                connection,
+                str(ex.client),
+                str(ex.server),
+                ex.api_key,
+                ex.api_name,
+                ex.api_version,
+                ex.correlation_id,
+                getattr(ex.request_header, "client_id", None),
+                ex.request_size,
+                ex.response_size,
+                ns_to_us(ex.response_time_ns),
+                None if latency is None else latency / 1e6,
+                ex.expects_response,
+                facts.error_code,
+                facts.partition_errors,
+                sorted(facts.topics),
+                _text(ex.request_error),
+                _text(ex.response_error),
+                file,
+                packet,
+                response_file,
+                response_packet,
+            )
+        )
         if ex.api_key == 0 and ex.request is not None:
             sets = ((td.name, pd.index, pd.records) for td in ex.request.topic_data for pd in td.partition_data)
             self._messages(ex, exchange_id, connection, "request", sets, file, packet, ex.request_time_ns)
         elif ex.api_key == 1 and ex.response is not None:
             sets = ((r.topic, p.partition_index, p.records) for r in ex.response.responses for p in r.partitions)
-            self._messages(ex, exchange_id, connection, "response", sets, response_file, response_packet,
-                           ex.response_time_ns)
+            self._messages(
+                ex, exchange_id, connection, "response", sets, response_file, response_packet, ex.response_time_ns
+            )
 
-    def _messages(self, ex: Exchange, exchange_id: str, connection: str, direction: str, sets: Any,
-                  file: Optional[str], packet: Optional[int], time_ns: Optional[int]) -> None:
+    def _messages(
+        self,
+        ex: Exchange,
+        exchange_id: str,
+        connection: str,
+        direction: str,
+        sets: Any,
+        file: Optional[str],
+        packet: Optional[int],
+        time_ns: Optional[int],
+    ) -> None:
         time_us = ns_to_us(time_ns)
         for topic, partition, records in sets:
             if records is None or not len(records):
                 continue
             try:
-                batch = message_batch(records.raw, topic=topic, partition=partition, exchange_id=exchange_id,
-                                      connection=connection, direction=direction, file=file, time_us=time_us)
+                batch = message_batch(
+                    records.raw,
+                    topic=topic,
+                    partition=partition,
+                    exchange_id=exchange_id,
+                    connection=connection,
+                    direction=direction,
+                    file=file,
+                    time_us=time_us,
+                )
             except DecodeError as exc:
                 sender = ex.client if direction == "request" else ex.server
                 offset = ex.request_offset if direction == "request" else ex.response_offset
-                self.problems.append((PROBLEM_BAD_MESSAGE_SET, f"{exchange_id}: {topic}-{partition}: {exc}", file,
-                                      packet, None, connection, str(sender), offset, time_us))
+                self.problems.append(
+                    (
+                        PROBLEM_BAD_MESSAGE_SET,
+                        f"{exchange_id}: {topic}-{partition}: {exc}",
+                        file,
+                        packet,
+                        None,
+                        connection,
+                        str(sender),
+                        offset,
+                        time_us,
+                    )
+                )
                 continue
             self.messages.append(batch)
 

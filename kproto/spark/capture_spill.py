@@ -85,8 +85,19 @@ class SpillRanges:
             stream: Any = None
             at = 0
             try:
-                for lo_ip, lo_port, hi_ip, hi_port, file, file_time, packet, records, payloads, diagnostic, \
-                        file_offset in segment_rows(CaptureRange(*item)):
+                for (
+                    lo_ip,
+                    lo_port,
+                    hi_ip,
+                    hi_port,
+                    file,
+                    file_time,
+                    packet,
+                    records,
+                    payloads,
+                    diagnostic,
+                    file_offset,
+                ) in segment_rows(CaptureRange(*item)):
                     if diagnostic is not None:
                         pieces.append(Piece(None, file, file_time, packet, None, 0, 0, 0, diagnostic, file_offset))
                         continue
@@ -95,8 +106,20 @@ class SpillRanges:
                         stream = fs.open_output_stream(f"{directory.rstrip('/')}/{leaf}")
                     stream.write(records)
                     stream.write(payloads)
-                    pieces.append(Piece((lo_ip, lo_port, hi_ip, hi_port), file, file_time, packet, name, at,
-                                        len(records), len(payloads), None, None))
+                    pieces.append(
+                        Piece(
+                            (lo_ip, lo_port, hi_ip, hi_port),
+                            file,
+                            file_time,
+                            packet,
+                            name,
+                            at,
+                            len(records),
+                            len(payloads),
+                            None,
+                            None,
+                        )
+                    )
                     at += len(records) + len(payloads)
             finally:
                 if stream is not None:
@@ -180,4 +203,4 @@ def _packed_rows(tasks: Iterable[TaskPieces], open_spill: Callable[[str], Any]) 
                 assert p.spill is not None
                 data = open_spill(p.spill).read_at(p.records + p.payloads, p.offset)
                 view = memoryview(data)
-                yield PackedRow(key, p.file, p.packet, view[:p.records], view[p.records:], None, None)
+                yield PackedRow(key, p.file, p.packet, view[: p.records], view[p.records :], None, None)

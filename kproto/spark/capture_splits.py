@@ -150,8 +150,9 @@ def _pcapng_block_ok(buf: bytes, at: int, head: FileHead, max_record_bytes: int)
     return total
 
 
-def guess_boundary(buf: bytes, base: int, end: int, size: int, head: FileHead,
-                   max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Optional[int]:
+def guess_boundary(
+    buf: bytes, base: int, end: int, size: int, head: FileHead, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+) -> Optional[int]:
     """The first offset in ``[base, end)`` where a record validates, or ``None``.
 
     ``buf`` holds the file's bytes from offset ``base`` on (at least up to ``end`` plus a few records,
@@ -182,8 +183,15 @@ def guess_boundary(buf: bytes, base: int, end: int, size: int, head: FileHead,
     return None
 
 
-def walk_records(buf: bytes, base: int, start: int, end: int, size: int, head: FileHead,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> RangeWalk:
+def walk_records(
+    buf: bytes,
+    base: int,
+    start: int,
+    end: int,
+    size: int,
+    head: FileHead,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> RangeWalk:
     """Walk records from ``start`` (a record boundary) while they start before ``end``.
 
     Stops as the capture reader stops: on a record that is too large, cut short or (pcapng) framed
@@ -225,8 +233,16 @@ def _window(read_at: ReadAt, start: int, end: int, size: int, max_record_bytes: 
     return read_at(start, min(size, end + (PCAP_CHAIN + 2) * (max_record_bytes + 16)) - start)
 
 
-def scan_range(read_at: ReadAt, size: int, head: FileHead, start: int, end: int, *, exact: bool,
-               max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> RangeWalk:
+def scan_range(
+    read_at: ReadAt,
+    size: int,
+    head: FileHead,
+    start: int,
+    end: int,
+    *,
+    exact: bool,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> RangeWalk:
     """Step 1 for the range ``[start, end)``: from ``start`` itself when ``exact`` (a known boundary),
     else from the guessed boundary (``start`` of the result is ``None`` when no record starts in it)."""
     if exact and start >= end:
@@ -238,8 +254,9 @@ def scan_range(read_at: ReadAt, size: int, head: FileHead, start: int, end: int,
     return walk_records(buf, start, first, end, size, head, max_record_bytes)
 
 
-def settle_boundaries(ranges: List[Tuple[int, int]], walks: List[RangeWalk],
-                      rescan: Callable[[int, int], RangeWalk]) -> Optional[List[Tuple[int, int, int]]]:
+def settle_boundaries(
+    ranges: List[Tuple[int, int]], walks: List[RangeWalk], rescan: Callable[[int, int], RangeWalk]
+) -> Optional[List[Tuple[int, int, int]]]:
     """Step 2: ``(start, stop, first packet number)`` per range from the guessed walks, walking again
     (``rescan(start, end)``, exact) every range whose guess missed the true boundary; ``None`` when the
     file must be read as one range."""
@@ -281,7 +298,7 @@ class RangeStream:
         if n < 0:
             n = len(self._prefix) + self._left
         head = bytes(self._prefix[:n])
-        self._prefix = self._prefix[len(head):]
+        self._prefix = self._prefix[len(head) :]
         want = min(n - len(head), self._left)
         if want <= 0:
             return head

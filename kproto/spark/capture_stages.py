@@ -37,18 +37,36 @@ from kproto.spark.capture_splits import RangeStream
 from kproto.spark.inputs import first_packet_time, open_input
 from kproto.spark.schema import PROBLEMS
 
-__all__ = ["SEGMENTS", "SEGMENT_RECORD", "CONNECTION_KEY", "READING_ORDER", "segment_rows", "extract_segments",
-           "PackedRow", "decode_packed_rows", "decode_sorted_segments"]
+__all__ = [
+    "SEGMENTS",
+    "SEGMENT_RECORD",
+    "CONNECTION_KEY",
+    "READING_ORDER",
+    "segment_rows",
+    "extract_segments",
+    "PackedRow",
+    "decode_packed_rows",
+    "decode_sorted_segments",
+]
 
 #: Stage 1 rows: a connection's segments in one range (``segments`` holds one :data:`SEGMENT_RECORD`
 #: per segment, ``payloads`` their payloads end to end), or (``diagnostic`` set, key null) a capture
 #: diagnostic.
-SEGMENTS = pa.schema([
-    ("lo_ip", pa.string()), ("lo_port", pa.int32()), ("hi_ip", pa.string()), ("hi_port", pa.int32()),
-    ("file", pa.string()), ("file_time", pa.int64()), ("packet", pa.int64()),
-    ("segments", pa.binary()), ("payloads", pa.binary()),
-    ("diagnostic", pa.string()), ("file_offset", pa.int64()),
-])
+SEGMENTS = pa.schema(
+    [
+        ("lo_ip", pa.string()),
+        ("lo_port", pa.int32()),
+        ("hi_ip", pa.string()),
+        ("hi_port", pa.int32()),
+        ("file", pa.string()),
+        ("file_time", pa.int64()),
+        ("packet", pa.int64()),
+        ("segments", pa.binary()),
+        ("payloads", pa.binary()),
+        ("diagnostic", pa.string()),
+        ("file_offset", pa.int64()),
+    ]
+)
 
 #: One segment's header fields in a stage 1 row: packet number, time (ns), seq, ack, payload length on
 #: the wire, captured payload length, TCP flags, and bit 0 = sent by the higher endpoint, bit 1 = no time.
@@ -97,8 +115,7 @@ def segment_rows(item: CaptureRange) -> Iterator[Tuple[Any, ...]]:
     pack = SEGMENT_RECORD.pack
 
     def row(key: Tuple[str, int, str, int], packing: _Packing) -> Tuple[Any, ...]:
-        return (*key, file, file_time, packing.first, b"".join(packing.records), b"".join(packing.payloads),
-                None, None)
+        return (*key, file, file_time, packing.first, b"".join(packing.records), b"".join(packing.payloads), None, None)
 
     try:
         for seg in CaptureReader(source):
@@ -107,7 +124,8 @@ def segment_rows(item: CaptureRange) -> Iterator[Tuple[Any, ...]]:
                 diag = dataclasses.replace(
                     found,
                     packet=None if found.packet is None else found.packet + number_shift,
-                    file_offset=None if found.file_offset is None else found.file_offset + offset_shift)
+                    file_offset=None if found.file_offset is None else found.file_offset + offset_shift,
+                )
                 yield (None, None, None, None, file, file_time, diag.packet, None, None, str(diag), diag.file_offset)
                 continue
             number, time, src, sport, dst, dport, seq, ack, flags, payload, payload_length = seg
@@ -122,8 +140,9 @@ def segment_rows(item: CaptureRange) -> Iterator[Tuple[Any, ...]]:
             if packing is None:
                 packing = open_rows[key] = _Packing(number)
             size = len(payload)
-            packing.records.append(pack(number, time or 0, seq, ack, payload_length, size, flags,
-                                        side | (2 if time is None else 0)))
+            packing.records.append(
+                pack(number, time or 0, seq, ack, payload_length, size, flags, side | (2 if time is None else 0))
+            )
             if size:
                 packing.payloads.append(payload)
                 packing.size += size
@@ -161,20 +180,35 @@ def _batch(rows: List[Tuple[Any, ...]]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, SEGMENTS)], schema=SEGMENTS)
 
 
-def _unpack(lo_ip: str, lo_port: int, hi_ip: str, hi_port: int, records: bytes, payloads: bytes,
-            tag: int) -> Iterator[TcpSegment]:
+def _unpack(
+    lo_ip: str, lo_port: int, hi_ip: str, hi_port: int, records: bytes, payloads: bytes, tag: int
+) -> Iterator[TcpSegment]:
     view = memoryview(payloads)
     at = 0
     ends = ((lo_ip, lo_port, hi_ip, hi_port), (hi_ip, hi_port, lo_ip, lo_port))
     for number, time, seq, ack, payload_length, size, flags, bits in SEGMENT_RECORD.iter_unpack(records):
         src, sport, dst, dport = ends[bits & 1]
-        yield TcpSegment(number + tag, None if bits & 2 else time, src, sport, dst, dport, seq, ack, flags,
-                         bytes(view[at:at + size]), payload_length)
+        yield TcpSegment(
+            number + tag,
+            None if bits & 2 else time,
+            src,
+            sport,
+            dst,
+            dport,
+            seq,
+            ack,
+            flags,
+            bytes(view[at : at + size]),
+            payload_length,
+        )
         at += size
 
 
 def decode_sorted_segments(
-    batches: Iterable[pa.RecordBatch], *, ports: Collection[int] = DEFAULT_PORTS, detect: bool = True,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    ports: Collection[int] = DEFAULT_PORTS,
+    detect: bool = True,
     flush_rows: int = 65536,
 ) -> Iterator[Tuple[str, pa.RecordBatch]]:
     """Stage 2: :data:`SEGMENTS` batches sorted by :data:`CONNECTION_KEY` then :data:`READING_ORDER`
@@ -192,8 +226,9 @@ def _packed_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[PackedRow]:
             if diagnostics[i] is not None:
                 yield PackedRow(None, file, packet, b"", b"", diagnostics[i], offsets[i])
             else:
-                yield PackedRow((lo_ip, lo_port, hi_ip, hi_port), file, packet, records[i].as_py(),
-                                payloads[i].as_py(), None, None)
+                yield PackedRow(
+                    (lo_ip, lo_port, hi_ip, hi_port), file, packet, records[i].as_py(), payloads[i].as_py(), None, None
+                )
 
 
 class PackedRow(NamedTuple):
@@ -210,7 +245,10 @@ class PackedRow(NamedTuple):
 
 
 def decode_packed_rows(
-    rows: Iterable[PackedRow], *, ports: Collection[int] = DEFAULT_PORTS, detect: bool = True,
+    rows: Iterable[PackedRow],
+    *,
+    ports: Collection[int] = DEFAULT_PORTS,
+    detect: bool = True,
     flush_rows: int = 65536,
 ) -> Iterator[Tuple[str, pa.RecordBatch]]:
     """Stage 2 over :class:`PackedRow` s sorted by key, then reading order: ``(table name, batch)``

@@ -21,17 +21,38 @@ import pyarrow as pa
 from kproto.capture.conversation import DEFAULT_PORTS
 from kproto.spark.capture_plan import CaptureRange, plan_ranges
 from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
-from kproto.spark.capture_stages import CONNECTION_KEY, READING_ORDER, SEGMENTS, decode_sorted_segments, extract_segments
+from kproto.spark.capture_stages import (
+    CONNECTION_KEY,
+    READING_ORDER,
+    SEGMENTS,
+    decode_sorted_segments,
+    extract_segments,
+)
 from kproto.spark.hadoop_fs import HadoopFileSystem
 from kproto.spark.schema import spark_schema
 from kproto.spark.table_union import SparkTables, split_union, union_batch, union_spark_schema
 
-__all__ = ["list_input_files", "plan_capture_ranges", "sorted_segments", "Stage2", "capture_tables", "RANGES",
-           "PURE_EXECUTORS_NOTE"]
+__all__ = [
+    "list_input_files",
+    "plan_capture_ranges",
+    "sorted_segments",
+    "Stage2",
+    "capture_tables",
+    "RANGES",
+    "PURE_EXECUTORS_NOTE",
+]
 
 #: The stage 1 input rows: one :class:`~kproto.spark.capture_plan.CaptureRange` each.
-RANGES = pa.schema([("path", pa.string()), ("file_time", pa.int64()), ("start", pa.int64()), ("stop", pa.int64()),
-                    ("first_packet", pa.int64()), ("prefix", pa.binary())])
+RANGES = pa.schema(
+    [
+        ("path", pa.string()),
+        ("file_time", pa.int64()),
+        ("start", pa.int64()),
+        ("stop", pa.int64()),
+        ("first_packet", pa.int64()),
+        ("prefix", pa.binary()),
+    ]
+)
 
 
 def list_input_files(spark: Any, inputs: Iterable[str], glob: Optional[str] = None) -> List[Tuple[str, int]]:
@@ -41,14 +62,21 @@ def list_input_files(spark: Any, inputs: Iterable[str], glob: Optional[str] = No
 
 
 #: The summary's note when executors run kproto without its compiled extension.
-PURE_EXECUTORS_NOTE = ("Spark executors decoded with kproto's PURE-PYTHON path (its compiled extension does not "
-                       "import there), several times slower: install kproto with its extension on every node "
-                       "(see docs/spark.md, 'On a cluster')")
+PURE_EXECUTORS_NOTE = (
+    "Spark executors decoded with kproto's PURE-PYTHON path (its compiled extension does not "
+    "import there), several times slower: install kproto with its extension on every node "
+    "(see docs/spark.md, 'On a cluster')"
+)
 
 
-def plan_capture_ranges(spark: Any, inputs: Iterable[str], *, glob: Optional[str] = None,
-                        split_bytes: int = DEFAULT_SPLIT_BYTES,
-                        backends: Optional[set] = None) -> List[CaptureRange]:
+def plan_capture_ranges(
+    spark: Any,
+    inputs: Iterable[str],
+    *,
+    glob: Optional[str] = None,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    backends: Optional[set] = None,
+) -> List[CaptureRange]:
     """The stage 1 ranges of the captures under ``inputs`` (one Spark job scans the heads and range
     boundaries of the files larger than ``split_bytes``; none runs when there are none); the kproto
     backends of the executors that ran it are added to ``backends``."""

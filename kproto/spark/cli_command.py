@@ -46,17 +46,36 @@ def _common(parser: argparse.ArgumentParser, glob_default: str | None) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories (any path Spark reads)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory for the Parquet tables")
     parser.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
-    parser.add_argument("--conf", action="append", default=[], type=_conf_item, metavar="KEY=VALUE",
-                        help="Spark configuration (repeatable)")
-    parser.add_argument("--glob", default=glob_default, metavar="PATTERN",
-                        help="only files whose name matches, inside directories"
-                             + (f" (default {glob_default})" if glob_default else ""))
-    parser.add_argument("--mode", default="overwrite", choices=("overwrite", "append", "error", "ignore"),
-                        help="what to do when the output tables exist (default overwrite)")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        type=_conf_item,
+        metavar="KEY=VALUE",
+        help="Spark configuration (repeatable)",
+    )
+    parser.add_argument(
+        "--glob",
+        default=glob_default,
+        metavar="PATTERN",
+        help="only files whose name matches, inside directories"
+        + (f" (default {glob_default})" if glob_default else ""),
+    )
+    parser.add_argument(
+        "--mode",
+        default="overwrite",
+        choices=("overwrite", "append", "error", "ignore"),
+        help="what to do when the output tables exist (default overwrite)",
+    )
     parser.add_argument("--top", type=int, default=10, metavar="N", help="topics listed in the summary (default 10)")
     parser.add_argument("--local", action="store_true", help="decode in this process, without Spark (local paths)")
-    parser.add_argument("--split-mb", type=float, default=128.0, metavar="MB",
-                        help="files larger than this are read in ranges of this size by several tasks (default 128)")
+    parser.add_argument(
+        "--split-mb",
+        type=float,
+        default=128.0,
+        metavar="MB",
+        help="files larger than this are read in ranges of this size by several tasks (default 128)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,15 +83,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="spark_command", metavar="WHAT", required=True)
     captures = commands.add_parser("captures", help="pcap/pcapng captures to exchanges, messages, problems")
     _common(captures, None)
-    captures.add_argument("--port", type=int, action="append", default=[], metavar="P",
-                          help="Kafka server port (repeatable; default 9092)")
-    captures.add_argument("--no-detect", action="store_true",
-                          help="only connections to --port are Kafka (no detection by request headers)")
-    captures.add_argument("--partitions", type=int, default=None, metavar="N",
-                          help="tasks decoding connections (default: Spark's default parallelism, one per core)")
-    captures.add_argument("--groups", action="store_true",
-                          help="also write group_events and rebalances (consumer-group analysis per coordinator; "
-                               "a second pass over the captures)")
+    captures.add_argument(
+        "--port",
+        type=int,
+        action="append",
+        default=[],
+        metavar="P",
+        help="Kafka server port (repeatable; default 9092)",
+    )
+    captures.add_argument(
+        "--no-detect",
+        action="store_true",
+        help="only connections to --port are Kafka (no detection by request headers)",
+    )
+    captures.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tasks decoding connections (default: Spark's default parallelism, one per core)",
+    )
+    captures.add_argument(
+        "--groups",
+        action="store_true",
+        help="also write group_events and rebalances (consumer-group analysis per coordinator; "
+        "a second pass over the captures)",
+    )
 
     segments = commands.add_parser("segments", help="Kafka log segments (.log) to messages, problems")
     _common(segments, "*.log")
@@ -89,8 +125,7 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in _EXTRA_MODULES:
             raise
-        print(f"kproto spark: needs {exc.name}, part of the spark extra: pip install 'kproto[spark]'",
-              file=sys.stderr)
+        print(f"kproto spark: needs {exc.name}, part of the spark extra: pip install 'kproto[spark]'", file=sys.stderr)
         return _EXIT_USAGE
 
 
@@ -102,8 +137,9 @@ def _run(args: argparse.Namespace) -> int:
     captures = args.spark_command == "captures"
     options = {"glob": args.glob, "mode": args.mode, "top": args.top}
     if captures:
-        options.update(ports=frozenset(args.port) if args.port else DEFAULT_PORTS, detect=not args.no_detect,
-                       groups=args.groups)
+        options.update(
+            ports=frozenset(args.port) if args.port else DEFAULT_PORTS, detect=not args.no_detect, groups=args.groups
+        )
     inputs = args.inputs
     if captures:
         # Files that are not captures at all (notes, indexes beside the captures) are skipped with a line
@@ -135,8 +171,11 @@ def _run(args: argparse.Namespace) -> int:
         return _EXIT_USAGE
     print(summary.format())
     if summary.damage_count:
-        print(f"kproto spark: completed; {summary.damage_count} problems from damaged input or undecodable frames "
-              f"are in {args.out.rstrip('/')}/problems", file=sys.stderr)
+        print(
+            f"kproto spark: completed; {summary.damage_count} problems from damaged input or undecodable frames "
+            f"are in {args.out.rstrip('/')}/problems",
+            file=sys.stderr,
+        )
         return _EXIT_FAILED
     print(f"kproto spark: completed; tables in {args.out}", file=sys.stderr)
     return _EXIT_OK

@@ -29,41 +29,52 @@ from kproto.spark.batches import ns_to_us
 from kproto.spark.inputs import capture_order_key, first_packet_time, list_local_files
 from kproto.spark.schema import TIME
 
-__all__ = ["GROUP_EVENTS", "REBALANCES", "GROUP_TABLES", "group_rows", "group_tables_local", "group_tables",
-           "server_key"]
+__all__ = [
+    "GROUP_EVENTS",
+    "REBALANCES",
+    "GROUP_TABLES",
+    "group_rows",
+    "group_tables_local",
+    "group_tables",
+    "server_key",
+]
 
 #: One row per group-protocol exchange.
-GROUP_EVENTS = pa.schema([
-    ("group_id", pa.string()),
-    ("member_id", pa.string()),
-    ("generation", pa.int32()),  # the request's generation (JoinGroup: the answer's); KIP-848: member epoch
-    ("api_name", pa.string()),
-    ("outcome", pa.string()),  # "NONE" when it succeeded, the error's name otherwise, null when unanswered
-    ("time", TIME),
-    ("response_time", TIME),
-    ("client_id", pa.string()),
-    ("client", pa.string()),
-    ("coordinator", pa.string()),
-])
+GROUP_EVENTS = pa.schema(
+    [
+        ("group_id", pa.string()),
+        ("member_id", pa.string()),
+        ("generation", pa.int32()),  # the request's generation (JoinGroup: the answer's); KIP-848: member epoch
+        ("api_name", pa.string()),
+        ("outcome", pa.string()),  # "NONE" when it succeeded, the error's name otherwise, null when unanswered
+        ("time", TIME),
+        ("response_time", TIME),
+        ("client_id", pa.string()),
+        ("client", pa.string()),
+        ("coordinator", pa.string()),
+    ]
+)
 
 #: One row per generation (the outcome of one rebalance).
-REBALANCES = pa.schema([
-    ("group_id", pa.string()),
-    ("generation", pa.int32()),
-    ("previous_generation", pa.int32()),
-    ("start", TIME),  # first JoinGroup of the generation; null when the capture does not show it
-    ("end", TIME),  # last SyncGroup answer; null when unknown
-    ("duration_ms", pa.float64()),
-    ("members", pa.int32()),
-    ("leader", pa.string()),
-    ("protocol", pa.string()),
-    ("waited_for", pa.string()),  # the member the rebalance waited for longest
-    ("waited_ms", pa.float64()),
-    ("expired", pa.list_(pa.string())),
-    ("left", pa.list_(pa.string())),
-    ("problems", pa.list_(pa.string())),
-    ("coordinator", pa.string()),
-])
+REBALANCES = pa.schema(
+    [
+        ("group_id", pa.string()),
+        ("generation", pa.int32()),
+        ("previous_generation", pa.int32()),
+        ("start", TIME),  # first JoinGroup of the generation; null when the capture does not show it
+        ("end", TIME),  # last SyncGroup answer; null when unknown
+        ("duration_ms", pa.float64()),
+        ("members", pa.int32()),
+        ("leader", pa.string()),
+        ("protocol", pa.string()),
+        ("waited_for", pa.string()),  # the member the rebalance waited for longest
+        ("waited_ms", pa.float64()),
+        ("expired", pa.list_(pa.string())),
+        ("left", pa.list_(pa.string())),
+        ("problems", pa.list_(pa.string())),
+        ("coordinator", pa.string()),
+    ]
+)
 
 GROUP_TABLES = {"group_events": GROUP_EVENTS, "rebalances": REBALANCES}
 
@@ -74,16 +85,42 @@ def group_rows(reports: Iterable[GroupReport]) -> Tuple[List[Tuple[Any, ...]], L
     rebalances: List[Tuple[Any, ...]] = []
     for report in reports:
         for e in report.events:
-            events.append((e.group_id, e.member_id, e.generation, e.api, e.error, ns_to_us(e.request_time_ns),
-                           ns_to_us(e.response_time_ns), e.client_id, e.client, e.coordinator))
+            events.append(
+                (
+                    e.group_id,
+                    e.member_id,
+                    e.generation,
+                    e.api,
+                    e.error,
+                    ns_to_us(e.request_time_ns),
+                    ns_to_us(e.response_time_ns),
+                    e.client_id,
+                    e.client,
+                    e.coordinator,
+                )
+            )
         previous: Optional[int] = None
         for g in report.generations:
             slowest = g.slowest
-            rebalances.append((
-                report.group_id, g.generation_id, previous, ns_to_us(g.start_ns), ns_to_us(g.end_ns), g.duration_ms,
-                len(g.members), g.leader, g.protocol, slowest.member_id if slowest else None,
-                slowest.waited_ms if slowest else None, list(g.expired), list(g.left),
-                list(g.problems) + list(report.problems), report.coordinator))
+            rebalances.append(
+                (
+                    report.group_id,
+                    g.generation_id,
+                    previous,
+                    ns_to_us(g.start_ns),
+                    ns_to_us(g.end_ns),
+                    g.duration_ms,
+                    len(g.members),
+                    g.leader,
+                    g.protocol,
+                    slowest.member_id if slowest else None,
+                    slowest.waited_ms if slowest else None,
+                    list(g.expired),
+                    list(g.left),
+                    list(g.problems) + list(report.problems),
+                    report.coordinator,
+                )
+            )
             previous = g.generation_id
     events.sort(key=lambda r: (r[0], r[9], r[5] or 0, r[8] or "", r[3], r[1] or ""))
     rebalances.sort(key=lambda r: (r[0], r[14], r[1]))
@@ -117,8 +154,9 @@ class _CoordinatorSets:
         return [report for server in sorted(self.analyzers) for report in self.analyzers[server].finish()]
 
 
-def group_tables_local(inputs: Iterable[str], *, ports: Collection[int] = DEFAULT_PORTS, detect: bool = True,
-                       glob: Optional[str] = None) -> Dict[str, pa.Table]:
+def group_tables_local(
+    inputs: Iterable[str], *, ports: Collection[int] = DEFAULT_PORTS, detect: bool = True, glob: Optional[str] = None
+) -> Dict[str, pa.Table]:
     """``{"group_events": ..., "rebalances": ...}`` of the captures under ``inputs``, in one process."""
     files = list_local_files(inputs, glob)
     files.sort(key=lambda f: capture_order_key(first_packet_time(f), f))
@@ -167,8 +205,12 @@ class _KeyByServer:
         for batch in batches:
             for row in batch.to_pylist():
                 for segments in extract_segments(CaptureRange(**row)):
-                    keys = [None if lo is None else server_key(lo, lp, hi, hp, self.ports) for lo, lp, hi, hp in zip(
-                        *(segments.column(n).to_pylist() for n in ("lo_ip", "lo_port", "hi_ip", "hi_port")))]
+                    keys = [
+                        None if lo is None else server_key(lo, lp, hi, hp, self.ports)
+                        for lo, lp, hi, hp in zip(
+                            *(segments.column(n).to_pylist() for n in ("lo_ip", "lo_port", "hi_ip", "hi_port"))
+                        )
+                    ]
                     yield segments.append_column("server_key", pa.array(keys, pa.string()))
 
 
@@ -238,8 +280,15 @@ class _AnalyseCoordinators:
         yield pa.RecordBatch.from_arrays(columns, schema=_UNION)
 
 
-def group_tables(spark: Any, inputs: Iterable[str], *, ports: Collection[int] = DEFAULT_PORTS, detect: bool = True,
-                 glob: Optional[str] = None, partitions: Optional[int] = None) -> Dict[str, Any]:
+def group_tables(
+    spark: Any,
+    inputs: Iterable[str],
+    *,
+    ports: Collection[int] = DEFAULT_PORTS,
+    detect: bool = True,
+    glob: Optional[str] = None,
+    partitions: Optional[int] = None,
+) -> Dict[str, Any]:
     """``{"group_events": DataFrame, "rebalances": DataFrame}`` of the captures under ``inputs``, computed
     on Spark per coordinator connection set (see the module docs).  Lazy until written or collected; the
     decode runs once for both (their common parent is persisted: ``unpersist()`` either when done)."""
@@ -249,12 +298,12 @@ def group_tables(spark: Any, inputs: Iterable[str], *, ports: Collection[int] = 
 
     ranges = plan_capture_ranges(spark, inputs, glob=glob)
     sc = spark.sparkContext
-    plan = spark.createDataFrame(sc.parallelize([tuple(r) for r in ranges], max(1, len(ranges))),
-                                 spark_schema(RANGES))
+    plan = spark.createDataFrame(sc.parallelize([tuple(r) for r in ranges], max(1, len(ranges))), spark_schema(RANGES))
     keyed = SEGMENTS.append(pa.field("server_key", pa.string()))
     segments = plan.mapInArrow(_KeyByServer(ports), spark_schema(keyed))
     count = partitions or 2 * max(1, sc.defaultParallelism)
     ordered = segments.repartition(count, "server_key").sortWithinPartitions(
-        "server_key", *CONNECTION_KEY, *READING_ORDER)
+        "server_key", *CONNECTION_KEY, *READING_ORDER
+    )
     union = ordered.mapInArrow(_AnalyseCoordinators(ports, detect), spark_schema(_UNION)).persist()
     return {name: union.where(union[name].isNotNull()).select(f"{name}.*") for name in GROUP_TABLES}

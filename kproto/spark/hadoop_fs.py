@@ -94,7 +94,7 @@ class HadoopFileSystem:
             while files.hasNext():
                 status = files.next()
                 name = str(status.getPath().getName())
-                relative = str(status.getPath().toString())[len(str(fs.makeQualified(jpath).toString())):]
+                relative = str(status.getPath().toString())[len(str(fs.makeQualified(jpath).toString())) :]
                 if any(part[:1] in ("_", ".") for part in relative.split("/") if part):
                     continue
                 if glob is None or fnmatch.fnmatch(name, glob):

@@ -47,8 +47,9 @@ def _stderr(line: str) -> None:
     print(f"kproto spark: {line}", file=sys.stderr, flush=True)
 
 
-def spark_session(master: str = DEFAULT_MASTER, conf: Optional[Mapping[str, str]] = None, *,
-                  app_name: str = "kproto") -> Any:
+def spark_session(
+    master: str = DEFAULT_MASTER, conf: Optional[Mapping[str, str]] = None, *, app_name: str = "kproto"
+) -> Any:
     """Get or create a SparkSession for ``master`` with ``conf`` on top of kproto's defaults.
 
     Defaults: Spark's console progress bar on, Parquet timestamps as ``TIMESTAMP_MICROS`` (not the
@@ -106,8 +107,16 @@ def _write_frames(spark: Any, frames: Mapping[str, Any], out: str, *, mode: str,
     spark.sparkContext.setJobDescription(None)
 
 
-def _write_decoded(spark: Any, frame: Any, decode: Callable[[Any], Any], output: ParquetOutput, out: str, top: int,
-                   notes: List[str], log: Log) -> Summary:
+def _write_decoded(
+    spark: Any,
+    frame: Any,
+    decode: Callable[[Any], Any],
+    output: ParquetOutput,
+    out: str,
+    top: int,
+    notes: List[str],
+    log: Log,
+) -> Summary:
     """Run ``decode`` over ``frame``'s partitions with tasks writing the tables to ``output``
     (:mod:`kproto.spark.table_writer`), commit them, and summarise."""
     sc = spark.sparkContext
@@ -126,10 +135,21 @@ def _write_decoded(spark: Any, frame: Any, decode: Callable[[Any], Any], output:
     return summary
 
 
-def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collection[int] = DEFAULT_PORTS,
-                 detect: bool = True, glob: Optional[str] = None, partitions: Optional[int] = None,
-                 split_bytes: int = DEFAULT_SPLIT_BYTES, mode: str = "overwrite", top: int = 10,
-                 groups: bool = False, log: Log = _stderr) -> Summary:
+def run_captures(
+    spark: Any,
+    inputs: Iterable[str],
+    out: str,
+    *,
+    ports: Collection[int] = DEFAULT_PORTS,
+    detect: bool = True,
+    glob: Optional[str] = None,
+    partitions: Optional[int] = None,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    mode: str = "overwrite",
+    top: int = 10,
+    groups: bool = False,
+    log: Log = _stderr,
+) -> Summary:
     """Decode the captures under ``inputs`` on Spark, write the tables under ``out``, return the summary.
 
     With ``groups``, also ``out/group_events`` and ``out/rebalances`` (:mod:`kproto.spark.group_tables`:
@@ -159,16 +179,23 @@ def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collecti
         sc.setJobDescription(f"kproto: stage 1, {len(ranges)} capture range(s)")
         total = sum(r.stop - r.start for r in ranges)
         range_groups = _range_groups(ranges, max(sc.defaultParallelism, -(-total // split_bytes)))
-        results = sc.parallelize(range_groups, max(1, len(range_groups))).mapPartitions(_flatten).mapPartitions(
-            SpillRanges(output.scratch)).collect()
+        results = (
+            sc.parallelize(range_groups, max(1, len(range_groups)))
+            .mapPartitions(_flatten)
+            .mapPartitions(SpillRanges(output.scratch))
+            .collect()
+        )
         backends.update(r.backend for r in results)
         placed = assign_connections((p for r in results for p in r.pieces), partitions or sc.defaultParallelism)
-        log(f"stage 1: {len(range_groups)} task(s) found {sum(len(t.connections) for t in placed)} connection key(s), "
-            f"placed on {len(placed)} stage 2 task(s)")
+        log(
+            f"stage 1: {len(range_groups)} task(s) found {sum(len(t.connections) for t in placed)} connection key(s), "
+            f"placed on {len(placed)} stage 2 task(s)"
+        )
         sc.setJobDescription(f"kproto: stage 2, decode and write {out}")
         log(f"decoding and writing {out}")
-        stats = sc.parallelize(placed, len(placed)).mapPartitions(
-            output.task_writer(DecodePieces(ports, detect))).collect()
+        stats = (
+            sc.parallelize(placed, len(placed)).mapPartitions(output.task_writer(DecodePieces(ports, detect))).collect()
+        )
     except BaseException:
         output.abort()
         raise
@@ -212,9 +239,17 @@ def _flatten(groups: Iterable[List[Tuple[Any, ...]]]) -> Iterator[Tuple[Any, ...
         yield from group
 
 
-def run_segments(spark: Any, inputs: Iterable[str], out: str, *, glob: Optional[str] = SEGMENT_GLOB,
-                 split_bytes: int = DEFAULT_SPLIT_BYTES, mode: str = "overwrite", top: int = 10,
-                 log: Log = _stderr) -> Summary:
+def run_segments(
+    spark: Any,
+    inputs: Iterable[str],
+    out: str,
+    *,
+    glob: Optional[str] = SEGMENT_GLOB,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    mode: str = "overwrite",
+    top: int = 10,
+    log: Log = _stderr,
+) -> Summary:
     """Decode the log segments under ``inputs`` on Spark, write the tables under ``out``, return the summary.
 
     Segments larger than ``split_bytes`` are decoded in ranges by several tasks, which write the files."""
@@ -241,9 +276,18 @@ def _prepare_local_out(out: str, mode: str, names: Collection[str] = tuple(TABLE
             shutil.rmtree(path)
 
 
-def run_captures_local(inputs: Iterable[str], out: str, *, ports: Collection[int] = DEFAULT_PORTS,
-                       detect: bool = True, glob: Optional[str] = None, mode: str = "overwrite", top: int = 10,
-                       groups: bool = False, log: Log = _stderr) -> Summary:
+def run_captures_local(
+    inputs: Iterable[str],
+    out: str,
+    *,
+    ports: Collection[int] = DEFAULT_PORTS,
+    detect: bool = True,
+    glob: Optional[str] = None,
+    mode: str = "overwrite",
+    top: int = 10,
+    groups: bool = False,
+    log: Log = _stderr,
+) -> Summary:
     """:func:`run_captures` in one process, without Spark (local paths)."""
     from kproto.spark.group_tables import GROUP_TABLES, group_tables_local
     from kproto.spark.local import tables_from_captures_local, write_local_tables
@@ -263,8 +307,15 @@ def run_captures_local(inputs: Iterable[str], out: str, *, ports: Collection[int
     return summary
 
 
-def run_segments_local(inputs: Iterable[str], out: str, *, glob: Optional[str] = SEGMENT_GLOB,
-                       mode: str = "overwrite", top: int = 10, log: Log = _stderr) -> Summary:
+def run_segments_local(
+    inputs: Iterable[str],
+    out: str,
+    *,
+    glob: Optional[str] = SEGMENT_GLOB,
+    mode: str = "overwrite",
+    top: int = 10,
+    log: Log = _stderr,
+) -> Summary:
     """:func:`run_segments` in one process, without Spark (local paths)."""
     from kproto.spark.local import tables_from_segments_local
 

@@ -31,8 +31,14 @@ from kproto.spark.batches import decode_message_columns, with_constants
 from kproto.spark.inputs import topic_partition
 from kproto.spark.schema import PROBLEMS
 
-__all__ = ["segment_batches", "entry_boundaries", "PROBLEM_TRUNCATED_SEGMENT", "PROBLEM_CORRUPT_SEGMENT", "PROBLEM_UNNAMED_SEGMENT",
-           "DEFAULT_CHUNK_BYTES"]
+__all__ = [
+    "segment_batches",
+    "entry_boundaries",
+    "PROBLEM_TRUNCATED_SEGMENT",
+    "PROBLEM_CORRUPT_SEGMENT",
+    "PROBLEM_UNNAMED_SEGMENT",
+    "DEFAULT_CHUNK_BYTES",
+]
 
 PROBLEM_TRUNCATED_SEGMENT = "truncated-segment"
 PROBLEM_CORRUPT_SEGMENT = "corrupt-segment"
@@ -96,7 +102,7 @@ def segment_batches(file: str, data: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BY
                 yield "messages", _messages(good, topic, partition, file)
             skip = _entry_end(view, damaged_at)
             then = "the rest of the file is skipped" if skip is None else f"skipped to byte {base + skip}"
-            error = _entry_error(view[damaged_at:end if skip is None else skip], exc)
+            error = _entry_error(view[damaged_at : end if skip is None else skip], exc)
             detail = f"message at byte {base + damaged_at} does not decode ({error}; offsets from its start); {then}"
             yield "problems", _problem(PROBLEM_CORRUPT_SEGMENT, detail, file, base + damaged_at)
             if skip is None:
@@ -111,8 +117,10 @@ def segment_batches(file: str, data: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BY
         elif end < total:
             size *= 2  # one message larger than the chunk
         else:
-            detail = (f"{total - pos} bytes after the last complete message do not hold a complete message "
-                      "(a truncated file, or a damaged size field)")
+            detail = (
+                f"{total - pos} bytes after the last complete message do not hold a complete message "
+                "(a truncated file, or a damaged size field)"
+            )
             yield "problems", _problem(PROBLEM_TRUNCATED_SEGMENT, detail, file, base + pos)
             return
 
@@ -143,7 +151,7 @@ def _before_damage(view: memoryview, pos: int, exc: DecodeError) -> Tuple[Option
     if exc.offset is not None and exc.offset > 0:
         try:
             # Cut inside the damaged message: the decoder then stops at its start (an incomplete tail).
-            good = decode_message_columns(view[pos:min(pos + exc.offset, len(view))])
+            good = decode_message_columns(view[pos : min(pos + exc.offset, len(view))])
             damaged_at = pos + good.valid_bytes
         except DecodeError:
             good = None
@@ -151,8 +159,16 @@ def _before_damage(view: memoryview, pos: int, exc: DecodeError) -> Tuple[Option
 
 
 def _messages(columns: Any, topic: Optional[str], partition: Optional[int], file: str) -> pa.RecordBatch:
-    return with_constants(columns.to_arrow(), topic=topic, partition=partition, exchange_id=None, connection=None,
-                          direction=None, file=file, time_us=None)
+    return with_constants(
+        columns.to_arrow(),
+        topic=topic,
+        partition=partition,
+        exchange_id=None,
+        connection=None,
+        direction=None,
+        file=file,
+        time_us=None,
+    )
 
 
 def _problem(kind: str, detail: str, file: str, offset: Optional[int]) -> pa.RecordBatch:

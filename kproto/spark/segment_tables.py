@@ -28,6 +28,7 @@ SEGMENT_RANGES = pa.schema([("path", pa.string()), ("start", pa.int64()), ("stop
 def _boundaries(task: Tuple[str, int, List[int]]) -> Tuple[str, List[int]]:
     path, size, starts = task
     with open_input(path) as stream:
+
         def read_at(offset: int, n: int) -> bytes:
             stream.seek(offset)
             return bytes(stream.read(n))
@@ -35,8 +36,11 @@ def _boundaries(task: Tuple[str, int, List[int]]) -> Tuple[str, List[int]]:
         return path, entry_boundaries(read_at, size, starts)
 
 
-def plan_segment_ranges(files: List[Tuple[str, int]], split_bytes: int = DEFAULT_SPLIT_BYTES,
-                        run: Callable[[Any, List[Any]], Iterable[Any]] = map) -> List[Tuple[str, int, int]]:
+def plan_segment_ranges(
+    files: List[Tuple[str, int]],
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    run: Callable[[Any, List[Any]], Iterable[Any]] = map,
+) -> List[Tuple[str, int, int]]:
     """``(path, start, stop)`` ranges of segment ``files`` (``(path, size)`` pairs)."""
     check_split_bytes(split_bytes)
     tasks = [(path, size, list(range(split_bytes, size, split_bytes))) for path, size in files if size > split_bytes]
@@ -65,8 +69,14 @@ class SegmentDecode:
                     yield union_batch(table, rows) if self.union else (table, rows)
 
 
-def segment_ranges(spark: Any, inputs: Iterable[str], *, glob: Optional[str] = SEGMENT_GLOB,
-                   split_bytes: int = DEFAULT_SPLIT_BYTES, log: Optional[Callable[[str], None]] = None) -> Any:
+def segment_ranges(
+    spark: Any,
+    inputs: Iterable[str],
+    *,
+    glob: Optional[str] = SEGMENT_GLOB,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    log: Optional[Callable[[str], None]] = None,
+) -> Any:
     """Planning (runs now): the DataFrame of :data:`SEGMENT_RANGES` rows, one range per partition."""
     sc = spark.sparkContext
     files = list_input_files(spark, inputs, glob)
@@ -84,8 +94,14 @@ def segment_ranges(spark: Any, inputs: Iterable[str], *, glob: Optional[str] = S
     return spark.createDataFrame(sc.parallelize(ranges, max(1, len(ranges))), spark_schema(SEGMENT_RANGES))
 
 
-def segment_tables(spark: Any, inputs: Iterable[str], *, glob: Optional[str] = SEGMENT_GLOB,
-                   split_bytes: int = DEFAULT_SPLIT_BYTES, log: Optional[Callable[[str], None]] = None) -> SparkTables:
+def segment_tables(
+    spark: Any,
+    inputs: Iterable[str],
+    *,
+    glob: Optional[str] = SEGMENT_GLOB,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    log: Optional[Callable[[str], None]] = None,
+) -> SparkTables:
     """The ``messages`` and ``problems`` DataFrames (``exchanges`` is empty) of the log segments under
     ``inputs``; lazy after planning, like :func:`~kproto.spark.capture_tables.capture_tables`."""
     plan = segment_ranges(spark, inputs, glob=glob, split_bytes=split_bytes, log=log)

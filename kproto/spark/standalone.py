@@ -42,8 +42,16 @@ class LocalCluster:
     daemons (JVM start-up is slow on a busy machine).
     """
 
-    def __init__(self, workers: int = 2, *, cores: int = 1, memory: str = "1G", python: Optional[str] = None,
-                 directory: Optional[str] = None, start_timeout: float = 240.0) -> None:
+    def __init__(
+        self,
+        workers: int = 2,
+        *,
+        cores: int = 1,
+        memory: str = "1G",
+        python: Optional[str] = None,
+        directory: Optional[str] = None,
+        start_timeout: float = 240.0,
+    ) -> None:
         self.workers = workers
         self.cores = cores
         self.memory = memory
@@ -60,8 +68,11 @@ class LocalCluster:
     def _start(self, name: str, args: List[str]) -> None:
         log = open(self.directory / f"{name}.log", "w")
         self._logs.append(log)
-        self._procs.append(subprocess.Popen([_spark_class(), *args], env=self.env, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True))
+        self._procs.append(
+            subprocess.Popen(
+                [_spark_class(), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
 
     def _wait_for(self, text: str, count: int) -> None:
         log = self.directory / "master.log"
@@ -77,16 +88,40 @@ class LocalCluster:
 
     def start(self) -> "LocalCluster":
         """Start the master and the workers and wait until every worker has registered."""
-        self._start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                               str(self.port), "--webui-port", str(_free_port())])
+        self._start(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--webui-port",
+                str(_free_port()),
+            ],
+        )
         self._wait_for("Starting Spark master", 1)
         for n in range(self.workers):
             work = self.directory / f"worker{n}"
             work.mkdir(exist_ok=True)
             self.work_dirs.append(work)
-            self._start(f"worker{n}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores",
-                                       str(self.cores), "--memory", self.memory, "--webui-port", str(_free_port()),
-                                       "--work-dir", str(work), self.master])
+            self._start(
+                f"worker{n}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    str(self.cores),
+                    "--memory",
+                    self.memory,
+                    "--webui-port",
+                    str(_free_port()),
+                    "--work-dir",
+                    str(work),
+                    self.master,
+                ],
+            )
         self._wait_for("Registering worker", self.workers)
         return self
 

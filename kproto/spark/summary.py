@@ -70,8 +70,9 @@ class Summary:
         if self.apis:
             lines.append(f"{'api':<20} {'count':>10} {'bytes':>12} {'p50 ms':>10} {'p99 ms':>10} {'errors':>8}")
             for a in self.apis:
-                lines.append(f"{a.api:<20} {a.count:>10} {a.bytes:>12} {_ms(a.p50_ms):>10} {_ms(a.p99_ms):>10} "
-                             f"{a.errors:>8}")
+                lines.append(
+                    f"{a.api:<20} {a.count:>10} {a.bytes:>12} {_ms(a.p50_ms):>10} {_ms(a.p99_ms):>10} {a.errors:>8}"
+                )
         if self.topics:
             lines.append(f"{'top topics':<32} {'messages':>10} {'bytes':>12}")
             for t in self.topics:
@@ -108,21 +109,38 @@ class SummaryCounts:
             return
         if table == "exchanges":
             frame_bytes = pc.add(rows.column("request_size"), pc.fill_null(rows.column("response_size"), 0))
-            grouped = pa.table({
-                "api": rows.column("api_name"), "bytes": pc.cast(frame_bytes, pa.int64()),
-                "errors": pc.cast(_errored_arrow(rows), pa.int64()), "latency": rows.column("latency_ms"),
-            }).group_by("api", use_threads=False).aggregate([
-                ([], "count_all"), ("bytes", "sum"), ("errors", "sum"), ("latency", "list")])
-            for api, count, size, errors, latencies in zip(*(c.to_pylist() for c in grouped.select(
-                    ["api", "count_all", "bytes_sum", "errors_sum", "latency_list"]).columns)):
+            grouped = (
+                pa.table(
+                    {
+                        "api": rows.column("api_name"),
+                        "bytes": pc.cast(frame_bytes, pa.int64()),
+                        "errors": pc.cast(_errored_arrow(rows), pa.int64()),
+                        "latency": rows.column("latency_ms"),
+                    }
+                )
+                .group_by("api", use_threads=False)
+                .aggregate([([], "count_all"), ("bytes", "sum"), ("errors", "sum"), ("latency", "list")])
+            )
+            for api, count, size, errors, latencies in zip(
+                *(
+                    c.to_pylist()
+                    for c in grouped.select(["api", "count_all", "bytes_sum", "errors_sum", "latency_list"]).columns
+                )
+            ):
                 self.add_api(api, count, size or 0, errors or 0, [x for x in latencies if x is not None])
         elif table == "messages":
-            sizes = pc.add(pc.fill_null(pc.binary_length(rows.column("key")), 0),
-                           pc.fill_null(pc.binary_length(rows.column("value")), 0))
-            grouped = pa.table({"topic": rows.column("topic"), "size": pc.cast(sizes, pa.int64())}).group_by(
-                "topic", use_threads=False).aggregate([([], "count_all"), ("size", "sum")])
-            for topic, count, size in zip(*(c.to_pylist() for c in grouped.select(
-                    ["topic", "count_all", "size_sum"]).columns)):
+            sizes = pc.add(
+                pc.fill_null(pc.binary_length(rows.column("key")), 0),
+                pc.fill_null(pc.binary_length(rows.column("value")), 0),
+            )
+            grouped = (
+                pa.table({"topic": rows.column("topic"), "size": pc.cast(sizes, pa.int64())})
+                .group_by("topic", use_threads=False)
+                .aggregate([([], "count_all"), ("size", "sum")])
+            )
+            for topic, count, size in zip(
+                *(c.to_pylist() for c in grouped.select(["topic", "count_all", "size_sum"]).columns)
+            ):
                 self.add_topic(topic, count, size or 0)
         elif table == "problems":
             for kind in rows.column("kind").to_pylist():
@@ -150,11 +168,17 @@ class SummaryCounts:
             count, size, errors, latencies = self.apis[api]
             p50 = p99 = None
             if latencies:
-                p50, p99 = pc.quantile(pa.chunked_array(latencies, pa.float64()), q=[0.5, 0.99],
-                                       interpolation="nearest").to_pylist()
+                p50, p99 = pc.quantile(
+                    pa.chunked_array(latencies, pa.float64()), q=[0.5, 0.99], interpolation="nearest"
+                ).to_pylist()
             apis.append(ApiSummary(api, count, size, p50, p99, errors))
-        return Summary(apis, _top_topics(self.topics, top), dict(self.kinds), sum(a.count for a in apis),
-                       sum(count for count, _ in self.topics.values()))
+        return Summary(
+            apis,
+            _top_topics(self.topics, top),
+            dict(self.kinds),
+            sum(a.count for a in apis),
+            sum(count for count, _ in self.topics.values()),
+        )
 
 
 def summary_from_arrow(tables: Dict[str, pa.Table], *, top: int = 10) -> Summary:
@@ -185,10 +209,14 @@ def summary_from_spark(frames: Dict[str, Any], *, top: int = 10) -> Summary:
     with _few_shuffle_partitions(msgs.sparkSession):
         apis = _api_summaries(frames["exchanges"])
         size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
-        topic_rows = msgs.groupBy("topic").agg(F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes")).collect()
+        topic_rows = (
+            msgs.groupBy("topic").agg(F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes")).collect()
+        )
         kinds = {r["kind"]: r["count"] for r in problems.groupBy("kind").count().collect()}
     topics = {r["topic"]: (r["messages"], r["bytes"] or 0) for r in topic_rows}
-    return Summary(apis, _top_topics(topics, top), kinds, sum(a.count for a in apis), sum(r["messages"] for r in topic_rows))
+    return Summary(
+        apis, _top_topics(topics, top), kinds, sum(a.count for a in apis), sum(r["messages"] for r in topic_rows)
+    )
 
 
 class _few_shuffle_partitions:
@@ -210,15 +238,22 @@ class _few_shuffle_partitions:
 def _api_summaries(ex: Any) -> List[ApiSummary]:
     from pyspark.sql import functions as F
 
-    errored = (F.coalesce(F.col("error_code"), F.lit(0)) != 0) \
-        | (F.coalesce(F.size("partition_errors"), F.lit(0)) > 0) \
-        | F.col("request_error").isNotNull() | F.col("response_error").isNotNull()
-    rows = ex.groupBy("api_name").agg(
-        F.count(F.lit(1)).alias("count"),
-        F.sum(F.col("request_size") + F.coalesce(F.col("response_size"), F.lit(0))).alias("bytes"),
-        F.percentile_approx("latency_ms", [0.5, 0.99]).alias("latency"),
-        F.sum(F.when(errored, 1).otherwise(0)).alias("errors"),
-    ).collect()
+    errored = (
+        (F.coalesce(F.col("error_code"), F.lit(0)) != 0)
+        | (F.coalesce(F.size("partition_errors"), F.lit(0)) > 0)
+        | F.col("request_error").isNotNull()
+        | F.col("response_error").isNotNull()
+    )
+    rows = (
+        ex.groupBy("api_name")
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.sum(F.col("request_size") + F.coalesce(F.col("response_size"), F.lit(0))).alias("bytes"),
+            F.percentile_approx("latency_ms", [0.5, 0.99]).alias("latency"),
+            F.sum(F.when(errored, 1).otherwise(0)).alias("errors"),
+        )
+        .collect()
+    )
     summaries = []
     for r in sorted(rows, key=lambda r: r["api_name"]):
         p50, p99 = r["latency"] or (None, None)

@@ -21,8 +21,15 @@ from typing import List, Optional, Protocol
 
 from kproto.errors import KprotoError
 
-__all__ = ["MARKER", "NotAKprotoTableError", "TableFileSystem", "LocalFileSystem", "marker_text",
-           "check_replaceable", "REPLACING_MODES"]
+__all__ = [
+    "MARKER",
+    "NotAKprotoTableError",
+    "TableFileSystem",
+    "LocalFileSystem",
+    "marker_text",
+    "check_replaceable",
+    "REPLACING_MODES",
+]
 
 #: The marker file in every table directory kproto wrote (Spark and Hive skip names starting with ``_``).
 MARKER = "_KPROTO_TABLE"
@@ -111,14 +118,22 @@ def check_replaceable(fs: TableFileSystem, path: str, table: str) -> None:
     if kind is None:
         return
     if kind != "dir":
-        raise NotAKprotoTableError(17, f"refusing to replace {path}: it is a file, not a kproto {table} table "
-                                       "(move it away or choose another --out)", path)
+        raise NotAKprotoTableError(
+            17,
+            f"refusing to replace {path}: it is a file, not a kproto {table} table "
+            "(move it away or choose another --out)",
+            path,
+        )
     names = fs.names(path)
     if not names:
         return
     if MARKER not in names:
-        raise NotAKprotoTableError(17, f"refusing to replace {path}: it is not a table kproto wrote (no {MARKER} "
-                                       "marker); move it away or choose another --out", path)
+        raise NotAKprotoTableError(
+            17,
+            f"refusing to replace {path}: it is not a table kproto wrote (no {MARKER} "
+            "marker); move it away or choose another --out",
+            path,
+        )
     marked = _marked_table(fs, path.rstrip("/") + "/" + MARKER)
     if marked != table:
         what = "an unreadable marker" if marked is None else f"the marker of table {marked!r}"

@@ -45,10 +45,17 @@ __all__ = ["PART_STATS", "TaskWriter", "WrittenTables", "ParquetOutput", "pyarro
 #: count = rows), api ("api": key = api name, count, bytes, errors, latencies), topic ("topic": key =
 #: topic, count, bytes) and problem kind ("kind": key = kind, count) of the rows it wrote
 #: (:class:`~kproto.spark.summary.SummaryCounts`).
-PART_STATS = pa.schema([
-    ("what", pa.string()), ("table", pa.string()), ("key", pa.string()), ("count", pa.int64()),
-    ("bytes", pa.int64()), ("errors", pa.int64()), ("latencies", pa.list_(pa.float64())),
-])
+PART_STATS = pa.schema(
+    [
+        ("what", pa.string()),
+        ("table", pa.string()),
+        ("key", pa.string()),
+        ("count", pa.int64()),
+        ("bytes", pa.int64()),
+        ("errors", pa.int64()),
+        ("latencies", pa.list_(pa.float64())),
+    ]
+)
 
 #: Rows gathered before a table's rows are written as one Parquet row group.
 _GROUP_ROWS = 1 << 17
@@ -139,16 +146,21 @@ class TaskWriter:
         finally:
             for out in files.values():
                 out.close()
-        rows: List[Tuple[Any, ...]] = [("file", table, out.name, out.rows, None, None, None)
-                                       for table, out in files.items()]
-        rows.extend(("api", "exchanges", api, count, size, errors, pa.concat_arrays(latencies).to_pylist() if latencies else [])
-                    for api, (count, size, errors, latencies) in counts.apis.items())
-        rows.extend(("topic", "messages", topic, count, size, None, None)
-                    for topic, (count, size) in counts.topics.items())
+        rows: List[Tuple[Any, ...]] = [
+            ("file", table, out.name, out.rows, None, None, None) for table, out in files.items()
+        ]
+        rows.extend(
+            ("api", "exchanges", api, count, size, errors, pa.concat_arrays(latencies).to_pylist() if latencies else [])
+            for api, (count, size, errors, latencies) in counts.apis.items()
+        )
+        rows.extend(
+            ("topic", "messages", topic, count, size, None, None) for topic, (count, size) in counts.topics.items()
+        )
         rows.extend(("kind", "problems", kind, count, None, None, None) for kind, count in counts.kinds.items())
         if rows:
-            yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(zip(*rows), PART_STATS)],
-                                             schema=PART_STATS)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(c, f.type) for c, f in zip(zip(*rows), PART_STATS)], schema=PART_STATS
+            )
 
 
 @dataclass

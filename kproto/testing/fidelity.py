@@ -544,9 +544,9 @@ def _offsets(expected: List[int]) -> Callable[[Any], bool]:
 DOCUMENTED: Tuple[Documented, ...] = (
     Documented("api-versions-table", "ApiVersions", r".*", r"api_keys.*",
                ("api-versions", "api-versions-v3", "api_keys", lambda n: n == len(_served_versions()))),
-    Documented("no-features", "ApiVersions", r".*",
+    Documented("feature-set", "ApiVersions", r".*",
                r"(supported_features|finalized_features)(\[.*|)|finalized_features_epoch",
-               ("api-versions", "api-versions-v3", "finalized_features_epoch", -1)),
+               ("api-versions", "api-versions-v3", "finalized_features_epoch", 1)),
     Documented("topic-config-set", "CreateTopics", r".*", r"topics\[\d+\]\.configs(\[.*|)",
                ("admin", "create-topics-v7", "topics[0].configs", 8)),
     Documented("no-fetch-sessions", "Fetch", r".*", r"session_id",

@@ -42,8 +42,13 @@ def kafka_python_produce(path: Path, codec: object) -> None:
     from kafka import KafkaProducer
 
     with recording_broker(path, topics={"samples": 2}) as broker:
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, api_version=(0, 9),
-                                 compression_type=codec, linger_ms=20, client_id="kafka-python-sample")
+        producer = KafkaProducer(
+            bootstrap_servers=broker.bootstrap_servers,
+            api_version=(0, 9),
+            compression_type=codec,
+            linger_ms=20,
+            client_id="kafka-python-sample",
+        )
         for i in range(MESSAGES):
             producer.send("samples", key=b"key-%d" % (i % 5), value=b"message %d from kafka-python" % i)
         producer.flush(60)
@@ -54,9 +59,15 @@ def confluent_produce(path: Path, codec: object) -> None:
     import confluent_kafka
 
     with recording_broker(path, topics={"samples": 2}) as broker:
-        producer = confluent_kafka.Producer({**CK_09, "bootstrap.servers": broker.bootstrap_servers,
-                                             "compression.codec": codec or "none", "linger.ms": 20,
-                                             "client.id": "librdkafka-sample"})
+        producer = confluent_kafka.Producer(
+            {
+                **CK_09,
+                "bootstrap.servers": broker.bootstrap_servers,
+                "compression.codec": codec or "none",
+                "linger.ms": 20,
+                "client.id": "librdkafka-sample",
+            }
+        )
         for i in range(MESSAGES):
             producer.produce("samples", key=b"key-%d" % (i % 5), value=b"message %d from librdkafka" % i)
         producer.flush(60)
@@ -84,7 +95,9 @@ class Member(threading.Thread):
         self.join(60)
 
 
-def group_scenario(path: Path, make_member: Callable[[MockBroker], Member], produce: Callable[[MockBroker], None]) -> None:
+def group_scenario(
+    path: Path, make_member: Callable[[MockBroker], Member], produce: Callable[[MockBroker], None]
+) -> None:
     with recording_broker(path, topics={"samples": 6}) as broker:
         produce(broker)
         members: List[Member] = [make_member(broker), make_member(broker)]
@@ -112,12 +125,22 @@ def kafka_python_group(path: Path) -> None:
 
     def make_member(broker: MockBroker) -> Member:
         return Member(
-            lambda: _subscribed(KafkaConsumer(
-                bootstrap_servers=broker.bootstrap_servers, api_version=(0, 9), group_id="sample-group",
-                client_id="kafka-python-member", auto_offset_reset="earliest", session_timeout_ms=3000,
-                heartbeat_interval_ms=500, fetch_max_wait_ms=200), ["samples"]),
+            lambda: _subscribed(
+                KafkaConsumer(
+                    bootstrap_servers=broker.bootstrap_servers,
+                    api_version=(0, 9),
+                    group_id="sample-group",
+                    client_id="kafka-python-member",
+                    auto_offset_reset="earliest",
+                    session_timeout_ms=3000,
+                    heartbeat_interval_ms=500,
+                    fetch_max_wait_ms=200,
+                ),
+                ["samples"],
+            ),
             lambda c: c.poll(timeout_ms=100),
-            lambda c: {tp.partition for tp in c.assignment()})
+            lambda c: {tp.partition for tp in c.assignment()},
+        )
 
     group_scenario(path, make_member, produce)
 
@@ -132,13 +155,21 @@ def confluent_group(path: Path) -> None:
         producer.flush(60)
 
     def make_member(broker: MockBroker) -> Member:
-        config = {**CK_09, "bootstrap.servers": broker.bootstrap_servers, "group.id": "sample-group",
-                  "client.id": "librdkafka-member", "auto.offset.reset": "earliest",
-                  "session.timeout.ms": 3000, "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 200}
+        config = {
+            **CK_09,
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "sample-group",
+            "client.id": "librdkafka-member",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 3000,
+            "heartbeat.interval.ms": 500,
+            "fetch.wait.max.ms": 200,
+        }
         return Member(
             lambda: _subscribed(confluent_kafka.Consumer(config), ["samples"]),
             lambda c: c.poll(0.1),
-            lambda c: {tp.partition for tp in c.assignment()})
+            lambda c: {tp.partition for tp in c.assignment()},
+        )
 
     group_scenario(path, make_member, produce)
 

@@ -73,12 +73,21 @@ def message(i: int) -> Tuple[bytes, bytes, List[Tuple[str, bytes]]]:
 def kafka_python(path: Path, sasl: bool = False, api_version: object = None) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
-    login = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
-             "sasl_plain_password": USERS["alice"]} if sasl else {}
+    login = (
+        {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": "alice",
+            "sasl_plain_password": USERS["alice"],
+        }
+        if sasl
+        else {}
+    )
     pinned = {"api_version": api_version} if api_version is not None else {}
     with recording_broker(path, **({"sasl_plain_users": USERS} if sasl else {})) as broker:
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, client_id="kafka-python-producer",
-                                 **login, **pinned)
+        producer = KafkaProducer(
+            bootstrap_servers=broker.bootstrap_servers, client_id="kafka-python-producer", **login, **pinned
+        )
         for i in range(MESSAGES):
             key, value, headers = message(i)
             producer.send(TOPIC, key=key, value=value, headers=None if api_version else headers)
@@ -86,11 +95,18 @@ def kafka_python(path: Path, sasl: bool = False, api_version: object = None) -> 
         producer.close()
         if sasl:
             return
-        consumer = KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap_servers, group_id=GROUP,
-                                 client_id="kafka-python-consumer", auto_offset_reset="earliest")
+        consumer = KafkaConsumer(
+            TOPIC,
+            bootstrap_servers=broker.bootstrap_servers,
+            group_id=GROUP,
+            client_id="kafka-python-consumer",
+            auto_offset_reset="earliest",
+        )
         seen: List[object] = []
-        wait_for(lambda: bool(seen.extend(r for rs in consumer.poll(200).values() for r in rs)) or len(seen) >= MESSAGES,
-                 "kafka-python to consume")
+        wait_for(
+            lambda: bool(seen.extend(r for rs in consumer.poll(200).values() for r in rs)) or len(seen) >= MESSAGES,
+            "kafka-python to consume",
+        )
         consumer.commit()
         consumer.close()
 
@@ -113,8 +129,14 @@ def kafka_python_slow_member(path: Path) -> None:
         producer.close()
 
         def consumer(client_id: str) -> "KafkaConsumer":
-            return KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap_servers, group_id=SLOW_GROUP,
-                                 client_id=client_id, auto_offset_reset="earliest", enable_auto_commit=False)
+            return KafkaConsumer(
+                TOPIC,
+                bootstrap_servers=broker.bootstrap_servers,
+                group_id=SLOW_GROUP,
+                client_id=client_id,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+            )
 
         slow = consumer("slow-consumer")
         wait_for(lambda: bool(slow.poll(200)) and len(slow.assignment()) == 2, "slow-consumer to own both partitions")
@@ -148,11 +170,20 @@ def kafka_python_slow_member(path: Path) -> None:
 def librdkafka(path: Path, sasl: bool = False) -> None:
     import confluent_kafka
 
-    login = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "alice",
-             "sasl.password": USERS["alice"]} if sasl else {}
+    login = (
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": USERS["alice"],
+        }
+        if sasl
+        else {}
+    )
     with recording_broker(path, **({"sasl_plain_users": USERS} if sasl else {})) as broker:
-        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
-                                             "client.id": "librdkafka-producer", "log_level": 2, **login})
+        producer = confluent_kafka.Producer(
+            {"bootstrap.servers": broker.bootstrap_servers, "client.id": "librdkafka-producer", "log_level": 2, **login}
+        )
         for i in range(MESSAGES):
             key, value, headers = message(i)
             producer.produce(TOPIC, key=key, value=value, headers=headers)
@@ -160,9 +191,16 @@ def librdkafka(path: Path, sasl: bool = False) -> None:
         del producer
         if sasl:
             return
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": GROUP,
-                                             "client.id": "librdkafka-consumer", "auto.offset.reset": "earliest",
-                                             "enable.auto.commit": False, "log_level": 2})
+        consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": GROUP,
+                "client.id": "librdkafka-consumer",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "log_level": 2,
+            }
+        )
         consumer.subscribe([TOPIC])
         seen = 0
         deadline = time.monotonic() + 60
@@ -192,9 +230,14 @@ def aiokafka(path: Path) -> None:
             await producer.flush()
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=GROUP,
-                                    client_id="aiokafka-consumer", auto_offset_reset="earliest",
-                                    enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            TOPIC,
+            bootstrap_servers=bootstrap,
+            group_id=GROUP,
+            client_id="aiokafka-consumer",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         await consumer.start()
         try:
             seen = 0
@@ -216,9 +259,28 @@ def tls_loopback(path: Path) -> None:
     """A TLS connection made in memory with Python's ssl module, written as TCP to port 9092."""
     with tempfile.TemporaryDirectory() as tmp:
         cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                        "-nodes", "-days", "1", "-subj", f"/CN={SERVER_NAME}", "-keyout", str(key),
-                        "-out", str(cert)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                f"/CN={SERVER_NAME}",
+                "-keyout",
+                str(key),
+                "-out",
+                str(cert),
+            ],
+            check=True,
+            capture_output=True,
+        )
         server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         server_ctx.load_cert_chain(cert, key)
         client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -247,8 +309,11 @@ def tls_loopback(path: Path) -> None:
         move()
     # An ApiVersions request and an answer, inside TLS: application-data records on the wire.
     api = kproto.APIS["ApiVersions"]
-    client.write(kproto.encode_request(api.request(client_software_name="tls-sample", client_software_version="1"),
-                                       3, 1, "tls-client"))
+    client.write(
+        kproto.encode_request(
+            api.request(client_software_name="tls-sample", client_software_version="1"), 3, 1, "tls-client"
+        )
+    )
     move()
     server.read()
     server.write(kproto.encode_response(api.response(api_keys=[]), 3, 1))

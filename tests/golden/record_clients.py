@@ -76,12 +76,13 @@ def advertised_versions(ours: Dict[int, Tuple[int, int]]) -> Dict[int, Tuple[int
 # ----------------------------------------------------------------------------------------------------------
 # The broker: state shared by all connections, one answer per api key.
 
+
 class Broker:
     """Single-node broker state: one topic with one partition, one consumer group."""
 
     def __init__(self, host: str, port: int, versions: Dict[int, Tuple[int, int]]) -> None:
         self.host, self.port = host, port
-        self.batches: List[bytes] = []     # stored RecordBatch bytes, base offsets already assigned
+        self.batches: List[bytes] = []  # stored RecordBatch bytes, base offsets already assigned
         self.next_offset = 0
         self.committed: Dict[Tuple[str, int], int] = {}
         self.generation = 0
@@ -93,19 +94,42 @@ class Broker:
     # field names (fields left out take their defaults).
 
     def api_versions(self, header: Any, req: Any, version: int) -> Dict[str, Any]:
-        return {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
-            {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in self.versions.items()]}
+        return {
+            "error_code": 0,
+            "throttle_time_ms": 0,
+            "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in self.versions.items()],
+        }
 
     def metadata(self, header: Any, req: Any, version: int) -> Dict[str, Any]:
         names = [TOPIC] if req.topics is None else [t.name for t in req.topics if t.name]
-        return {"throttle_time_ms": 0, "cluster_id": CLUSTER_ID, "controller_id": NODE_ID,
-                "brokers": [{"node_id": NODE_ID, "host": self.host, "port": self.port, "rack": None}],
-                "topics": [{"error_code": 0 if name == TOPIC else 3, "name": name,
-                            "topic_id": TOPIC_ID if name == TOPIC else uuid.UUID(int=0), "is_internal": False,
-                            "partitions": [{"error_code": 0, "partition_index": 0, "leader_id": NODE_ID,
-                                            "leader_epoch": 0, "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID],
-                                            "offline_replicas": []}] if name == TOPIC else []}
-                           for name in names]}
+        return {
+            "throttle_time_ms": 0,
+            "cluster_id": CLUSTER_ID,
+            "controller_id": NODE_ID,
+            "brokers": [{"node_id": NODE_ID, "host": self.host, "port": self.port, "rack": None}],
+            "topics": [
+                {
+                    "error_code": 0 if name == TOPIC else 3,
+                    "name": name,
+                    "topic_id": TOPIC_ID if name == TOPIC else uuid.UUID(int=0),
+                    "is_internal": False,
+                    "partitions": [
+                        {
+                            "error_code": 0,
+                            "partition_index": 0,
+                            "leader_id": NODE_ID,
+                            "leader_epoch": 0,
+                            "replica_nodes": [NODE_ID],
+                            "isr_nodes": [NODE_ID],
+                            "offline_replicas": [],
+                        }
+                    ]
+                    if name == TOPIC
+                    else [],
+                }
+                for name in names
+            ],
+        }
 
     def produce(self, header: Any, req: Any, version: int) -> Dict[str, Any]:
         responses = []
@@ -113,8 +137,15 @@ class Broker:
             partitions = []
             for part in topic.partition_data:
                 base = self.store(bytes(part.records or b""))
-                partitions.append({"index": part.index, "error_code": 0, "base_offset": base,
-                                   "log_append_time_ms": -1, "log_start_offset": 0})
+                partitions.append(
+                    {
+                        "index": part.index,
+                        "error_code": 0,
+                        "base_offset": base,
+                        "log_append_time_ms": -1,
+                        "log_start_offset": 0,
+                    }
+                )
             responses.append({**_topic_ref(topic), "partition_responses": partitions})
         return {"responses": responses, "throttle_time_ms": 0}
 
@@ -124,7 +155,7 @@ class Broker:
         base, pos = self.next_offset, 0
         while pos + 61 <= len(records):
             (length,) = struct.unpack_from(">i", records, pos + 8)
-            batch = bytearray(records[pos:pos + 12 + length])
+            batch = bytearray(records[pos : pos + 12 + length])
             (last_delta,) = struct.unpack_from(">i", batch, 23)
             struct.pack_into(">q", batch, 0, self.next_offset)
             self.batches.append(bytes(batch))
@@ -137,23 +168,40 @@ class Broker:
         for topic in req.topics:
             partitions = []
             for part in topic.partitions:
-                records = b"".join(b for b in self.batches
-                                   if struct.unpack_from(">q", b, 0)[0] + struct.unpack_from(">i", b, 23)[0]
-                                   >= part.fetch_offset)
-                partitions.append({"partition_index": part.partition, "error_code": 0,
-                                   "high_watermark": self.next_offset, "last_stable_offset": self.next_offset,
-                                   "log_start_offset": 0, "aborted_transactions": None,
-                                   "preferred_read_replica": -1, "records": records})
+                records = b"".join(
+                    b
+                    for b in self.batches
+                    if struct.unpack_from(">q", b, 0)[0] + struct.unpack_from(">i", b, 23)[0] >= part.fetch_offset
+                )
+                partitions.append(
+                    {
+                        "partition_index": part.partition,
+                        "error_code": 0,
+                        "high_watermark": self.next_offset,
+                        "last_stable_offset": self.next_offset,
+                        "log_start_offset": 0,
+                        "aborted_transactions": None,
+                        "preferred_read_replica": -1,
+                        "records": records,
+                    }
+                )
             responses.append({**_topic_ref(topic), "partitions": partitions})
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
     def list_offsets(self, header: Any, req: Any, version: int) -> Dict[str, Any]:
         topics = []
         for topic in req.topics:
-            partitions = [{"partition_index": p.partition_index, "error_code": 0, "timestamp": -1,
-                           "offset": 0 if p.timestamp == -2 else self.next_offset, "leader_epoch": 0,
-                           "old_style_offsets": [0 if p.timestamp == -2 else self.next_offset]}
-                          for p in topic.partitions]
+            partitions = [
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": 0,
+                    "timestamp": -1,
+                    "offset": 0 if p.timestamp == -2 else self.next_offset,
+                    "leader_epoch": 0,
+                    "old_style_offsets": [0 if p.timestamp == -2 else self.next_offset],
+                }
+                for p in topic.partitions
+            ]
             topics.append({"name": topic.name, "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
 
@@ -167,27 +215,52 @@ class Broker:
         protocol = req.protocols[0]
         if not req.member_id and version >= 4:
             # Since 2.2 a broker first hands out a member id and asks the member to join again with it.
-            return {"throttle_time_ms": 0, "error_code": 79, "generation_id": -1, "protocol_type": None,
-                    "protocol_name": None if version >= 7 else "", "leader": "", "member_id": f"{header.client_id}-{uuid.uuid4()}",
-                    "members": []}
+            return {
+                "throttle_time_ms": 0,
+                "error_code": 79,
+                "generation_id": -1,
+                "protocol_type": None,
+                "protocol_name": None if version >= 7 else "",
+                "leader": "",
+                "member_id": f"{header.client_id}-{uuid.uuid4()}",
+                "members": [],
+            }
         member_id = req.member_id or f"{header.client_id}-{uuid.uuid4()}"
         self.generation += 1
-        return {"throttle_time_ms": 0, "error_code": 0, "generation_id": self.generation,
-                "protocol_type": req.protocol_type, "protocol_name": protocol.name, "leader": member_id,
-                "skip_assignment": False, "member_id": member_id,
-                "members": [{"member_id": member_id, "group_instance_id": None, "metadata": protocol.metadata}]}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "generation_id": self.generation,
+            "protocol_type": req.protocol_type,
+            "protocol_name": protocol.name,
+            "leader": member_id,
+            "skip_assignment": False,
+            "member_id": member_id,
+            "members": [{"member_id": member_id, "group_instance_id": None, "metadata": protocol.metadata}],
+        }
 
     def sync_group(self, header: Any, req: Any, version: int) -> Dict[str, Any]:
         mine = next((a.assignment for a in req.assignments if a.member_id == req.member_id), b"")
-        return {"throttle_time_ms": 0, "error_code": 0, "protocol_type": req.protocol_type,
-                "protocol_name": req.protocol_name, "assignment": mine}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "protocol_type": req.protocol_type,
+            "protocol_name": req.protocol_name,
+            "assignment": mine,
+        }
 
     def heartbeat(self, header: Any, req: Any, version: int) -> Dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": 0}
 
     def leave_group(self, header: Any, req: Any, version: int) -> Dict[str, Any]:
-        members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "error_code": 0}
-                   for m in (req.members or [])] if version >= 3 else []
+        members = (
+            [
+                {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "error_code": 0}
+                for m in (req.members or [])
+            ]
+            if version >= 3
+            else []
+        )
         return {"throttle_time_ms": 0, "error_code": 0, "members": members}
 
     def offset_commit(self, header: Any, req: Any, version: int) -> Dict[str, Any]:
@@ -195,41 +268,77 @@ class Broker:
         for topic in req.topics:
             for p in topic.partitions:
                 self.committed[(topic.name, p.partition_index)] = p.committed_offset
-            topics.append({"name": topic.name, "partitions": [
-                {"partition_index": p.partition_index, "error_code": 0} for p in topic.partitions]})
+            topics.append(
+                {
+                    "name": topic.name,
+                    "partitions": [{"partition_index": p.partition_index, "error_code": 0} for p in topic.partitions],
+                }
+            )
         return {"throttle_time_ms": 0, "topics": topics}
 
     def offset_fetch(self, header: Any, req: Any, version: int) -> Dict[str, Any]:
         def partitions(name: str, indexes: List[int]) -> List[Dict[str, Any]]:
-            return [{"partition_index": i, "committed_offset": self.committed.get((name, i), -1),
-                     "committed_leader_epoch": -1, "metadata": "", "error_code": 0} for i in indexes]
+            return [
+                {
+                    "partition_index": i,
+                    "committed_offset": self.committed.get((name, i), -1),
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": 0,
+                }
+                for i in indexes
+            ]
 
         if version >= 8:
             groups = []
             for group in req.groups:
-                topics = [{"name": t.name, "partitions": partitions(t.name, list(t.partition_indexes))}
-                          for t in (group.topics or [])]
+                topics = [
+                    {"name": t.name, "partitions": partitions(t.name, list(t.partition_indexes))}
+                    for t in (group.topics or [])
+                ]
                 groups.append({"group_id": group.group_id, "topics": topics, "error_code": 0})
             return {"throttle_time_ms": 0, "groups": groups}
-        topics = [{"name": t.name, "partitions": partitions(t.name, list(t.partition_indexes))}
-                  for t in (req.topics or [])]
+        topics = [
+            {"name": t.name, "partitions": partitions(t.name, list(t.partition_indexes))} for t in (req.topics or [])
+        ]
         return {"throttle_time_ms": 0, "topics": topics, "error_code": 0}
 
     def offset_for_leader_epoch(self, header: Any, req: Any, version: int) -> Dict[str, Any]:
-        return {"throttle_time_ms": 0, "topics": [
-            {"topic": t.topic, "partitions": [{"error_code": 0, "partition": p.partition, "leader_epoch": 0,
-                                               "end_offset": self.next_offset} for p in t.partitions]}
-            for t in req.topics]}
+        return {
+            "throttle_time_ms": 0,
+            "topics": [
+                {
+                    "topic": t.topic,
+                    "partitions": [
+                        {"error_code": 0, "partition": p.partition, "leader_epoch": 0, "end_offset": self.next_offset}
+                        for p in t.partitions
+                    ],
+                }
+                for t in req.topics
+            ],
+        }
 
     def init_producer_id(self, header: Any, req: Any, version: int) -> Dict[str, Any]:
         self.producer_ids += 1
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": 4000 + self.producer_ids, "producer_epoch": 0}
 
     def handler(self, api_key: int) -> Optional[Callable[[Any, Any, int], Dict[str, Any]]]:
-        return {18: self.api_versions, 3: self.metadata, 0: self.produce, 1: self.fetch, 2: self.list_offsets,
-                10: self.find_coordinator, 11: self.join_group, 14: self.sync_group, 12: self.heartbeat,
-                13: self.leave_group, 8: self.offset_commit, 9: self.offset_fetch,
-                22: self.init_producer_id, 23: self.offset_for_leader_epoch}.get(api_key)
+        return {
+            18: self.api_versions,
+            3: self.metadata,
+            0: self.produce,
+            1: self.fetch,
+            2: self.list_offsets,
+            10: self.find_coordinator,
+            11: self.join_group,
+            14: self.sync_group,
+            12: self.heartbeat,
+            13: self.leave_group,
+            8: self.offset_commit,
+            9: self.offset_fetch,
+            22: self.init_producer_id,
+            23: self.offset_for_leader_epoch,
+        }.get(api_key)
 
 
 def _topic_ref(topic: Any) -> Dict[str, Any]:
@@ -246,6 +355,7 @@ def _topic_ref(topic: Any) -> Dict[str, Any]:
 # ----------------------------------------------------------------------------------------------------------
 # The server: frames in, answers out, every request frame recorded.
 
+
 class Recorder:
     def __init__(self) -> None:
         self.client = "?"
@@ -255,11 +365,18 @@ class Recorder:
         self.verbose = False
         self.lock = threading.Lock()
 
-    def record(self, frame: bytes, api_key: int, version: int, correlation_id: int,
-               client_id: Optional[str]) -> None:
+    def record(self, frame: bytes, api_key: int, version: int, correlation_id: int, client_id: Optional[str]) -> None:
         with self.lock:
-            self.frames.append({"client": self.client, "frame": frame, "api_key": api_key, "api_version": version,
-                                "correlation_id": correlation_id, "client_id": client_id})
+            self.frames.append(
+                {
+                    "client": self.client,
+                    "frame": frame,
+                    "api_key": api_key,
+                    "api_version": version,
+                    "correlation_id": correlation_id,
+                    "client_id": client_id,
+                }
+            )
 
 
 class KprotoCodec:
@@ -290,8 +407,11 @@ class KprotoCodec:
                 continue
             v = value[info.name]
             if info.struct is not None and v is not None:
-                v = [self._fit(info.struct, item, version) for item in v] if info.is_array else \
-                    self._fit(info.struct, v, version)
+                v = (
+                    [self._fit(info.struct, item, version) for item in v]
+                    if info.is_array
+                    else self._fit(info.struct, v, version)
+                )
             out[info.name] = v
         return out
 
@@ -318,14 +438,18 @@ class KafkaPythonCodec:
         return {key: (cls.min_version, cls.max_version) for key, cls in self.requests.items()}
 
     def api_name(self, api_key: int) -> str:
-        return self.requests[api_key].__name__[:-len("Request")]
+        return self.requests[api_key].__name__[: -len("Request")]
 
     def decode_request(self, frame: bytes) -> Tuple[Any, Any]:
         api_key, version = struct.unpack_from(">hh", frame, 4)
         req = self.requests[api_key].decode(frame, version=version, header=True, framed=True)
         h = req.header
-        return SimpleNamespace(api_key=h.request_api_key, api_version=h.request_api_version,
-                               correlation_id=h.correlation_id, client_id=h.client_id), req
+        return SimpleNamespace(
+            api_key=h.request_api_key,
+            api_version=h.request_api_version,
+            correlation_id=h.correlation_id,
+            client_id=h.client_id,
+        ), req
 
     def encode_response(self, api_key: int, version: int, correlation_id: int, value: Dict[str, Any]) -> bytes:
         cls = self.responses[api_key]
@@ -347,8 +471,9 @@ class KafkaPythonCodec:
         return data_class(version=version, **kwargs) if version is not None else data_class(**kwargs)
 
 
-async def serve_connection(broker: Broker, recorder: Recorder, codec: Any, reader: asyncio.StreamReader,
-                           writer: asyncio.StreamWriter) -> None:
+async def serve_connection(
+    broker: Broker, recorder: Recorder, codec: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
     try:
         while True:
             size_bytes = await reader.readexactly(4)
@@ -358,8 +483,11 @@ async def serve_connection(broker: Broker, recorder: Recorder, codec: Any, reade
             api_key, version = header.api_key, header.api_version
             recorder.record(frame, api_key, version, header.correlation_id, header.client_id)
             if recorder.verbose:
-                print(f"    {recorder.client} {header.client_id!r}: api {api_key} v{version} "
-                      f"#{header.correlation_id}", file=sys.stderr, flush=True)
+                print(
+                    f"    {recorder.client} {header.client_id!r}: api {api_key} v{version} #{header.correlation_id}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             handle = broker.handler(api_key)
             if handle is None:
                 recorder.unanswered.append((recorder.client, api_key, version))
@@ -367,11 +495,9 @@ async def serve_connection(broker: Broker, recorder: Recorder, codec: Any, reade
             if api_key == 0 and req.acks == 0:
                 handle(header, req, version)
                 continue
-            if api_key == 1 and all(p.fetch_offset >= broker.next_offset
-                                    for t in req.topics for p in t.partitions):
+            if api_key == 1 and all(p.fetch_offset >= broker.next_offset for t in req.topics for p in t.partitions):
                 await asyncio.sleep(min(req.max_wait_ms, 500) / 1000)  # a long poll with nothing new
-            writer.write(codec.encode_response(api_key, version, header.correlation_id,
-                                               handle(header, req, version)))
+            writer.write(codec.encode_response(api_key, version, header.correlation_id, handle(header, req, version)))
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
@@ -399,7 +525,8 @@ class Server:
         async def start() -> None:
             self.broker = Broker("127.0.0.1", 0, self.codec.supported())
             server = await asyncio.start_server(
-                lambda r, w: serve_connection(self.broker, self.recorder, self.codec, r, w), "127.0.0.1", 0)
+                lambda r, w: serve_connection(self.broker, self.recorder, self.codec, r, w), "127.0.0.1", 0
+            )
             self.port = server.sockets[0].getsockname()[1]
             self.broker.port = self.port
             self.ready.set()
@@ -478,8 +605,7 @@ def drive_aiokafka(bootstrap: str, group: str) -> None:
             await producer.send_and_wait(TOPIC, key=b"order-1", value=b'{"id": 1, "amount": 12.5}')
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group,
-                                    auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest")
         await consumer.start()
         try:
             await asyncio.wait_for(consumer.getone(), DEADLINE)
@@ -502,7 +628,8 @@ def client_version(label: str) -> str:
     if label == "librdkafka":
         import confluent_kafka
 
-        return f"confluent-kafka {importlib.metadata.version('confluent-kafka')} / librdkafka {confluent_kafka.libversion()[0]}"
+        version = importlib.metadata.version("confluent-kafka")
+        return f"confluent-kafka {version} / librdkafka {confluent_kafka.libversion()[0]}"
     return f"{CLIENTS[label][0]} {importlib.metadata.version(CLIENTS[label][0])}"
 
 
@@ -537,11 +664,23 @@ def write(frames: List[Dict[str, Any]], versions: Dict[str, str], codec: Any, ou
         os.makedirs(os.path.join(out_dir, f["client"]), exist_ok=True)
         with open(os.path.join(out_dir, rel), "wb") as handle:
             handle.write(f["frame"])
-        index.append({"file": rel, "client": f["client"], "client_version": versions[f["client"]],
-                      "api_key": f["api_key"], "api_name": name, "api_version": f["api_version"],
-                      "correlation_id": f["correlation_id"], "client_id": f["client_id"], "size": len(f["frame"])})
+        index.append(
+            {
+                "file": rel,
+                "client": f["client"],
+                "client_version": versions[f["client"]],
+                "api_key": f["api_key"],
+                "api_name": name,
+                "api_version": f["api_version"],
+                "correlation_id": f["correlation_id"],
+                "client_id": f["client_id"],
+                "size": len(f["frame"]),
+            }
+        )
     with open(os.path.join(out_dir, "index.json"), "w", encoding="utf-8") as handle:
-        json.dump({"topic": TOPIC, "topic_id": str(TOPIC_ID), "group_prefix": GROUP_PREFIX, "frames": index}, handle, indent=1)
+        json.dump(
+            {"topic": TOPIC, "topic_id": str(TOPIC_ID), "group_prefix": GROUP_PREFIX, "frames": index}, handle, indent=1
+        )
         handle.write("\n")
     return index
 
@@ -549,8 +688,12 @@ def write(frames: List[Dict[str, Any]], versions: Dict[str, str], codec: Any, ou
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="record into a temporary folder; print only")
-    parser.add_argument("--answer-with", choices=("kproto", "kafka-python"), default="kproto",
-                        help="whose codecs read the requests and write the answers (default kproto)")
+    parser.add_argument(
+        "--answer-with",
+        choices=("kproto", "kafka-python"),
+        default="kproto",
+        help="whose codecs read the requests and write the answers (default kproto)",
+    )
     parser.add_argument("--verbose", action="store_true", help="print every request as it arrives")
     parser.add_argument("--client", choices=sorted(CLIENTS), action="append", help="only these clients")
     args = parser.parse_args(argv)
@@ -572,13 +715,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     if failures:
         print(f"{len(failures)} requests failed in the recording broker (tracebacks above)", file=sys.stderr)
     kept = keep(frames, codec)
-    missing = [(label, key) for label in labels for key in EXPECTED_APIS
-               if not any(f["client"] == label and f["api_key"] == key for f in kept)]
+    missing = [
+        (label, key)
+        for label in labels
+        for key in EXPECTED_APIS
+        if not any(f["client"] == label and f["api_key"] == key for f in kept)
+    ]
     out_dir = tempfile.mkdtemp() if args.check else GOLDEN_DIR
     index = write(kept, versions, codec, out_dir)
     for entry in index:
-        print(f"  {entry['client']:<13} {entry['api_name']:<16} v{entry['api_version']:<3} "
-              f"{entry['size']:>5} bytes  client_id={entry['client_id']!r}")
+        print(
+            f"  {entry['client']:<13} {entry['api_name']:<16} v{entry['api_version']:<3} "
+            f"{entry['size']:>5} bytes  client_id={entry['client_id']!r}"
+        )
     if args.check:
         shutil.rmtree(out_dir)
     if missing:

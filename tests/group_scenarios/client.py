@@ -62,8 +62,13 @@ def kafka_python(args: argparse.Namespace, opts: Dict[str, Any], note: Journal) 
         extra["max_poll_interval_ms"] = opts["max_poll_ms"]
     if "instance_id" in opts:
         extra["group_instance_id"] = opts["instance_id"]
-    consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.client_id,
-                             auto_offset_reset="earliest", **extra)
+    consumer = KafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        client_id=args.client_id,
+        auto_offset_reset="earliest",
+        **extra,
+    )
     consumer.subscribe([TOPIC], listener=Listener())
     state: Dict[str, Any] = {}
     while not os.path.exists(args.events + ".stop"):
@@ -78,8 +83,13 @@ def kafka_python(args: argparse.Namespace, opts: Dict[str, Any], note: Journal) 
 def confluent(args: argparse.Namespace, opts: Dict[str, Any], note: Journal) -> None:
     import confluent_kafka
 
-    config: Dict[str, Any] = {"bootstrap.servers": args.bootstrap, "group.id": args.group,
-                              "client.id": args.client_id, "auto.offset.reset": "earliest", "log_level": 2}
+    config: Dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "client.id": args.client_id,
+        "auto.offset.reset": "earliest",
+        "log_level": 2,
+    }
     if "session_ms" in opts:
         config["session.timeout.ms"] = opts["session_ms"]
         config["heartbeat.interval.ms"] = opts["session_ms"] // 3
@@ -128,8 +138,13 @@ def aiokafka(args: argparse.Namespace, opts: Dict[str, Any], note: Journal) -> N
         extra["max_poll_interval_ms"] = opts["max_poll_ms"]
 
     async def run() -> None:
-        consumer = AIOKafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group,
-                                    client_id=args.client_id, auto_offset_reset="earliest", **extra)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=args.bootstrap,
+            group_id=args.group,
+            client_id=args.client_id,
+            auto_offset_reset="earliest",
+            **extra,
+        )
         consumer.subscribe([TOPIC], listener=Listener())
         await consumer.start()
         while not os.path.exists(args.events + ".stop"):

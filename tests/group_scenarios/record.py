@@ -63,9 +63,19 @@ class Scenario:
 
     def start(self, lib: str, client_id: str, **options: Any) -> None:
         self.procs[client_id] = subprocess.Popen(
-            [sys.executable, str(HERE / "client.py"), lib, self.broker.bootstrap_servers, self.name, client_id,
-             str(self.events_path(client_id)), "--options", json.dumps(options)],
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+            [
+                sys.executable,
+                str(HERE / "client.py"),
+                lib,
+                self.broker.bootstrap_servers,
+                self.name,
+                client_id,
+                str(self.events_path(client_id)),
+                "--options",
+                json.dumps(options),
+            ],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
 
     def events(self, client_id: str, kind: str) -> List[Dict[str, Any]]:
         return [e for e in journal(self.events_path(client_id)) if e["event"] == kind]
@@ -75,8 +85,9 @@ class Scenario:
         assigned = [e for e in self.events(client_id, "assigned") if e["t"] >= since]
         if not assigned or assigned[-1]["partitions"] != partitions:
             return False
-        consumed = {p for e in self.events(client_id, "consumed") if e["t"] >= assigned[-1]["t"]
-                    for p in e["partitions"]}
+        consumed = {
+            p for e in self.events(client_id, "consumed") if e["t"] >= assigned[-1]["t"] for p in e["partitions"]
+        }
         return set(partitions) <= consumed
 
     def stop(self, client_id: str) -> None:
@@ -101,8 +112,13 @@ def slow_poll(s: Scenario) -> None:
     s.start("kafka-python", "fresh", session_ms=6000, max_poll_ms=6000)
     wait_for(lambda: bool(s.events("slow", "resume")), "slow to resume", 30)
     resumed = s.events("slow", "resume")[0]["t"]
-    wait_for(lambda: any(e["t"] > resumed for e in s.events("slow", "assigned"))
-             and any(e["t"] > resumed for e in s.events("fresh", "assigned")), "the group to settle")
+    wait_for(
+        lambda: (
+            any(e["t"] > resumed for e in s.events("slow", "assigned"))
+            and any(e["t"] > resumed for e in s.events("fresh", "assigned"))
+        ),
+        "the group to settle",
+    )
     time.sleep(1.5)
 
 
@@ -110,8 +126,13 @@ def kill(s: Scenario) -> None:
     s.start("confluent-kafka", "victim", session_ms=6000)
     wait_for(lambda: s.owns("victim", [0, 1]), "victim to own both partitions")
     s.start("confluent-kafka", "survivor", session_ms=6000)
-    wait_for(lambda: len(s.events("survivor", "assigned")) >= 1 and s.owns("survivor", s.events(
-        "survivor", "assigned")[-1]["partitions"] or [-1]), "survivor to consume")
+    wait_for(
+        lambda: (
+            len(s.events("survivor", "assigned")) >= 1
+            and s.owns("survivor", s.events("survivor", "assigned")[-1]["partitions"] or [-1])
+        ),
+        "survivor to consume",
+    )
     time.sleep(1)
     s.kill("victim")
     killed = s.facts["killed"]["t"]
@@ -123,8 +144,13 @@ def join_leave(s: Scenario) -> None:
     s.start("aiokafka", "first", session_ms=6000)
     wait_for(lambda: s.owns("first", [0, 1]), "first to own both partitions")
     s.start("aiokafka", "late", session_ms=6000)
-    wait_for(lambda: bool(s.events("late", "assigned")) and s.owns("late", s.events("late", "assigned")[-1][
-        "partitions"] or [-1]), "late to consume")
+    wait_for(
+        lambda: (
+            bool(s.events("late", "assigned"))
+            and s.owns("late", s.events("late", "assigned")[-1]["partitions"] or [-1])
+        ),
+        "late to consume",
+    )
     time.sleep(1)
     s.stop("late")
     left = s.events("late", "closed")[0]["t"]
@@ -136,8 +162,13 @@ def static(s: Scenario) -> None:
     s.start("confluent-kafka", "static-a", session_ms=10000, instance_id="instance-a")
     wait_for(lambda: s.owns("static-a", [0, 1]), "static-a to own both partitions")
     s.start("confluent-kafka", "other", session_ms=10000)
-    wait_for(lambda: bool(s.events("other", "assigned")) and s.owns("other", s.events("other", "assigned")[-1][
-        "partitions"] or [-1]), "other to consume")
+    wait_for(
+        lambda: (
+            bool(s.events("other", "assigned"))
+            and s.owns("other", s.events("other", "assigned")[-1]["partitions"] or [-1])
+        ),
+        "other to consume",
+    )
     time.sleep(1)
     s.stop("static-a")
     s.facts["restarted"] = time.time()
@@ -169,8 +200,9 @@ def record(name: str, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob(f"{name}.*"):
         old.unlink()
-    with MockBroker(record_pcap=out / f"{name}.pcap", record_server_port=9092, topics={TOPIC: 2},
-                    min_session_timeout_ms=3000) as broker:
+    with MockBroker(
+        record_pcap=out / f"{name}.pcap", record_server_port=9092, topics={TOPIC: 2}, min_session_timeout_ms=3000
+    ) as broker:
         stop = threading.Event()
         producer = threading.Thread(target=produce, args=(broker, stop))
         producer.start()
@@ -181,8 +213,7 @@ def record(name: str, out: Path) -> None:
             scenario.close()
             stop.set()
             producer.join(30)
-        truth = {"facts": scenario.facts,
-                 "journals": {c: journal(scenario.events_path(c)) for c in scenario.procs}}
+        truth = {"facts": scenario.facts, "journals": {c: journal(scenario.events_path(c)) for c in scenario.procs}}
     (out / f"{name}.json").write_text(json.dumps(truth, indent=1))
 
 

@@ -46,7 +46,7 @@ def match_name(peer_name: str, names: Iterable[str]) -> str:
     """
     keyed = {_key(n): n for n in names}
     k = _key(peer_name)
-    for cand in (k, k + "ms", k[len("request"):] if k.startswith("request") else None):
+    for cand in (k, k + "ms", k[len("request") :] if k.startswith("request") else None):
         if cand is not None and cand in keyed:
             return keyed[cand]
     # kafka-python renames the authorized-operations bit fields it patches to ``authorized_operations``

@@ -38,15 +38,30 @@ class KafkaJava:
         classes = workdir / f"classes-{kafka_version}"
         classes.mkdir(parents=True, exist_ok=True)
         cp = f"{lib}/*"
-        done = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", cp, str(HARNESS)],
-                              stdin=subprocess.DEVNULL, capture_output=True)
+        done = subprocess.run(
+            [javac, "-nowarn", "-d", str(classes), "-cp", cp, str(HARNESS)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
         if done.returncode != 0:
-            raise RuntimeError(f"javac failed on {HARNESS.name} against kafka-clients {kafka_version}:\n"
-                               + done.stderr.decode(errors="replace")[-2000:])
+            raise RuntimeError(
+                f"javac failed on {HARNESS.name} against kafka-clients {kafka_version}:\n"
+                + done.stderr.decode(errors="replace")[-2000:]
+            )
         self._proc: Optional[subprocess.Popen] = subprocess.Popen(
-            [java, "-Xshare:auto", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{cp}",
-             "KafkaCodecOracle"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            [
+                java,
+                "-Xshare:auto",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+                f"{classes}:{cp}",
+                "KafkaCodecOracle",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
     def _ask(self, request: Dict[str, Any]) -> Dict[str, Any]:
         proc = self._proc
@@ -87,8 +102,7 @@ class KafkaJava:
 
 
 def read_case(key: int, direction: str, version: int, data: bytes) -> Dict[str, Any]:
-    return {"op": "read", "key": key, "dir": direction, "version": version,
-            "data": base64.b64encode(data).decode()}
+    return {"op": "read", "key": key, "dir": direction, "version": version, "data": base64.b64encode(data).decode()}
 
 
 def json_case(key: int, direction: str, version: int, doc: Dict[str, Any]) -> Dict[str, Any]:
@@ -101,6 +115,7 @@ def default_case(key: int, direction: str, version: int) -> Dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------------
 # kproto's to_dict() shape <-> Kafka's JSON form.
+
 
 def kafka_uuid(value: uuid.UUID) -> str:
     """Kafka's ``Uuid.toString()``: the 16 bytes in URL-safe base64 without padding."""
@@ -168,8 +183,9 @@ def _leaf(kind: str, value: Any, records: bool) -> Any:
     return value
 
 
-def to_kafka_json(struct: Any, cls: Any, version: int, value: Dict[str, Any], names: Names,
-                  records: bool = True) -> Dict[str, Any]:
+def to_kafka_json(
+    struct: Any, cls: Any, version: int, value: Dict[str, Any], names: Names, records: bool = True
+) -> Dict[str, Any]:
     """``value`` (kproto's ``to_dict()`` of an instance of ``cls``) in Kafka's JSON form for ``version``.
 
     Fields the version lacks are left out, and so are tagged fields at their default (Kafka's converters
@@ -185,8 +201,9 @@ def to_kafka_json(struct: Any, cls: Any, version: int, value: Dict[str, Any], na
         if v is None:
             out[names.key(f)] = None
         elif t.is_array and t.element is not None and t.element.is_struct:
-            out[names.key(f)] = [to_kafka_json(t.element.struct, subs[f.attr], version, item, names, records)
-                                 for item in v]
+            out[names.key(f)] = [
+                to_kafka_json(t.element.struct, subs[f.attr], version, item, names, records) for item in v
+            ]
         elif t.is_array and t.element is not None:
             out[names.key(f)] = [_leaf(t.element.kind, item, records) for item in v]
         elif t.is_struct:
@@ -218,8 +235,11 @@ def diff(expected: Any, actual: Any, path: str = "") -> Optional[str]:
         actual = float(actual)  # Jackson writes non-finite doubles as strings
     if isinstance(expected, float) and isinstance(actual, float) and math.isnan(expected) and math.isnan(actual):
         return None
-    same = expected == actual and type(expected) is type(actual) or (
-        isinstance(expected, float) and isinstance(actual, (int, float)) and expected == actual)
+    same = (
+        expected == actual
+        and type(expected) is type(actual)
+        or (isinstance(expected, float) and isinstance(actual, (int, float)) and expected == actual)
+    )
     return None if same else f"{path}: kproto {expected!r} vs kafka {actual!r}"
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import uuid
 import warnings
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional
 
 from . import Peer, Shape, Value, api_and_kind, match_name, shape_of
 
@@ -40,15 +40,27 @@ def _bytes(value: Any) -> Any:
 # kafka.protocol.old: the hand-declared classes of kafka-python 2.x
 
 _OLD_MODULES = {
-    "Produce": "produce", "Fetch": "fetch", "ListOffsets": "list_offsets", "Metadata": "metadata",
-    "OffsetCommit": "commit", "OffsetFetch": "commit", "FindCoordinator": "find_coordinator",
-    "GroupCoordinator": "find_coordinator", "JoinGroup": "group", "Heartbeat": "group",
-    "LeaveGroup": "group", "SyncGroup": "group", "DescribeGroups": "admin", "ListGroups": "admin",
+    "Produce": "produce",
+    "Fetch": "fetch",
+    "ListOffsets": "list_offsets",
+    "Metadata": "metadata",
+    "OffsetCommit": "commit",
+    "OffsetFetch": "commit",
+    "FindCoordinator": "find_coordinator",
+    "GroupCoordinator": "find_coordinator",
+    "JoinGroup": "group",
+    "Heartbeat": "group",
+    "LeaveGroup": "group",
+    "SyncGroup": "group",
+    "DescribeGroups": "admin",
+    "ListGroups": "admin",
 }
 # kafka-python's consumer-protocol structs carry the int16 schema version as their first field
 # ("version"); kproto's ConsumerProtocol* messages are the body after that prefix.
-_OLD_DATA = {"ConsumerProtocolSubscription": "ConsumerProtocolMemberMetadata_v0",
-             "ConsumerProtocolAssignment": "ConsumerProtocolMemberAssignment_v0"}
+_OLD_DATA = {
+    "ConsumerProtocolSubscription": "ConsumerProtocolMemberMetadata_v0",
+    "ConsumerProtocolAssignment": "ConsumerProtocolMemberAssignment_v0",
+}
 # Where Kafka's JSON (and kproto) has an array of a struct with one field (MetadataRequest's topics: [{name}]),
 # kafka-python may declare an array of that field's type: the same bytes in another shape, which the
 # adapter unwraps and rewraps (_one_field).
@@ -69,8 +81,12 @@ def _int32(bits: Optional[set]) -> int:
 
 def _one_field(ftype: Any, sub: Any) -> Optional[str]:
     """The single field's name when kafka-python has a scalar array where kproto has one-field structs."""
-    if isinstance(ftype, _old_types.Array) and not isinstance(ftype.array_of, _old_types.Schema) \
-            and isinstance(sub, dict) and len(sub) == 1:
+    if (
+        isinstance(ftype, _old_types.Array)
+        and not isinstance(ftype.array_of, _old_types.Schema)
+        and isinstance(sub, dict)
+        and len(sub) == 1
+    ):
         return next(iter(sub))
     return None
 
@@ -109,8 +125,11 @@ class KafkaPythonOld(Peer):
         for name, ftype in zip(names, schema.fields):
             v = value[name]
             if isinstance(ftype, _old_types.Array) and isinstance(ftype.array_of, _old_types.Schema):
-                v = None if v is None else [tuple(KafkaPythonOld._to_tuple(ftype.array_of, item, shape[name]))
-                                            for item in v]
+                v = (
+                    None
+                    if v is None
+                    else [tuple(KafkaPythonOld._to_tuple(ftype.array_of, item, shape[name])) for item in v]
+                )
             elif _one_field(ftype, shape[name]) and v is not None:
                 v = [item[_one_field(ftype, shape[name])] for item in v]
             elif _is_old_bitfield(ftype):
@@ -227,8 +246,7 @@ class KafkaPythonJson(Peer):
                 out[name] = _bytes(f.default)
         return out
 
-    def build(self, sf: Any, version: int, value: Value, shape: Shape, data_class: Any,
-              versioned: bool = False) -> Any:
+    def build(self, sf: Any, version: int, value: Value, shape: Shape, data_class: Any, versioned: bool = False) -> Any:
         """An instance of ``data_class`` (a kafka-python data container) holding ``value``; ``versioned``
         also passes ``version=`` to the constructor."""
         kwargs = {}
@@ -300,8 +318,7 @@ class KafkaPythonJson(Peer):
             # The class's own compiled decoder, asked for its end position (ApiMessage.decode drops it, and
             # ApiVersionsResponse.decode would switch to v0 for a nonzero error code).
             flexible = bool(cls.flexible_version_q(version))
-            decoder = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
-                                                       data_class=cls[None])
+            decoder = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls[None])
             obj, end = decoder(memoryview(data), 0)
             assert end == len(data), f"{cls.__name__} v{version} consumed {end} of {len(data)} bytes"
         return self.unbuild(cls._struct, version, obj, shape)

@@ -34,10 +34,14 @@ class Kio05Worker:
         if not (KIO05_PATH / "kio" / "__init__.py").exists():
             raise RuntimeError(f"kio 0.5.0 is not installed in {KIO05_PATH}: run scripts/setup-env")
         tests_dir = str(Path(__file__).resolve().parent.parent)
-        code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; "
-                "from peers.kio05 import serve; serve()")
-        proc = subprocess.Popen([sys.executable, "-c", code, str(KIO05_PATH), tests_dir],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        code = "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; from peers.kio05 import serve; serve()"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(KIO05_PATH), tests_dir],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
         atexit.register(self.close)
         return proc
 
@@ -68,7 +72,10 @@ def serve() -> None:
     from . import kio_peer
 
     assert kio.__file__.startswith(str(KIO05_PATH)) or os.environ.get("KPROTO_KIO05_PATH"), kio.__file__
-    ops = {name: getattr(kio_peer, name) for name in ("supports", "flexible", "encode", "decode", "constrain", "header_version")}
+    ops = {
+        name: getattr(kio_peer, name)
+        for name in ("supports", "flexible", "encode", "decode", "constrain", "header_version")
+    }
     for line in sys.stdin:
         request = json.loads(line)
         try:
@@ -98,8 +105,9 @@ class Kio05(Peer):
     def supports(self, spec, version):
         key = (spec.name, version)
         if key not in self._supported:
-            self._supported[key] = (not self._newer.supports(spec, version)
-                                    and self._worker.call("supports", self._ident(spec), version))
+            self._supported[key] = not self._newer.supports(spec, version) and self._worker.call(
+                "supports", self._ident(spec), version
+            )
         return self._supported[key]
 
     def encode(self, spec, version, value):

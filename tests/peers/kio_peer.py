@@ -136,8 +136,14 @@ def unbuild(obj: Any, shape: Shape) -> Dict[str, Any]:
         elif ktype == "float64":
             v = float(v)
         elif isinstance(v, tuple):
-            v = [_ZERO_UUID if x is None and ktype == "uuid"
-                 else bytes(x) if isinstance(x, (bytes, bytearray, memoryview)) else x for x in v]
+            v = [
+                _ZERO_UUID
+                if x is None and ktype == "uuid"
+                else bytes(x)
+                if isinstance(x, (bytes, bytearray, memoryview))
+                else x
+                for x in v
+            ]
         elif isinstance(v, (bytes, bytearray, memoryview)):
             v = bytes(v)
         out[name] = v

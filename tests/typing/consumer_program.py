@@ -45,8 +45,11 @@ def partition_counts(address: tuple[str, int], topics: List[str]) -> Dict[str, i
 
 def counts_of(response: Response[MetadataResponse]) -> Dict[str, int]:
     # Topic names are nullable from Metadata v12 on (topics may be named by id only).
-    return {t.name: len(t.partitions) for t in response.message.topics
-            if t.error_code == ErrorCode.NONE and t.name is not None}
+    return {
+        t.name: len(t.partitions)
+        for t in response.message.topics
+        if t.error_code == ErrorCode.NONE and t.name is not None
+    }
 
 
 def any_response(response: Response) -> str:
@@ -72,8 +75,14 @@ def join_alone(topics: List[str], counts: Dict[str, int]) -> Optional[Partitions
                 answer = GroupCoordinatorResponse(error_code=ErrorCode.NONE, node_id=0, host="localhost", port=9092)
                 next_actions += member.receive(action.request_id, answer, 0)
                 continue
-            for reply in coordinator.handle(action.request_id, action.request, action.api_version,
-                                            client_id="typed-consumer", client_host="/127.0.0.1", now_ms=0):
+            for reply in coordinator.handle(
+                action.request_id,
+                action.request,
+                action.api_version,
+                client_id="typed-consumer",
+                client_host="/127.0.0.1",
+                now_ms=0,
+            ):
                 assert isinstance(reply.reply_to, int)
                 next_actions += member.receive(reply.reply_to, reply.result, 0)
         actions = next_actions
@@ -84,7 +93,8 @@ def main() -> int:
     with MockBroker(topics={"typed": 3}) as broker:
         counts = partition_counts((broker.host, broker.port), ["typed"])
         heartbeat: SentRequest[HeartbeatResponse] = ClientConnection().send(
-            HeartbeatRequest(group_id="typed", generation_id=1, member_id="m"), 0)
+            HeartbeatRequest(group_id="typed", generation_id=1, member_id="m"), 0
+        )
         assigned = join_alone(["typed"], counts)
         stored = broker.messages("typed", 0)
         keys: List[Optional[bytes]] = [message.key for message in stored]

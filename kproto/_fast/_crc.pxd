@@ -1,0 +1,12 @@
+# The CRC routes of _crc.c (interface and contract in _crc.h), for the compiled records modules.  Every
+# extension that cimports this lists kproto/_fast/_crc.c among its sources (setup.py does).
+from libc.stdint cimport uint32_t
+
+cdef extern from "_crc.h" nogil:
+    void kproto_crc_init()
+    uint32_t kproto_crc32(const unsigned char* p, size_t n)
+    int kproto_crc32_clmul_enabled()
+    int kproto_crc32_set_clmul(int enabled)
+    uint32_t kproto_crc32c(const unsigned char* p, size_t n)
+    int kproto_crc32c_hw_available()
+    int kproto_crc32c_set_hw(int enabled)
