@@ -147,3 +147,50 @@ def test_a_consumer_resumes_from_its_commits(kafka_broker, engine: str) -> None:
         wait_for(lambda: bool(again.extend(r.value for r in consumer.poll(200))) or len(again) >= 8,
                  "8 records after the restart")
     assert again == [b"m%d" % i for i in range(12, 20)]
+
+
+def test_a_group_shared_with_a_librdkafka_consumer(kafka_broker, engine: str) -> None:
+    """confluent-kafka (librdkafka) at ``group.protocol=consumer`` and kproto in one group: the coordinator
+    splits the partitions between them and every record is consumed once."""
+    confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka (the 'peers' extra) is needed")
+    topic, group = unique("mixed848"), unique("g")
+    kafka_broker.create_topic(topic, 6)
+    theirs = confluent_kafka.Consumer({
+        "bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": group, "group.protocol": "consumer",
+        "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    ours = sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic], **GROUP)
+    seen: Dict[Tuple[int, int], str] = {}
+    try:
+        theirs.subscribe([topic])
+
+        def take(timeout: float) -> int:
+            got = 0
+            for record in ours.poll(int(timeout * 1000)):
+                assert (record.partition, record.offset) not in seen, f"{record} consumed twice"
+                seen[(record.partition, record.offset)] = "kproto"
+                got += 1
+            if got:
+                ours.commit()
+            batch = theirs.consume(100, timeout)
+            for message in batch:
+                assert message.error() is None, message.error()
+                key = (message.partition(), message.offset())
+                assert key not in seen, f"{key} consumed by {seen.get(key)} and again by librdkafka"
+                seen[key] = "librdkafka"
+            if batch:
+                theirs.commit(asynchronous=False)
+            return got + len(batch)
+
+        def split() -> bool:
+            take(0.05)
+            mine = set(ours.assignment())
+            other = {(tp.topic, tp.partition) for tp in theirs.assignment()}
+            return bool(mine) and bool(other) and not mine & other and mine | other == {(topic, p) for p in range(6)}
+        wait_for(split, "kproto and librdkafka sharing 6 partitions")
+        _produce(kafka_broker, topic, range(60))
+        wait_for(lambda: take(0.2) >= 0 and len(seen) >= 60, "60 records")
+        assert sorted(seen) == sorted((p, o) for p in range(6) for o in range(10))
+        assert set(seen.values()) == {"kproto", "librdkafka"}
+    finally:
+        ours.close()
+        theirs.close()
