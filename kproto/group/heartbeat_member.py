@@ -53,7 +53,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Set, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple, Union
 
 from kproto import ErrorCode
 from kproto.errors import LocalProtocolError, RemoteProtocolError
@@ -346,7 +346,7 @@ class HeartbeatMember:
         self._ack_needed = False
         self._send("heartbeat", request)
 
-    def _owned_by_id(self, owned: Tuple[TopicPartition, ...]) -> List[ConsumerGroupHeartbeatRequest.TopicPartitions]:
+    def _owned_by_id(self, owned: Tuple[TopicPartition, ...]) -> List[Any]:
         ids = {name: topic_id for topic_id, name in self._topic_names.items()}
         by_topic: Dict[uuid.UUID, List[int]] = {}
         for topic, partition in owned:
@@ -454,7 +454,7 @@ class HeartbeatMember:
     def _send_commit(self, offsets: Mapping[TopicPartition, int]) -> int:
         Topic = OffsetCommitRequest.OffsetCommitRequestTopic
         Partition = Topic.OffsetCommitRequestPartition
-        by_topic: Dict[str, List[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition]] = {}
+        by_topic: Dict[str, List[Any]] = {}
         for (topic, partition), offset in offsets.items():
             by_topic.setdefault(topic, []).append(
                 Partition(partition_index=partition, committed_offset=offset, committed_metadata=""))
