@@ -37,6 +37,10 @@ batches at a time, by :func:`kproto.records.record_rows` -- which the compiled b
 running Python code per record.  So the fetch task hands a response over in the time it takes to
 validate it, the next Fetch goes out at once, and building records overlaps the broker's answer.
 
+With ``group_protocol="consumer"`` the member is a :class:`~kproto.group.heartbeat_member.HeartbeatMember`
+(KIP-848) instead: nothing is parked, since the coordinator does not stop the group; partitions taken away
+are revoked one reconciliation at a time while the others keep being fetched and returned.
+
 Versions are negotiated per broker (:class:`~kproto.client.connection.Connection`); the group requests
 go in the versions the member names.
 
@@ -280,7 +284,9 @@ class Consumer:
 
     With ``group_id`` and ``topics`` it joins the group (``assignors``: names from
     :data:`kproto.group.ASSIGNORS`, most preferred first); without ``group_id`` call :meth:`assign`.
-    ``broker_release`` names a broker without ApiVersions (``"0.9.0"``).  ``request_timeout_ms`` and
+    ``group_protocol="consumer"`` uses the KIP-848 protocol (ConsumerGroupHeartbeat; docs/client.md, "The
+    consumer group protocol"): the coordinator assigns, only moved partitions are revoked, and
+    ``group_instance_id`` makes the member static.  ``broker_release`` names a broker without ApiVersions (``"0.9.0"``).  ``request_timeout_ms`` and
     ``connect_timeout_ms`` bound every request and TCP handshake (module docstring).
     """
 
