@@ -194,3 +194,21 @@ def test_a_group_shared_with_a_librdkafka_consumer(kafka_broker, engine: str) ->
     finally:
         ours.close()
         theirs.close()
+
+
+def test_a_member_that_stops_polling_leaves_and_rejoins_when_it_polls_again(kafka_broker, engine: str) -> None:
+    topic, group = unique("stall848"), unique("g")
+    kafka_broker.create_topic(topic, 4)
+    consumers = {name: sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic],
+                                     max_poll_interval_ms=3000, **GROUP) for name in ("busy", "stalled")}
+    try:
+        _settle(consumers, topic, 4)
+        # only "busy" polls: after max_poll_interval_ms "stalled" leaves and its partitions move to "busy"
+        wait_for(lambda: consumers["busy"].poll(100) == [] and len(consumers["busy"].assignment()) == 4,
+                 "the polling member owning every partition")
+        assert consumers["stalled"].assignment() == []
+        _settle(consumers, topic, 4)  # polling again joins again
+        assert consumers["busy"].assignment() and consumers["stalled"].assignment()
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
