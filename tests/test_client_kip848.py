@@ -239,3 +239,35 @@ def test_a_static_member_restarting_gets_its_partitions_back_unnoticed(kafka_bro
     finally:
         for consumer in consumers.values():
             consumer.close()
+
+
+def test_auto_commit_commits_revoked_partitions_before_they_move(kafka_broker, engine: str) -> None:
+    """With auto-commit, what a member read of a partition taken from it is committed before the
+    coordinator hands the partition on: the new owner starts past it, nothing is read twice."""
+    topic, group = unique("autocommit848"), unique("g")
+    kafka_broker.create_topic(topic, 6)
+    options = dict(GROUP, auto_commit=True, auto_commit_interval_ms=600_000)  # only the pre-revoke commit
+    consumers = {"first": sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic], **options)}
+    seen: Dict[Tuple[int, int], str] = {}
+    try:
+        _settle(consumers, topic, 6)
+        _produce(kafka_broker, topic, range(60))
+
+        def read(name: str) -> None:
+            for record in consumers[name].poll(100):
+                key = (record.partition, record.offset)
+                assert key not in seen, f"{key} read by {seen.get(key)} and again by {name}"
+                seen[key] = name
+        wait_for(lambda: read("first") or len(seen) >= 60, "the first member reading 60 records")
+        consumers["second"] = sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic], **options)
+        _settle(consumers, topic, 6)
+        moved = set(consumers["second"].assignment())
+        committed = kafka_broker.committed(group)
+        assert {tp: committed[tp][0] for tp in moved} == {tp: 10 for tp in moved}
+        _produce(kafka_broker, topic, range(60, 120))
+        wait_for(lambda: read("first") or read("second") or len(seen) >= 120, "120 records")
+        assert sorted(seen) == sorted((p, o) for p in range(6) for o in range(20))
+        assert {p for (p, o), name in seen.items() if name == "second"} == {p for _, p in moved}
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
