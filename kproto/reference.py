@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import construct as c
 
@@ -159,12 +159,13 @@ class _Walker:
             if f.attr in ordered:
                 values[f.attr] = self.field(f, parsed[f.attr], f"{path}.{f.attr}" if path else f.attr)
         if self.flexible:
-            values.update(self.tags(parsed["_tags"], tagged, path))
+            refused = {f.tag for f in struct.fields if f.tag is not None and f.tag not in tagged}
+            values.update(self.tags(parsed["_tags"], tagged, path, refused))
         for f in struct.fields:
             out[f.attr] = values[f.attr] if f.attr in values else _default(f)
         return out
 
-    def tags(self, raw: Any, tagged: Dict[int, FieldSpec], path: str) -> Dict[str, Any]:
+    def tags(self, raw: Any, tagged: Dict[int, FieldSpec], path: str, refused: Set[int]) -> Dict[str, Any]:
         """Known tagged fields decoded from their bytes (each parsed on its own, then placed).
 
         Every byte of the section gets its own label: the entry count, each entry's tag and size
@@ -181,6 +182,8 @@ class _Walker:
             if entry.tag <= last:
                 raise DecodeError(f"tag {entry.tag} out of order or repeated", start, path)
             last = entry.tag
+            if entry.tag in refused:  # a field of other versions: refused, as kproto.wire refuses it
+                raise DecodeError(f"tag {entry.tag} is a field this version does not have", start, path)
             entry_start = pos
             _, pos = _varint(section, pos)
             _, pos = _varint(section, pos)

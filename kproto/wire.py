@@ -249,12 +249,14 @@ def put_uvarint(out: bytearray, value: int) -> None:
 
 
 def read_tag_section(
-    buf: bytes, pos: int, end: int, known: Tuple[int, ...]
+    buf: bytes, pos: int, end: int, known: Tuple[int, ...], refused: Tuple[int, ...] = ()
 ) -> Tuple[List[Tuple[int, bytes]], List[Tuple[int, int, int]], int]:
     """Read a tag section: ``(unknown fields as (tag, bytes), known fields as (tag, start, end), end)``.
 
     Tags must be strictly ascending (out of order or repeated is an error) and each field's size must fit
-    in the bytes the struct has left.
+    in the bytes the struct has left.  ``refused`` are the tags the struct gives fields in other versions
+    only: such a tag is an error, not an unknown field to keep (Kafka's readers refuse it, since its meaning
+    is known and this version does not have it).
     """
     count, pos = read_uvarint(buf, pos, end, "_tagged_fields")
     unknown: List[Tuple[int, bytes]] = []
@@ -277,6 +279,9 @@ def read_tag_section(
             )
         if tag in known:
             spans.append((tag, pos, pos + size))
+        elif tag in refused:
+            raise DecodeError(f"tag {tag} at offset {at} is a field this version does not have", at,
+                              f"_tagged_fields[{tag}]")
         else:
             unknown.append((tag, buf[pos : pos + size]))
         pos += size

@@ -66,7 +66,7 @@ def run_user_suite(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
 def test_the_fixture_is_found_through_the_entry_point(tmp_path: Path) -> None:
     result = run_user_suite(tmp_path, FIXTURE_API)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 passed" in result.stdout
+    assert "3 passed" in result.stdout
 
 
 @pytest.mark.real_clients

@@ -4,18 +4,20 @@ Records go in through kproto's producer (every codec) and through raw transactio
 transaction committed, one aborted, so the log holds control batches); the segment files in
 ``kafka.log_dirs`` must read back as exactly those records, offsets, headers and control markers.
 A compacted topic rolls its segments by time (``segment.ms``) and the harness makes the cleaner look
-often (``log.cleaner.backoff.ms``), so a cleaned segment, with its offset gaps, is read too.
+often (``log.cleaner.backoff.ms``), so a cleaned segment, with its offset gaps, is read too. The Spark job
+(``kproto spark segments``) reads the same codec and transaction segments into its ``messages`` table.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable, List, Union
+from typing import Any, Callable, Iterator, List, NamedTuple, Tuple, Union
 
 import pytest
 
 from kproto.client import sync
+from kproto.testing import ApacheKafka
 from kproto.messages import (
     AddPartitionsToTxnRequest,
     EndTxnRequest,
@@ -30,6 +32,8 @@ pytestmark = [
     pytest.mark.apache_kafka,
     pytest.mark.kafka_broker(engine="apache-kafka", version="4.1.1"),
 ]
+
+VERSION = "4.1.1"
 
 
 def _retry(call: Callable[[], Any], code: Union[str, Callable[[Any], int]]) -> Any:
@@ -50,12 +54,35 @@ def _segment_batches(kafka: Any, topic: str) -> List[Any]:
     return [batch for path in segments for batch in read_segment(path)]
 
 
-def test_segments_of_every_codec_read_back_exactly(kafka_broker) -> None:
+class CodecLog(NamedTuple):
+    """A topic written through kproto's producer with every codec, and what was sent (in offset order)."""
+    topic: str
+    sent: List[Tuple[bytes, bytes, Tuple[Tuple[str, bytes], ...]]]
+
+
+class TxnLog(NamedTuple):
+    """A topic holding one committed and one aborted transaction of producer ``pid``."""
+    topic: str
+    pid: int
+
+
+@pytest.fixture(scope="module")
+def kafka(kproto_apache_kafka: Any) -> Iterator[ApacheKafka]:
+    """The session's broker; the module's topics outlive single tests (two read the same segments) and go
+    at the end of the module."""
+    broker = kproto_apache_kafka.get(VERSION)
+    before = set(broker.topics())
+    yield broker
+    broker.delete_topics(sorted(set(broker.topics()) - before))
+
+
+@pytest.fixture(scope="module")
+def codec_log(kafka: ApacheKafka) -> CodecLog:
     topic = f"segments-{uuid.uuid4().hex[:8]}"
-    kafka_broker.create_topic(topic, 1)
+    kafka.create_topic(topic, 1)
     sent = []
     for codec in (None, "gzip", "snappy", "lz4", "zstd"):
-        with sync.Producer(kafka_broker.bootstrap_servers, acks="all", compression=codec, linger_ms=5) as producer:
+        with sync.Producer(kafka.bootstrap_servers, acks="all", compression=codec, linger_ms=5) as producer:
             futures = []
             for i in range(25):
                 key, value = b"%s-%d" % (str(codec).encode(), i), b"v" * i
@@ -64,16 +91,13 @@ def test_segments_of_every_codec_read_back_exactly(kafka_broker) -> None:
                 sent.append((key, value, tuple(headers)))
             producer.flush()
             [f.result(30) for f in futures]
-    batches = _segment_batches(kafka_broker.kafka, topic)
-    got = [(r.offset, r.key, r.value, tuple(r.headers)) for b in batches for r in b.records]
-    assert got == [(i, k, v, h) for i, (k, v, h) in enumerate(sent)]
-    assert {b.attributes & 7 for b in batches} == {0, 1, 2, 3, 4}  # every codec reached the log as sent
+    return CodecLog(topic, sent)
 
 
-def test_segments_with_committed_and_aborted_transactions(kafka_broker) -> None:
-    kafka = kafka_broker.kafka
+@pytest.fixture(scope="module")
+def txn_log(kafka: ApacheKafka) -> TxnLog:
     topic = f"txn-{uuid.uuid4().hex[:8]}"
-    kafka_broker.create_topic(topic, 1)
+    kafka.create_topic(topic, 1)
     txn_id = f"t-{uuid.uuid4().hex[:8]}"
     # The transaction state topic is created by the first FindCoordinator; until its partition has loaded
     # the coordinator answers 14/15/16, and 51 (CONCURRENT_TRANSACTIONS) while a marker is being written.
@@ -105,11 +129,57 @@ def test_segments_with_committed_and_aborted_transactions(kafka_broker) -> None:
         if sum(1 for b in batches if b.control_type is not None) == 2 or time.monotonic() > deadline:
             break
         time.sleep(0.1)
+    return TxnLog(topic, pid)
+
+
+def test_segments_of_every_codec_read_back_exactly(kafka: ApacheKafka, codec_log: CodecLog) -> None:
+    batches = _segment_batches(kafka, codec_log.topic)
+    got = [(r.offset, r.key, r.value, tuple(r.headers)) for b in batches for r in b.records]
+    assert got == [(i, k, v, h) for i, (k, v, h) in enumerate(codec_log.sent)]
+    assert {b.attributes & 7 for b in batches} == {0, 1, 2, 3, 4}  # every codec reached the log as sent
+
+
+def test_segments_with_committed_and_aborted_transactions(kafka: ApacheKafka, txn_log: TxnLog) -> None:
+    batches = _segment_batches(kafka, txn_log.topic)
     data = [(r.offset, r.value) for b in batches if b.control_type is None for r in b.records]
     assert data == [(0, b"kept-1"), (1, b"kept-2"), (3, b"dropped")]
     controls = [(b.base_offset, b.control_type, b.producer_id) for b in batches if b.control_type is not None]
-    assert controls == [(2, 1, pid), (4, 0, pid)]  # 1: COMMIT after the first transaction, 0: ABORT
+    assert controls == [(2, 1, txn_log.pid), (4, 0, txn_log.pid)]  # 1: COMMIT after the first transaction, 0: ABORT
     assert all(b.attributes & 0x10 for b in batches)  # every batch is transactional
+
+
+@pytest.mark.spark
+def test_the_spark_job_reads_the_same_segments(kafka: ApacheKafka, codec_log: CodecLog, txn_log: TxnLog,
+                                               tmp_path: Any) -> None:
+    import pyarrow.parquet as pq
+
+    from kproto.spark.job import run_segments, spark_session
+
+    partitions = [str(kafka.log_dirs[kafka.leader(topic, 0)] / f"{topic}-0")
+                  for topic in (codec_log.topic, txn_log.topic)]
+    spark = spark_session("local[2]", {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                                       "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
+    try:
+        run_segments(spark, partitions, str(tmp_path / "tables"), log=lambda line: None)
+    finally:
+        spark.stop()
+    rows = pq.read_table(str(tmp_path / "tables" / "messages")).to_pylist()
+    assert pq.read_table(str(tmp_path / "tables" / "problems")).num_rows == 0
+
+    def of(topic: str) -> List[Any]:
+        return sorted((r for r in rows if r["topic"] == topic and r["partition"] == 0), key=lambda r: r["offset"])
+
+    codecs = ["none", "gzip", "snappy", "lz4", "zstd"]
+    assert [(r["offset"], r["key"], r["value"], tuple((h["key"], h["value"]) for h in r["headers"]), r["codec"],
+             r["is_control"]) for r in of(codec_log.topic)] == [
+        (i, k, v, h, codecs[i // 25], False) for i, (k, v, h) in enumerate(codec_log.sent)]
+    txn = of(txn_log.topic)
+    # Transaction markers are rows flagged is_control; the data records keep their offsets around them.
+    assert [(r["offset"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
+            for r in txn if not r["is_control"]] == [(0, b"kept-1", [("txn", b"1")]), (1, b"kept-2", [("txn", b"1")]),
+                                                     (3, b"dropped", [("txn", b"1")])]
+    assert [r["offset"] for r in txn if r["is_control"]] == [2, 4]
+    assert all(r["is_transactional"] and r["producer_id"] == txn_log.pid for r in txn)
 
 
 def test_a_compacted_segment_keeps_the_latest_record_of_each_key(kafka_broker) -> None:

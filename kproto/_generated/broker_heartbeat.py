@@ -80,7 +80,7 @@ def _dec_BrokerHeartbeatRequest_v0(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
     if cython.compiled:
         obj = BrokerHeartbeatRequest.__new__(BrokerHeartbeatRequest)
     else:
@@ -148,7 +148,7 @@ def _dec_BrokerHeartbeatRequest_v1(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
         for tag, pos, t_end in spans:
             if tag == 0:
                 if pos < t_end and buf[pos] < 128:

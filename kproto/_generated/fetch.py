@@ -1400,7 +1400,7 @@ def _dec_FetchRequest_v12(buf, cur, end):
                                 pos += 1
                                 unknown__2 = []
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
                             obj__2 = _new(FetchRequest_FetchPartition)
                             obj__2.partition = f_partition__2
                             obj__2.current_leader_epoch = f_current_leader_epoch__2
@@ -1537,7 +1537,7 @@ def _dec_FetchRequest_v12(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
         for tag, pos, t_end in spans:
             if tag == 0:
                 if pos < t_end and buf[pos] < 128:
@@ -1780,7 +1780,7 @@ def _dec_FetchRequest_v13(buf, cur, end):
                                 pos += 1
                                 unknown__2 = []
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
                             obj__2 = _new(FetchRequest_FetchPartition)
                             obj__2.partition = f_partition__2
                             obj__2.current_leader_epoch = f_current_leader_epoch__2
@@ -1904,7 +1904,7 @@ def _dec_FetchRequest_v13(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
         for tag, pos, t_end in spans:
             if tag == 0:
                 if pos < t_end and buf[pos] < 128:
@@ -2146,7 +2146,7 @@ def _dec_FetchRequest_v15(buf, cur, end):
                                 pos += 1
                                 unknown__2 = []
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
                             obj__2 = _new(FetchRequest_FetchPartition)
                             obj__2.partition = f_partition__2
                             obj__2.current_leader_epoch = f_current_leader_epoch__2
@@ -2527,7 +2527,7 @@ def _dec_FetchRequest_v17(buf, cur, end):
                                 pos += 1
                                 unknown__2 = []
                             else:
-                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,), (1,))
                                 for tag__2, pos, t_end__2 in spans__2:
                                     if tag__2 == 0:
                                         if t_end__2 - pos < 16:
@@ -3698,7 +3698,7 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
                     pos += 1
                     unknown__1 = []
                 else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
                 obj__1 = _new(FetchRequest_FetchPartition)
                 obj__1.partition = f_partition__1
                 obj__1.current_leader_epoch = f_current_leader_epoch__1
@@ -3823,7 +3823,7 @@ def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
                     pos += 1
                     unknown__1 = []
                 else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
                 obj__1 = _new(FetchRequest_FetchPartition)
                 obj__1.partition = f_partition__1
                 obj__1.current_leader_epoch = f_current_leader_epoch__1
@@ -3928,7 +3928,7 @@ def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
                     pos += 1
                     unknown__1 = []
                 else:
-                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0,))
+                    unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0,), (1,))
                     for tag__1, pos, t_end__1 in spans__1:
                         if tag__1 == 0:
                             if t_end__1 - pos < 16:
@@ -4274,7 +4274,7 @@ def _dec_FetchRequest_FetchPartition_v12(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
     if cython.compiled:
         obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
     else:
@@ -4335,7 +4335,7 @@ def _dec_FetchRequest_FetchPartition_v17(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
         for tag, pos, t_end in spans:
             if tag == 0:
                 if t_end - pos < 16:
@@ -5904,7 +5904,7 @@ def _dec_FetchResponse_v12(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -6158,7 +6158,7 @@ def _dec_FetchResponse_v13(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:

@@ -160,7 +160,7 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
                                 pos += 1
                                 unknown__2 = []
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0,))
                             obj__2 = _new(FetchSnapshotRequest_PartitionSnapshot)
                             obj__2.partition = f_partition__2
                             obj__2.current_leader_epoch = f_current_leader_epoch__2
@@ -613,7 +613,7 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
                     pos += 1
                     unknown__1 = []
                 else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, (), (0,))
                 obj__1 = _new(FetchSnapshotRequest_PartitionSnapshot)
                 obj__1.partition = f_partition__1
                 obj__1.current_leader_epoch = f_current_leader_epoch__1
@@ -881,7 +881,7 @@ def _dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
     if cython.compiled:
         obj = FetchSnapshotRequest_PartitionSnapshot.__new__(FetchSnapshotRequest_PartitionSnapshot)
     else:
@@ -1204,7 +1204,7 @@ def _dec_FetchSnapshotResponse_v0(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
     if cython.compiled:
         obj = FetchSnapshotResponse.__new__(FetchSnapshotResponse)
     else:

@@ -2084,7 +2084,7 @@ def _dec_ProduceResponse_v9(buf, cur, end):
                                 pos += 1
                                 unknown__2 = []
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0,))
                             obj__2 = _new(ProduceResponse_PartitionProduceResponse)
                             obj__2.index = f_index__2
                             obj__2.error_code = f_error_code__2
@@ -2126,7 +2126,7 @@ def _dec_ProduceResponse_v9(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
     if cython.compiled:
         obj = ProduceResponse.__new__(ProduceResponse)
     else:
@@ -3399,7 +3399,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
                     pos += 1
                     unknown__1 = []
                 else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, (), (0,))
                 obj__1 = _new(ProduceResponse_PartitionProduceResponse)
                 obj__1.index = f_index__1
                 obj__1.error_code = f_error_code__1
@@ -4340,7 +4340,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
     if cython.compiled:
         obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
     else:

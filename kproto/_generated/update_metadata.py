@@ -1710,7 +1710,7 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -2093,7 +2093,7 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:

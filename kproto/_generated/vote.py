@@ -1516,7 +1516,7 @@ def _dec_VoteResponse_v0(buf, cur, end):
         pos += 1
         unknown = []
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
     if cython.compiled:
         obj = VoteResponse.__new__(VoteResponse)
     else:

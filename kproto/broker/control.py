@@ -148,7 +148,8 @@ class ControlPlane:
 
     def _live_endpoints(self) -> List[Tuple[int, Endpoint]]:
         """The running brokers and where clients reach them (Kafka's metadata lists only live ones)."""
-        return [(node, self._endpoint(node)) for node in self.cluster.node_ids if node in self.cluster.live]
+        live = [(node, self._endpoint(node)) for node in self.cluster.node_ids if node in self.cluster.live]
+        return [(node, endpoint) for node, endpoint in live if endpoint is not None]
 
     def _endpoint(self, node: int) -> Optional[Endpoint]:
         """Where ``node`` is reached: the endpoint this plane was given for the first node, the cluster's

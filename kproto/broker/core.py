@@ -45,7 +45,7 @@ from kproto.broker.data_plane import DataPlane, wait_event
 from kproto.broker.faults import error_response
 from kproto.broker.sasl import SASL_VERSIONS
 from kproto.broker.served_versions import ApiTable, Handler, VersionTable, bind_handlers, fit_to_version, served_table
-from kproto.broker.served_versions import versions_of
+from kproto.broker.served_versions import api_key_of, versions_of
 from kproto.connection.server import RequestReceived
 from kproto.errors import ProtocolError, UnsupportedVersionError
 from kproto.group.coordinator import SERVED_VERSIONS as COORDINATOR_VERSIONS
@@ -134,9 +134,9 @@ class BrokerCore:
         }
         # The coordinator takes and answers the group APIs' wire messages as they are.
         for request_class in COORDINATOR_VERSIONS:
-            self._handlers.setdefault(request_class.API_KEY, self._ask)
+            self._handlers.setdefault(api_key_of(request_class), self._ask)
         for request_class in CONSUMER_GROUP_VERSIONS:
-            self._handlers[request_class.API_KEY] = self._ask_consumer_groups
+            self._handlers[api_key_of(request_class)] = self._ask_consumer_groups
 
     @property
     def produce_decompressed_bytes(self) -> int:
@@ -224,7 +224,7 @@ class BrokerCore:
 
     async def _offset_commit(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         if request.api_version == 0:
-            req = request.message
+            req: Any = request.message
             offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
                        for t in req.topics for p in t.partitions}
             return self._zk_commit(req.group_id, offsets)
@@ -244,7 +244,7 @@ class BrokerCore:
         return OffsetCommitResponse(topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     async def _offset_fetch(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         T = OffsetFetchResponse.OffsetFetchResponseTopic
         P = T.OffsetFetchResponsePartition
         if request.api_version == 0:
@@ -308,5 +308,5 @@ class BrokerCore:
 #: :meth:`BrokerCore.handle` enforces it.
 SERVED_VERSIONS: VersionTable = served_table(
     DATA_PLANE_VERSIONS, versions_of(BrokerCore.API_TABLE), CONTROL_PLANE_VERSIONS, SASL_VERSIONS,
-    {request.API_KEY: served for request, served in COORDINATOR_VERSIONS.items()},
-    {request.API_KEY: served for request, served in CONSUMER_GROUP_VERSIONS.items()})
+    {api_key_of(request): served for request, served in COORDINATOR_VERSIONS.items()},
+    {api_key_of(request): served for request, served in CONSUMER_GROUP_VERSIONS.items()})

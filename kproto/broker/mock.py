@@ -53,6 +53,7 @@ from kproto.group.coordinator import CoordinatorConfig, GroupSnapshot
 
 if TYPE_CHECKING:  # the pure twin states the contract both record backends' record classes follow
     from kproto.records._pure import LegacyRecord, Record
+    from kproto.records.decoded import RecordLike
 
 __all__ = ["MockBroker", "StoredRecord", "parse_topic_spec"]
 
@@ -439,7 +440,7 @@ class MockBroker:
             return -1 if log is None else log.high_watermark
         return self._on_loop(read)
 
-    def messages(self, topic: str, partition: int) -> List["Record"]:
+    def messages(self, topic: str, partition: int) -> List["RecordLike"]:
         """Every stored record of a partition, decoded (any codec; control records included)."""
         from kproto.records import decode_records
 

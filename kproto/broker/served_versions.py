@@ -39,6 +39,12 @@ Handler = Callable[[RequestReceived, str], Awaitable[Optional[Message]]]
 ApiTable = Mapping[int, Tuple[Tuple[int, int], Callable[..., Awaitable[Optional[Message]]]]]
 
 
+def api_key_of(request_class: Any) -> int:
+    """The api key of a generated request class (the tables of served versions are keyed by class)."""
+    key: int = request_class.API_KEY
+    return key
+
+
 def versions_of(table: ApiTable) -> Dict[int, Tuple[int, int]]:
     """The version ranges of a part's declaration."""
     return {key: versions for key, (versions, _) in table.items()}

@@ -49,6 +49,7 @@ from kproto.broker.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslSession, S
 from kproto.connection.server import BadRequest, ClientClosed, RequestReceived, ServerConnection
 from kproto.errors import KprotoError
 from kproto.framing import FrameReader, encode_response
+from kproto.message_base import Message
 
 __all__ = ["BrokerServer", "RateLimitedLog"]
 
@@ -221,7 +222,8 @@ class BrokerServer:
         """The (host, port) actually listened on."""
         if self._server is None:
             raise RuntimeError("the broker is not started")
-        sockname = self._server.sockets[0].getsockname()
+        server: Any = self._server  # an asyncio.Server (AbstractServer does not declare its sockets)
+        sockname = server.sockets[0].getsockname()
         return sockname[0], sockname[1]
 
     async def start(self) -> None:
@@ -577,23 +579,27 @@ class BrokerServer:
             if hooked.close or (code is not None and not request.expects_response):
                 return _DROP
             if code is not None:
-                response = error_response(request.api_key, request.message, code, request.api_version)
-                return client.conn.send_response(request, response)
+                refusal = error_response(request.api_key, request.message, code, request.api_version)
+                return client.conn.send_response(request, refusal)
             if hooked.response is not None:
                 if not request.expects_response:
                     return b""
                 return client.conn.send_response(request, hooked.response)
         if fault is not None and (fault.drop or (fault.error is not None and not request.expects_response)):
             return _DROP  # an acks=0 Produce that fails closes the connection, as in 0.9
+        response: Optional[Message]
         if fault is not None and fault.error is not None:
             response = error_response(request.api_key, request.message, fault.error, request.api_version)
         elif request.api_key == SASL_HANDSHAKE:
-            response = sasl.handshake(request.message.mechanism, request.api_version)
+            handshake: Any = request.message
+            response = sasl.handshake(handshake.mechanism, request.api_version)
         elif request.api_key == SASL_AUTHENTICATE:
-            response = sasl.authenticate(bytes(request.message.auth_bytes))
+            authenticate: Any = request.message
+            response = sasl.authenticate(bytes(authenticate.auth_bytes))
         else:
             response = await self.core.handle(request, client_host)
         if not request.expects_response:
             return b""
+        assert response is not None, "a request that expects a response was given none"
         return client.conn.send_response(request, response)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, BinaryIO, Dict, Optional, cast
 
 from kproto.capture.conversation import (
     DEFAULT_PORTS,
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     output = _Output(args)
     try:
         for record in decode_capture(
-            reader,
+            cast(BinaryIO, reader),  # a counting wrapper around the input file
             ports=ports,
             detect=not args.no_detect,  # type: ignore[arg-type]
             max_frame_size=args.max_frame_size,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import BinaryIO, cast
 
 from kproto.capture.conversation import DEFAULT_PORTS, decode_capture
 from kproto.capture.groups import GroupAnalyzer
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     groups = GroupAnalyzer()
     try:
         for record in decode_capture(
-            reader,
+            cast(BinaryIO, reader),  # a counting wrapper around the input file
             ports=ports,
             detect=not args.no_detect,  # type: ignore[arg-type]
             max_frame_size=args.max_frame_size,

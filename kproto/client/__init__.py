@@ -22,21 +22,31 @@ from kproto.client.connection import (
 )
 from kproto.client.consumer import Consumer, ConsumerRecord, RebalanceListener
 from kproto.client.partitioner import DefaultPartitioner, murmur2, partition_for_key
-from kproto.client.producer import Producer, ProducerClosedError, RecordMetadata
+from kproto.client.producer import (
+    BufferFullError,
+    InvalidRecordError,
+    Producer,
+    ProducerClosedError,
+    RecordMetadata,
+    RecordTooLargeError,
+)
 
 __all__ = [
     "CLIENT_VERSIONS",
     "BrokerConnectionError",
+    "BufferFullError",
     "ClientTimeoutError",
     "ClusterView",
     "Connection",
     "Consumer",
     "ConsumerRecord",
     "DefaultPartitioner",
+    "InvalidRecordError",
     "Producer",
     "ProducerClosedError",
     "RebalanceListener",
     "RecordMetadata",
+    "RecordTooLargeError",
     "RequestTimeoutError",
     "murmur2",
     "partition_for_key",

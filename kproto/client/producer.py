@@ -67,8 +67,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import bisect_right
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
+from itertools import accumulate, repeat
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union, overload
 
 from kproto import ErrorCode
 from kproto._generated.error_codes import error_class
@@ -86,24 +88,45 @@ from kproto.errors import KprotoError
 from kproto.messages import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 from kproto.records import RecordSet, encode_message_set, encode_record_batch
 
-__all__ = ["Producer", "ProducerClosedError", "RecordMetadata"]
+__all__ = ["BufferFullError", "InvalidRecordError", "Producer", "ProducerClosedError", "RecordMetadata",
+           "RecordTooLargeError", "SentBatch"]
 
 _PRODUCE = 0
 _INIT_PRODUCER_ID = 22
 _ACKS = {0: 0, 1: 1, -1: -1, "all": -1}
 _CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 _RECORD_OVERHEAD = 22  # a bound on per-record framing, for the batch-size estimate
+_BATCH_OVERHEAD = 61  # a magic 2 batch's header: a one-record batch is this much larger than the record
 _C = ErrorCode
 _INIT_RETRIABLE = frozenset({_C.GROUP_LOAD_IN_PROGRESS, _C.GROUP_COORDINATOR_NOT_AVAILABLE, _C.NOT_COORDINATOR_FOR_GROUP})
 _RETRIABLE_ALWAYS = {_C.OUT_OF_ORDER_SEQUENCE_NUMBER}
 #: answers that mean the broker does not know this producer id/epoch: a new one is taken, the batch retried
 _RESET_CODES = {_C.UNKNOWN_PRODUCER_ID, _C.INVALID_PRODUCER_EPOCH}
+_YIELD_EVERY = 1023  # send() lets the loop run once per this many + 1 records buffered (a power of 2, less 1)
+_Future = asyncio.Future  # made directly: loop.create_future() is a Python-level call per record
 Headers = Sequence[Tuple[str, Optional[bytes]]]
 Partitioner = Callable[[str, Optional[bytes], int], int]
 
 
 class ProducerClosedError(KprotoError):
     """``send`` after ``close``, or a record still unsent when ``close(timeout)`` ran out."""
+
+
+class BufferFullError(KprotoError):
+    """``send_nowait`` when ``max_buffered_records`` records are already waiting (``send`` would wait)."""
+
+
+class InvalidRecordError(KprotoError, ValueError):
+    """A record that cannot be sent as given: ``index`` is its position in a ``send_batch`` call (``None``
+    for a single send).  Nothing of the call was queued."""
+
+    def __init__(self, message: str, index: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class RecordTooLargeError(InvalidRecordError):
+    """A record whose batch alone would be larger than ``max_request_size`` (Kafka's ``max.request.size``)."""
 
 
 class RecordMetadata:
@@ -121,6 +144,78 @@ class RecordMetadata:
         return f"RecordMetadata({self.topic!r}, {self.partition}, offset={self.offset})"
 
 
+class SentBatch(Sequence[RecordMetadata]):
+    """The outcome of one :meth:`Producer.send_batch` call: a sequence of :class:`RecordMetadata` in the
+    order the records were given, each made when it is asked for."""
+
+    __slots__ = ("_starts", "_segments")
+
+    def __init__(self, segments: List[Tuple[int, int, str, int, int, int]]) -> None:
+        # (first index, count, topic, partition, base offset, timestamp), sorted by first index
+        segments.sort()
+        self._segments = segments
+        self._starts = [segment[0] for segment in segments]
+
+    def __len__(self) -> int:
+        return sum(segment[1] for segment in self._segments)
+
+    @overload
+    def __getitem__(self, index: int) -> RecordMetadata: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> List[RecordMetadata]: ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[RecordMetadata, List[RecordMetadata]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        at = bisect_right(self._starts, index) - 1
+        if at < 0 or index >= self._starts[at] + self._segments[at][1]:
+            raise IndexError(index)
+        start, _, topic, partition, base_offset, timestamp = self._segments[at]
+        return RecordMetadata(topic, partition, base_offset + index - start if base_offset >= 0 else -1, timestamp)
+
+
+class _Group:
+    """The records of one ``send_batch`` call: one future for all of them, settled when the last batch
+    holding some of them is."""
+
+    __slots__ = ("future", "remaining", "segments")
+
+    def __init__(self, future: "asyncio.Future[SentBatch]", count: int) -> None:
+        self.future = future
+        self.remaining = count
+        self.segments: List[Tuple[int, int, str, int, int, int]] = []
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def acknowledged(self, segment: Tuple[int, int, str, int, int, int]) -> None:
+        if self.future.done():
+            return
+        self.segments.append(segment)
+        self.remaining -= segment[1]
+        if self.remaining == 0:
+            self.future.set_result(SentBatch(self.segments))
+
+    def failed(self, error: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
+            self.future.exception()  # marked retrieved: a caller that never awaits it gets no warning
+
+
+class _Slice:
+    """``count`` records of a :class:`_Group` in one batch, the first being the call's record ``start``."""
+
+    __slots__ = ("group", "start", "count")
+
+    def __init__(self, group: _Group, start: int, count: int) -> None:
+        self.group = group
+        self.start = start
+        self.count = count
+
+
 class _Batch:
     __slots__ = ("topic", "partition", "records", "futures", "size", "opened", "seq", "attempts", "retry_at",
                  "base_sequence", "encoded", "done", "last_error")
@@ -129,8 +224,9 @@ class _Batch:
         self.topic = topic
         self.partition = partition
         self.records: List[Tuple[Optional[bytes], Optional[bytes], int, Headers]] = []
-        self.futures: List["asyncio.Future[RecordMetadata]"] = []
-        self.size = 0
+        #: what settles: a future per record from send(), a _Slice per send_batch() share, in record order
+        self.futures: List[Any] = []
+        self.size = _BATCH_OVERHEAD  # the estimate of the encoded batch, as Kafka's batch.size counts it
         self.opened = now
         self.seq = seq               # creation order within the partition
         self.attempts = 0            # sends so far
@@ -150,6 +246,10 @@ class Producer:
     broker; ``retries``/``retry_backoff_ms`` the retry budget.  The bounds (module docstring):
     ``delivery_timeout_ms`` (at least ``linger_ms + request_timeout_ms``, as Kafka requires),
     ``request_timeout_ms``, ``max_block_ms``, and ``connect_timeout_ms`` for a TCP handshake.
+    ``max_request_size`` (Kafka's ``max.request.size``) refuses a record too large for one request;
+    ``bulk_batch_size`` is the size up to which :meth:`send_batch` fills batches (the caller's records are
+    batched already, so larger batches than ``batch_size`` spare requests): 1,000,000 B stays under the
+    smallest default message limit of Kafka brokers (1,000,012 B in early releases).
     """
 
     def __init__(
@@ -172,6 +272,8 @@ class Producer:
         max_block_ms: int = 60000,
         delivery_timeout_ms: int = 120000,
         connect_timeout_ms: int = 10000,
+        max_request_size: int = 1048576,
+        bulk_batch_size: int = 1_000_000,
     ) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
@@ -204,6 +306,9 @@ class Producer:
                                    max_in_flight=max_in_flight, retry_backoff_ms=retry_backoff_ms,
                                    request_timeout_ms=request_timeout_ms, connect_timeout_ms=connect_timeout_ms)
         self.max_buffered_records = max_buffered_records
+        self.max_request_size = max_request_size
+        #: the largest batch ``send_batch`` fills (at least ``batch_size``, at most ``max_request_size``)
+        self.bulk_batch_size = max(batch_size, min(bulk_batch_size, max_request_size))
         self._queues: Dict[Tuple[str, int], Deque[_Batch]] = {}
         self._holding: Dict[str, List[Tuple[Any, ...]]] = {}
         self._holding_since: Dict[str, float] = {}
@@ -349,36 +454,242 @@ class Producer:
         partition: Optional[int] = None,
         timestamp_ms: Optional[int] = None,
     ) -> "asyncio.Future[RecordMetadata]":
-        """Queue one record; returns the future of its :class:`RecordMetadata` (see the module docstring)."""
+        """Queue one record; returns the future of its :class:`RecordMetadata` (see the module docstring).
+
+        Waits only for buffer room (at most ``max_block_ms``).  A record too large for one request raises
+        :class:`RecordTooLargeError` at once."""
         if self._closing:
             raise ProducerClosedError("send() on a closed producer")
         if self._buffered >= self.max_buffered_records:
-            self._room.clear()
-            try:
-                await asyncio.wait_for(self._room.wait(), self.max_block)
-            except asyncio.TimeoutError:
-                raise ClientTimeoutError(f"send(): {self._buffered} records buffered (max_buffered_records) "
-                                         f"and no room within {self.max_block * 1000:.0f} ms (max_block_ms)") from None
-        future: "asyncio.Future[RecordMetadata]" = asyncio.get_running_loop().create_future()
+            await self._wait_for_room("send()")
+        elif self._buffered & _YIELD_EVERY == _YIELD_EVERY:
+            # a caller awaiting send() in a loop never gives the send loop a turn otherwise: nothing would
+            # leave before the buffer fills, and sending would not overlap queueing
+            await asyncio.sleep(0)
+        return self._enqueue(topic, value, key, headers, partition, timestamp_ms)
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: Optional[bytes],
+        *,
+        key: Optional[bytes] = None,
+        headers: Optional[Headers] = None,
+        partition: Optional[int] = None,
+        timestamp_ms: Optional[int] = None,
+    ) -> "asyncio.Future[RecordMetadata]":
+        """:meth:`send` without a coroutine: queues the record and returns its future at once.
+
+        Call it from the event loop's thread, with the loop running.  Where ``send`` would wait for buffer
+        room, raises :class:`BufferFullError` instead (the record is not queued: await a future, or
+        :meth:`flush`, and send it again).  The future's bounds are ``send``'s."""
+        if self._closing:
+            raise ProducerClosedError("send_nowait() on a closed producer")
+        if self._buffered >= self.max_buffered_records:
+            raise BufferFullError(f"send_nowait(): {self._buffered} records buffered (max_buffered_records)")
+        return self._enqueue(topic, value, key, headers, partition, timestamp_ms)
+
+    async def send_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        headers: Any = None,
+        partition: Optional[int] = None,
+        timestamp_ms: Optional[int] = None,
+    ) -> "asyncio.Future[Sequence[RecordMetadata]]":
+        """Queue many records for ``topic`` at once; returns one future of their :class:`RecordMetadata`,
+        in the order given (a :class:`SentBatch`), or of the first error of any of them.
+
+        ``values`` (and ``keys``, ``headers`` when given) are columns of one length: sequences, numpy arrays
+        of objects or pyarrow binary arrays; a value or key is ``bytes`` or ``None``, the headers of a
+        record a sequence of ``(str, bytes | None)`` pairs.  Every record is checked before any is queued:
+        a column of another length, a value that is not ``bytes``, or a record too large for one request
+        raises :class:`InvalidRecordError` (:class:`RecordTooLargeError`) naming the record's index, and
+        nothing of the call is sent.  The records share one timestamp (``timestamp_ms``, else the time of
+        the call).  Without ``partition`` and ``keys``, the default partitioner puts the whole call on one
+        partition (the next call goes to the next one); with keys each record goes to its key's partition.
+
+        Waits for buffer room as :meth:`send` does, once for the call (the buffer may then hold up to
+        ``len(values) - 1`` records more than ``max_buffered_records``), and, when the topic's partition
+        count is not known yet, for its metadata: at most ``max_block_ms`` each
+        (:class:`~kproto.client.connection.ClientTimeoutError`)."""
+        if self._closing:
+            raise ProducerClosedError("send_batch() on a closed producer")
+        value_list = _column(values, "values")
+        n = len(value_list)
+        key_list = _column(keys, "keys") if keys is not None else None
+        header_list = _column(headers, "headers") if headers is not None else None
+        for name, column in (("keys", key_list), ("headers", header_list)):
+            if column is not None and len(column) != n:
+                raise InvalidRecordError(f"send_batch(): {len(column)} {name} for {n} values",
+                                         index=min(len(column), n))
+        sizes = _lengths(value_list, "value")
+        if key_list is not None:
+            sizes = [a + b for a, b in zip(sizes, _lengths(key_list, "key"))]
+        if header_list is not None:
+            sizes = [size + (_headers_size(h, i) if h else 0) for i, (size, h) in enumerate(zip(sizes, header_list))]
+        limit = self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD
+        if n and max(sizes) > limit:
+            i = next(i for i, size in enumerate(sizes) if size > limit)
+            raise RecordTooLargeError(f"send_batch(): record {i} of {sizes[i]} bytes is too large for one request "
+                                      f"of max_request_size {self.max_request_size}", index=i)
+        if self._buffered >= self.max_buffered_records:
+            await self._wait_for_room("send_batch()")
+        loop = asyncio.get_running_loop()
+        ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
+        if partition is None and (key_list is not None or self._sticky is None):
+            # a partition per record: each record is queued on its own
+            enqueue = self._enqueue_checked
+            futures = [enqueue(topic, value_list[i], key_list[i] if key_list is not None else None,
+                               header_list[i] if header_list is not None else None, None, ts) for i in range(n)]
+            return asyncio.gather(*futures)  # type: ignore[return-value]
+        future: "asyncio.Future[Sequence[RecordMetadata]]" = loop.create_future()
+        if not n:
+            future.set_result(SentBatch([]))
+            return future
+        if partition is None:
+            count = await self._partition_count(topic)
+            partition = self._partitioner(topic, None, count)
+        if self._closing:
+            raise ProducerClosedError("send_batch() on a producer closed while the call waited")
+        records = list(zip(key_list if key_list is not None else repeat(None, n), value_list, repeat(ts, n),
+                           [h or () for h in header_list] if header_list is not None else repeat((), n)))
+        self._buffered += n
+        self._idle.clear()
+        self._append_many(topic, partition, records, list(accumulate(s + _RECORD_OVERHEAD for s in sizes)),
+                          _Group(future, n))  # type: ignore[arg-type]
+        return future
+
+    async def _partition_count(self, topic: str) -> int:
+        """The partition count of ``topic`` once it is known and no record of it is held, asking for
+        metadata as needed, within ``max_block_ms``."""
+        give_up = time.monotonic() + self.max_block
+        while True:
+            count = self.cluster.partitions.get(topic)
+            if count is not None and topic not in self._holding:
+                return count
+            left = give_up - time.monotonic()
+            if left <= 0:
+                raise ClientTimeoutError(f"send_batch(): no metadata for topic {topic!r} within "
+                                         f"{self.max_block * 1000:.0f} ms (max_block_ms)")
+            if count is None:
+                try:
+                    await asyncio.wait_for(self.cluster.refresh(set(self.cluster.partitions) | {topic}), left)
+                except (KprotoError, OSError, asyncio.TimeoutError):
+                    pass
+                if topic not in self.cluster.partitions:
+                    await asyncio.sleep(min(self.retry_backoff, max(give_up - time.monotonic(), 0)))
+            else:  # the send loop moves the held records on its next turn
+                self._wake.set()
+                await asyncio.sleep(0.001)
+
+    def _append_many(self, topic: str, partition: int, records: List[Tuple[Any, ...]], ends: List[int],
+                     group: _Group) -> None:
+        """Append ``records`` (``ends``: the running sum of their size estimates) to the partition's open
+        batch and as many new ones as they need, each batch taking one :class:`_Slice` of the group.
+        Batches are filled up to ``bulk_batch_size``."""
+        tp = (topic, partition)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        n = len(records)
+        # the caller batched these already: batches larger than batch_size spare requests
+        cap = self.bulk_batch_size
+        i = 0
+        while i < n:
+            before = ends[i - 1] if i else 0
+            batch = queue[-1] if queue else None
+            j = i
+            if batch is not None and not batch.attempts:
+                j = bisect_right(ends, before + cap - batch.size, i)
+                if j == i and not batch.records:
+                    j = i + 1
+            if j == i:
+                seq = self._batch_seq.get(tp, 0)
+                self._batch_seq[tp] = seq + 1
+                batch = _Batch(topic, partition, seq, time.monotonic())
+                queue.append(batch)
+                if self._sticky is not None and len(queue) > 1:
+                    self._sticky.batch_closed(topic, partition, self.cluster.partitions.get(topic, 1))
+                j = max(bisect_right(ends, before + cap - batch.size, i), i + 1)
+            assert batch is not None
+            batch.records.extend(records[i:j])
+            batch.futures.append(_Slice(group, i, j - i))
+            batch.size += ends[j - 1] - before
+            i = j
+        self._wake.set()
+
+    async def _wait_for_room(self, call: str) -> None:
+        self._room.clear()
+        try:
+            await asyncio.wait_for(self._room.wait(), self.max_block)
+        except asyncio.TimeoutError:
+            raise ClientTimeoutError(f"{call}: {self._buffered} records buffered (max_buffered_records) "
+                                     f"and no room within {self.max_block * 1000:.0f} ms (max_block_ms)") from None
+
+    def _enqueue(self, topic: str, value: Optional[bytes], key: Optional[bytes], headers: Optional[Headers],
+                 partition: Optional[int], timestamp_ms: Optional[int]) -> "asyncio.Future[RecordMetadata]":
+        size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        if headers:
+            size += _headers_size(headers, None)
+        if size > self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD:
+            raise RecordTooLargeError(f"a record of {size} bytes is too large for one request of max_request_size "
+                                      f"{self.max_request_size}")
+        # The common case inline (a known topic, nothing held, the open batch has room): a call is the
+        # largest part of a record's cost here.
+        future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
+        record = (key, value, timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000,
+                  headers or ())
+        self._buffered += 1
+        if self._buffered == 1:
+            self._idle.clear()
+        if topic in self._holding or (partition is None and topic not in self.cluster.partitions):
+            self._hold(topic, record, partition, future)
+            return future
+        if partition is None:
+            partition = self._partitioner(topic, key, self.cluster.partitions[topic])
+        queue = self._queues.get((topic, partition))
+        if queue:
+            batch = queue[-1]
+            size += _RECORD_OVERHEAD
+            if not batch.attempts and batch.size + size <= self.batch_size:
+                batch.records.append(record)
+                batch.futures.append(future)
+                batch.size += size
+                if batch.size >= self.batch_size or not self.linger:
+                    self._wake.set()
+                return future
+        self._append(topic, partition, record, future)
+        return future
+
+    def _enqueue_checked(self, topic: str, value: Optional[bytes], key: Optional[bytes],
+                         headers: Optional[Headers], partition: Optional[int],
+                         timestamp_ms: Optional[int]) -> "asyncio.Future[RecordMetadata]":
+        future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
         ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
         record = (key, value, ts, headers or ())
         self._buffered += 1
         self._idle.clear()
         count = self.cluster.partitions.get(topic)
-        held = self._holding.get(topic)
-        if held is not None or (partition is None and count is None):
-            # Held records go first even once the topic is known: the send loop moves them on its next
-            # turn, and a record appended directly before that would overtake them.
-            if held is None:
-                held = self._holding[topic] = []
-                self._holding_since[topic] = time.monotonic()
-            held.append((record, partition, future))
-            self._wake.set()
+        if topic in self._holding or (partition is None and count is None):
+            self._hold(topic, record, partition, future)
             return future
         if partition is None:
             partition = self._partitioner(topic, key, count)  # type: ignore[arg-type]
         self._append(topic, partition, record, future)
         return future
+
+    def _hold(self, topic: str, record: Tuple[Any, ...], partition: Optional[int],
+              future: "asyncio.Future[RecordMetadata]") -> None:
+        # Held records go first even once the topic is known: the send loop moves them on its next turn,
+        # and a record appended directly before that would overtake them.
+        held = self._holding.get(topic)
+        if held is None:
+            held = self._holding[topic] = []
+            self._holding_since[topic] = time.monotonic()
+        held.append((record, partition, future))
+        self._wake.set()
 
     def _append(self, topic: str, partition: int, record: Tuple[Any, ...], future: "asyncio.Future[RecordMetadata]") -> None:
         tp = (topic, partition)
@@ -474,7 +785,7 @@ class Producer:
     def _expiry_error(self, batch: _Batch, now: float) -> ClientTimeoutError:
         cause = f"; last error: {batch.last_error}" if batch.last_error is not None else ""
         return ClientTimeoutError(
-            f"{len(batch.futures)} record(s) for {batch.topic}[{batch.partition}] expired: "
+            f"{len(batch.records)} record(s) for {batch.topic}[{batch.partition}] expired: "
             f"{(now - batch.opened) * 1000:.0f} ms since the batch was created, delivery_timeout_ms is "
             f"{self.delivery_timeout * 1000:.0f} ({batch.attempts} attempt(s){cause})")
 
@@ -665,11 +976,19 @@ class Producer:
         if batch.done:
             return  # expired while in flight: its records already failed
         batch.done = True
-        for i, (future, record) in enumerate(zip(batch.futures, batch.records)):
-            if not future.done():
-                offset = base_offset + i if base_offset >= 0 else -1
-                future.set_result(RecordMetadata(batch.topic, batch.partition, offset, record[2]))
-        self._settled(len(batch.futures))
+        records = batch.records
+        at = 0
+        for sink in batch.futures:
+            if type(sink) is _Slice:
+                sink.group.acknowledged((sink.start, sink.count, batch.topic, batch.partition,
+                                         base_offset + at if base_offset >= 0 else -1, records[at][2]))
+                at += sink.count
+                continue
+            if not sink.done():
+                sink.set_result(RecordMetadata(batch.topic, batch.partition,
+                                               base_offset + at if base_offset >= 0 else -1, records[at][2]))
+            at += 1
+        self._settled(len(records))
 
     def _failed(self, batch: _Batch, code: int, cause: Optional[BaseException]) -> None:
         if batch.done:
@@ -703,9 +1022,12 @@ class Producer:
         if self.idempotent and batch.base_sequence >= 0:
             # its sequences may or may not have reached the broker: every later batch would be out of order
             self._reset_needed = True
-        for future in batch.futures:
-            self._settle_error(future, error, count=False)
-        self._settled(len(batch.futures))
+        for sink in batch.futures:
+            if type(sink) is _Slice:
+                sink.group.failed(error)
+            else:
+                self._settle_error(sink, error, count=False)
+        self._settled(len(batch.records))
 
     def _settle_error(self, future: "asyncio.Future[RecordMetadata]", error: BaseException, count: bool = True) -> None:
         if not future.done():
@@ -720,6 +1042,49 @@ class Producer:
             self._room.set()
         if self._buffered == 0:
             self._idle.set()
+
+
+def _column(column: Any, name: str) -> Sequence[Any]:
+    """A ``send_batch`` column as a sequence: pyarrow arrays give Python objects, numpy arrays a list."""
+    if hasattr(column, "to_pylist"):  # pyarrow Array / ChunkedArray
+        return column.to_pylist()  # type: ignore[no-any-return]
+    if hasattr(column, "tolist"):  # numpy
+        return column.tolist()  # type: ignore[no-any-return]
+    if isinstance(column, (bytes, str)):
+        raise InvalidRecordError(f"send_batch(): {name} must be a column of records, not one {type(column).__name__}")
+    return column if isinstance(column, (list, tuple)) else list(column)
+
+
+def _lengths(column: Sequence[Any], name: str) -> List[int]:
+    """The lengths of a column of ``bytes``/``None``; :class:`InvalidRecordError` names the first other."""
+    kinds = set(map(type, column))
+    if kinds <= _BYTES:
+        return list(map(len, column))
+    if kinds <= _BYTES_OR_NONE:
+        return [len(v) if v is not None else 0 for v in column]
+    i, bad = next((i, v) for i, v in enumerate(column) if v is not None and type(v) is not bytes)
+    raise InvalidRecordError(f"send_batch(): record {i}: the {name} is {type(bad).__name__}, not bytes or None",
+                             index=i)
+
+
+_BYTES = {bytes}
+_BYTES_OR_NONE = {bytes, type(None)}
+
+
+def _headers_size(headers: Any, index: Optional[int]) -> int:
+    where = f"record {index}: " if index is not None else ""
+    size = 0
+    try:
+        for hkey, hvalue in headers:
+            if type(hkey) is not str or (hvalue is not None and type(hvalue) is not bytes):
+                raise InvalidRecordError(f"{where}a header must be a (str, bytes | None) pair, not "
+                                         f"({type(hkey).__name__}, {type(hvalue).__name__})", index=index)
+            size += len(hkey.encode("utf-8")) + (len(hvalue) if hvalue is not None else 0) + 10
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, InvalidRecordError):
+            raise
+        raise InvalidRecordError(f"{where}headers must be (str, bytes | None) pairs: {exc}", index=index) from None
+    return size
 
 
 def _earliest(a: Optional[float], b: float) -> float:

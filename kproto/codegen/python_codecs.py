@@ -110,6 +110,12 @@ def _safe(attr: str) -> str:
     return attr + "_" if keyword.iskeyword(attr) else attr
 
 
+def refused_tags(struct: StructSpec, version: int) -> Tuple[int, ...]:
+    """The tags ``struct`` gives tagged fields in other versions only: refused in ``version``."""
+    here = {f.tag for f in struct.tagged_fields(version)}
+    return tuple(sorted({f.tag for f in struct.fields if f.tag is not None and f.tag not in here}))
+
+
 def _layout_key(struct: Optional[StructSpec], version: int, flexible: bool) -> Tuple:
     """Two versions with equal keys have byte-identical layouts for this struct."""
     assert struct is not None, "a struct-typed field without its struct"
@@ -885,14 +891,16 @@ class ModuleGenerator:
         e, end = self.out, self.end
         unknown, spans, after, tag, t_end = (name + sfx for name in ("unknown", "spans", "after", "tag", "t_end"))
         known = tuple(f.tag for f in tagged)
+        refused = refused_tags(struct, version)
+        extra = f", {refused!r}" if refused else ""
         e.add(f"if pos < {end} and buf[pos] == 0:", ind)
         e.add("pos += 1", ind + 1)
         e.add(f"{unknown} = []", ind + 1)
         e.add("else:", ind)
         if not tagged:
-            e.add(f"{unknown}, {spans}, pos = _w.read_tag_section(buf, pos, {end}, ())", ind + 1)
+            e.add(f"{unknown}, {spans}, pos = _w.read_tag_section(buf, pos, {end}, (){extra})", ind + 1)
             return
-        e.add(f"{unknown}, {spans}, {after} = _w.read_tag_section(buf, pos, {end}, {known!r})", ind + 1)
+        e.add(f"{unknown}, {spans}, {after} = _w.read_tag_section(buf, pos, {end}, {known!r}{extra})", ind + 1)
         e.add(f"for {tag}, pos, {t_end} in {spans}:", ind + 1)
         for index, f in enumerate(tagged):
             e.add(f"{'if' if index == 0 else 'elif'} {tag} == {f.tag}:", ind + 2)

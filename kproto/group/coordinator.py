@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
@@ -48,6 +49,12 @@ from kproto.group.coordinator_rules import MEMBER_CHECKS as _MEMBER
 from kproto.group.offset_store import OffsetStore
 from kproto.state_machine import StateMachine
 from kproto.message_base import Message
+
+if TYPE_CHECKING:  # the element classes, by their module-level names (a nested name is an alias to mypy)
+    from kproto._generated.delete_groups import DeleteGroupsResponse_DeletableGroupResult
+    from kproto._generated.describe_groups import DescribeGroupsResponse_DescribedGroup
+    from kproto._generated.join_group import JoinGroupResponse_JoinGroupResponseMember
+    from kproto._generated.offset_commit import OffsetCommitResponse_OffsetCommitResponsePartition
 from kproto.messages import (
     ConsumerProtocolSubscription,
     DeleteGroupsRequest,
@@ -255,7 +262,7 @@ class _Group:
     def all_rejoined(self) -> bool:
         return not self.pending and all(member.parked_join is not None for member in self.members.values())
 
-    def member_metadata(self) -> List[JoinGroupResponse.JoinGroupResponseMember]:
+    def member_metadata(self) -> List["JoinGroupResponse_JoinGroupResponseMember"]:
         Member = JoinGroupResponse.JoinGroupResponseMember
         return [Member(member_id=m.member_id, group_instance_id=m.group_instance_id,
                        metadata=m.metadata_for(self.protocol)) for m in self.members.values()]
@@ -716,7 +723,7 @@ class GroupCoordinator:
 
     @staticmethod
     def _join_result(
-        group: _Group, member: _Member, members: List[JoinGroupResponse.JoinGroupResponseMember], version: int,
+        group: _Group, member: _Member, members: List["JoinGroupResponse_JoinGroupResponseMember"], version: int,
     ) -> JoinGroupResponse:
         """A successful JoinGroup answer; the protocol type is a field from v7."""
         return JoinGroupResponse(
@@ -929,7 +936,7 @@ class GroupCoordinator:
         def answer(code: Optional[ErrorCode]) -> None:
             Topic = OffsetCommitResponse.OffsetCommitResponseTopic
             Partition = Topic.OffsetCommitResponsePartition
-            by_topic: Dict[str, List[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition]] = {}
+            by_topic: Dict[str, List["OffsetCommitResponse_OffsetCommitResponsePartition"]] = {}
             for topic, p in offsets:
                 if code is None:
                     stored = self._offsets.commit(
@@ -1050,7 +1057,7 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- DescribeGroups, ListGroups, DeleteGroups
 
-    def _describe(self, group_id: str, include_operations: bool) -> DescribeGroupsResponse.DescribedGroup:
+    def _describe(self, group_id: str, include_operations: bool) -> "DescribeGroupsResponse_DescribedGroup":
         Group = DescribeGroupsResponse.DescribedGroup
         operations = GROUP_AUTHORIZED_OPERATIONS if include_operations else _OPERATIONS_NOT_REQUESTED
         call = _Call(DescribeGroupsRequest, None, group_id)
@@ -1100,7 +1107,7 @@ class GroupCoordinator:
         loading = any(self._is_loading(group_id) for group_id in self._groups)
         return ListGroupsResponse(error_code=_C.GROUP_LOAD_IN_PROGRESS if loading else _C.NONE, groups=listed)
 
-    def _delete_group(self, group_id: str) -> DeleteGroupsResponse.DeletableGroupResult:
+    def _delete_group(self, group_id: str) -> "DeleteGroupsResponse_DeletableGroupResult":
         Result = DeleteGroupsResponse.DeletableGroupResult
         other = self.other_groups
         if other is not None and other.owns(group_id):

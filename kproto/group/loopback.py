@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Deque, Dict, List, Mapping, Optional, Tuple, cast
 
 from kproto import ErrorCode
 from kproto.errors import ProtocolError
@@ -132,6 +132,6 @@ class Loopback:
 
     def _route_replies(self, replies: List[Reply]) -> None:
         for reply in replies:
-            name, request_id = reply.reply_to
+            name, request_id = cast(Tuple[str, int], reply.reply_to)  # what this loop gives as reply_to
             if name not in self.silenced:
                 self._enqueue(name, self.members[name].receive(request_id, reply.result, self.now_ms))

@@ -74,6 +74,7 @@ import enum
 import itertools
 from dataclasses import dataclass
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
@@ -93,6 +94,11 @@ from kproto.group.assignors import ASSIGNORS, AssignorFunction
 from kproto.group.consumer_codec import ConsumerProtocolCodec
 from kproto.message_base import Message
 from kproto.state_machine import StateMachine
+
+if TYPE_CHECKING:  # the element classes, by their module-level names (a nested name is an alias to mypy)
+    from kproto._generated.join_group import JoinGroupResponse_JoinGroupResponseMember
+    from kproto._generated.offset_commit import OffsetCommitRequest_OffsetCommitRequestPartition
+    from kproto._generated.sync_group import SyncGroupRequest_SyncGroupRequestAssignment
 from kproto.messages import (
     GroupCoordinatorRequest,
     GroupCoordinatorResponse,
@@ -411,8 +417,9 @@ def choose_versions(api_versions: Optional[Mapping[int, int]]) -> Dict[str, int]
     """
     chosen = {}
     for api, (request_class, version, _) in REQUEST_VERSIONS.items():
-        if api_versions is not None and request_class.API_KEY in api_versions:
-            version = min(api_versions[request_class.API_KEY], MAX_VERSIONS[api])
+        api_key: Any = request_class.API_KEY  # set on every generated request class
+        if api_versions is not None and api_key in api_versions:
+            version = min(api_versions[api_key], MAX_VERSIONS[api])
         chosen[api] = version
     return chosen
 
@@ -457,7 +464,7 @@ class GroupMember:
         self._positions: Dict[TopicPartition, int] = {}
         self._rejoin_needed = True
         self._join_prepared = False
-        self._leader_members: List[JoinGroupResponse.JoinGroupResponseMember] = []
+        self._leader_members: List["JoinGroupResponse_JoinGroupResponseMember"] = []
         self._skip_assignment = False
         self._in_flight: Dict[int, _InFlight] = {}
         self._ids = itertools.count(1)
@@ -805,7 +812,7 @@ class GroupMember:
     def _send_commit(self, offsets: Mapping[TopicPartition, int], before_rejoin: bool = False) -> None:
         Topic = OffsetCommitRequest.OffsetCommitRequestTopic
         Partition = Topic.OffsetCommitRequestPartition
-        by_topic: Dict[str, List[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition]] = {}
+        by_topic: Dict[str, List["OffsetCommitRequest_OffsetCommitRequestPartition"]] = {}
         for (topic, partition), offset in offsets.items():
             by_topic.setdefault(topic, []).append(
                 Partition(partition_index=partition, committed_offset=offset, committed_metadata=""))
@@ -841,7 +848,7 @@ class GroupMember:
         wanted = {topic for topics in self._subscriptions().values() for topic in topics}
         return tuple(sorted(wanted - set(self._partitions_per_topic)))
 
-    def _assign(self) -> List[SyncGroupRequest.SyncGroupRequestAssignment]:
+    def _assign(self) -> List["SyncGroupRequest_SyncGroupRequestAssignment"]:
         subscriptions = self._subscriptions()
         assignor = self._assignors[self.protocol]
         result = assignor(subscriptions, self._partitions_per_topic)

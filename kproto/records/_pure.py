@@ -195,7 +195,7 @@ def _decode_into(
         if magic == 0 and klen == -1 and vlen == size - 14 and not attributes & 7:
             # the common case, a magic 0 message with a null key and a value, not a wrapper
             append(new(message, (None, buf[pos + 26 : end], None, offset, 0, attributes, carrier_codec, None, crc)))
-            if track:
+            if crc_flags is not None:
                 crc_flags.append(crc_ok)
             pos = end
             continue
@@ -218,7 +218,7 @@ def _decode_into(
                         ),
                     )
                 )
-                if track:
+                if crc_flags is not None:
                     crc_flags.append(crc_ok)
                 pos = end
                 continue
@@ -481,7 +481,7 @@ def _fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[bytes], Op
 
 def _binary(field: Any, name: str, index: int, noun: str = "message") -> Optional[bytes]:
     if field is None or type(field) is bytes or type(field) is bytearray:
-        return field  # a bytearray is copied into the message when it is encoded, so it need not be frozen
+        return field  # type: ignore[return-value]  # a bytearray is copied into the message when it is encoded, so it need not be frozen
     if isinstance(field, (bytes, bytearray, memoryview)):
         return memoryview(field).tobytes()
     raise EncodeError(f"{noun} {index}: {name} must be bytes-like or None, not {type(field).__name__}")
@@ -973,8 +973,9 @@ def _records_into(
             nheaders, q = varint(buf, q, end, 5, "header count")
         if nheaders < 0 or nheaders > end - q:
             raise DecodeError(f"header count {nheaders} does not fit the {end - q} bytes left in the record", q)
+        headers: Tuple[Tuple[str, Optional[bytes]], ...] = ()
         if nheaders:
-            headers = []
+            pairs: List[Tuple[str, Optional[bytes]]] = []
             for _ in range(nheaders):
                 hkey, q = _varbytes(buf, q, end, "header key")
                 if hkey is None:
@@ -984,10 +985,8 @@ def _records_into(
                 except UnicodeDecodeError:
                     raise DecodeError("header key is not UTF-8", q - len(hkey)) from None
                 hvalue, q = _varbytes(buf, q, end, "header value")
-                headers.append((text, hvalue))
-            headers = tuple(headers)
-        else:
-            headers = ()
+                pairs.append((text, hvalue))
+            headers = tuple(pairs)
         if q != end:
             raise DecodeError(f"record fields end {end - q} bytes before its length says", q)
         append(
@@ -1795,7 +1794,7 @@ def crc32c_table(data: Any, value: int = 0) -> int:
 try:  # the C implementation kafka-python's pure reader uses too; optional (the `pure` extra)
     from crc32c import crc32c as _crc32c_c
 except ImportError:  # pragma: no cover - depends on the environment
-    _crc32c_c = None
+    _crc32c_c = None  # type: ignore[assignment]  # the table loop below serves instead
 
 
 def crc32c(data: Any, value: int = 0) -> int:

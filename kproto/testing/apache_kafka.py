@@ -444,7 +444,9 @@ class ApacheKafka:
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                      config: Optional[Mapping[str, object]] = None, timeout: float = 30.0) -> None:
-        """Create a topic (no-op if it exists) and wait until every live node knows all its leaders."""
+        """Create a topic (no-op if it exists) and wait until every live node knows all its leaders and each
+        leader serves its partitions (a Produce right after this returns is accepted); raises
+        :class:`AdminRequestError` after ``timeout`` seconds."""
         T = CreateTopicsRequest.CreatableTopic
         configs = [T.CreatableTopicConfig(name=k, value=str(v)) for k, v in (config or {}).items()]
         request = CreateTopicsRequest(timeout_ms=int(timeout * 1000), topics=[

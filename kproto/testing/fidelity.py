@@ -416,23 +416,10 @@ def run_and_compare(scenarios: Sequence[Scenario], kafka: Target, mock: Target) 
 
 def kafka_target(address: Tuple[str, int], create_topic: Callable[[str, int], None], name: str = "kafka") -> Target:
     """A running Kafka broker at ``address`` whose topics ``create_topic`` makes (an
-    :class:`~kproto.testing.apache_kafka.ApacheKafka`'s): returned once its coordinators and producer ids
-    answer, and each topic handed over once its leader serves every partition."""
-
-    def create(topic: str, partitions: int) -> None:
-        create_topic(topic, partitions)
-        conn = _Conn(address, "kproto-fidelity-admin")
-        try:
-            deadline = time.monotonic() + 30
-            while not _partitions_served(conn, topic, partitions):
-                if time.monotonic() > deadline:
-                    raise FidelityError(f"topic {topic!r} at {address} is not served after 30 s")
-                time.sleep(0.05)
-        finally:
-            conn.sock.close()
-
+    :class:`~kproto.testing.apache_kafka.ApacheKafka`'s, which returns once every partition's leader
+    serves it): returned once its coordinators and producer ids answer."""
     _wait_for_coordinators(address)
-    return Target(name, address, create)
+    return Target(name, address, create_topic)
 
 
 def _wait_for_coordinators(address: Tuple[str, int], timeout: float = 60.0) -> None:
@@ -465,19 +452,6 @@ def _wait_for_coordinators(address: Tuple[str, int], timeout: float = 60.0) -> N
         conn.sock.close()
 
 
-def _partitions_served(conn: "_Conn", topic: str, partitions: int) -> bool:
-    """The leader answers ListOffsets for every partition (metadata names it a little before that, and a
-    Produce in between is NOT_LEADER_OR_FOLLOWER)."""
-    from kproto.messages import ListOffsetsRequest
-
-    request = ListOffsetsRequest.from_dict({"replica_id": -1, "topics": [{"name": topic, "partitions": [
-        {"partition_index": i, "timestamp": -1} for i in range(partitions)]}]})
-    conn.sock.sendall(conn.conn.send(request, 1).frame)
-    answer = conn.receive()
-    return answer is not None and all(p.error_code == 0 for p in answer.message.topics[0].partitions)
-
-
-#: Settings a Kafka broker needs for the corpus: short group sessions, no initial rebalance delay.
 #: The real broker's settings the corpus relies on: no automatic topic creation (the corpus creates its topics,
 #: and its unknown-topic scenarios need them unknown), short sessions, no initial rebalance delay.
 KAFKA_CONFIG: Mapping[str, object] = {"auto.create.topics.enable": "false", "group.min.session.timeout.ms": 1000,
