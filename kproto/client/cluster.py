@@ -10,6 +10,7 @@ one request of a connection at a time), so group traffic gets a connection of it
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
@@ -71,6 +72,8 @@ class ClusterView:
         self.leaders: Dict[Tuple[str, int], int] = {}
         #: topic → partition count, for topics Metadata described without error
         self.partitions: Dict[str, int] = {}
+        #: topic id -> name, from Metadata v10+ (KIP-848 assignments name topics by id)
+        self.topic_names: Dict[uuid.UUID, str] = {}
         self._connections: Dict[Tuple[object, str], Connection] = {}
         self._opening: Dict[Tuple[object, str], "asyncio.Future[Connection]"] = {}
         self._metadata_lock = asyncio.Lock()
@@ -193,6 +196,9 @@ class ClusterView:
             if topic.error_code != ErrorCode.NONE or topic.name is None:
                 continue
             self.partitions[topic.name] = len(topic.partitions)
+            topic_id = getattr(topic, "topic_id", None)
+            if topic_id is not None and topic_id.int:
+                self.topic_names[topic_id] = topic.name
             for p in topic.partitions:
                 key = (topic.name, p.partition_index)
                 if p.error_code == ErrorCode.NONE and p.leader_id >= 0:

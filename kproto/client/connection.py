@@ -51,7 +51,7 @@ CLIENT_VERSIONS: Mapping[int, Tuple[int, int]] = {
     1: (0, 12),   # Fetch
     2: (0, 7),    # ListOffsets
     3: (0, 12),   # Metadata
-    8: (0, 8),    # OffsetCommit
+    8: (0, 9),    # OffsetCommit (v9: member epochs of KIP-848 groups)
     9: (0, 7),    # OffsetFetch
     10: (0, 4),   # FindCoordinator (GroupCoordinator)
     11: (0, 9),   # JoinGroup
@@ -60,6 +60,7 @@ CLIENT_VERSIONS: Mapping[int, Tuple[int, int]] = {
     14: (0, 5),   # SyncGroup
     18: (0, 4),   # ApiVersions
     22: (0, 4),   # InitProducerId
+    68: (0, 1),   # ConsumerGroupHeartbeat (KIP-848; v1: the member id is the client's)
 }
 
 _READ_SIZE = 256 * 1024

@@ -37,6 +37,10 @@ batches at a time, by :func:`kproto.records.record_rows` -- which the compiled b
 running Python code per record.  So the fetch task hands a response over in the time it takes to
 validate it, the next Fetch goes out at once, and building records overlaps the broker's answer.
 
+With ``group_protocol="consumer"`` the member is a :class:`~kproto.group.heartbeat_member.HeartbeatMember`
+(KIP-848) instead: nothing is parked, since the coordinator does not stop the group; partitions taken away
+are revoked one reconciliation at a time while the others keep being fetched and returned.
+
 Versions are negotiated per broker (:class:`~kproto.client.connection.Connection`); the group requests
 go in the versions the member names.
 
@@ -98,6 +102,13 @@ from kproto.group.member import (
     PartitionsAssigned,
     PartitionsRevoked,
     SendRequest,
+)
+from kproto.group.heartbeat_member import (
+    HeartbeatMember,
+    HeartbeatMemberConfig,
+    PartitionsAdded,
+    StopFetching,
+    TopicIdsNeeded,
 )
 from kproto.message_base import Message
 from kproto.messages import (
@@ -273,7 +284,9 @@ class Consumer:
 
     With ``group_id`` and ``topics`` it joins the group (``assignors``: names from
     :data:`kproto.group.ASSIGNORS`, most preferred first); without ``group_id`` call :meth:`assign`.
-    ``broker_release`` names a broker without ApiVersions (``"0.9.0"``).  ``request_timeout_ms`` and
+    ``group_protocol="consumer"`` uses the KIP-848 protocol (ConsumerGroupHeartbeat; docs/client.md, "The
+    consumer group protocol"): the coordinator assigns, only moved partitions are revoked, and
+    ``group_instance_id`` makes the member static.  ``broker_release`` names a broker without ApiVersions (``"0.9.0"``).  ``request_timeout_ms`` and
     ``connect_timeout_ms`` bound every request and TCP handshake (module docstring).
     """
 
@@ -299,9 +312,15 @@ class Consumer:
         listener: Optional[RebalanceListener] = None,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         connect_timeout_ms: int = 10000,
+        group_protocol: str = "classic",
+        group_instance_id: Optional[str] = None,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise ValueError("auto_offset_reset must be 'earliest' or 'latest'")
+        if group_protocol not in ("classic", "consumer"):
+            raise ValueError("group_protocol must be 'classic' or 'consumer'")
+        if group_instance_id is not None and group_protocol == "classic":
+            raise ValueError("group_instance_id is served with group_protocol='consumer' only")
         self.cluster = ClusterView(bootstrap_servers, client_id=client_id, broker_release=broker_release,
                                    max_in_flight=5, retry_backoff_ms=retry_backoff_ms,
                                    request_timeout_ms=request_timeout_ms, connect_timeout_ms=connect_timeout_ms)
@@ -314,8 +333,15 @@ class Consumer:
         self.fetch_min_bytes = fetch_min_bytes
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.retry_backoff = retry_backoff_ms / 1000.0
-        self.member: Optional[GroupMember] = None
-        if group_id is not None:
+        self.group_protocol = group_protocol
+        self.member: Optional[Union[GroupMember, HeartbeatMember]] = None
+        if group_id is not None and group_protocol == "consumer":
+            self.member = HeartbeatMember(HeartbeatMemberConfig(
+                group_id=group_id, client_id=client_id, topics=self.topics,
+                rebalance_timeout_ms=max_poll_interval_ms, retry_backoff_ms=retry_backoff_ms,
+                auto_commit=auto_commit, auto_commit_interval_ms=auto_commit_interval_ms,
+                group_instance_id=group_instance_id))
+        elif group_id is not None:
             self.member = GroupMember(MemberConfig(
                 group_id=group_id, client_id=client_id, topics=self.topics, assignors=tuple(assignors),
                 session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
@@ -361,6 +387,8 @@ class Consumer:
             # The member picks each group request's version from what the client negotiated (ApiVersions,
             # or the configured broker release).
             self.member.set_api_versions((await self.cluster.connection(None, "group")).versions)
+            if isinstance(self.member, HeartbeatMember):
+                self.member.update_topic_ids(self.cluster.topic_names, _now_ms())
             self._tasks.append(asyncio.ensure_future(self._group_loop()))
         self._tasks.append(asyncio.ensure_future(self._fetch_loop()))
 
@@ -622,13 +650,25 @@ class Consumer:
         for action in actions:
             if isinstance(action, SendRequest):
                 self._spawn(self._carry(action))
+            elif isinstance(action, StopFetching):  # KIP-848: these are about to be revoked
+                gone = set(action.partitions)
+                self._assigned = [tp for tp in self._assigned if tp not in gone]
+                for tp in gone:
+                    self._buffers.pop(tp, None)
             elif isinstance(action, PartitionsRevoked):
-                self._ready.clear()
+                if isinstance(self.member, GroupMember):
+                    self._ready.clear()  # classic: every partition goes, the next assignment comes whole
                 await self._call_listener("on_partitions_revoked", list(action.partitions))
-                for tp in action.partitions:
+                gone = set(action.partitions)
+                for tp in gone:
                     self._buffers.pop(tp, None)
                     self._positions.pop(tp, None)
-                self._assigned = []
+                self._assigned = [tp for tp in self._assigned if tp not in gone]
+            elif isinstance(action, PartitionsAdded):  # KIP-848: kept partitions go on being fetched
+                self._assigned.extend(tp for tp in action.partitions if tp not in self._assigned)
+                self._spawn(self._settle_positions(list(action.partitions), committed=True, added=True))
+            elif isinstance(action, TopicIdsNeeded):
+                self._spawn(self._topic_ids_for_member())
             elif isinstance(action, PartitionsAssigned):
                 self._assigned = list(action.partitions)
                 self._spawn(self._settle_positions(self._assigned, committed=True))
@@ -675,6 +715,14 @@ class Consumer:
             return
         await self._handle(self.member.receive(action.request_id, response, _now_ms()))
 
+    async def _topic_ids_for_member(self) -> None:
+        assert isinstance(self.member, HeartbeatMember)
+        try:
+            await self.cluster.refresh(self.topics)
+        except (KprotoError, OSError):
+            await asyncio.sleep(self.retry_backoff)
+        await self._handle(self.member.update_topic_ids(self.cluster.topic_names, _now_ms()))
+
     async def _metadata_for_member(self, topics: Sequence[str]) -> None:
         assert self.member is not None
         try:
@@ -682,6 +730,7 @@ class Consumer:
         except (KprotoError, OSError):
             await asyncio.sleep(self.retry_backoff)
         counts = {t: self.cluster.partitions[t] for t in topics if t in self.cluster.partitions}
+        assert isinstance(self.member, GroupMember)
         await self._handle(self.member.update_metadata(counts, _now_ms()))
 
     async def _call_listener(self, method: str, partitions: List[TopicPartition]) -> None:
@@ -698,8 +747,9 @@ class Consumer:
 
     # ---------------------------------------------------------------- positions
 
-    async def _settle_positions(self, partitions: List[TopicPartition], committed: bool) -> None:
-        """Positions of newly assigned partitions: committed offsets, else ``auto_offset_reset``."""
+    async def _settle_positions(self, partitions: List[TopicPartition], committed: bool, added: bool = False) -> None:
+        """Positions of newly assigned partitions: committed offsets, else ``auto_offset_reset``.  ``added``:
+        partitions joining those already owned (KIP-848), which keep their positions."""
         generation = self.member.generation_id if self.member is not None else None
         seeks = dict(self._seeks)
 
@@ -720,7 +770,10 @@ class Consumer:
             self._failure = exc  # surfaced by the next poll()
             self._ready.set()
             return
-        if self.member is not None and (self.member.generation_id != generation or self._assigned != partitions):
+        if added:
+            if any(tp not in self._assigned for tp in partitions):
+                return  # revoked again while their positions were looked up
+        elif self.member is not None and (self.member.generation_id != generation or self._assigned != partitions):
             return  # a newer assignment overtook this one
         for tp in partitions:
             if self.member is not None and tp in self._positions:

@@ -13,13 +13,16 @@ carries what they produce as it is.
 * :mod:`kproto.group.loopback` — wires members to a coordinator in-process, for tests and demos;
 * :mod:`kproto.group.consumer_group` — the KIP-848 coordinator (:class:`ConsumerGroupCoordinator`,
   ConsumerGroupHeartbeat), its rules in :mod:`kproto.group.consumer_group_rules` and its server-side
-  ``uniform`` and ``range`` assignors in :mod:`kproto.group.server_assignors`.
+  ``uniform`` and ``range`` assignors in :mod:`kproto.group.server_assignors`;
+* :mod:`kproto.group.heartbeat_member` — the client-side KIP-848 member (:class:`HeartbeatMember`), which
+  reconciles the coordinator's assignments.
 """
 
 from kproto import ErrorCode
 from kproto.group.assignors import ASSIGNORS, assign_range, assign_roundrobin, java_string_order
 from kproto.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator
 from kproto.group.coordinator import CoordinatorConfig, GroupCoordinator, GroupState, Reply
+from kproto.group.heartbeat_member import HeartbeatMember, HeartbeatMemberConfig
 from kproto.group.member import GroupMember, MemberConfig, MemberState
 
 __all__ = [
@@ -35,6 +38,8 @@ __all__ = [
     "GroupState",
     "Reply",
     "GroupMember",
+    "HeartbeatMember",
+    "HeartbeatMemberConfig",
     "MemberConfig",
     "MemberState",
 ]
