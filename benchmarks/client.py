@@ -74,8 +74,12 @@ LINGER_MS, BATCH_BYTES = 5, 1_000_000
 
 
 def start_broker(delay: float) -> Tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-c", BROKER, str(delay), ",".join(TOPICS)], stdout=subprocess.PIPE,
-                            stdin=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BROKER, str(delay), ",".join(TOPICS)],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     return proc, proc.stdout.readline().split()[-1]
 
@@ -93,19 +97,33 @@ def timed(fn: Callable[[], None]) -> float:
 # per second to offer (None: as fast as the client takes them); ``latencies`` collects send→ack seconds.
 
 
-def produce_kproto(servers: str, topic: str, n: int, value: bytes, acks: Any = 1, equalised: Optional[str] = None,
-                   mode: str = "send", rate: Optional[float] = None, latencies: Optional[List[float]] = None,
-                   **options: Any) -> None:
+def produce_kproto(
+    servers: str,
+    topic: str,
+    n: int,
+    value: bytes,
+    acks: Any = 1,
+    equalised: Optional[str] = None,
+    mode: str = "send",
+    rate: Optional[float] = None,
+    latencies: Optional[List[float]] = None,
+    **options: Any,
+) -> None:
     if equalised is not None:
-        options.update(linger_ms=LINGER_MS, batch_size=BATCH_BYTES, max_request_size=2 * BATCH_BYTES,
-                       compression=None if equalised == "none" else equalised)
+        options.update(
+            linger_ms=LINGER_MS,
+            batch_size=BATCH_BYTES,
+            max_request_size=2 * BATCH_BYTES,
+            compression=None if equalised == "none" else equalised,
+        )
 
     async def main() -> None:
         async with Producer(servers, acks=acks, **options) as producer:
             if mode == "send_batch":
                 values = [value] * BATCH_CALL
-                outcomes = [await producer.send_batch(topic, values[:min(BATCH_CALL, n - i)])
-                            for i in range(0, n, BATCH_CALL)]
+                outcomes = [
+                    await producer.send_batch(topic, values[: min(BATCH_CALL, n - i)]) for i in range(0, n, BATCH_CALL)
+                ]
                 await producer.flush()
                 for outcome in outcomes:
                     outcome.result()
@@ -130,17 +148,30 @@ def produce_kproto(servers: str, topic: str, n: int, value: bytes, acks: Any = 1
                 futures.append(future)
             await producer.flush()
             futures[-1].result()
+
     asyncio.run(main())
 
 
-def produce_aiokafka(servers: str, topic: str, n: int, value: bytes, acks: Any = 1, equalised: Optional[str] = None,
-                     rate: Optional[float] = None, latencies: Optional[List[float]] = None) -> None:
+def produce_aiokafka(
+    servers: str,
+    topic: str,
+    n: int,
+    value: bytes,
+    acks: Any = 1,
+    equalised: Optional[str] = None,
+    rate: Optional[float] = None,
+    latencies: Optional[List[float]] = None,
+) -> None:
     import aiokafka
 
     options: Dict[str, Any] = {}
     if equalised is not None:
-        options.update(linger_ms=LINGER_MS, max_batch_size=BATCH_BYTES, max_request_size=2 * BATCH_BYTES,
-                       compression_type=None if equalised == "none" else equalised)
+        options.update(
+            linger_ms=LINGER_MS,
+            max_batch_size=BATCH_BYTES,
+            max_request_size=2 * BATCH_BYTES,
+            compression_type=None if equalised == "none" else equalised,
+        )
 
     async def main() -> None:
         producer = aiokafka.AIOKafkaProducer(bootstrap_servers=servers, acks=acks, **options)
@@ -165,18 +196,30 @@ def produce_aiokafka(servers: str, topic: str, n: int, value: bytes, acks: Any =
                 raise RuntimeError(f"{len(failed)} of {n} records failed ({failed[0]!r})")
         finally:
             await producer.stop()
+
     asyncio.run(main())
 
 
-def produce_kafka_python(servers: str, topic: str, n: int, value: bytes, acks: Any = 1,
-                         equalised: Optional[str] = None, rate: Optional[float] = None,
-                         latencies: Optional[List[float]] = None) -> None:
+def produce_kafka_python(
+    servers: str,
+    topic: str,
+    n: int,
+    value: bytes,
+    acks: Any = 1,
+    equalised: Optional[str] = None,
+    rate: Optional[float] = None,
+    latencies: Optional[List[float]] = None,
+) -> None:
     from kafka import KafkaProducer
 
     options: Dict[str, Any] = {}
     if equalised is not None:
-        options.update(linger_ms=LINGER_MS, batch_size=BATCH_BYTES, max_request_size=2 * BATCH_BYTES,
-                       compression_type=None if equalised == "none" else equalised)
+        options.update(
+            linger_ms=LINGER_MS,
+            batch_size=BATCH_BYTES,
+            max_request_size=2 * BATCH_BYTES,
+            compression_type=None if equalised == "none" else equalised,
+        )
     producer = KafkaProducer(bootstrap_servers=servers, acks=acks, **options)
     start = time.perf_counter()
     for i in range(n):
@@ -192,14 +235,28 @@ def produce_kafka_python(servers: str, topic: str, n: int, value: bytes, acks: A
     producer.close()
 
 
-def produce_confluent(servers: str, topic: str, n: int, value: bytes, acks: Any = 1, equalised: Optional[str] = None,
-                      rate: Optional[float] = None, latencies: Optional[List[float]] = None) -> None:
+def produce_confluent(
+    servers: str,
+    topic: str,
+    n: int,
+    value: bytes,
+    acks: Any = 1,
+    equalised: Optional[str] = None,
+    rate: Optional[float] = None,
+    latencies: Optional[List[float]] = None,
+) -> None:
     import confluent_kafka
 
     config: Dict[str, Any] = {"bootstrap.servers": servers, "acks": acks, "log_level": 2}
     if equalised is not None:
-        config.update({"linger.ms": LINGER_MS, "batch.size": BATCH_BYTES, "message.max.bytes": 2 * BATCH_BYTES,
-                       "compression.type": equalised})
+        config.update(
+            {
+                "linger.ms": LINGER_MS,
+                "batch.size": BATCH_BYTES,
+                "message.max.bytes": 2 * BATCH_BYTES,
+                "compression.type": equalised,
+            }
+        )
     producer = confluent_kafka.Producer(config)
     failed: List[Any] = []
 
@@ -216,7 +273,7 @@ def produce_confluent(servers: str, topic: str, n: int, value: bytes, acks: Any 
             if ahead > 0.001:
                 producer.poll(0)
                 time.sleep(ahead)
-        callback = (functools.partial(delivered, sent=time.perf_counter()) if latencies is not None else delivered)
+        callback = functools.partial(delivered, sent=time.perf_counter()) if latencies is not None else delivered
         while True:
             try:
                 producer.produce(topic, value, on_delivery=callback)
@@ -232,14 +289,16 @@ def producer_runner(client: str) -> Callable[..., None]:
     """The produce function of one PRODUCERS entry (kproto's three calls are modes of one runner)."""
     if client.startswith("kproto "):
         return functools.partial(produce_kproto, mode=client.split()[1])
-    return {"aiokafka": produce_aiokafka, "kafka-python": produce_kafka_python,
-            "confluent-kafka": produce_confluent}[client]
+    return {"aiokafka": produce_aiokafka, "kafka-python": produce_kafka_python, "confluent-kafka": produce_confluent}[
+        client
+    ]
 
 
 def run_child(spec: Dict[str, Any]) -> Dict[str, Any]:
     """Run one producer in a subprocess of its own; its figures (elapsed seconds, CPU seconds, latencies)."""
-    proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True,
-                          timeout=900)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True, timeout=900
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode or not lines:
         return {"error": (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])[-1]}
@@ -251,8 +310,16 @@ def child(spec: Dict[str, Any]) -> None:
     run = producer_runner(spec["client"])
     before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
-    run(spec["servers"], spec["topic"], spec["n"], b"x" * spec["value_size"], acks=spec["acks"],
-        equalised=spec.get("equalised"), rate=spec.get("rate"), latencies=latencies)
+    run(
+        spec["servers"],
+        spec["topic"],
+        spec["n"],
+        b"x" * spec["value_size"],
+        acks=spec["acks"],
+        equalised=spec.get("equalised"),
+        rate=spec.get("rate"),
+        latencies=latencies,
+    )
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -284,6 +351,7 @@ def consume_kproto(servers: str, topic: str, n: int) -> None:
             got = 0
             while got < n:
                 got += len(await consumer.poll(5000, max_records=10000))
+
     asyncio.run(main())
 
 
@@ -301,6 +369,7 @@ def consume_aiokafka(servers: str, topic: str, n: int) -> None:
                 got += sum(len(records) for records in batches.values())
         finally:
             await consumer.stop()
+
     asyncio.run(main())
 
 
@@ -318,8 +387,9 @@ def consume_kafka_python(servers: str, topic: str, n: int) -> None:
 def consume_confluent(servers: str, topic: str, n: int) -> None:
     import confluent_kafka
 
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": "bench",
-                                         "enable.auto.commit": False, "log_level": 2})
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": servers, "group.id": "bench", "enable.auto.commit": False, "log_level": 2}
+    )
     consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
     got = 0
     while got < n:
@@ -327,8 +397,12 @@ def consume_confluent(servers: str, topic: str, n: int) -> None:
     consumer.close()
 
 
-CONSUMERS = {"kproto": consume_kproto, "aiokafka": consume_aiokafka, "kafka-python": consume_kafka_python,
-             "confluent-kafka": consume_confluent}
+CONSUMERS = {
+    "kproto": consume_kproto,
+    "aiokafka": consume_aiokafka,
+    "kafka-python": consume_kafka_python,
+    "confluent-kafka": consume_confluent,
+}
 
 
 def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -337,16 +411,24 @@ def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--broker", choices=("mock", "apache-kafka"), default="mock",
-                        help="kproto's mock broker in a subprocess (default) or a real Apache Kafka 4.1.1")
+    parser.add_argument(
+        "--broker",
+        choices=("mock", "apache-kafka"),
+        default="mock",
+        help="kproto's mock broker in a subprocess (default) or a real Apache Kafka 4.1.1",
+    )
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--large-value-size", type=int, default=1000, help="the second value size of the produce rows")
     parser.add_argument("--pipeline-records", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3, help="consume rounds; each client's median is shown")
     parser.add_argument("--latency-seconds", type=float, default=3.0, help="mock: how long the latency runs offer load")
-    parser.add_argument("--latency-records", type=int, default=1000,
-                        help="apache-kafka: sends per client for the p50/p99 produce latency")
+    parser.add_argument(
+        "--latency-records",
+        type=int,
+        default=1000,
+        help="apache-kafka: sends per client for the p50/p99 produce latency",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     add_json_out(parser)
     args = parser.parse_args()
@@ -366,12 +448,17 @@ def run_mock(args: argparse.Namespace) -> None:
     rows: List[Dict[str, Any]] = []
     cases: List[Tuple[str, Any, Optional[str], int]] = []  # (settings, acks, equalised, value size)
     for size in (args.value_size, args.large_value_size):
-        cases += [("defaults", 1, None, size), ("defaults", "all", None, size),
-                  ("equalised", 1, "none", size), ("equalised+zstd", 1, "zstd", size)]
+        cases += [
+            ("defaults", 1, None, size),
+            ("defaults", "all", None, size),
+            ("equalised", 1, "none", size),
+            ("equalised+zstd", 1, "zstd", size),
+        ]
     for settings, acks, equalised, size in cases:
         for client in PRODUCERS:
-            got = produce_on_fresh_broker({"client": client, "n": n, "value_size": size, "acks": acks,
-                                           "equalised": equalised})
+            got = produce_on_fresh_broker(
+                {"client": client, "n": n, "value_size": size, "acks": acks, "equalised": equalised}
+            )
             row: Dict[str, Any] = {"client": client, "settings": settings, "acks": str(acks), "value B": size}
             if "error" in got:
                 row["error"] = got["error"]
@@ -393,8 +480,9 @@ def run_mock(args: argparse.Namespace) -> None:
     latency: Dict[str, Dict[str, Any]] = {}
     for client in ("kproto send", "aiokafka", "kafka-python", "confluent-kafka"):
         m = max(int(offered * args.latency_seconds), 100)
-        latency[client] = produce_on_fresh_broker({"client": client, "n": m, "value_size": args.value_size,
-                                                    "acks": 1, "rate": offered})
+        latency[client] = produce_on_fresh_broker(
+            {"client": client, "n": m, "value_size": args.value_size, "acks": 1, "rate": offered}
+        )
         print(client, "latency", latency[client], flush=True)
 
     proc, servers = start_broker(0)
@@ -414,35 +502,55 @@ def run_mock(args: argparse.Namespace) -> None:
     try:
         m = args.pipeline_records
         for in_flight in (1, 5):
-            pipe[in_flight] = m / timed(lambda: produce_kproto(servers, f"pipe{in_flight}", m, b"x" * args.value_size,
-                                                               max_in_flight=in_flight, batch_size=2000))
+            pipe[in_flight] = m / timed(
+                lambda: produce_kproto(
+                    servers, f"pipe{in_flight}", m, b"x" * args.value_size, max_in_flight=in_flight, batch_size=2000
+                )
+            )
     finally:
         proc.kill()
         proc.wait()
 
-    print(f"{n} records, records/s and CPU s per million records of the producing process (a fresh mock broker "
-          f"per run); consume: median of {args.rounds} rounds")
+    print(
+        f"{n} records, records/s and CPU s per million records of the producing process (a fresh mock broker "
+        f"per run); consume: median of {args.rounds} rounds"
+    )
     for row in rows:
-        print(f"{row['client']:20} {row['settings']:15} acks={row['acks']:4} {row['value B']:5} B "
-              f"{row.get('produce records/s', float('nan')):10.0f}/s "
-              f"{row.get('CPU s per M records', float('nan')):7.2f}")
+        print(
+            f"{row['client']:20} {row['settings']:15} acks={row['acks']:4} {row['value B']:5} B "
+            f"{row.get('produce records/s', float('nan')):10.0f}/s "
+            f"{row.get('CPU s per M records', float('nan')):7.2f}"
+        )
     for client, figures in latency.items():
-        print(f"latency {client:20} p50 {figures.get('p50_ms', float('nan')):.2f} ms  "
-              f"p99 {figures.get('p99_ms', float('nan')):.2f} ms at {offered:,.0f} records/s")
+        print(
+            f"latency {client:20} p50 {figures.get('p50_ms', float('nan')):.2f} ms  "
+            f"p99 {figures.get('p99_ms', float('nan')):.2f} ms at {offered:,.0f} records/s"
+        )
     for client, figure in consume.items():
         print(f"consume {client:16} {figure:10.0f}/s")
     targets = []
     for acks in ("1", "all"):
         confluent = rate("confluent-kafka", acks=acks)
         for call, goal in (("send", 0.5), ("send_nowait", 0.8), ("send_batch", 1.5)):
-            targets.append((f"kproto {call}() / confluent-kafka produce(), acks={acks}, 100 B", goal,
-                            _ratio(rate(f"kproto {call}", acks=acks), confluent)))
+            targets.append(
+                (
+                    f"kproto {call}() / confluent-kafka produce(), acks={acks}, 100 B",
+                    goal,
+                    _ratio(rate(f"kproto {call}", acks=acks), confluent),
+                )
+            )
     for settings, acks, _, size in cases:
         worst = min((x for c in PRODUCERS[:3] if (x := rate(c, settings, str(acks), size)) is not None), default=None)
-        targets.append((f"kproto slowest call / aiokafka, {settings} acks={acks} {size} B", 3.0,
-                        _ratio(worst, rate("aiokafka", settings, str(acks), size))))
-    targets.append(("kproto consume / confluent-kafka consume", 1.2,
-                    _ratio(consume["kproto"], consume["confluent-kafka"])))
+        targets.append(
+            (
+                f"kproto slowest call / aiokafka, {settings} acks={acks} {size} B",
+                3.0,
+                _ratio(worst, rate("aiokafka", settings, str(acks), size)),
+            )
+        )
+    targets.append(
+        ("kproto consume / confluent-kafka consume", 1.2, _ratio(consume["kproto"], consume["confluent-kafka"]))
+    )
     targets.append(("5 in flight / 1 in flight, 2 ms latency", 3.5, _ratio(pipe[5], pipe[1])))
     for name, goal, got in targets:
         verdict = "n/a" if got is None else ("met" if got >= goal else "missed")
@@ -450,26 +558,42 @@ def run_mock(args: argparse.Namespace) -> None:
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
     record = Run("client")
-    record.settings = {"broker": "kproto mock broker in a subprocess, a fresh one per produce run", "records": n,
-                       "value_sizes": [args.value_size, args.large_value_size], "rounds": args.rounds,
-                       "offered_load": offered, "pipeline_records": args.pipeline_records}
+    record.settings = {
+        "broker": "kproto mock broker in a subprocess, a fresh one per produce run",
+        "records": n,
+        "value_sizes": [args.value_size, args.large_value_size],
+        "rounds": args.rounds,
+        "offered_load": offered,
+        "pipeline_records": args.pipeline_records,
+    }
     for row in rows:
         record.add(**row)
     for client, figures in latency.items():
-        record.add(client=client, settings=f"latency at {offered:,.0f} records/s", acks="1", **{
-            "value B": args.value_size, "p50 ms": figures.get("p50_ms"), "p99 ms": figures.get("p99_ms")})
+        record.add(
+            client=client,
+            settings=f"latency at {offered:,.0f} records/s",
+            acks="1",
+            **{"value B": args.value_size, "p50 ms": figures.get("p50_ms"), "p99 ms": figures.get("p99_ms")},
+        )
     for client, figure in consume.items():
-        record.add(client=client, settings="consume, defaults", **{"value B": args.value_size,
-                                                                   "consume records/s": figure})
-    record.note(f"{n:,} records a run; every client at the modern protocol. equalised: linger {LINGER_MS} ms, "
-                f"{BATCH_BYTES:,} B batches, acks=1. CPU: user+system seconds of the producing process per "
-                f"million records. kproto send_batch(): {BATCH_CALL:,} records a call.")
+        record.add(
+            client=client, settings="consume, defaults", **{"value B": args.value_size, "consume records/s": figure}
+        )
+    record.note(
+        f"{n:,} records a run; every client at the modern protocol. equalised: linger {LINGER_MS} ms, "
+        f"{BATCH_BYTES:,} B batches, acks=1. CPU: user+system seconds of the producing process per "
+        f"million records. kproto send_batch(): {BATCH_CALL:,} records a call."
+    )
     for name, goal, got in targets:
-        record.note(f"{name}: {'–' if got is None else f'{got:.2f}'}× (target {goal}×, "
-                    f"{'n/a' if got is None else 'met' if got >= goal else 'missed'}).")
-    record.note(f"kproto's producer against a broker answering every Produce 2 ms late, {args.pipeline_records:,} "
-                f"records in 2000 B batches: 1 request in flight {pipe[1]:,.0f}/s, 5 in flight {pipe[5]:,.0f}/s "
-                f"({pipe[5] / pipe[1]:.2f}×).")
+        record.note(
+            f"{name}: {'–' if got is None else f'{got:.2f}'}× (target {goal}×, "
+            f"{'n/a' if got is None else 'met' if got >= goal else 'missed'})."
+        )
+    record.note(
+        f"kproto's producer against a broker answering every Produce 2 ms late, {args.pipeline_records:,} "
+        f"records in 2000 B batches: 1 request in flight {pipe[1]:,.0f}/s, 5 in flight {pipe[5]:,.0f}/s "
+        f"({pipe[5] / pipe[1]:.2f}×)."
+    )
     record.save(args.json_out)
 
 

@@ -96,19 +96,23 @@ def run(address: Tuple[str, int], make_request, version: int, count: int, window
     return count / elapsed
 
 
-async def _produce_to_cluster(bootstrap: str, topic: str, count: int, in_flight: int, batch_bytes: int,
-                              value_size: int) -> Tuple[float, int]:
+async def _produce_to_cluster(
+    bootstrap: str, topic: str, count: int, in_flight: int, batch_bytes: int, value_size: int
+) -> Tuple[float, int]:
     """Records per second sending ``count`` records round-robin over the partitions; and the most
     requests the producer had in flight to one broker."""
     from kproto.client import Producer
 
     padding = b"x" * max(value_size - 12, 0)
-    async with Producer(bootstrap, acks="all", idempotence=True, max_in_flight=in_flight,
-                        batch_size=batch_bytes, linger_ms=0) as producer:
+    async with Producer(
+        bootstrap, acks="all", idempotence=True, max_in_flight=in_flight, batch_size=batch_bytes, linger_ms=0
+    ) as producer:
         await (await producer.send(topic, b"warm-up", partition=0))
         start = time.perf_counter()
-        futures = [await producer.send(topic, b"%011d" % seq + padding, partition=seq % CLUSTER_PARTITIONS)
-                   for seq in range(count)]
+        futures = [
+            await producer.send(topic, b"%011d" % seq + padding, partition=seq % CLUSTER_PARTITIONS)
+            for seq in range(count)
+        ]
         await producer.flush()
         elapsed = time.perf_counter() - start
         for future in futures:
@@ -138,31 +142,46 @@ def cluster_main(args: argparse.Namespace) -> int:
     import asyncio
 
     record = Run("pipelining-cluster")
-    record.settings = {"delay_ms": args.delay_ms, "records": args.records, "batch_bytes": args.batch_bytes,
-                       "value_size": args.value_size, "brokers": 3, "partitions": CLUSTER_PARTITIONS}
-    proc = subprocess.Popen([sys.executable, "-c", _CLUSTER.format(delay=args.delay_ms / 1000.0)],
-                            stdout=subprocess.PIPE, text=True)
+    record.settings = {
+        "delay_ms": args.delay_ms,
+        "records": args.records,
+        "batch_bytes": args.batch_bytes,
+        "value_size": args.value_size,
+        "brokers": 3,
+        "partitions": CLUSTER_PARTITIONS,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLUSTER.format(delay=args.delay_ms / 1000.0)], stdout=subprocess.PIPE, text=True
+    )
     bootstrap = proc.stdout.readline().strip().rsplit(" ", 1)[1]  # type: ignore[union-attr]
-    print(f"3 brokers ({bootstrap}), {CLUSTER_PARTITIONS} partitions, {args.delay_ms} ms latency per broker, "
-          f"{args.batch_bytes}-byte batches of {args.value_size}-byte records")
+    print(
+        f"3 brokers ({bootstrap}), {CLUSTER_PARTITIONS} partitions, {args.delay_ms} ms latency per broker, "
+        f"{args.batch_bytes}-byte batches of {args.value_size}-byte records"
+    )
     try:
         rates = {}
         for in_flight in (1, 5):
             topic = f"bench-{in_flight}"
-            rate, peak = asyncio.run(_produce_to_cluster(bootstrap, topic, args.records, in_flight,
-                                                         args.batch_bytes, args.value_size))
+            rate, peak = asyncio.run(
+                _produce_to_cluster(bootstrap, topic, args.records, in_flight, args.batch_bytes, args.value_size)
+            )
             kept = asyncio.run(_order_kept(bootstrap, topic, args.records))
             rates[in_flight] = rate
-            print(f"kproto Producer, {in_flight} in flight per broker: {rate:9.0f} records/s "
-                  f"(peak {peak} in flight), order per partition kept: {kept}")
-            record.add(client="kproto Producer", in_flight=in_flight, records_per_s=rate, peak_in_flight=peak,
-                       order_kept=kept)
+            print(
+                f"kproto Producer, {in_flight} in flight per broker: {rate:9.0f} records/s "
+                f"(peak {peak} in flight), order per partition kept: {kept}"
+            )
+            record.add(
+                client="kproto Producer", in_flight=in_flight, records_per_s=rate, peak_in_flight=peak, order_kept=kept
+            )
         ratio = rates[5] / rates[1]
         print(f"ratio 5/1 in flight: {ratio:.2f}x")
         if ratio < 3:
-            record.note(f"5 in flight reached {ratio:.2f}x of 1 in flight, under the 3x aimed at: with several "
-                        "requests in flight the client and the broker process share the machine's cores, and "
-                        "past a few thousand records/s they, not the brokers' latency, bound the rate.")
+            record.note(
+                f"5 in flight reached {ratio:.2f}x of 1 in flight, under the 3x aimed at: with several "
+                "requests in flight the client and the broker process share the machine's cores, and "
+                "past a few thousand records/s they, not the brokers' latency, bound the rate."
+            )
         record.save(args.json_out)
         print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     finally:
@@ -173,8 +192,11 @@ def cluster_main(args: argparse.Namespace) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cluster", action="store_true",
-                        help="kproto's Producer against a 3-broker mock cluster (see the module docstring)")
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="kproto's Producer against a 3-broker mock cluster (see the module docstring)",
+    )
     parser.add_argument("--records", type=int, default=20000, help="--cluster: records produced per run")
     parser.add_argument("--batch-bytes", type=int, default=512, help="--cluster: the producer's batch_size")
     parser.add_argument("--requests", type=int, default=2000)
@@ -186,15 +208,22 @@ def main() -> int:
     if args.cluster:
         return cluster_main(args)
     record = Run("pipelining")
-    record.settings = {"delay_ms": args.delay_ms, "batch": args.batch, "value_size": args.value_size,
-                       "requests": args.requests}
+    record.settings = {
+        "delay_ms": args.delay_ms,
+        "batch": args.batch,
+        "value_size": args.value_size,
+        "requests": args.requests,
+    }
 
     # One RecordBatch v2 per request, as current producers send (Produce v7; not idempotent, so the same
     # batch can be sent again and again).
     records = encode_record_batch([(None, b"x" * args.value_size)] * args.batch)
     T = ProduceRequest.TopicProduceData
-    produce: Message = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
-        T(name="bench", partition_data=[T.PartitionProduceData(index=0, records=records)])])
+    produce: Message = ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[T(name="bench", partition_data=[T.PartitionProduceData(index=0, records=records)])],
+    )
     metadata: Message = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="bench")])
 
     proc, address = start_broker(args.delay_ms / 1000.0)
@@ -213,8 +242,12 @@ def main() -> int:
         print(f"ratio produce 5/1 in flight: {results[5] / results[1]:.2f}x")
         print(f"ratio Metadata 32/1 in flight: {meta32 / meta1:.2f}x")
         for window, rate in results.items():
-            record.add(requests="Produce v%d" % PRODUCE_VERSION, in_flight=window, requests_per_s=rate,
-                       messages_per_s=rate * args.batch)
+            record.add(
+                requests="Produce v%d" % PRODUCE_VERSION,
+                in_flight=window,
+                requests_per_s=rate,
+                messages_per_s=rate * args.batch,
+            )
         record.add(requests="Metadata v0", in_flight=1, requests_per_s=meta1, messages_per_s=None)
         record.add(requests="Metadata v0", in_flight=32, requests_per_s=meta32, messages_per_s=None)
         record.save(args.json_out)

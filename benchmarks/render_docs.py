@@ -46,8 +46,10 @@ def _ratio(value: Optional[float]) -> str:
 def _stamp(run: Run) -> List[str]:
     load = " → ".join(", ".join(f"{x:.2f}" for x in run[k][:1]) for k in ("load_start", "load_end") if run.get(k))
     machine = run.get("machine", {})
-    return [f"`{run['command']}` — {run['started']}, {machine.get('cpus', '?')} × {machine.get('cpu', '?')}, "
-            f"Python {machine.get('python', '?')}, load average (1 min) {load or 'unknown'}."]
+    return [
+        f"`{run['command']}` — {run['started']}, {machine.get('cpus', '?')} × {machine.get('cpu', '?')}, "
+        f"Python {machine.get('python', '?')}, load average (1 min) {load or 'unknown'}."
+    ]
 
 
 def _notes(run: Run) -> List[str]:
@@ -68,10 +70,15 @@ def codecs(run: Run) -> List[str]:
     rows = []
     for (case, op), by_impl in table.items():
         own = by_impl.get("kproto")
-        rows.append([case, op, _num(own["us_per_op"] if own else None)]
-                    + [_ratio(by_impl[i]["ratio"]) if i in by_impl else "" for i in impls])
-    return (["Generated codecs: µs per operation for kproto, and each peer's time ÷ kproto's (above 1: kproto is "
-             "faster)."] + [""] + _table(["case", "op", "kproto µs"] + [f"{i} ×" for i in impls], rows))
+        rows.append(
+            [case, op, _num(own["us_per_op"] if own else None)]
+            + [_ratio(by_impl[i]["ratio"]) if i in by_impl else "" for i in impls]
+        )
+    return (
+        ["Generated codecs: µs per operation for kproto, and each peer's time ÷ kproto's (above 1: kproto is faster)."]
+        + [""]
+        + _table(["case", "op", "kproto µs"] + [f"{i} ×" for i in impls], rows)
+    )
 
 
 _RECORD_PEER = {"kproto-cython": "aiokafka-cython", "kproto-pure": "kafka-python"}
@@ -86,9 +93,11 @@ def records(run: Run) -> List[str]:
     for r in run["rows"]:
         if r["impl"].startswith("kproto") and r["op"] not in ops:
             ops.append(r["op"])
-    out = ["Record sets: M records/s of kproto's compiled and pure cores, each with its ratio to its peer "
-           "(compiled: aiokafka's Cython classes; pure: kafka-python), the peer doing the same operation "
-           "(`columns` is kproto's columnar decode against the peer's object decode)."]
+    out = [
+        "Record sets: M records/s of kproto's compiled and pure cores, each with its ratio to its peer "
+        "(compiled: aiokafka's Cython classes; pure: kafka-python), the peer doing the same operation "
+        "(`columns` is kproto's columnar decode against the peer's object decode)."
+    ]
     for impl in ("kproto-cython", "kproto-pure"):
         peer = _RECORD_PEER[impl]
         rows = []
@@ -109,13 +118,26 @@ def records(run: Run) -> List[str]:
 
 
 def capture(run: Run) -> List[str]:
-    rows = [[r["era"], f"{r['size_mb']:.0f}", r["command"], f"{r['wall_s']:.2f}", f"{r['cpu_s']:.2f}",
-             f"{r['tshark_wall_s'] / r['wall_s']:.1f}×", f"{r['tshark_cpu_s'] / r['cpu_s']:.1f}×"]
-            for r in run["rows"]]
-    return (["Generated captures decoded by `kproto pcap` against `tshark -T json` on the same file (medians of "
-             "the rounds; ratio = tshark time ÷ kproto time)."] + [""]
-            + _table(["traffic", "MB", "kproto command", "wall s", "CPU s", "vs tshark (wall)", "vs tshark (CPU)"],
-                     rows))
+    rows = [
+        [
+            r["era"],
+            f"{r['size_mb']:.0f}",
+            r["command"],
+            f"{r['wall_s']:.2f}",
+            f"{r['cpu_s']:.2f}",
+            f"{r['tshark_wall_s'] / r['wall_s']:.1f}×",
+            f"{r['tshark_cpu_s'] / r['cpu_s']:.1f}×",
+        ]
+        for r in run["rows"]
+    ]
+    return (
+        [
+            "Generated captures decoded by `kproto pcap` against `tshark -T json` on the same file (medians of "
+            "the rounds; ratio = tshark time ÷ kproto time)."
+        ]
+        + [""]
+        + _table(["traffic", "MB", "kproto command", "wall s", "CPU s", "vs tshark (wall)", "vs tshark (CPU)"], rows)
+    )
 
 
 def pipelining(run: Run) -> List[str]:
@@ -123,42 +145,88 @@ def pipelining(run: Run) -> List[str]:
     rows = []
     for (kind, window), r in by.items():
         base = by.get((kind, 1))
-        rows.append([kind, str(window), _num(r["requests_per_s"]),
-                     _ratio(r["requests_per_s"] / base["requests_per_s"]) if base else "–"])
+        rows.append(
+            [
+                kind,
+                str(window),
+                _num(r["requests_per_s"]),
+                _ratio(r["requests_per_s"] / base["requests_per_s"]) if base else "–",
+            ]
+        )
     s = run.get("settings", {})
-    return ([f"Requests in flight on one connection (kproto's sans-I/O `ClientConnection`) against the mock broker "
-             f"with {s.get('delay_ms', '?')} ms injected per Produce, {s.get('batch', '?')} records per request."]
-            + [""] + _table(["requests", "in flight", "requests/s", "vs 1 in flight"], rows))
+    return (
+        [
+            f"Requests in flight on one connection (kproto's sans-I/O `ClientConnection`) against the mock broker "
+            f"with {s.get('delay_ms', '?')} ms injected per Produce, {s.get('batch', '?')} records per request."
+        ]
+        + [""]
+        + _table(["requests", "in flight", "requests/s", "vs 1 in flight"], rows)
+    )
 
 
 def pipelining_cluster(run: Run) -> List[str]:
     base = next((r for r in run["rows"] if r["in_flight"] == 1), None)
-    rows = [[r["client"], str(r["in_flight"]), _num(r["records_per_s"]),
-             _ratio(r["records_per_s"] / base["records_per_s"]) if base else "–", "yes" if r["order_kept"] else "NO"]
-            for r in run["rows"]]
+    rows = [
+        [
+            r["client"],
+            str(r["in_flight"]),
+            _num(r["records_per_s"]),
+            _ratio(r["records_per_s"] / base["records_per_s"]) if base else "–",
+            "yes" if r["order_kept"] else "NO",
+        ]
+        for r in run["rows"]
+    ]
     s = run.get("settings", {})
-    return ([f"kproto's `Producer` (idempotent, acks=all) against a {s.get('brokers', '?')}-broker mock cluster, "
-             f"{s.get('partitions', '?')} partitions, {s.get('delay_ms', '?')} ms latency at every broker, "
-             f"{s.get('batch_bytes', '?')}-byte batches of {s.get('value_size', '?')}-byte records; every partition "
-             "read back to check the order records were sent in."]
-            + [""] + _table(["client", "in flight per broker", "records/s", "vs 1 in flight", "order kept"], rows))
+    return (
+        [
+            f"kproto's `Producer` (idempotent, acks=all) against a {s.get('brokers', '?')}-broker mock cluster, "
+            f"{s.get('partitions', '?')} partitions, {s.get('delay_ms', '?')} ms latency at every broker, "
+            f"{s.get('batch_bytes', '?')}-byte batches of {s.get('value_size', '?')}-byte records; every partition "
+            "read back to check the order records were sent in."
+        ]
+        + [""]
+        + _table(["client", "in flight per broker", "records/s", "vs 1 in flight", "order kept"], rows)
+    )
 
 
 def broker_ingest(run: Run) -> List[str]:
-    rows = [[r["path"], _num(r["messages_per_s"]),
-             "–" if r.get("broker_us_per_request") is None else f"{r['broker_us_per_request']:.0f}"]
-            for r in run["rows"]]
+    rows = [
+        [
+            r["path"],
+            _num(r["messages_per_s"]),
+            "–" if r.get("broker_us_per_request") is None else f"{r['broker_us_per_request']:.0f}",
+        ]
+        for r in run["rows"]
+    ]
     s = run.get("settings", {})
-    return ([f"The mock broker ingesting Produce v{s.get('produce_version', '?')} requests of {s.get('batch', '?')} "
-             f"records (RecordBatch v2) from one pipelined kproto connection."] + [""]
-            + _table(["path", "records/s", "broker µs per request"], rows))
+    return (
+        [
+            f"The mock broker ingesting Produce v{s.get('produce_version', '?')} requests of {s.get('batch', '?')} "
+            f"records (RecordBatch v2) from one pipelined kproto connection."
+        ]
+        + [""]
+        + _table(["path", "records/s", "broker µs per request"], rows)
+    )
 
 
 def spark(run: Run) -> List[str]:
-    rows = [[r["inputs"], f"{r['input_mb']:.0f}", r["path"], "–" if r["start_s"] is None else f"{r['start_s']:.1f}",
-             f"{r['run_s']:.2f}", f"{r['mb_per_s']:.1f}", _ratio(r["vs_single"])] for r in run["rows"]]
-    return (["The Spark job against the single-process pipeline on the same captures (start-up excluded)."] + [""]
-            + _table(["input", "MB", "path", "start s", "run s", "MB/s", "vs single process"], rows))
+    rows = [
+        [
+            r["inputs"],
+            f"{r['input_mb']:.0f}",
+            r["path"],
+            "–" if r["start_s"] is None else f"{r['start_s']:.1f}",
+            f"{r['run_s']:.2f}",
+            f"{r['mb_per_s']:.1f}",
+            _ratio(r["vs_single"]),
+        ]
+        for r in run["rows"]
+    ]
+    return (
+        ["The Spark job against the single-process pipeline on the same captures (start-up excluded)."]
+        + [""]
+        + _table(["input", "MB", "path", "start s", "run s", "MB/s", "vs single process"], rows)
+    )
 
 
 def abuse(run: Run) -> List[str]:
@@ -166,8 +234,14 @@ def abuse(run: Run) -> List[str]:
     for r in run["rows"]:
         keys += [k for k in r if k != "scenario" and k not in keys]
     rows = [[r["scenario"]] + [str(r.get(k, "")) for k in keys] for r in run["rows"]]
-    return (["Hostile-peer scenarios of [reliability.md](reliability.md#budgets-of-the-running-tools): what each "
-             "costs the broker or the CLI."] + [""] + _table(["scenario"] + keys, rows))
+    return (
+        [
+            "Hostile-peer scenarios of [reliability.md](reliability.md#budgets-of-the-running-tools): what each "
+            "costs the broker or the CLI."
+        ]
+        + [""]
+        + _table(["scenario"] + keys, rows)
+    )
 
 
 def client(run: Run) -> List[str]:
@@ -185,12 +259,17 @@ def fidelity(run: Run) -> List[str]:
     s = run.get("settings", {})
     rows = [[r["name"], f"{r['agreed']:,}", f"{r['compared']:,}"] for r in apis]
     rows.append(["all", f"{agreed:,}", f"{compared:,}"])
-    return ([f"Answers of the mock broker and of Apache Kafka {' and '.join(s.get('releases', []))} to the corpus of "
-             "`kproto.testing.fidelity_scenarios`, compared field by field (docs/broker.md: what is normalised); "
-             f"{s.get('undocumented', '?')} differing fields are undocumented."]
-            + [""] + _table(["api", "fields agreeing", "fields compared"], rows)
-            + ["", "Differing fields per documented difference (docs/broker.md):", ""]
-            + _table(["documented difference", "fields"], [[r["name"], f"{r['compared']:,}"] for r in documented]))
+    return (
+        [
+            f"Answers of the mock broker and of Apache Kafka {' and '.join(s.get('releases', []))} to the corpus of "
+            "`kproto.testing.fidelity_scenarios`, compared field by field (docs/broker.md: what is normalised); "
+            f"{s.get('undocumented', '?')} differing fields are undocumented."
+        ]
+        + [""]
+        + _table(["api", "fields agreeing", "fields compared"], rows)
+        + ["", "Differing fields per documented difference (docs/broker.md):", ""]
+        + _table(["documented difference", "fields"], [[r["name"], f"{r['compared']:,}"] for r in documented])
+    )
 
 
 #: (results file stem, section title, renderer), in the document's order.

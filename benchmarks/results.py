@@ -97,8 +97,12 @@ class Run:
             "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "load_start": self.load_start,
             "load_end": _loadavg(),
-            "machine": {"cpus": os.cpu_count(), "cpu": _cpu_model(), "python": platform.python_version(),
-                        "system": f"{platform.system()} {platform.machine()}"},
+            "machine": {
+                "cpus": os.cpu_count(),
+                "cpu": _cpu_model(),
+                "python": platform.python_version(),
+                "system": f"{platform.system()} {platform.machine()}",
+            },
             "settings": self.settings,
             "rows": self.rows,
             "notes": self.notes,
@@ -110,8 +114,12 @@ class Run:
 
 def add_json_out(parser: Any) -> None:
     """The ``--json-out PATH`` option every benchmark takes."""
-    parser.add_argument("--json-out", type=Path, default=None,
-                        help="where to write the results as JSON (default benchmarks/results/NAME.json)")
+    parser.add_argument(
+        "--json-out",
+        type=Path,
+        default=None,
+        help="where to write the results as JSON (default benchmarks/results/NAME.json)",
+    )
 
 
 def load(name: str, directory: Optional[Path] = None) -> Optional[Dict[str, Any]]:

@@ -83,8 +83,9 @@ class KafkaBroker:
         ``"NOT_LEADER_FOR_PARTITION"``), only those naming ``topic``/``partition`` when given; ``delay``
         holds each answer back that many seconds after the request arrived; ``drop`` closes the
         connection instead.  The returned fault's ``fired`` counts the requests it applied to."""
-        return self.broker.inject(api, error=error, times=times, topic=topic, partition=partition, delay=delay,
-                                  drop=drop)
+        return self.broker.inject(
+            api, error=error, times=times, topic=topic, partition=partition, delay=delay, drop=drop
+        )
 
     # The cluster controls (``@pytest.mark.kafka_broker(brokers=3)``), as MockBroker has them.
 
@@ -157,8 +158,10 @@ class ApacheKafkaBroker:
         :class:`~kproto.testing.apache_kafka.NeedsMockBrokerError`)."""
         from kproto.testing.apache_kafka import NeedsMockBrokerError
 
-        raise NeedsMockBrokerError(f"fail({api!r}, {error!r}): injecting faults needs the mock broker "
-                                   f"(engine='mock'); Apache Kafka {self.kafka.version} cannot be told to fail")
+        raise NeedsMockBrokerError(
+            f"fail({api!r}, {error!r}): injecting faults needs the mock broker "
+            f"(engine='mock'); Apache Kafka {self.kafka.version} cannot be told to fail"
+        )
 
     def committed(self, group_id: str) -> Dict[Any, Any]:
         """The offsets ``group_id`` committed (OffsetFetch): (topic, partition) → (offset, metadata)."""
@@ -201,8 +204,11 @@ class ApacheKafkaSession:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "kafka_broker(engine='mock', **options): the kafka_broker fixture's "
-                            "engine ('mock', keywords for MockBroker; or 'apache-kafka', version=...)")
+    config.addinivalue_line(
+        "markers",
+        "kafka_broker(engine='mock', **options): the kafka_broker fixture's "
+        "engine ('mock', keywords for MockBroker; or 'apache-kafka', version=...)",
+    )
     config.addinivalue_line("markers", "apache_kafka: runs Apache Kafka (needs java and mvn; skipped without)")
 
 

@@ -280,8 +280,9 @@ def read_tag_section(
         if tag in known:
             spans.append((tag, pos, pos + size))
         elif tag in refused:
-            raise DecodeError(f"tag {tag} at offset {at} is a field this version does not have", at,
-                              f"_tagged_fields[{tag}]")
+            raise DecodeError(
+                f"tag {tag} at offset {at} is a field this version does not have", at, f"_tagged_fields[{tag}]"
+            )
         else:
             unknown.append((tag, buf[pos : pos + size]))
         pos += size

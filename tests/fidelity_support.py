@@ -13,6 +13,7 @@ from kproto.testing.jars import JavaToolMissingError
 def kafka_broker(version: str) -> Iterator[fid.Target]:
     """A real Kafka ``version`` for a whole module, set up as the corpus needs, as a comparison target."""
     from kproto.testing.apache_kafka import ApacheKafka
+
     try:
         kafka = ApacheKafka(version, broker_config=fid.KAFKA_CONFIG).start()
     except JavaToolMissingError as exc:
@@ -27,6 +28,7 @@ def assert_agrees(scenarios: List[fid.Scenario], kafka: fid.Target, mock: object
     """Run each scenario on both brokers; fail listing every difference docs/broker.md does not name."""
     result = fid.run_and_compare(scenarios, kafka, fid.mock_target(mock))
     left = fid.undocumented(result.differences)
-    assert not left, "\n".join(f"{d.scenario} {d.label} {d.api} v{d.version} {d.path}: kafka={d.kafka!r} "
-                               f"mock={d.mock!r}" for d in left)
+    assert not left, "\n".join(
+        f"{d.scenario} {d.label} {d.api} v{d.version} {d.path}: kafka={d.kafka!r} mock={d.mock!r}" for d in left
+    )
     return result

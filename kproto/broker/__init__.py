@@ -28,5 +28,13 @@ from kproto.broker.faults import Fault
 from kproto.broker.hooks import Intercept, InterceptedRequest
 from kproto.broker.mock import MockBroker, run_broker
 
-__all__ = ["BrokerConfig", "ClusterControlError", "ClusterEvent", "Fault", "Intercept", "InterceptedRequest",
-           "MockBroker", "run_broker"]
+__all__ = [
+    "BrokerConfig",
+    "ClusterControlError",
+    "ClusterEvent",
+    "Fault",
+    "Intercept",
+    "InterceptedRequest",
+    "MockBroker",
+    "run_broker",
+]

@@ -31,8 +31,13 @@ from kproto import ErrorCode
 from kproto.errors import KprotoError, LimitExceededError
 from kproto.records import DEFAULT_MAX_DECOMPRESSED_SIZE, decode_message_set, encode_message_set
 
-__all__ = ["DEFAULT_MESSAGE_MAX_BYTES", "DecompressionBudget", "PreparedAppend", "has_compressed_entries",
-           "prepare_append"]
+__all__ = [
+    "DEFAULT_MESSAGE_MAX_BYTES",
+    "DecompressionBudget",
+    "PreparedAppend",
+    "has_compressed_entries",
+    "prepare_append",
+]
 
 #: ``message.max.bytes`` default: 1000000 + LogOverhead (12).
 DEFAULT_MESSAGE_MAX_BYTES = 1000012
@@ -85,7 +90,10 @@ class PreparedAppend:
 
 
 def prepare_append(
-    message_set: bytes, next_offset: int, *, message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES,
+    message_set: bytes,
+    next_offset: int,
+    *,
+    message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES,
     budget: Optional[DecompressionBudget] = None,
 ) -> Union[PreparedAppend, ErrorCode]:
     """``message_set`` with offsets from ``next_offset`` on, or the error code that rejects it.
@@ -140,7 +148,7 @@ def prepare_append(
 def _check(view: memoryview, start: int, stop: int) -> Union[int, ErrorCode]:
     """The codec of the message in ``view[start:stop]`` after checking its CRC, magic and codec."""
     (crc,) = _CRC.unpack_from(view, start)
-    if zlib.crc32(view[start + 4:stop]) != crc:
+    if zlib.crc32(view[start + 4 : stop]) != crc:
         return ErrorCode.CORRUPT_MESSAGE
     magic, codec = view[start + 4], view[start + 5] & 0x07
     if magic not in (0, 1) or (codec and codec not in _CODEC_NAMES):
@@ -148,8 +156,9 @@ def _check(view: memoryview, start: int, stop: int) -> Union[int, ErrorCode]:
     return codec
 
 
-def _recompress(entry: bytes, offset: int, magic: int, codec: int,
-                budget: DecompressionBudget) -> Union[Tuple[bytes, int], ErrorCode]:
+def _recompress(
+    entry: bytes, offset: int, magic: int, codec: int, budget: DecompressionBudget
+) -> Union[Tuple[bytes, int], ErrorCode]:
     """A compressed wrapper re-encoded with inner offsets from ``offset``: (bytes, message count)."""
     try:
         inner = decode_message_set(entry, max_decompressed_size=max(budget.remaining, 0))

@@ -69,8 +69,9 @@ class BatchHeader:
         return (self.base_sequence + self.count - 1) % 2**31
 
 
-def scan_batches(data: Union[bytes, bytearray, memoryview], *, message_max_bytes: int,
-                 zstd_allowed: bool = True) -> Union[List[BatchHeader], ErrorCode]:
+def scan_batches(
+    data: Union[bytes, bytearray, memoryview], *, message_max_bytes: int, zstd_allowed: bool = True
+) -> Union[List[BatchHeader], ErrorCode]:
     """The headers of the magic 2 batches filling ``data`` exactly, or the Kafka error that rejects them.
 
     Nothing is modified.  ``data`` must hold whole batches only: a truncated one is CORRUPT_MESSAGE (a
@@ -86,14 +87,15 @@ def scan_batches(data: Union[bytes, bytearray, memoryview], *, message_max_bytes
                 return ErrorCode.INVALID_RECORD  # a message set where Produce v3+ needs batches
             if end - pos < BATCH_HEADER_SIZE:
                 return ErrorCode.CORRUPT_MESSAGE
-            (_, length, _, magic, crc, attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq,
-             count) = _HEADER.unpack_from(data, pos)
+            (_, length, _, magic, crc, attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq, count) = (
+                _HEADER.unpack_from(data, pos)
+            )
             size = _LOG_OVERHEAD + length
             if size < BATCH_HEADER_SIZE or pos + size > end:
                 return ErrorCode.CORRUPT_MESSAGE
             if size > message_max_bytes:
                 return ErrorCode.MESSAGE_TOO_LARGE
-            if crc32c(view[pos + _CRC_START:pos + size]) != crc:
+            if crc32c(view[pos + _CRC_START : pos + size]) != crc:
                 return ErrorCode.CORRUPT_MESSAGE
             codec = attributes & CODEC_MASK
             if codec > CODEC_ZSTD:
@@ -102,10 +104,9 @@ def scan_batches(data: Union[bytes, bytearray, memoryview], *, message_max_bytes
                 return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             if count < 1 or last_delta != count - 1 or attributes & ATTR_CONTROL:
                 return ErrorCode.INVALID_RECORD
-            if not codec and not _records_fill(data if size == end else view[pos:pos + size], count):
+            if not codec and not _records_fill(data if size == end else view[pos : pos + size], count):
                 return ErrorCode.CORRUPT_MESSAGE
-            headers.append(BatchHeader(pos, size, attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq,
-                                       count))
+            headers.append(BatchHeader(pos, size, attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq, count))
             pos += size
     finally:
         view.release()
@@ -134,5 +135,5 @@ def patch_batch(buf: bytearray, header: BatchHeader, base_offset: int, log_appen
         _ATTRIBUTES.pack_into(buf, pos + 21, (header.attributes | ATTR_TIMESTAMP_TYPE) & 0xFFFF)
         _MAX_TIMESTAMP.pack_into(buf, pos + 35, log_append_time)
         with memoryview(buf) as view:
-            crc = records_impl.crc32c(view[pos + _CRC_START:pos + header.size])
+            crc = records_impl.crc32c(view[pos + _CRC_START : pos + header.size])
         _CRC.pack_into(buf, pos + 17, crc)

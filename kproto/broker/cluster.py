@@ -38,8 +38,20 @@ from kproto import ErrorCode
 from kproto.broker.log import PartitionLog
 from kproto.errors import KprotoError
 
-__all__ = ["BrokerStarted", "BrokerStopped", "Cluster", "ClusterControlError", "ClusterEvent", "CoordinatorMoved",
-           "Endpoint", "IsrChanged", "LeaderMoved", "Placement", "serving_node", "valid_topic_name"]
+__all__ = [
+    "BrokerStarted",
+    "BrokerStopped",
+    "Cluster",
+    "ClusterControlError",
+    "ClusterEvent",
+    "CoordinatorMoved",
+    "Endpoint",
+    "IsrChanged",
+    "LeaderMoved",
+    "Placement",
+    "serving_node",
+    "valid_topic_name",
+]
 
 #: The node whose listener received the request being handled.  The server sets it in each
 #: connection's task, so handlers that answer per node (leadership, coordinators) read it without every
@@ -111,6 +123,7 @@ class Placement:
     leader: int
     leader_epoch: int = 0
 
+
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
@@ -131,9 +144,17 @@ class Endpoint:
 class Cluster:
     """Topics by name, each a list of :class:`PartitionLog`."""
 
-    def __init__(self, *, auto_create: bool = True, default_partitions: int = 1, max_topics: int = 10_000,
-                 log_append_time: bool = False, node_ids: Sequence[int] = (0,), replication_factor: int = 1,
-                 min_insync_replicas: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        auto_create: bool = True,
+        default_partitions: int = 1,
+        max_topics: int = 10_000,
+        log_append_time: bool = False,
+        node_ids: Sequence[int] = (0,),
+        replication_factor: int = 1,
+        min_insync_replicas: int = 1,
+    ) -> None:
         if default_partitions < 1:
             raise ValueError("default_partitions must be at least 1")
         if not node_ids or len(set(node_ids)) != len(node_ids):
@@ -181,8 +202,9 @@ class Cluster:
         for listener in self._listeners:
             listener()
 
-    def create_topic(self, name: str, partitions: Optional[int] = None, *,
-                     log_append_time: Optional[bool] = None) -> List[PartitionLog]:
+    def create_topic(
+        self, name: str, partitions: Optional[int] = None, *, log_append_time: Optional[bool] = None
+    ) -> List[PartitionLog]:
         """Create ``name`` (or return it if it exists); raises ValueError for an illegal name.
 
         ``log_append_time``: stamp its batches with the broker's time (None: the cluster default).
@@ -228,8 +250,13 @@ class Cluster:
     def lookup(self, name: str, *, create: bool = False) -> Optional[List[PartitionLog]]:
         """The partitions of ``name``; created when ``create`` and auto-creation allow it."""
         partitions = self.topics.get(name)
-        if (partitions is None and create and self.auto_create and valid_topic_name(name)
-                and len(self.topics) < self.max_topics):
+        if (
+            partitions is None
+            and create
+            and self.auto_create
+            and valid_topic_name(name)
+            and len(self.topics) < self.max_topics
+        ):
             partitions = self.create_topic(name)
         return partitions
 
@@ -355,8 +382,10 @@ class Cluster:
         self.require_node(to_node)
         placement = self.require_placement(topic, partition)
         if to_node not in placement.isr or to_node not in self.live:
-            raise ClusterControlError(f"broker {to_node} cannot lead {topic}-{partition}: its in-sync running "
-                                      f"replicas are {[n for n in placement.isr if n in self.live]}")
+            raise ClusterControlError(
+                f"broker {to_node} cannot lead {topic}-{partition}: its in-sync running "
+                f"replicas are {[n for n in placement.isr if n in self.live]}"
+            )
         if placement.leader != to_node:
             self._elect(topic, partition, placement, to_node)
             self._changed()
@@ -368,15 +397,17 @@ class Cluster:
         for node in to:
             self.require_node(node)
             if node not in placement.replicas or node not in self.live:
-                raise ClusterControlError(f"broker {node} is not a running replica of {topic}-{partition} "
-                                          f"(replicas {placement.replicas})")
+                raise ClusterControlError(
+                    f"broker {node} is not a running replica of {topic}-{partition} (replicas {placement.replicas})"
+                )
         if placement.leader not in to:
             raise ClusterControlError(f"the ISR of {topic}-{partition} must keep its leader {placement.leader}")
         self._set_isr(topic, partition, placement, to)
         self._changed()
 
-    def leader_error(self, topic: str, partition: int, node: int, current_leader_epoch: int = -1, *,
-                     follower_ok: bool = False) -> Optional[ErrorCode]:
+    def leader_error(
+        self, topic: str, partition: int, node: int, current_leader_epoch: int = -1, *, follower_ok: bool = False
+    ) -> Optional[ErrorCode]:
         """Why ``node`` cannot serve the partition (Kafka's error), or None.
 
         As a Kafka replica checks: a known ``current_leader_epoch`` older than the partition's is

@@ -24,7 +24,14 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from kproto import ErrorCode
 from kproto.broker.cluster import Cluster, Endpoint, valid_topic_name
 from kproto.broker.config import BrokerConfig
-from kproto.broker.served_versions import ApiTable, Handler, VersionTable, api_versions_response, bind_handlers, versions_of
+from kproto.broker.served_versions import (
+    ApiTable,
+    Handler,
+    VersionTable,
+    api_versions_response,
+    bind_handlers,
+    versions_of,
+)
 from kproto.connection.server import RequestReceived
 from kproto.message_base import Message
 from kproto.messages import (
@@ -90,8 +97,10 @@ class ControlPlane:
 
     async def api_versions(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         req: Any = request.message
-        if request.api_version >= 3 and not (_SOFTWARE.fullmatch(req.client_software_name or "")
-                                             and _SOFTWARE.fullmatch(req.client_software_version or "")):
+        if request.api_version >= 3 and not (
+            _SOFTWARE.fullmatch(req.client_software_name or "")
+            and _SOFTWARE.fullmatch(req.client_software_version or "")
+        ):
             return api_versions_response({}, _C.INVALID_REQUEST)
         response = api_versions_response(self.served, _C.NONE)
         # v3+: the feature levels, as a Kafka 4 broker tells them.  ``group.version`` 1 is what lets a
@@ -99,8 +108,9 @@ class ControlPlane:
         S, F = ApiVersionsResponse.SupportedFeatureKey, ApiVersionsResponse.FinalizedFeatureKey
         response.supported_features = [S(name=name, min_version=0, max_version=level) for name, level in _FEATURES]
         response.finalized_features_epoch = _FEATURES_EPOCH
-        response.finalized_features = [F(name=name, min_version_level=level, max_version_level=level)
-                                       for name, level in _FEATURES]
+        response.finalized_features = [
+            F(name=name, min_version_level=level, max_version_level=level) for name, level in _FEATURES
+        ]
         return response
 
     # ---------------------------------------------------------------- Metadata
@@ -117,14 +127,22 @@ class ControlPlane:
         asked_ops = version >= 8 and req.include_topic_authorized_operations
         topics = []
         wanted: List[Tuple[Optional[str], Optional[uuid.UUID]]] = (
-            [(name, None) for name in sorted(self.cluster.topics)] if every else
-            list(dict.fromkeys((t.name, t.topic_id if version >= 10 else None) for t in req.topics)))
+            [(name, None) for name in sorted(self.cluster.topics)]
+            if every
+            else list(dict.fromkeys((t.name, t.topic_id if version >= 10 else None) for t in req.topics))
+        )
         for name, asked_id in wanted:
             if name is None:  # v10+: a topic named by its id
                 name = self._name_of(asked_id) if asked_id is not None else None
                 if name is None:
-                    topics.append(T(error_code=_C.UNKNOWN_TOPIC_ID, name=None, topic_id=asked_id or uuid.UUID(int=0),
-                                    partitions=[]))
+                    topics.append(
+                        T(
+                            error_code=_C.UNKNOWN_TOPIC_ID,
+                            name=None,
+                            topic_id=asked_id or uuid.UUID(int=0),
+                            partitions=[],
+                        )
+                    )
                     continue
             partitions = self.cluster.lookup(name, create=auto_create)
             if partitions is None:
@@ -132,19 +150,38 @@ class ControlPlane:
                 topics.append(T(error_code=code, name=name, partitions=[]))
                 continue
             live = self.cluster.live
-            topics.append(T(error_code=_C.NONE, name=name, topic_id=self.topic_id(name), is_internal=False,
-                            topic_authorized_operations=_TOPIC_OPERATIONS if asked_ops else _OMITTED,
-                            partitions=[P(error_code=_C.NONE if p.leader >= 0 else _C.LEADER_NOT_AVAILABLE,
-                                          partition_index=i, leader_id=p.leader, leader_epoch=p.leader_epoch,
-                                          replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-                                          offline_replicas=[n for n in p.replicas if n not in live])
-                                        for i, p in enumerate(self.cluster.placements[name])]))
-        cluster_ops = _CLUSTER_OPERATIONS if 8 <= version <= 10 and req.include_cluster_authorized_operations \
-            else _OMITTED
-        return MetadataResponse(throttle_time_ms=0, brokers=[B(node_id=n, host=e.host, port=e.port, rack=None)
-                                                             for n, e in self._live_endpoints()],
-                                cluster_id=self.config.cluster_id, controller_id=self._controller(), topics=topics,
-                                cluster_authorized_operations=cluster_ops)
+            topics.append(
+                T(
+                    error_code=_C.NONE,
+                    name=name,
+                    topic_id=self.topic_id(name),
+                    is_internal=False,
+                    topic_authorized_operations=_TOPIC_OPERATIONS if asked_ops else _OMITTED,
+                    partitions=[
+                        P(
+                            error_code=_C.NONE if p.leader >= 0 else _C.LEADER_NOT_AVAILABLE,
+                            partition_index=i,
+                            leader_id=p.leader,
+                            leader_epoch=p.leader_epoch,
+                            replica_nodes=list(p.replicas),
+                            isr_nodes=list(p.isr),
+                            offline_replicas=[n for n in p.replicas if n not in live],
+                        )
+                        for i, p in enumerate(self.cluster.placements[name])
+                    ],
+                )
+            )
+        cluster_ops = (
+            _CLUSTER_OPERATIONS if 8 <= version <= 10 and req.include_cluster_authorized_operations else _OMITTED
+        )
+        return MetadataResponse(
+            throttle_time_ms=0,
+            brokers=[B(node_id=n, host=e.host, port=e.port, rack=None) for n, e in self._live_endpoints()],
+            cluster_id=self.config.cluster_id,
+            controller_id=self._controller(),
+            topics=topics,
+            cluster_authorized_operations=cluster_ops,
+        )
 
     def _live_endpoints(self) -> List[Tuple[int, Endpoint]]:
         """The running brokers and where clients reach them (Kafka's metadata lists only live ones)."""
@@ -171,16 +208,29 @@ class ControlPlane:
         if version < 4:
             code, message, node = self._find(key_type, req.key)
             endpoint = self._endpoint(node)
-            return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
-                                           node_id=node if endpoint else -1, host=endpoint.host if endpoint else "",
-                                           port=endpoint.port if endpoint else -1)
+            return FindCoordinatorResponse(
+                throttle_time_ms=0,
+                error_code=code,
+                error_message=message,
+                node_id=node if endpoint else -1,
+                host=endpoint.host if endpoint else "",
+                port=endpoint.port if endpoint else -1,
+            )
         C = FindCoordinatorResponse.Coordinator
         answers = []
         for key in req.coordinator_keys:
             code, message, node = self._find(key_type, key)
             endpoint = self._endpoint(node)
-            answers.append(C(key=key, node_id=node if endpoint else -1, host=endpoint.host if endpoint else "",
-                             port=endpoint.port if endpoint else -1, error_code=code, error_message=message))
+            answers.append(
+                C(
+                    key=key,
+                    node_id=node if endpoint else -1,
+                    host=endpoint.host if endpoint else "",
+                    port=endpoint.port if endpoint else -1,
+                    error_code=code,
+                    error_message=message,
+                )
+            )
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=answers)
 
     def _find(self, key_type: int, key: str) -> Tuple[int, Optional[str], int]:
@@ -220,14 +270,20 @@ class ControlPlane:
                     self.cluster.set_replication(topic.name, len(topic.assignments[0].broker_ids))
                 self.topic_configs[topic.name] = {c.name: c.value for c in topic.configs}
             ok = code == _C.NONE
-            results.append(R(name=topic.name, error_code=code, error_message=message,
-                             # Kafka names a topic id even for a validate-only creation (one never used).
-                             topic_id=(self.topic_id(topic.name) if not validate_only else uuid.uuid4())
-                             if ok else uuid.UUID(int=0),
-                             num_partitions=partitions if ok else -1,
-                             replication_factor=self._factor(topic) if ok else -1,
-                             configs=self._created_configs({c.name: c.value for c in topic.configs})
-                             if ok else []))
+            results.append(
+                R(
+                    name=topic.name,
+                    error_code=code,
+                    error_message=message,
+                    # Kafka names a topic id even for a validate-only creation (one never used).
+                    topic_id=(self.topic_id(topic.name) if not validate_only else uuid.uuid4())
+                    if ok
+                    else uuid.UUID(int=0),
+                    num_partitions=partitions if ok else -1,
+                    replication_factor=self._factor(topic) if ok else -1,
+                    configs=self._created_configs({c.name: c.value for c in topic.configs}) if ok else [],
+                )
+            )
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
     def _check_new_topic(self, topic: object) -> Tuple[int, Optional[str], int]:
@@ -245,7 +301,8 @@ class ControlPlane:
             if count != -1 or factor != -1:
                 return _C.INVALID_REQUEST, "give either assignments or a partition count and factor", 0
             if sorted(a.partition_index for a in assignments) != list(range(len(assignments))) or any(
-                    not self._valid_assignment(a.broker_ids, len(assignments[0].broker_ids)) for a in assignments):
+                not self._valid_assignment(a.broker_ids, len(assignments[0].broker_ids)) for a in assignments
+            ):
                 return _C.INVALID_REPLICA_ASSIGNMENT, f"the brokers are {list(self.cluster.node_ids)}", 0
             count = len(assignments)
         if count == -1:
@@ -255,8 +312,11 @@ class ControlPlane:
         if count > self.config.max_partitions_per_topic:
             return _C.INVALID_PARTITIONS, f"{count} partitions: the limit is {self.config.max_partitions_per_topic}", 0
         if factor != -1 and not 1 <= factor <= len(self.cluster.node_ids):
-            return (_C.INVALID_REPLICATION_FACTOR,
-                    f"replication factor {factor}: this cluster has {len(self.cluster.node_ids)} broker(s)", 0)
+            return (
+                _C.INVALID_REPLICATION_FACTOR,
+                f"replication factor {factor}: this cluster has {len(self.cluster.node_ids)} broker(s)",
+                0,
+            )
         for config in topic.configs:  # type: ignore[attr-defined]
             if config.name not in self._topic_defaults():
                 return _C.INVALID_CONFIG, f"unknown topic config {config.name!r}", 0
@@ -279,19 +339,32 @@ class ControlPlane:
         req: Any = request.message
         version = request.api_version
         asked: Iterable[Tuple[Optional[str], Optional[uuid.UUID]]] = (
-            [(t.name, t.topic_id) for t in req.topics] if version >= 6 else [(n, None) for n in req.topic_names])
+            [(t.name, t.topic_id) for t in req.topics] if version >= 6 else [(n, None) for n in req.topic_names]
+        )
         R = DeleteTopicsResponse.DeletableTopicResult
         results = []
         for name, topic_id in asked:
             if name is None and topic_id is not None:
                 name = self._name_of(topic_id)
                 if name is None:
-                    results.append(R(name=None, topic_id=topic_id, error_code=_C.UNKNOWN_TOPIC_ID,
-                                     error_message="no topic has this id"))
+                    results.append(
+                        R(
+                            name=None,
+                            topic_id=topic_id,
+                            error_code=_C.UNKNOWN_TOPIC_ID,
+                            error_message="no topic has this id",
+                        )
+                    )
                     continue
             if name is None or name not in self.cluster.topics:
-                results.append(R(name=name, topic_id=topic_id or uuid.UUID(int=0),
-                                 error_code=_C.UNKNOWN_TOPIC_OR_PARTITION, error_message="no such topic"))
+                results.append(
+                    R(
+                        name=name,
+                        topic_id=topic_id or uuid.UUID(int=0),
+                        error_code=_C.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message="no such topic",
+                    )
+                )
                 continue
             tid = self._delete(name)
             results.append(R(name=name, topic_id=tid, error_code=_C.NONE))
@@ -312,9 +385,12 @@ class ControlPlane:
             elif topic.count > self.config.max_partitions_per_topic:
                 code, message = _C.INVALID_PARTITIONS, f"the limit is {self.config.max_partitions_per_topic}"
             elif topic.assignments is not None and (
-                    len(topic.assignments) != topic.count - len(partitions)
-                    or any(not self._valid_assignment(a.broker_ids, len(partitions_placed[0].replicas))
-                           for a in topic.assignments)):
+                len(topic.assignments) != topic.count - len(partitions)
+                or any(
+                    not self._valid_assignment(a.broker_ids, len(partitions_placed[0].replicas))
+                    for a in topic.assignments
+                )
+            ):
                 code, message = _C.INVALID_REPLICA_ASSIGNMENT, f"the brokers are {list(self.cluster.node_ids)}"
             if code == _C.NONE and not req.validate_only:
                 self.cluster.add_partitions(topic.name, topic.count)
@@ -357,14 +433,17 @@ class ControlPlane:
         rows = []
         for name, (default, kind) in self._topic_defaults().items():
             changed = name in overrides
-            rows.append((name, overrides[name] if changed else default, _DYNAMIC_TOPIC if changed else _DEFAULT,
-                         kind, False))
+            rows.append(
+                (name, overrides[name] if changed else default, _DYNAMIC_TOPIC if changed else _DEFAULT, kind, False)
+            )
         return rows
 
     def _created_configs(self, overrides: Mapping[str, Optional[str]]) -> List[Any]:
         K = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
-        return [K(name=n, value=v, read_only=ro, config_source=s, is_sensitive=False)
-                for n, v, s, _, ro in self._topic_rows(overrides)]
+        return [
+            K(name=n, value=v, read_only=ro, config_source=s, is_sensitive=False)
+            for n, v, s, _, ro in self._topic_rows(overrides)
+        ]
 
     async def describe_configs(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         req: Any = request.message
@@ -385,16 +464,36 @@ class ControlPlane:
                 if resource.resource_name not in ["", *map(str, self.cluster.node_ids)]:
                     code, message = _C.INVALID_REQUEST, f"this cluster's brokers are {list(self.cluster.node_ids)}"
                 else:
-                    rows = [(name, value, _STATIC_BROKER, kind, True)
-                            for name, (value, kind) in self._broker_configs().items()]
+                    rows = [
+                        (name, value, _STATIC_BROKER, kind, True)
+                        for name, (value, kind) in self._broker_configs().items()
+                    ]
             else:
                 code, message = _C.INVALID_REQUEST, f"resource type {resource.resource_type} is not served"
-            configs = [C(name=name, value=value, read_only=read_only, config_source=source,
-                         is_default=version == 0 and source == _DEFAULT, is_sensitive=False, synonyms=[], config_type=kind,
-                         documentation=None)
-                       for name, value, source, kind, read_only in rows if keys is None or name in keys]
-            results.append(R(error_code=code, error_message=message, resource_type=resource.resource_type,
-                             resource_name=resource.resource_name, configs=configs))
+            configs = [
+                C(
+                    name=name,
+                    value=value,
+                    read_only=read_only,
+                    config_source=source,
+                    is_default=version == 0 and source == _DEFAULT,
+                    is_sensitive=False,
+                    synonyms=[],
+                    config_type=kind,
+                    documentation=None,
+                )
+                for name, value, source, kind, read_only in rows
+                if keys is None or name in keys
+            ]
+            results.append(
+                R(
+                    error_code=code,
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=configs,
+                )
+            )
         return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
     async def describe_cluster(self, request: RequestReceived, client_host: str) -> Optional[Message]:
@@ -402,22 +501,33 @@ class ControlPlane:
         B = DescribeClusterResponse.DescribeClusterBroker
         endpoint = req.endpoint_type if request.api_version >= 1 else 1
         if endpoint != 1:  # 1: brokers; 2: controllers, which a client reaches only through KRaft
-            return DescribeClusterResponse(throttle_time_ms=0, error_code=_C.UNSUPPORTED_ENDPOINT_TYPE,
-                                           error_message="only broker endpoints are served",
-                                           endpoint_type=endpoint, cluster_id=self.config.cluster_id,
-                                           controller_id=-1, brokers=[])
+            return DescribeClusterResponse(
+                throttle_time_ms=0,
+                error_code=_C.UNSUPPORTED_ENDPOINT_TYPE,
+                error_message="only broker endpoints are served",
+                endpoint_type=endpoint,
+                cluster_id=self.config.cluster_id,
+                controller_id=-1,
+                brokers=[],
+            )
         return DescribeClusterResponse(
-            throttle_time_ms=0, error_code=_C.NONE, endpoint_type=1, cluster_id=self.config.cluster_id,
+            throttle_time_ms=0,
+            error_code=_C.NONE,
+            endpoint_type=1,
+            cluster_id=self.config.cluster_id,
             controller_id=self._controller(),
-            brokers=[B(broker_id=n, host=e.host, port=e.port, rack=None, is_fenced=False)
-                     for n, e in self._live_endpoints()],
-            cluster_authorized_operations=_CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
-            else _OMITTED)
+            brokers=[
+                B(broker_id=n, host=e.host, port=e.port, rack=None, is_fenced=False) for n, e in self._live_endpoints()
+            ],
+            cluster_authorized_operations=_CLUSTER_OPERATIONS
+            if req.include_cluster_authorized_operations
+            else _OMITTED,
+        )
 
     #: The control plane's share of the served table: api key → (versions, handler).
     API_TABLE: ApiTable = {
         3: ((0, 13), metadata),
-        10: ((0, 6), find_coordinator),   # GroupCoordinator before v1
+        10: ((0, 6), find_coordinator),  # GroupCoordinator before v1
         18: ((0, 4), api_versions),
         19: ((0, 7), create_topics),
         20: ((0, 6), delete_topics),

@@ -49,7 +49,9 @@ def downconvert_batch(batch: bytes, magic: int, first_offset: int) -> Union[byte
         decoded = decode_records(batch)
         # A compressed batch keeps all its records, so the wrapper is whole (its offset is its last
         # record's, as old consumers expect); an uncompressed one starts at the fetch offset (Kafka too).
-        records: List[Any] = [r for r in decoded if not r.is_control and (r.codec is not None or r.offset >= first_offset)]
+        records: List[Any] = [
+            r for r in decoded if not r.is_control and (r.codec is not None or r.offset >= first_offset)
+        ]
     except KprotoError:  # stored batches were validated; a failure here is a broker bug made visible
         return ErrorCode.CORRUPT_MESSAGE
     if not records:
@@ -62,7 +64,16 @@ def downconvert_batch(batch: bytes, magic: int, first_offset: int) -> Union[byte
     contiguous = records[-1].offset - records[0].offset == len(records) - 1
     if codec is None and not contiguous:
         # Every message keeps its own offset (a batch's offsets may have gaps).
-        return b"".join(encode_message_set([(r.key, r.value, r.timestamp)], magic=magic, base_offset=r.offset,
-                                           timestamp_type=ts_type) for r in records)
-    return encode_message_set([(r.key, r.value, r.timestamp) for r in records], magic=magic, codec=codec,
-                              base_offset=records[0].offset, timestamp_type=ts_type)
+        return b"".join(
+            encode_message_set(
+                [(r.key, r.value, r.timestamp)], magic=magic, base_offset=r.offset, timestamp_type=ts_type
+            )
+            for r in records
+        )
+    return encode_message_set(
+        [(r.key, r.value, r.timestamp) for r in records],
+        magic=magic,
+        codec=codec,
+        base_offset=records[0].offset,
+        timestamp_type=ts_type,
+    )

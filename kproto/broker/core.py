@@ -24,7 +24,8 @@ reply.  ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848) go to the san
 :class:`~kproto.group.consumer_group.ConsumerGroupCoordinator`, which answers at once; it shares group
 ids and committed offsets with the classic coordinator, which asks it about OffsetCommit/OffsetFetch
 of its groups.  :meth:`BrokerCore.run_timers` drives both coordinators' deadlines (session expiry,
-join and revocation timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in ZooKeeper apart
+join and revocation timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in
+ZooKeeper apart
 from the group coordinator (no group checks; "no offset" is UNKNOWN_TOPIC_OR_PARTITION).  Throttle
 times are 0.
 """
@@ -60,7 +61,6 @@ __all__ = ["BrokerCore", "SERVED_VERSIONS", "coordinator_keys", "monotonic_ms", 
 _C = ErrorCode
 _HEARTBEAT = 12
 _ZK_METADATA_MAX = 4096  # offset.metadata.max.bytes also bounds v0 commits
-
 
 
 def coordinator_keys(api_key: int, message: Any, version: int) -> List[Tuple[int, str]]:
@@ -100,23 +100,36 @@ class BrokerCore:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.cluster = Cluster(auto_create=config.auto_create_topics, default_partitions=config.default_partitions,
-                               max_topics=config.max_topics,
-                               log_append_time=config.log_message_timestamp_type == "LogAppendTime",
-                               node_ids=config.node_ids, replication_factor=config.default_replication_factor,
-                               min_insync_replicas=config.min_insync_replicas)
+        self.cluster = Cluster(
+            auto_create=config.auto_create_topics,
+            default_partitions=config.default_partitions,
+            max_topics=config.max_topics,
+            log_append_time=config.log_message_timestamp_type == "LogAppendTime",
+            node_ids=config.node_ids,
+            replication_factor=config.default_replication_factor,
+            min_insync_replicas=config.min_insync_replicas,
+        )
         self.coordinator = GroupCoordinator(config.coordinator)
         #: KIP-848 consumer groups (ConsumerGroupHeartbeat); they share the group ids and offsets of
         #: the classic coordinator, which routes OffsetCommit/OffsetFetch of their groups to them.
         self.consumer_groups = ConsumerGroupCoordinator(
-            config.consumer_group, topic_partitions=self.cluster.topics, topic_ids=self.cluster.topic_ids,
+            config.consumer_group,
+            topic_partitions=self.cluster.topics,
+            topic_ids=self.cluster.topic_ids,
             offsets=self.coordinator.offsets,
-            classic_has_members=self.coordinator.has_members, release_classic=self.coordinator.release_if_empty)
+            classic_has_members=self.coordinator.has_members,
+            release_classic=self.coordinator.release_if_empty,
+        )
         self.coordinator.other_groups = self.consumer_groups
         #: Produce, Fetch, ListOffsets, InitProducerId and transactions (kproto.broker.data_plane); the
         #: offsets a transaction commits go to the group coordinator's store.
-        self.data = DataPlane(config, self.cluster, commit_offsets=lambda group_id, offsets:
-                              self.coordinator.commit_transactional(group_id, offsets, monotonic_ms()))
+        self.data = DataPlane(
+            config,
+            self.cluster,
+            commit_offsets=lambda group_id, offsets: self.coordinator.commit_transactional(
+                group_id, offsets, monotonic_ms()
+            ),
+        )
         self.zk_offsets: Dict[Tuple[str, str, int], Tuple[int, Optional[str]]] = {}
         #: Where clients reach the first broker (Metadata, FindCoordinator); set by :meth:`bind`.  Every
         #: node's endpoint is in ``cluster.endpoints``.
@@ -130,7 +143,9 @@ class BrokerCore:
         self.served = SERVED_VERSIONS
         self.control = ControlPlane(config, self.cluster, self.served, self.endpoint)
         self._handlers: Dict[int, Handler] = {
-            **self.data.handlers, **bind_handlers(self, self.API_TABLE), **self.control.handlers,
+            **self.data.handlers,
+            **bind_handlers(self, self.API_TABLE),
+            **self.control.handlers,
         }
         # The coordinator takes and answers the group APIs' wire messages as they are.
         for request_class in COORDINATOR_VERSIONS:
@@ -187,8 +202,9 @@ class BrokerCore:
             # Every answer holds only what its version carries (see fit_to_version).
             return fit_to_version(await handler(request, client_host), request.api_version)  # type: ignore[no-any-return]
         except UnsupportedVersionError as exc:
-            raise ProtocolError(f"the mock broker does not serve api key {request.api_key} "
-                                f"v{request.api_version}: {exc}") from exc
+            raise ProtocolError(
+                f"the mock broker does not serve api key {request.api_key} v{request.api_version}: {exc}"
+            ) from exc
 
     def _not_coordinator(self, request: RequestReceived) -> Optional[Message]:
         """The answer of a node that does not (or not yet) coordinate what ``request`` names, else None.
@@ -219,14 +235,16 @@ class BrokerCore:
             setattr(self, name, event)
         return event
 
-
     # ---------------------------------------------------------------- offsets
 
     async def _offset_commit(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         if request.api_version == 0:
             req: Any = request.message
-            offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
-                       for t in req.topics for p in t.partitions}
+            offsets = {
+                (t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
+                for t in req.topics
+                for p in t.partitions
+            }
             return self._zk_commit(req.group_id, offsets)
         return await self._ask(request, client_host)
 
@@ -253,9 +271,16 @@ class BrokerCore:
                 parts = []
                 for i in t.partition_indexes:
                     found = self.zk_offsets.get((req.group_id, t.name, i))
-                    parts.append(P(partition_index=i, committed_offset=found[0], metadata=found[1], error_code=_C.NONE)
-                                 if found else P(partition_index=i, committed_offset=-1, metadata="",
-                                                 error_code=_C.UNKNOWN_TOPIC_OR_PARTITION))
+                    parts.append(
+                        P(partition_index=i, committed_offset=found[0], metadata=found[1], error_code=_C.NONE)
+                        if found
+                        else P(
+                            partition_index=i,
+                            committed_offset=-1,
+                            metadata="",
+                            error_code=_C.UNKNOWN_TOPIC_OR_PARTITION,
+                        )
+                    )
                 topics.append(T(name=t.name, partitions=parts))
             return OffsetFetchResponse(topics=topics)
         return await self._ask(request, client_host)
@@ -265,17 +290,28 @@ class BrokerCore:
     async def _ask(self, request: RequestReceived, client_host: str) -> Message:
         """Hand a group request to the coordinator with a future as the reply token; wait for its reply."""
         future = asyncio.get_running_loop().create_future()
-        self._deliver(self.coordinator.handle(
-            future, request.message, request.api_version, client_id=request.header.client_id or "",
-            client_host=client_host, now_ms=monotonic_ms()))
+        self._deliver(
+            self.coordinator.handle(
+                future,
+                request.message,
+                request.api_version,
+                client_id=request.header.client_id or "",
+                client_host=client_host,
+                now_ms=monotonic_ms(),
+            )
+        )
         self._event("_timers_changed").set()
         return await future
 
     async def _ask_consumer_groups(self, request: RequestReceived, client_host: str) -> Message:
         """ConsumerGroupHeartbeat and ConsumerGroupDescribe: answered at once, never parked."""
-        answer = self.consumer_groups.handle(request.message, request.api_version,
-                                             client_id=request.header.client_id or "", client_host=client_host,
-                                             now_ms=monotonic_ms())
+        answer = self.consumer_groups.handle(
+            request.message,
+            request.api_version,
+            client_id=request.header.client_id or "",
+            client_host=client_host,
+            now_ms=monotonic_ms(),
+        )
         self._event("_timers_changed").set()
         return answer
 
@@ -291,8 +327,11 @@ class BrokerCore:
         changed = self._event("_timers_changed")
         while True:
             changed.clear()
-            deadlines = [d for d in (self.coordinator.next_deadline_ms(), self.consumer_groups.next_deadline_ms())
-                         if d is not None]
+            deadlines = [
+                d
+                for d in (self.coordinator.next_deadline_ms(), self.consumer_groups.next_deadline_ms())
+                if d is not None
+            ]
             timeout = max(min(deadlines) - monotonic_ms(), 0) / 1000.0 if deadlines else None
             await wait_event(changed, timeout)
             self._deliver(self.coordinator.tick(monotonic_ms()))
@@ -307,6 +346,10 @@ class BrokerCore:
 #: (:func:`kproto.broker.served_versions.served_table`).  ApiVersions advertises it and
 #: :meth:`BrokerCore.handle` enforces it.
 SERVED_VERSIONS: VersionTable = served_table(
-    DATA_PLANE_VERSIONS, versions_of(BrokerCore.API_TABLE), CONTROL_PLANE_VERSIONS, SASL_VERSIONS,
+    DATA_PLANE_VERSIONS,
+    versions_of(BrokerCore.API_TABLE),
+    CONTROL_PLANE_VERSIONS,
+    SASL_VERSIONS,
     {api_key_of(request): served for request, served in COORDINATOR_VERSIONS.items()},
-    {api_key_of(request): served for request, served in CONSUMER_GROUP_VERSIONS.items()})
+    {api_key_of(request): served for request, served in CONSUMER_GROUP_VERSIONS.items()},
+)

@@ -74,8 +74,16 @@ _READ_COMMITTED = 1
 # Produce answers that still report the partition's log start offset (v5+): an append the partition itself
 # refused on its producer-state or record checks.  Refusals before the partition is reached (unknown
 # partition, damaged or oversized entries, a codec the version lacks) carry -1, as Kafka's.
-_KEEPS_LOG_START = frozenset({_C.NONE, _C.OUT_OF_ORDER_SEQUENCE_NUMBER, _C.INVALID_PRODUCER_EPOCH,
-                              _C.DUPLICATE_SEQUENCE_NUMBER, _C.INVALID_RECORD, _C.INVALID_TIMESTAMP})
+_KEEPS_LOG_START = frozenset(
+    {
+        _C.NONE,
+        _C.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        _C.INVALID_PRODUCER_EPOCH,
+        _C.DUPLICATE_SEQUENCE_NUMBER,
+        _C.INVALID_RECORD,
+        _C.INVALID_TIMESTAMP,
+    }
+)
 _LegacyPrepared = Union[ErrorCode, Tuple[bytes, List[BatchHeader]]]
 
 
@@ -86,9 +94,14 @@ def _now_ms() -> int:
 class DataPlane:
     """Produce, Fetch, ListOffsets and InitProducerId over one :class:`Cluster`."""
 
-    def __init__(self, config: BrokerConfig, cluster: Cluster,
-                 commit_offsets: Callable[[str, Dict[Tuple[str, int], Tuple[int, Optional[str]]]], None]
-                 = lambda group_id, offsets: None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        cluster: Cluster,
+        commit_offsets: Callable[
+            [str, Dict[Tuple[str, int], Tuple[int, Optional[str]]]], None
+        ] = lambda group_id, offsets: None,
+    ) -> None:
         self.config = config
         self.cluster = cluster
         self.producer_ids = ProducerIds(config.max_producer_ids)
@@ -121,14 +134,22 @@ class DataPlane:
         version = request.api_version
         T = ProduceResponse.TopicProduceResponse
         P = T.PartitionProduceResponse
-        targets = [(topic.name, self.cluster.lookup(topic.name, create=True), part)
-                   for topic in req.topic_data for part in topic.partition_data]
+        targets = [
+            (topic.name, self.cluster.lookup(topic.name, create=True), part)
+            for topic in req.topic_data
+            for part in topic.partition_data
+        ]
         # One decompression budget for the whole request; partitions are appended in request order,
         # each under its partition's lock, so a compressed legacy append can run on a worker thread
         # while other requests (and other partitions) go on.
         budget = DecompressionBudget(self.config.produce_decompression_budget)
-        keys = sorted({(name, part.index) for name, partitions, part in targets
-                       if partitions is not None and 0 <= part.index < len(partitions)})
+        keys = sorted(
+            {
+                (name, part.index)
+                for name, partitions, part in targets
+                if partitions is not None and 0 <= part.index < len(partitions)
+            }
+        )
         locks = [self._append_lock(key) for key in keys]
         answers: Dict[str, List[Any]] = {}
         appended = False
@@ -142,10 +163,17 @@ class DataPlane:
                 append_time = -1
                 if code == _C.NONE and log is not None and log.log_append_time:
                     append_time = now
-                answers.setdefault(name, []).append(P(
-                    index=part.index, error_code=code, base_offset=base, log_append_time_ms=append_time,
-                    log_start_offset=log.log_start_offset
-                    if log is not None and version >= 5 and code in _KEEPS_LOG_START else -1))
+                answers.setdefault(name, []).append(
+                    P(
+                        index=part.index,
+                        error_code=code,
+                        base_offset=base,
+                        log_append_time_ms=append_time,
+                        log_start_offset=log.log_start_offset
+                        if log is not None and version >= 5 and code in _KEEPS_LOG_START
+                        else -1,
+                    )
+                )
         finally:
             for lock in locks:
                 lock.release()
@@ -157,8 +185,11 @@ class DataPlane:
         if req.acks == -1 and appended:
             await self._replicate(answers)
         leaders = self._leader_hints(answers, P.LeaderIdAndEpoch) if version >= 10 else set()
-        return ProduceResponse(responses=[T(name=name, partition_responses=ps) for name, ps in answers.items()],
-                               throttle_time_ms=0, node_endpoints=self._node_endpoints(leaders, ProduceResponse))
+        return ProduceResponse(
+            responses=[T(name=name, partition_responses=ps) for name, ps in answers.items()],
+            throttle_time_ms=0,
+            node_endpoints=self._node_endpoints(leaders, ProduceResponse),
+        )
 
     async def _replicate(self, answers: Dict[str, List[Any]]) -> None:
         """Hold an acks=all answer until the in-sync followers have (in simulation) fetched the
@@ -189,8 +220,10 @@ class DataPlane:
 
     def _node_endpoints(self, nodes: Set[int], response: Any) -> List[Any]:
         endpoints = self.cluster.endpoints
-        return [response.NodeEndpoint(node_id=node, host=endpoints[node].host, port=endpoints[node].port, rack=None)
-                for node in sorted(nodes)]
+        return [
+            response.NodeEndpoint(node_id=node, host=endpoints[node].host, port=endpoints[node].port, rack=None)
+            for node in sorted(nodes)
+        ]
 
     def _append_lock(self, key: Tuple[str, int]) -> asyncio.Lock:
         lock = self._append_locks.get(key)
@@ -198,8 +231,16 @@ class DataPlane:
             lock = self._append_locks[key] = asyncio.Lock()
         return lock
 
-    async def _append(self, version: int, req: Any, topic: str, partitions: Optional[List[PartitionLog]], part: Any,
-                      budget: DecompressionBudget, now_ms: int) -> Tuple[ErrorCode, int, Optional[PartitionLog]]:
+    async def _append(
+        self,
+        version: int,
+        req: Any,
+        topic: str,
+        partitions: Optional[List[PartitionLog]],
+        part: Any,
+        budget: DecompressionBudget,
+        now_ms: int,
+    ) -> Tuple[ErrorCode, int, Optional[PartitionLog]]:
         if req.acks not in (-1, 0, 1):
             return _C.INVALID_REQUIRED_ACKS, -1, None
         if partitions is None or not 0 <= part.index < len(partitions):
@@ -227,7 +268,8 @@ class DataPlane:
             return code, base, log
         if has_compressed_entries(raw):
             prepared = await asyncio.get_running_loop().run_in_executor(
-                None, functools.partial(self._prepare_legacy, raw, budget))
+                None, functools.partial(self._prepare_legacy, raw, budget)
+            )
         else:
             prepared = self._prepare_legacy(raw, budget)
         if isinstance(prepared, ErrorCode):
@@ -238,14 +280,16 @@ class DataPlane:
         code, base = log.append(batch, headers, self.producer_ids, now_ms)
         return code, base, log
 
-    def _transactional_append(self, transactional_id: Optional[str], topic: str, index: int,
-                              header: BatchHeader) -> ErrorCode:
+    def _transactional_append(
+        self, transactional_id: Optional[str], topic: str, index: int, header: BatchHeader
+    ) -> ErrorCode:
         """Whether a transactional batch belongs to an open transaction of its producer (Produce answers
         a stale epoch with INVALID_PRODUCER_EPOCH at every version, before it looks at the transaction)."""
         if transactional_id is None:
             return _C.INVALID_TXN_STATE
-        code = self.transactions.check(transactional_id, header.producer_id, header.producer_epoch,
-                                       _C.INVALID_PRODUCER_EPOCH)
+        code = self.transactions.check(
+            transactional_id, header.producer_id, header.producer_epoch, _C.INVALID_PRODUCER_EPOCH
+        )
         if code == _C.INVALID_PRODUCER_EPOCH:
             return code
         if (topic, index) not in self.transactions.open_partitions(transactional_id):
@@ -260,8 +304,9 @@ class DataPlane:
         if prepared.count == 0:
             return b"", []
         # The set was decompressed within the budget just now; decoding it again costs the same.
-        batch, _ = upconvert_message_set(prepared.data, 0,
-                                         max_decompressed_size=self.config.produce_decompression_budget)
+        batch, _ = upconvert_message_set(
+            prepared.data, 0, max_decompressed_size=self.config.produce_decompression_budget
+        )
         headers = scan_batches(batch, message_max_bytes=len(batch))
         assert not isinstance(headers, ErrorCode), headers  # our own encoder's output
         return batch, headers
@@ -316,14 +361,30 @@ class DataPlane:
                     continue
                 seen.add(key)
                 log = None if name is None else self.cluster.partition(name, part.partition)
-                refused = None if log is None or name is None else self.cluster.leader_error(
-                    name, part.partition, node, part.current_leader_epoch if version >= 9 else -1,
-                    follower_ok=version >= 11)
+                refused = (
+                    None
+                    if log is None or name is None
+                    else self.cluster.leader_error(
+                        name,
+                        part.partition,
+                        node,
+                        part.current_leader_epoch if version >= 9 else -1,
+                        follower_ok=version >= 11,
+                    )
+                )
                 if refused is not None:
                     failed = True
-                    answers.append(P(partition_index=part.partition, error_code=refused, high_watermark=-1,
-                                     last_stable_offset=-1, log_start_offset=-1,
-                                     aborted_transactions=[] if version < 4 else None, records=RecordSet(b"")))
+                    answers.append(
+                        P(
+                            partition_index=part.partition,
+                            error_code=refused,
+                            high_watermark=-1,
+                            last_stable_offset=-1,
+                            log_start_offset=-1,
+                            aborted_transactions=[] if version < 4 else None,
+                            records=RecordSet(b""),
+                        )
+                    )
                     continue
                 if log is None or not log.in_range(part.fetch_offset):
                     if log is not None:
@@ -334,39 +395,74 @@ class DataPlane:
                     # Kafka's refusal carries no offsets (not even for OFFSET_OUT_OF_RANGE: the consumer
                     # asks ListOffsets), and no aborted transactions (an empty list, not null) for an
                     # unknown partition.
-                    answers.append(P(partition_index=part.partition, error_code=code, high_watermark=-1,
-                                     log_start_offset=-1,
-                                     aborted_transactions=[] if version < 4 or log is None else None,
-                                     records=RecordSet(b"")))
+                    answers.append(
+                        P(
+                            partition_index=part.partition,
+                            error_code=code,
+                            high_watermark=-1,
+                            log_start_offset=-1,
+                            aborted_transactions=[] if version < 4 or log is None else None,
+                            records=RecordSet(b""),
+                        )
+                    )
                     continue
                 room = min(part.partition_max_bytes, self.config.max_fetch_bytes, limit - total)
                 whole = self.config.max_fetch_bytes if version >= 3 and total == 0 else 0
                 stable = log.last_stable_offset
-                data = log.read(part.fetch_offset, room, magic=magic, first_whole_limit=whole,
-                                upto=stable if committed else None)
+                data = log.read(
+                    part.fetch_offset, room, magic=magic, first_whole_limit=whole, upto=stable if committed else None
+                )
                 if isinstance(data, ErrorCode):  # a batch that cannot be down-converted: Kafka says no more
                     failed = True
-                    answers.append(P(partition_index=part.partition, error_code=data, high_watermark=-1,
-                                     aborted_transactions=[] if version < 4 else None, records=None))
+                    answers.append(
+                        P(
+                            partition_index=part.partition,
+                            error_code=data,
+                            high_watermark=-1,
+                            aborted_transactions=[] if version < 4 else None,
+                            records=None,
+                        )
+                    )
                     continue
                 code = _C.NONE
                 total += len(data)
                 aborted: Optional[List[Any]] = None if version >= 4 else []  # null: read_uncommitted
                 if committed:
-                    aborted = [Aborted(producer_id=p, first_offset=f)
-                               for p, f in log.aborted_transactions(part.fetch_offset, stable)]
+                    aborted = [
+                        Aborted(producer_id=p, first_offset=f)
+                        for p, f in log.aborted_transactions(part.fetch_offset, stable)
+                    ]
                 # Fields a version does not carry keep their defaults, so the answer is what the client reads.
-                answers.append(P(partition_index=part.partition, error_code=code, high_watermark=log.high_watermark,
-                                 last_stable_offset=stable if version >= 4 else -1,
-                                 log_start_offset=log.log_start_offset if version >= 5 else -1,
-                                 aborted_transactions=aborted, records=RecordSet(data)))
+                answers.append(
+                    P(
+                        partition_index=part.partition,
+                        error_code=code,
+                        high_watermark=log.high_watermark,
+                        last_stable_offset=stable if version >= 4 else -1,
+                        log_start_offset=log.log_start_offset if version >= 5 else -1,
+                        aborted_transactions=aborted,
+                        records=RecordSet(data),
+                    )
+                )
             if answers:
-                topics.append(T(topic="", topic_id=topic.topic_id, partitions=answers) if by_id
-                              else T(topic=topic.topic, partitions=answers))
+                topics.append(
+                    T(topic="", topic_id=topic.topic_id, partitions=answers)
+                    if by_id
+                    else T(topic=topic.topic, partitions=answers)
+                )
                 if failed and version >= 16 and name is not None:
                     leaders.update(self._leader_hints({name: answers}, P.LeaderIdAndEpoch))
-        return FetchResponse(throttle_time_ms=0, error_code=_C.NONE, session_id=0, responses=topics,
-                             node_endpoints=self._node_endpoints(leaders, FetchResponse)), total, failed
+        return (
+            FetchResponse(
+                throttle_time_ms=0,
+                error_code=_C.NONE,
+                session_id=0,
+                responses=topics,
+                node_endpoints=self._node_endpoints(leaders, FetchResponse),
+            ),
+            total,
+            failed,
+        )
 
     # ---------------------------------------------------------------- ListOffsets
 
@@ -385,22 +481,37 @@ class DataPlane:
                 if log is None:
                     answers.append(P(partition_index=part.partition_index, error_code=_C.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
-                refused = self.cluster.leader_error(topic.name, part.partition_index, self.cluster.serving(),
-                                                    part.current_leader_epoch if version >= 4 else -1)
+                refused = self.cluster.leader_error(
+                    topic.name,
+                    part.partition_index,
+                    self.cluster.serving(),
+                    part.current_leader_epoch if version >= 4 else -1,
+                )
                 if refused is not None:
                     answers.append(P(partition_index=part.partition_index, error_code=refused))
                     continue
                 if version == 0:
                     # The v0 answer: "latest" is the high watermark, any other time the log start.
                     offset = log.high_watermark if part.timestamp == _LATEST else log.log_start_offset
-                    answers.append(P(partition_index=part.partition_index, error_code=_C.NONE,
-                                     old_style_offsets=[offset][:max(part.max_num_offsets, 0)]))
+                    answers.append(
+                        P(
+                            partition_index=part.partition_index,
+                            error_code=_C.NONE,
+                            old_style_offsets=[offset][: max(part.max_num_offsets, 0)],
+                        )
+                    )
                     continue
                 code, timestamp, offset = self._offset_at(log, part.timestamp, version, committed)
                 placement = self.cluster.placement(topic.name, part.partition_index)
-                answers.append(P(partition_index=part.partition_index, error_code=code, timestamp=timestamp,
-                                 offset=offset, leader_epoch=(placement.leader_epoch if placement is not None else 0)
-                                 if offset >= 0 else -1))  # Metadata's epoch
+                answers.append(
+                    P(
+                        partition_index=part.partition_index,
+                        error_code=code,
+                        timestamp=timestamp,
+                        offset=offset,
+                        leader_epoch=(placement.leader_epoch if placement is not None else 0) if offset >= 0 else -1,
+                    )
+                )  # Metadata's epoch
             topics.append(T(name=topic.name, partitions=answers))
         return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
@@ -436,11 +547,15 @@ class DataPlane:
                 self.transactions.abort_open(req.transactional_id)  # a new epoch aborts what the old one left
                 self._announce_data()
         code, producer_id, epoch = self.producer_ids.init(
-            req.transactional_id, req.transaction_timeout_ms,
-            req.producer_id if version >= 3 else -1, req.producer_epoch if version >= 3 else -1,
-            fenced_code=_C.PRODUCER_FENCED if version >= 4 else _C.INVALID_PRODUCER_EPOCH)
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=producer_id,
-                                      producer_epoch=epoch)
+            req.transactional_id,
+            req.transaction_timeout_ms,
+            req.producer_id if version >= 3 else -1,
+            req.producer_epoch if version >= 3 else -1,
+            fenced_code=_C.PRODUCER_FENCED if version >= 4 else _C.INVALID_PRODUCER_EPOCH,
+        )
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=code, producer_id=producer_id, producer_epoch=epoch
+        )
 
     # ---------------------------------------------------------------- transactions
 
@@ -449,37 +564,55 @@ class DataPlane:
         req: Any = request.message
         fenced = _C.PRODUCER_FENCED if request.api_version >= 2 else _C.INVALID_PRODUCER_EPOCH
         wanted = [(t.name, index) for t in req.v3_and_below_topics for index in t.partitions]
-        answers = self.transactions.add_partitions(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
-                                                   req.v3_and_below_producer_epoch, wanted, fenced)
+        answers = self.transactions.add_partitions(
+            req.v3_and_below_transactional_id,
+            req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch,
+            wanted,
+            fenced,
+        )
         T = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
         P = T.AddPartitionsToTxnPartitionResult
         by_topic: Dict[str, List[Any]] = {}
         for (topic, index), code in answers.items():
             by_topic.setdefault(topic, []).append(P(partition_index=index, partition_error_code=code))
-        return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=[
-            T(name=topic, results_by_partition=parts) for topic, parts in by_topic.items()])
+        return AddPartitionsToTxnResponse(
+            throttle_time_ms=0,
+            results_by_topic_v3_and_below=[
+                T(name=topic, results_by_partition=parts) for topic, parts in by_topic.items()
+            ],
+        )
 
     async def add_offsets_to_txn(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Let a transaction carry a consumer group's offsets."""
         req: Any = request.message
         fenced = _C.PRODUCER_FENCED if request.api_version >= 2 else _C.INVALID_PRODUCER_EPOCH
-        code = self.transactions.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
-                                             req.group_id, fenced)
+        code = self.transactions.add_offsets(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, fenced
+        )
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
 
     async def txn_offset_commit(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Hold a group's offsets in a transaction until it ends."""
         req: Any = request.message
         fenced = _C.PRODUCER_FENCED if request.api_version >= 3 else _C.INVALID_PRODUCER_EPOCH
-        offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
-                   for t in req.topics for p in t.partitions}
-        code = self.transactions.commit_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                req.group_id, offsets, fenced)
+        offsets = {
+            (t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
+            for t in req.topics
+            for p in t.partitions
+        }
+        code = self.transactions.commit_offsets(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, offsets, fenced
+        )
         T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
         P = T.TxnOffsetCommitResponsePartition
-        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
-            T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions])
-            for t in req.topics])
+        return TxnOffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[
+                T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+                for t in req.topics
+            ],
+        )
 
     async def end_txn(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Commit or abort a transaction: a marker on each of its partitions."""
@@ -490,18 +623,17 @@ class DataPlane:
             self._announce_data()
         return EndTxnResponse(throttle_time_ms=0, error_code=code)
 
-
     #: The data plane's share of the served table: api key → (versions, handler).  ApiVersions
     #: advertises them and BrokerCore refuses any other version before a handler runs.
     API_TABLE: ApiTable = {
-        0: ((0, 11), produce),              # v12 only adds KIP-890 transaction verification; v13 topic ids
-        1: ((0, 17), fetch),                # v18 adds a replica's high watermark
-        2: ((0, 10), list_offsets),         # v10 adds a timeout for tiered storage, which the mock has none of
-        22: ((0, 5), init_producer_id),     # v6 is two-phase commit
+        0: ((0, 11), produce),  # v12 only adds KIP-890 transaction verification; v13 topic ids
+        1: ((0, 17), fetch),  # v18 adds a replica's high watermark
+        2: ((0, 10), list_offsets),  # v10 adds a timeout for tiered storage, which the mock has none of
+        22: ((0, 5), init_producer_id),  # v6 is two-phase commit
         24: ((0, 3), add_partitions_to_txn),  # v4+ is the brokers' batched form
-        25: ((0, 3), add_offsets_to_txn),   # v4 is KIP-890's
-        26: ((0, 4), end_txn),              # v5 bumps the epoch at every end, KIP-890
-        28: ((0, 3), txn_offset_commit),    # v4 is KIP-890's
+        25: ((0, 3), add_offsets_to_txn),  # v4 is KIP-890's
+        26: ((0, 4), end_txn),  # v5 bumps the epoch at every end, KIP-890
+        28: ((0, 3), txn_offset_commit),  # v4 is KIP-890's
     }
 
 

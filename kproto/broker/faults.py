@@ -199,7 +199,8 @@ def _mirror(cls: Any, path: List[Scope], code: int, version: Optional[int]) -> A
         if info.struct is not None:
             if not info.is_array:
                 if info.nullable_versions is None or (
-                        version is not None and not info.nullable_versions[0] <= version <= info.nullable_versions[1]):
+                    version is not None and not info.nullable_versions[0] <= version <= info.nullable_versions[1]
+                ):
                     kwargs[info.name] = _mirror(info.struct, path, code, version)
                 continue  # a nullable struct (a cursor, a leader hint) stays null in an error response
             kinds = [k for k in SCOPE_ENTITIES if struct_has_entity(info.struct, k)]

@@ -107,13 +107,21 @@ class RequestHooks:
             try:
                 outcome = hook(request)
             except Exception:  # noqa: BLE001 - a test's hook bug answers one request, never hangs it
-                log.exception("request hook %r failed on %s v%d to broker %d; answering UNKNOWN_SERVER_ERROR",
-                              hook, request.api_name, request.api_version, request.node_id)
+                log.exception(
+                    "request hook %r failed on %s v%d to broker %d; answering UNKNOWN_SERVER_ERROR",
+                    hook,
+                    request.api_name,
+                    request.api_version,
+                    request.node_id,
+                )
                 return _HOOK_FAILED
             if outcome is not None:
                 if not isinstance(outcome, Intercept):
-                    log.error("request hook %r returned %r, not an Intercept or None; answering "
-                              "UNKNOWN_SERVER_ERROR", hook, outcome)
+                    log.error(
+                        "request hook %r returned %r, not an Intercept or None; answering UNKNOWN_SERVER_ERROR",
+                        hook,
+                        outcome,
+                    )
                     return _HOOK_FAILED
                 return outcome
         return None

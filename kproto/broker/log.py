@@ -1,7 +1,8 @@
 """One partition's log in memory: magic 2 record batches as produced, with offset, time and producer state.
 
 The log is a list of record batches (one bytes object each: appending never copies the log, and a
-read joins the batches it returns), each exactly as its producer wrote it except for the base offset (and, on a LogAppendTime topic, the max timestamp, attributes and CRC) patched in place by
+read joins the batches it returns), each exactly as its producer wrote it except for the base offset (and, on a
+LogAppendTime topic, the max timestamp, attributes and CRC) patched in place by
 :func:`~kproto.broker.batches.patch_batch`.  Per batch the log keeps its first and last offset, byte
 position and max timestamp; the running maximum of those timestamps is the *time index* that
 ListOffsets searches by timestamp (then one batch is decoded to find the record).
@@ -73,8 +74,9 @@ class PartitionLog:
 
     # ---------------------------------------------------------------- appending
 
-    def append(self, data: Union[bytes, bytearray], headers: Sequence[BatchHeader], producer_ids: ProducerIds,
-               now_ms: int) -> Tuple[ErrorCode, int]:
+    def append(
+        self, data: Union[bytes, bytearray], headers: Sequence[BatchHeader], producer_ids: ProducerIds, now_ms: int
+    ) -> Tuple[ErrorCode, int]:
         """Append the batches of ``data`` that :func:`~kproto.broker.batches.scan_batches` vouched for:
         (NONE, first offset) -- the original one for a producer's retry -- or (error, -1), nothing stored."""
         if len(headers) == 1:  # the usual case (always so from Produce v3): one producer check
@@ -89,7 +91,8 @@ class PartitionLog:
                 if seen is not None:  # a duplicate inside a multi-batch request is not a clean retry
                     return seen if isinstance(seen, ErrorCode) else ErrorCode.DUPLICATE_SEQUENCE_NUMBER, -1
             if len({h.producer_id for h in headers if h.producer_id >= 0}) < sum(
-                    1 for h in headers if h.producer_id >= 0):
+                1 for h in headers if h.producer_id >= 0
+            ):
                 return ErrorCode.INVALID_RECORD, -1  # one producer's batches in one request: only one is checkable
         stamp = now_ms if self.log_append_time else -1
         first = offset = self.high_watermark
@@ -101,7 +104,7 @@ class PartitionLog:
             for header in headers:
                 patch_batch(buf, header, offset, stamp)
                 offset += header.last_offset_delta + 1
-            pieces = [bytes(buf[h.position:h.position + h.size]) for h in headers]
+            pieces = [bytes(buf[h.position : h.position + h.size]) for h in headers]
             offset = first
         for header, piece in zip(headers, pieces):
             last = offset + header.last_offset_delta
@@ -122,8 +125,9 @@ class PartitionLog:
     def end_transaction(self, producer_id: int, epoch: int, commit: bool, now_ms: int) -> int:
         """Append the COMMIT or ABORT marker of ``producer_id``'s transaction; returns its offset."""
         offset = self.high_watermark
-        marker = encode_control_batch(commit, producer_id=producer_id, producer_epoch=epoch, base_offset=offset,
-                                      timestamp=now_ms)
+        marker = encode_control_batch(
+            commit, producer_id=producer_id, producer_epoch=epoch, base_offset=offset, timestamp=now_ms
+        )
         first = self._open_transactions.pop(producer_id, None)
         if not commit and first is not None:
             self._aborted.append((producer_id, first, offset))
@@ -146,8 +150,9 @@ class PartitionLog:
         """Whether a fetch may start at ``offset`` (the high watermark itself is allowed: nothing yet)."""
         return self.log_start_offset <= offset <= self.high_watermark
 
-    def read(self, offset: int, max_bytes: int, *, magic: int = 2, first_whole_limit: int = 0,
-             upto: Optional[int] = None) -> Union[bytes, ErrorCode]:
+    def read(
+        self, offset: int, max_bytes: int, *, magic: int = 2, first_whole_limit: int = 0, upto: Optional[int] = None
+    ) -> Union[bytes, ErrorCode]:
         """At most ``max_bytes`` of the log from the batch holding ``offset``, in format ``magic`` (empty at
         the end), and no batch starting at or past ``upto`` (read_committed: the last stable offset).
         A batch that cannot be down-converted (zstd to magic 0/1) is its error code, or ends the read.
@@ -178,7 +183,7 @@ class PartitionLog:
             total += len(piece)
         if len(pieces) == 1 and total <= max_bytes:
             return pieces[0]
-        return b"".join(pieces)[:max(max_bytes, 0)]
+        return b"".join(pieces)[: max(max_bytes, 0)]
 
     def _downconverted(self, index: int, magic: int, offset: int) -> Union[bytes, ErrorCode]:
         first = max(offset, self._first_offsets[index])

@@ -52,7 +52,6 @@ from kproto.connection.correlation import check_quirks
 from kproto.group.coordinator import CoordinatorConfig, GroupSnapshot
 
 if TYPE_CHECKING:  # the pure twin states the contract both record backends' record classes follow
-    from kproto.records._pure import LegacyRecord, Record
     from kproto.records.decoded import RecordLike
 
 __all__ = ["MockBroker", "StoredRecord", "parse_topic_spec"]
@@ -88,7 +87,8 @@ class MockBroker:
     others are created with ``default_partitions`` on first Metadata/Produce when
     ``auto_create_topics``.  ``record_pcap`` names a pcap that receives the traffic as it happens; it is
     opened when the broker starts, so an unwritable path fails the start, and a symbolic link there is
-    refused unless ``record_follow_symlinks`` (``record_server_port`` rewrites the broker's port in it).  ``min_session_timeout_ms`` lowers the
+    refused unless ``record_follow_symlinks`` (``record_server_port`` rewrites the broker's port in it).
+    ``min_session_timeout_ms`` lowers the
     group coordinator's session-timeout floor (6000) for fast tests; ``coordinator_config``
     replaces the coordinator settings wholesale.  ``broker_quirks="0.8.2"`` answers GroupCoordinator v0
     with correlation id 0.  Other keywords go to :class:`~kproto.broker.config.BrokerConfig`.
@@ -116,8 +116,11 @@ class MockBroker:
         if min_session_timeout_ms is not None:
             coordinator = dataclasses.replace(coordinator, min_session_timeout_ms=min_session_timeout_ms)
         self.config = BrokerConfig(
-            auto_create_topics=auto_create_topics, default_partitions=default_partitions,
-            max_frame_size=max_frame_size, broker_quirks=check_quirks(broker_quirks), coordinator=coordinator,
+            auto_create_topics=auto_create_topics,
+            default_partitions=default_partitions,
+            max_frame_size=max_frame_size,
+            broker_quirks=check_quirks(broker_quirks),
+            coordinator=coordinator,
             **config,
         )
         self.core = BrokerCore(self.config)
@@ -189,8 +192,9 @@ class MockBroker:
             raise RuntimeError("the mock broker is already running")
         self._loop = asyncio.get_running_loop()
         if self.record_pcap is not None:
-            self.recorder = TrafficRecorder(self.record_pcap, server_port=self._record_server_port,
-                                            follow_symlinks=self._record_follow_symlinks)
+            self.recorder = TrafficRecorder(
+                self.record_pcap, server_port=self._record_server_port, follow_symlinks=self._record_follow_symlinks
+            )
         try:
             for index, node in enumerate(self.core.cluster.node_ids):
                 port = self._listen[1] + index if self._listen[1] else 0
@@ -207,8 +211,17 @@ class MockBroker:
         single = len(self.core.cluster.node_ids) == 1
         # The loop's exception handler is set once, by the first node's first start, and given back by it.
         first_start = node == self.core.cluster.node_ids[0] and node not in self._ports
-        server = BrokerServer(self.core, self.faults, host=self._listen[0], port=port, recorder=self.recorder,
-                              node_id=node, hooks=self.hooks, run_timers=single, summarise_accept_failures=first_start)
+        server = BrokerServer(
+            self.core,
+            self.faults,
+            host=self._listen[0],
+            port=port,
+            recorder=self.recorder,
+            node_id=node,
+            hooks=self.hooks,
+            run_timers=single,
+            summarise_accept_failures=first_start,
+        )
         await server.start()
         self._servers[node] = server
         self._bound_host, self._ports[node] = server.address
@@ -247,8 +260,7 @@ class MockBroker:
         if self._thread is not None:
             raise RuntimeError("the mock broker is already running")
         ready: Future = Future()
-        self._thread = threading.Thread(target=self._thread_main, args=(ready,), name="kproto-mock-broker",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._thread_main, args=(ready,), name="kproto-mock-broker", daemon=True)
         self._thread.start()
         ready.result(_START_TIMEOUT)
 
@@ -302,8 +314,9 @@ class MockBroker:
         ``topic`` (and ``partition``) when given -- be answered no sooner than ``delay`` seconds after they
         arrived, and with ``error`` (a code or a name such as ``"NOT_LEADER_FOR_PARTITION"``) everywhere, or
         have their connection dropped.  The returned :class:`Fault` counts what it ``fired`` on."""
-        return self.faults.inject(api, error=error, delay=delay, drop=drop, times=times, topic=topic,
-                                  partition=partition)
+        return self.faults.inject(
+            api, error=error, delay=delay, drop=drop, times=times, topic=topic, partition=partition
+        )
 
     # ---------------------------------------------------------------- the cluster
 
@@ -383,8 +396,9 @@ class MockBroker:
 
     def move_transaction_coordinator(self, transactional_id: str, to_node: int, *, loading_ms: int = 0) -> None:
         """As :meth:`move_coordinator`, for a transactional id's coordinator."""
-        self._on_loop(lambda: self.core.cluster.move_coordinator(TRANSACTION_KEY, transactional_id, to_node,
-                                                                 loading_ms))
+        self._on_loop(
+            lambda: self.core.cluster.move_coordinator(TRANSACTION_KEY, transactional_id, to_node, loading_ms)
+        )
 
     def shrink_isr(self, topic: str, partition: int, to: Iterable[int]) -> None:
         """Set the partition's in-sync replicas (running replicas, its leader among them): acks=all is
@@ -435,9 +449,11 @@ class MockBroker:
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The next offset of a partition (−1 if it does not exist)."""
+
         def read() -> int:
             log = self.core.cluster.partition(topic, partition)
             return -1 if log is None else log.high_watermark
+
         return self._on_loop(read)
 
     def messages(self, topic: str, partition: int) -> List["RecordLike"]:
@@ -455,14 +471,20 @@ class MockBroker:
             count = self.topics().get(topic, 0)
             return [record for index in range(count) for record in self.records(topic, index)]
         decoded = decode_records(self.log_bytes(topic, partition))
-        return [StoredRecord(partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
-                for batch in decoded.batches for r in batch.records if not r.is_control]
+        return [
+            StoredRecord(partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
+            for batch in decoded.batches
+            for r in batch.records
+            if not r.is_control
+        ]
 
     def log_bytes(self, topic: str, partition: int) -> bytes:
         """A partition's stored record batches as raw bytes (magic 2, as produced, offsets assigned)."""
+
         def read() -> bytes:
             log = self.core.cluster.partition(topic, partition)
             return b"" if log is None else log.batches()
+
         return self._on_loop(read)
 
     def committed(self, group_id: str) -> Dict[Tuple[str, int], Tuple[int, Optional[str]]]:
@@ -500,6 +522,7 @@ class MockBroker:
 
         async def call() -> T:
             return fn()
+
         return asyncio.run_coroutine_threadsafe(call(), loop).result(_START_TIMEOUT)
 
 

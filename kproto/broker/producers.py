@@ -62,17 +62,26 @@ class ProducerIds:
         producer (its client bumps the epoch itself), no for a transactional one (its epochs come from
         InitProducerId and EndTxn, and fence older instances)."""
         current = self._epochs.get(producer_id)
-        return (current is not None and current < epoch <= _MAX_EPOCH + 1
-                and producer_id not in self._by_transactional_id.values())
+        return (
+            current is not None
+            and current < epoch <= _MAX_EPOCH + 1
+            and producer_id not in self._by_transactional_id.values()
+        )
 
     def bumped(self, producer_id: int, epoch: int) -> None:
         """A batch of ``producer_id`` at the newer ``epoch`` was appended: older epochs are fenced from now."""
         if self._epochs.get(producer_id, epoch) < epoch:
             self._epochs[producer_id] = epoch
 
-    def init(self, transactional_id: Optional[str], transaction_timeout_ms: int, producer_id: int = -1,
-             producer_epoch: int = -1, *, fenced_code: ErrorCode = ErrorCode.PRODUCER_FENCED
-             ) -> Tuple[ErrorCode, int, int]:
+    def init(
+        self,
+        transactional_id: Optional[str],
+        transaction_timeout_ms: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        *,
+        fenced_code: ErrorCode = ErrorCode.PRODUCER_FENCED,
+    ) -> Tuple[ErrorCode, int, int]:
         """Answer one InitProducerId: (error code, producer id, epoch).
 
         Without a transactional id a fresh id is issued at epoch 0, whatever id/epoch the request names:

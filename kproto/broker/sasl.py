@@ -100,16 +100,19 @@ class SaslSession:
         """The answer to SaslAuthenticate; a failure also marks the connection to be closed."""
         if self.stage is not SaslStage.AUTHENTICATE:
             self.close_after_answer = True
-            return SaslAuthenticateResponse(error_code=_C.ILLEGAL_SASL_STATE,
-                                            error_message="SaslAuthenticate before a v1 SaslHandshake",
-                                            auth_bytes=b"", session_lifetime_ms=0)
+            return SaslAuthenticateResponse(
+                error_code=_C.ILLEGAL_SASL_STATE,
+                error_message="SaslAuthenticate before a v1 SaslHandshake",
+                auth_bytes=b"",
+                session_lifetime_ms=0,
+            )
         user, why = self.raw_token(token)
         if user is None:
             self.close_after_answer = True
-            return SaslAuthenticateResponse(error_code=_C.SASL_AUTHENTICATION_FAILED, error_message=why,
-                                            auth_bytes=b"", session_lifetime_ms=0)
-        return SaslAuthenticateResponse(error_code=_C.NONE, error_message=None, auth_bytes=b"",
-                                        session_lifetime_ms=0)
+            return SaslAuthenticateResponse(
+                error_code=_C.SASL_AUTHENTICATION_FAILED, error_message=why, auth_bytes=b"", session_lifetime_ms=0
+            )
+        return SaslAuthenticateResponse(error_code=_C.NONE, error_message=None, auth_bytes=b"", session_lifetime_ms=0)
 
     def raw_token(self, token: bytes) -> Tuple[Optional[str], str]:
         """Check a PLAIN token (bare after a v0 handshake, or from SaslAuthenticate); (user, "") or (None, why)."""

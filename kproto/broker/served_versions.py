@@ -26,8 +26,17 @@ from kproto.connection.server import RequestReceived
 from kproto.message_base import Message
 from kproto.messages import ApiVersionsResponse
 
-__all__ = ["ApiTable", "Handler", "VersionTable", "api_versions_fallback", "api_versions_response", "bind_handlers",
-           "fit_to_version", "served_table", "versions_of"]
+__all__ = [
+    "ApiTable",
+    "Handler",
+    "VersionTable",
+    "api_versions_fallback",
+    "api_versions_response",
+    "bind_handlers",
+    "fit_to_version",
+    "served_table",
+    "versions_of",
+]
 
 _C = ErrorCode
 
@@ -67,7 +76,9 @@ def served_table(*declarations: VersionTable) -> Dict[int, Tuple[int, int]]:
         for key, (low, high) in declared.items():
             codec = APIS[key].versions
             if not (codec.start <= low <= high < codec.stop):
-                raise ValueError(f"api key {key} v{low}-v{high} is outside the codecs' v{codec.start}-v{codec.stop - 1}")
+                raise ValueError(
+                    f"api key {key} v{low}-v{high} is outside the codecs' v{codec.start}-v{codec.stop - 1}"
+                )
             if key in table:
                 old_low, old_high = table[key]
                 if low > old_high + 1 or high < old_low - 1:
@@ -99,7 +110,7 @@ def fit_to_version(message: Any, version: int) -> Any:
             setattr(message, name, value)
     for name, is_array in nested:
         value = getattr(message, name)
-        for item in (value if is_array and value is not None else [value]):
+        for item in value if is_array and value is not None else [value]:
             fit_to_version(item, version)
     return message
 
@@ -142,5 +153,8 @@ def api_versions_fallback(served: VersionTable) -> ApiVersionsResponse:
 def api_versions_response(served: VersionTable, code: int = _C.NONE) -> ApiVersionsResponse:
     """An ApiVersions answer listing ``served`` with error ``code``."""
     K = ApiVersionsResponse.ApiVersion
-    return ApiVersionsResponse(error_code=code, throttle_time_ms=0, api_keys=[
-        K(api_key=key, min_version=low, max_version=high) for key, (low, high) in served.items()])
+    return ApiVersionsResponse(
+        error_code=code,
+        throttle_time_ms=0,
+        api_keys=[K(api_key=key, min_version=low, max_version=high) for key, (low, high) in served.items()],
+    )

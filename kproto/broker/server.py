@@ -76,8 +76,11 @@ class _RawToken:
 def _version_fallback(event: BadRequest) -> bool:
     """Whether a bad request is an ApiVersions in a version the broker cannot read (answered in v0)."""
     header = event.header
-    return (header is not None and header.api_key == _API_VERSIONS
-            and header.api_version not in APIS[_API_VERSIONS].versions)
+    return (
+        header is not None
+        and header.api_key == _API_VERSIONS
+        and header.api_version not in APIS[_API_VERSIONS].versions
+    )
 
 
 class _StampedReader(asyncio.StreamReader):
@@ -107,8 +110,9 @@ class _ReadInto(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
     of the broker (reads run one at a time, on the loop's thread).
     """
 
-    def __init__(self, buffer: memoryview, reader: asyncio.StreamReader, connected: Any,
-                 loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, buffer: memoryview, reader: asyncio.StreamReader, connected: Any, loop: asyncio.AbstractEventLoop
+    ) -> None:
         super().__init__(reader, connected, loop=loop)
         self._buffer = buffer
 
@@ -159,8 +163,17 @@ class RateLimitedLog:
 class _Connection:
     """What the server tracks of one client connection besides its sans-I/O state."""
 
-    __slots__ = ("conn", "reserved", "last_activity", "partial_since", "sasl", "raw_frames", "reading", "timed_out",
-                 "timer")
+    __slots__ = (
+        "conn",
+        "reserved",
+        "last_activity",
+        "partial_since",
+        "sasl",
+        "raw_frames",
+        "reading",
+        "timed_out",
+        "timer",
+    )
 
     def __init__(self, conn: ServerConnection, sasl: SaslSession) -> None:
         self.conn = conn
@@ -281,8 +294,11 @@ class BrokerServer:
             return
         if len(self._writers) >= self.config.max_connections:
             self.connections_refused += 1
-            self.rate_limited_log("connections", f"mock broker refuses connections: {len(self._writers)} open "
-                                  f"(max_connections {self.config.max_connections})")
+            self.rate_limited_log(
+                "connections",
+                f"mock broker refuses connections: {len(self._writers)} open "
+                f"(max_connections {self.config.max_connections})",
+            )
             writer.transport.abort()
             return
         self.connections_accepted += 1
@@ -307,13 +323,18 @@ class BrokerServer:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         recording = self.recorder.connection(peer[:2], local[:2]) if self.recorder else None
-        client = _Connection(ServerConnection(max_frame_size=self.config.max_frame_size,
-                                              broker_quirks=self.config.broker_quirks,
-                                              max_request_size=self._request_limits),
-                             SaslSession(self.config.sasl_plain_users))
+        client = _Connection(
+            ServerConnection(
+                max_frame_size=self.config.max_frame_size,
+                broker_quirks=self.config.broker_quirks,
+                max_request_size=self._request_limits,
+            ),
+            SaslSession(self.config.sasl_plain_users),
+        )
         queue: asyncio.Queue = asyncio.Queue(self.config.max_queued_requests)
-        processor = self._track(asyncio.ensure_future(
-            self._process(client, queue, writer, "/" + str(peer[0]), recording)))
+        processor = self._track(
+            asyncio.ensure_future(self._process(client, queue, writer, "/" + str(peer[0]), recording))
+        )
         # Once the processor ends nobody answers: a pending read returns at once instead of waiting.
         processor.add_done_callback(lambda _: _stop_reading(reader, writer))
         self._watch(client, queue, reader, writer)
@@ -339,8 +360,14 @@ class BrokerServer:
             if recording is not None:
                 recording.close()
 
-    async def _read(self, client: _Connection, queue: asyncio.Queue, reader: asyncio.StreamReader,
-                    recording: Optional[ConnectionRecording], processor: asyncio.Task) -> bool:
+    async def _read(
+        self,
+        client: _Connection,
+        queue: asyncio.Queue,
+        reader: asyncio.StreamReader,
+        recording: Optional[ConnectionRecording],
+        processor: asyncio.Task,
+    ) -> bool:
         """Queue requests until the stream ends; True when the processor should finish the queue first
         (a bad request: earlier requests are answered, then the connection closes)."""
         conn = client.conn
@@ -437,8 +464,9 @@ class BrokerServer:
             pass
         raise ConnectionError("connection ended while waiting for the byte budget")
 
-    async def _read_chunk(self, client: _Connection, queue: "asyncio.Queue[Any]",
-                          reader: asyncio.StreamReader) -> Optional[bytes]:
+    async def _read_chunk(
+        self, client: _Connection, queue: "asyncio.Queue[Any]", reader: asyncio.StreamReader
+    ) -> Optional[bytes]:
         """The next bytes from the socket, b"" at its end (or once the processor ended), or None when a
         timer closed the connection."""
         if client.timed_out or self._timed_out(client, queue):
@@ -470,8 +498,13 @@ class BrokerServer:
         client.timed_out = True
         return True
 
-    def _watch(self, client: _Connection, queue: "asyncio.Queue[Any]", reader: asyncio.StreamReader,
-               writer: asyncio.StreamWriter) -> None:
+    def _watch(
+        self,
+        client: _Connection,
+        queue: "asyncio.Queue[Any]",
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
         """The connection's timers, checked while it waits for bytes.
 
         One timer per connection, re-armed each time it fires, rather than a timeout on every read
@@ -484,8 +517,11 @@ class BrokerServer:
             _stop_reading(reader, writer)
             return
         now = time.monotonic()
-        deadline = client.partial_since + self._receive_s if client.partial_since is not None \
+        deadline = (
+            client.partial_since + self._receive_s
+            if client.partial_since is not None
             else client.last_activity + self._idle_s
+        )
         wait = deadline - now if deadline > now else min(self._idle_s, self._receive_s)
         client.timer = asyncio.get_running_loop().call_later(wait, self._watch, client, queue, reader, writer)
 
@@ -502,8 +538,14 @@ class BrokerServer:
         put.cancel()
         return False
 
-    async def _process(self, client: _Connection, queue: asyncio.Queue, writer: asyncio.StreamWriter,
-                       client_host: str, recording: Optional[ConnectionRecording]) -> None:
+    async def _process(
+        self,
+        client: _Connection,
+        queue: asyncio.Queue,
+        writer: asyncio.StreamWriter,
+        client_host: str,
+        recording: Optional[ConnectionRecording],
+    ) -> None:
         serving_node.set(self.node_id)  # this task's context: the handlers answer as this node
         try:
             while True:
@@ -511,12 +553,12 @@ class BrokerServer:
                 try:
                     if isinstance(event, BadRequest):
                         if not _version_fallback(event):
-                            log.info("closing a connection from %s after a bad request: %s", client_host,
-                                     event.error)
+                            log.info("closing a connection from %s after a bad request: %s", client_host, event.error)
                             return
                         assert event.header is not None
-                        frame: object = encode_response(api_versions_fallback(self.core.served), 0,
-                                                        event.header.correlation_id)
+                        frame: object = encode_response(
+                            api_versions_fallback(self.core.served), 0, event.header.correlation_id
+                        )
                     elif isinstance(event, _RawToken):
                         frame = self._check_raw_token(client, event, client_host)
                     else:
@@ -547,9 +589,17 @@ class BrokerServer:
 
     def _hooked(self, request: RequestReceived) -> Optional[Intercept]:
         info = APIS[request.api_key]
-        return self.hooks.run(InterceptedRequest(
-            node_id=self.node_id, api_key=request.api_key, api_name=info.name, api_version=request.api_version,
-            request=request.message, client_id=request.header.client_id, correlation_id=request.header.correlation_id))
+        return self.hooks.run(
+            InterceptedRequest(
+                node_id=self.node_id,
+                api_key=request.api_key,
+                api_name=info.name,
+                api_version=request.api_version,
+                request=request.message,
+                client_id=request.header.client_id,
+                correlation_id=request.header.correlation_id,
+            )
+        )
 
     @staticmethod
     def _check_raw_token(client: _Connection, event: _RawToken, client_host: str) -> object:
@@ -563,13 +613,20 @@ class BrokerServer:
         """The response frame for ``request``, b"" when none is due, or _DROP to close the connection."""
         sasl = client.sasl
         if not sasl.allows(request.api_key):
-            log.info("closing a connection from %s: api key %d before SASL authentication (%s)", client_host,
-                     request.api_key, sasl.stage.value)
+            log.info(
+                "closing a connection from %s: api key %d before SASL authentication (%s)",
+                client_host,
+                request.api_key,
+                sasl.stage.value,
+            )
             return _DROP
         hooked = self._hooked(request) if self.hooks else None
         fault = self.faults.take(request.api_key, request.message, request.api_version) if hooked is None else None
-        delay = max(self.hooks.latency.get(self.node_id, 0.0), fault.delay if fault is not None else 0.0,
-                    hooked.delay if hooked is not None else 0.0)
+        delay = max(
+            self.hooks.latency.get(self.node_id, 0.0),
+            fault.delay if fault is not None else 0.0,
+            hooked.delay if hooked is not None else 0.0,
+        )
         if delay > 0:
             await asyncio.sleep(max(arrived + delay - time.monotonic(), 0.0))
         if hooked is not None:
@@ -602,4 +659,3 @@ class BrokerServer:
             return b""
         assert response is not None, "a request that expects a response was given none"
         return client.conn.send_response(request, response)
-

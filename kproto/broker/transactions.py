@@ -52,8 +52,13 @@ _Offsets = Dict[_Partition, Tuple[int, Optional[str]]]
 class TransactionCoordinator:
     """The open partitions of each transactional id, and the markers that end them."""
 
-    def __init__(self, cluster: Cluster, producer_ids: ProducerIds, clock: Callable[[], int],
-                 commit_offsets: Callable[[str, _Offsets], None] = lambda group_id, offsets: None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        producer_ids: ProducerIds,
+        clock: Callable[[], int],
+        commit_offsets: Callable[[str, _Offsets], None] = lambda group_id, offsets: None,
+    ) -> None:
         self.cluster = cluster
         self.producer_ids = producer_ids
         self._clock = clock
@@ -73,21 +78,25 @@ class TransactionCoordinator:
             return fenced
         return ErrorCode.NONE
 
-    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int, partitions: List[_Partition],
-                       fenced: ErrorCode) -> Dict[_Partition, ErrorCode]:
+    def add_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: List[_Partition], fenced: ErrorCode
+    ) -> Dict[_Partition, ErrorCode]:
         """AddPartitionsToTxn: each partition's answer (all share one error when the producer is wrong)."""
         code = self.check(transactional_id, producer_id, epoch, fenced)
         if code == ErrorCode.NONE:
             unknown = [p for p in partitions if self.cluster.partition(*p) is None]
             if unknown:
                 # Kafka refuses the whole request: the unknown ones fail, the rest are not added.
-                return {p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if p in unknown
-                        else ErrorCode.OPERATION_NOT_ATTEMPTED for p in partitions}
+                return {
+                    p: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if p in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                    for p in partitions
+                }
             self._open.setdefault(transactional_id, set()).update(partitions)
         return {p: code for p in partitions}
 
-    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
-                    fenced: ErrorCode) -> ErrorCode:
+    def add_offsets(
+        self, transactional_id: str, producer_id: int, epoch: int, group_id: str, fenced: ErrorCode
+    ) -> ErrorCode:
         """AddOffsetsToTxn: the transaction will carry offsets of ``group_id``."""
         code = self.check(transactional_id, producer_id, epoch, fenced)
         if code == ErrorCode.NONE:
@@ -95,8 +104,9 @@ class TransactionCoordinator:
             self._offsets.setdefault(transactional_id, {}).setdefault(group_id, {})
         return code
 
-    def commit_offsets(self, transactional_id: str, producer_id: int, epoch: int, group_id: str,
-                       offsets: _Offsets, fenced: ErrorCode) -> ErrorCode:
+    def commit_offsets(
+        self, transactional_id: str, producer_id: int, epoch: int, group_id: str, offsets: _Offsets, fenced: ErrorCode
+    ) -> ErrorCode:
         """TxnOffsetCommit: hold ``offsets`` until the transaction ends (one code for every partition)."""
         code = self.check(transactional_id, producer_id, epoch, fenced)
         if code != ErrorCode.NONE:
@@ -107,8 +117,7 @@ class TransactionCoordinator:
         pending.update(offsets)
         return ErrorCode.NONE
 
-    def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
-            fenced: ErrorCode) -> ErrorCode:
+    def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, fenced: ErrorCode) -> ErrorCode:
         """EndTxn: write a marker to every open partition and close the transaction."""
         code = self.check(transactional_id, producer_id, epoch, fenced)
         if code != ErrorCode.NONE:

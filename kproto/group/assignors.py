@@ -2,7 +2,8 @@
 
 The group leader runs an assignor on the subscriptions it receives in its JoinGroup response and hands
 the result back in SyncGroup.  Every consumer of a group must agree on the outcome bit for bit, so these
-functions reproduce the 0.9.0 Java classes exactly, sort orders included (docs/protocol-notes.md, "The consumer protocol and its assignors"):
+functions reproduce the 0.9.0 Java classes exactly, sort orders included (docs/protocol-notes.md, "The consumer
+protocol and its assignors"):
 
 * member ids and topic names are ordered as Java's ``String.compareTo`` orders them, i.e. by UTF-16
   code unit, which is *not* Python's code point order once characters outside the BMP appear
@@ -72,9 +73,7 @@ def _subscribers_by_topic(subscriptions: Mapping[str, Collection[str]]) -> Dict[
     return subscribers
 
 
-def assign_range(
-    subscriptions: Mapping[str, Collection[str]], partitions_per_topic: Mapping[str, int]
-) -> Assignment:
+def assign_range(subscriptions: Mapping[str, Collection[str]], partitions_per_topic: Mapping[str, int]) -> Assignment:
     """The 0.9 ``RangeAssignor``: per topic, contiguous ranges over the sorted subscribers.
 
     With ``n`` partitions and ``m`` subscribers, subscriber ``i`` (in Java string order) gets

@@ -1,4 +1,5 @@
-"""The embedded consumer protocol (docs/protocol-notes.md, "The consumer protocol") as plain values, on top of kproto's generated classes.
+"""The embedded consumer protocol (docs/protocol-notes.md, "The consumer protocol") as plain values, on top of
+kproto's generated classes.
 
 :class:`ConsumerProtocolCodec` turns a subscription (a list of topics) into JoinGroup protocol metadata
 and an assignment (``{topic: [partitions]}``) into SyncGroup member-assignment bytes, and back.  Both
@@ -77,11 +78,17 @@ class ConsumerProtocolCodec:
         version = subscription.version
         if not SUBSCRIPTION_VERSIONS[0] <= version <= SUBSCRIPTION_VERSIONS[1]:
             raise ValueError(f"consumer subscription version {version} is not one of 0-3")
-        owned = [ConsumerProtocolSubscription_TopicPartition(topic=t, partitions=list(ps))
-                 for t, ps in subscription.owned_partitions.items()]
+        owned = [
+            ConsumerProtocolSubscription_TopicPartition(topic=t, partitions=list(ps))
+            for t, ps in subscription.owned_partitions.items()
+        ]
         message = ConsumerProtocolSubscription(
-            topics=list(subscription.topics), user_data=subscription.user_data, owned_partitions=owned,
-            generation_id=subscription.generation_id, rack_id=subscription.rack_id)
+            topics=list(subscription.topics),
+            user_data=subscription.user_data,
+            owned_partitions=owned,
+            generation_id=subscription.generation_id,
+            rack_id=subscription.rack_id,
+        )
         return message.encode_embedded(version)
 
     def decode_subscription(self, data: bytes) -> List[str]:
@@ -98,16 +105,25 @@ class ConsumerProtocolCodec:
         (written,) = _VERSION.unpack_from(data, 0)
         version = min(written, SUBSCRIPTION_VERSIONS[1])
         subscription, _ = ConsumerProtocolSubscription.decode_from(data, start, len(data), version)
-        owned = {entry.topic: tuple(entry.partitions) for entry in subscription.owned_partitions} if version >= 1 else {}
+        owned = (
+            {entry.topic: tuple(entry.partitions) for entry in subscription.owned_partitions} if version >= 1 else {}
+        )
         user_data = None if subscription.user_data is None else bytes(subscription.user_data)
         return ConsumerSubscription(
-            version=version, topics=tuple(subscription.topics), user_data=user_data, owned_partitions=owned,
+            version=version,
+            topics=tuple(subscription.topics),
+            user_data=user_data,
+            owned_partitions=owned,
             generation_id=subscription.generation_id if version >= 2 else -1,
-            rack_id=subscription.rack_id if version >= 3 else None)
+            rack_id=subscription.rack_id if version >= 3 else None,
+        )
 
     def encode_assignment(self, assignment: Mapping[str, Sequence[int]]) -> bytes:
         """Member-assignment bytes for ``{topic: partitions}`` (topics in the mapping's order)."""
-        parts = [ConsumerProtocolAssignment_TopicPartition(topic=topic, partitions=list(ps)) for topic, ps in assignment.items()]
+        parts = [
+            ConsumerProtocolAssignment_TopicPartition(topic=topic, partitions=list(ps))
+            for topic, ps in assignment.items()
+        ]
         return ConsumerProtocolAssignment(assigned_partitions=parts).encode_embedded(0)
 
     def decode_assignment(self, data: bytes) -> Dict[str, List[int]]:

@@ -57,7 +57,7 @@ _C = ErrorCode
 _X = Check
 #: The authorized operations of a described group when asked for: READ, DELETE and DESCRIBE.
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-_NOT_ASKED = -(2 ** 31)
+_NOT_ASKED = -(2**31)
 _MEMBER_TYPE_CONSUMER = 1
 
 #: (topic id, partition)
@@ -112,6 +112,7 @@ def safe_regex(pattern: str, max_length: int) -> Optional[Pattern[str]]:
         return None
     try:
         from re import _parser  # type: ignore[attr-defined]
+
         tree = _parser.parse(pattern)
         compiled = re.compile(pattern)
     except (re.error, RecursionError, OverflowError):
@@ -152,8 +153,9 @@ class _Member:
     assignor: Optional[str] = None
     epoch: int = 0
     previous_epoch: int = -1
-    machine: StateMachine[MemberState, ReconcileOutcome] = field(default_factory=lambda: StateMachine(
-        MEMBER_TRANSITIONS, MemberState.STABLE, "consumer group member"))
+    machine: StateMachine[MemberState, ReconcileOutcome] = field(
+        default_factory=lambda: StateMachine(MEMBER_TRANSITIONS, MemberState.STABLE, "consumer group member")
+    )
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
     session_deadline_ms: int = 0
@@ -234,31 +236,42 @@ class ConsumerGroupCoordinator:
 
     # ---------------------------------------------------------------- requests
 
-    def handle(self, request: Message, api_version: int, *, client_id: str, client_host: str,
-               now_ms: int) -> Message:
+    def handle(self, request: Message, api_version: int, *, client_id: str, client_host: str, now_ms: int) -> Message:
         """Answer a ConsumerGroupHeartbeat or ConsumerGroupDescribe sent in ``api_version``."""
         served = SERVED_VERSIONS.get(type(request))
         if served is None or not served[0] <= api_version <= served[1]:
             raise UnsupportedVersionError(
-                f"the consumer group coordinator does not answer {type(request).__name__} v{api_version}")
+                f"the consumer group coordinator does not answer {type(request).__name__} v{api_version}"
+            )
         self.tick(now_ms)
         if isinstance(request, ConsumerGroupHeartbeatRequest):
             try:
                 return self._heartbeat(request, api_version, client_id, client_host, now_ms)
             except _Refused as refused:
                 return ConsumerGroupHeartbeatResponse(
-                    error_code=refused.check.error_code, error_message=str(refused), member_id=None,
-                    member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+                    error_code=refused.check.error_code,
+                    error_message=str(refused),
+                    member_id=None,
+                    member_epoch=0,
+                    heartbeat_interval_ms=0,
+                    assignment=None,
+                )
             finally:
                 self._drop_unused_groups()
         assert isinstance(request, ConsumerGroupDescribeRequest)
-        return ConsumerGroupDescribeResponse(groups=[
-            self._describe(group_id, request.include_authorized_operations) for group_id in request.group_ids])
+        return ConsumerGroupDescribeResponse(
+            groups=[self._describe(group_id, request.include_authorized_operations) for group_id in request.group_ids]
+        )
 
     def next_deadline_ms(self) -> Optional[int]:
         """The earliest session or revocation deadline, or None."""
-        deadlines = [d for g in self._groups.values() for m in g.members.values()
-                     for d in (m.session_deadline_ms, m.revocation_deadline_ms) if d is not None]
+        deadlines = [
+            d
+            for g in self._groups.values()
+            for m in g.members.values()
+            for d in (m.session_deadline_ms, m.revocation_deadline_ms)
+            if d is not None
+        ]
         return min(deadlines, default=None)
 
     def tick(self, now_ms: int) -> None:
@@ -272,7 +285,8 @@ class ConsumerGroupCoordinator:
         for group in list(self._groups.values()):
             for member in list(group.members.values()):
                 if member.session_deadline_ms <= now_ms or (
-                        member.revocation_deadline_ms is not None and member.revocation_deadline_ms <= now_ms):
+                    member.revocation_deadline_ms is not None and member.revocation_deadline_ms <= now_ms
+                ):
                     self._remove(group, member)
         self._drop_unused_groups()
 
@@ -293,8 +307,9 @@ class ConsumerGroupCoordinator:
         if group is not None and not group.members:
             del self._groups[group_id]
 
-    def offset_commit_error(self, group_id: str, member_id: str, member_epoch: int,
-                            api_version: int) -> Optional[ErrorCode]:
+    def offset_commit_error(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int
+    ) -> Optional[ErrorCode]:
         """None if an OffsetCommit to the consumer group may store its offsets, else its error."""
         group = self._groups[group_id]
         if member_epoch < 0 and not group.members:
@@ -308,8 +323,7 @@ class ConsumerGroupCoordinator:
             return _X.OFFSET_EPOCH_CURRENT.error_code
         return None
 
-    def offset_fetch_error(self, group_id: str, member_id: Optional[str],
-                           member_epoch: int) -> Optional[ErrorCode]:
+    def offset_fetch_error(self, group_id: str, member_id: Optional[str], member_epoch: int) -> Optional[ErrorCode]:
         """None if an OffsetFetch of the consumer group may read its offsets, else its error."""
         if member_id is None or (member_epoch < 0 and not member_id):
             return None  # the admin client, or a client that does not say
@@ -350,9 +364,18 @@ class ConsumerGroupCoordinator:
         def named(partitions: Partitions) -> Dict[str, Tuple[int, ...]]:
             return {names.get(t, str(t)): tuple(sorted(ps)) for t, ps in partitions.items() if ps}
 
-        return [MemberView(m.member_id, m.instance_id, m.epoch, m.state, named(m.assigned),
-                           named(m.pending_revocation), named(group.target.get(m.member_id, {})))
-                for m in group.members.values()]
+        return [
+            MemberView(
+                m.member_id,
+                m.instance_id,
+                m.epoch,
+                m.state,
+                named(m.assigned),
+                named(m.pending_revocation),
+                named(group.target.get(m.member_id, {})),
+            )
+            for m in group.members.values()
+        ]
 
     def owners(self, group_id: str) -> Dict[TopicPartition, str]:
         """(topic id, partition) → the one member that holds it (assigned or pending revocation)."""
@@ -361,8 +384,9 @@ class ConsumerGroupCoordinator:
 
     # ---------------------------------------------------------------- the heartbeat
 
-    def _heartbeat(self, req: ConsumerGroupHeartbeatRequest, version: int, client_id: str, client_host: str,
-                   now_ms: int) -> ConsumerGroupHeartbeatResponse:
+    def _heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest, version: int, client_id: str, client_host: str, now_ms: int
+    ) -> ConsumerGroupHeartbeatResponse:
         kind = epoch_kind(req.member_epoch)
         compiled = self._check_fields(req, version, kind)
         group = self._group_for(req.group_id, kind)
@@ -380,33 +404,49 @@ class ConsumerGroupCoordinator:
             group.epoch += 1
         if group.epoch > group.assignment_epoch:
             self._assign(group)
-        owned = None if req.topic_partitions is None else {
-            t.topic_id: set(t.partitions) for t in req.topic_partitions}
+        owned = None if req.topic_partitions is None else {t.topic_id: set(t.partitions) for t in req.topic_partitions}
         self._reconcile(group, member, owned, now_ms)
         member.session_deadline_ms = now_ms + self.config.session_timeout_ms
-        full = kind is EpochKind.JOIN or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
-                                           and req.topic_partitions is not None)
+        full = kind is EpochKind.JOIN or (
+            req.rebalance_timeout_ms != -1
+            and req.subscribed_topic_names is not None
+            and req.topic_partitions is not None
+        )
         show = full or before != self._copy_assigned(member)
         return self._answer(member.member_id, member.epoch, member.assigned if show else None)
 
     def _answer(self, member_id: str, epoch: int, assigned: Optional[Partitions]) -> ConsumerGroupHeartbeatResponse:
         A = ConsumerGroupHeartbeatResponse.Assignment
         T = A.TopicPartitions
-        assignment = None if assigned is None else A(topic_partitions=[
-            T(topic_id=t, partitions=sorted(ps))
-            for t, ps in sorted(assigned.items(), key=lambda kv: str(kv[0])) if ps])
+        assignment = (
+            None
+            if assigned is None
+            else A(
+                topic_partitions=[
+                    T(topic_id=t, partitions=sorted(ps))
+                    for t, ps in sorted(assigned.items(), key=lambda kv: str(kv[0]))
+                    if ps
+                ]
+            )
+        )
         return ConsumerGroupHeartbeatResponse(
-            error_code=_C.NONE, member_id=member_id, member_epoch=epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms, assignment=assignment)
+            error_code=_C.NONE,
+            member_id=member_id,
+            member_epoch=epoch,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            assignment=assignment,
+        )
 
     @staticmethod
     def _copy_assigned(member: _Member) -> Partitions:
         return _copy(member.assigned)
 
-    def _check_fields(self, req: ConsumerGroupHeartbeatRequest, version: int,
-                      kind: EpochKind) -> Optional[Pattern[str]]:
+    def _check_fields(
+        self, req: ConsumerGroupHeartbeatRequest, version: int, kind: EpochKind
+    ) -> Optional[Pattern[str]]:
         """The checks on the request's own fields, in :data:`HEARTBEAT_CHECKS` order (the group and member
         checks follow in :meth:`_group_for` and :meth:`_member_for`); the compiled regex, if any."""
+
         def need(ok: bool, check: Check, message: str) -> None:
             if not ok:
                 raise _Refused(check, message)
@@ -415,30 +455,51 @@ class ConsumerGroupCoordinator:
         need(req.instance_id != "", _X.INSTANCE_ID_NOT_EMPTY, "InstanceId can't be empty.")
         need(req.rack_id != "", _X.RACK_ID_NOT_EMPTY, "RackId can't be empty.")
         need(kind is not EpochKind.INVALID, _X.EPOCH_VALID, "MemberEpoch is invalid.")
-        need(bool(req.member_id) or (kind is EpochKind.JOIN and version == 0), _X.MEMBER_ID_SET,
-             "MemberId can't be empty.")
+        need(
+            bool(req.member_id) or (kind is EpochKind.JOIN and version == 0),
+            _X.MEMBER_ID_SET,
+            "MemberId can't be empty.",
+        )
         if kind is EpochKind.STATIC_LEAVE:
             need(req.instance_id is not None, _X.STATIC_LEAVE_HAS_INSTANCE, "InstanceId can't be null.")
         regex = req.subscribed_topic_regex if version >= 1 else None
         if kind is EpochKind.JOIN:
-            need(req.rebalance_timeout_ms != -1, _X.JOIN_HAS_REBALANCE_TIMEOUT,
-                 "RebalanceTimeoutMs must be provided in first request.")
-            need(req.topic_partitions is not None and not req.topic_partitions, _X.JOIN_OWNS_NOTHING,
-                 "TopicPartitions must be empty when (re-)joining.")
-            need(bool(req.subscribed_topic_names) or regex is not None, _X.JOIN_HAS_SUBSCRIPTION,
-                 "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+            need(
+                req.rebalance_timeout_ms != -1,
+                _X.JOIN_HAS_REBALANCE_TIMEOUT,
+                "RebalanceTimeoutMs must be provided in first request.",
+            )
+            need(
+                req.topic_partitions is not None and not req.topic_partitions,
+                _X.JOIN_OWNS_NOTHING,
+                "TopicPartitions must be empty when (re-)joining.",
+            )
+            need(
+                bool(req.subscribed_topic_names) or regex is not None,
+                _X.JOIN_HAS_SUBSCRIPTION,
+                "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+            )
         names = req.subscribed_topic_names
-        need(names is None or len(names) <= self.config.max_subscribed_topics, _X.SUBSCRIPTION_BOUNDED,
-             f"at most {self.config.max_subscribed_topics} subscribed topic names")
-        need(req.server_assignor is None or req.server_assignor in self.config.assignors, _X.ASSIGNOR_KNOWN,
-             f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
-             f"{', '.join(self.config.assignors)}.")
+        need(
+            names is None or len(names) <= self.config.max_subscribed_topics,
+            _X.SUBSCRIPTION_BOUNDED,
+            f"at most {self.config.max_subscribed_topics} subscribed topic names",
+        )
+        need(
+            req.server_assignor is None or req.server_assignor in self.config.assignors,
+            _X.ASSIGNOR_KNOWN,
+            f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+            f"{', '.join(self.config.assignors)}.",
+        )
         compiled = None
         if regex:
             compiled = safe_regex(regex, self.config.max_regex_length)
-            need(compiled is not None, _X.REGEX_VALID,
-                 f"SubscribedTopicRegex is longer than {self.config.max_regex_length} characters, invalid, or "
-                 f"uses nested quantifiers, back-references or look-arounds")
+            need(
+                compiled is not None,
+                _X.REGEX_VALID,
+                f"SubscribedTopicRegex is longer than {self.config.max_regex_length} characters, invalid, or "
+                f"uses nested quantifiers, back-references or look-arounds",
+            )
         return compiled
 
     def _group_for(self, group_id: str, kind: EpochKind) -> _Group:
@@ -453,8 +514,7 @@ class ConsumerGroupCoordinator:
             return group
         raise _Refused(_X.GROUP_EXISTS, f"Consumer group {group_id} not found.")
 
-    def _member_for(self, group: _Group, req: ConsumerGroupHeartbeatRequest,
-                    kind: EpochKind) -> Tuple[_Member, bool]:
+    def _member_for(self, group: _Group, req: ConsumerGroupHeartbeatRequest, kind: EpochKind) -> Tuple[_Member, bool]:
         """The member the heartbeat is from, and whether it is new (then already added)."""
         instance = req.instance_id
         if kind is EpochKind.JOIN:
@@ -464,9 +524,12 @@ class ConsumerGroupCoordinator:
                 if holder is not None and holder.member_id == req.member_id and req.member_id:
                     return holder, False  # the same member rejoining
                 if holder is not None and holder.epoch != STATIC_LEAVE_EPOCH:
-                    raise _Refused(_X.INSTANCE_RELEASED, f"Static member {req.member_id} with instance id "
-                                   f"{instance} cannot join the group because the instance id is owned by "
-                                   f"{holder.member_id} member.")
+                    raise _Refused(
+                        _X.INSTANCE_RELEASED,
+                        f"Static member {req.member_id} with instance id "
+                        f"{instance} cannot join the group because the instance id is owned by "
+                        f"{holder.member_id} member.",
+                    )
                 self._has_room(group, holder is not None)
                 member = _Member(req.member_id or self._new_member_id(), instance)
                 if holder is not None:
@@ -486,8 +549,10 @@ class ConsumerGroupCoordinator:
             if holder_id is None:
                 raise _Refused(_X.MEMBER_KNOWN, f"Instance id {instance} is unknown.")
             if holder_id != req.member_id:
-                raise _Refused(_X.INSTANCE_OWNED, f"Static member {req.member_id} with instance id {instance} was "
-                               f"fenced by member {holder_id}.")
+                raise _Refused(
+                    _X.INSTANCE_OWNED,
+                    f"Static member {req.member_id} with instance id {instance} was fenced by member {holder_id}.",
+                )
         known = group.members.get(req.member_id)
         if known is None:
             raise _Refused(_X.MEMBER_KNOWN, f"Member {req.member_id} is not a member of group {group.group_id}.")
@@ -498,8 +563,9 @@ class ConsumerGroupCoordinator:
     def _has_room(self, group: _Group, replacing: bool) -> None:
         limit = self.config.max_size
         if limit is not None and not replacing and len(group.members) >= limit:
-            raise _Refused(_X.GROUP_HAS_ROOM,
-                           f"The consumer group has reached its maximum capacity of {limit} members.")
+            raise _Refused(
+                _X.GROUP_HAS_ROOM, f"The consumer group has reached its maximum capacity of {limit} members."
+            )
 
     @staticmethod
     def _check_epoch(member: _Member, req: ConsumerGroupHeartbeatRequest) -> None:
@@ -510,12 +576,21 @@ class ConsumerGroupCoordinator:
             owned = req.topic_partitions
             if owned is None or all(set(t.partitions) <= member.assigned.get(t.topic_id, set()) for t in owned):
                 return
-        raise _Refused(_X.EPOCH_CURRENT, f"The consumer group member has a different member epoch ({received}) than "
-                       f"the one known by the group coordinator ({member.epoch}). The member must abandon all its "
-                       f"partitions and rejoin.")
+        raise _Refused(
+            _X.EPOCH_CURRENT,
+            f"The consumer group member has a different member epoch ({received}) than "
+            f"the one known by the group coordinator ({member.epoch}). The member must abandon all its "
+            f"partitions and rejoin.",
+        )
 
-    def _update_member(self, member: _Member, req: ConsumerGroupHeartbeatRequest, compiled: Optional[Pattern[str]],
-                       client_id: str, client_host: str) -> bool:
+    def _update_member(
+        self,
+        member: _Member,
+        req: ConsumerGroupHeartbeatRequest,
+        compiled: Optional[Pattern[str]],
+        client_id: str,
+        client_host: str,
+    ) -> bool:
         """Take the fields the heartbeat sets; True if the subscription (or assignor) changed."""
         member.client_id, member.client_host = client_id, client_host
         if req.rack_id is not None:
@@ -605,16 +680,24 @@ class ConsumerGroupCoordinator:
         """A new target assignment for the group epoch."""
         names = self._names_by_id()
         # Counts as they are now: a topic deleted since a member's last heartbeat is left out.
-        counts = {name: len(self._topic_partitions[name]) for name in group.subscribed
-                  if name in self._topic_partitions and name in self._topic_ids}
+        counts = {
+            name: len(self._topic_partitions[name])
+            for name in group.subscribed
+            if name in self._topic_partitions and name in self._topic_ids
+        }
         ids = {name: self._topic_ids[name] for name in counts}
-        specs = {m.member_id: (m.instance_id, sorted(n for n in m.resolved if n in counts))
-                 for m in group.members.values()}
-        previous = {member_id: {names[t]: sorted(ps) for t, ps in target.items() if t in names}
-                    for member_id, target in group.target.items()}
+        specs = {
+            m.member_id: (m.instance_id, sorted(n for n in m.resolved if n in counts)) for m in group.members.values()
+        }
+        previous = {
+            member_id: {names[t]: sorted(ps) for t, ps in target.items() if t in names}
+            for member_id, target in group.target.items()
+        }
         result = ASSIGNORS[self._assignor_name(group)](specs, counts, previous)
-        group.target = {member_id: {ids[topic]: set(ps) for topic, ps in by_topic.items() if ps}
-                        for member_id, by_topic in result.items()}
+        group.target = {
+            member_id: {ids[topic]: set(ps) for topic, ps in by_topic.items() if ps}
+            for member_id, by_topic in result.items()
+        }
         group.assignment_epoch = group.epoch
 
     def _reconcile(self, group: _Group, member: _Member, owned: Optional[Partitions], now_ms: int) -> None:
@@ -691,26 +774,57 @@ class ConsumerGroupCoordinator:
         T = A.TopicPartitions
         group = self._groups.get(group_id)
         if group is None:
-            return G(error_code=_C.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found.",
-                     group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
-                     members=[], authorized_operations=_NOT_ASKED)
+            return G(
+                error_code=_C.GROUP_ID_NOT_FOUND,
+                error_message=f"Group {group_id} not found.",
+                group_id=group_id,
+                group_state="",
+                group_epoch=0,
+                assignment_epoch=0,
+                assignor_name="",
+                members=[],
+                authorized_operations=_NOT_ASKED,
+            )
         names = self._names_by_id()
 
         def assignment(partitions: Partitions) -> Any:
-            return A(topic_partitions=[T(topic_id=t, topic_name=names.get(t, ""), partitions=sorted(ps))
-                                       for t, ps in partitions.items() if ps])
+            return A(
+                topic_partitions=[
+                    T(topic_id=t, topic_name=names.get(t, ""), partitions=sorted(ps))
+                    for t, ps in partitions.items()
+                    if ps
+                ]
+            )
 
-        members = [M(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.epoch,
-                     client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.topic_names),
-                     subscribed_topic_regex=m.regex, assignment=assignment(m.assigned),
-                     target_assignment=assignment(group.target.get(m.member_id, {})),
-                     member_type=_MEMBER_TYPE_CONSUMER)
-                   for m in group.members.values()]
-        return G(error_code=_C.NONE, group_id=group_id, group_state=group.state().value, group_epoch=group.epoch,
-                 assignment_epoch=group.assignment_epoch, assignor_name=self._assignor_name(group), members=members,
-                 authorized_operations=_GROUP_OPERATIONS if include_operations else _NOT_ASKED)
+        members = [
+            M(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=list(m.topic_names),
+                subscribed_topic_regex=m.regex,
+                assignment=assignment(m.assigned),
+                target_assignment=assignment(group.target.get(m.member_id, {})),
+                member_type=_MEMBER_TYPE_CONSUMER,
+            )
+            for m in group.members.values()
+        ]
+        return G(
+            error_code=_C.NONE,
+            group_id=group_id,
+            group_state=group.state().value,
+            group_epoch=group.epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=self._assignor_name(group),
+            members=members,
+            authorized_operations=_GROUP_OPERATIONS if include_operations else _NOT_ASKED,
+        )
 
     def _drop_unused_groups(self) -> None:
-        for group_id in [g for g, group in self._groups.items()
-                         if not group.members and not self._offsets.has_offsets(g)]:
+        for group_id in [
+            g for g, group in self._groups.items() if not group.members and not self._offsets.has_offsets(g)
+        ]:
             del self._groups[group_id]

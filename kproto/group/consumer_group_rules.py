@@ -152,7 +152,9 @@ def epoch_kind(member_epoch: int) -> EpochKind:
 
 #: The epochs with a meaning of their own → their kind (any positive epoch is a HEARTBEAT).
 _EPOCH_KINDS: Mapping[int, EpochKind] = {
-    JOIN_EPOCH: EpochKind.JOIN, LEAVE_EPOCH: EpochKind.LEAVE, STATIC_LEAVE_EPOCH: EpochKind.STATIC_LEAVE,
+    JOIN_EPOCH: EpochKind.JOIN,
+    LEAVE_EPOCH: EpochKind.LEAVE,
+    STATIC_LEAVE_EPOCH: EpochKind.STATIC_LEAVE,
 }
 EPOCH_KINDS: Mapping[int, EpochKind] = _EPOCH_KINDS
 
@@ -222,11 +224,25 @@ CHECK_ERRORS: Mapping[Check, ErrorCode] = {
 #: then the member.  The engine skips those that do not apply to the epoch's kind (a join has no
 #: member to check yet; only a join may create the group).
 HEARTBEAT_CHECKS: Tuple[Check, ...] = (
-    _X.GROUP_ID_SET, _X.INSTANCE_ID_NOT_EMPTY, _X.RACK_ID_NOT_EMPTY, _X.EPOCH_VALID, _X.MEMBER_ID_SET,
-    _X.STATIC_LEAVE_HAS_INSTANCE, _X.JOIN_HAS_REBALANCE_TIMEOUT, _X.JOIN_OWNS_NOTHING, _X.JOIN_HAS_SUBSCRIPTION,
-    _X.SUBSCRIPTION_BOUNDED, _X.ASSIGNOR_KNOWN, _X.REGEX_VALID,
-    _X.NOT_CLASSIC_GROUP, _X.GROUP_EXISTS, _X.GROUP_HAS_ROOM,
-    _X.INSTANCE_RELEASED, _X.INSTANCE_OWNED, _X.MEMBER_KNOWN, _X.EPOCH_CURRENT,
+    _X.GROUP_ID_SET,
+    _X.INSTANCE_ID_NOT_EMPTY,
+    _X.RACK_ID_NOT_EMPTY,
+    _X.EPOCH_VALID,
+    _X.MEMBER_ID_SET,
+    _X.STATIC_LEAVE_HAS_INSTANCE,
+    _X.JOIN_HAS_REBALANCE_TIMEOUT,
+    _X.JOIN_OWNS_NOTHING,
+    _X.JOIN_HAS_SUBSCRIPTION,
+    _X.SUBSCRIPTION_BOUNDED,
+    _X.ASSIGNOR_KNOWN,
+    _X.REGEX_VALID,
+    _X.NOT_CLASSIC_GROUP,
+    _X.GROUP_EXISTS,
+    _X.GROUP_HAS_ROOM,
+    _X.INSTANCE_RELEASED,
+    _X.INSTANCE_OWNED,
+    _X.MEMBER_KNOWN,
+    _X.EPOCH_CURRENT,
 )
 
 #: OffsetCommit/OffsetFetch to a consumer group.  A negative epoch with no member is an admin commit

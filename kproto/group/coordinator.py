@@ -105,7 +105,7 @@ _C = ErrorCode
 #: The ``authorized_operations`` of a described group when asked for (v3+) and no authorizer runs:
 #: READ (3), DELETE (6) and DESCRIBE (8), one bit each.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-_OPERATIONS_NOT_REQUESTED = -(2 ** 31)
+_OPERATIONS_NOT_REQUESTED = -(2**31)
 
 #: ListGroups v5 types: every group here is a classic group.
 _GROUP_TYPE = "classic"
@@ -224,8 +224,11 @@ class _Group:
 
     def __post_init__(self) -> None:
         self.machine = StateMachine(
-            TRANSITIONS, GroupState.EMPTY, f"group {self.group_id!r}",
-            lambda state, event: f"group {self.group_id!r}: no transition for {event.name} in {state.value}")
+            TRANSITIONS,
+            GroupState.EMPTY,
+            f"group {self.group_id!r}",
+            lambda state, event: f"group {self.group_id!r}: no transition for {event.name} in {state.value}",
+        )
 
     @property
     def state(self) -> GroupState:
@@ -264,8 +267,10 @@ class _Group:
 
     def member_metadata(self) -> List["JoinGroupResponse_JoinGroupResponseMember"]:
         Member = JoinGroupResponse.JoinGroupResponseMember
-        return [Member(member_id=m.member_id, group_instance_id=m.group_instance_id,
-                       metadata=m.metadata_for(self.protocol)) for m in self.members.values()]
+        return [
+            Member(member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata_for(self.protocol))
+            for m in self.members.values()
+        ]
 
     def subscribed_topics(self) -> Optional[Set[str]]:
         """Topics the members subscribe to under the consumer protocol (None: not a consumer group)."""
@@ -307,8 +312,9 @@ _Verdict = Union[ErrorCode, Handling, None]
 def _join_error(code: ErrorCode, member_id: str, version: int) -> JoinGroupResponse:
     """A failed JoinGroup: no generation (−1 in every version, as Kafka 3.9 and 4.1 answer; 0.9 said 0),
     no leader, and no protocol name (null where the field is nullable, from v7)."""
-    return JoinGroupResponse(error_code=code, generation_id=-1, protocol_name=None if version >= 7 else "",
-                             member_id=member_id)
+    return JoinGroupResponse(
+        error_code=code, generation_id=-1, protocol_name=None if version >= 7 else "", member_id=member_id
+    )
 
 
 class OtherGroups(Protocol):
@@ -330,11 +336,11 @@ class OtherGroups(Protocol):
 
     def listing(self) -> List[Tuple[str, str]]: ...
 
-    def offset_commit_error(self, group_id: str, member_id: str, member_epoch: int,
-                            api_version: int) -> Optional[ErrorCode]: ...
+    def offset_commit_error(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int
+    ) -> Optional[ErrorCode]: ...
 
-    def offset_fetch_error(self, group_id: str, member_id: Optional[str],
-                           member_epoch: int) -> Optional[ErrorCode]: ...
+    def offset_fetch_error(self, group_id: str, member_id: Optional[str], member_epoch: int) -> Optional[ErrorCode]: ...
 
 
 # --------------------------------------------------------------------------------------------------
@@ -381,7 +387,13 @@ class GroupCoordinator:
     # ---------------------------------------------------------------- requests
 
     def handle(
-        self, reply_to: object, request: Message, api_version: int, *, client_id: str, client_host: str,
+        self,
+        reply_to: object,
+        request: Message,
+        api_version: int,
+        *,
+        client_id: str,
+        client_host: str,
         now_ms: int,
     ) -> List[Reply]:
         """Take a decoded group request (a message of :mod:`kproto.messages`) sent in ``api_version``.
@@ -397,8 +409,8 @@ class GroupCoordinator:
             raise UnsupportedVersionError(f"the group coordinator does not answer {type(request).__name__}")
         if not served[0] <= api_version <= served[1]:
             raise UnsupportedVersionError(
-                f"the group coordinator answers {type(request).__name__} v{served[0]}-v{served[1]}, "
-                f"not v{api_version}")
+                f"the group coordinator answers {type(request).__name__} v{served[0]}-v{served[1]}, not v{api_version}"
+            )
         self._advance(now_ms)
         v = api_version
         other = self.other_groups
@@ -408,23 +420,43 @@ class GroupCoordinator:
                 return self._take_replies()
             other.release_if_empty(request.group_id)
         if isinstance(request, JoinGroupRequest):
-            call = _Call(JoinGroupRequest, reply_to, request.group_id, request.member_id, api_version=v,
-                         group_instance_id=request.group_instance_id if v >= 5 else None,
-                         session_timeout_ms=request.session_timeout_ms,
-                         rebalance_timeout_ms=request.rebalance_timeout_ms if v >= 1 else request.session_timeout_ms,
-                         protocol_type=request.protocol_type,
-                         protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols))
+            call = _Call(
+                JoinGroupRequest,
+                reply_to,
+                request.group_id,
+                request.member_id,
+                api_version=v,
+                group_instance_id=request.group_instance_id if v >= 5 else None,
+                session_timeout_ms=request.session_timeout_ms,
+                rebalance_timeout_ms=request.rebalance_timeout_ms if v >= 1 else request.session_timeout_ms,
+                protocol_type=request.protocol_type,
+                protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+            )
             self._run(call, lambda: self._apply_join(call, client_id, client_host))
         elif isinstance(request, SyncGroupRequest):
-            call = _Call(SyncGroupRequest, reply_to, request.group_id, request.member_id, request.generation_id, v,
-                         group_instance_id=request.group_instance_id if v >= 3 else None,
-                         protocol_type=request.protocol_type if v >= 5 else None,
-                         protocol_name=request.protocol_name if v >= 5 else None)
+            call = _Call(
+                SyncGroupRequest,
+                reply_to,
+                request.group_id,
+                request.member_id,
+                request.generation_id,
+                v,
+                group_instance_id=request.group_instance_id if v >= 3 else None,
+                protocol_type=request.protocol_type if v >= 5 else None,
+                protocol_name=request.protocol_name if v >= 5 else None,
+            )
             assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
             self._run(call, lambda: self._apply_sync(call, assignments))
         elif isinstance(request, HeartbeatRequest):
-            call = _Call(HeartbeatRequest, reply_to, request.group_id, request.member_id, request.generation_id, v,
-                         group_instance_id=request.group_instance_id if v >= 3 else None)
+            call = _Call(
+                HeartbeatRequest,
+                reply_to,
+                request.group_id,
+                request.member_id,
+                request.generation_id,
+                v,
+                group_instance_id=request.group_instance_id if v >= 3 else None,
+            )
             self._run(call, lambda: self._apply_heartbeat(call))
         elif isinstance(request, LeaveGroupRequest):
             self._leave(reply_to, request, v)
@@ -501,23 +533,39 @@ class GroupCoordinator:
             return None
         members = tuple(
             MemberSnapshot(
-                m.member_id, m.client_id, m.client_host, m.session_timeout_ms, m.protocols, m.assignment,
-                m.parked_join is not None, m.parked_sync is not None, m.session_deadline_ms,
-                m.group_instance_id, m.rebalance_timeout_ms,
+                m.member_id,
+                m.client_id,
+                m.client_host,
+                m.session_timeout_ms,
+                m.protocols,
+                m.assignment,
+                m.parked_join is not None,
+                m.parked_sync is not None,
+                m.session_deadline_ms,
+                m.group_instance_id,
+                m.rebalance_timeout_ms,
             )
             for m in group.members.values()
         )
         return GroupSnapshot(
-            group.group_id, group.state, group.generation_id, group.protocol_type, group.protocol,
-            group.leader_id or "", members, group.join_deadline_ms, tuple(group.pending),
+            group.group_id,
+            group.state,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol,
+            group.leader_id or "",
+            members,
+            group.join_deadline_ms,
+            tuple(group.pending),
         )
 
     def committed(self, group_id: str) -> Dict[Tuple[str, int], Tuple[int, Optional[str]]]:
         """The offsets stored for a group: (topic, partition) → (offset, metadata)."""
         return {tp: (o.offset, o.metadata) for tp, o in self._offsets.partitions(group_id).items()}
 
-    def commit_transactional(self, group_id: str, offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]],
-                             now_ms: int) -> None:
+    def commit_transactional(
+        self, group_id: str, offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]], now_ms: int
+    ) -> None:
         """Store the offsets a committed transaction carried (TxnOffsetCommit, checked when sent): no
         member or generation checks, as Kafka writes them when the commit marker lands."""
         for tp, (offset, metadata) in offsets.items():
@@ -526,7 +574,10 @@ class GroupCoordinator:
     # ---------------------------------------------------------------- plumbing
 
     def _run(
-        self, call: _Call, apply: Callable[[], None], on_error: Optional[Callable[[ErrorCode], None]] = None,
+        self,
+        call: _Call,
+        apply: Callable[[], None],
+        on_error: Optional[Callable[[ErrorCode], None]] = None,
     ) -> None:
         """Run the checks, then apply the handling or answer the error."""
         verdict = self._check(call)
@@ -550,8 +601,12 @@ class GroupCoordinator:
     def _drop_unused_groups(self) -> None:
         """Remove Empty groups left with no offsets and no pending member (Kafka's cleanup, done at once)."""
         for group in list(self._groups.values()):
-            if (group.state is GroupState.EMPTY and not group.members and not group.pending
-                    and not self._offsets.has_offsets(group.group_id)):
+            if (
+                group.state is GroupState.EMPTY
+                and not group.members
+                and not group.pending
+                and not self._offsets.has_offsets(group.group_id)
+            ):
                 group.transition(CoordinatorEvent.REMOVED)
                 del self._groups[group.group_id]
 
@@ -579,7 +634,8 @@ class GroupCoordinator:
             # A pending id is a new member only without an instance id (Kafka fails internally on one with
             # it; here the member checks judge it, so an instance never gets a second member).
             new = call.member_id == "" or (
-                group is not None and call.member_id in group.pending and call.group_instance_id is None)
+                group is not None and call.member_id in group.pending and call.group_instance_id is None
+            )
             return RequestKind.JOIN_NEW_MEMBER if new else RequestKind.JOIN_KNOWN_MEMBER
         if call.api is OffsetCommitRequest:
             simple = call.generation_id < 0 and call.member_id == "" and call.group_instance_id is None
@@ -649,7 +705,7 @@ class GroupCoordinator:
         known = group is not None and call.group_instance_id in group.static_members
         requires_id = call.api_version >= 4
         for has_instance, instance_known, v4, rule in NEW_MEMBER_RULES:
-            if (has_instance == static and instance_known in (None, known) and v4 in (None, requires_id)):
+            if has_instance == static and instance_known in (None, known) and v4 in (None, requires_id):
                 return rule
         raise AssertionError("NEW_MEMBER_RULES cover every case")
 
@@ -678,8 +734,13 @@ class GroupCoordinator:
         if not group.members:
             group.protocol_type = call.protocol_type or ""
         group.members[member_id] = _Member(
-            member_id, client_id, client_host, call.session_timeout_ms, call.protocols,
-            group_instance_id=call.group_instance_id, rebalance_timeout_ms=call.rebalance_timeout_ms,
+            member_id,
+            client_id,
+            client_host,
+            call.session_timeout_ms,
+            call.protocols,
+            group_instance_id=call.group_instance_id,
+            rebalance_timeout_ms=call.rebalance_timeout_ms,
             parked_join=_Parked(call.reply_to, call.api_version),
         )
         if call.group_instance_id is not None:
@@ -723,13 +784,19 @@ class GroupCoordinator:
 
     @staticmethod
     def _join_result(
-        group: _Group, member: _Member, members: List["JoinGroupResponse_JoinGroupResponseMember"], version: int,
+        group: _Group,
+        member: _Member,
+        members: List["JoinGroupResponse_JoinGroupResponseMember"],
+        version: int,
     ) -> JoinGroupResponse:
         """A successful JoinGroup answer; the protocol type is a field from v7."""
         return JoinGroupResponse(
-            error_code=_C.NONE, generation_id=group.generation_id,
+            error_code=_C.NONE,
+            generation_id=group.generation_id,
             protocol_type=group.protocol_type if version >= 7 else None,
-            protocol_name=group.protocol, leader=group.leader_id or "", member_id=member.member_id,
+            protocol_name=group.protocol,
+            leader=group.leader_id or "",
+            member_id=member.member_id,
             members=members,
         )
 
@@ -812,8 +879,12 @@ class GroupCoordinator:
     def _sync_result(group: _Group, assignment: bytes, version: int) -> SyncGroupResponse:
         """A successful SyncGroup answer; the protocol type and name are fields from v5."""
         modern = version >= 5
-        return SyncGroupResponse(error_code=_C.NONE, protocol_type=group.protocol_type if modern else None,
-                                 protocol_name=group.protocol if modern else None, assignment=assignment)
+        return SyncGroupResponse(
+            error_code=_C.NONE,
+            protocol_type=group.protocol_type if modern else None,
+            protocol_name=group.protocol if modern else None,
+            assignment=assignment,
+        )
 
     def _answer_sync(self, group: _Group, member: _Member, code: ErrorCode) -> bool:
         """Answer the member's parked SyncGroup, if any (an error carries no assignment)."""
@@ -850,8 +921,10 @@ class GroupCoordinator:
             self._reply(reply_to, LeaveGroupResponse(error_code=code))
             return
         Member = LeaveGroupResponse.MemberResponse
-        members = [Member(member_id=member_id, group_instance_id=instance, error_code=code)
-                   for (member_id, instance), code in zip(identities, results)]
+        members = [
+            Member(member_id=member_id, group_instance_id=instance, error_code=code)
+            for (member_id, instance), code in zip(identities, results)
+        ]
         self._reply(reply_to, LeaveGroupResponse(error_code=top if top is not None else _C.NONE, members=members))
 
     def _leave_one(self, group: Optional[_Group], member_id: str, instance: Optional[str]) -> ErrorCode:
@@ -927,8 +1000,15 @@ class GroupCoordinator:
 
     def _commit(self, reply_to: object, request: OffsetCommitRequest, version: int) -> None:
         instance = request.group_instance_id if version >= 7 else None
-        call = _Call(OffsetCommitRequest, reply_to, request.group_id,
-                     request.member_id, request.generation_id_or_member_epoch, version, group_instance_id=instance)
+        call = _Call(
+            OffsetCommitRequest,
+            reply_to,
+            request.group_id,
+            request.member_id,
+            request.generation_id_or_member_epoch,
+            version,
+            group_instance_id=instance,
+        )
         # v2-v4 carry a retention time; v1's partitions carry a commit timestamp.
         retention_ms = request.retention_time_ms if 2 <= version <= 4 else -1
         offsets = [(t.name, p) for t in request.topics for p in t.partitions]
@@ -940,10 +1020,15 @@ class GroupCoordinator:
             for topic, p in offsets:
                 if code is None:
                     stored = self._offsets.commit(
-                        request.group_id, (topic, p.partition_index), p.committed_offset, p.committed_metadata,
-                        retention_ms=retention_ms, now_ms=self._now(),
+                        request.group_id,
+                        (topic, p.partition_index),
+                        p.committed_offset,
+                        p.committed_metadata,
+                        retention_ms=retention_ms,
+                        now_ms=self._now(),
                         leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                        commit_timestamp_ms=p.commit_timestamp if version == 1 else -1)
+                        commit_timestamp_ms=p.commit_timestamp if version == 1 else -1,
+                    )
                 else:
                     stored = code
                 by_topic.setdefault(topic, []).append(Partition(partition_index=p.partition_index, error_code=stored))
@@ -960,8 +1045,11 @@ class GroupCoordinator:
 
         other = self.other_groups
         if other is not None and other.owns(request.group_id):
-            answer(other.offset_commit_error(request.group_id, request.member_id,
-                                             request.generation_id_or_member_epoch, version))
+            answer(
+                other.offset_commit_error(
+                    request.group_id, request.member_id, request.generation_id_or_member_epoch, version
+                )
+            )
             return
         self._run(call, store, answer)
 
@@ -973,23 +1061,43 @@ class GroupCoordinator:
             P8 = T8.OffsetFetchResponsePartitions
             groups = []
             for wanted_group in request.groups:
-                wanted = None if wanted_group.topics is None else [
-                    (t.name, i) for t in wanted_group.topics for i in t.partition_indexes]
-                code, found = self._fetch_group(wanted_group.group_id, wanted,
-                                                wanted_group.member_id if version >= 9 else None,
-                                                wanted_group.member_epoch if version >= 9 else -1)
+                wanted = (
+                    None
+                    if wanted_group.topics is None
+                    else [(t.name, i) for t in wanted_group.topics for i in t.partition_indexes]
+                )
+                code, found = self._fetch_group(
+                    wanted_group.group_id,
+                    wanted,
+                    wanted_group.member_id if version >= 9 else None,
+                    wanted_group.member_epoch if version >= 9 else -1,
+                )
                 by_topic: Dict[str, List[Any]] = {}
                 for (topic, partition), (offset, epoch, metadata, pcode) in found.items():
-                    by_topic.setdefault(topic, []).append(P8(
-                        partition_index=partition, committed_offset=offset, committed_leader_epoch=epoch,
-                        metadata=metadata, error_code=pcode))
-                groups.append(Group(group_id=wanted_group.group_id, error_code=code,
-                                    topics=[T8(name=t, partitions=ps) for t, ps in by_topic.items()]))
+                    by_topic.setdefault(topic, []).append(
+                        P8(
+                            partition_index=partition,
+                            committed_offset=offset,
+                            committed_leader_epoch=epoch,
+                            metadata=metadata,
+                            error_code=pcode,
+                        )
+                    )
+                groups.append(
+                    Group(
+                        group_id=wanted_group.group_id,
+                        error_code=code,
+                        topics=[T8(name=t, partitions=ps) for t, ps in by_topic.items()],
+                    )
+                )
             self._reply(reply_to, OffsetFetchResponse(groups=groups))
             return
         topics = request.topics
-        wanted = None if topics is None or (version < 2 and not topics) else [
-            (t.name, i) for t in topics for i in t.partition_indexes]
+        wanted = (
+            None
+            if topics is None or (version < 2 and not topics)
+            else [(t.name, i) for t in topics for i in t.partition_indexes]
+        )
         code, found = self._fetch_group(request.group_id, wanted)
         Topic = OffsetFetchResponse.OffsetFetchResponseTopic
         Partition = Topic.OffsetFetchResponsePartition
@@ -997,15 +1105,28 @@ class GroupCoordinator:
         for (topic, partition), (offset, epoch, metadata, pcode) in found.items():
             if version < 2 and code != _C.NONE:
                 pcode = code  # before v2 a group-level error is told partition by partition
-            by_topic.setdefault(topic, []).append(Partition(
-                partition_index=partition, committed_offset=offset, committed_leader_epoch=epoch,
-                metadata=metadata, error_code=pcode))
-        self._reply(reply_to, OffsetFetchResponse(
-            topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()],
-            error_code=code if version >= 2 else _C.NONE))
+            by_topic.setdefault(topic, []).append(
+                Partition(
+                    partition_index=partition,
+                    committed_offset=offset,
+                    committed_leader_epoch=epoch,
+                    metadata=metadata,
+                    error_code=pcode,
+                )
+            )
+        self._reply(
+            reply_to,
+            OffsetFetchResponse(
+                topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()],
+                error_code=code if version >= 2 else _C.NONE,
+            ),
+        )
 
     def _fetch_group(
-        self, group_id: str, wanted: Optional[List[Tuple[str, int]]], member_id: Optional[str] = None,
+        self,
+        group_id: str,
+        wanted: Optional[List[Tuple[str, int]]],
+        member_id: Optional[str] = None,
         member_epoch: int = -1,
     ) -> Tuple[ErrorCode, Dict[Tuple[str, int], Tuple[int, int, Optional[str], ErrorCode]]]:
         """(group error, (topic, partition) → (offset, leader epoch, metadata, error)); −1/"" when absent.
@@ -1022,8 +1143,11 @@ class GroupCoordinator:
         found = {}
         for tp in partitions:
             entry = stored.get(tp)
-            found[tp] = ((entry.offset, entry.leader_epoch, entry.metadata, _C.NONE) if entry is not None
-                         else (-1, -1, "", _C.NONE))
+            found[tp] = (
+                (entry.offset, entry.leader_epoch, entry.metadata, _C.NONE)
+                if entry is not None
+                else (-1, -1, "", _C.NONE)
+            )
         return _C.NONE, found
 
     def _delete_offsets(self, reply_to: object, request: OffsetDeleteRequest) -> None:
@@ -1066,20 +1190,33 @@ class GroupCoordinator:
         if isinstance(verdict, ErrorCode):
             return Group(error_code=verdict, group_id=group_id, authorized_operations=operations)
         if group is None or verdict is Handling.DESCRIBE_AS_DEAD:
-            return Group(error_code=_C.NONE, group_id=group_id, group_state=GroupState.DEAD.value,
-                         authorized_operations=operations)
+            return Group(
+                error_code=_C.NONE,
+                group_id=group_id,
+                group_state=GroupState.DEAD.value,
+                authorized_operations=operations,
+            )
         full = verdict is Handling.DESCRIBE_IN_FULL
         members = [
             Group.DescribedGroupMember(
-                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                client_host=m.client_host, member_metadata=m.metadata_for(group.protocol) if full else b"",
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata_for(group.protocol) if full else b"",
                 member_assignment=m.assignment if full else b"",
             )
             for m in group.members.values()
         ]
-        return Group(error_code=_C.NONE, group_id=group_id, group_state=group.state.value,
-                     protocol_type=group.protocol_type, protocol_data=group.protocol if full else "",
-                     members=members, authorized_operations=operations)
+        return Group(
+            error_code=_C.NONE,
+            group_id=group_id,
+            group_state=group.state.value,
+            protocol_type=group.protocol_type,
+            protocol_data=group.protocol if full else "",
+            members=members,
+            authorized_operations=operations,
+        )
 
     def _list_groups(self, states: Sequence[str], types: Sequence[str], version: int) -> ListGroupsResponse:
         """Groups held, filtered by state and type names (case-insensitive; an empty filter takes all)."""
@@ -1088,9 +1225,12 @@ class GroupCoordinator:
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
         listed = [
-            ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type,
-                                           group_state=g.state.value if version >= 4 else "",
-                                           group_type=_GROUP_TYPE if version >= 5 else "")
+            ListGroupsResponse.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state.value if version >= 4 else "",
+                group_type=_GROUP_TYPE if version >= 5 else "",
+            )
             for g in self._groups.values()
             if (not wanted_states or g.state.value.lower() in wanted_states)
             and (not wanted_types or _GROUP_TYPE in wanted_types)
@@ -1098,12 +1238,16 @@ class GroupCoordinator:
         if self.other_groups is not None:
             # Consumer groups (type "consumer", protocol type "consumer"), as a Kafka 4 broker lists them.
             listed.extend(
-                ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type="consumer",
-                                               group_state=state if version >= 4 else "",
-                                               group_type="consumer" if version >= 5 else "")
+                ListGroupsResponse.ListedGroup(
+                    group_id=group_id,
+                    protocol_type="consumer",
+                    group_state=state if version >= 4 else "",
+                    group_type="consumer" if version >= 5 else "",
+                )
                 for group_id, state in self.other_groups.listing()
                 if (not wanted_states or state.lower() in wanted_states)
-                and (not wanted_types or "consumer" in wanted_types))
+                and (not wanted_types or "consumer" in wanted_types)
+            )
         loading = any(self._is_loading(group_id) for group_id in self._groups)
         return ListGroupsResponse(error_code=_C.GROUP_LOAD_IN_PROGRESS if loading else _C.NONE, groups=listed)
 
@@ -1137,8 +1281,10 @@ def _instance_not_fenced(call: _Call, group: Optional[_Group]) -> bool:
 
 
 def _sync_protocol_matches(call: _Call, group: Optional[_Group]) -> bool:
-    return group is not None and ((call.protocol_type is None or call.protocol_type == group.protocol_type)
-                                  and (call.protocol_name is None or call.protocol_name == group.protocol))
+    return group is not None and (
+        (call.protocol_type is None or call.protocol_type == group.protocol_type)
+        and (call.protocol_name is None or call.protocol_name == group.protocol)
+    )
 
 
 def _session_timeout_in_range(coordinator: GroupCoordinator, call: _Call) -> bool:

@@ -27,7 +27,8 @@ token; the replaced one is never answered.
 
 **Group states** are the five a Kafka broker reports.  A new group is ``Empty`` with generation 0.
 Group transitions are the :data:`TRANSITIONS` table (state × event → state), applied by
-:class:`kproto.state_machine.StateMachine`; nothing else changes ``GroupState``.  A join phase that ends with no member leaves the group ``Empty`` (generation + 1).  An
+:class:`kproto.state_machine.StateMachine`; nothing else changes ``GroupState``.  A join phase that ends with no
+member leaves the group ``Empty`` (generation + 1).  An
 ``Empty`` group is kept while it has committed offsets (or a member that must rejoin with its new id)
 and is removed (``Dead``) as soon as it has neither, or when DeleteGroups deletes it; later requests see
 an unknown group.
@@ -165,8 +166,10 @@ TRANSITIONS: Mapping[Tuple[GroupState, CoordinatorEvent], GroupState] = {
     (_S.PREPARING_REBALANCE, _E.JOIN_COMPLETED_EMPTY): _S.EMPTY,
     (_S.COMPLETING_REBALANCE, _E.ASSIGNMENT_STORED): _S.STABLE,
     (_S.EMPTY, _E.REMOVED): _S.DEAD,
-    **{(state, _E.UNLOADED): _S.DEAD
-       for state in (_S.EMPTY, _S.STABLE, _S.PREPARING_REBALANCE, _S.COMPLETING_REBALANCE)},
+    **{
+        (state, _E.UNLOADED): _S.DEAD
+        for state in (_S.EMPTY, _S.STABLE, _S.PREPARING_REBALANCE, _S.COMPLETING_REBALANCE)
+    },
 }
 
 
@@ -331,17 +334,34 @@ MEMBER_CHECKS = _MEMBER = (_X.INSTANCE_KNOWN, _X.INSTANCE_NOT_FENCED, _X.MEMBER_
 #: leaves out (a new member's JoinGroup, a simple commit).
 CHECKS: Mapping[type, Tuple[Check, ...]] = {
     JoinGroupRequest: (
-        _X.COORDINATOR_ACTIVE, _X.GROUP_ID_VALID, _X.GROUP_OWNED, _X.GROUP_LOADED,
-        _X.SESSION_TIMEOUT_IN_RANGE, _X.GROUP_KNOWN_OR_NEW_MEMBER, _X.GROUP_HAS_ROOM, _X.PROTOCOL_CONSISTENT,
-        *_MEMBER, _X.STATE,
+        _X.COORDINATOR_ACTIVE,
+        _X.GROUP_ID_VALID,
+        _X.GROUP_OWNED,
+        _X.GROUP_LOADED,
+        _X.SESSION_TIMEOUT_IN_RANGE,
+        _X.GROUP_KNOWN_OR_NEW_MEMBER,
+        _X.GROUP_HAS_ROOM,
+        _X.PROTOCOL_CONSISTENT,
+        *_MEMBER,
+        _X.STATE,
     ),
     SyncGroupRequest: (
-        _X.COORDINATOR_ACTIVE, _X.GROUP_OWNED, _X.GROUP_KNOWN, *_MEMBER, _X.GENERATION_CURRENT,
-        _X.SYNC_PROTOCOL_MATCHES, _X.STATE,
+        _X.COORDINATOR_ACTIVE,
+        _X.GROUP_OWNED,
+        _X.GROUP_KNOWN,
+        *_MEMBER,
+        _X.GENERATION_CURRENT,
+        _X.SYNC_PROTOCOL_MATCHES,
+        _X.STATE,
     ),
     HeartbeatRequest: (
-        _X.COORDINATOR_ACTIVE, _X.GROUP_OWNED, _X.GROUP_LOADED_OR_BLIND_OK, _X.GROUP_KNOWN, *_MEMBER,
-        _X.GENERATION_CURRENT, _X.STATE,
+        _X.COORDINATOR_ACTIVE,
+        _X.GROUP_OWNED,
+        _X.GROUP_LOADED_OR_BLIND_OK,
+        _X.GROUP_KNOWN,
+        *_MEMBER,
+        _X.GENERATION_CURRENT,
+        _X.STATE,
     ),
     # LeaveGroup v3+ judges each member of its batch with the member checks, after the common ones.
     LeaveGroupRequest: _COMMON + _MEMBER,

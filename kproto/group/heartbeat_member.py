@@ -76,8 +76,16 @@ from kproto.messages import (
     OffsetCommitResponse,
 )
 
-__all__ = ["HeartbeatMember", "HeartbeatMemberConfig", "PartitionsAdded", "StopFetching", "TopicIdsNeeded",
-           "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "HEARTBEAT_MAX_VERSION"]
+__all__ = [
+    "HeartbeatMember",
+    "HeartbeatMemberConfig",
+    "PartitionsAdded",
+    "StopFetching",
+    "TopicIdsNeeded",
+    "LEAVE_EPOCH",
+    "STATIC_LEAVE_EPOCH",
+    "HEARTBEAT_MAX_VERSION",
+]
 
 TopicPartition = Tuple[str, int]
 _C = ErrorCode
@@ -87,9 +95,17 @@ LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 #: ConsumerGroupHeartbeat v1: the member id is the client's own
 HEARTBEAT_MAX_VERSION = 1
 _HEARTBEAT_API = ConsumerGroupHeartbeatRequest.API_KEY
-_FATAL = {_C.GROUP_AUTHORIZATION_FAILED, _C.INVALID_REQUEST, _C.UNSUPPORTED_ASSIGNOR, _C.UNSUPPORTED_VERSION,
-          _C.UNRELEASED_INSTANCE_ID, _C.FENCED_INSTANCE_ID, _C.GROUP_MAX_SIZE_REACHED, _C.GROUP_ID_NOT_FOUND,
-          _C.INVALID_GROUP_ID}
+_FATAL = {
+    _C.GROUP_AUTHORIZATION_FAILED,
+    _C.INVALID_REQUEST,
+    _C.UNSUPPORTED_ASSIGNOR,
+    _C.UNSUPPORTED_VERSION,
+    _C.UNRELEASED_INSTANCE_ID,
+    _C.FENCED_INSTANCE_ID,
+    _C.GROUP_MAX_SIZE_REACHED,
+    _C.GROUP_ID_NOT_FOUND,
+    _C.INVALID_GROUP_ID,
+}
 _FENCED = {_C.FENCED_MEMBER_EPOCH, _C.UNKNOWN_MEMBER_ID}
 _COORDINATOR_GONE = {_C.GROUP_COORDINATOR_NOT_AVAILABLE, _C.NOT_COORDINATOR_FOR_GROUP}
 
@@ -132,8 +148,9 @@ class TopicIdsNeeded:
     topic_ids: Tuple[uuid.UUID, ...]
 
 
-Action = Union[SendRequest, PartitionsRevoked, PartitionsAdded, StopFetching, TopicIdsNeeded, OffsetsCommitted,
-               GroupFailed]
+Action = Union[
+    SendRequest, PartitionsRevoked, PartitionsAdded, StopFetching, TopicIdsNeeded, OffsetsCommitted, GroupFailed
+]
 
 
 def _new_member_id() -> str:
@@ -181,8 +198,10 @@ class HeartbeatMember:
     def set_api_versions(self, api_versions: Optional[Mapping[int, int]]) -> None:
         """Versions negotiated with the broker; a broker without ConsumerGroupHeartbeat cannot host the member."""
         if api_versions is None or _HEARTBEAT_API not in api_versions:
-            raise LocalProtocolError(f"group {self.config.group_id}: the broker does not serve ConsumerGroupHeartbeat "
-                                     "(group_protocol='consumer' needs Kafka 4.0 or later)")
+            raise LocalProtocolError(
+                f"group {self.config.group_id}: the broker does not serve ConsumerGroupHeartbeat "
+                "(group_protocol='consumer' needs Kafka 4.0 or later)"
+            )
         self.versions = choose_versions(api_versions)
         if self.versions["offset_commit"] < 9:
             raise LocalProtocolError(f"group {self.config.group_id}: OffsetCommit v9 (member epochs) is not served")
@@ -288,8 +307,12 @@ class HeartbeatMember:
                 self._heartbeat()
         if self.state in (_S.JOINING, _S.STABLE) and self._heartbeat_at is not None and now_ms >= self._heartbeat_at:
             self._heartbeat()
-        if (self._auto_commit_at is not None and now_ms >= self._auto_commit_at and self.state is _S.STABLE
-                and self.member_epoch > 0):
+        if (
+            self._auto_commit_at is not None
+            and now_ms >= self._auto_commit_at
+            and self.state is _S.STABLE
+            and self.member_epoch > 0
+        ):
             self._auto_commit_at = now_ms + self.config.auto_commit_interval_ms
             if self._owned_positions() and not self._has("offset_commit"):
                 self._send_commit(self._owned_positions())
@@ -331,8 +354,9 @@ class HeartbeatMember:
         joining = self.member_epoch == 0
         owned = tuple(sorted(self.owned))
         topics = tuple(sorted(self.config.topics))
-        request = ConsumerGroupHeartbeatRequest(group_id=self.config.group_id, member_id=self.member_id,
-                                                member_epoch=self.member_epoch)
+        request = ConsumerGroupHeartbeatRequest(
+            group_id=self.config.group_id, member_id=self.member_id, member_epoch=self.member_epoch
+        )
         if joining or self._sent_topics is None:
             request.rebalance_timeout_ms = self.config.rebalance_timeout_ms
             request.instance_id = self.config.group_instance_id
@@ -404,8 +428,9 @@ class HeartbeatMember:
         unknown = tuple(t for t in self._target if t not in self._topic_names)
         if unknown:
             self._actions.append(TopicIdsNeeded(unknown))
-        target = {(self._topic_names[t], p) for t, parts in self._target.items() if t in self._topic_names
-                  for p in parts}
+        target = {
+            (self._topic_names[t], p) for t, parts in self._target.items() if t in self._topic_names for p in parts
+        }
         revoked = tuple(sorted(self.owned - target))
         self._pending_add = tuple(sorted(target - self.owned))
         if revoked:
@@ -457,11 +482,16 @@ class HeartbeatMember:
         by_topic: Dict[str, List[Any]] = {}
         for (topic, partition), offset in offsets.items():
             by_topic.setdefault(topic, []).append(
-                Partition(partition_index=partition, committed_offset=offset, committed_metadata=""))
+                Partition(partition_index=partition, committed_offset=offset, committed_metadata="")
+            )
         request = OffsetCommitRequest(
-            group_id=self.config.group_id, generation_id_or_member_epoch=self.member_epoch, member_id=self.member_id,
-            group_instance_id=self.config.group_instance_id, retention_time_ms=-1,
-            topics=[Topic(name=topic, partitions=parts) for topic, parts in by_topic.items()])
+            group_id=self.config.group_id,
+            generation_id_or_member_epoch=self.member_epoch,
+            member_id=self.member_id,
+            group_instance_id=self.config.group_instance_id,
+            retention_time_ms=-1,
+            topics=[Topic(name=topic, partitions=parts) for topic, parts in by_topic.items()],
+        )
         return self._send("offset_commit", request)
 
     def _on_commit(self, request_id: int, response: OffsetCommitResponse) -> None:
@@ -481,8 +511,12 @@ class HeartbeatMember:
     def _send_leave(self, epoch: Optional[int] = None) -> None:
         if epoch is None:
             epoch = STATIC_LEAVE_EPOCH if self.config.group_instance_id is not None else LEAVE_EPOCH
-        request = ConsumerGroupHeartbeatRequest(group_id=self.config.group_id, member_id=self.member_id,
-                                                member_epoch=epoch, instance_id=self.config.group_instance_id)
+        request = ConsumerGroupHeartbeatRequest(
+            group_id=self.config.group_id,
+            member_id=self.member_id,
+            member_epoch=epoch,
+            instance_id=self.config.group_instance_id,
+        )
         self._send("leave", request, api_version_of="consumer_group_heartbeat")
         self.member_epoch = 0
         self._heartbeat_at = None
@@ -494,8 +528,9 @@ class HeartbeatMember:
         self.state = _S.FAILED
         self._actions.append(GroupFailed(api, code))
 
-    def _send(self, api: str, request: Message, *, to_coordinator: bool = True,
-              api_version_of: Optional[str] = None) -> int:
+    def _send(
+        self, api: str, request: Message, *, to_coordinator: bool = True, api_version_of: Optional[str] = None
+    ) -> int:
         request_id = next(self._ids)
         self._in_flight[request_id] = api
         version_key = api_version_of or {"heartbeat": "consumer_group_heartbeat"}.get(api, api)

@@ -120,13 +120,18 @@ class Loopback:
         member = self.members[name]
         if isinstance(send.request, GroupCoordinatorRequest):
             node = self.node
-            answer = GroupCoordinatorResponse(error_code=ErrorCode.NONE, node_id=node.node_id, host=node.host,
-                                              port=node.port)
+            answer = GroupCoordinatorResponse(
+                error_code=ErrorCode.NONE, node_id=node.node_id, host=node.host, port=node.port
+            )
             self._enqueue(name, member.receive(send.request_id, answer, self.now_ms))
             return
         replies = self.coordinator.handle(
-            (name, send.request_id), send.request, send.api_version,
-            client_id=member.config.client_id, client_host=f"/{name}", now_ms=self.now_ms,
+            (name, send.request_id),
+            send.request,
+            send.api_version,
+            client_id=member.config.client_id,
+            client_host=f"/{name}",
+            now_ms=self.now_ms,
         )
         self._route_replies(replies)
 

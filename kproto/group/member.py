@@ -235,8 +235,11 @@ _MEMBERSHIP_GONE = {
 REACTIONS: Mapping[Type[Message], Mapping[ErrorCode, Reaction]] = {
     GroupCoordinatorRequest: {_C.GROUP_AUTHORIZATION_FAILED: _R.FAIL, _C.UNKNOWN: _R.RETRY},
     JoinGroupRequest: {
-        **_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.GROUP_LOAD_IN_PROGRESS: _R.RETRY,
-        _C.MEMBER_ID_REQUIRED: _R.REJOIN_WITH_GIVEN_ID, _C.UNKNOWN: _R.FAIL,
+        **_COORDINATOR_GONE,
+        **_MEMBERSHIP_GONE,
+        _C.GROUP_LOAD_IN_PROGRESS: _R.RETRY,
+        _C.MEMBER_ID_REQUIRED: _R.REJOIN_WITH_GIVEN_ID,
+        _C.UNKNOWN: _R.FAIL,
     },
     SyncGroupRequest: {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.FAIL},
     HeartbeatRequest: {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.FAIL},
@@ -363,8 +366,9 @@ class GroupFailed:
     error_code: int
 
 
-Action = Union[SendRequest, PartitionsRevoked, PartitionsAssigned, MetadataNeeded, OffsetsCommitted, OffsetsFetched,
-               GroupFailed]
+Action = Union[
+    SendRequest, PartitionsRevoked, PartitionsAssigned, MetadataNeeded, OffsetsCommitted, OffsetsFetched, GroupFailed
+]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -405,7 +409,11 @@ MAX_VERSIONS: Mapping[str, int] = {
 
 #: The lowest version of each API that carries a static member's ``group_instance_id``.
 _INSTANCE_ID_SINCE: Mapping[str, int] = {
-    "join_group": 5, "sync_group": 3, "heartbeat": 3, "offset_commit": 7, "leave_group": 3,
+    "join_group": 5,
+    "sync_group": 3,
+    "heartbeat": 3,
+    "offset_commit": 7,
+    "leave_group": 3,
 }
 
 
@@ -453,7 +461,8 @@ class GroupMember:
         self._codec: ConsumerCodec = codec if codec is not None else ConsumerProtocolCodec()
         self._assignors = assignors
         self._machine: StateMachine[MemberState, MemberEvent] = StateMachine(
-            TRANSITIONS, MemberState.UNJOINED, "member")
+            TRANSITIONS, MemberState.UNJOINED, "member"
+        )
         self.member_id = ""
         self.generation_id = -1
         self.leader_id = ""
@@ -500,8 +509,9 @@ class GroupMember:
             return []
         expected = REQUEST_VERSIONS[pending.api][2]
         if not isinstance(response, expected):
-            raise RemoteProtocolError(f"request {request_id} ({pending.api}) answered by {type(response).__name__}, "
-                                f"not {expected.__name__}")
+            raise RemoteProtocolError(
+                f"request {request_id} ({pending.api}) answered by {type(response).__name__}, not {expected.__name__}"
+            )
         del self._in_flight[request_id]
         _RESPONSE_HANDLERS[pending.api](self, pending, response)
         return self._take()
@@ -610,8 +620,10 @@ class GroupMember:
             by_topic.setdefault(topic, []).append(partition)
         Topic = OffsetFetchRequest.OffsetFetchRequestTopic
         request = OffsetFetchRequest(
-            group_id=self.config.group_id, topics=[Topic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
-            require_stable=self.versions["offset_fetch"] >= 7)
+            group_id=self.config.group_id,
+            topics=[Topic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+            require_stable=self.versions["offset_fetch"] >= 7,
+        )
         self._send("offset_fetch", request)
         return self._take()
 
@@ -725,9 +737,11 @@ class GroupMember:
         if rebalance_timeout is None:
             rebalance_timeout = self.config.session_timeout_ms
         request = JoinGroupRequest(
-            group_id=self.config.group_id, session_timeout_ms=self.config.session_timeout_ms,
+            group_id=self.config.group_id,
+            session_timeout_ms=self.config.session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout if self.versions["join_group"] >= 1 else -1,
-            member_id=self.member_id, group_instance_id=self._instance_id("join_group"),
+            member_id=self.member_id,
+            group_instance_id=self._instance_id("join_group"),
             protocol_type=self.config.protocol_type,
             protocols=[Protocol(name=name, metadata=subscription) for name in self.config.assignors],
         )
@@ -763,9 +777,13 @@ class GroupMember:
     def _send_sync(self) -> None:
         leads = self.leader_id == self.member_id and not self._skip_assignment
         assignments = self._assign() if leads else []
-        request = SyncGroupRequest(group_id=self.config.group_id, generation_id=self.generation_id,
-                                   member_id=self.member_id, group_instance_id=self._instance_id("sync_group"),
-                                   assignments=assignments)
+        request = SyncGroupRequest(
+            group_id=self.config.group_id,
+            generation_id=self.generation_id,
+            member_id=self.member_id,
+            group_instance_id=self._instance_id("sync_group"),
+            assignments=assignments,
+        )
         if self.versions["sync_group"] >= 5:
             request.protocol_type, request.protocol_name = self.config.protocol_type, self.protocol
         self._send("sync_group", request)
@@ -790,10 +808,18 @@ class GroupMember:
         if now >= self._last_heartbeat_ok_ms + self.config.session_timeout_ms:
             self._lose_coordinator()  # silent for a whole session: assume the coordinator died
             return
-        if not self._has_in_flight("heartbeat") and self._next_heartbeat_ms is not None and now >= self._next_heartbeat_ms:
+        if (
+            not self._has_in_flight("heartbeat")
+            and self._next_heartbeat_ms is not None
+            and now >= self._next_heartbeat_ms
+        ):
             self._next_heartbeat_ms = now + self.config.heartbeat_interval_ms
-            request = HeartbeatRequest(group_id=self.config.group_id, generation_id=self.generation_id,
-                                       member_id=self.member_id, group_instance_id=self._instance_id("heartbeat"))
+            request = HeartbeatRequest(
+                group_id=self.config.group_id,
+                generation_id=self.generation_id,
+                member_id=self.member_id,
+                group_instance_id=self._instance_id("heartbeat"),
+            )
             self._send("heartbeat", request)
         due = self._next_auto_commit_ms
         if due is not None and now >= due and not self._has_in_flight("offset_commit"):
@@ -815,10 +841,14 @@ class GroupMember:
         by_topic: Dict[str, List["OffsetCommitRequest_OffsetCommitRequestPartition"]] = {}
         for (topic, partition), offset in offsets.items():
             by_topic.setdefault(topic, []).append(
-                Partition(partition_index=partition, committed_offset=offset, committed_metadata=""))
+                Partition(partition_index=partition, committed_offset=offset, committed_metadata="")
+            )
         request = OffsetCommitRequest(
-            group_id=self.config.group_id, generation_id_or_member_epoch=self.generation_id,
-            member_id=self.member_id, group_instance_id=self._instance_id("offset_commit"), retention_time_ms=-1,
+            group_id=self.config.group_id,
+            generation_id_or_member_epoch=self.generation_id,
+            member_id=self.member_id,
+            group_instance_id=self._instance_id("offset_commit"),
+            retention_time_ms=-1,
             topics=[Topic(name=topic, partitions=parts) for topic, parts in by_topic.items()],
         )
         self._send("offset_commit", request, before_rejoin=before_rejoin)

@@ -5,7 +5,8 @@ group's members.  Each commit records ``commit time + retention`` as its expiry 
 broker default, ``offsets.retention.minutes``); the entry is dropped once that time is reached.  The
 commit time is the coordinator's clock, except for OffsetCommit v1, whose partitions may carry their own
 commit timestamp.  From OffsetCommit v6 a commit also records the leader epoch of the consumed record,
-which OffsetFetch v5+ hands back (−1: unknown).  0.9.0 swept expired offsets every ``offsets.retention.check.interval.ms`` (10 minutes); here
+which OffsetFetch v5+ hands back (−1: unknown).  0.9.0 swept expired offsets every
+``offsets.retention.check.interval.ms`` (10 minutes); here
 they go exactly at their expiry, which :meth:`OffsetStore.next_expiry_ms` reports as a deadline.
 """
 
@@ -46,8 +47,16 @@ class OffsetStore:
         self._groups: Dict[str, Dict[TopicPartition, StoredOffset]] = {}
 
     def commit(
-        self, group_id: str, tp: TopicPartition, offset: int, metadata: Optional[str], *, retention_ms: int,
-        now_ms: int, leader_epoch: int = -1, commit_timestamp_ms: int = -1,
+        self,
+        group_id: str,
+        tp: TopicPartition,
+        offset: int,
+        metadata: Optional[str],
+        *,
+        retention_ms: int,
+        now_ms: int,
+        leader_epoch: int = -1,
+        commit_timestamp_ms: int = -1,
     ) -> ErrorCode:
         """Store one offset; OFFSET_METADATA_TOO_LARGE (and nothing stored) if the metadata is too long.
 
@@ -58,7 +67,8 @@ class OffsetStore:
         retention = self.default_retention_ms if retention_ms == -1 else retention_ms
         committed_at = now_ms if commit_timestamp_ms == -1 else commit_timestamp_ms
         self._groups.setdefault(group_id, {})[tp] = StoredOffset(
-            offset, metadata, committed_at, committed_at + retention, leader_epoch)
+            offset, metadata, committed_at, committed_at + retention, leader_epoch
+        )
         return ErrorCode.NONE
 
     def delete(self, group_id: str, tp: TopicPartition) -> None:

@@ -45,8 +45,11 @@ def member_order(members: Mapping[str, MemberSpec]) -> List[str]:
     return sorted(members, key=lambda m: (0, members[m][0], "") if members[m][0] is not None else (1, "", m))
 
 
-def range_assign(members: Mapping[str, MemberSpec], partitions: Mapping[str, int],
-                 previous: Mapping[str, Mapping[str, Sequence[int]]]) -> Assignment:
+def range_assign(
+    members: Mapping[str, MemberSpec],
+    partitions: Mapping[str, int],
+    previous: Mapping[str, Mapping[str, Sequence[int]]],
+) -> Assignment:
     """Kafka's server-side ``range`` assignor (``previous`` is not used: range is not sticky)."""
     order = member_order(members)
     result: Assignment = {m: {} for m in order}
@@ -67,8 +70,11 @@ def range_assign(members: Mapping[str, MemberSpec], partitions: Mapping[str, int
     return result
 
 
-def uniform_assign(members: Mapping[str, MemberSpec], partitions: Mapping[str, int],
-                   previous: Mapping[str, Mapping[str, Sequence[int]]]) -> Assignment:
+def uniform_assign(
+    members: Mapping[str, MemberSpec],
+    partitions: Mapping[str, int],
+    previous: Mapping[str, Mapping[str, Sequence[int]]],
+) -> Assignment:
     """Kafka's server-side ``uniform`` assignor (sticky, balanced; see the module docstring)."""
     order = sorted(members)
     if not order:
@@ -79,8 +85,12 @@ def uniform_assign(members: Mapping[str, MemberSpec], partitions: Mapping[str, i
     return _uniform_heterogeneous(order, dict(zip(order, subscriptions)), partitions, previous)
 
 
-def _uniform_homogeneous(order: List[str], topics: List[str], partitions: Mapping[str, int],
-                         previous: Mapping[str, Mapping[str, Sequence[int]]]) -> Assignment:
+def _uniform_homogeneous(
+    order: List[str],
+    topics: List[str],
+    partitions: Mapping[str, int],
+    previous: Mapping[str, Mapping[str, Sequence[int]]],
+) -> Assignment:
     result: Assignment = {m: {} for m in order}
     if not topics:
         return result
@@ -104,7 +114,7 @@ def _uniform_homogeneous(order: List[str], topics: List[str], partitions: Mappin
     free = [(t, p) for t in topics for p in range(partitions[t]) if (t, p) not in held]
     cursor = 0
     for m, room in unfilled:
-        for t, p in free[cursor:cursor + room]:
+        for t, p in free[cursor : cursor + room]:
             result[m].setdefault(t, []).append(p)
         cursor += room
     for assigned in result.values():
@@ -113,12 +123,15 @@ def _uniform_homogeneous(order: List[str], topics: List[str], partitions: Mappin
     return result
 
 
-def _uniform_heterogeneous(order: List[str], subscriptions: Mapping[str, FrozenSet[str]], partitions: Mapping[str, int],
-                           previous: Mapping[str, Mapping[str, Sequence[int]]]) -> Assignment:
+def _uniform_heterogeneous(
+    order: List[str],
+    subscriptions: Mapping[str, FrozenSet[str]],
+    partitions: Mapping[str, int],
+    previous: Mapping[str, Mapping[str, Sequence[int]]],
+) -> Assignment:
     result: Assignment = {m: {} for m in order}
     load = {m: 0 for m in order}
-    holder = {(t, p): m for m, assigned in previous.items() if m in load
-              for t, ps in assigned.items() for p in ps}
+    holder = {(t, p): m for m, assigned in previous.items() if m in load for t, ps in assigned.items() for p in ps}
     for topic in sorted(set().union(*subscriptions.values())):
         subs = [m for m in order if topic in subscriptions[m]]
         share = -(-sum(partitions[t] for t in subscriptions[subs[0]]) // len(order))  # a rough ceiling
@@ -134,8 +147,9 @@ def _uniform_heterogeneous(order: List[str], subscriptions: Mapping[str, FrozenS
 
 
 #: Assignor name → function, in the order of ``group.consumer.assignors`` (the first is the default).
-ASSIGNORS: Mapping[str, Callable[[Mapping[str, MemberSpec], Mapping[str, int],
-                                  Mapping[str, Mapping[str, Sequence[int]]]], Assignment]] = {
+ASSIGNORS: Mapping[
+    str, Callable[[Mapping[str, MemberSpec], Mapping[str, int], Mapping[str, Mapping[str, Sequence[int]]]], Assignment]
+] = {
     "uniform": uniform_assign,
     "range": range_assign,
 }

@@ -16,5 +16,13 @@ from kproto.broker.hooks import Intercept, InterceptedRequest
 from kproto.broker.mock import MockBroker, StoredRecord
 from kproto.testing.apache_kafka import ApacheKafka, BrokerStartError
 
-__all__ = ["ApacheKafka", "BrokerStartError", "ClusterControlError", "Fault", "Intercept", "InterceptedRequest",
-           "MockBroker", "StoredRecord"]
+__all__ = [
+    "ApacheKafka",
+    "BrokerStartError",
+    "ClusterControlError",
+    "Fault",
+    "Intercept",
+    "InterceptedRequest",
+    "MockBroker",
+    "StoredRecord",
+]

@@ -220,17 +220,27 @@ def run_scenario(scenario: Scenario, target: Target, prefix: Optional[str] = Non
 # ------------------------------------------------------------------------------------------ normalising
 
 #: Fields that differ between any two brokers and are left out of the comparison.
-DROPPED = frozenset({
-    "throttle_time_ms", "cluster_id", "port", "host", "rack", "log_append_time_ms",
-    # Free text: Kafka explains many answers (even successes) in words of its own.
-    "error_message",
-})
+DROPPED = frozenset(
+    {
+        "throttle_time_ms",
+        "cluster_id",
+        "port",
+        "host",
+        "rack",
+        "log_append_time_ms",
+        # Free text: Kafka explains many answers (even successes) in words of its own.
+        "error_message",
+    }
+)
 #: Lists whose order carries no meaning (Kafka answers from hash maps): sorted by these keys first.
 _ORDER_KEYS = ("partition_index", "partition", "group_id", "name", "topic", "api_key", "node_id", "key")
 #: Identifiers a broker makes up: compared as "the n-th distinct value seen in this run".
 #: Field name -> the kind of id it holds (a leader is a member: both count in one numbering).
 SYMBOLIC: Mapping[str, str] = {
-    "member_id": "member", "leader": "member", "producer_id": "producer", "topic_id": "topic",
+    "member_id": "member",
+    "leader": "member",
+    "producer_id": "producer",
+    "topic_id": "topic",
     "session_id": "session",
 }
 _ZERO_UUID = uuid.UUID(int=0)
@@ -272,8 +282,9 @@ def _ordered(items: List[Dict[str, Any]], symbols: Optional[Callable[[str, Any],
     return items
 
 
-def flatten(value: Any, path: str = "", symbols: Optional[Callable[[str, Any], Any]] = None
-            ) -> Iterator[Tuple[str, str, Any]]:
+def flatten(
+    value: Any, path: str = "", symbols: Optional[Callable[[str, Any], Any]] = None
+) -> Iterator[Tuple[str, str, Any]]:
     """(path, leaf field name, value) for every leaf of a ``to_dict`` tree; lists of structs whose order
     means nothing come sorted (by their member's symbol when ``symbols`` names them)."""
     if isinstance(value, dict):
@@ -283,8 +294,9 @@ def flatten(value: Any, path: str = "", symbols: Optional[Callable[[str, Any], A
         yield path, path.rsplit(".", 1)[-1], value
 
 
-def _flatten_field(key: str, item: Any, path: str, symbols: Optional[Callable[[str, Any], Any]]
-                   ) -> Iterator[Tuple[str, str, Any]]:
+def _flatten_field(
+    key: str, item: Any, path: str, symbols: Optional[Callable[[str, Any], Any]]
+) -> Iterator[Tuple[str, str, Any]]:
     if key == "records":
         yield path, key, _records_summary(item)
     elif isinstance(item, dict):
@@ -319,6 +331,7 @@ def normalise(body: Optional[Mapping[str, Any]], symbols: Callable[[str, Any], A
 
 # -------------------------------------------------------------------------------------------- comparing
 
+
 @dataclass
 class Difference:
     scenario: str
@@ -350,11 +363,21 @@ class Comparison:
 
     def to_json(self) -> Dict[str, Any]:
         return {
-            "apis": {api: {"compared": n, "agreed": self.agreed.get(api, 0)}
-                     for api, n in sorted(self.compared.items())},
+            "apis": {
+                api: {"compared": n, "agreed": self.agreed.get(api, 0)} for api, n in sorted(self.compared.items())
+            },
             "differences": [
-                {"scenario": d.scenario, "label": d.label, "api": d.api, "version": d.version, "path": d.path,
-                 "kafka": _jsonable(d.kafka), "mock": _jsonable(d.mock)} for d in self.differences],
+                {
+                    "scenario": d.scenario,
+                    "label": d.label,
+                    "api": d.api,
+                    "version": d.version,
+                    "path": d.path,
+                    "kafka": _jsonable(d.kafka),
+                    "mock": _jsonable(d.mock),
+                }
+                for d in self.differences
+            ],
         }
 
 
@@ -414,6 +437,7 @@ def run_and_compare(scenarios: Sequence[Scenario], kafka: Target, mock: Target) 
 
 # ---------------------------------------------------------------------------------------------- targets
 
+
 def kafka_target(address: Tuple[str, int], create_topic: Callable[[str, int], None], name: str = "kafka") -> Target:
     """A running Kafka broker at ``address`` whose topics ``create_topic`` makes (an
     :class:`~kproto.testing.apache_kafka.ApacheKafka`'s, which returns once every partition's leader
@@ -454,8 +478,11 @@ def _wait_for_coordinators(address: Tuple[str, int], timeout: float = 60.0) -> N
 
 #: The real broker's settings the corpus relies on: no automatic topic creation (the corpus creates its topics,
 #: and its unknown-topic scenarios need them unknown), short sessions, no initial rebalance delay.
-KAFKA_CONFIG: Mapping[str, object] = {"auto.create.topics.enable": "false", "group.min.session.timeout.ms": 1000,
-                                      "group.initial.rebalance.delay.ms": 0}
+KAFKA_CONFIG: Mapping[str, object] = {
+    "auto.create.topics.enable": "false",
+    "group.min.session.timeout.ms": 1000,
+    "group.initial.rebalance.delay.ms": 0,
+}
 
 
 def comparable_mock() -> Any:
@@ -463,6 +490,7 @@ def comparable_mock() -> Any:
     no automatic topic creation (as :data:`KAFKA_CONFIG` on the real broker), and the
     same 1000 ms session-timeout floor as :data:`KAFKA_CONFIG`."""
     from kproto.broker.mock import MockBroker
+
     return MockBroker(auto_create_topics=False, node_id=1, min_session_timeout_ms=1000)
 
 
@@ -477,6 +505,7 @@ def parse_address(text: str) -> Tuple[str, int]:
 
 
 # ------------------------------------------------------------------------------ documented differences
+
 
 @dataclass(frozen=True)
 class Documented:
@@ -495,8 +524,11 @@ class Documented:
     pin: Tuple[str, str, str, Any]
 
     def matches(self, difference: Difference) -> bool:
-        return (difference.api == self.api and re.fullmatch(self.label, difference.label) is not None
-                and re.fullmatch(self.path, difference.path) is not None)
+        return (
+            difference.api == self.api
+            and re.fullmatch(self.label, difference.label) is not None
+            and re.fullmatch(self.path, difference.path) is not None
+        )
 
     def pinned(self, value: Any) -> bool:
         expected = self.pin[3]
@@ -505,36 +537,76 @@ class Documented:
 
 def _served_versions() -> Mapping[int, Tuple[int, int]]:
     from kproto.broker.core import SERVED_VERSIONS
+
     return SERVED_VERSIONS
 
 
 def _offsets(expected: List[int]) -> Callable[[Any], bool]:
     def check(records: Any) -> bool:
         return isinstance(records, list) and [r[0] for r in records] == expected
+
     return check
 
 
 #: Every difference between the mock and Kafka 3.9/4.1 that the corpus shows and the mock keeps.
 DOCUMENTED: Tuple[Documented, ...] = (
-    Documented("api-versions-table", "ApiVersions", r".*", r"api_keys.*",
-               ("api-versions", "api-versions-v3", "api_keys", lambda n: n == len(_served_versions()))),
-    Documented("feature-set", "ApiVersions", r".*",
-               r"(supported_features|finalized_features)(\[.*|)|finalized_features_epoch",
-               ("api-versions", "api-versions-v3", "finalized_features_epoch", 1)),
-    Documented("topic-config-set", "CreateTopics", r".*", r"topics\[\d+\]\.configs(\[.*|)",
-               ("admin", "create-topics-v7", "topics[0].configs", 8)),
-    Documented("no-fetch-sessions", "Fetch", r".*", r"session_id",
-               ("golden-kafka-python", "11-Fetch-v12", "session_id", 0)),
-    Documented("fetch-fills-the-response", "Fetch", r"fetch-read-.*", r"responses\[0\]\.partitions\[0\]\.records",
-               ("transactions-aborted", "fetch-read-committed-done", "responses[0].partitions[0].records",
-                _offsets([0, 1, 2, 3, 4]))),
-    Documented("zookeeper-era-offsets", "OffsetCommit", r"commit-v0", r"topics\[0\]\.partitions\[0\]\.error_code",
-               ("zookeeper-era-offsets", "commit-v0", "topics[0].partitions[0].error_code", 0)),
-    Documented("zookeeper-era-offsets", "OffsetFetch", r"fetch-v0",
-               r"topics\[0\]\.partitions\[0\]\.(error_code|committed_offset|metadata)",
-               ("zookeeper-era-offsets", "fetch-v0", "topics[0].partitions[0].committed_offset", 9)),
-    Documented("empty-groups-vanish", "DeleteGroups", r"delete-groups-v2", r"results\[0\]\.error_code",
-               ("group-modern", "delete-groups-v2", "results[0].error_code", 69)),
+    Documented(
+        "api-versions-table",
+        "ApiVersions",
+        r".*",
+        r"api_keys.*",
+        ("api-versions", "api-versions-v3", "api_keys", lambda n: n == len(_served_versions())),
+    ),
+    Documented(
+        "feature-set",
+        "ApiVersions",
+        r".*",
+        r"(supported_features|finalized_features)(\[.*|)|finalized_features_epoch",
+        ("api-versions", "api-versions-v3", "finalized_features_epoch", 1),
+    ),
+    Documented(
+        "topic-config-set",
+        "CreateTopics",
+        r".*",
+        r"topics\[\d+\]\.configs(\[.*|)",
+        ("admin", "create-topics-v7", "topics[0].configs", 8),
+    ),
+    Documented(
+        "no-fetch-sessions", "Fetch", r".*", r"session_id", ("golden-kafka-python", "11-Fetch-v12", "session_id", 0)
+    ),
+    Documented(
+        "fetch-fills-the-response",
+        "Fetch",
+        r"fetch-read-.*",
+        r"responses\[0\]\.partitions\[0\]\.records",
+        (
+            "transactions-aborted",
+            "fetch-read-committed-done",
+            "responses[0].partitions[0].records",
+            _offsets([0, 1, 2, 3, 4]),
+        ),
+    ),
+    Documented(
+        "zookeeper-era-offsets",
+        "OffsetCommit",
+        r"commit-v0",
+        r"topics\[0\]\.partitions\[0\]\.error_code",
+        ("zookeeper-era-offsets", "commit-v0", "topics[0].partitions[0].error_code", 0),
+    ),
+    Documented(
+        "zookeeper-era-offsets",
+        "OffsetFetch",
+        r"fetch-v0",
+        r"topics\[0\]\.partitions\[0\]\.(error_code|committed_offset|metadata)",
+        ("zookeeper-era-offsets", "fetch-v0", "topics[0].partitions[0].committed_offset", 9),
+    ),
+    Documented(
+        "empty-groups-vanish",
+        "DeleteGroups",
+        r"delete-groups-v2",
+        r"results\[0\]\.error_code",
+        ("group-modern", "delete-groups-v2", "results[0].error_code", 69),
+    ),
 )
 
 

@@ -44,29 +44,75 @@ def legacy(values: List[bytes], magic: int = 0, codec: Optional[str] = None) -> 
     return encode_message_set(messages, magic=magic, codec=codec)
 
 
-def produce(topic: str, records: bytes, partition: int = 0, acks: int = -1, txn: Optional[str] = None,
-            topic_id: Optional[uuid.UUID] = None) -> Any:
+def produce(
+    topic: str,
+    records: bytes,
+    partition: int = 0,
+    acks: int = -1,
+    txn: Optional[str] = None,
+    topic_id: Optional[uuid.UUID] = None,
+) -> Any:
     data: Dict[str, Any] = {"name": topic, "partition_data": [{"index": partition, "records": records}]}
     if topic_id is not None:
         data["topic_id"] = topic_id
     return build(m.ProduceRequest, transactional_id=txn, acks=acks, timeout_ms=5000, topic_data=[data])
 
 
-def fetch(topic: str, offset: int = 0, partition: int = 0, isolation: int = 0, topic_id: Optional[uuid.UUID] = None,
-          max_bytes: int = 1 << 20) -> Any:
-    t: Dict[str, Any] = {"topic": topic, "partitions": [
-        {"partition": partition, "fetch_offset": offset, "partition_max_bytes": max_bytes,
-         "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}]}
+def fetch(
+    topic: str,
+    offset: int = 0,
+    partition: int = 0,
+    isolation: int = 0,
+    topic_id: Optional[uuid.UUID] = None,
+    max_bytes: int = 1 << 20,
+) -> Any:
+    t: Dict[str, Any] = {
+        "topic": topic,
+        "partitions": [
+            {
+                "partition": partition,
+                "fetch_offset": offset,
+                "partition_max_bytes": max_bytes,
+                "current_leader_epoch": -1,
+                "last_fetched_epoch": -1,
+                "log_start_offset": -1,
+            }
+        ],
+    }
     if topic_id is not None:
         t["topic_id"] = topic_id
-    return build(m.FetchRequest, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 24,
-                 isolation_level=isolation, session_id=0, session_epoch=-1, topics=[t])
+    return build(
+        m.FetchRequest,
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 24,
+        isolation_level=isolation,
+        session_id=0,
+        session_epoch=-1,
+        topics=[t],
+    )
 
 
 def list_offsets(topic: str, timestamp: int, partition: int = 0, isolation: int = 0) -> Any:
-    return build(m.ListOffsetsRequest, replica_id=-1, isolation_level=isolation, topics=[
-        {"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp,
-                                        "max_num_offsets": 1, "current_leader_epoch": -1}]}])
+    return build(
+        m.ListOffsetsRequest,
+        replica_id=-1,
+        isolation_level=isolation,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": partition,
+                        "timestamp": timestamp,
+                        "max_num_offsets": 1,
+                        "current_leader_epoch": -1,
+                    }
+                ],
+            }
+        ],
+    )
 
 
 def metadata(*topics: str, ids: Optional[List[uuid.UUID]] = None, version: int = 12) -> Any:
@@ -84,6 +130,7 @@ def topic_id_of(s: Session, topic: str) -> uuid.UUID:
 
 
 # ------------------------------------------------------------------------------------- data plane, 3.9
+
 
 def old_produce_fetch(s: Session) -> None:
     """0.9-era Metadata/Produce/Fetch/ListOffsets, and their error paths."""
@@ -141,37 +188,101 @@ def group_v0(s: Session) -> None:
     topic = s.create_topic("g")
     group = s.name("group")
     s.call("group-coordinator-v0", build(m.FindCoordinatorRequest, key=group), 0)
-    join = s.call("join-v0", build(m.JoinGroupRequest, group_id=group, session_timeout_ms=10000, member_id="",
-                                   protocol_type="consumer", protocols=[{"name": "range", "metadata": b"\0\0"}]), 0)
+    join = s.call(
+        "join-v0",
+        build(
+            m.JoinGroupRequest,
+            group_id=group,
+            session_timeout_ms=10000,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[{"name": "range", "metadata": b"\0\0"}],
+        ),
+        0,
+    )
     me, gen = join.member_id, join.generation_id
-    s.call("sync-v0", build(m.SyncGroupRequest, group_id=group, generation_id=gen, member_id=me,
-                            assignments=[{"member_id": me, "assignment": b"\0\1"}]), 0)
+    s.call(
+        "sync-v0",
+        build(
+            m.SyncGroupRequest,
+            group_id=group,
+            generation_id=gen,
+            member_id=me,
+            assignments=[{"member_id": me, "assignment": b"\0\1"}],
+        ),
+        0,
+    )
     s.call("heartbeat-v0", build(m.HeartbeatRequest, group_id=group, generation_id=gen, member_id=me), 0)
-    s.call("heartbeat-v0-wrong-generation", build(m.HeartbeatRequest, group_id=group, generation_id=gen + 5,
-                                                  member_id=me), 0)
-    s.call("heartbeat-v0-unknown-member", build(m.HeartbeatRequest, group_id=group, generation_id=gen,
-                                                member_id="nobody"), 0)
-    commit = {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 5,
-                                              "committed_metadata": "m", "commit_timestamp": -1}]}
-    s.call("commit-v2", build(m.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=gen,
-                              member_id=me, retention_time_ms=-1, topics=[commit]), 2)
-    s.call("commit-v2-stale-generation", build(m.OffsetCommitRequest, group_id=group,
-                                               generation_id_or_member_epoch=gen - 1, member_id=me,
-                                               retention_time_ms=-1, topics=[commit]), 2)
-    s.call("commit-v2-unknown-member", build(m.OffsetCommitRequest, group_id=group,
-                                             generation_id_or_member_epoch=gen, member_id="nobody",
-                                             retention_time_ms=-1, topics=[commit]), 2)
-    s.call("offset-fetch-v1", build(m.OffsetFetchRequest, group_id=group, topics=[
-        {"name": topic, "partition_indexes": [0, 1]}]), 1)
+    s.call(
+        "heartbeat-v0-wrong-generation",
+        build(m.HeartbeatRequest, group_id=group, generation_id=gen + 5, member_id=me),
+        0,
+    )
+    s.call(
+        "heartbeat-v0-unknown-member",
+        build(m.HeartbeatRequest, group_id=group, generation_id=gen, member_id="nobody"),
+        0,
+    )
+    commit = {
+        "name": topic,
+        "partitions": [
+            {"partition_index": 0, "committed_offset": 5, "committed_metadata": "m", "commit_timestamp": -1}
+        ],
+    }
+    s.call(
+        "commit-v2",
+        build(
+            m.OffsetCommitRequest,
+            group_id=group,
+            generation_id_or_member_epoch=gen,
+            member_id=me,
+            retention_time_ms=-1,
+            topics=[commit],
+        ),
+        2,
+    )
+    s.call(
+        "commit-v2-stale-generation",
+        build(
+            m.OffsetCommitRequest,
+            group_id=group,
+            generation_id_or_member_epoch=gen - 1,
+            member_id=me,
+            retention_time_ms=-1,
+            topics=[commit],
+        ),
+        2,
+    )
+    s.call(
+        "commit-v2-unknown-member",
+        build(
+            m.OffsetCommitRequest,
+            group_id=group,
+            generation_id_or_member_epoch=gen,
+            member_id="nobody",
+            retention_time_ms=-1,
+            topics=[commit],
+        ),
+        2,
+    )
+    s.call(
+        "offset-fetch-v1",
+        build(m.OffsetFetchRequest, group_id=group, topics=[{"name": topic, "partition_indexes": [0, 1]}]),
+        1,
+    )
     s.call("describe-groups-v0", build(m.DescribeGroupsRequest, groups=[group, s.name("nogroup")]), 0)
     s.call("leave-v0", build(m.LeaveGroupRequest, group_id=group, member_id=me), 0)
     s.call("leave-v0-again", build(m.LeaveGroupRequest, group_id=group, member_id=me), 0)
     s.call("describe-groups-v0-after", build(m.DescribeGroupsRequest, groups=[group]), 0)
-    s.call("offset-fetch-v1-after", build(m.OffsetFetchRequest, group_id=group, topics=[
-        {"name": topic, "partition_indexes": [0]}]), 1)
+    s.call(
+        "offset-fetch-v1-after",
+        build(m.OffsetFetchRequest, group_id=group, topics=[{"name": topic, "partition_indexes": [0]}]),
+        1,
+    )
 
 
 # ------------------------------------------------------------------------------------- data plane, 4.1
+
 
 def modern_metadata(s: Session) -> None:
     topic = s.create_topic("meta", 3)
@@ -180,10 +291,14 @@ def modern_metadata(s: Session) -> None:
     s.call("metadata-v12-unknown-id", metadata(ids=[uuid.UUID(int=12345)]), 12)
     s.call("metadata-v12-unknown-name", metadata(s.name("missing")), 12)
     s.call("metadata-v9", metadata(topic), 9)
-    s.call("find-coordinator-v4-batch", build(m.FindCoordinatorRequest, key_type=0,
-                                                coordinator_keys=[s.name("a"), s.name("b")]), 4)
-    s.call("find-coordinator-v4-bad-type", build(m.FindCoordinatorRequest, key_type=5,
-                                                   coordinator_keys=[s.name("a")]), 4)
+    s.call(
+        "find-coordinator-v4-batch",
+        build(m.FindCoordinatorRequest, key_type=0, coordinator_keys=[s.name("a"), s.name("b")]),
+        4,
+    )
+    s.call(
+        "find-coordinator-v4-bad-type", build(m.FindCoordinatorRequest, key_type=5, coordinator_keys=[s.name("a")]), 4
+    )
 
 
 def modern_produce_fetch(s: Session) -> None:
@@ -213,8 +328,17 @@ def modern_produce_fetch(s: Session) -> None:
 def idempotent_sequences(s: Session) -> None:
     """An idempotent producer: in-order, duplicate, gap, stale epoch."""
     topic = s.create_topic("idem")
-    init = s.call("init-producer-id-v4", build(m.InitProducerIdRequest, transactional_id=None,
-                                                transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1), 4)
+    init = s.call(
+        "init-producer-id-v4",
+        build(
+            m.InitProducerIdRequest,
+            transactional_id=None,
+            transaction_timeout_ms=60000,
+            producer_id=-1,
+            producer_epoch=-1,
+        ),
+        4,
+    )
     pid, epoch = init.producer_id, init.producer_epoch
 
     def send(label: str, seq: int, values: List[bytes], ep: int = epoch) -> None:
@@ -226,9 +350,17 @@ def idempotent_sequences(s: Session) -> None:
     send("produce-seq9-gap", 9, [b"d"])
     send("produce-unissued-epoch", 3, [b"e"], ep=epoch + 5)
     # Naming the id and epoch does not bump them without a transactional id: a fresh id comes back.
-    s.call("init-producer-id-v4-named", build(m.InitProducerIdRequest, transactional_id=None,
-                                               transaction_timeout_ms=60000, producer_id=pid,
-                                               producer_epoch=epoch), 4)
+    s.call(
+        "init-producer-id-v4-named",
+        build(
+            m.InitProducerIdRequest,
+            transactional_id=None,
+            transaction_timeout_ms=60000,
+            producer_id=pid,
+            producer_epoch=epoch,
+        ),
+        4,
+    )
     send("produce-old-id-continues", 3, [b"f"])
     s.call("fetch-after", fetch(topic, 0), 12)
 
@@ -239,49 +371,139 @@ def transactions_aborted(s: Session) -> None:
     group = s.name("txn-group")
     txn = s.name("tx")
     s.call("find-txn-coordinator-v3", build(m.FindCoordinatorRequest, key=txn, key_type=1), 3)
-    init = s.call("init-producer-id-v4", build(m.InitProducerIdRequest, transactional_id=txn,
-                                                transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1), 4)
+    init = s.call(
+        "init-producer-id-v4",
+        build(
+            m.InitProducerIdRequest,
+            transactional_id=txn,
+            transaction_timeout_ms=60000,
+            producer_id=-1,
+            producer_epoch=-1,
+        ),
+        4,
+    )
     pid, epoch = init.producer_id, init.producer_epoch
-    add = {"v3_and_below_transactional_id": txn, "v3_and_below_producer_id": pid,
-           "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": topic, "partitions": [0]}]}
-    s.call("produce-before-add", produce(topic, batch([b"early"], producer_id=pid, producer_epoch=epoch,
-                                                        base_sequence=0, transactional=True), txn=txn), 9)
+    add = {
+        "v3_and_below_transactional_id": txn,
+        "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+    }
+    s.call(
+        "produce-before-add",
+        produce(
+            topic,
+            batch([b"early"], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True),
+            txn=txn,
+        ),
+        9,
+    )
     s.call("add-partitions-v3", build(m.AddPartitionsToTxnRequest, **add), 3)
-    s.call("produce-txn", produce(topic, batch([b"t1", b"t2"], producer_id=pid, producer_epoch=epoch,
-                                                 base_sequence=0, transactional=True), txn=txn), 9)
+    s.call(
+        "produce-txn",
+        produce(
+            topic,
+            batch([b"t1", b"t2"], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True),
+            txn=txn,
+        ),
+        9,
+    )
     s.call("fetch-read-committed-open", fetch(topic, 0, isolation=1), 12)
     s.call("list-offsets-committed-open", list_offsets(topic, -1, isolation=1), 7)
-    s.call("end-txn-abort", build(m.EndTxnRequest, transactional_id=txn, producer_id=pid, producer_epoch=epoch,
-                                  committed=False), 3)
+    s.call(
+        "end-txn-abort",
+        build(m.EndTxnRequest, transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=False),
+        3,
+    )
     _settle()
     s.call("fetch-read-committed-aborted", fetch(topic, 0, isolation=1), 12)
     s.call("fetch-read-uncommitted-aborted", fetch(topic, 0, isolation=0), 12)
-    s.call("end-txn-again", build(m.EndTxnRequest, transactional_id=txn, producer_id=pid, producer_epoch=epoch,
-                                  committed=True), 3)
+    s.call(
+        "end-txn-again",
+        build(m.EndTxnRequest, transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=True),
+        3,
+    )
     s.call("add-partitions-v3-second", build(m.AddPartitionsToTxnRequest, **add), 3)
-    s.call("add-offsets-v3", build(m.AddOffsetsToTxnRequest, transactional_id=txn, producer_id=pid,
-                                   producer_epoch=epoch, group_id=group), 3)
-    s.call("produce-txn-2", produce(topic, batch([b"t3"], producer_id=pid, producer_epoch=epoch,
-                                                   base_sequence=2, transactional=True), txn=txn), 9)
-    s.call("txn-offset-commit-v3", build(m.TxnOffsetCommitRequest, transactional_id=txn, group_id=group,
-                                         producer_id=pid, producer_epoch=epoch, generation_id=-1, member_id="",
-                                         topics=[{"name": topic, "partitions": [
-                                             {"partition_index": 0, "committed_offset": 4,
-                                              "committed_leader_epoch": -1, "committed_metadata": ""}]}]), 3)
-    s.call("end-txn-commit", build(m.EndTxnRequest, transactional_id=txn, producer_id=pid, producer_epoch=epoch,
-                                   committed=True), 3)
+    s.call(
+        "add-offsets-v3",
+        build(m.AddOffsetsToTxnRequest, transactional_id=txn, producer_id=pid, producer_epoch=epoch, group_id=group),
+        3,
+    )
+    s.call(
+        "produce-txn-2",
+        produce(
+            topic, batch([b"t3"], producer_id=pid, producer_epoch=epoch, base_sequence=2, transactional=True), txn=txn
+        ),
+        9,
+    )
+    s.call(
+        "txn-offset-commit-v3",
+        build(
+            m.TxnOffsetCommitRequest,
+            transactional_id=txn,
+            group_id=group,
+            producer_id=pid,
+            producer_epoch=epoch,
+            generation_id=-1,
+            member_id="",
+            topics=[
+                {
+                    "name": topic,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 4,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        ),
+        3,
+    )
+    s.call(
+        "end-txn-commit",
+        build(m.EndTxnRequest, transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=True),
+        3,
+    )
     _settle()
     s.call("fetch-read-committed-done", fetch(topic, 0, isolation=1), 12)
-    s.call("offset-fetch-v7-after", build(m.OffsetFetchRequest, group_id=group, topics=[
-        {"name": topic, "partition_indexes": [0]}], require_stable=True), 7)
+    s.call(
+        "offset-fetch-v7-after",
+        build(
+            m.OffsetFetchRequest,
+            group_id=group,
+            topics=[{"name": topic, "partition_indexes": [0]}],
+            require_stable=True,
+        ),
+        7,
+    )
     # A second InitProducerId bumps the epoch: the old one is fenced.
-    s.call("init-producer-id-v4-again", build(m.InitProducerIdRequest, transactional_id=txn,
-                                               transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1), 4)
+    s.call(
+        "init-producer-id-v4-again",
+        build(
+            m.InitProducerIdRequest,
+            transactional_id=txn,
+            transaction_timeout_ms=60000,
+            producer_id=-1,
+            producer_epoch=-1,
+        ),
+        4,
+    )
     s.call("add-partitions-v3-stale-epoch", build(m.AddPartitionsToTxnRequest, **add), 3)
-    s.call("produce-stale-epoch", produce(topic, batch([b"old"], producer_id=pid, producer_epoch=epoch,
-                                                         base_sequence=3, transactional=True), txn=txn), 9)
-    s.call("end-txn-stale-epoch", build(m.EndTxnRequest, transactional_id=txn, producer_id=pid,
-                                        producer_epoch=epoch, committed=True), 4)
+    s.call(
+        "produce-stale-epoch",
+        produce(
+            topic, batch([b"old"], producer_id=pid, producer_epoch=epoch, base_sequence=3, transactional=True), txn=txn
+        ),
+        9,
+    )
+    s.call(
+        "end-txn-stale-epoch",
+        build(m.EndTxnRequest, transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=True),
+        4,
+    )
 
 
 def _settle() -> None:
@@ -294,36 +516,92 @@ def group_modern(s: Session) -> None:
     topic = s.create_topic("gm")
     group = s.name("group")
     s.call("find-coordinator-v3", build(m.FindCoordinatorRequest, key=group, key_type=0), 3)
-    join = dict(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
-                protocol_type="consumer", protocols=[{"name": "range", "metadata": b"\0\0"}], reason="test")
+    join = dict(
+        group_id=group,
+        session_timeout_ms=10000,
+        rebalance_timeout_ms=10000,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[{"name": "range", "metadata": b"\0\0"}],
+        reason="test",
+    )
     first = s.call("join-v9-member-id-required", build(m.JoinGroupRequest, **join), 9)
     join["member_id"] = first.member_id
     ans = s.call("join-v9", build(m.JoinGroupRequest, **join), 9)
     me, gen = ans.member_id, ans.generation_id
-    s.call("sync-v5-wrong-protocol", build(m.SyncGroupRequest, group_id=group, generation_id=gen, member_id=me,
-                                           protocol_type="consumer", protocol_name="roundrobin",
-                                           assignments=[]), 5)
-    s.call("sync-v5", build(m.SyncGroupRequest, group_id=group, generation_id=gen, member_id=me,
-                            protocol_type="consumer", protocol_name="range",
-                            assignments=[{"member_id": me, "assignment": b"\0\1"}]), 5)
+    s.call(
+        "sync-v5-wrong-protocol",
+        build(
+            m.SyncGroupRequest,
+            group_id=group,
+            generation_id=gen,
+            member_id=me,
+            protocol_type="consumer",
+            protocol_name="roundrobin",
+            assignments=[],
+        ),
+        5,
+    )
+    s.call(
+        "sync-v5",
+        build(
+            m.SyncGroupRequest,
+            group_id=group,
+            generation_id=gen,
+            member_id=me,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=[{"member_id": me, "assignment": b"\0\1"}],
+        ),
+        5,
+    )
     s.call("heartbeat-v4", build(m.HeartbeatRequest, group_id=group, generation_id=gen, member_id=me), 4)
-    commit = {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 7,
-                                              "committed_leader_epoch": -1, "committed_metadata": "x"}]}
-    s.call("commit-v9", build(m.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=gen,
-                              member_id=me, topics=[commit]), 9)
-    s.call("commit-v9-stale", build(m.OffsetCommitRequest, group_id=group,
-                                    generation_id_or_member_epoch=gen + 1, member_id=me, topics=[commit]), 9)
-    s.call("offset-fetch-v8", build(m.OffsetFetchRequest, groups=[
-        {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]},
-        {"group_id": s.name("nogroup"), "topics": None}]), 8)
-    s.call("describe-groups-v5", build(m.DescribeGroupsRequest, groups=[group],
-                                       include_authorized_operations=False), 5)
+    commit = {
+        "name": topic,
+        "partitions": [
+            {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1, "committed_metadata": "x"}
+        ],
+    }
+    s.call(
+        "commit-v9",
+        build(m.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=gen, member_id=me, topics=[commit]),
+        9,
+    )
+    s.call(
+        "commit-v9-stale",
+        build(
+            m.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=gen + 1, member_id=me, topics=[commit]
+        ),
+        9,
+    )
+    s.call(
+        "offset-fetch-v8",
+        build(
+            m.OffsetFetchRequest,
+            groups=[
+                {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]},
+                {"group_id": s.name("nogroup"), "topics": None},
+            ],
+        ),
+        8,
+    )
+    s.call("describe-groups-v5", build(m.DescribeGroupsRequest, groups=[group], include_authorized_operations=False), 5)
     s.call("list-groups-v4-stable", build(m.ListGroupsRequest, states_filter=["Stable"]), 4)
     s.call("delete-groups-v2-nonempty", build(m.DeleteGroupsRequest, groups_names=[group, s.name("nogroup")]), 2)
-    s.call("leave-v5", build(m.LeaveGroupRequest, group_id=group, members=[
-        {"member_id": me, "reason": "bye"}, {"member_id": "nobody", "reason": None}]), 5)
-    s.call("offset-delete-v0", build(m.OffsetDeleteRequest, group_id=group, topics=[
-        {"name": topic, "partitions": [{"partition_index": 0}]}]), 0)
+    s.call(
+        "leave-v5",
+        build(
+            m.LeaveGroupRequest,
+            group_id=group,
+            members=[{"member_id": me, "reason": "bye"}, {"member_id": "nobody", "reason": None}],
+        ),
+        5,
+    )
+    s.call(
+        "offset-delete-v0",
+        build(m.OffsetDeleteRequest, group_id=group, topics=[{"name": topic, "partitions": [{"partition_index": 0}]}]),
+        0,
+    )
     s.call("delete-groups-v2", build(m.DeleteGroupsRequest, groups_names=[group]), 2)
 
 
@@ -331,33 +609,74 @@ def admin(s: Session) -> None:
     """CreateTopics, CreatePartitions, DeleteTopics and their error paths."""
     name = s.name("adm")
     topic = {"name": name, "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}
-    s.call("create-topics-v7-validate", build(m.CreateTopicsRequest, topics=[topic], timeout_ms=5000,
-                                              validate_only=True), 7)
+    s.call(
+        "create-topics-v7-validate",
+        build(m.CreateTopicsRequest, topics=[topic], timeout_ms=5000, validate_only=True),
+        7,
+    )
     s.call("create-topics-v7", build(m.CreateTopicsRequest, topics=[topic], timeout_ms=5000), 7)
     s.call("create-topics-v7-exists", build(m.CreateTopicsRequest, topics=[topic], timeout_ms=5000), 7)
-    s.call("create-topics-v7-bad-rf", build(m.CreateTopicsRequest, topics=[
-        dict(topic, name=s.name("rf"), replication_factor=3)], timeout_ms=5000), 7)
-    s.call("create-topics-v7-bad-config", build(m.CreateTopicsRequest, topics=[
-        dict(topic, name=s.name("cfg"), configs=[{"name": "no.such.config", "value": "1"}])], timeout_ms=5000), 7)
-    s.call("create-partitions-v3", build(m.CreatePartitionsRequest, topics=[
-        {"name": name, "count": 4, "assignments": None}], timeout_ms=5000), 3)
-    s.call("create-partitions-v3-shrink", build(m.CreatePartitionsRequest, topics=[
-        {"name": name, "count": 1, "assignments": None}], timeout_ms=5000), 3)
-    s.call("create-partitions-v3-unknown", build(m.CreatePartitionsRequest, topics=[
-        {"name": s.name("missing"), "count": 3, "assignments": None}], timeout_ms=5000), 3)
-    s.call("delete-topics-v6", build(m.DeleteTopicsRequest, topics=[{"name": name}, {"name": s.name("missing")}],
-                                     timeout_ms=5000), 6)
+    s.call(
+        "create-topics-v7-bad-rf",
+        build(m.CreateTopicsRequest, topics=[dict(topic, name=s.name("rf"), replication_factor=3)], timeout_ms=5000),
+        7,
+    )
+    s.call(
+        "create-topics-v7-bad-config",
+        build(
+            m.CreateTopicsRequest,
+            topics=[dict(topic, name=s.name("cfg"), configs=[{"name": "no.such.config", "value": "1"}])],
+            timeout_ms=5000,
+        ),
+        7,
+    )
+    s.call(
+        "create-partitions-v3",
+        build(m.CreatePartitionsRequest, topics=[{"name": name, "count": 4, "assignments": None}], timeout_ms=5000),
+        3,
+    )
+    s.call(
+        "create-partitions-v3-shrink",
+        build(m.CreatePartitionsRequest, topics=[{"name": name, "count": 1, "assignments": None}], timeout_ms=5000),
+        3,
+    )
+    s.call(
+        "create-partitions-v3-unknown",
+        build(
+            m.CreatePartitionsRequest,
+            topics=[{"name": s.name("missing"), "count": 3, "assignments": None}],
+            timeout_ms=5000,
+        ),
+        3,
+    )
+    s.call(
+        "delete-topics-v6",
+        build(m.DeleteTopicsRequest, topics=[{"name": name}, {"name": s.name("missing")}], timeout_ms=5000),
+        6,
+    )
 
 
 def control_misc(s: Session) -> None:
     """DescribeConfigs, DescribeCluster and a SASL handshake on a listener without SASL."""
     topic = s.create_topic("cfg")
-    s.call("describe-configs-v4", build(m.DescribeConfigsRequest, resources=[
-        {"resource_type": 2, "resource_name": topic, "configuration_keys": ["cleanup.policy", "retention.ms"]},
-        {"resource_type": 2, "resource_name": s.name("missing"), "configuration_keys": ["retention.ms"]}],
-        include_synonyms=False, include_documentation=False), 4)
-    s.call("describe-cluster-v1", build(m.DescribeClusterRequest, include_cluster_authorized_operations=False,
-                                        endpoint_type=1), 1)
+    s.call(
+        "describe-configs-v4",
+        build(
+            m.DescribeConfigsRequest,
+            resources=[
+                {"resource_type": 2, "resource_name": topic, "configuration_keys": ["cleanup.policy", "retention.ms"]},
+                {"resource_type": 2, "resource_name": s.name("missing"), "configuration_keys": ["retention.ms"]},
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        ),
+        4,
+    )
+    s.call(
+        "describe-cluster-v1",
+        build(m.DescribeClusterRequest, include_cluster_authorized_operations=False, endpoint_type=1),
+        1,
+    )
     s.call("sasl-handshake-v1", build(m.SaslHandshakeRequest, mechanism="PLAIN"), 1)
 
 
@@ -367,20 +686,35 @@ def zookeeper_era_offsets(s: Session) -> None:
     group = s.name("zk-group")
     part = {"partition_index": 0, "committed_offset": 9, "committed_metadata": "zk", "commit_timestamp": -1}
     s.call("commit-v0", build(m.OffsetCommitRequest, group_id=group, topics=[{"name": topic, "partitions": [part]}]), 0)
-    s.call("fetch-v0", build(m.OffsetFetchRequest, group_id=group, topics=[
-        {"name": topic, "partition_indexes": [0]}]), 0)
-    s.call("commit-v1-simple", build(m.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=-1,
-                                     member_id="", topics=[{"name": topic, "partitions": [part]}]), 1)
-    s.call("fetch-v1", build(m.OffsetFetchRequest, group_id=group, topics=[
-        {"name": topic, "partition_indexes": [0]}]), 1)
+    s.call(
+        "fetch-v0", build(m.OffsetFetchRequest, group_id=group, topics=[{"name": topic, "partition_indexes": [0]}]), 0
+    )
+    s.call(
+        "commit-v1-simple",
+        build(
+            m.OffsetCommitRequest,
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[{"name": topic, "partitions": [part]}],
+        ),
+        1,
+    )
+    s.call(
+        "fetch-v1", build(m.OffsetFetchRequest, group_id=group, topics=[{"name": topic, "partition_indexes": [0]}]), 1
+    )
     s.call("list-groups-v0", build(m.ListGroupsRequest), 0)
 
 
 def api_versions(s: Session) -> None:
-    s.call("api-versions-v3", build(m.ApiVersionsRequest, client_software_name="kproto",
-                                    client_software_version="1.0"), 3)
-    s.call("api-versions-v3-bad-name", build(m.ApiVersionsRequest, client_software_name="bad name!",
-                                             client_software_version="1.0"), 3)
+    s.call(
+        "api-versions-v3", build(m.ApiVersionsRequest, client_software_name="kproto", client_software_version="1.0"), 3
+    )
+    s.call(
+        "api-versions-v3-bad-name",
+        build(m.ApiVersionsRequest, client_software_name="bad name!", client_software_version="1.0"),
+        3,
+    )
 
 
 SCENARIOS: List[Scenario] = [
@@ -404,14 +738,17 @@ GROUP_SCENARIOS: List[Scenario] = []
 
 # ------------------------------------------------------------------------------------------ golden replay
 
+
 def golden_scenarios(directory: Path) -> List[Scenario]:
     """One scenario per client recorded in ``directory`` (``tests/golden/clients``), for Kafka 4.1."""
     index = json.loads((directory / "index.json").read_text(encoding="utf-8"))
     by_client: Dict[str, List[Dict[str, Any]]] = {}
     for entry in index["frames"]:
         by_client.setdefault(entry["client"], []).append(entry)
-    return [Scenario(f"golden-{client}", "4.1", _golden_run(directory, index, entries))
-            for client, entries in by_client.items()]
+    return [
+        Scenario(f"golden-{client}", "4.1", _golden_run(directory, index, entries))
+        for client, entries in by_client.items()
+    ]
 
 
 def _golden_run(directory: Path, index: Dict[str, Any], entries: List[Dict[str, Any]]) -> Any:
@@ -420,8 +757,15 @@ def _golden_run(directory: Path, index: Dict[str, Any], entries: List[Dict[str, 
 
     def run(s: Session) -> None:
         topic = s.create_topic("golden")
-        live: Dict[str, Any] = {"topic": topic, "group": s.name("group"), "member_id": "", "generation_id": -1,
-                                "producer_id": -1, "producer_epoch": -1, "topic_id": None}
+        live: Dict[str, Any] = {
+            "topic": topic,
+            "group": s.name("group"),
+            "member_id": "",
+            "generation_id": -1,
+            "producer_id": -1,
+            "producer_epoch": -1,
+            "topic_id": None,
+        }
         for n, entry in enumerate(entries):
             _, request = decode_request((directory / entry["file"]).read_bytes())
             if entry["api_name"] != "ApiVersions" and live["topic_id"] is None:
@@ -431,11 +775,11 @@ def _golden_run(directory: Path, index: Dict[str, Any], entries: List[Dict[str, 
             request = type(request).from_dict(body)
             answer = s.call(f"{n}-{entry['api_name']}-v{entry['api_version']}", request, entry["api_version"])
             _learn(answer, live)
+
     return run
 
 
-def _patch(value: Any, live: Dict[str, Any], topic: str, topic_id: uuid.UUID, group_prefix: str,
-           key: str = "") -> Any:
+def _patch(value: Any, live: Dict[str, Any], topic: str, topic_id: uuid.UUID, group_prefix: str, key: str = "") -> Any:
     if isinstance(value, dict):
         return {k: _patch(v, live, topic, topic_id, group_prefix, k) for k, v in value.items()}
     if isinstance(value, list):
@@ -465,8 +809,13 @@ def _rebatch(raw: bytes, live: Dict[str, Any]) -> bytes:
     first = decoded.batches[0]
     if first.producer_id == -1:
         return raw
-    return encode_record_batch(list(decoded), codec=first.codec, producer_id=live["producer_id"],
-                               producer_epoch=live["producer_epoch"], base_sequence=first.base_sequence)
+    return encode_record_batch(
+        list(decoded),
+        codec=first.codec,
+        producer_id=live["producer_id"],
+        producer_epoch=live["producer_epoch"],
+        base_sequence=first.base_sequence,
+    )
 
 
 def _learn(answer: Any, live: Dict[str, Any]) -> None:
@@ -491,9 +840,15 @@ def _group_script(join_v: int, sync_v: int, heartbeat_v: int, commit_v: int, lea
     the leader's assignments, a stale generation, then a silent member expelled at its session timeout."""
 
     def join_request(group: str, member_id: str) -> Any:
-        return build(m.JoinGroupRequest, group_id=group, session_timeout_ms=GROUP_SESSION_MS,
-                     rebalance_timeout_ms=GROUP_SESSION_MS * 2, member_id=member_id, protocol_type="consumer",
-                     protocols=[{"name": "range", "metadata": b"\0\1"}])
+        return build(
+            m.JoinGroupRequest,
+            group_id=group,
+            session_timeout_ms=GROUP_SESSION_MS,
+            rebalance_timeout_ms=GROUP_SESSION_MS * 2,
+            member_id=member_id,
+            protocol_type="consumer",
+            protocols=[{"name": "range", "metadata": b"\0\1"}],
+        )
 
     def run(s: Session) -> None:
         topic = s.create_topic("topic")
@@ -512,23 +867,56 @@ def _group_script(join_v: int, sync_v: int, heartbeat_v: int, commit_v: int, lea
             return answer
 
         def sync(who: str, label: str, member_id: str, generation: int, assignments: Dict[str, bytes]) -> None:
-            s.send(label, build(m.SyncGroupRequest, group_id=group, generation_id=generation, member_id=member_id,
-                                protocol_type="consumer", protocol_name="range", assignments=[
-                                    {"member_id": k, "assignment": v} for k, v in assignments.items()]),
-                   sync_v, conn=who)
+            s.send(
+                label,
+                build(
+                    m.SyncGroupRequest,
+                    group_id=group,
+                    generation_id=generation,
+                    member_id=member_id,
+                    protocol_type="consumer",
+                    protocol_name="range",
+                    assignments=[{"member_id": k, "assignment": v} for k, v in assignments.items()],
+                ),
+                sync_v,
+                conn=who,
+            )
 
         def heartbeat(who: str, label: str, member_id: str, generation: int) -> Any:
-            s.send(label, build(m.HeartbeatRequest, group_id=group, generation_id=generation, member_id=member_id),
-                   heartbeat_v, conn=who)
+            s.send(
+                label,
+                build(m.HeartbeatRequest, group_id=group, generation_id=generation, member_id=member_id),
+                heartbeat_v,
+                conn=who,
+            )
             return s.wait(label, timed=True)
 
         def commit(label: str, member_id: str, generation: int) -> Any:
-            s.send(label, build(m.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=generation,
-                                member_id=member_id, retention_time_ms=-1, topics=[
-                                    {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 3,
-                                                                    "committed_leader_epoch": -1,
-                                                                    "committed_metadata": ""}]}]),
-                   commit_v, conn="a")
+            s.send(
+                label,
+                build(
+                    m.OffsetCommitRequest,
+                    group_id=group,
+                    generation_id_or_member_epoch=generation,
+                    member_id=member_id,
+                    retention_time_ms=-1,
+                    topics=[
+                        {
+                            "name": topic,
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "committed_offset": 3,
+                                    "committed_leader_epoch": -1,
+                                    "committed_metadata": "",
+                                }
+                            ],
+                        }
+                    ],
+                ),
+                commit_v,
+                conn="a",
+            )
             return s.wait(label, timed=True)
 
         join("a", "a-join-unknown-member", "nobody")
@@ -583,8 +971,11 @@ def _group_script(join_v: int, sync_v: int, heartbeat_v: int, commit_v: int, lea
             leave = build(m.LeaveGroupRequest, group_id=group, member_id=a)
         s.call("a-leave", leave, leave_v, conn="a")
         s.call("describe-empty", build(m.DescribeGroupsRequest, groups=[group]), 0)
-        s.call("offsets-after", build(m.OffsetFetchRequest, group_id=group, topics=[
-            {"name": topic, "partition_indexes": [0]}]), 1)
+        s.call(
+            "offsets-after",
+            build(m.OffsetFetchRequest, group_id=group, topics=[{"name": topic, "partition_indexes": [0]}]),
+            1,
+        )
 
     return run
 

@@ -100,8 +100,11 @@ def _parse(coordinate: str) -> Tuple[str, str, str]:
 
 def _pom(coordinates: Sequence[str]) -> str:
     deps = "\n".join(
-        "    <dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version></dependency>"
-        .format(*_parse(c)) for c in coordinates)
+        "    <dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version></dependency>".format(
+            *_parse(c)
+        )
+        for c in coordinates
+    )
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         '<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
@@ -109,7 +112,8 @@ def _pom(coordinates: Sequence[str]) -> str:
         "  <groupId>kproto.local</groupId><artifactId>classpath</artifactId><version>0</version>\n"
         "  <packaging>pom</packaging>\n"
         f"  <dependencies>\n{deps}\n  </dependencies>\n"
-        "</project>\n")
+        "</project>\n"
+    )
 
 
 def _digest(path: Path) -> str:
@@ -149,8 +153,9 @@ def _remove_ours(path: Path, root: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def resolve(artifacts: Iterable[str], *, cache_dir: Optional[os.PathLike] = None,
-            timeout: float = RESOLVE_TIMEOUT_S) -> Path:
+def resolve(
+    artifacts: Iterable[str], *, cache_dir: Optional[os.PathLike] = None, timeout: float = RESOLVE_TIMEOUT_S
+) -> Path:
     """The directory holding ``artifacts`` and their runtime dependencies as jars, resolving on first use.
 
     ``artifacts`` are ``group:artifact:version`` coordinates.  Returns ``DIR`` such that
@@ -169,19 +174,27 @@ def resolve(artifacts: Iterable[str], *, cache_dir: Optional[os.PathLike] = None
             problem = _intact(target)
             if problem is None:
                 return target / "lib"
-            warnings.warn(f"kproto: jar cache {target} is {problem}; removing it and resolving again",
-                          stacklevel=2)
+            warnings.warn(f"kproto: jar cache {target} is {problem}; removing it and resolving again", stacklevel=2)
             _remove_ours(target, root)
         for stale in root.glob(f".staging-{key}-*"):
             _remove_ours(stale, root)
         mvn = require_tool("mvn")
         staging = Path(tempfile.mkdtemp(prefix=f".staging-{key}-", dir=root))
         (staging / "pom.xml").write_text(_pom(coordinates))
-        cmd = [mvn, "-B", "-q", "-f", str(staging / "pom.xml"), "dependency:copy-dependencies",
-               f"-DoutputDirectory={staging / 'lib'}", "-DincludeScope=runtime"]
+        cmd = [
+            mvn,
+            "-B",
+            "-q",
+            "-f",
+            str(staging / "pom.xml"),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={staging / 'lib'}",
+            "-DincludeScope=runtime",
+        ]
         try:
-            done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                                  stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, stdin=subprocess.DEVNULL
+            )
         except subprocess.TimeoutExpired as exc:
             _remove_ours(staging, root)
             raise JarResolutionError(f"mvn did not resolve {coordinates} within {timeout:.0f} s") from exc
@@ -190,8 +203,9 @@ def resolve(artifacts: Iterable[str], *, cache_dir: Optional[os.PathLike] = None
             tail = "\n".join(done.stdout.decode(errors="replace").splitlines()[-20:])
             raise JarResolutionError(f"mvn could not resolve {coordinates} (exit {done.returncode}):\n{tail}")
         (staging / MARKER).write_text("\n".join(coordinates) + "\n")
-        (staging / MANIFEST).write_text(json.dumps({"artifacts": coordinates,
-                                                    "jars": _manifest_of(staging / "lib")}, indent=1))
+        (staging / MANIFEST).write_text(
+            json.dumps({"artifacts": coordinates, "jars": _manifest_of(staging / "lib")}, indent=1)
+        )
         staging.rename(target)
         return target / "lib"
 

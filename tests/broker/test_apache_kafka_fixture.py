@@ -28,9 +28,19 @@ def test_the_real_engine_answers_like_the_mock(kafka_broker) -> None:
         producer.send("fixture-shared", b"hello", key=b"k", partition=1, headers=[("h", b"1")]).result(30)
     [record] = kafka_broker.messages("fixture-shared")
     assert (record.partition, record.offset, record.key, record.value, record.headers) == (
-        1, 0, b"k", b"hello", (("h", b"1"),))
-    with sync.Consumer(kafka_broker.bootstrap_servers, group_id="fixture-group", topics=["fixture-shared"],
-                       auto_commit=False, auto_offset_reset="earliest") as consumer:
+        1,
+        0,
+        b"k",
+        b"hello",
+        (("h", b"1"),),
+    )
+    with sync.Consumer(
+        kafka_broker.bootstrap_servers,
+        group_id="fixture-group",
+        topics=["fixture-shared"],
+        auto_commit=False,
+        auto_offset_reset="earliest",
+    ) as consumer:
         assert [r.value for r in consumer.poll(30_000)] == [b"hello"]
         consumer.commit({("fixture-shared", 1): 1})
     assert kafka_broker.committed("fixture-group") == {("fixture-shared", 1): (1, "")}
@@ -65,10 +75,20 @@ def test_without_java_the_tests_skip_with_one_reason(tmp_path: Path) -> None:
     bin_dir.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     env["PATH"] = str(bin_dir)  # no java, no mvn
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", "test_user.py"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", "test_user.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     reasons = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
     assert len(reasons) == 1 and "[2]" in reasons[0], result.stdout
-    assert "kproto/pytest_plugin.py" in reasons[0] and "'java' is not on PATH: install" in reasons[0] and "openjdk-17-jdk-headless" in reasons[0]
+    assert (
+        "kproto/pytest_plugin.py" in reasons[0]
+        and "'java' is not on PATH: install" in reasons[0]
+        and "openjdk-17-jdk-headless" in reasons[0]
+    )
     assert "2 skipped" in result.stdout

@@ -12,17 +12,16 @@ import socket
 import struct
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import pytest
 
-from broker_client import SocketClient, fetch_request, first_partition, metadata_request, produce_request
+from broker_client import SocketClient, first_partition, metadata_request, produce_request
 from kproto import ErrorCode
 from kproto.broker.append import DecompressionBudget, has_compressed_entries, prepare_append
 from kproto.broker.memory_budget import ByteBudget
 from kproto.capture.conversation import Exchange, decode_capture
-from kproto.messages import FetchRequest, MetadataRequest
+from kproto.messages import FetchRequest
 from kproto.records import encode_message_set
 from kproto.testing import MockBroker
 
@@ -45,9 +44,19 @@ def test_fetch_naming_one_partition_many_times_is_answered_once() -> None:
     with MockBroker(topics={"big": 1}) as broker:
         _fill(broker, "big", 2 * MiB)
         T = FetchRequest.FetchTopic
-        request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[
-            T(topic="big", partitions=[T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=4 * MiB)
-                                       for _ in range(100)])])
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            topics=[
+                T(
+                    topic="big",
+                    partitions=[
+                        T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=4 * MiB) for _ in range(100)
+                    ],
+                )
+            ],
+        )
         with SocketClient((broker.host, broker.port)) as client:
             response = client.request(request, 1)
         parts = [p for t in response.responses for p in t.partitions]
@@ -60,9 +69,15 @@ def test_fetch_response_stays_within_fetch_max_bytes_across_partitions() -> None
         for topic in "abc":
             _fill(broker, topic, 1 * MiB)
         T = FetchRequest.FetchTopic
-        request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[
-            T(topic=t, partitions=[T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=8 * MiB)])
-            for t in "abc"])
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            topics=[
+                T(topic=t, partitions=[T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=8 * MiB)])
+                for t in "abc"
+            ],
+        )
         with SocketClient((broker.host, broker.port)) as client:
             response = client.request(request, 1)
         sizes = [len(p.records.raw) for t in response.responses for p in t.partitions]
@@ -121,9 +136,18 @@ def test_produce_decompression_budget_covers_the_whole_request() -> None:
 def test_compressed_produce_beyond_the_budget_is_refused_and_others_are_served() -> None:
     with MockBroker(topics={"t": 4}, produce_decompression_budget=2 * MiB) as broker:
         from kproto.messages import ProduceRequest
+
         T = ProduceRequest.TopicProduceData
-        request = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[T(name="t", partition_data=[
-            T.PartitionProduceData(index=i, records=_gzip_bomb(1 * MiB)) for i in range(4)])])
+        request = ProduceRequest(
+            acks=1,
+            timeout_ms=1000,
+            topic_data=[
+                T(
+                    name="t",
+                    partition_data=[T.PartitionProduceData(index=i, records=_gzip_bomb(1 * MiB)) for i in range(4)],
+                )
+            ],
+        )
         with SocketClient((broker.host, broker.port)) as client:
             response = client.request(request, 1)
             codes = [p.error_code for t in response.responses for p in t.partition_responses]
@@ -326,8 +350,7 @@ def test_recording_holds_no_traffic_in_memory(tmp_path: Path) -> None:
                 client.request(produce_request("t", 0, encode_message_set([(None, value)])), 1)
         recorder = broker.recorder
         assert recorder is not None
-        assert not any(isinstance(v, (bytes, bytearray, list)) and len(v) > 1000
-                       for v in vars(recorder).values())
+        assert not any(isinstance(v, (bytes, bytearray, list)) and len(v) > 1000 for v in vars(recorder).values())
         assert recorder.packets > 20 * 100_000 // 1460
 
 
@@ -335,8 +358,19 @@ def test_cli_broker_refuses_an_unwritable_record_path(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    result = subprocess.run([str(Path(sys.executable).with_name("kproto")), "broker", "--port", "0", "--record",
-                             str(tmp_path / "no" / "such" / "dir.pcap")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("kproto")),
+            "broker",
+            "--port",
+            "0",
+            "--record",
+            str(tmp_path / "no" / "such" / "dir.pcap"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "listening" not in result.stdout
     assert "No such file" in result.stderr

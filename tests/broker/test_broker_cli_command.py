@@ -27,9 +27,24 @@ RUNNER = (
 def test_broker_process_announces_serves_and_records(tmp_path: Path) -> None:
     record = tmp_path / "broker.pcap"
     proc = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, "--host", "127.0.0.1", "--port", "0", "--topic", "orders:3",
-         "--topic", "audit", "--record", str(record)],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            RUNNER,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--topic",
+            "orders:3",
+            "--topic",
+            "audit",
+            "--record",
+            str(record),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline().strip()
         match = re.fullmatch(r"listening on (127\.0\.0\.1):(\d+)", line)
@@ -66,8 +81,11 @@ def test_sasl_user_option_is_checked() -> None:
 
 
 def test_broker_process_with_three_brokers_announces_a_bootstrap_list() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", RUNNER, "--port", "0", "--brokers", "3", "--topic", "t:6"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, "--port", "0", "--brokers", "3", "--topic", "t:6"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline().strip()
         match = re.fullmatch(r"listening on ((?:127\.0\.0\.1:\d+,){2}127\.0\.0\.1:\d+)", line)

@@ -91,8 +91,9 @@ def _value(i: int) -> Tuple[bytes, bytes]:
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4"])
 def test_kafka_python_round_trip(codec: Optional[str]) -> None:
     with MockBroker(topics={"kp": 3}) as broker:
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type=codec,
-                                 linger_ms=5, **KP_09)
+        producer = KafkaProducer(
+            bootstrap_servers=broker.bootstrap_servers, compression_type=codec, linger_ms=5, **KP_09
+        )
         for i in range(N):
             key, value = _value(i)
             producer.send("kp", key=key, value=value)
@@ -101,9 +102,15 @@ def test_kafka_python_round_trip(codec: Optional[str]) -> None:
         assert sum(broker.high_watermark("kp", p) for p in range(3)) == N
         check_log(broker, "kp", 3, codec)
 
-        consumer = KafkaConsumer("kp", bootstrap_servers=broker.bootstrap_servers, group_id="kp-group",
-                                 auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100,
-                                 **KP_09)
+        consumer = KafkaConsumer(
+            "kp",
+            bootstrap_servers=broker.bootstrap_servers,
+            group_id="kp-group",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=100,
+            **KP_09,
+        )
         kafka_python_knows(consumer, "kp")
         records: List[Tuple[int, int, bytes]] = []
         deadline = time.monotonic() + DEADLINE
@@ -114,7 +121,8 @@ def test_kafka_python_round_trip(codec: Optional[str]) -> None:
         consumer.close()
         check_consumed(records, 3)
         assert {tp: o for tp, (o, _) in broker.committed("kp-group").items()} == {
-            ("kp", p): broker.high_watermark("kp", p) for p in range(3)}
+            ("kp", p): broker.high_watermark("kp", p) for p in range(3)
+        }
         counts = broker.request_counts()
         for key_version in [(3, 0), (0, 1), (10, 0), (11, 0), (14, 0), (9, 1), (1, 1), (8, 2)]:
             assert counts.get(key_version), f"expected api {key_version} from kafka-python"
@@ -123,8 +131,14 @@ def test_kafka_python_round_trip(codec: Optional[str]) -> None:
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4"])
 def test_confluent_round_trip(codec: Optional[str]) -> None:
     with MockBroker(topics={"ck": 3}) as broker:
-        producer = confluent_kafka.Producer({**CK_09, "bootstrap.servers": broker.bootstrap_servers,
-                                             "compression.codec": codec or "none", "linger.ms": 5})
+        producer = confluent_kafka.Producer(
+            {
+                **CK_09,
+                "bootstrap.servers": broker.bootstrap_servers,
+                "compression.codec": codec or "none",
+                "linger.ms": 5,
+            }
+        )
         for i in range(N):
             key, value = _value(i)
             while True:
@@ -139,9 +153,17 @@ def test_confluent_round_trip(codec: Optional[str]) -> None:
         assert sum(broker.high_watermark("ck", p) for p in range(3)) == N
         check_log(broker, "ck", 3, codec)
 
-        consumer = confluent_kafka.Consumer({**CK_09, "bootstrap.servers": broker.bootstrap_servers,
-                                             "group.id": "ck-group", "auto.offset.reset": "earliest",
-                                             "enable.auto.commit": False, "fetch.wait.max.ms": 100, **CK_GROUP})
+        consumer = confluent_kafka.Consumer(
+            {
+                **CK_09,
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": "ck-group",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 100,
+                **CK_GROUP,
+            }
+        )
         consumer.subscribe(["ck"])
         records: List[Tuple[int, int, bytes]] = []
         deadline = time.monotonic() + DEADLINE
@@ -153,7 +175,8 @@ def test_confluent_round_trip(codec: Optional[str]) -> None:
         consumer.close()
         check_consumed(records, 3)
         assert {tp: o for tp, (o, _) in broker.committed("ck-group").items()} == {
-            ("ck", p): broker.high_watermark("ck", p) for p in range(3) if broker.high_watermark("ck", p)}
+            ("ck", p): broker.high_watermark("ck", p) for p in range(3) if broker.high_watermark("ck", p)
+        }
 
 
 # ------------------------------------------------------------------------------------------------ groups
@@ -162,8 +185,16 @@ def test_confluent_round_trip(codec: Optional[str]) -> None:
 class KafkaPythonMember(threading.Thread):
     """A kafka-python group consumer polling in its own thread; records what it processes."""
 
-    def __init__(self, broker: MockBroker, topic: str, group: str, *, commit_before_rebalance: bool = False,
-                 max_records: int = 500, pause: float = 0.0) -> None:
+    def __init__(
+        self,
+        broker: MockBroker,
+        topic: str,
+        group: str,
+        *,
+        commit_before_rebalance: bool = False,
+        max_records: int = 500,
+        pause: float = 0.0,
+    ) -> None:
         super().__init__(daemon=True)
         self.broker, self.topic, self.group = broker, topic, group
         self.commit_before_rebalance, self.max_records, self.pause = commit_before_rebalance, max_records, pause
@@ -178,11 +209,21 @@ class KafkaPythonMember(threading.Thread):
             # rebalance starts (and on close) when auto-commit is on, as the Java consumer does; the long
             # interval keeps periodic commits out of the way.  (kafka-python 3.x refuses a blocking
             # commit() inside a plain ConsumerRebalanceListener: listeners run on its IO thread.)
-            commit = {"enable_auto_commit": True, "auto_commit_interval_ms": 600_000} \
-                if self.commit_before_rebalance else {"enable_auto_commit": False}
-            consumer = KafkaConsumer(bootstrap_servers=self.broker.bootstrap_servers, group_id=self.group,
-                                     auto_offset_reset="earliest", fetch_max_wait_ms=50,
-                                     max_poll_records=self.max_records, **commit, **FAST_GROUP, **KP_09)
+            commit = (
+                {"enable_auto_commit": True, "auto_commit_interval_ms": 600_000}
+                if self.commit_before_rebalance
+                else {"enable_auto_commit": False}
+            )
+            consumer = KafkaConsumer(
+                bootstrap_servers=self.broker.bootstrap_servers,
+                group_id=self.group,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=50,
+                max_poll_records=self.max_records,
+                **commit,
+                **FAST_GROUP,
+                **KP_09,
+            )
             consumer.subscribe([self.topic])
             kafka_python_knows(consumer, self.topic)
             while not self.stop_event.is_set():
@@ -202,17 +243,21 @@ class KafkaPythonMember(threading.Thread):
         assert self.error is None, self.error
 
 
-def _assignments_split(members: List[KafkaPythonMember], partitions: int, group: Optional[str] = None,
-                       broker: Optional[MockBroker] = None) -> Callable[[], bool]:
+def _assignments_split(
+    members: List[KafkaPythonMember], partitions: int, group: Optional[str] = None, broker: Optional[MockBroker] = None
+) -> Callable[[], bool]:
     def check() -> bool:
         sets = [m.assigned for m in members]
         covered = set().union(*sets) == set(range(partitions))
         disjoint = sum(len(s) for s in sets) == partitions
         balanced = all(len(s) == partitions // len(members) for s in sets)
-        stable = broker is None or (broker.group(group) is not None and
-                                    broker.group(group).state.value == "Stable" and
-                                    len(broker.group(group).members) == len(members))
+        stable = broker is None or (
+            broker.group(group) is not None
+            and broker.group(group).state.value == "Stable"
+            and len(broker.group(group).members) == len(members)
+        )
         return covered and disjoint and balanced and stable
+
     return check
 
 
@@ -228,8 +273,11 @@ def test_kafka_python_group_split_rebalance_and_member_loss(tmp_path) -> None:
         wait_for(_assignments_split([first, second, third], 6, "grp", broker), what="three members, 2 partitions each")
 
         # Kill a member without LeaveGroup: a subprocess, killed with SIGKILL once it holds partitions.
-        victim = subprocess.Popen([sys.executable, "-c", VICTIM_SCRIPT, broker.bootstrap_servers, "g6", "grp",
-                                   str(SESSION_MS)], stdout=subprocess.PIPE, text=True)
+        victim = subprocess.Popen(
+            [sys.executable, "-c", VICTIM_SCRIPT, broker.bootstrap_servers, "g6", "grp", str(SESSION_MS)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             line = ""
             deadline = time.monotonic() + DEADLINE
@@ -279,9 +327,17 @@ def test_committed_offsets_survive_a_consumer_restart() -> None:
         _produce_plain(broker, "rs", 2000)
         seen: List[Tuple[int, int, bytes]] = []
         for round_ in range(2):
-            consumer = KafkaConsumer("rs", bootstrap_servers=broker.bootstrap_servers, group_id="restart",
-                                     auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=100,
-                                     fetch_max_wait_ms=50, **FAST_GROUP, **KP_09)
+            consumer = KafkaConsumer(
+                "rs",
+                bootstrap_servers=broker.bootstrap_servers,
+                group_id="restart",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                max_poll_records=100,
+                fetch_max_wait_ms=50,
+                **FAST_GROUP,
+                **KP_09,
+            )
             kafka_python_knows(consumer, "rs")
             got: List[Tuple[int, int, bytes]] = []
             deadline = time.monotonic() + DEADLINE
@@ -319,9 +375,15 @@ class ConfluentMember(threading.Thread):
 
     def __init__(self, broker: MockBroker, topic: str, group: str) -> None:
         super().__init__(daemon=True)
-        self.config = {**CK_09, "bootstrap.servers": broker.bootstrap_servers, "group.id": group,
-                       "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_MS,
-                       "heartbeat.interval.ms": 300, "enable.auto.commit": False}
+        self.config = {
+            **CK_09,
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": SESSION_MS,
+            "heartbeat.interval.ms": 300,
+            "enable.auto.commit": False,
+        }
         self.topic = topic
         self.assigned: Set[int] = set()
         self.stop_event = threading.Event()

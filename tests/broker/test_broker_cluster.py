@@ -80,8 +80,9 @@ def test_one_broker_is_the_single_node_it_always_was() -> None:
         with SocketClient(address(broker, 0)) as client:
             meta = client.request(metadata_request("t"), 9)
         assert [(b.node_id, b.port) for b in meta.brokers] == [(0, broker.port)]
-        assert [(p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes) for p in meta.topics[0].partitions] == \
-            [(0, 0, [0], [0])] * 2
+        assert [(p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes) for p in meta.topics[0].partitions] == [
+            (0, 0, [0], [0])
+        ] * 2
 
 
 def test_a_non_leader_answers_not_leader_with_the_current_leader(cluster: MockBroker) -> None:
@@ -105,17 +106,18 @@ def test_leader_epochs_after_a_move_as_a_kafka_replica_checks_them(cluster: Mock
     cluster.move_leader("t", 1, new)
     assert cluster.leader("t", 1) == new and cluster.leader_epoch("t", 1) == 1
     moved = [e for e in cluster.events if isinstance(e, LeaderMoved)]
-    assert [(e.topic, e.partition, e.old_leader, e.new_leader, e.leader_epoch) for e in moved] == \
-        [("t", 1, old, new, 1)]
+    assert [(e.topic, e.partition, e.old_leader, e.new_leader, e.leader_epoch) for e in moved] == [
+        ("t", 1, old, new, 1)
+    ]
 
     def code(node: int, epoch: int, version: int = 12) -> int:
         return fetch_answer(cluster, node, 1, version, epoch).responses[0].partitions[0].error_code
 
-    assert code(old, 0) == _C.FENCED_LEADER_EPOCH     # the client's epoch is older than the partition's
+    assert code(old, 0) == _C.FENCED_LEADER_EPOCH  # the client's epoch is older than the partition's
     assert code(old, 1, version=10) == _C.NOT_LEADER_FOR_PARTITION  # current epoch, not the leader
     assert code(old, -1, version=10) == _C.NOT_LEADER_FOR_PARTITION
     assert code(old, 1) == _C.NONE  # Fetch v11+: a follower serves consumers, as Kafka's do (KIP-392)
-    assert code(new, 2) == _C.UNKNOWN_LEADER_EPOCH    # newer than the broker knows
+    assert code(new, 2) == _C.UNKNOWN_LEADER_EPOCH  # newer than the broker knows
     assert code(new, 1) == _C.NONE
     assert code(new, 0) == _C.FENCED_LEADER_EPOCH
     assert code(old, 0, version=8) == _C.NOT_LEADER_FOR_PARTITION  # no epoch before Fetch v9
@@ -124,8 +126,14 @@ def test_leader_epochs_after_a_move_as_a_kafka_replica_checks_them(cluster: Mock
     assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (new, 1)
     assert [e.node_id for e in hinted.node_endpoints] == [new]
     P = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
-    lookup = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
-        name="t", partitions=[P(partition_index=1, current_leader_epoch=0, timestamp=-1)])])
+    lookup = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[
+            ListOffsetsRequest.ListOffsetsTopic(
+                name="t", partitions=[P(partition_index=1, current_leader_epoch=0, timestamp=-1)]
+            )
+        ],
+    )
     with SocketClient(address(cluster, new)) as client:
         assert client.request(lookup, 5).topics[0].partitions[0].error_code == _C.FENCED_LEADER_EPOCH
         lookup.topics[0].partitions[0].current_leader_epoch = 1
@@ -169,9 +177,12 @@ def test_a_partition_whose_replicas_all_stopped_has_no_leader() -> None:
 
 def _commit(group: str, offset: int) -> OffsetCommitRequest:
     T = OffsetCommitRequest.OffsetCommitRequestTopic
-    return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                               topics=[T(name="t", partitions=[T.OffsetCommitRequestPartition(
-                                   partition_index=0, committed_offset=offset)])])
+    return OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[T(name="t", partitions=[T.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)])],
+    )
 
 
 def _fetch_offsets(group: str) -> OffsetFetchRequest:
@@ -209,8 +220,14 @@ def test_a_moved_coordinator_loads_then_serves_the_committed_offsets(cluster: Mo
 
 def test_group_requests_to_a_non_coordinator_are_not_coordinator(cluster: MockBroker) -> None:
     other = next(n for n in cluster.node_ids if n != cluster.coordinator("g2"))
-    join = JoinGroupRequest(group_id="g2", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
-                            protocol_type="consumer", protocols=[])
+    join = JoinGroupRequest(
+        group_id="g2",
+        session_timeout_ms=10000,
+        rebalance_timeout_ms=10000,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[],
+    )
     with SocketClient(address(cluster, other)) as client:
         assert client.request(join, 5).error_code == _C.NOT_COORDINATOR_FOR_GROUP
 
@@ -272,11 +289,14 @@ def test_hooks_see_typed_requests_and_decide(cluster: MockBroker) -> None:
     produce = next(r for r in seen if r.api_name == "Produce")
     assert produce.request.topic_data[0].name == "t" and produce.api_version == 9 and produce.api_key == 0
     P = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
-    lookup = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
-        name="t", partitions=[P(partition_index=0, timestamp=-1)])])
+    lookup = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[ListOffsetsRequest.ListOffsetsTopic(name="t", partitions=[P(partition_index=0, timestamp=-1)])],
+    )
     with SocketClient(address(cluster, leader)) as client:
         assert client.request(lookup, 1).topics[0].partitions[0].error_code == _C.UNKNOWN  # UNKNOWN_SERVER_ERROR
         from kproto.messages import DescribeGroupsRequest
+
         client.send(DescribeGroupsRequest(groups=["g"]), 0)
         assert client.closed_by_peer()
     cluster.remove_hook(hook)
@@ -327,7 +347,8 @@ def test_controls_naming_what_does_not_exist_are_refused(cluster: MockBroker) ->
     with pytest.raises(ClusterControlError, match="cannot lead"):
         cluster.move_leader("t", 2, 2)
     assert isinstance(cluster.events[0], BrokerStopped) and not any(
-        isinstance(e, LeaderMoved) and e.new_leader == 2 for e in cluster.events)
+        isinstance(e, LeaderMoved) and e.new_leader == 2 for e in cluster.events
+    )
 
 
 def test_a_loading_coordinator_answers_heartbeats_as_kafka_does(cluster: MockBroker) -> None:

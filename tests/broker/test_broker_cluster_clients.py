@@ -57,12 +57,14 @@ def check_stored(broker: MockBroker) -> None:
 def failover_at(broker: MockBroker) -> Callable[[int], None]:
     """Called with each sequence number sent: stops the victim a third of the way, restarts it at two
     thirds."""
+
     def step(seq: int) -> None:
         if seq == N // 3:
             broker.stop_broker(VICTIM)
         elif seq == 2 * N // 3:
             time.sleep(0.3)  # some retries happen while it is down
             broker.start_broker(VICTIM)
+
     return step
 
 
@@ -79,11 +81,13 @@ def test_kproto_producer_through_a_broker_restart(broker: MockBroker) -> None:
         async with Producer(broker.bootstrap_servers, acks="all", idempotence=True, linger_ms=2) as producer:
             futures = []
             for seq in range(N):
-                futures.append(await producer.send("t", value(seq), key=str(seq % 7).encode(),
-                                                   partition=seq % PARTITIONS))
+                futures.append(
+                    await producer.send("t", value(seq), key=str(seq % 7).encode(), partition=seq % PARTITIONS)
+                )
                 step(seq)
                 await asyncio.sleep(0.001)
             await asyncio.wait_for(asyncio.gather(*futures), DEADLINE)
+
     asyncio.run(main())
     check_stored(broker)
     assert any(e.__class__.__name__ == "LeaderMoved" for e in broker.events)
@@ -91,8 +95,9 @@ def test_kproto_producer_through_a_broker_restart(broker: MockBroker) -> None:
 
 def test_kafka_python_producer_through_a_broker_restart(broker: MockBroker) -> None:
     step = failover_at(broker)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True, acks="all",
-                             linger_ms=2)
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True, acks="all", linger_ms=2
+    )
     futures = []
     for seq in range(N):
         futures.append(producer.send("t", value=value(seq), partition=seq % PARTITIONS))
@@ -107,12 +112,14 @@ def test_kafka_python_producer_through_a_broker_restart(broker: MockBroker) -> N
 
 def test_confluent_producer_through_a_broker_restart(broker: MockBroker) -> None:
     step = failover_at(broker)
-    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
-                                         "acks": "all", "linger.ms": 2})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True, "acks": "all", "linger.ms": 2}
+    )
     failures: List[object] = []
     for seq in range(N):
-        producer.produce("t", value=value(seq), partition=seq % PARTITIONS,
-                         on_delivery=lambda err, _: err and failures.append(err))
+        producer.produce(
+            "t", value=value(seq), partition=seq % PARTITIONS, on_delivery=lambda err, _: err and failures.append(err)
+        )
         producer.poll(0)
         step(seq)
         time.sleep(0.001)
@@ -123,8 +130,9 @@ def test_confluent_producer_through_a_broker_restart(broker: MockBroker) -> None
 def test_aiokafka_producer_through_a_broker_restart(broker: MockBroker) -> None:
     async def main() -> None:
         step = failover_at(broker)
-        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True,
-                                    acks="all", linger_ms=2)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True, acks="all", linger_ms=2
+        )
         await producer.start()
         try:
             futures = []
@@ -135,6 +143,7 @@ def test_aiokafka_producer_through_a_broker_restart(broker: MockBroker) -> None:
             await asyncio.wait_for(asyncio.gather(*futures), DEADLINE)
         finally:
             await producer.stop()
+
     asyncio.run(main())
     check_stored(broker)
 
@@ -154,8 +163,9 @@ def move_coordinator_away(broker: MockBroker, group: str) -> None:
     broker.move_coordinator(group, next(n for n in broker.node_ids if n != old), loading_ms=500)
 
 
-def check_resumes(broker: MockBroker, group: str, consumed: List[int],
-                  consume_more: Callable[[int], List[int]]) -> None:
+def check_resumes(
+    broker: MockBroker, group: str, consumed: List[int], consume_more: Callable[[int], List[int]]
+) -> None:
     assert sorted(consumed) == list(range(N)), "lost or duplicated while the coordinator moved"
     assert sum(offset for offset, _ in broker.committed(group).values()) == N
     fill(broker, 30, start=N)
@@ -167,9 +177,15 @@ def test_kproto_consumer_through_a_coordinator_failover(broker: MockBroker) -> N
 
     async def consume(count: int, move: bool) -> List[int]:
         out: List[int] = []
-        async with Consumer(broker.bootstrap_servers, topics=["t"], group_id="kg", auto_commit=False,
-                            auto_offset_reset="earliest", session_timeout_ms=6000,
-                            heartbeat_interval_ms=200) as consumer:
+        async with Consumer(
+            broker.bootstrap_servers,
+            topics=["t"],
+            group_id="kg",
+            auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=200,
+        ) as consumer:
             deadline = time.monotonic() + DEADLINE
             moved = not move
             while len(out) < count and time.monotonic() < deadline:
@@ -190,8 +206,13 @@ def test_kafka_python_consumer_through_a_coordinator_failover(broker: MockBroker
     fill(broker, N)
 
     def consume(count: int, move: bool) -> List[int]:
-        consumer = KafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, group_id="pg",
-                                 enable_auto_commit=False, auto_offset_reset="earliest")
+        consumer = KafkaConsumer(
+            "t",
+            bootstrap_servers=broker.bootstrap_servers,
+            group_id="pg",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
         consumer.partitions_for_topic("t")  # see docs/broker.md: the first assignment then completes
         out: List[int] = []
         moved = not move
@@ -216,8 +237,14 @@ def test_confluent_consumer_through_a_coordinator_failover(broker: MockBroker) -
     fill(broker, N)
 
     def consume(count: int, move: bool) -> List[int]:
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "cg",
-                                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": "cg",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
         consumer.subscribe(["t"])
         out: List[int] = []
         moved = not move
@@ -244,8 +271,13 @@ def test_aiokafka_consumer_through_a_coordinator_failover(broker: MockBroker) ->
     fill(broker, N)
 
     async def consume(count: int, move: bool) -> List[int]:
-        consumer = AIOKafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, group_id="ag",
-                                    enable_auto_commit=False, auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(
+            "t",
+            bootstrap_servers=broker.bootstrap_servers,
+            group_id="ag",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
         await consumer.start()
         out: List[int] = []
         moved = not move
@@ -271,8 +303,15 @@ def test_every_broker_stopped_ends_in_the_clients_own_timeout(broker: MockBroker
     from kproto.client import BrokerConnectionError, ClientTimeoutError
 
     async def main() -> None:
-        async with Producer(broker.bootstrap_servers, acks="all", idempotence=True, max_block_ms=1000,
-                            request_timeout_ms=500, delivery_timeout_ms=1000, connect_timeout_ms=500) as producer:
+        async with Producer(
+            broker.bootstrap_servers,
+            acks="all",
+            idempotence=True,
+            max_block_ms=1000,
+            request_timeout_ms=500,
+            delivery_timeout_ms=1000,
+            connect_timeout_ms=500,
+        ) as producer:
             await asyncio.wait_for(await producer.send("t", b"before", partition=0), DEADLINE)
             for node in broker.node_ids:
                 broker.stop_broker(node)
@@ -283,6 +322,7 @@ def test_every_broker_stopped_ends_in_the_clients_own_timeout(broker: MockBroker
             assert time.monotonic() - start < 1.0 + 10  # its bound plus generous slack
             with pytest.raises(BrokerConnectionError, match="Connect call failed|refused"):
                 await Producer(broker.bootstrap_servers, connect_timeout_ms=500).start()
+
     asyncio.run(main())
     assert [r.value for r in broker.records("t", 0)] == [b"before"]
 
@@ -293,11 +333,13 @@ def test_kproto_metadata_survives_the_broker_it_bootstrapped_from_stopping() -> 
         assert cluster.leader("one", 0) == 0
 
         async def main() -> None:
-            async with Producer(first, acks="all", idempotence=True, delivery_timeout_ms=10000,
-                                request_timeout_ms=3000) as producer:
+            async with Producer(
+                first, acks="all", idempotence=True, delivery_timeout_ms=10000, request_timeout_ms=3000
+            ) as producer:
                 await asyncio.wait_for(await producer.send("one", b"before"), DEADLINE)
                 cluster.stop_broker(0)  # the only broker this client has a connection to
                 await asyncio.wait_for(await producer.send("one", b"after"), DEADLINE)
+
         asyncio.run(main())
         assert [r.value for r in cluster.records("one", 0)] == [b"before", b"after"]
 
@@ -317,6 +359,5 @@ def test_confluent_transactions_through_a_transaction_coordinator_move(broker: M
     assert stored == sorted(b"%d-%d" % (r, i) for r in range(3) for i in range(10))
     from kproto.records import decode_records
 
-    markers = [b for p in range(PARTITIONS) for b in decode_records(broker.log_bytes("t", p)).batches
-               if b.is_control]
+    markers = [b for p in range(PARTITIONS) for b in decode_records(broker.log_bytes("t", p)).batches if b.is_control]
     assert len(markers) == 3 * PARTITIONS  # every transaction committed on every partition

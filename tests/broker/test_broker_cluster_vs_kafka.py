@@ -12,7 +12,7 @@ answer's relation to the scenario, not the ids themselves.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List
 
 import pytest
 
@@ -28,20 +28,36 @@ pytestmark = [
 ]
 
 PRODUCE_VERSION = 11  # v10+ carries KIP-951's leader hint; both engines serve v11
-FETCH_VERSION = 12    # the newest that still names topics (v13+ use topic ids)
+FETCH_VERSION = 12  # the newest that still names topics (v13+ use topic ids)
 Ask = Callable[[Any, int, int], Any]  # (request, version, node) -> response
 
 
 def _metadata(ask: Ask, node: int) -> Any:
-    return ask(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="t")],
-                               allow_auto_topic_creation=False), 9, node)
+    return ask(
+        MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="t")], allow_auto_topic_creation=False),
+        9,
+        node,
+    )
 
 
 def _fetch_code(ask: Ask, node: int, epoch: int) -> int:
     T = FetchRequest.FetchTopic
-    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=[
-        T(topic="t", partitions=[T.FetchPartition(partition=0, current_leader_epoch=epoch, fetch_offset=0,
-                                                   partition_max_bytes=1 << 20)])])
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        topics=[
+            T(
+                topic="t",
+                partitions=[
+                    T.FetchPartition(
+                        partition=0, current_leader_epoch=epoch, fetch_offset=0, partition_max_bytes=1 << 20
+                    )
+                ],
+            )
+        ],
+    )
     return int(ask(request, FETCH_VERSION, node).responses[0].partitions[0].error_code)
 
 
@@ -55,9 +71,10 @@ def observe(ask: Ask, nodes: List[int], stop: Callable[[int], None]) -> Dict[str
     while True:  # Kafka elects and spreads the news in a moment; the mock at once
         views = [_metadata(ask, n) for n in running]
         parts = [v.topics[0].partitions[0] for v in views]
-        if all(p.leader_id not in (-1, old_leader) and p.leader_epoch > old_epoch
-               and old_leader not in p.isr_nodes for p in parts) and all(
-                old_leader not in [b.node_id for b in v.brokers] for v in views):
+        if all(
+            p.leader_id not in (-1, old_leader) and p.leader_epoch > old_epoch and old_leader not in p.isr_nodes
+            for p in parts
+        ) and all(old_leader not in [b.node_id for b in v.brokers] for v in views):
             break
         assert time.monotonic() < deadline, f"no new leader after the stop: {parts}"
         time.sleep(0.1)
@@ -65,8 +82,13 @@ def observe(ask: Ask, nodes: List[int], stop: Callable[[int], None]) -> Dict[str
     new_leader, new_epoch = after.leader_id, after.leader_epoch
     other = next(n for n in running if n != new_leader)
     T = ProduceRequest.TopicProduceData
-    produce = ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[T(name="t", partition_data=[
-        T.PartitionProduceData(index=0, records=encode_record_batch([(None, b"x")]))])])
+    produce = ProduceRequest(
+        acks=-1,
+        timeout_ms=10000,
+        topic_data=[
+            T(name="t", partition_data=[T.PartitionProduceData(index=0, records=encode_record_batch([(None, b"x")]))])
+        ],
+    )
     refused = ask(produce, PRODUCE_VERSION, other)
     part = refused.responses[0].partition_responses[0]
     return {
@@ -81,8 +103,10 @@ def observe(ask: Ask, nodes: List[int], stop: Callable[[int], None]) -> Dict[str
         "fetch, future epoch, new leader": _fetch_code(ask, new_leader, new_epoch + 1),
         "fetch, current epoch, non-leader": _fetch_code(ask, other, new_epoch),
         "fetch, current epoch, new leader": _fetch_code(ask, new_leader, new_epoch),
-        "produce at the new leader": ask(produce, PRODUCE_VERSION, new_leader).responses[0]
-        .partition_responses[0].error_code,
+        "produce at the new leader": ask(produce, PRODUCE_VERSION, new_leader)
+        .responses[0]
+        .partition_responses[0]
+        .error_code,
     }
 
 
@@ -102,8 +126,9 @@ def _mock() -> Dict[str, Any]:
 def _kafka() -> Dict[str, Any]:
     with ApacheKafka(version="4.1.1", brokers=3, heap="384m") as kafka:
         kafka.create_topic("t", partitions=1, replication_factor=3)
-        return observe(lambda request, version, node: kafka.request(request, version, node), kafka.node_ids,
-                       kafka.stop_broker)
+        return observe(
+            lambda request, version, node: kafka.request(request, version, node), kafka.node_ids, kafka.stop_broker
+        )
 
 
 def test_a_stopped_leader_looks_the_same_to_clients_on_both_engines() -> None:

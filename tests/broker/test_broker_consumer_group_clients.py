@@ -28,8 +28,11 @@ import confluent_kafka  # noqa: E402  (dev dependency)
 pytestmark = pytest.mark.real_clients
 
 if confluent_kafka.libversion()[1] < 0x020C0000:
-    pytest.skip(f"librdkafka {confluent_kafka.libversion()[0]} predates group.protocol=consumer (2.12); "
-                "pyproject.toml asks for confluent-kafka>=2.12", allow_module_level=True)
+    pytest.skip(
+        f"librdkafka {confluent_kafka.libversion()[0]} predates group.protocol=consumer (2.12); "
+        "pyproject.toml asks for confluent-kafka>=2.12",
+        allow_module_level=True,
+    )
 
 PARTITIONS = 6
 N = 600
@@ -37,8 +40,9 @@ DEADLINE = 90.0
 SESSION_MS = 6000  # the broker's group.consumer.session.timeout.ms, lowered so that expiry is quick
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = DEADLINE,
-             missing: Optional[Callable[[], object]] = None) -> None:
+def wait_for(
+    predicate: Callable[[], bool], what: str, timeout: float = DEADLINE, missing: Optional[Callable[[], object]] = None
+) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -47,8 +51,12 @@ def wait_for(predicate: Callable[[], bool], what: str, timeout: float = DEADLINE
 
 
 def consumer_config(broker: MockBroker) -> Dict[str, object]:
-    return {"bootstrap.servers": broker.bootstrap_servers, "group.id": "kip848", "group.protocol": "consumer",
-            "auto.offset.reset": "earliest"}
+    return {
+        "bootstrap.servers": broker.bootstrap_servers,
+        "group.id": "kip848",
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+    }
 
 
 class Member:
@@ -118,8 +126,9 @@ class ChildMember:
     def __init__(self, broker: MockBroker) -> None:
         self.assigned: Set[int] = set()
         self.values: List[int] = []
-        self.process = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(consumer_config(broker))],
-                                        stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, json.dumps(consumer_config(broker))], stdout=subprocess.PIPE, text=True
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -194,11 +203,14 @@ def test_a_killed_member_loses_only_its_partitions_after_its_session() -> None:
             # The dead member's partitions waited for its session to end, well after the kill.
             assert time.monotonic() - killed_at >= SESSION_MS / 1000 * 0.5
             # Only the dead member's partitions moved: the survivor never gave one of its own up.
-            assert all(mine <= later for later in survivor.history[history_before - 1:])
+            assert all(mine <= later for later in survivor.history[history_before - 1 :])
             produce(broker, range(N, N + 60))
             expected = set(range(N + 60))
-            wait_for(lambda: set(survivor.values) | set(child.values) >= expected,
-                     "every message", missing=lambda: sorted(expected - set(survivor.values) - set(child.values)))
+            wait_for(
+                lambda: set(survivor.values) | set(child.values) >= expected,
+                "every message",
+                missing=lambda: sorted(expected - set(survivor.values) - set(child.values)),
+            )
         finally:
             if child.process.poll() is None:
                 child.kill()

@@ -120,8 +120,11 @@ def test_an_acks_0_produce_in_a_version_the_broker_does_not_serve_gets_no_answer
     # Found by fuzz/fuzz_broker_requests.py: Produce v12 (readable, not served) with acks=0.
     records = encode_record_batch([(None, b"v")])
     T = ProduceRequest.TopicProduceData
-    request = ProduceRequest(acks=0, timeout_ms=1000, topic_data=[
-        T(name="t", partition_data=[T.PartitionProduceData(index=0, records=records)])])
+    request = ProduceRequest(
+        acks=0,
+        timeout_ms=1000,
+        topic_data=[T(name="t", partition_data=[T.PartitionProduceData(index=0, records=records)])],
+    )
     frame = ClientConnection().send(request, SERVED_VERSIONS[0][1] + 1).frame
     (received,) = ServerConnection().receive_data(frame)
     assert isinstance(received, RequestReceived) and not received.expects_response
@@ -168,18 +171,20 @@ def test_metadata_every_version(broker, client) -> None:
 
 
 def test_metadata_auto_creation_and_topic_ids(broker, client) -> None:
-    asked = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="new")],
-                            allow_auto_topic_creation=False)
+    asked = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="new")], allow_auto_topic_creation=False)
     assert client.request(asked, 4).topics[0].error_code == _C.UNKNOWN_TOPIC_OR_PARTITION
     asked.allow_auto_topic_creation = True
     assert client.request(asked, 4).topics[0].error_code == 0
     topic_id = client.request(metadata_request("t"), 12).topics[0].topic_id
-    by_id = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=topic_id)]), 12)
+    by_id = client.request(
+        MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=topic_id)]), 12
+    )
     assert by_id.topics[0].name == "t"
     unknown = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=uuid.uuid4())])
     assert client.request(unknown, 12).topics[0].error_code == _C.UNKNOWN_TOPIC_ID
-    ops = MetadataRequest(topics=None, include_topic_authorized_operations=True,
-                          include_cluster_authorized_operations=True)
+    ops = MetadataRequest(
+        topics=None, include_topic_authorized_operations=True, include_cluster_authorized_operations=True
+    )
     answer = client.request(ops, 9)
     assert answer.topics[0].topic_authorized_operations > 0 and answer.cluster_authorized_operations > 0
 
@@ -192,8 +197,10 @@ def test_find_coordinator_every_version(broker, client) -> None:
         response = client.request(FindCoordinatorRequest(key="g", key_type=0), version)
         assert (response.error_code, response.node_id, response.port) == (0, 0, broker.port)
     batched = client.request(FindCoordinatorRequest(key_type=1, coordinator_keys=["tx1", "tx2"]), 6)
-    assert [(c.key, c.error_code, c.port) for c in batched.coordinators] == [("tx1", 0, broker.port),
-                                                                            ("tx2", 0, broker.port)]
+    assert [(c.key, c.error_code, c.port) for c in batched.coordinators] == [
+        ("tx1", 0, broker.port),
+        ("tx2", 0, broker.port),
+    ]
     bad = client.request(FindCoordinatorRequest(key="g", key_type=7), 3)
     assert bad.error_code == _C.INVALID_REQUEST and bad.node_id == -1
 
@@ -211,41 +218,70 @@ def test_create_topics_as_admin_clients_call_it(broker, client) -> None:
     answer = client.request(request, 7)
     assert answer.topics[0].error_code == 0 and answer.topics[0].num_partitions == 3
     assert "a" not in broker.topics()  # validate_only
-    request = CreateTopicsRequest(timeout_ms=1000, topics=[
-        _new_topic("a", 3, configs=[C(name="retention.ms", value="1000")]), _new_topic("b"), _new_topic("t"),
-        _new_topic("c", 1, 3), _new_topic("d", 0), _new_topic("bad/name"), _new_topic("e", 1, configs=[
-            C(name="no.such.config", value="1")])])
+    request = CreateTopicsRequest(
+        timeout_ms=1000,
+        topics=[
+            _new_topic("a", 3, configs=[C(name="retention.ms", value="1000")]),
+            _new_topic("b"),
+            _new_topic("t"),
+            _new_topic("c", 1, 3),
+            _new_topic("d", 0),
+            _new_topic("bad/name"),
+            _new_topic("e", 1, configs=[C(name="no.such.config", value="1")]),
+        ],
+    )
     codes = {t.name: t.error_code for t in client.request(request, 5).topics}
-    assert codes == {"a": 0, "b": 0, "t": _C.TOPIC_ALREADY_EXISTS, "c": _C.INVALID_REPLICATION_FACTOR,
-                     "d": _C.INVALID_PARTITIONS, "bad/name": _C.INVALID_TOPIC_EXCEPTION, "e": _C.INVALID_CONFIG}
+    assert codes == {
+        "a": 0,
+        "b": 0,
+        "t": _C.TOPIC_ALREADY_EXISTS,
+        "c": _C.INVALID_REPLICATION_FACTOR,
+        "d": _C.INVALID_PARTITIONS,
+        "bad/name": _C.INVALID_TOPIC_EXCEPTION,
+        "e": _C.INVALID_CONFIG,
+    }
     assert broker.topics() == {"t": 2, "a": 3, "b": 1}
     for version in range(8):  # every version reads and answers
-        answer = client.request(CreateTopicsRequest(timeout_ms=1, topics=[_new_topic(f"v{version}", 1, 1)]),
-                                version)
+        answer = client.request(CreateTopicsRequest(timeout_ms=1, topics=[_new_topic(f"v{version}", 1, 1)]), version)
         assert answer.topics[0].error_code == 0
     dup = client.request(CreateTopicsRequest(timeout_ms=1, topics=[_new_topic("x"), _new_topic("x")]), 4)
     assert [t.error_code for t in dup.topics] == [_C.INVALID_REQUEST] * 2
 
     R = DescribeConfigsRequest.DescribeConfigsResource
-    described = client.request(DescribeConfigsRequest(resources=[
-        R(resource_type=2, resource_name="a", configuration_keys=None), R(resource_type=4, resource_name="0"),
-        R(resource_type=2, resource_name="missing"), R(resource_type=9, resource_name="x")],
-        include_synonyms=True, include_documentation=True), 4)
+    described = client.request(
+        DescribeConfigsRequest(
+            resources=[
+                R(resource_type=2, resource_name="a", configuration_keys=None),
+                R(resource_type=4, resource_name="0"),
+                R(resource_type=2, resource_name="missing"),
+                R(resource_type=9, resource_name="x"),
+            ],
+            include_synonyms=True,
+            include_documentation=True,
+        ),
+        4,
+    )
     topic, broker_configs, missing, other = described.results
     configs = {c.name: (c.value, c.config_source) for c in topic.configs}
     assert configs["retention.ms"] == ("1000", 1) and configs["cleanup.policy"] == ("delete", 5)
     assert {c.name for c in broker_configs.configs} >= {"broker.id", "message.max.bytes", "num.partitions"}
     assert (missing.error_code, other.error_code) == (_C.UNKNOWN_TOPIC_OR_PARTITION, _C.INVALID_REQUEST)
     for version in range(5):
-        keys = client.request(DescribeConfigsRequest(resources=[
-            R(resource_type=2, resource_name="a", configuration_keys=["retention.ms"])]), version)
+        keys = client.request(
+            DescribeConfigsRequest(
+                resources=[R(resource_type=2, resource_name="a", configuration_keys=["retention.ms"])]
+            ),
+            version,
+        )
         assert [(c.name, c.value) for c in keys.results[0].configs] == [("retention.ms", "1000")]
 
 
 def test_delete_topics_and_create_partitions(broker, client) -> None:
     client.request(CreateTopicsRequest(timeout_ms=1, topics=[_new_topic("a", 1), _new_topic("b", 1)]), 4)
-    assert client.request(DeleteTopicsRequest(timeout_ms=1, topic_names=["a", "nope"]), 0).responses[1].error_code \
+    assert (
+        client.request(DeleteTopicsRequest(timeout_ms=1, topic_names=["a", "nope"]), 0).responses[1].error_code
         == _C.UNKNOWN_TOPIC_OR_PARTITION
+    )
     topic_id = client.request(metadata_request("b"), 12).topics[0].topic_id
     T = DeleteTopicsRequest.DeleteTopicState
     answer = client.request(DeleteTopicsRequest(timeout_ms=1, topics=[T(name=None, topic_id=topic_id)]), 6)
@@ -253,8 +289,14 @@ def test_delete_topics_and_create_partitions(broker, client) -> None:
     assert broker.topics() == {"t": 2}
 
     P = CreatePartitionsRequest.CreatePartitionsTopic
-    answer = client.request(CreatePartitionsRequest(timeout_ms=1, validate_only=False, topics=[
-        P(name="t", count=4, assignments=None), P(name="nope", count=2, assignments=None)]), 3)
+    answer = client.request(
+        CreatePartitionsRequest(
+            timeout_ms=1,
+            validate_only=False,
+            topics=[P(name="t", count=4, assignments=None), P(name="nope", count=2, assignments=None)],
+        ),
+        3,
+    )
     assert [r.error_code for r in answer.results] == [0, _C.UNKNOWN_TOPIC_OR_PARTITION]
     shrink = client.request(CreatePartitionsRequest(timeout_ms=1, topics=[P(name="t", count=2)]), 0)
     assert shrink.results[0].error_code == _C.INVALID_PARTITIONS
@@ -263,8 +305,9 @@ def test_delete_topics_and_create_partitions(broker, client) -> None:
 
 def test_describe_cluster(broker, client) -> None:
     for version in range(3):
-        answer = client.request(DescribeClusterRequest(include_cluster_authorized_operations=True,
-                                                       endpoint_type=1), version)
+        answer = client.request(
+            DescribeClusterRequest(include_cluster_authorized_operations=True, endpoint_type=1), version
+        )
         assert answer.error_code == 0 and answer.cluster_id == "kproto-mock-cluster"
         assert [(b.broker_id, b.port) for b in answer.brokers] == [(0, broker.port)]
     assert client.request(DescribeClusterRequest(endpoint_type=2), 1).error_code == _C.UNSUPPORTED_ENDPOINT_TYPE
@@ -354,9 +397,12 @@ def test_faults_target_topics_count_and_work_in_every_version(broker, client) ->
     broker.faults.clear()
     by_partition = broker.inject("ListOffsets", error="NOT_LEADER_FOR_PARTITION", topic="t", partition=1)
     from kproto.messages import ListOffsetsRequest
+
     T = ListOffsetsRequest.ListOffsetsTopic
-    ask = ListOffsetsRequest(replica_id=-1, topics=[T(name="t", partitions=[
-        T.ListOffsetsPartition(partition_index=0, timestamp=-1, max_num_offsets=1)])])
+    ask = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[T(name="t", partitions=[T.ListOffsetsPartition(partition_index=0, timestamp=-1, max_num_offsets=1)])],
+    )
     assert client.request(ask, 0).topics[0].partitions[0].error_code == 0
     ask.topics[0].partitions[0].partition_index = 1
     assert client.request(ask, 0).topics[0].partitions[0].error_code == _C.NOT_LEADER_FOR_PARTITION
@@ -391,7 +437,9 @@ def test_the_control_plane_answers_from_what_it_is_given() -> None:
         (received,) = ServerConnection().receive_data(ClientConnection().send(message, version).frame)
         return asyncio.run(plane.handlers[received.api_key](received, "/127.0.0.1"))
 
-    assert {(k.api_key, k.min_version, k.max_version) for k in ask(ApiVersionsRequest(), 0).api_keys} == \
-        {(3, 0, 12), (18, 0, 4)}
+    assert {(k.api_key, k.min_version, k.max_version) for k in ask(ApiVersionsRequest(), 0).api_keys} == {
+        (3, 0, 12),
+        (18, 0, 4),
+    }
     (broker_row,) = ask(metadata_request("t"), 1).brokers
     assert (broker_row.host, broker_row.port) == ("broker.example", 9093)

@@ -39,15 +39,15 @@ pytestmark = pytest.mark.real_clients
 
 GO = shutil.which("go")
 if GO is None:
-    pytest.skip("franz-go/Sarama tests need the Go toolchain (1.26+) on PATH: https://go.dev/dl/",
-                allow_module_level=True)
+    pytest.skip(
+        "franz-go/Sarama tests need the Go toolchain (1.26+) on PATH: https://go.dev/dl/", allow_module_level=True
+    )
 
 MODULE = Path(__file__).resolve().parents[1] / "go"
 N = 2000  # tests/go/main.go's N
 BUILD_TIMEOUT_S = 900.0
 RUN_TIMEOUT_S = 600.0
-SCENARIOS = ["kgo-produce", "kgo-consume", "kgo-transactions", "kgo-group-transact", "sarama-produce",
-             "sarama-group"]
+SCENARIOS = ["kgo-produce", "kgo-consume", "kgo-transactions", "kgo-group-transact", "sarama-produce", "sarama-group"]
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +57,15 @@ def go_binary(tmp_path_factory: pytest.TempPathFactory) -> str:
     env = {**os.environ, "GOFLAGS": "-mod=mod"}
     binary = tmp_path_factory.mktemp("go-peers") / "peers"
     for cmd in ([go, "mod", "download"], [go, "build", "-o", str(binary), "."]):
-        done = subprocess.run(cmd, cwd=MODULE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=BUILD_TIMEOUT_S)
+        done = subprocess.run(
+            cmd,
+            cwd=MODULE,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+        )
         assert done.returncode == 0, f"{' '.join(cmd[1:])} failed:\n{done.stdout[-4000:]}"
     return str(binary)
 
@@ -69,8 +76,13 @@ def go_run(request: pytest.FixtureRequest, go_binary: str, tmp_path_factory: pyt
     of the engine; on the mock, ``broker.exchanges`` are the requests and responses it recorded, decoded."""
     pcap = tmp_path_factory.mktemp("go-traffic") / "go.pcap"
     with peer_broker(request, request.param, {"gt": 3, "gx": 2, "gy": 2, "st": 3}, pcap) as broker:
-        done = subprocess.run([go_binary, broker.bootstrap_servers, *SCENARIOS], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, timeout=RUN_TIMEOUT_S)
+        done = subprocess.run(
+            [go_binary, broker.bootstrap_servers, *SCENARIOS],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+        )
         assert done.returncode == 0, done.stderr[-4000:]
         results: Dict[tuple, dict] = {}
         for line in done.stdout.splitlines():
@@ -138,8 +150,9 @@ def test_kgo_group_transact_session(go_run) -> None:
     assert moved["moved"] == N and moved["transactions"] >= 1
     assert sorted(r.value for r in broker.records("gy")) == sorted(f"yg{i}".encode() for i in range(N))
     per_partition = {p: len(broker.records("gt", p)) for p in range(3)}
-    assert broker.committed("gts") == {("gt", p): n for p, n in per_partition.items()}, \
+    assert broker.committed("gts") == {("gt", p): n for p, n in per_partition.items()}, (
         "the group's offsets committed with the transactions"
+    )
 
 
 def test_sarama_sync_producer_and_consumer_group(go_run) -> None:

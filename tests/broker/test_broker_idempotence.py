@@ -17,13 +17,18 @@ _C = ErrorCode
 
 def produce(topic: str, records: bytes) -> ProduceRequest:
     T = ProduceRequest.TopicProduceData
-    return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=records)])])
+    return ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=records)])],
+    )
 
 
 def init(transactional_id: object = None, producer_id: int = -1, epoch: int = -1) -> InitProducerIdRequest:
-    return InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60_000,
-                                 producer_id=producer_id, producer_epoch=epoch)
+    return InitProducerIdRequest(
+        transactional_id=transactional_id, transaction_timeout_ms=60_000, producer_id=producer_id, producer_epoch=epoch
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +48,12 @@ class Producer:
 
     def batch(self, count: int = 2, sequence: object = None, epoch: object = None, producer_id: object = None) -> bytes:
         base = self.next if sequence is None else sequence
-        return encode_record_batch([(None, f"s{base + i}".encode()) for i in range(count)],
-                                   producer_id=self.id if producer_id is None else producer_id,
-                                   producer_epoch=self.epoch if epoch is None else epoch, base_sequence=base)
+        return encode_record_batch(
+            [(None, f"s{base + i}".encode()) for i in range(count)],
+            producer_id=self.id if producer_id is None else producer_id,
+            producer_epoch=self.epoch if epoch is None else epoch,
+            base_sequence=base,
+        )
 
     def send(self, data: bytes, version: int = 9) -> tuple:
         part = first_partition(self.client.request(produce(self.topic, data), version))

@@ -56,8 +56,13 @@ def java_classes(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The scenarios compiled once, as a classpath with kafka-clients."""
     lib = jars.resolve([KAFKA_CLIENTS])
     classes = tmp_path_factory.mktemp("java-classes")
-    built = subprocess.run([JAVAC, "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=RUN_TIMEOUT_S)
+    built = subprocess.run(
+        [JAVAC, "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
     assert built.returncode == 0, f"javac failed:\n{built.stdout[-4000:]}"
     return f"{classes}:{lib}/*"
 
@@ -70,9 +75,23 @@ def java_run(request: pytest.FixtureRequest, java_classes: str, tmp_path_factory
     topics = {"jt": 3, "jx": 2, **{f"jc-{codec}": 1 for codec in CODECS}}
     with peer_broker(request, request.param, topics, pcap) as broker:
         done = subprocess.run(
-            [JAVA, "-cp", java_classes, "JavaClientScenarios", broker.bootstrap_servers,
-             "produce", "codecs", "consume", "admin", "transactions"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=RUN_TIMEOUT_S)
+            [
+                JAVA,
+                "-cp",
+                java_classes,
+                "JavaClientScenarios",
+                broker.bootstrap_servers,
+                "produce",
+                "codecs",
+                "consume",
+                "admin",
+                "transactions",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+        )
         assert done.returncode == 0, done.stderr[-4000:]
         results: Dict[tuple, dict] = {}
         for line in done.stdout.splitlines():
@@ -92,8 +111,7 @@ def ok(results: Dict[tuple, dict], scenario: str, step: str) -> dict:
 def test_idempotent_producer_at_defaults(java_run) -> None:
     broker, results = java_run
     if broker.exchanges is not None:  # the traffic is what the mock recorded; Kafka's is not recorded
-        produces = [e for e in broker.exchanges
-                    if e.api_key == 0 and any(t.name == "jt" for t in e.request.topic_data)]
+        produces = [e for e in broker.exchanges if e.api_key == 0 and any(t.name == "jt" for t in e.request.topic_data)]
         assert produces and all(e.request.acks == -1 for e in produces), "acks=all is the default"
         assert all(p.error_code == 0 for e in produces for t in e.response.responses for p in t.partition_responses)
         assert any(e.api_key == 22 for e in broker.exchanges), "InitProducerId: an idempotent producer"
@@ -185,6 +203,7 @@ def test_transactions_read_committed(java_run) -> None:
     seen: List[str] = ok(results, "transactions", "read_committed")["values"]
     assert seen == sorted([f"c1-{i}" for i in range(10)] + [f"c2-{i}" for i in range(10)])
     stored = [r.value for r in broker.records("jx")]
-    assert sorted(v for v in stored if v.startswith(b"a-")) == sorted(f"a-{i}".encode() for i in range(10)), \
+    assert sorted(v for v in stored if v.startswith(b"a-")) == sorted(f"a-{i}".encode() for i in range(10)), (
         "the aborted records are in the log, hidden by the abort marker"
+    )
     assert broker.committed("jxo") == {("jt", 0): 7}, "the last committed transaction's offsets, not the aborted one's"

@@ -30,25 +30,58 @@ def _records(n: int, tag: str = "v", t0: int = T0) -> list:
 
 def produce(topic: str, records: bytes, partition: int = 0, acks: int = 1) -> ProduceRequest:
     T = ProduceRequest.TopicProduceData
-    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=1000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
+    return ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])],
+    )
 
 
-def fetch(topic: str, offset: int, *, max_bytes: int = 1 << 20, partition_max: int = 1 << 20,
-          topic_id: uuid.UUID = uuid.UUID(int=0), isolation: int = 0, session_id: int = 0,
-          session_epoch: int = -1) -> FetchRequest:
+def fetch(
+    topic: str,
+    offset: int,
+    *,
+    max_bytes: int = 1 << 20,
+    partition_max: int = 1 << 20,
+    topic_id: uuid.UUID = uuid.UUID(int=0),
+    isolation: int = 0,
+    session_id: int = 0,
+    session_epoch: int = -1,
+) -> FetchRequest:
     T = FetchRequest.FetchTopic
-    return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes, isolation_level=isolation,
-                        session_id=session_id, session_epoch=session_epoch, topics=[
-                            T(topic=topic, topic_id=topic_id, partitions=[T.FetchPartition(
-                                partition=0, fetch_offset=offset, partition_max_bytes=partition_max)])],
-                        forgotten_topics_data=[], rack_id="")
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=max_bytes,
+        isolation_level=isolation,
+        session_id=session_id,
+        session_epoch=session_epoch,
+        topics=[
+            T(
+                topic=topic,
+                topic_id=topic_id,
+                partitions=[T.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=partition_max)],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
 
 
 def list_offsets(topic: str, timestamp: int, isolation: int = 0) -> ListOffsetsRequest:
     T = ListOffsetsRequest.ListOffsetsTopic
-    return ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[
-        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, timestamp=timestamp, max_num_offsets=1)])])
+    return ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=isolation,
+        topics=[
+            T(
+                name=topic,
+                partitions=[T.ListOffsetsPartition(partition_index=0, timestamp=timestamp, max_num_offsets=1)],
+            )
+        ],
+    )
 
 
 def oracle(raw: bytes) -> list:
@@ -88,13 +121,16 @@ def test_batches_are_stored_as_produced_with_offsets_patched(broker, client, cod
     assert stored == b"".join(struct.pack(">q", 3 * n) + batch[8:] for n, batch in enumerate(sent))
     raw = _fetched(client, 12, topic).records.raw
     assert raw == stored
-    assert [(o, v) for o, _, _, _, v, _ in oracle(raw)] == [(3 * n + i, f"b{n}-{i}".encode())
-                                                           for n in range(3) for i in range(3)]
+    assert [(o, v) for o, _, _, _, v, _ in oracle(raw)] == [
+        (3 * n + i, f"b{n}-{i}".encode()) for n in range(3) for i in range(3)
+    ]
 
 
 def test_log_append_time_topics_restamp_and_recompute_the_crc() -> None:
-    with MockBroker(topics={"lat": 1}, log_message_timestamp_type="LogAppendTime") as broker, \
-            SocketClient((broker.host, broker.port)) as client:
+    with (
+        MockBroker(topics={"lat": 1}, log_message_timestamp_type="LogAppendTime") as broker,
+        SocketClient((broker.host, broker.port)) as client,
+    ):
         part = first_partition(client.request(produce("lat", encode_record_batch(_records(4), codec="lz4")), 8))
         assert part.error_code == 0 and part.log_append_time_ms > T0 + 10**6
         read = oracle(_fetched(client, 11, "lat").records.raw)  # kafka-python checks the new CRC
@@ -112,8 +148,9 @@ def test_old_fetch_versions_get_down_converted_records(broker, client, version, 
     raw = _fetched(client, version, topic, 2).records.raw
     read = oracle(raw)
     # The uncompressed batch starts at the fetch offset; the compressed one stays one whole wrapper.
-    assert [(o, v, m) for o, _, _, _, v, m in read] == \
-        [(i, f"u{i}".encode(), magic) for i in range(2, 5)] + [(5 + i, f"g{i}".encode(), magic) for i in range(5)]
+    assert [(o, v, m) for o, _, _, _, v, m in read] == [(i, f"u{i}".encode(), magic) for i in range(2, 5)] + [
+        (5 + i, f"g{i}".encode(), magic) for i in range(5)
+    ]
     if magic == 1:
         assert [ts for _, ts, _, _, _, _ in read] == [T0 + i for i in range(2, 10)]
     # kproto's own reader agrees, and the cached conversion is served the same the second time.
@@ -139,13 +176,22 @@ def test_old_message_sets_are_up_converted(broker, client, codec) -> None:
     assert first_partition(client.request(produce(topic, magic1), 2)).base_offset == 2
     read = oracle(_fetched(client, 11, topic).records.raw)
     assert [(o, ts, v, m) for o, ts, _, _, v, m in read] == [
-        (0, -1, b"zero", 2), (1, -1, b"one", 2), (2, T0, b"two", 2), (3, T0 + 1, b"three", 2)]
+        (0, -1, b"zero", 2),
+        (1, -1, b"one", 2),
+        (2, T0, b"two", 2),
+        (3, T0 + 1, b"three", 2),
+    ]
     # And back down for a 0.9 consumer.
     assert [v for _, _, _, _, v, _ in oracle(_fetched(client, 1, topic).records.raw)] == [
-        b"zero", b"one", b"two", b"three"]
+        b"zero",
+        b"one",
+        b"two",
+        b"three",
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ bad input
+
 
 def _recrc(batch: bytearray) -> bytes:
     struct.pack_into(">I", batch, 17, records_impl.crc32c(bytes(batch[21:])))
@@ -181,8 +227,10 @@ def _corruptions() -> dict:
         "two batches": (good + good, _C.INVALID_RECORD),
         "no batch": (b"", _C.INVALID_RECORD),
         "control batch": (encode_control_batch(True, producer_id=1, producer_epoch=0), _C.INVALID_RECORD),
-        "transactional": (encode_record_batch(_records(1), producer_id=5, producer_epoch=0, base_sequence=0,
-                                              transactional=True), _C.INVALID_TXN_STATE),
+        "transactional": (
+            encode_record_batch(_records(1), producer_id=5, producer_epoch=0, base_sequence=0, transactional=True),
+            _C.INVALID_TXN_STATE,
+        ),
         "unknown codec": (_recrc(bytearray(good[:21]) + bytes([0, 7]) + good[23:]), _C.CORRUPT_MESSAGE),
     }
 
@@ -210,12 +258,15 @@ def test_zstd_needs_produce_v7_and_size_is_bounded() -> None:
 
 
 def test_scan_batches_reports_each_header() -> None:
-    data = encode_record_batch(_records(2), producer_id=7, producer_epoch=1, base_sequence=10) + \
-        encode_record_batch(_records(3), codec="gzip")
+    data = encode_record_batch(_records(2), producer_id=7, producer_epoch=1, base_sequence=10) + encode_record_batch(
+        _records(3), codec="gzip"
+    )
     headers = scan_batches(data, message_max_bytes=1 << 20)
     assert not isinstance(headers, ErrorCode)
     assert [(h.count, h.producer_id, h.base_sequence, h.last_sequence, h.codec) for h in headers] == [
-        (2, 7, 10, 11, 0), (3, -1, -1, 1, 1)]
+        (2, 7, 10, 11, 0),
+        (3, -1, -1, 1, 1),
+    ]
     assert sum(h.size for h in headers) == len(data)
 
 
@@ -231,8 +282,10 @@ def test_fetch_modern_fields_sessions_and_topic_ids(broker, client) -> None:
     # Sessions are declined: session id 0 in every answer, a named session is not found.
     response = client.request(fetch("modern", 0, session_epoch=0), 7)
     assert (response.error_code, response.session_id) == (0, 0)
-    assert client.request(fetch("modern", 0, session_id=42, session_epoch=1), 7).error_code == \
-        _C.FETCH_SESSION_ID_NOT_FOUND
+    assert (
+        client.request(fetch("modern", 0, session_id=42, session_epoch=1), 7).error_code
+        == _C.FETCH_SESSION_ID_NOT_FOUND
+    )
     assert client.request(fetch("modern", 0, session_epoch=3), 7).error_code == _C.INVALID_FETCH_SESSION_EPOCH
     # v13+: topics by id.
     topic_id = broker.core.cluster.topic_ids["modern"]
@@ -260,8 +313,9 @@ def test_fetch_limits_with_the_first_batch_whole(broker, client) -> None:
 
 def test_list_offsets_by_timestamp_and_specials(broker, client) -> None:
     client.request(produce("times", encode_record_batch(_records(5, t0=T0))), 9)
-    client.request(produce("times", encode_record_batch([(None, b"late", T0 + 100), (None, b"early", T0 + 50)],
-                                                        codec="gzip")), 9)
+    client.request(
+        produce("times", encode_record_batch([(None, b"late", T0 + 100), (None, b"early", T0 + 50)], codec="gzip")), 9
+    )
 
     def answer(timestamp: int, version: int = 9, isolation: int = 0) -> tuple:
         part = client.request(list_offsets("times", timestamp, isolation), version).topics[0].partitions[0]

@@ -81,20 +81,27 @@ def test_produce_errors(broker, client) -> None:
     good = encode_message_set(_messages(1))
     corrupt = bytearray(good)
     corrupt[-1] ^= 0xFF
-    assert first_partition(client.request(produce_request("t", 0, bytes(corrupt)), 1)).error_code == \
-        ErrorCode.CORRUPT_MESSAGE
-    assert first_partition(client.request(produce_request("t", 9, good), 1)).error_code == \
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert first_partition(client.request(produce_request("t", 0, good, acks=2), 1)).error_code == \
-        ErrorCode.INVALID_REQUIRED_ACKS
+    assert (
+        first_partition(client.request(produce_request("t", 0, bytes(corrupt)), 1)).error_code
+        == ErrorCode.CORRUPT_MESSAGE
+    )
+    assert (
+        first_partition(client.request(produce_request("t", 9, good), 1)).error_code
+        == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    assert (
+        first_partition(client.request(produce_request("t", 0, good, acks=2), 1)).error_code
+        == ErrorCode.INVALID_REQUIRED_ACKS
+    )
     assert broker.high_watermark("t", 0) == 0
 
 
 def test_message_too_large() -> None:
     with MockBroker(message_max_bytes=100) as broker, SocketClient((broker.host, broker.port)) as client:
         big = encode_message_set([(None, b"x" * 200)])
-        assert first_partition(client.request(produce_request("t", 0, big), 1)).error_code == \
-            ErrorCode.MESSAGE_TOO_LARGE
+        assert (
+            first_partition(client.request(produce_request("t", 0, big), 1)).error_code == ErrorCode.MESSAGE_TOO_LARGE
+        )
 
 
 def test_acks_zero_gets_no_response_but_is_stored(broker, client) -> None:
@@ -132,11 +139,13 @@ def test_fetch_truncates_at_max_bytes_with_a_partial_message(broker, client) -> 
     decoded = decode_message_set(cut.records.raw)
     assert decoded.partial and [m.offset for m in decoded] == [3, 4]
     entry = len(full) // 10  # ten entries of equal size
-    assert cut.records.raw == full[3 * entry:3 * entry + 70]
+    assert cut.records.raw == full[3 * entry : 3 * entry + 70]
     assert first_partition(client.request(fetch_request("t", 0, 10), 1)).records.raw == b""
     assert first_partition(client.request(fetch_request("t", 0, 11), 1)).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
-    assert first_partition(client.request(fetch_request("nope", 0, 0), 1)).error_code == \
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert (
+        first_partition(client.request(fetch_request("nope", 0, 0), 1)).error_code
+        == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
 
 
 def test_fetch_inside_a_compressed_wrapper_returns_the_whole_wrapper(broker, client) -> None:
@@ -148,8 +157,9 @@ def test_fetch_inside_a_compressed_wrapper_returns_the_whole_wrapper(broker, cli
 def test_fetch_long_poll_wakes_on_produce(broker) -> None:
     with SocketClient((broker.host, broker.port)) as fetcher, SocketClient((broker.host, broker.port)) as producer:
         fetcher.send(fetch_request("t", 1, 0, max_wait_ms=20_000, min_bytes=1), 1)
-        later = threading.Timer(0.2, lambda: producer.request(
-            produce_request("t", 1, encode_message_set(_messages(2))), 1))
+        later = threading.Timer(
+            0.2, lambda: producer.request(produce_request("t", 1, encode_message_set(_messages(2))), 1)
+        )
         later.start()
         part = first_partition(fetcher.receive().message)  # well before the 20 s max wait
         later.join(30)  # the producer's socket stays open until its answer is read
@@ -165,12 +175,25 @@ def test_list_offsets(broker, client) -> None:
     client.request(produce_request("t", 0, encode_message_set(_messages(7))), 1)
     L = ListOffsetsRequest
     P = L.ListOffsetsTopic.ListOffsetsPartition
-    request = L(replica_id=-1, topics=[L.ListOffsetsTopic(name="t", partitions=[
-        P(partition_index=0, timestamp=-1, max_num_offsets=1), P(partition_index=1, timestamp=-2, max_num_offsets=1),
-        P(partition_index=5, timestamp=-1, max_num_offsets=1)])])
+    request = L(
+        replica_id=-1,
+        topics=[
+            L.ListOffsetsTopic(
+                name="t",
+                partitions=[
+                    P(partition_index=0, timestamp=-1, max_num_offsets=1),
+                    P(partition_index=1, timestamp=-2, max_num_offsets=1),
+                    P(partition_index=5, timestamp=-1, max_num_offsets=1),
+                ],
+            )
+        ],
+    )
     parts = client.request(request).topics[0].partitions
     assert [(p.error_code, list(p.old_style_offsets)) for p in parts] == [
-        (0, [7]), (0, [0]), (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])]
+        (0, [7]),
+        (0, [0]),
+        (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []),
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ groups and offsets
@@ -179,32 +202,59 @@ def test_list_offsets(broker, client) -> None:
 def test_group_lifecycle_over_the_wire(broker, client) -> None:
     coordinator = client.request(GroupCoordinatorRequest(key="g"))
     assert (coordinator.error_code, coordinator.port) == (0, broker.port)
-    join = client.request(JoinGroupRequest(group_id="g", session_timeout_ms=6000, member_id="", protocol_type="consumer",
-                                           protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")]))
+    join = client.request(
+        JoinGroupRequest(
+            group_id="g",
+            session_timeout_ms=6000,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")],
+        )
+    )
     assert join.error_code == 0 and join.generation_id == 1 and join.leader == join.member_id
     assert [m.metadata for m in join.members] == [b"m"]
     A = SyncGroupRequest.SyncGroupRequestAssignment
-    sync = client.request(SyncGroupRequest(group_id="g", generation_id=1, member_id=join.member_id,
-                                           assignments=[A(member_id=join.member_id, assignment=b"mine")]))
+    sync = client.request(
+        SyncGroupRequest(
+            group_id="g",
+            generation_id=1,
+            member_id=join.member_id,
+            assignments=[A(member_id=join.member_id, assignment=b"mine")],
+        )
+    )
     assert (sync.error_code, sync.assignment) == (0, b"mine")
     assert client.request(HeartbeatRequest(group_id="g", generation_id=1, member_id=join.member_id)).error_code == 0
-    assert client.request(HeartbeatRequest(group_id="g", generation_id=7, member_id=join.member_id)).error_code == \
-        ErrorCode.ILLEGAL_GENERATION
+    assert (
+        client.request(HeartbeatRequest(group_id="g", generation_id=7, member_id=join.member_id)).error_code
+        == ErrorCode.ILLEGAL_GENERATION
+    )
     described = client.request(DescribeGroupsRequest(groups=["g", "unknown"])).groups
     assert [(g.group_id, g.group_state) for g in described] == [("g", "Stable"), ("unknown", "Dead")]
     assert described[0].members[0].client_host == "/127.0.0.1"
     assert [g.group_id for g in client.request(ListGroupsRequest()).groups] == ["g"]
 
     C = OffsetCommitRequest.OffsetCommitRequestTopic
-    commit = OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=1, member_id=join.member_id,
-                                 retention_time_ms=-1, topics=[C(name="t", partitions=[
-                                     C.OffsetCommitRequestPartition(partition_index=0, committed_offset=42,
-                                                                    committed_metadata="md")])])
+    commit = OffsetCommitRequest(
+        group_id="g",
+        generation_id_or_member_epoch=1,
+        member_id=join.member_id,
+        retention_time_ms=-1,
+        topics=[
+            C(
+                name="t",
+                partitions=[
+                    C.OffsetCommitRequestPartition(partition_index=0, committed_offset=42, committed_metadata="md")
+                ],
+            )
+        ],
+    )
     assert client.request(commit, 2).topics[0].partitions[0].error_code == 0
     F = OffsetFetchRequest.OffsetFetchRequestTopic
     fetched = client.request(OffsetFetchRequest(group_id="g", topics=[F(name="t", partition_indexes=[0, 1])]), 1)
     assert [(p.committed_offset, p.metadata, p.error_code) for p in fetched.topics[0].partitions] == [
-        (42, "md", 0), (-1, "", 0)]
+        (42, "md", 0),
+        (-1, "", 0),
+    ]
     assert broker.committed("g") == {("t", 0): (42, "md")}
     assert client.request(LeaveGroupRequest(group_id="g", member_id=join.member_id)).error_code == 0
     left = broker.group("g")  # a group whose last member left is Empty and keeps its offsets (Kafka 0.10.1+)
@@ -213,22 +263,40 @@ def test_group_lifecycle_over_the_wire(broker, client) -> None:
 
 def test_offset_commit_v0_is_kept_apart_like_zookeeper(broker, client) -> None:
     C = OffsetCommitRequest.OffsetCommitRequestTopic
-    commit = OffsetCommitRequest(group_id="zk", topics=[C(name="t", partitions=[
-        C.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="")])])
+    commit = OffsetCommitRequest(
+        group_id="zk",
+        topics=[
+            C(
+                name="t",
+                partitions=[
+                    C.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata="")
+                ],
+            )
+        ],
+    )
     assert client.request(commit, 0).topics[0].partitions[0].error_code == 0
     F = OffsetFetchRequest.OffsetFetchRequestTopic
     v0 = client.request(OffsetFetchRequest(group_id="zk", topics=[F(name="t", partition_indexes=[0, 1])]), 0)
     assert [(p.committed_offset, p.error_code) for p in v0.topics[0].partitions] == [
-        (5, 0), (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+        (5, 0),
+        (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
     assert broker.committed("zk") == {}
 
 
 def test_join_group_session_timeout_floor_is_configurable() -> None:
     def join(broker, timeout):
         with SocketClient((broker.host, broker.port)) as c:
-            return c.request(JoinGroupRequest(
-                group_id="g", session_timeout_ms=timeout, member_id="", protocol_type="consumer",
-                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])).error_code
+            return c.request(
+                JoinGroupRequest(
+                    group_id="g",
+                    session_timeout_ms=timeout,
+                    member_id="",
+                    protocol_type="consumer",
+                    protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+                )
+            ).error_code
+
     with MockBroker() as default:
         assert join(default, 1000) == ErrorCode.INVALID_SESSION_TIMEOUT
     with MockBroker(min_session_timeout_ms=500) as fast:
@@ -324,7 +392,7 @@ def test_thousands_of_quick_connections(broker) -> None:
     assert len(broker._server._tasks) <= 2  # the timer task (and nothing left over per connection)
 
 
-# ------------------------------------------------------------------------------------------------ recording, asyncio, quirks
+# ---------------------------------------------------------------------------------- recording, asyncio, quirks
 
 
 def test_recorded_pcap_decodes(tmp_path: Path) -> None:
@@ -344,6 +412,7 @@ def test_async_context_manager() -> None:
         async with MockBroker(topics={"a": 1}) as broker:
             reader, writer = await asyncio.open_connection(broker.host, broker.port)
             from kproto.connection import ClientConnection
+
             conn = ClientConnection()
             writer.write(conn.send(metadata_request("a"), 0).frame)
             events: list = []
@@ -351,6 +420,7 @@ def test_async_context_manager() -> None:
                 events = conn.receive_data(await reader.read(65536))
             writer.close()
             return [t.name for t in events[0].message.topics]
+
     assert asyncio.run(main()) == ["a"]
 
 

@@ -77,8 +77,9 @@ def broker():
 
 
 def kp_consume(broker: MockBroker, topic: str, group: str, **options: object) -> Consumed:
-    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
-                             auto_offset_reset="earliest", **options)
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=broker.bootstrap_servers, group_id=group, auto_offset_reset="earliest", **options
+    )
     kafka_python_knows(consumer, topic)
     out: Consumed = []
     try:
@@ -94,8 +95,9 @@ def kp_consume(broker: MockBroker, topic: str, group: str, **options: object) ->
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_kafka_python_at_defaults(broker, codec: Optional[str]) -> None:
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type=codec,
-                             enable_idempotence=True)
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap_servers, compression_type=codec, enable_idempotence=True
+    )
     for seq in range(N):
         key, value = payload(seq)
         producer.send("t", key=key, value=value)
@@ -117,8 +119,14 @@ def _batches(broker: MockBroker, topic: str, partition: int) -> list:
 
 
 def ck_consume(broker: MockBroker, topic: str, group: str, extra: Optional[dict] = None) -> Consumed:
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
-                                         "auto.offset.reset": "earliest", **(extra or {})})
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            **(extra or {}),
+        }
+    )
     consumer.subscribe([topic])
     out: Consumed = []
     try:
@@ -135,8 +143,9 @@ def ck_consume(broker: MockBroker, topic: str, group: str, extra: Optional[dict]
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_confluent_at_defaults(broker, codec: Optional[str]) -> None:
-    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
-                                         "compression.type": codec or "none", "enable.idempotence": True})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "compression.type": codec or "none", "enable.idempotence": True}
+    )
     failures: List[object] = []
     for seq in range(N):
         key, value = payload(seq)
@@ -154,8 +163,9 @@ def test_confluent_at_defaults(broker, codec: Optional[str]) -> None:
 
 
 async def aio_produce(broker: MockBroker, topic: str, codec: Optional[str]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type=codec,
-                                enable_idempotence=True)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=broker.bootstrap_servers, compression_type=codec, enable_idempotence=True
+    )
     await producer.start()
     try:
         futures = []
@@ -168,8 +178,9 @@ async def aio_produce(broker: MockBroker, topic: str, codec: Optional[str]) -> N
 
 
 async def aio_consume(broker: MockBroker, topic: str, group: str) -> Consumed:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
-                                auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=broker.bootstrap_servers, group_id=group, auto_offset_reset="earliest"
+    )
     await consumer.start()
     out: Consumed = []
     try:
@@ -199,8 +210,9 @@ def test_aiokafka_at_defaults(broker, codec: Optional[str]) -> None:
 class PollingMember:
     """A consumer polled on a thread of its own; ``assigned`` is its latest assignment."""
 
-    def __init__(self, make: Callable[[], object], poll: Callable[[object], Set[int]],
-                 close: Callable[[object], None]) -> None:
+    def __init__(
+        self, make: Callable[[], object], poll: Callable[[object], Set[int]], close: Callable[[object], None]
+    ) -> None:
         self.assigned: Set[int] = set()
         self._stop = threading.Event()
         self._error: List[BaseException] = []
@@ -229,8 +241,13 @@ class PollingMember:
 
 def _kp_member(broker: MockBroker, instance: Optional[str] = None) -> PollingMember:
     def make() -> object:
-        consumer = KafkaConsumer("g", bootstrap_servers=broker.bootstrap_servers, group_id="grp",
-                                 group_instance_id=instance, auto_offset_reset="earliest")
+        consumer = KafkaConsumer(
+            "g",
+            bootstrap_servers=broker.bootstrap_servers,
+            group_id="grp",
+            group_instance_id=instance,
+            auto_offset_reset="earliest",
+        )
         kafka_python_knows(consumer, "g")
         return consumer
 
@@ -243,8 +260,7 @@ def _kp_member(broker: MockBroker, instance: Optional[str] = None) -> PollingMem
 
 def _ck_member(broker: MockBroker, instance: Optional[str] = None) -> PollingMember:
     def make() -> object:
-        config = {"bootstrap.servers": broker.bootstrap_servers, "group.id": "grp",
-                  "auto.offset.reset": "earliest"}
+        config = {"bootstrap.servers": broker.bootstrap_servers, "group.id": "grp", "auto.offset.reset": "earliest"}
         if instance:
             config["group.instance.id"] = instance
         consumer = confluent_kafka.Consumer(config)
@@ -262,8 +278,13 @@ def _aio_member(broker: MockBroker, instance: Optional[str] = None) -> PollingMe
     loop = asyncio.new_event_loop()
 
     async def start() -> AIOKafkaConsumer:
-        consumer = AIOKafkaConsumer("g", bootstrap_servers=broker.bootstrap_servers, group_id="grp",
-                                    group_instance_id=instance, auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(
+            "g",
+            bootstrap_servers=broker.bootstrap_servers,
+            group_id="grp",
+            group_instance_id=instance,
+            auto_offset_reset="earliest",
+        )
         await consumer.start()
         return consumer
 
@@ -286,8 +307,11 @@ MEMBERS = {"kafka-python": _kp_member, "confluent": _ck_member, "aiokafka": _aio
 
 def _split(members: List[PollingMember]) -> bool:
     sets = [m.assigned for m in members]
-    return all(sets) and sum(len(s) for s in sets) == GROUP_PARTITIONS and set().union(*sets) == set(
-        range(GROUP_PARTITIONS))
+    return (
+        all(sets)
+        and sum(len(s) for s in sets) == GROUP_PARTITIONS
+        and set().union(*sets) == set(range(GROUP_PARTITIONS))
+    )
 
 
 @pytest.mark.parametrize("library", sorted(MEMBERS))
@@ -347,21 +371,38 @@ def test_a_09_consumer_reads_what_a_modern_producer_wrote_and_the_reverse(broker
 def test_sasl_plain_login_at_defaults() -> None:
     users = {"alice": "s3cret"}
     with MockBroker(topics={"t": 1}, sasl_plain_users=users) as broker:
-        kp = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
-                           sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="s3cret")
+        kp = KafkaProducer(
+            bootstrap_servers=broker.bootstrap_servers,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_plain_username="alice",
+            sasl_plain_password="s3cret",
+        )
         kp.send("t", b"from kafka-python").get(timeout=DEADLINE)
         kp.close()
-        ck = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
-                                       "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                                       "sasl.username": "alice", "sasl.password": "s3cret"})
+        ck = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": "s3cret",
+            }
+        )
         ck.produce("t", b"from librdkafka")
         assert ck.flush(DEADLINE) == 0
         assert [r.value for r in broker.records("t")] == [b"from kafka-python", b"from librdkafka"]
         errors: List[object] = []
-        wrong = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
-                                          "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                                          "sasl.username": "alice", "sasl.password": "nope",
-                                          "error_cb": errors.append})
+        wrong = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": "nope",
+                "error_cb": errors.append,
+            }
+        )
         wrong.produce("t", b"never stored")
         wait_for(lambda: wrong.poll(0.05) is not None and bool(errors), "librdkafka to report the failed login")
         assert any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION for e in errors)

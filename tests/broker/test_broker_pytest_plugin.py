@@ -58,9 +58,24 @@ def test_round_trip(kafka_broker):
 def run_user_suite(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_user.py").write_text(textwrap.dedent(source))
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W",
-                           "ignore::DeprecationWarning", "test_user.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "ignore::DeprecationWarning",
+            "test_user.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_fixture_is_found_through_the_entry_point(tmp_path: Path) -> None:

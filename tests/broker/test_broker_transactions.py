@@ -27,15 +27,26 @@ _C = ErrorCode
 
 def produce(topic: str, records: bytes, transactional_id: object = None) -> ProduceRequest:
     T = ProduceRequest.TopicProduceData
-    return ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=1000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=records)])])
+    return ProduceRequest(
+        transactional_id=transactional_id,
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=records)])],
+    )
 
 
 def fetch(topic: str, isolation: int) -> FetchRequest:
     T = FetchRequest.FetchTopic
-    return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=isolation,
-                        topics=[T(topic=topic, partitions=[T.FetchPartition(partition=0, fetch_offset=0,
-                                                                            partition_max_bytes=1 << 20)])])
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=isolation,
+        topics=[
+            T(topic=topic, partitions=[T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])
+        ],
+    )
 
 
 class Txn:
@@ -44,30 +55,46 @@ class Txn:
         self.init()
 
     def init(self) -> None:
-        answer = self.client.request(InitProducerIdRequest(transactional_id=self.tid, transaction_timeout_ms=60_000,
-                                                           producer_id=-1, producer_epoch=-1), 3)
+        answer = self.client.request(
+            InitProducerIdRequest(
+                transactional_id=self.tid, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1
+            ),
+            3,
+        )
         assert answer.error_code == 0
         self.id, self.epoch, self.sequence = answer.producer_id, answer.producer_epoch, 0
 
     def add(self, topic: str, version: int = 3, epoch: object = None, producer_id: object = None) -> int:
         T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-        answer = self.client.request(AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=self.tid, v3_and_below_producer_id=self.id if producer_id is None
-            else producer_id, v3_and_below_producer_epoch=self.epoch if epoch is None else epoch,
-            v3_and_below_topics=[T(name=topic, partitions=[0])]), version)
+        answer = self.client.request(
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=self.tid,
+                v3_and_below_producer_id=self.id if producer_id is None else producer_id,
+                v3_and_below_producer_epoch=self.epoch if epoch is None else epoch,
+                v3_and_below_topics=[T(name=topic, partitions=[0])],
+            ),
+            version,
+        )
         return answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
 
     def send(self, topic: str, values: list) -> tuple:
-        batch = encode_record_batch([(None, v) for v in values], producer_id=self.id, producer_epoch=self.epoch,
-                                    base_sequence=self.sequence, transactional=True)
+        batch = encode_record_batch(
+            [(None, v) for v in values],
+            producer_id=self.id,
+            producer_epoch=self.epoch,
+            base_sequence=self.sequence,
+            transactional=True,
+        )
         part = first_partition(self.client.request(produce(topic, batch, self.tid), 9))
         if part.error_code == 0:
             self.sequence += len(values)
         return part.error_code, part.base_offset
 
     def end(self, commit: bool, version: int = 3) -> int:
-        return self.client.request(EndTxnRequest(transactional_id=self.tid, producer_id=self.id,
-                                                 producer_epoch=self.epoch, committed=commit), version).error_code
+        return self.client.request(
+            EndTxnRequest(transactional_id=self.tid, producer_id=self.id, producer_epoch=self.epoch, committed=commit),
+            version,
+        ).error_code
 
 
 def test_commit_abort_and_read_committed() -> None:
@@ -84,16 +111,28 @@ def test_commit_abort_and_read_committed() -> None:
 
         open_view = committed()
         assert (open_view.high_watermark, open_view.last_stable_offset, open_view.records.raw) == (3, 0, b"")
-        latest = client.request(ListOffsetsRequest(replica_id=-1, isolation_level=1, topics=[
-            ListOffsetsRequest.ListOffsetsTopic(name="tx", partitions=[
-                ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), 5)
+        latest = client.request(
+            ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=1,
+                topics=[
+                    ListOffsetsRequest.ListOffsetsTopic(
+                        name="tx",
+                        partitions=[
+                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=-1)
+                        ],
+                    )
+                ],
+            ),
+            5,
+        )
         assert latest.topics[0].partitions[0].offset == 0
         assert txn.end(commit=True) == 0
         after = committed()
         assert (after.high_watermark, after.last_stable_offset, after.aborted_transactions) == (4, 4, [])
-        assert [(r.offset, None if r.is_control else r.value, r.is_control)
-                for r in decode_records(after.records.raw)] == [
-            (0, b"a", False), (1, b"b", False), (2, b"plain", False), (3, None, True)]
+        assert [
+            (r.offset, None if r.is_control else r.value, r.is_control) for r in decode_records(after.records.raw)
+        ] == [(0, b"a", False), (1, b"b", False), (2, b"plain", False), (3, None, True)]
         # kafka-python reads the marker as a control batch with a valid CRC.
         memory = kafka_records.MemoryRecords(after.records.raw)
         batches = []
@@ -141,8 +180,9 @@ def test_fencing_and_reinit_aborts_the_open_transaction() -> None:
 def test_confluent_kafka_transactions_at_defaults() -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     with MockBroker(topics={"ctx": 2}) as broker:
-        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
-                                             "transactional.id": "kproto-tx"})
+        producer = confluent_kafka.Producer(
+            {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "kproto-tx"}
+        )
         producer.init_transactions(30)
         producer.begin_transaction()
         for i in range(100):
@@ -158,9 +198,14 @@ def test_confluent_kafka_transactions_at_defaults() -> None:
         producer.commit_transaction(30)
 
         def consume(isolation: str, want: int) -> list:
-            consumer = confluent_kafka.Consumer({
-                "bootstrap.servers": broker.bootstrap_servers, "group.id": f"reader-{isolation}",
-                "isolation.level": isolation, "enable.auto.commit": False})
+            consumer = confluent_kafka.Consumer(
+                {
+                    "bootstrap.servers": broker.bootstrap_servers,
+                    "group.id": f"reader-{isolation}",
+                    "isolation.level": isolation,
+                    "enable.auto.commit": False,
+                }
+            )
             consumer.assign([confluent_kafka.TopicPartition("ctx", p, 0) for p in range(2)])
             values: list = []
             deadline = time.monotonic() + 60
@@ -195,8 +240,9 @@ def test_kafka_python_transactions_at_defaults() -> None:
         producer.flush()
         producer.abort_transaction()
         producer.close()
-        consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, isolation_level="read_committed",
-                                       auto_offset_reset="earliest")
+        consumer = kafka.KafkaConsumer(
+            bootstrap_servers=broker.bootstrap_servers, isolation_level="read_committed", auto_offset_reset="earliest"
+        )
         consumer.assign([kafka.TopicPartition("ktx", 0)])
         values: list = []
         deadline = time.monotonic() + 60
@@ -214,15 +260,34 @@ def test_offsets_in_a_transaction_land_only_on_commit() -> None:
         txn = Txn(client, "ctp")
 
         def add_offsets(group: str) -> int:
-            return client.request(AddOffsetsToTxnRequest(transactional_id=txn.tid, producer_id=txn.id,
-                                                         producer_epoch=txn.epoch, group_id=group), 3).error_code
+            return client.request(
+                AddOffsetsToTxnRequest(
+                    transactional_id=txn.tid, producer_id=txn.id, producer_epoch=txn.epoch, group_id=group
+                ),
+                3,
+            ).error_code
 
         def commit_offsets(group: str, offset: int) -> int:
             T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
-            answer = client.request(TxnOffsetCommitRequest(
-                transactional_id=txn.tid, group_id=group, producer_id=txn.id, producer_epoch=txn.epoch, topics=[
-                    T(name="src", partitions=[T.TxnOffsetCommitRequestPartition(
-                        partition_index=0, committed_offset=offset, committed_metadata="m")])]), 3)
+            answer = client.request(
+                TxnOffsetCommitRequest(
+                    transactional_id=txn.tid,
+                    group_id=group,
+                    producer_id=txn.id,
+                    producer_epoch=txn.epoch,
+                    topics=[
+                        T(
+                            name="src",
+                            partitions=[
+                                T.TxnOffsetCommitRequestPartition(
+                                    partition_index=0, committed_offset=offset, committed_metadata="m"
+                                )
+                            ],
+                        )
+                    ],
+                ),
+                3,
+            )
             return answer.topics[0].partitions[0].error_code
 
         assert commit_offsets("g", 5) == _C.INVALID_TXN_STATE  # the group was not added

@@ -27,8 +27,15 @@ def _compare(kafka: List[fid.Answer], mock: List[fid.Answer], error: Any = None)
 
 
 def _join(member: str, leader: str, members: List[str]) -> Dict[str, Any]:
-    return {"throttle_time_ms": 7, "error_code": 0, "generation_id": 1, "protocol_name": "range", "leader": leader,
-            "member_id": member, "members": [{"member_id": m, "metadata": b"\0"} for m in members]}
+    return {
+        "throttle_time_ms": 7,
+        "error_code": 0,
+        "generation_id": 1,
+        "protocol_name": "range",
+        "leader": leader,
+        "member_id": member,
+        "members": [{"member_id": m, "metadata": b"\0"} for m in members],
+    }
 
 
 def test_made_up_identifiers_compare_by_their_order_of_appearance() -> None:
@@ -58,6 +65,7 @@ def test_a_scenario_that_stopped_early_is_always_a_difference() -> None:
 
 def test_records_compare_as_records_not_bytes() -> None:
     from kproto.records import encode_record_batch
+
     a = encode_record_batch([(b"k", b"v", 5)], partition_leader_epoch=0)
     b = encode_record_batch([(b"k", b"v", 5)], partition_leader_epoch=-1)
     assert a != b

@@ -27,8 +27,20 @@ def mock():
 def test_old_versions_answer_as_kafka_39(kafka, mock) -> None:
     result = assert_agrees([s for s in SCENARIOS if s.kafka == "3.9"], kafka, mock)
     # Every old data-plane and group api was compared, error paths included.
-    assert {"Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "OffsetFetch", "JoinGroup",
-            "SyncGroup", "Heartbeat", "LeaveGroup", "DescribeGroups", "ListGroups"} <= set(result.compared)
+    assert {
+        "Produce",
+        "Fetch",
+        "ListOffsets",
+        "Metadata",
+        "OffsetCommit",
+        "OffsetFetch",
+        "JoinGroup",
+        "SyncGroup",
+        "Heartbeat",
+        "LeaveGroup",
+        "DescribeGroups",
+        "ListGroups",
+    } <= set(result.compared)
 
 
 @pytest.mark.parametrize("scenario", GROUP_SCENARIOS, ids=lambda s: s.name)

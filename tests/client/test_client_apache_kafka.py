@@ -20,17 +20,24 @@ from kproto.client import sync
 
 ENGINES = [
     pytest.param("mock", marks=pytest.mark.kafka_broker(engine="mock"), id="mock"),
-    pytest.param("apache-kafka", id="kafka-4.1.1", marks=[
-        pytest.mark.kafka_broker(engine="apache-kafka", version="4.1.1"),
-        pytest.mark.apache_kafka]),
+    pytest.param(
+        "apache-kafka",
+        id="kafka-4.1.1",
+        marks=[pytest.mark.kafka_broker(engine="apache-kafka", version="4.1.1"), pytest.mark.apache_kafka],
+    ),
 ]
 
 pytestmark = [pytest.mark.real_clients, pytest.mark.parametrize("engine", ENGINES)]
 
 DEADLINE = 60.0
 # Kafka's smallest session timeout is 6 s; heartbeats every 0.3 s make rebalances show up quickly.
-GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 300, "auto_commit": False,
-         "auto_offset_reset": "earliest", "fetch_max_wait_ms": 100}
+GROUP = {
+    "session_timeout_ms": 6000,
+    "heartbeat_interval_ms": 300,
+    "auto_commit": False,
+    "auto_offset_reset": "earliest",
+    "fetch_max_wait_ms": 100,
+}
 
 
 def unique(name: str) -> str:
@@ -56,11 +63,11 @@ def test_produce_every_acks_codec_and_idempotence(kafka_broker, engine: str) -> 
     for options in cases:
         topic = unique("produce")
         kafka_broker.create_topic(topic, 1)
-        sent = [(0, i, b"k%d" % i, b"value-%d" % i * 3, (("h", b"%d" % i), ("empty", None)))
-                for i in range(40)]
+        sent = [(0, i, b"k%d" % i, b"value-%d" % i * 3, (("h", b"%d" % i), ("empty", None))) for i in range(40)]
         with sync.Producer(kafka_broker.bootstrap_servers, linger_ms=5, **options) as producer:
-            futures = [producer.send(topic, value, key=key, headers=list(headers))
-                       for _, _, key, value, headers in sent]
+            futures = [
+                producer.send(topic, value, key=key, headers=list(headers)) for _, _, key, value, headers in sent
+            ]
             producer.flush()
             offsets = [f.result(DEADLINE).offset for f in futures]
         if options["acks"] != 0:  # acks=0 has no answer: the offsets are unknown to the producer
@@ -89,12 +96,15 @@ def _drain(consumers: Dict[str, sync.Consumer], seen: Dict[Tuple[int, int], str]
 def _settle(consumers: Dict[str, sync.Consumer], topic: str, partitions: int) -> None:
     """Poll (nothing is there to read) until every member owns a share and together they own every
     partition: records produced after this are consumed without a rebalance in between."""
+
     def settled() -> bool:
         for consumer in consumers.values():
             assert consumer.poll(50) == []
         owned = [tp for c in consumers.values() for tp in c.assignment()]
-        return (all(c.assignment() for c in consumers.values())
-                and sorted(owned) == sorted((topic, p) for p in range(partitions)))
+        return all(c.assignment() for c in consumers.values()) and sorted(owned) == sorted(
+            (topic, p) for p in range(partitions)
+        )
+
     wait_for(settled, f"{len(consumers)} members sharing {partitions} partitions")
 
 
@@ -108,8 +118,10 @@ def _produce(kafka_broker, topic: str, numbers: range) -> None:
 def test_a_group_of_three_consumes_each_record_once_across_a_member_leaving(kafka_broker, engine: str) -> None:
     topic, group = unique("group"), unique("g")
     kafka_broker.create_topic(topic, 6)
-    consumers = {name: sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic], **GROUP)
-                 for name in ("c1", "c2", "c3")}
+    consumers = {
+        name: sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic], **GROUP)
+        for name in ("c1", "c2", "c3")
+    }
     seen: Dict[Tuple[int, int], str] = {}
     try:
         _settle(consumers, topic, 6)
@@ -132,8 +144,15 @@ def test_a_restart_mid_produce_loses_and_duplicates_nothing(kafka_broker, engine
     topic = unique("restart")
     kafka_broker.create_topic(topic, 2)
     n = 400
-    with sync.Producer(kafka_broker.bootstrap_servers, acks="all", idempotence=True, linger_ms=2,
-                       retries=100, retry_backoff_ms=200, max_in_flight=5) as producer:
+    with sync.Producer(
+        kafka_broker.bootstrap_servers,
+        acks="all",
+        idempotence=True,
+        linger_ms=2,
+        retries=100,
+        retry_backoff_ms=200,
+        max_in_flight=5,
+    ) as producer:
         futures = []
         halfway = threading.Event()
 
@@ -174,6 +193,8 @@ def test_a_consumer_resumes_from_its_commits_after_a_restart(kafka_broker, engin
     assert kafka_broker.committed(group)[(topic, 0)][0] == 12
     again: List[bytes] = []
     with sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic], **GROUP) as consumer:
-        wait_for(lambda: bool(again.extend(r.value for r in consumer.poll(200))) or len(again) >= 8,
-                 "8 records after the restart")
+        wait_for(
+            lambda: bool(again.extend(r.value for r in consumer.poll(200))) or len(again) >= 8,
+            "8 records after the restart",
+        )
     assert again == [b"m%d" % i for i in range(12, 20)]

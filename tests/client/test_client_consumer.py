@@ -60,8 +60,14 @@ def test_group_consume_commit_seek_pause_and_skip_inside_a_compressed_batch() ->
     async def main() -> None:
         async with MockBroker(topics={"t": 2}, min_session_timeout_ms=100) as broker:
             await produce(broker, "t", 400, compression="gzip")
-            async with Consumer(broker.bootstrap_servers, group_id="g", topics=["t"], auto_commit=False,
-                                auto_offset_reset="earliest", **FAST) as consumer:
+            async with Consumer(
+                broker.bootstrap_servers,
+                group_id="g",
+                topics=["t"],
+                auto_commit=False,
+                auto_offset_reset="earliest",
+                **FAST,
+            ) as consumer:
                 seen: Dict[int, List[int]] = {0: [], 1: []}
                 while sum(map(len, seen.values())) < 400:
                     for r in await consumer.poll(5000):
@@ -85,6 +91,7 @@ def test_group_consume_commit_seek_pause_and_skip_inside_a_compressed_batch() ->
                 records = await again.poll(5000)
                 assert min(r.offset for r in records if r.partition == 0) == 7 or all(r.partition == 1 for r in records)
                 assert again.position(("t", 1)) is not None and again.position(("t", 1)) >= 3
+
     run(main)
 
 
@@ -96,16 +103,27 @@ def test_compressed_wrapper_below_the_fetch_position_without_group() -> None:
             from kproto.messages import ProduceRequest
             from kproto.records import RecordSet
             from kproto.client import Connection
+
             conn = await Connection.open(broker.host, broker.port, broker_release=RELEASE)
             Topic = ProduceRequest.TopicProduceData
-            await conn.request(ProduceRequest(acks=1, timeout_ms=1000, topic_data=[Topic(
-                name="t", partition_data=[Topic.PartitionProduceData(index=0, records=RecordSet(wrapped))])]))
+            await conn.request(
+                ProduceRequest(
+                    acks=1,
+                    timeout_ms=1000,
+                    topic_data=[
+                        Topic(
+                            name="t", partition_data=[Topic.PartitionProduceData(index=0, records=RecordSet(wrapped))]
+                        )
+                    ],
+                )
+            )
             await conn.close()
             async with Consumer(broker.bootstrap_servers) as consumer:  # versions from ApiVersions
                 consumer.assign([("t", 0)])
                 consumer.seek(("t", 0), 6)
                 records = await consumer.poll(5000)
                 assert [r.value for r in records] == [b"6", b"7", b"8", b"9"]
+
     run(main)
 
 
@@ -115,8 +133,9 @@ def test_fetch_from_a_former_leader_refreshes_metadata_and_loses_nothing() -> No
             await produce(broker, "t", 200)
             metadata_before = broker.request_counts().get((3, 0), 0)
             broker.inject("Fetch", error=ErrorCode.NOT_LEADER_FOR_PARTITION, times=3)
-            async with Consumer(broker.bootstrap_servers, broker_release=RELEASE, auto_offset_reset="earliest",
-                                retry_backoff_ms=10) as consumer:
+            async with Consumer(
+                broker.bootstrap_servers, broker_release=RELEASE, auto_offset_reset="earliest", retry_backoff_ms=10
+            ) as consumer:
                 consumer.assign([("t", 0), ("t", 1)])
                 got: List[Tuple[int, int]] = []
                 while len(got) < 200:
@@ -125,6 +144,7 @@ def test_fetch_from_a_former_leader_refreshes_metadata_and_loses_nothing() -> No
                     got.extend((r.partition, r.offset) for r in records)
             assert len(set(got)) == 200
             assert broker.request_counts()[(3, 0)] >= metadata_before + 3  # one refresh per NOT_LEADER answer
+
     run(main)
 
 
@@ -133,12 +153,14 @@ def test_a_slow_member_delays_the_new_generation_until_it_polls() -> None:
         events: List[Tuple[str, str, List[TP]]] = []
         async with MockBroker(topics={"t": 4}, min_session_timeout_ms=100) as broker:
             slow_options = dict(FAST, session_timeout_ms=20000)
-            a = Consumer(broker.bootstrap_servers, group_id="g", topics=["t"], listener=Recorder("a", events),
-                         **slow_options)
+            a = Consumer(
+                broker.bootstrap_servers, group_id="g", topics=["t"], listener=Recorder("a", events), **slow_options
+            )
             await a.start()
             await until(lambda: len(a.assignment()) == 4, "a to own all four partitions")
-            b = Consumer(broker.bootstrap_servers, group_id="g", topics=["t"], listener=Recorder("b", events),
-                         **slow_options)
+            b = Consumer(
+                broker.bootstrap_servers, group_id="g", topics=["t"], listener=Recorder("b", events), **slow_options
+            )
             await b.start()
             # a heartbeats (its own task) but does not poll: the coordinator holds b's JoinGroup
             await until(lambda: a._parked is not None, "a to learn of the rebalance")
@@ -156,6 +178,7 @@ def test_a_slow_member_delays_the_new_generation_until_it_polls() -> None:
             assert sorted(a.assignment() + b.assignment()) == [("t", p) for p in range(4)]
             await b.close()
             await a.close()
+
     run(main)
 
 
@@ -168,9 +191,15 @@ def test_auto_commit_before_rejoin_processes_nothing_twice_when_a_third_member_j
             stop = asyncio.Event()
 
             async def member(name: str) -> None:
-                async with Consumer(broker.bootstrap_servers, group_id="g", topics=["t"], auto_commit=True,
-                                    auto_commit_interval_ms=60000, auto_offset_reset="earliest",
-                                    **FAST) as consumer:
+                async with Consumer(
+                    broker.bootstrap_servers,
+                    group_id="g",
+                    topics=["t"],
+                    auto_commit=True,
+                    auto_commit_interval_ms=60000,
+                    auto_offset_reset="earliest",
+                    **FAST,
+                ) as consumer:
                     while not stop.is_set():
                         for r in await consumer.poll(100, max_records=50):
                             processed.append((r.partition, r.offset))
@@ -186,13 +215,18 @@ def test_auto_commit_before_rejoin_processes_nothing_twice_when_a_third_member_j
             first = [asyncio.ensure_future(member("a")), asyncio.ensure_future(member("b"))]
             await until(lambda: len(processed) > 300, "the first two members to consume")
             third = asyncio.ensure_future(member("c"))
-            await until(lambda: (broker.group("g") is not None and len(broker.group("g").members) == 3
-                                 and len(processed) >= total), "all records after the third member joined")
+            await until(
+                lambda: (
+                    broker.group("g") is not None and len(broker.group("g").members) == 3 and len(processed) >= total
+                ),
+                "all records after the third member joined",
+            )
             await producing
             stop.set()
             await asyncio.gather(*first, third)
             assert len(processed) == len(set(processed)) == total
             assert by_member["c"] > 0 and not producing.exception()
+
     run(main, 120)
 
 
@@ -202,8 +236,13 @@ def test_a_member_that_stops_polling_leaves_after_max_poll_interval_and_rejoins_
     async def main() -> None:
         async with MockBroker(topics={"t": 2}) as broker:
             events: List[Tuple[str, str, List[TP]]] = []
-            options = dict(group_id="g", topics=["t"], session_timeout_ms=30000, heartbeat_interval_ms=200,
-                           max_poll_interval_ms=800)
+            options = dict(
+                group_id="g",
+                topics=["t"],
+                session_timeout_ms=30000,
+                heartbeat_interval_ms=200,
+                max_poll_interval_ms=800,
+            )
             a = Consumer(broker.bootstrap_servers, listener=Recorder("a", events), **options)  # type: ignore[arg-type]
             b = Consumer(broker.bootstrap_servers, **options)  # type: ignore[arg-type]
             await a.start()
@@ -229,6 +268,7 @@ def test_a_member_that_stops_polling_leaves_after_max_poll_interval_and_rejoins_
             finally:
                 await a.close()
                 await b.close()
+
     run(main)
 
 
@@ -256,8 +296,13 @@ def test_a_sigkilled_member_loses_its_partitions_after_the_session_timeout() -> 
             await a.start()
             await a.poll(2000)
             child = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", KILLED_MEMBER, broker.bootstrap_servers, stdout=asyncio.subprocess.PIPE,
-                env=dict(os.environ))
+                sys.executable,
+                "-c",
+                KILLED_MEMBER,
+                broker.bootstrap_servers,
+                stdout=asyncio.subprocess.PIPE,
+                env=dict(os.environ),
+            )
             try:
                 assert child.stdout is not None
                 while True:  # a must poll so that it rejoins and the child gets partitions
@@ -269,8 +314,9 @@ def test_a_sigkilled_member_loses_its_partitions_after_the_session_timeout() -> 
                     if line.startswith(b"assigned"):
                         break
                     assert line, "the child member exited"
-                await until(lambda: broker.group("g") is not None and len(broker.group("g").members) == 2,
-                            "two members")
+                await until(
+                    lambda: broker.group("g") is not None and len(broker.group("g").members) == 2, "two members"
+                )
                 owned_before = set(a.assignment())
                 assert 0 < len(owned_before) < 4
             finally:
@@ -283,6 +329,7 @@ def test_a_sigkilled_member_loses_its_partitions_after_the_session_timeout() -> 
             assert sorted(a.assignment()) == [("t", p) for p in range(4)]
             assert len(broker.group("g").members) == 1
             await a.close()
+
     run(main)
 
 
@@ -292,8 +339,9 @@ def test_sync_consumer() -> None:
             for i in range(20):
                 producer.send("t", b"%d" % i)
         seen: Set[bytes] = set()
-        with sync.Consumer(broker.bootstrap_servers, group_id="s", topics=["t"], auto_offset_reset="earliest",
-                           **FAST) as consumer:
+        with sync.Consumer(
+            broker.bootstrap_servers, group_id="s", topics=["t"], auto_offset_reset="earliest", **FAST
+        ) as consumer:
             for _ in range(100):
                 seen.update(r.value for r in consumer.poll(1000) if r.value is not None)
                 if len(seen) == 20:

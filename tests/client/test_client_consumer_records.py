@@ -21,13 +21,26 @@ HEADERS = [("h", b"1"), ("empty", None)]
 
 def fetched() -> bytes:
     """A gzip batch of offsets 0-4 (headers on 1), a LogAppendTime batch 5-6, then a commit marker at 7."""
-    return b"".join([
-        encode_record_batch([(b"k0", b"v0", 1000), (None, b"v1", 1001, HEADERS), (b"k2", None, 1002),
-                             (b"", b"", 999), (b"k4", b"v4" * 50, 1004)], base_offset=0, codec="gzip",
-                            producer_id=7, producer_epoch=0, transactional=True),
-        encode_record_batch([(b"k5", b"v5", 5), (b"k6", b"v6", 6)], base_offset=5, timestamp_type=1),
-        encode_control_batch(True, producer_id=7, producer_epoch=0, base_offset=7),
-    ])
+    return b"".join(
+        [
+            encode_record_batch(
+                [
+                    (b"k0", b"v0", 1000),
+                    (None, b"v1", 1001, HEADERS),
+                    (b"k2", None, 1002),
+                    (b"", b"", 999),
+                    (b"k4", b"v4" * 50, 1004),
+                ],
+                base_offset=0,
+                codec="gzip",
+                producer_id=7,
+                producer_epoch=0,
+                transactional=True,
+            ),
+            encode_record_batch([(b"k5", b"v5", 5), (b"k6", b"v6", 6)], base_offset=5, timestamp_type=1),
+            encode_control_batch(True, producer_id=7, producer_epoch=0, base_offset=7),
+        ]
+    )
 
 
 def test_record_rows_is_the_same_on_both_backends(both_codecs) -> None:
@@ -44,8 +57,9 @@ def test_record_rows_is_the_same_on_both_backends(both_codecs) -> None:
     # the compiled backend also takes objects that are not its own Record (the pure twin's named tuples)
     cython, python = both_codecs
     pure_records = [r for b in python.decode_records(data).batches for r in b.records]
-    assert [tuple(r) for r in cython.record_rows(pure_records, ConsumerRecord, "t", 3)] == \
-        [tuple(r) for r in python.record_rows(pure_records, ConsumerRecord, "t", 3)]
+    assert [tuple(r) for r in cython.record_rows(pure_records, ConsumerRecord, "t", 3)] == [
+        tuple(r) for r in python.record_rows(pure_records, ConsumerRecord, "t", 3)
+    ]
     with pytest.raises(TypeError, match="tuple subclass"):
         cython.record_rows(pure_records, list, "t", 3)
     # the compiled rows own one reference to each field: none leaked, none missing
@@ -77,8 +91,9 @@ def test_modern_consume_headers_and_seek_into_a_compressed_batch() -> None:
     async def main() -> None:
         with MockBroker(topics={"t": 1}) as broker:
             async with Producer(broker.bootstrap_servers, compression="gzip", linger_ms=50) as producer:
-                futures = [await producer.send("t", b"%d" % i, key=b"k%d" % i, headers=[("n", b"%d" % i)])
-                           for i in range(300)]
+                futures = [
+                    await producer.send("t", b"%d" % i, key=b"k%d" % i, headers=[("n", b"%d" % i)]) for i in range(300)
+                ]
                 await producer.flush()
                 assert [(await f).offset for f in futures] == list(range(300))
             async with Consumer(broker.bootstrap_servers, auto_offset_reset="earliest") as consumer:
@@ -92,4 +107,5 @@ def test_modern_consume_headers_and_seek_into_a_compressed_batch() -> None:
                 again = await consumer.poll(10000, max_records=5)
                 assert [r.offset for r in again] == [151, 152, 153, 154, 155]
                 assert consumer.position(("t", 0)) == 156
+
     asyncio.run(asyncio.wait_for(main(), 90))

@@ -26,8 +26,7 @@ pytestmark = pytest.mark.real_clients
 RELEASE = "0.9.0"
 N = 300
 KP_09 = {"api_version": (0, 9)}
-CK_09 = {"api.version.request": False, "broker.version.fallback": "0.9.0.1", "log_level": 2,
-         "session.timeout.ms": 6000}
+CK_09 = {"api.version.request": False, "broker.version.fallback": "0.9.0.1", "log_level": 2, "session.timeout.ms": 6000}
 DEADLINE = 60.0
 
 
@@ -50,13 +49,19 @@ def kproto_produce(broker: MockBroker, topic: str, **options: object) -> None:
 def test_kafka_python_and_librdkafka_read_what_kproto_writes(codec: object) -> None:
     with MockBroker(topics={"t": 3}, min_session_timeout_ms=100) as broker:
         kproto_produce(broker, "t", compression=codec)
-        kp = KafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
-                           consumer_timeout_ms=1000, **KP_09)
+        kp = KafkaConsumer(
+            "t",
+            bootstrap_servers=broker.bootstrap_servers,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=1000,
+            **KP_09,
+        )
         got = {(m.key, m.value) for m in kp}
         kp.close()
         assert got == {(b"k%d" % i, b"v%d" % i) for i in range(N)}
-        ck = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "ck",
-                                       "auto.offset.reset": "earliest", **CK_09})
+        ck = confluent_kafka.Consumer(
+            {"bootstrap.servers": broker.bootstrap_servers, "group.id": "ck", "auto.offset.reset": "earliest", **CK_09}
+        )
         ck.subscribe(["t"])
         seen: Set[bytes] = set()
         deadline = time.monotonic() + DEADLINE
@@ -77,8 +82,9 @@ def test_aiokafka_and_kproto_read_each_other_at_modern_versions() -> None:
                 for i in range(N):
                     await producer.send("t", b"v%d" % i, key=b"k%d" % i)
                 await producer.flush()
-            consumer = aiokafka.AIOKafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers,
-                                                 auto_offset_reset="earliest", group_id=None)
+            consumer = aiokafka.AIOKafkaConsumer(
+                "t", bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest", group_id=None
+            )
             await consumer.start()
             seen: Set[bytes] = set()
             try:
@@ -98,8 +104,14 @@ def test_aiokafka_and_kproto_read_each_other_at_modern_versions() -> None:
                 await producer.flush()
             finally:
                 await producer.stop()
-            async with Consumer(broker.bootstrap_servers, group_id="kp", topics=["t"], auto_offset_reset="earliest",
-                                session_timeout_ms=6000, heartbeat_interval_ms=300) as ours:
+            async with Consumer(
+                broker.bootstrap_servers,
+                group_id="kp",
+                topics=["t"],
+                auto_offset_reset="earliest",
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=300,
+            ) as ours:
                 read: Set[bytes] = set()
                 while len(read) < 2 * N:
                     records = await ours.poll(5000)
@@ -118,15 +130,26 @@ def test_kproto_reads_what_kafka_python_and_librdkafka_write() -> None:
             producer.send("t", key=b"k%d" % i, value=b"kp%d" % i)
         producer.flush()
         producer.close()
-        ck = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, "compression.codec": "lz4",
-                                       **{k: v for k, v in CK_09.items() if k != "session.timeout.ms"}})
+        ck = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "compression.codec": "lz4",
+                **{k: v for k, v in CK_09.items() if k != "session.timeout.ms"},
+            }
+        )
         for i in range(N):
             ck.produce("t", key=b"k%d" % i, value=b"ck%d" % i)
         ck.flush(30)
         seen: Set[bytes] = set()
-        with sync.Consumer(broker.bootstrap_servers, broker_release=RELEASE, group_id="kproto",
-                           topics=["t"], auto_offset_reset="earliest", session_timeout_ms=2000,
-                           heartbeat_interval_ms=200) as consumer:
+        with sync.Consumer(
+            broker.bootstrap_servers,
+            broker_release=RELEASE,
+            group_id="kproto",
+            topics=["t"],
+            auto_offset_reset="earliest",
+            session_timeout_ms=2000,
+            heartbeat_interval_ms=200,
+        ) as consumer:
             deadline = time.monotonic() + DEADLINE
             while len(seen) < 2 * N and time.monotonic() < deadline:
                 seen.update(r.value for r in consumer.poll(500) if r.value is not None)
@@ -152,9 +175,15 @@ def test_kproto_and_kafka_python_share_a_group() -> None:
         stop = threading.Event()
 
         def kafka_python_member() -> None:
-            consumer = KafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, group_id="shared",
-                                     auto_offset_reset="earliest", session_timeout_ms=3000,
-                                     heartbeat_interval_ms=300, **KP_09)
+            consumer = KafkaConsumer(
+                "t",
+                bootstrap_servers=broker.bootstrap_servers,
+                group_id="shared",
+                auto_offset_reset="earliest",
+                session_timeout_ms=3000,
+                heartbeat_interval_ms=300,
+                **KP_09,
+            )
             while not stop.is_set():
                 for records in consumer.poll(200).values():
                     theirs.extend((r.partition, r.offset) for r in records)
@@ -162,12 +191,21 @@ def test_kproto_and_kafka_python_share_a_group() -> None:
 
         thread = threading.Thread(target=kafka_python_member, daemon=True)
         thread.start()
-        wait_for(lambda: broker.group("shared") is not None and len(broker.group("shared").members) == 1,
-                 "kafka-python to join")
+        wait_for(
+            lambda: broker.group("shared") is not None and len(broker.group("shared").members) == 1,
+            "kafka-python to join",
+        )
         ours: List[Tuple[int, int]] = []
         owned: Dict[str, List[Tuple[str, int]]] = {}
-        with sync.Consumer(broker.bootstrap_servers, broker_release=RELEASE, group_id="shared", topics=["t"],
-                           auto_offset_reset="earliest", session_timeout_ms=3000, heartbeat_interval_ms=300) as consumer:
+        with sync.Consumer(
+            broker.bootstrap_servers,
+            broker_release=RELEASE,
+            group_id="shared",
+            topics=["t"],
+            auto_offset_reset="earliest",
+            session_timeout_ms=3000,
+            heartbeat_interval_ms=300,
+        ) as consumer:
             deadline = time.monotonic() + DEADLINE
             while not (len(broker.group("shared").members) == 2 and consumer.assignment()):
                 assert time.monotonic() < deadline, "the shared group did not settle"

@@ -19,16 +19,17 @@ from kproto.client import sync
 
 ENGINES = [
     pytest.param("mock", marks=pytest.mark.kafka_broker(engine="mock"), id="mock"),
-    pytest.param("apache-kafka", id="kafka-4.1.1", marks=[
-        pytest.mark.kafka_broker(engine="apache-kafka", version="4.1.1"),
-        pytest.mark.apache_kafka]),
+    pytest.param(
+        "apache-kafka",
+        id="kafka-4.1.1",
+        marks=[pytest.mark.kafka_broker(engine="apache-kafka", version="4.1.1"), pytest.mark.apache_kafka],
+    ),
 ]
 
 pytestmark = [pytest.mark.real_clients, pytest.mark.parametrize("engine", ENGINES)]
 
 DEADLINE = 60.0
-GROUP = {"group_protocol": "consumer", "auto_commit": False, "auto_offset_reset": "earliest",
-         "fetch_max_wait_ms": 100}
+GROUP = {"group_protocol": "consumer", "auto_commit": False, "auto_offset_reset": "earliest", "fetch_max_wait_ms": 100}
 TP = Tuple[str, int]
 
 
@@ -63,12 +64,15 @@ class Tracker:
 
 def _settle(consumers: Dict[str, sync.Consumer], topic: str, partitions: int) -> None:
     """Poll until every member owns a share and each partition is owned by exactly one member."""
+
     def settled() -> bool:
         for consumer in consumers.values():
             assert consumer.poll(50) == []
         owned = [tp for c in consumers.values() for tp in c.assignment()]
-        return (all(c.assignment() for c in consumers.values())
-                and sorted(owned) == sorted((topic, p) for p in range(partitions)))
+        return all(c.assignment() for c in consumers.values()) and sorted(owned) == sorted(
+            (topic, p) for p in range(partitions)
+        )
+
     wait_for(settled, f"{len(consumers)} members sharing {partitions} partitions")
 
 
@@ -103,8 +107,9 @@ def test_three_members_share_partitions_and_a_leaving_member_moves_only_its_own(
     seen: Dict[Tuple[int, int], str] = {}
     try:
         for name in ("c1", "c2", "c3"):  # one at a time: each join moves partitions from those already in
-            consumers[name] = sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic],
-                                            listener=trackers[name], **GROUP)
+            consumers[name] = sync.Consumer(
+                kafka_broker.bootstrap_servers, group_id=group, topics=[topic], listener=trackers[name], **GROUP
+            )
             _settle(consumers, topic, 6)
         for name, consumer in consumers.items():
             assert set(consumer.assignment()) == trackers[name].owned
@@ -145,8 +150,10 @@ def test_a_consumer_resumes_from_its_commits(kafka_broker, engine: str) -> None:
     assert kafka_broker.committed(group)[(topic, 0)][0] == 12
     again: List[bytes] = []
     with sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic], **GROUP) as consumer:
-        wait_for(lambda: bool(again.extend(r.value for r in consumer.poll(200))) or len(again) >= 8,
-                 "8 records after the restart")
+        wait_for(
+            lambda: bool(again.extend(r.value for r in consumer.poll(200))) or len(again) >= 8,
+            "8 records after the restart",
+        )
     assert again == [b"m%d" % i for i in range(12, 20)]
 
 
@@ -158,9 +165,15 @@ def test_a_group_shared_with_a_librdkafka_consumer(kafka_broker, engine: str) ->
         pytest.skip(f"librdkafka {confluent_kafka.libversion()[0]} predates group.protocol=consumer (2.12)")
     topic, group = unique("mixed848"), unique("g")
     kafka_broker.create_topic(topic, 6)
-    theirs = confluent_kafka.Consumer({
-        "bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": group, "group.protocol": "consumer",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    theirs = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": kafka_broker.bootstrap_servers,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     ours = sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic], **GROUP)
     seen: Dict[Tuple[int, int], str] = {}
     try:
@@ -189,6 +202,7 @@ def test_a_group_shared_with_a_librdkafka_consumer(kafka_broker, engine: str) ->
             mine = set(ours.assignment())
             other = {(tp.topic, tp.partition) for tp in theirs.assignment()}
             return bool(mine) and bool(other) and not mine & other and mine | other == {(topic, p) for p in range(6)}
+
         wait_for(split, "kproto and librdkafka sharing 6 partitions")
         _produce(kafka_broker, topic, range(60))
         wait_for(lambda: take(0.2) >= 0 and len(seen) >= 60, "60 records")
@@ -202,13 +216,19 @@ def test_a_group_shared_with_a_librdkafka_consumer(kafka_broker, engine: str) ->
 def test_a_member_that_stops_polling_leaves_and_rejoins_when_it_polls_again(kafka_broker, engine: str) -> None:
     topic, group = unique("stall848"), unique("g")
     kafka_broker.create_topic(topic, 4)
-    consumers = {name: sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic],
-                                     max_poll_interval_ms=3000, **GROUP) for name in ("busy", "stalled")}
+    consumers = {
+        name: sync.Consumer(
+            kafka_broker.bootstrap_servers, group_id=group, topics=[topic], max_poll_interval_ms=3000, **GROUP
+        )
+        for name in ("busy", "stalled")
+    }
     try:
         _settle(consumers, topic, 4)
         # only "busy" polls: after max_poll_interval_ms "stalled" leaves and its partitions move to "busy"
-        wait_for(lambda: consumers["busy"].poll(100) == [] and len(consumers["busy"].assignment()) == 4,
-                 "the polling member owning every partition")
+        wait_for(
+            lambda: consumers["busy"].poll(100) == [] and len(consumers["busy"].assignment()) == 4,
+            "the polling member owning every partition",
+        )
         assert consumers["stalled"].assignment() == []
         _settle(consumers, topic, 4)  # polling again joins again
         assert consumers["busy"].assignment() and consumers["stalled"].assignment()
@@ -223,17 +243,22 @@ def test_a_static_member_restarting_gets_its_partitions_back_unnoticed(kafka_bro
     topic, group = unique("static848"), unique("g")
     kafka_broker.create_topic(topic, 4)
     other_tracker = Tracker()
-    consumers = {"static": sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic],
-                                         group_instance_id="instance-1", **GROUP),
-                 "other": sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic],
-                                        listener=other_tracker, **GROUP)}
+    consumers = {
+        "static": sync.Consumer(
+            kafka_broker.bootstrap_servers, group_id=group, topics=[topic], group_instance_id="instance-1", **GROUP
+        ),
+        "other": sync.Consumer(
+            kafka_broker.bootstrap_servers, group_id=group, topics=[topic], listener=other_tracker, **GROUP
+        ),
+    }
     try:
         _settle(consumers, topic, 4)
         before = set(consumers["static"].assignment())
         owned_before, revoked_before = set(other_tracker.owned), len(other_tracker.revoked)
         consumers.pop("static").close()
-        consumers["static"] = sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic],
-                                            group_instance_id="instance-1", **GROUP)
+        consumers["static"] = sync.Consumer(
+            kafka_broker.bootstrap_servers, group_id=group, topics=[topic], group_instance_id="instance-1", **GROUP
+        )
         _settle(consumers, topic, 4)
         assert set(consumers["static"].assignment()) == before
         assert other_tracker.owned == owned_before and len(other_tracker.revoked) == revoked_before
@@ -259,6 +284,7 @@ def test_auto_commit_commits_revoked_partitions_before_they_move(kafka_broker, e
                 key = (record.partition, record.offset)
                 assert key not in seen, f"{key} read by {seen.get(key)} and again by {name}"
                 seen[key] = name
+
         wait_for(lambda: read("first") or len(seen) >= 60, "the first member reading 60 records")
         consumers["second"] = sync.Consumer(kafka_broker.bootstrap_servers, group_id=group, topics=[topic], **options)
         _settle(consumers, topic, 6)

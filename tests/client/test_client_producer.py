@@ -69,6 +69,7 @@ def test_connection_request_and_one_way_produce() -> None:
             await conn.close()
             with pytest.raises(BrokerConnectionError):
                 await conn.request(MetadataRequest(topics=[]))
+
     run(main)
 
 
@@ -89,6 +90,7 @@ def test_versions_from_api_versions_and_a_broker_that_lacks_it() -> None:
         with pytest.raises(BrokerConnectionError, match="broker_release"):
             await Connection.open("127.0.0.1", port)
         server.close()
+
     run(main)
 
 
@@ -97,8 +99,9 @@ def test_order_under_five_in_flight(codec: Any) -> None:
     async def main() -> None:
         async with MockBroker(topics={"t": 2}) as broker:
             broker.inject("Produce", delay=0.005, times=None)  # answers lag: requests pile up
-            async with Producer(broker.bootstrap_servers, broker_release=RELEASE, max_in_flight=5,
-                                batch_size=400, compression=codec) as producer:
+            async with Producer(
+                broker.bootstrap_servers, broker_release=RELEASE, max_in_flight=5, batch_size=400, compression=codec
+            ) as producer:
                 futures = [await producer.send("t", b"%d" % i, partition=i % 2) for i in range(2000)]
                 await producer.flush()
                 assert producer.peak_in_flight == 5
@@ -107,14 +110,21 @@ def test_order_under_five_in_flight(codec: Any) -> None:
                 offsets = [m.offset for m in metas if m.partition == partition]
                 assert offsets == list(range(1000))
                 assert values(broker, "t", partition) == [b"%d" % i for i in range(partition, 2000, 2)]
+
     run(main)
 
 
 def test_leader_change_refreshes_metadata_and_resends_in_order() -> None:
     async def main() -> None:
         async with MockBroker(topics={"t": 1}) as broker:
-            async with Producer(broker.bootstrap_servers, broker_release=RELEASE, max_in_flight=5, batch_size=300,
-                                retries=50, retry_backoff_ms=10) as producer:
+            async with Producer(
+                broker.bootstrap_servers,
+                broker_release=RELEASE,
+                max_in_flight=5,
+                batch_size=300,
+                retries=50,
+                retry_backoff_ms=10,
+            ) as producer:
                 first = [await producer.send("t", b"%d" % i) for i in range(100)]
                 await producer.flush()
                 metadata_before = broker.request_counts().get((3, 0), 0)
@@ -129,6 +139,7 @@ def test_leader_change_refreshes_metadata_and_resends_in_order() -> None:
                 assert broker.request_counts()[(3, 0)] >= metadata_before + 3
             assert [f.result().offset for f in first + second] == list(range(1000))
             assert values(broker, "t", 0) == [b"%d" % i for i in range(1000)]
+
     run(main)
 
 
@@ -142,6 +153,7 @@ def test_non_retriable_error_fails_the_records() -> None:
                     await future
                 assert getattr(info.value, "code", None) == ErrorCode.MESSAGE_TOO_LARGE
                 assert (await (await producer.send("t", b"y"))).offset == 0
+
     run(main)
 
 
@@ -157,18 +169,21 @@ def test_acks_zero_keys_and_unknown_topic_holding() -> None:
                 for message in decode_records(broker.log_bytes("fresh", partition)):
                     assert partition_for_key(message.key, 4) == partition
             assert sum(broker.high_watermark("fresh", p) for p in range(4)) == 400
+
     run(main)
 
 
 def test_an_unanswered_request_times_out_and_is_retried() -> None:
     async def main() -> None:
         async with MockBroker(topics={"t": 1}) as broker:
-            async with Producer(broker.bootstrap_servers, broker_release=RELEASE, request_timeout_ms=100,
-                                retry_backoff_ms=10) as producer:
+            async with Producer(
+                broker.bootstrap_servers, broker_release=RELEASE, request_timeout_ms=100, retry_backoff_ms=10
+            ) as producer:
                 broker.inject("Produce", delay=5.0)  # the first Produce is answered far too late
                 metadata = await (await producer.send("t", b"late"))
                 assert metadata.offset >= 0
             assert b"late" in values(broker, "t", 0)
+
     run(main)
 
 
@@ -178,6 +193,7 @@ def test_headers_need_a_modern_broker() -> None:
             async with Producer(broker.bootstrap_servers, broker_release=RELEASE) as producer:
                 with pytest.raises(Exception, match="headers need Produce v3"):
                     await (await producer.send("t", b"x", headers=[("h", b"1")]))
+
     run(main)
 
 
@@ -196,14 +212,16 @@ def test_records_sent_while_metadata_is_pending_keep_their_order() -> None:
                     second = await producer.send(topic, b"second")
                     assert [(await first).offset, (await second).offset] == [0, 1]
                     assert values(broker, topic, 0) == [b"first", b"second"]
+
     run(main)
 
 
 def test_records_of_a_topic_without_metadata_fail_after_max_block() -> None:
     async def main() -> None:
         async with MockBroker(topics={"t": 1}, auto_create_topics=False) as broker:
-            async with Producer(broker.bootstrap_servers, broker_release=RELEASE, max_block_ms=300,
-                                retry_backoff_ms=20) as producer:
+            async with Producer(
+                broker.bootstrap_servers, broker_release=RELEASE, max_block_ms=300, retry_backoff_ms=20
+            ) as producer:
                 held = [await producer.send("missing", b"%d" % i) for i in range(3)]
                 known = await producer.send("t", b"x")
                 for future in held:
@@ -214,6 +232,7 @@ def test_records_of_a_topic_without_metadata_fail_after_max_block() -> None:
                 with pytest.raises(KprotoError, match="no metadata for topic 'missing'"):
                     await again
             assert broker.high_watermark("t", 0) == 1
+
     run(main)
 
 
@@ -231,11 +250,18 @@ def test_sync_producer() -> None:
 def test_idempotent_producer_at_modern_versions_keeps_order_through_leader_errors() -> None:
     async def main() -> None:
         async with MockBroker(topics={"t": 2}) as broker:
-            async with Producer(broker.bootstrap_servers, acks="all", compression="zstd", batch_size=500,
-                                retries=50, retry_backoff_ms=10) as producer:  # versions from ApiVersions
+            async with Producer(
+                broker.bootstrap_servers,
+                acks="all",
+                compression="zstd",
+                batch_size=500,
+                retries=50,
+                retry_backoff_ms=10,
+            ) as producer:  # versions from ApiVersions
                 assert producer.idempotent
-                futures = [await producer.send("t", b"%d" % i, partition=i % 2, headers=[("n", b"%d" % i)])
-                           for i in range(200)]
+                futures = [
+                    await producer.send("t", b"%d" % i, partition=i % 2, headers=[("n", b"%d" % i)]) for i in range(200)
+                ]
                 await producer.flush()
                 broker.inject("Produce", error=ErrorCode.NOT_LEADER_FOR_PARTITION, times=3)
                 futures += [await producer.send("t", b"%d" % i, partition=i % 2) for i in range(200, 1000)]
@@ -245,4 +271,5 @@ def test_idempotent_producer_at_modern_versions_keeps_order_through_leader_error
                 records = list(decode_records(broker.log_bytes("t", partition)))
                 assert [r.value for r in records] == [b"%d" % i for i in range(partition, 1000, 2)]
                 assert records[0].producer_id >= 0 and records[0].headers == (("n", b"%d" % partition),)
+
     run(main)

@@ -45,17 +45,24 @@ def test_send_nowait_and_send_batch_keep_order_and_sequences(encoder: Any) -> No
     async def main() -> None:
         async with MockBroker(topics={"t": 2}) as broker:
             broker.inject("Produce", delay=0.003, times=None)  # requests pile up: five in flight
-            async with Producer(broker.bootstrap_servers, acks="all", compression="zstd", batch_size=600,
-                                max_in_flight=5) as producer:
+            async with Producer(
+                broker.bootstrap_servers, acks="all", compression="zstd", batch_size=600, max_in_flight=5
+            ) as producer:
                 assert producer.idempotent
                 futures = [producer.send_nowait("t", b"%d" % i, partition=i % 2) for i in range(300)]
                 batch_futures = []
                 for start in range(300, 1000, 100):
                     for partition in (0, 1):
                         chunk = [b"%d" % i for i in range(start + partition, start + 100, 2)]
-                        batch_futures.append(await producer.send_batch(
-                            "t", chunk, keys=[b"k"] * len(chunk), headers=[[("h", v)] for v in chunk],
-                            partition=partition))
+                        batch_futures.append(
+                            await producer.send_batch(
+                                "t",
+                                chunk,
+                                keys=[b"k"] * len(chunk),
+                                headers=[[("h", v)] for v in chunk],
+                                partition=partition,
+                            )
+                        )
                 await producer.flush()
                 assert producer.peak_in_flight > 1
             metas = [f.result() for f in futures] + [m for f in batch_futures for m in f.result()]
@@ -75,6 +82,7 @@ def test_send_nowait_and_send_batch_keep_order_and_sequences(encoder: Any) -> No
                     assert batch.base_sequence == sequence
                     sequence += batch.records_count
                 assert sequence == 500
+
     run(main)
 
 
@@ -86,15 +94,22 @@ def test_send_batch_from_numpy_and_pyarrow_columns(encoder: Any) -> None:
         async with MockBroker(topics={"t": 1}) as broker:
             async with Producer(broker.bootstrap_servers) as producer:
                 first = await producer.send_batch("t", np.array([b"a", b"b", None], dtype=object))
-                second = await producer.send_batch("t", pa.array([b"c", None], pa.binary()),
-                                                   keys=pa.chunked_array([[b"x"], [b"y"]], pa.binary()))
+                second = await producer.send_batch(
+                    "t", pa.array([b"c", None], pa.binary()), keys=pa.chunked_array([[b"x"], [b"y"]], pa.binary())
+                )
                 sent = await first
                 assert [m.offset for m in sent] == [0, 1, 2] and len(sent) == 3
                 assert sent[-1].offset == 2 and [m.offset for m in sent[1:]] == [1, 2]
                 assert [m.offset for m in await second] == [3, 4]
             records = stored(broker, "t", 0)
-            assert [(r.key, r.value) for r in records] == [(None, b"a"), (None, b"b"), (None, None),
-                                                          (b"x", b"c"), (b"y", None)]
+            assert [(r.key, r.value) for r in records] == [
+                (None, b"a"),
+                (None, b"b"),
+                (None, None),
+                (b"x", b"c"),
+                (b"y", None),
+            ]
+
     run(main)
 
 
@@ -127,6 +142,7 @@ def test_send_batch_refuses_bad_input_naming_the_record(encoder: Any) -> None:
                 assert producer._buffered == 0  # nothing of a refused call was queued
                 await (await producer.send_batch("t", values))
             assert [r.value for r in stored(broker, "t", 0)] == values  # only the good call was written
+
     run(main)
 
 
@@ -146,6 +162,7 @@ def test_send_nowait_refuses_when_the_buffer_is_full(encoder: Any) -> None:
                 producer.send_nowait("t", b"late")
             with pytest.raises(ProducerClosedError):
                 await producer.send_batch("t", [b"late"])
+
     run(main)
 
 
@@ -160,6 +177,7 @@ def test_send_batch_waits_behind_records_held_for_metadata(encoder: Any) -> None
                 assert {(await f).partition for f in singles} == {partition}
                 assert {m.partition for m in await outcome} == {partition}
             assert [r.value for r in stored(broker, "t", partition)] == [b"%d" % i for i in range(10)]
+
     run(main)
 
 
@@ -173,5 +191,5 @@ def test_send_batch_fills_batches_up_to_the_request_size(encoder: Any) -> None:
             # the caller's records are already a batch: about 12 KB a batch here, not batch_size's 1000 B
             counts = [b.records_count for b in decode_records(broker.log_bytes("t", 0)).batches]
             assert sum(counts) == 300 and len(counts) == 2 and all(len(b"v" * 100) * c < 20_000 for c in counts)
-    run(main)
 
+    run(main)

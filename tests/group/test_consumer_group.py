@@ -40,28 +40,52 @@ class Harness:
     def __init__(self, topics: Optional[Dict[str, int]] = None, **config: object) -> None:
         self.topics = {name: [None] * n for name, n in (topics or {"t": 6}).items()}
         self.ids = {name: uuid.uuid4() for name in self.topics}
-        self.offsets = OffsetStore(metadata_max_length=4096, default_retention_ms=10 ** 9)
+        self.offsets = OffsetStore(metadata_max_length=4096, default_retention_ms=10**9)
         self.classic_members: set = set()
         self.c = ConsumerGroupCoordinator(
             ConsumerGroupConfig(**{"session_timeout_ms": SESSION, **config}),  # type: ignore[arg-type]
-            topic_partitions=self.topics, topic_ids=self.ids, offsets=self.offsets,
-            classic_has_members=lambda g: g in self.classic_members)
+            topic_partitions=self.topics,
+            topic_ids=self.ids,
+            offsets=self.offsets,
+            classic_has_members=lambda g: g in self.classic_members,
+        )
         self.now = 0
 
-    def hb(self, member_id: str, epoch: int, owned: Optional[Dict[str, List[int]]] = None, *,
-           names: Optional[List[str]] = None, instance: Optional[str] = None, regex: Optional[str] = None,
-           version: int = 1, group: str = "g", assignor: Optional[str] = None,
-           rebalance_timeout_ms: Optional[int] = None) -> ConsumerGroupHeartbeatResponse:
+    def hb(
+        self,
+        member_id: str,
+        epoch: int,
+        owned: Optional[Dict[str, List[int]]] = None,
+        *,
+        names: Optional[List[str]] = None,
+        instance: Optional[str] = None,
+        regex: Optional[str] = None,
+        version: int = 1,
+        group: str = "g",
+        assignor: Optional[str] = None,
+        rebalance_timeout_ms: Optional[int] = None,
+    ) -> ConsumerGroupHeartbeatResponse:
         joining = epoch == 0
         if joining and names is None and regex is None:
             names = ["t"]
-        parts = ([] if joining else None) if owned is None else [
-            H.TopicPartitions(topic_id=self.ids[t], partitions=ps) for t, ps in owned.items()]
-        req = H(group_id=group, member_id=member_id, member_epoch=epoch, instance_id=instance,
-                rebalance_timeout_ms=rebalance_timeout_ms if rebalance_timeout_ms is not None else (
-                    5000 if joining else -1),
-                subscribed_topic_names=names, subscribed_topic_regex=regex, server_assignor=assignor,
-                topic_partitions=parts)
+        parts = (
+            ([] if joining else None)
+            if owned is None
+            else [H.TopicPartitions(topic_id=self.ids[t], partitions=ps) for t, ps in owned.items()]
+        )
+        req = H(
+            group_id=group,
+            member_id=member_id,
+            member_epoch=epoch,
+            instance_id=instance,
+            rebalance_timeout_ms=rebalance_timeout_ms
+            if rebalance_timeout_ms is not None
+            else (5000 if joining else -1),
+            subscribed_topic_names=names,
+            subscribed_topic_regex=regex,
+            server_assignor=assignor,
+            topic_partitions=parts,
+        )
         return self.c.handle(req, version, client_id="cid", client_host="/127.0.0.1", now_ms=self.now)
 
     def assigned(self, response: ConsumerGroupHeartbeatResponse) -> Dict[str, List[int]]:
@@ -267,8 +291,13 @@ def test_offset_checks() -> None:
 def test_describe() -> None:
     h = Harness()
     h.hb("a", 0, instance="i")
-    d = h.c.handle(ConsumerGroupDescribeRequest(group_ids=["g", "x"], include_authorized_operations=True), 1,
-                   client_id="c", client_host="h", now_ms=0)
+    d = h.c.handle(
+        ConsumerGroupDescribeRequest(group_ids=["g", "x"], include_authorized_operations=True),
+        1,
+        client_id="c",
+        client_host="h",
+        now_ms=0,
+    )
     g, x = d.groups
     assert (g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == ("Stable", 1, 1, "uniform")
     assert g.members[0].instance_id == "i" and g.members[0].assignment.topic_partitions[0].topic_name == "t"
@@ -300,7 +329,9 @@ def test_uniform_assignor_reassigns_as_kafka_from_an_unbalanced_target() -> None
     members = {"A": (None, ["topic1", "topic2"]), "B": (None, ["topic1", "topic2"])}
     previous = {"A": {"topic1": [0, 1], "topic2": [0, 1]}, "B": {"topic1": [2], "topic2": [2]}}
     assert uniform_assign(members, {"topic1": 3, "topic2": 3}, previous) == {
-        "A": {"topic1": [0, 1], "topic2": [0]}, "B": {"topic1": [2], "topic2": [1, 2]}}
+        "A": {"topic1": [0, 1], "topic2": [0]},
+        "B": {"topic1": [2], "topic2": [1, 2]},
+    }
 
 
 def test_uniform_assignor_balances_and_sticks() -> None:
@@ -398,9 +429,19 @@ def test_mock_broker_serves_consumer_groups_and_routes_their_offsets() -> None:
         served = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
         assert served[68] == (0, 1) and served[69] == (0, 1)
         assert [(f.name, f.min_version_level, f.max_version_level) for f in versions.finalized_features] == [
-            ("group.version", 1, 1)]
-        joined = client.request(H(group_id="g", member_id="m1", member_epoch=0, rebalance_timeout_ms=1000,
-                                  subscribed_topic_names=["t"], topic_partitions=[]), 1)
+            ("group.version", 1, 1)
+        ]
+        joined = client.request(
+            H(
+                group_id="g",
+                member_id="m1",
+                member_epoch=0,
+                rebalance_timeout_ms=1000,
+                subscribed_topic_names=["t"],
+                topic_partitions=[],
+            ),
+            1,
+        )
         assert (joined.error_code, joined.member_epoch) == (0, 1)
         assert len(joined.assignment.topic_partitions[0].partitions) == 2
         fenced = client.request(H(group_id="g", member_id="m1", member_epoch=9, topic_partitions=[]), 1)
@@ -409,48 +450,94 @@ def test_mock_broker_serves_consumer_groups_and_routes_their_offsets() -> None:
         def commit(epoch: int, version: int = 9) -> int:
             T = OffsetCommitRequest.OffsetCommitRequestTopic
             P = T.OffsetCommitRequestPartition
-            answer = client.request(OffsetCommitRequest(
-                group_id="g", generation_id_or_member_epoch=epoch, member_id="m1",
-                topics=[T(name="t", partitions=[P(partition_index=0, committed_offset=42)])]), version)
+            answer = client.request(
+                OffsetCommitRequest(
+                    group_id="g",
+                    generation_id_or_member_epoch=epoch,
+                    member_id="m1",
+                    topics=[T(name="t", partitions=[P(partition_index=0, committed_offset=42)])],
+                ),
+                version,
+            )
             return int(answer.topics[0].partitions[0].error_code)
 
         assert commit(0) == ErrorCode.STALE_MEMBER_EPOCH
         assert commit(1, version=8) == ErrorCode.UNSUPPORTED_VERSION
         assert commit(1) == ErrorCode.NONE
         G = OffsetFetchRequest.OffsetFetchRequestGroup
-        fetched = client.request(OffsetFetchRequest(groups=[G(group_id="g", member_id="m1", member_epoch=1,
-                                                              topics=None)]), 9)
+        fetched = client.request(
+            OffsetFetchRequest(groups=[G(group_id="g", member_id="m1", member_epoch=1, topics=None)]), 9
+        )
         assert fetched.groups[0].error_code == 0
         assert [(p.partition_index, p.committed_offset) for p in fetched.groups[0].topics[0].partitions] == [(0, 42)]
-        stale = client.request(OffsetFetchRequest(groups=[G(group_id="g", member_id="m1", member_epoch=7,
-                                                            topics=None)]), 9)
+        stale = client.request(
+            OffsetFetchRequest(groups=[G(group_id="g", member_id="m1", member_epoch=7, topics=None)]), 9
+        )
         assert stale.groups[0].error_code == ErrorCode.STALE_MEMBER_EPOCH
         # group.consumer.migration.policy=disabled: a classic member cannot join the consumer group.
         P = JoinGroupRequest.JoinGroupRequestProtocol
-        classic = client.request(JoinGroupRequest(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                                                  member_id="", protocol_type="consumer",
-                                                  protocols=[P(name="range", metadata=b"")]), 5)
+        classic = client.request(
+            JoinGroupRequest(
+                group_id="g",
+                session_timeout_ms=10000,
+                rebalance_timeout_ms=10000,
+                member_id="",
+                protocol_type="consumer",
+                protocols=[P(name="range", metadata=b"")],
+            ),
+            5,
+        )
         assert classic.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         left = client.request(H(group_id="g", member_id="m1", member_epoch=-1), 1)
         assert (left.error_code, left.member_epoch) == (0, -1)
         # Empty now (its offsets kept): a classic member may take the id over.
-        assert client.request(JoinGroupRequest(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                                               member_id="", protocol_type="consumer",
-                                               protocols=[P(name="range", metadata=b"")]), 3).error_code == 0
+        assert (
+            client.request(
+                JoinGroupRequest(
+                    group_id="g",
+                    session_timeout_ms=10000,
+                    rebalance_timeout_ms=10000,
+                    member_id="",
+                    protocol_type="consumer",
+                    protocols=[P(name="range", metadata=b"")],
+                ),
+                3,
+            ).error_code
+            == 0
+        )
         assert broker.core.coordinator.committed("g") == {("t", 0): (42, "")}
 
 
 def test_list_and_delete_consumer_groups() -> None:
     with MockBroker(topics={"t": 2}) as broker, SocketClient((broker.host, broker.port)) as client:
-        client.request(H(group_id="cg", member_id="m1", member_epoch=0, rebalance_timeout_ms=1000,
-                         subscribed_topic_names=["t"], topic_partitions=[]), 1)
+        client.request(
+            H(
+                group_id="cg",
+                member_id="m1",
+                member_epoch=0,
+                rebalance_timeout_ms=1000,
+                subscribed_topic_names=["t"],
+                topic_partitions=[],
+            ),
+            1,
+        )
         listed = client.request(ListGroupsRequest(states_filter=[], types_filter=["consumer"]), 5)
         assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed.groups] == [
-            ("cg", "consumer", "Stable", "consumer")]
+            ("cg", "consumer", "Stable", "consumer")
+        ]
         assert client.request(ListGroupsRequest(states_filter=[], types_filter=["classic"]), 5).groups == []
         T = OffsetCommitRequest.OffsetCommitRequestTopic
-        client.request(OffsetCommitRequest(group_id="cg", generation_id_or_member_epoch=1, member_id="m1", topics=[
-            T(name="t", partitions=[T.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]), 9)
+        client.request(
+            OffsetCommitRequest(
+                group_id="cg",
+                generation_id_or_member_epoch=1,
+                member_id="m1",
+                topics=[
+                    T(name="t", partitions=[T.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])
+                ],
+            ),
+            9,
+        )
         deleted = client.request(DeleteGroupsRequest(groups_names=["cg"]), 2)
         assert deleted.results[0].error_code == ErrorCode.NON_EMPTY_GROUP
         client.request(H(group_id="cg", member_id="m1", member_epoch=-1), 1)
@@ -459,12 +546,17 @@ def test_list_and_delete_consumer_groups() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(members=st.dictionaries(st.sampled_from("abcdef"), st.sets(st.sampled_from(["x", "y", "z"]), min_size=1),
-                               min_size=1),
-       counts=st.fixed_dictionaries({"x": st.integers(0, 9), "y": st.integers(0, 9), "z": st.integers(0, 9)}),
-       assignor=st.sampled_from(["uniform", "range"]), data=st.data())
+@given(
+    members=st.dictionaries(
+        st.sampled_from("abcdef"), st.sets(st.sampled_from(["x", "y", "z"]), min_size=1), min_size=1
+    ),
+    counts=st.fixed_dictionaries({"x": st.integers(0, 9), "y": st.integers(0, 9), "z": st.integers(0, 9)}),
+    assignor=st.sampled_from(["uniform", "range"]),
+    data=st.data(),
+)
 def test_assignors_give_each_subscribed_partition_to_one_subscriber(
-        members: Dict[str, set], counts: Dict[str, int], assignor: str, data: st.DataObject) -> None:
+    members: Dict[str, set], counts: Dict[str, int], assignor: str, data: st.DataObject
+) -> None:
     specs = {m: (None, sorted(topics)) for m, topics in members.items()}
     fn = uniform_assign if assignor == "uniform" else range_assign
     first = fn(specs, counts, {})
@@ -510,8 +602,13 @@ def test_owned_partitions_that_do_not_exist_are_ignored() -> None:
     h = Harness()
     h.hb("a", 0)
     P = H.TopicPartitions
-    req = H(group_id="g", member_id="a", member_epoch=1, rebalance_timeout_ms=-1,
-            topic_partitions=[P(topic_id=uuid.uuid4(), partitions=[0]), P(topic_id=h.ids["t"], partitions=[0, 99])])
+    req = H(
+        group_id="g",
+        member_id="a",
+        member_epoch=1,
+        rebalance_timeout_ms=-1,
+        topic_partitions=[P(topic_id=uuid.uuid4(), partitions=[0]), P(topic_id=h.ids["t"], partitions=[0, 99])],
+    )
     r = h.c.handle(req, 1, client_id="c", client_host="h", now_ms=0)
     assert (r.error_code, r.member_epoch) == (ErrorCode.NONE, 1)
     assert [m.assigned for m in h.c.members("g")] == [{"t": (0, 1, 2, 3, 4, 5)}]

@@ -156,8 +156,10 @@ def test_range_balance_rules(inputs):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(member_ids, min_size=1, max_size=6, unique=True),
-       st.dictionaries(topic_names, st.integers(0, 9), min_size=1, max_size=4))
+@given(
+    st.lists(member_ids, min_size=1, max_size=6, unique=True),
+    st.dictionaries(topic_names, st.integers(0, 9), min_size=1, max_size=4),
+)
 def test_roundrobin_identical_subscriptions_are_uniform(members, counts):
     subs = {m: list(counts) for m in members}
     totals = [len(flat(assign_roundrobin(subs, counts))[m]) for m in members]

@@ -1,4 +1,5 @@
-"""The group coordinator machine at the 0.9 versions, driven call by call with an injected clock (docs/group-coordinator.md).
+"""The group coordinator machine at the 0.9 versions, driven call by call with an injected clock
+(docs/group-coordinator.md).
 
 The modern versions (static membership, member-id-required, batch leave, multi-group fetch, admin APIs)
 are in tests/group/test_group_modern.py."""
@@ -66,18 +67,28 @@ def send(c, token, request, now, version=0, client_id="c"):
     return results(c.handle(token, request, version, client_id=client_id, client_host="/127.0.0.1", now_ms=now))
 
 
-def join(c, token, now, *, member_id="", client_id="c", group="g", timeout=10000, protocols=RANGE,
-         protocol_type="consumer"):
+def join(
+    c, token, now, *, member_id="", client_id="c", group="g", timeout=10000, protocols=RANGE, protocol_type="consumer"
+):
     P = JoinGroupRequest.JoinGroupRequestProtocol
-    request = JoinGroupRequest(group_id=group, session_timeout_ms=timeout, member_id=member_id,
-                               protocol_type=protocol_type, protocols=[P(name=n, metadata=m) for n, m in protocols])
+    request = JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=timeout,
+        member_id=member_id,
+        protocol_type=protocol_type,
+        protocols=[P(name=n, metadata=m) for n, m in protocols],
+    )
     return send(c, token, request, now, client_id=client_id)
 
 
 def sync(c, token, now, member_id, generation, assignments=None, group="g"):
     A = SyncGroupRequest.SyncGroupRequestAssignment
-    request = SyncGroupRequest(group_id=group, generation_id=generation, member_id=member_id,
-                               assignments=[A(member_id=m, assignment=a) for m, a in (assignments or {}).items()])
+    request = SyncGroupRequest(
+        group_id=group,
+        generation_id=generation,
+        member_id=member_id,
+        assignments=[A(member_id=m, assignment=a) for m, a in (assignments or {}).items()],
+    )
     return send(c, token, request, now)
 
 
@@ -102,11 +113,18 @@ def commit(c, now, member_id, generation, offsets, group="g", retention=-1):
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     by_topic = {}
     for (topic, partition), (offset, metadata) in offsets.items():
-        by_topic.setdefault(topic, []).append(T.OffsetCommitRequestPartition(
-            partition_index=partition, committed_offset=offset, committed_metadata=metadata))
-    request = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
-                                  retention_time_ms=retention,
-                                  topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+        by_topic.setdefault(topic, []).append(
+            T.OffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=offset, committed_metadata=metadata
+            )
+        )
+    request = OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=generation,
+        member_id=member_id,
+        retention_time_ms=retention,
+        topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()],
+    )
     reply = send(c, "commit", request, now, version=2)["commit"]
     return {(t.name, p.partition_index): p.error_code for t in reply.topics for p in t.partitions}
 
@@ -118,8 +136,11 @@ def fetch(c, now, partitions=None, group="g"):
     T = OffsetFetchRequest.OffsetFetchRequestTopic
     request = OffsetFetchRequest(group_id=group, topics=[T(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
     reply = send(c, "fetch", request, now, version=1)["fetch"]
-    return {(t.name, p.partition_index): (p.committed_offset, p.metadata, p.error_code) for t in reply.topics
-            for p in t.partitions}
+    return {
+        (t.name, p.partition_index): (p.committed_offset, p.metadata, p.error_code)
+        for t in reply.topics
+        for p in t.partitions
+    }
 
 
 def synced(code, assignment=b""):
@@ -128,8 +149,14 @@ def synced(code, assignment=b""):
 
 def joined(code, generation, protocol, leader, member_id, members=()):
     M = JoinGroupResponse.JoinGroupResponseMember
-    return JoinGroupResponse(error_code=code, generation_id=generation, protocol_name=protocol, leader=leader,
-                             member_id=member_id, members=[M(member_id=m, metadata=d) for m, d in members])
+    return JoinGroupResponse(
+        error_code=code,
+        generation_id=generation,
+        protocol_name=protocol,
+        leader=leader,
+        member_id=member_id,
+        members=[M(member_id=m, metadata=d) for m, d in members],
+    )
 
 
 def stable_pair(c, now=0):
@@ -166,14 +193,18 @@ def test_response_table_is_complete():
     assert set(RESPONSES) == {(k, s) for k in RequestKind for s in GroupState}
     K = RequestKind
     # A group that does not exist: member requests are told the member is unknown.
-    assert all(RESPONSES[(k, GroupState.DEAD)] == E.UNKNOWN_MEMBER_ID for k in (K.JOIN_KNOWN_MEMBER, K.SYNC, K.HEARTBEAT))
+    assert all(
+        RESPONSES[(k, GroupState.DEAD)] == E.UNKNOWN_MEMBER_ID for k in (K.JOIN_KNOWN_MEMBER, K.SYNC, K.HEARTBEAT)
+    )
 
 
 def test_every_check_has_a_code_and_state_is_consulted_once_per_api():
     assert set(CHECK_ERRORS) == set(Check)
     for api, checks in CHECKS.items():
         assert checks[0] is Check.COORDINATOR_ACTIVE
-        assert checks.count(Check.STATE) == (0 if api in (OffsetFetchRequest, LeaveGroupRequest, OffsetDeleteRequest) else 1)
+        assert checks.count(Check.STATE) == (
+            0 if api in (OffsetFetchRequest, LeaveGroupRequest, OffsetDeleteRequest) else 1
+        )
 
 
 def test_coordinator_event_names_are_documented():
@@ -313,8 +344,10 @@ def test_protocol_supported_by_all_wins_even_against_first_choices():
     assert answers["a2"].protocol_name == "roundrobin"
 
 
-@pytest.mark.parametrize("timeout,code", [(5999, E.INVALID_SESSION_TIMEOUT), (6000, E.NONE),
-                                          (1800000, E.NONE), (1800001, E.INVALID_SESSION_TIMEOUT)])
+@pytest.mark.parametrize(
+    "timeout,code",
+    [(5999, E.INVALID_SESSION_TIMEOUT), (6000, E.NONE), (1800000, E.NONE), (1800001, E.INVALID_SESSION_TIMEOUT)],
+)
 def test_session_timeout_bounds(timeout, code):
     assert join(new_coordinator(), "t", 0, timeout=timeout)["t"].error_code == code
 
@@ -469,8 +502,12 @@ def test_clock_must_not_go_backwards():
 def test_none_is_a_valid_reply_token_for_parked_joins():
     c = new_coordinator()
     join(c, "a", 0, client_id="a")
-    new = JoinGroupRequest(group_id="g", session_timeout_ms=10000, protocol_type="consumer",
-                           protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"meta")])
+    new = JoinGroupRequest(
+        group_id="g",
+        session_timeout_ms=10000,
+        protocol_type="consumer",
+        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"meta")],
+    )
     assert c.handle(None, new, 0, client_id="b", client_host="/h", now_ms=0) == []
     new.member_id = "a-1"
     replies = c.handle("a2", new, 0, client_id="a", client_host="/h", now_ms=0)
@@ -483,11 +520,15 @@ def test_none_is_a_valid_reply_token_for_parked_joins():
 def test_simple_commit_outside_group_management_and_fetch():
     c = new_coordinator()
     assert commit(c, 0, "", -1, {("t", 0): (42, "meta"), ("t", 1): (7, None), ("u", 0): (1, "")}) == {
-        ("t", 0): E.NONE, ("t", 1): E.NONE, ("u", 0): E.NONE,
+        ("t", 0): E.NONE,
+        ("t", 1): E.NONE,
+        ("u", 0): E.NONE,
     }
     assert c.snapshot("g").state is GroupState.EMPTY  # a simple commit creates an Empty group
     assert fetch(c, 1, [("t", 0), ("t", 1), ("t", 9)]) == {
-        ("t", 0): (42, "meta", E.NONE), ("t", 1): (7, None, E.NONE), ("t", 9): (-1, "", E.NONE),
+        ("t", 0): (42, "meta", E.NONE),
+        ("t", 1): (7, None, E.NONE),
+        ("t", 9): (-1, "", E.NONE),
     }
     assert set(fetch(c, 1)) == {("t", 0), ("t", 1), ("u", 0)}  # empty request: everything
     assert fetch(c, 1, group="other") == {}
@@ -513,7 +554,9 @@ def test_group_commits_check_member_generation_and_state():
 
 def test_metadata_too_large_refuses_only_that_partition():
     c = new_coordinator(config=CoordinatorConfig(offset_metadata_max_bytes=4))
-    codes = commit(c, 0, "", -1, {("t", 0): (1, "abcd"), ("t", 1): (1, "abcde"), ("t", 2): (1, "\U0001f600\U0001f600\U0001f600")})
+    codes = commit(
+        c, 0, "", -1, {("t", 0): (1, "abcd"), ("t", 1): (1, "abcde"), ("t", 2): (1, "\U0001f600\U0001f600\U0001f600")}
+    )
     assert codes == {("t", 0): E.NONE, ("t", 1): E.OFFSET_METADATA_TOO_LARGE, ("t", 2): E.OFFSET_METADATA_TOO_LARGE}
     assert c.committed("g") == {("t", 0): (1, "abcd")}
 
@@ -558,9 +601,13 @@ def test_list_groups():
     join(c, "a", 0, group="g1")
     join(c, "b", 0, group="g2", protocol_type="connect")
     listed = list_groups(c, 1)
-    assert listed == ListGroupsResponse(error_code=E.NONE, groups=[
-        ListGroupsResponse.ListedGroup(group_id="g1", protocol_type="consumer"),
-        ListGroupsResponse.ListedGroup(group_id="g2", protocol_type="connect")])
+    assert listed == ListGroupsResponse(
+        error_code=E.NONE,
+        groups=[
+            ListGroupsResponse.ListedGroup(group_id="g1", protocol_type="consumer"),
+            ListGroupsResponse.ListedGroup(group_id="g2", protocol_type="connect"),
+        ],
+    )
 
 
 def test_not_coordinator_loading_and_inactive():
@@ -583,7 +630,8 @@ def test_list_groups_reports_loading_alongside_the_list():
     join(c, "a", 0)
     loading.add("g")
     assert list_groups(c, 0) == ListGroupsResponse(
-        error_code=E.GROUP_LOAD_IN_PROGRESS, groups=[ListGroupsResponse.ListedGroup(group_id="g", protocol_type="consumer")]
+        error_code=E.GROUP_LOAD_IN_PROGRESS,
+        groups=[ListGroupsResponse.ListedGroup(group_id="g", protocol_type="consumer")],
     )
 
 
@@ -602,16 +650,21 @@ def test_unload_group_answers_parked_requests_not_coordinator():
 
 def test_handle_takes_and_answers_wire_messages_in_their_versions():
     c = new_coordinator()
-    join_request = JoinGroupRequest(group_id="g", session_timeout_ms=10000, protocol_type="consumer",
-                                    protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")])
+    join_request = JoinGroupRequest(
+        group_id="g",
+        session_timeout_ms=10000,
+        protocol_type="consumer",
+        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")],
+    )
     answer = send(c, "j", join_request, 0, client_id="kp")["j"]
     assert isinstance(answer, JoinGroupResponse) and answer.member_id == "kp-1"
     answer.encode(0)  # what the coordinator answers is ready for the wire
     assert sync(c, "s", 1, "kp-1", 1, {"kp-1": b"x"})["s"] == synced(E.NONE, b"x")
     assert commit(c, 3, "kp-1", 1, {("t", 0): (9, "m")}) == {("t", 0): E.NONE}
     P = OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition
-    request = OffsetFetchRequest(group_id="g", topics=[
-        OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])])
+    request = OffsetFetchRequest(
+        group_id="g", topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]
+    )
     fetched = send(c, "f", request, 4, version=1)["f"]
     assert fetched.topics[0].partitions == [P(partition_index=0, committed_offset=9, metadata="m", error_code=E.NONE)]
     fetched.encode(1)
@@ -631,8 +684,12 @@ def test_handle_refuses_requests_and_versions_it_does_not_serve():
 def test_offset_commit_v1_has_no_retention_time():
     c = new_coordinator(config=CoordinatorConfig(offsets_retention_ms=1000))
     T = OffsetCommitRequest.OffsetCommitRequestTopic
-    request = OffsetCommitRequest(group_id="solo", generation_id_or_member_epoch=-1, retention_time_ms=5, topics=[
-        T(name="t", partitions=[T.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])
+    request = OffsetCommitRequest(
+        group_id="solo",
+        generation_id_or_member_epoch=-1,
+        retention_time_ms=5,
+        topics=[T(name="t", partitions=[T.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])],
+    )
     send(c, "c", request, 0, version=1)
     assert c.next_deadline_ms() == 1000  # the broker default, not the 5 ms v1 cannot carry
 
@@ -658,7 +715,11 @@ def test_describe_completing_rebalance_and_coordinator_down():
     c = new_coordinator()
     join(c, "a", 0, client_id="a")
     group = describe(c, 1, "g")[0]
-    assert (group.group_state, group.protocol_data, group.members[0].member_metadata) == ("CompletingRebalance", "", b"")
+    assert (group.group_state, group.protocol_data, group.members[0].member_metadata) == (
+        "CompletingRebalance",
+        "",
+        b"",
+    )
     c.active = False
     down = describe(c, 1, "g")[0]
     assert (down.error_code, down.group_state) == (E.GROUP_COORDINATOR_NOT_AVAILABLE, "")

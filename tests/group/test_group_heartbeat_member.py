@@ -25,8 +25,16 @@ VERSIONS = {8: 9, 9: 7, 10: 3, 11: 9, 12: 4, 13: 5, 14: 5, 68: 1}
 
 
 def joined(auto_commit: bool = False, instance_id: str | None = None):
-    member = HeartbeatMember(HeartbeatMemberConfig(group_id="g", client_id="c", topics=("t",), auto_commit=auto_commit,
-                                                   group_instance_id=instance_id, rebalance_timeout_ms=9000))
+    member = HeartbeatMember(
+        HeartbeatMemberConfig(
+            group_id="g",
+            client_id="c",
+            topics=("t",),
+            auto_commit=auto_commit,
+            group_instance_id=instance_id,
+            rebalance_timeout_ms=9000,
+        )
+    )
     member.set_api_versions(VERSIONS)
     member.update_topic_ids({T: "t"}, 0)
     [find] = member.start(0)
@@ -37,10 +45,18 @@ def joined(auto_commit: bool = False, instance_id: str | None = None):
 def answer(member, send, now=0, epoch=1, parts=None, code=0):
     assignment = None
     if parts is not None:
-        assignment = ConsumerGroupHeartbeatResponse.Assignment(topic_partitions=[
-            ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions(topic_id=T, partitions=list(parts))])
-    return member.receive(send.request_id, ConsumerGroupHeartbeatResponse(
-        error_code=code, member_epoch=epoch, heartbeat_interval_ms=500, assignment=assignment), now)
+        assignment = ConsumerGroupHeartbeatResponse.Assignment(
+            topic_partitions=[
+                ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions(topic_id=T, partitions=list(parts))
+            ]
+        )
+    return member.receive(
+        send.request_id,
+        ConsumerGroupHeartbeatResponse(
+            error_code=code, member_epoch=epoch, heartbeat_interval_ms=500, assignment=assignment
+        ),
+        now,
+    )
 
 
 def sends(actions):
@@ -51,8 +67,12 @@ def test_the_first_heartbeat_is_full_and_later_ones_send_only_what_changed() -> 
     member, join = joined()
     request = join.request
     assert isinstance(request, ConsumerGroupHeartbeatRequest) and join.api_version == 1
-    assert (request.member_epoch, request.rebalance_timeout_ms, request.subscribed_topic_names,
-            request.topic_partitions) == (0, 9000, ["t"], [])
+    assert (
+        request.member_epoch,
+        request.rebalance_timeout_ms,
+        request.subscribed_topic_names,
+        request.topic_partitions,
+    ) == (0, 9000, ["t"], [])
     assert request.member_id == member.member_id != ""
     actions = answer(member, join, parts=[0, 1])
     assert [type(a) for a in actions] == [PartitionsAdded, SendRequest]  # the acknowledgement goes at once
@@ -79,8 +99,13 @@ def test_revoked_partitions_stop_then_commit_then_revoke_then_acknowledge() -> N
     assert (commit.request.generation_id_or_member_epoch, commit.request.member_id) == (2, member.member_id)
     assert [(p.partition_index, p.committed_offset) for p in commit.request.topics[0].partitions] == [(1, 8)]
     Topic = OffsetCommitResponse.OffsetCommitResponseTopic
-    done = member.receive(commit.request_id, OffsetCommitResponse(topics=[Topic(name="t", partitions=[
-        Topic.OffsetCommitResponsePartition(partition_index=1)])]), 610)
+    done = member.receive(
+        commit.request_id,
+        OffsetCommitResponse(
+            topics=[Topic(name="t", partitions=[Topic.OffsetCommitResponsePartition(partition_index=1)])]
+        ),
+        610,
+    )
     revoked = [a for a in done if isinstance(a, PartitionsRevoked)]
     assert revoked and revoked[0].partitions == (("t", 1),)
     [ack2] = sends(done)

@@ -62,8 +62,14 @@ def found(code, node_id=-1, host="", port=-1):
 
 
 def joined(code, generation, protocol, leader, member_id, members=()):
-    return JoinGroupResponse(error_code=code, generation_id=generation, protocol_name=protocol, leader=leader,
-                             member_id=member_id, members=list(members))
+    return JoinGroupResponse(
+        error_code=code,
+        generation_id=generation,
+        protocol_name=protocol,
+        leader=leader,
+        member_id=member_id,
+        members=list(members),
+    )
 
 
 def entry(member_id, metadata):
@@ -77,13 +83,27 @@ def synced(code, assignment=b""):
 def committed(topic, *partitions):
     """An OffsetCommit answer for one topic: (partition, error code) pairs."""
     T = OffsetCommitResponse.OffsetCommitResponseTopic
-    return OffsetCommitResponse(topics=[T(name=topic, partitions=[
-        T.OffsetCommitResponsePartition(partition_index=p, error_code=code) for p, code in partitions])])
+    return OffsetCommitResponse(
+        topics=[
+            T(
+                name=topic,
+                partitions=[
+                    T.OffsetCommitResponsePartition(partition_index=p, error_code=code) for p, code in partitions
+                ],
+            )
+        ]
+    )
 
 
 def make_member(**overrides) -> GroupMember:
-    settings = dict(group_id="g", client_id="c", topics=("t0", "t1"), session_timeout_ms=10000,
-                    heartbeat_interval_ms=3000, auto_commit=False)
+    settings = dict(
+        group_id="g",
+        client_id="c",
+        topics=("t0", "t1"),
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=3000,
+        auto_commit=False,
+    )
     settings.update(overrides)
     return GroupMember(MemberConfig(**settings))
 
@@ -100,9 +120,7 @@ def to_joining(member, now=0):
 def to_stable(member, now=0, assignment=None, generation=1):
     """Take a follower to Stable with ``assignment``; returns the actions of the SyncGroup answer."""
     join = to_joining(member, now)
-    sync = only_send(member.receive(
-        join.request_id, joined(E.NONE, generation, "range", "leader-0", "c-1"), now
-    ))
+    sync = only_send(member.receive(join.request_id, joined(E.NONE, generation, "range", "leader-0", "c-1"), now))
     assert sync.request == SyncGroupRequest(group_id="g", generation_id=generation, member_id="c-1", assignments=[])
     data = CODEC.encode_assignment(assignment or {"t0": [0, 1]})
     return member.receive(sync.request_id, synced(E.NONE, data), now)
@@ -130,9 +148,13 @@ def test_discovery_join_sync_stable():
     assert join.destination == NODE
     subscription = CODEC.encode_subscription(["t0", "t1"])
     P = JoinGroupRequest.JoinGroupRequestProtocol
-    assert join.request == JoinGroupRequest(group_id="g", session_timeout_ms=10000, member_id="",
-                                            protocol_type="consumer", protocols=[
-        P(name="range", metadata=subscription), P(name="roundrobin", metadata=subscription)])
+    assert join.request == JoinGroupRequest(
+        group_id="g",
+        session_timeout_ms=10000,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[P(name="range", metadata=subscription), P(name="roundrobin", metadata=subscription)],
+    )
     assert join.api_version == 0
     member2 = make_member()
     actions = to_stable(member2, now=5, assignment={"t1": [2], "t0": [0, 1]})
@@ -195,9 +217,20 @@ def test_rebalance_in_progress_commits_then_revokes_then_rejoins():
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     P = T.OffsetCommitRequestPartition
     assert commit.request == OffsetCommitRequest(
-        group_id="g", generation_id_or_member_epoch=1, member_id="c-1", retention_time_ms=-1, topics=[
-            T(name="t0", partitions=[P(partition_index=0, committed_offset=40, committed_metadata=""),
-                                     P(partition_index=1, committed_offset=41, committed_metadata="")])])
+        group_id="g",
+        generation_id_or_member_epoch=1,
+        member_id="c-1",
+        retention_time_ms=-1,
+        topics=[
+            T(
+                name="t0",
+                partitions=[
+                    P(partition_index=0, committed_offset=40, committed_metadata=""),
+                    P(partition_index=1, committed_offset=41, committed_metadata=""),
+                ],
+            )
+        ],
+    )
     assert commit.api_version == 2
     answer = committed("t0", (0, E.NONE), (1, E.NONE))
     actions = member.receive(commit.request_id, answer, 3001)
@@ -288,8 +321,10 @@ def test_join_load_in_progress_retries_and_unknown_member_resends_at_once():
     assert again.request.member_id == ""
 
 
-@pytest.mark.parametrize("code", [E.INCONSISTENT_GROUP_PROTOCOL, E.INVALID_SESSION_TIMEOUT, E.INVALID_GROUP_ID,
-                                  E.GROUP_AUTHORIZATION_FAILED, 99])
+@pytest.mark.parametrize(
+    "code",
+    [E.INCONSISTENT_GROUP_PROTOCOL, E.INVALID_SESSION_TIMEOUT, E.INVALID_GROUP_ID, E.GROUP_AUTHORIZATION_FAILED, 99],
+)
 def test_fatal_join_errors(code):
     member = make_member()
     join = to_joining(member)
@@ -327,7 +362,10 @@ def test_manual_commit_and_clock_checks():
     member = make_member()
     to_stable(member, now=10)
     commit = only_send(member.commit(11, {("t0", 0): 5}))
-    assert commit.request.generation_id_or_member_epoch == 1 and commit.request.topics[0].partitions[0].committed_offset == 5
+    assert (
+        commit.request.generation_id_or_member_epoch == 1
+        and commit.request.topics[0].partitions[0].committed_offset == 5
+    )
     with pytest.raises(ProtocolError):
         member.tick(5)
 
@@ -397,15 +435,24 @@ def loopback(**kwargs):
 
 
 def consumer(name, topics=("t0", "t1"), **overrides):
-    settings = dict(group_id="g", client_id=name, topics=topics, session_timeout_ms=10000,
-                    heartbeat_interval_ms=3000, auto_commit=False)
+    settings = dict(
+        group_id="g",
+        client_id=name,
+        topics=topics,
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=3000,
+        auto_commit=False,
+    )
     settings.update(overrides)
     return GroupMember(MemberConfig(**settings))
 
 
 def owned(lb):
-    return {name: {t: sorted(ps) for t, ps in m.assignment.items() if ps}
-            for name, m in lb.members.items() if name not in lb.silenced}
+    return {
+        name: {t: sorted(ps) for t, ps in m.assignment.items() if ps}
+        for name, m in lb.members.items()
+        if name not in lb.silenced
+    }
 
 
 def expected(lb, assign=assign_range):

@@ -58,20 +58,43 @@ def send(c, token, request, version, now, client_id="c"):
     return {r.reply_to: r.result for r in replies}
 
 
-def join(c, token, now, *, version=5, member_id="", instance=None, client_id="c", protocols=(("range", SUB_T),),
-         session=10000, rebalance=20000, group="g"):
+def join(
+    c,
+    token,
+    now,
+    *,
+    version=5,
+    member_id="",
+    instance=None,
+    client_id="c",
+    protocols=(("range", SUB_T),),
+    session=10000,
+    rebalance=20000,
+    group="g",
+):
     P = JoinGroupRequest.JoinGroupRequestProtocol
-    request = JoinGroupRequest(group_id=group, session_timeout_ms=session, rebalance_timeout_ms=rebalance,
-                               member_id=member_id, group_instance_id=instance, protocol_type="consumer",
-                               protocols=[P(name=n, metadata=m) for n, m in protocols])
+    request = JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=session,
+        rebalance_timeout_ms=rebalance,
+        member_id=member_id,
+        group_instance_id=instance,
+        protocol_type="consumer",
+        protocols=[P(name=n, metadata=m) for n, m in protocols],
+    )
     return send(c, token, request, version, now, client_id)
 
 
 def sync(c, token, now, member_id, generation, assignments=None, *, version=3, instance=None, group="g", **extra):
     A = SyncGroupRequest.SyncGroupRequestAssignment
-    request = SyncGroupRequest(group_id=group, generation_id=generation, member_id=member_id,
-                               group_instance_id=instance, **extra,
-                               assignments=[A(member_id=m, assignment=a) for m, a in (assignments or {}).items()])
+    request = SyncGroupRequest(
+        group_id=group,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=instance,
+        **extra,
+        assignments=[A(member_id=m, assignment=a) for m, a in (assignments or {}).items()],
+    )
     return send(c, token, request, version, now)
 
 
@@ -83,9 +106,24 @@ def heartbeat(c, now, member_id, generation, instance=None):
 def commit(c, now, member_id, generation, offset, *, version=8, instance=None, epoch=-1, group="g", partition=0):
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     request = OffsetCommitRequest(
-        group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=instance,
-        topics=[T(name="t", partitions=[T.OffsetCommitRequestPartition(
-            partition_index=partition, committed_offset=offset, committed_leader_epoch=epoch, commit_timestamp=-1)])])
+        group_id=group,
+        generation_id_or_member_epoch=generation,
+        member_id=member_id,
+        group_instance_id=instance,
+        topics=[
+            T(
+                name="t",
+                partitions=[
+                    T.OffsetCommitRequestPartition(
+                        partition_index=partition,
+                        committed_offset=offset,
+                        committed_leader_epoch=epoch,
+                        commit_timestamp=-1,
+                    )
+                ],
+            )
+        ],
+    )
     return send(c, "oc", request, version, now)["oc"].topics[0].partitions[0].error_code
 
 
@@ -110,8 +148,9 @@ def test_new_member_rules_cover_every_case_once():
     for static in (True, False):
         for known in (True, False):
             for v4 in (True, False):
-                hits = [rule for s, k, v, rule in NEW_MEMBER_RULES
-                        if s == static and k in (None, known) and v in (None, v4)]
+                hits = [
+                    rule for s, k, v, rule in NEW_MEMBER_RULES if s == static and k in (None, known) and v in (None, v4)
+                ]
                 assert len(hits) == 1, (static, known, v4)
     assert {rule for *_, rule in NEW_MEMBER_RULES} == set(NewMemberRule)
 
@@ -228,17 +267,22 @@ def test_leave_group_v3_batch_answers_per_member():
     c = new_coordinator()
     a_id, b_id, gen = static_pair(c)
     M = LeaveGroupRequest.MemberIdentity
-    request = LeaveGroupRequest(group_id="g", members=[
-        M(member_id="", group_instance_id="ib"),  # an administrator removing an instance
-        M(member_id="ghost"),
-        M(member_id="wrong", group_instance_id="ia"),
-    ])
+    request = LeaveGroupRequest(
+        group_id="g",
+        members=[
+            M(member_id="", group_instance_id="ib"),  # an administrator removing an instance
+            M(member_id="ghost"),
+            M(member_id="wrong", group_instance_id="ia"),
+        ],
+    )
     answer = send(c, "l", request, 3, 5)["l"]
     R = LeaveGroupResponse.MemberResponse
     assert answer.error_code == E.NONE
-    assert answer.members == [R(member_id="", group_instance_id="ib", error_code=E.NONE),
-                              R(member_id="ghost", group_instance_id=None, error_code=E.UNKNOWN_MEMBER_ID),
-                              R(member_id="wrong", group_instance_id="ia", error_code=E.FENCED_INSTANCE_ID)]
+    assert answer.members == [
+        R(member_id="", group_instance_id="ib", error_code=E.NONE),
+        R(member_id="ghost", group_instance_id=None, error_code=E.UNKNOWN_MEMBER_ID),
+        R(member_id="wrong", group_instance_id="ia", error_code=E.FENCED_INSTANCE_ID),
+    ]
     assert [m.member_id for m in c.snapshot("g").members] == [a_id]
     answer.encode(3)
     unknown_group = send(c, "l2", LeaveGroupRequest(group_id="nope", members=[M(member_id="x")]), 5, 6)["l2"]
@@ -251,8 +295,18 @@ def test_leave_group_v3_batch_answers_per_member():
 def test_commit_v1_timestamp_v6_leader_epoch_and_fetch_v5_reads_it():
     c = new_coordinator(offsets_retention_ms=1000)
     T = OffsetCommitRequest.OffsetCommitRequestTopic
-    v1 = OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, topics=[T(name="t", partitions=[
-        T.OffsetCommitRequestPartition(partition_index=0, committed_offset=3, commit_timestamp=500)])])
+    v1 = OffsetCommitRequest(
+        group_id="g",
+        generation_id_or_member_epoch=-1,
+        topics=[
+            T(
+                name="t",
+                partitions=[
+                    T.OffsetCommitRequestPartition(partition_index=0, committed_offset=3, commit_timestamp=500)
+                ],
+            )
+        ],
+    )
     send(c, "c1", v1, 1, 0)
     assert c.next_deadline_ms() == 1500  # the commit counts as made at 500
     assert commit(c, 10, "", -1, 9, version=6, epoch=4, partition=1) == E.NONE
@@ -268,14 +322,18 @@ def test_fetch_v2_null_topics_means_all_and_v8_answers_several_groups():
     commit(c, 0, "", -1, 8, group="g2", partition=3)
     everything = send(c, "f", OffsetFetchRequest(group_id="g1", topics=None), 2, 1)["f"]
     assert [(t.name, p.partition_index, p.committed_offset) for t in everything.topics for p in t.partitions] == [
-        ("t", 0, 7)]
+        ("t", 0, 7)
+    ]
     G = OffsetFetchRequest.OffsetFetchRequestGroup
     T = G.OffsetFetchRequestTopics
-    multi = OffsetFetchRequest(groups=[G(group_id="g1", topics=None),
-                                       G(group_id="g2", topics=[T(name="t", partition_indexes=[3, 4])])])
+    multi = OffsetFetchRequest(
+        groups=[G(group_id="g1", topics=None), G(group_id="g2", topics=[T(name="t", partition_indexes=[3, 4])])]
+    )
     answer = send(c, "m", multi, 8, 2)["m"]
-    assert [(g.group_id, [(p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions])
-            for g in answer.groups] == [("g1", [(0, 7)]), ("g2", [(3, 8), (4, -1)])]
+    assert [
+        (g.group_id, [(p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions])
+        for g in answer.groups
+    ] == [("g1", [(0, 7)]), ("g2", [(3, 8), (4, -1)])]
     answer.encode(8)
 
 
@@ -297,8 +355,15 @@ def test_offset_delete_spares_subscribed_topics_and_empty_groups_lose_everything
     answer = send(c, "d", request, 0, 2)["d"]
     assert answer.topics[0].partitions[0].error_code == E.GROUP_SUBSCRIBED_TO_TOPIC  # members read "t"
     M = LeaveGroupRequest.MemberIdentity
-    send(c, "l", LeaveGroupRequest(group_id="g", members=[M(member_id=a_id, group_instance_id="ia"),
-                                                          M(member_id=b_id, group_instance_id="ib")]), 3, 3)
+    send(
+        c,
+        "l",
+        LeaveGroupRequest(
+            group_id="g", members=[M(member_id=a_id, group_instance_id="ia"), M(member_id=b_id, group_instance_id="ib")]
+        ),
+        3,
+        3,
+    )
     assert c.snapshot("g").state is GroupState.EMPTY
     assert send(c, "d2", request, 0, 4)["d2"].topics[0].partitions[0].error_code == E.NONE
     assert c.committed("g") == {("t", 1): (6, "")}
@@ -326,6 +391,7 @@ def test_list_groups_v4_filters_states_and_v5_types():
     def listed(version, **filters):
         answer = send(c, "l", ListGroupsRequest(**filters), version, 1)["l"]
         return sorted((g.group_id, g.group_state, g.group_type) for g in answer.groups)
+
     assert listed(4, states_filter=["empty"]) == [("idle", "Empty", "")]
     assert listed(4, states_filter=["Stable", "Empty"]) == [("g", "Stable", ""), ("idle", "Empty", "")]
     assert listed(5, types_filter=["Classic"]) == [("g", "Stable", "classic"), ("idle", "Empty", "classic")]
@@ -339,7 +405,10 @@ def test_delete_groups_deletes_only_empty_groups():
     commit(c, 1, "", -1, 1, group="idle")
     answer = send(c, "d", DeleteGroupsRequest(groups_names=["idle", "g", "nope"]), 2, 1)["d"]
     assert [(r.group_id, r.error_code) for r in answer.results] == [
-        ("idle", E.NONE), ("g", E.NON_EMPTY_GROUP), ("nope", E.GROUP_ID_NOT_FOUND)]
+        ("idle", E.NONE),
+        ("g", E.NON_EMPTY_GROUP),
+        ("nope", E.GROUP_ID_NOT_FOUND),
+    ]
     assert c.committed("idle") == {} and c.group_ids() == ["g"]
 
 
@@ -348,10 +417,23 @@ def test_sync_v5_protocol_must_match():
     joined = join(c, "a", 0, version=3)["a"]
     bad = sync(c, "s", 1, joined.member_id, 1, version=5, protocol_type="consumer", protocol_name="roundrobin")
     assert bad["s"].error_code == E.INCONSISTENT_GROUP_PROTOCOL
-    good = sync(c, "s2", 1, joined.member_id, 1, {joined.member_id: b"x"}, version=5, protocol_type="consumer",
-                protocol_name="range")["s2"]
+    good = sync(
+        c,
+        "s2",
+        1,
+        joined.member_id,
+        1,
+        {joined.member_id: b"x"},
+        version=5,
+        protocol_type="consumer",
+        protocol_name="range",
+    )["s2"]
     assert (good.error_code, good.protocol_type, good.protocol_name, good.assignment) == (
-        E.NONE, "consumer", "range", b"x")
+        E.NONE,
+        "consumer",
+        "range",
+        b"x",
+    )
 
 
 def test_every_served_version_answers_something_that_encodes():
@@ -359,10 +441,16 @@ def test_every_served_version_answers_something_that_encodes():
     for request_class, (low, high) in SERVED_VERSIONS.items():
         for version in range(low, high + 1):
             c = new_coordinator()
-            message = request_class.decode(request_class().encode(version), version) \
-                if request_class is not JoinGroupRequest else JoinGroupRequest(
-                    group_id="g", session_timeout_ms=10000, protocol_type="consumer",
-                    protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=SUB_T)])
+            message = (
+                request_class.decode(request_class().encode(version), version)
+                if request_class is not JoinGroupRequest
+                else JoinGroupRequest(
+                    group_id="g",
+                    session_timeout_ms=10000,
+                    protocol_type="consumer",
+                    protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=SUB_T)],
+                )
+            )
             for reply in c.handle("t", message, version, client_id="c", client_host="/h", now_ms=0):
                 reply.result.encode(version)
 
@@ -371,13 +459,21 @@ def test_every_served_version_answers_something_that_encodes():
 
 
 def modern_member(name, **config):
-    return GroupMember(MemberConfig("g", name, ("t",), session_timeout_ms=10000, **config),
-                       api_versions=negotiate("3.9"))
+    return GroupMember(
+        MemberConfig("g", name, ("t",), session_timeout_ms=10000, **config), api_versions=negotiate("3.9")
+    )
 
 
 def test_member_versions_follow_the_negotiation_and_default_to_0_9():
-    assert modern_member("a").versions == {"group_coordinator": 3, "join_group": 9, "sync_group": 5, "heartbeat": 4,
-                                           "offset_commit": 9, "leave_group": 5, "offset_fetch": 7}
+    assert modern_member("a").versions == {
+        "group_coordinator": 3,
+        "join_group": 9,
+        "sync_group": 5,
+        "heartbeat": 4,
+        "offset_commit": 9,
+        "leave_group": 5,
+        "offset_fetch": 7,
+    }
     old = GroupMember(MemberConfig("g", "a", ("t",)))
     assert old.versions["join_group"] == 0 and old.versions["offset_commit"] == 2
     assert GroupMember(MemberConfig("g", "a", ("t",)), api_versions=negotiate("2.0")).versions["join_group"] == 3
@@ -446,10 +542,22 @@ def test_static_membership_needs_join_group_v5():
 def test_subscription_versions_match_kafka_python_byte_for_byte(version):
     from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as Theirs
 
-    ours = ConsumerSubscription(version, ("a", "b"), b"ud", {"a": (0, 2)} if version else {},
-                                5 if version >= 2 else -1, "r1" if version >= 3 else None)
-    theirs = Theirs(topics=["a", "b"], user_data=b"ud", owned_partitions=[Theirs.TopicPartition(topic="a", partitions=[0, 2])],
-                    generation_id=5, rack_id="r1", version=version)
+    ours = ConsumerSubscription(
+        version,
+        ("a", "b"),
+        b"ud",
+        {"a": (0, 2)} if version else {},
+        5 if version >= 2 else -1,
+        "r1" if version >= 3 else None,
+    )
+    theirs = Theirs(
+        topics=["a", "b"],
+        user_data=b"ud",
+        owned_partitions=[Theirs.TopicPartition(topic="a", partitions=[0, 2])],
+        generation_id=5,
+        rack_id="r1",
+        version=version,
+    )
     data = CODEC.encode_subscription_details(ours)
     assert data == theirs.encode()
     assert CODEC.decode_subscription_details(data) == ours
@@ -495,8 +603,7 @@ def test_recorded_client_conversation_is_answered_and_kafka_python_reads_the_ans
             for m in request.members:
                 m.member_id = member_id
         committed = c.committed(getattr(request, "group_id", "") or "")
-        replies = c.handle(n, request, header.api_version, client_id=header.client_id or "", client_host="/h",
-                           now_ms=n)
+        replies = c.handle(n, request, header.api_version, client_id=header.client_id or "", client_host="/h", now_ms=n)
         (reply,) = [r for r in replies if r.reply_to == n]
         frame = kproto.encode_response(reply.result, header.api_version, header.correlation_id)
         decoded = theirs[entry["api_key"]].decode(frame, version=header.api_version, header=True, framed=True)

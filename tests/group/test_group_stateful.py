@@ -65,8 +65,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
         return token
 
     def _send(self, client: str, api: str, request, version: int = 0):
-        return self.coordinator.handle(self._token(client, api), request, version, client_id=client, client_host="/h",
-                                       now_ms=self.now)
+        return self.coordinator.handle(
+            self._token(client, api), request, version, client_id=client, client_host="/h", now_ms=self.now
+        )
 
     def _apply(self, replies) -> None:
         for reply in replies:
@@ -85,8 +86,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
             client.member_id = result.member_id
         if result.error_code != E.NONE:
             return
-        if result.skip_assignment or (client.member_id and result.member_id != client.member_id
-                                      and result.generation_id == client.generation):
+        if result.skip_assignment or (
+            client.member_id and result.member_id != client.member_id and result.generation_id == client.generation
+        ):
             # A static member replaced its old id without a rebalance: the new id holds the old assignment.
             known = self.assignments.get((self.incarnation, result.generation_id))
             if known is not None and client.member_id in known:
@@ -104,17 +106,27 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     # ---------------------------------------------------------------- rules
 
-    @rule(client=st.sampled_from(CLIENTS), fresh=st.booleans(), protocols=st.sampled_from(PROTOCOL_CHOICES),
-          timeout=st.sampled_from([6000, 10000]), version=st.sampled_from(JOIN_VERSIONS))
+    @rule(
+        client=st.sampled_from(CLIENTS),
+        fresh=st.booleans(),
+        protocols=st.sampled_from(PROTOCOL_CHOICES),
+        timeout=st.sampled_from([6000, 10000]),
+        version=st.sampled_from(JOIN_VERSIONS),
+    )
     def join(self, client, fresh, protocols, timeout, version=0):
         c = self.clients[client]
         member_id = "" if fresh else c.member_id
         instance = INSTANCE_IDS.get(client) if version >= 5 else None
         P = JoinGroupRequest.JoinGroupRequestProtocol
-        request = JoinGroupRequest(group_id="g", member_id=member_id, session_timeout_ms=timeout,
-                                   rebalance_timeout_ms=timeout + 2000, group_instance_id=instance,
-                                   protocol_type="consumer",
-                                   protocols=[P(name=name, metadata=name.encode()) for name in protocols])
+        request = JoinGroupRequest(
+            group_id="g",
+            member_id=member_id,
+            session_timeout_ms=timeout,
+            rebalance_timeout_ms=timeout + 2000,
+            group_instance_id=instance,
+            protocol_type="consumer",
+            protocols=[P(name=name, metadata=name.encode()) for name in protocols],
+        )
         self._apply(self._send(client, "join", request, version))
 
     @rule(client=st.sampled_from(CLIENTS), drop_one=st.booleans())
@@ -124,8 +136,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if c.is_leader:
             assignment = {m: f"{m}@{c.generation}".encode() for m in c.members[drop_one:]}
         A = SyncGroupRequest.SyncGroupRequestAssignment
-        request = SyncGroupRequest(group_id="g", generation_id=c.generation, member_id=c.member_id,
-                                   assignments=[A(member_id=m, assignment=a) for m, a in assignment.items()])
+        request = SyncGroupRequest(
+            group_id="g",
+            generation_id=c.generation,
+            member_id=c.member_id,
+            assignments=[A(member_id=m, assignment=a) for m, a in assignment.items()],
+        )
         self._apply(self._send(client, "sync", request))
         snapshot = self.coordinator.snapshot("g")
         if c.is_leader and snapshot and snapshot.state is GroupState.STABLE and snapshot.generation_id == c.generation:
@@ -169,9 +185,21 @@ class CoordinatorMachine(RuleBasedStateMachine):
         before = self.coordinator.committed("g")
         token = self._token(client, "commit")
         T = OffsetCommitRequest.OffsetCommitRequestTopic
-        request = OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=c.generation, member_id=c.member_id,
-                                      topics=[T(name="t", partitions=[T.OffsetCommitRequestPartition(
-                                          partition_index=0, committed_offset=offset, committed_metadata="")])])
+        request = OffsetCommitRequest(
+            group_id="g",
+            generation_id_or_member_epoch=c.generation,
+            member_id=c.member_id,
+            topics=[
+                T(
+                    name="t",
+                    partitions=[
+                        T.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=offset, committed_metadata=""
+                        )
+                    ],
+                )
+            ],
+        )
         replies = self.coordinator.handle(token, request, 2, client_id=client, client_host="/h", now_ms=self.now)
         code = {r.reply_to: r.result for r in replies}[token].topics[0].partitions[0].error_code
         after = self.coordinator.committed("g")
@@ -221,7 +249,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
             # A rebalance may wait with no member left only for a pending one (Kafka does the same).
             assert not snapshot.leader_id
             assert snapshot.state is GroupState.EMPTY or (
-                snapshot.state is GroupState.PREPARING_REBALANCE and snapshot.pending_member_ids)
+                snapshot.state is GroupState.PREPARING_REBALANCE and snapshot.pending_member_ids
+            )
         else:
             assert snapshot.leader_id in members
         assert (snapshot.join_deadline_ms is not None) == (snapshot.state is GroupState.PREPARING_REBALANCE)

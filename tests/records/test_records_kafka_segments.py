@@ -56,12 +56,14 @@ def _segment_batches(kafka: Any, topic: str) -> List[Any]:
 
 class CodecLog(NamedTuple):
     """A topic written through kproto's producer with every codec, and what was sent (in offset order)."""
+
     topic: str
     sent: List[Tuple[bytes, bytes, Tuple[Tuple[str, bytes], ...]]]
 
 
 class TxnLog(NamedTuple):
     """A topic holding one committed and one aborted transaction of producer ``pid``."""
+
     topic: str
     pid: int
 
@@ -102,27 +104,57 @@ def txn_log(kafka: ApacheKafka) -> TxnLog:
     # The transaction state topic is created by the first FindCoordinator; until its partition has loaded
     # the coordinator answers 14/15/16, and 51 (CONCURRENT_TRANSACTIONS) while a marker is being written.
     found = _retry(lambda: kafka.request(FindCoordinatorRequest(key=txn_id, key_type=1), 3), "error_code")
-    init = _retry(lambda: kafka.request(InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=30000),
-                                        kafka.api_version(22, 4), found.node_id), "error_code")
+    init = _retry(
+        lambda: kafka.request(
+            InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=30000),
+            kafka.api_version(22, 4),
+            found.node_id,
+        ),
+        "error_code",
+    )
     pid, epoch = init.producer_id, init.producer_epoch
     leader = kafka.leader(topic, 0)
     sequence = 0
     for commit, values in ((True, [b"kept-1", b"kept-2"]), (False, [b"dropped"])):
         T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
         add = AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
-            v3_and_below_topics=[T(name=topic, partitions=[0])])
-        _retry(lambda: kafka.request(add, 3, found.node_id),
-               lambda a: a.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
-        batch = encode_record_batch([(None, v, None, [("txn", b"1")]) for v in values], producer_id=pid,
-                                    producer_epoch=epoch, base_sequence=sequence, transactional=True)
+            v3_and_below_transactional_id=txn_id,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[T(name=topic, partitions=[0])],
+        )
+        _retry(
+            lambda: kafka.request(add, 3, found.node_id),
+            lambda a: a.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        )
+        batch = encode_record_batch(
+            [(None, v, None, [("txn", b"1")]) for v in values],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+            transactional=True,
+        )
         sequence += len(values)
         P = ProduceRequest.TopicProduceData
-        produced = kafka.request(ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=10000, topic_data=[
-            P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])]), 11, leader)
+        produced = kafka.request(
+            ProduceRequest(
+                transactional_id=txn_id,
+                acks=-1,
+                timeout_ms=10000,
+                topic_data=[P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])],
+            ),
+            11,
+            leader,
+        )
         assert produced.responses[0].partition_responses[0].error_code == 0
-        _retry(lambda: kafka.request(EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
-                                                   committed=commit), 3, found.node_id), "error_code")
+        _retry(
+            lambda: kafka.request(
+                EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit),
+                3,
+                found.node_id,
+            ),
+            "error_code",
+        )
     deadline = time.monotonic() + 30
     while True:  # the markers are written by the transaction coordinator after EndTxn returns
         batches = _segment_batches(kafka, topic)
@@ -149,16 +181,25 @@ def test_segments_with_committed_and_aborted_transactions(kafka: ApacheKafka, tx
 
 
 @pytest.mark.spark
-def test_the_spark_job_reads_the_same_segments(kafka: ApacheKafka, codec_log: CodecLog, txn_log: TxnLog,
-                                               tmp_path: Any) -> None:
+def test_the_spark_job_reads_the_same_segments(
+    kafka: ApacheKafka, codec_log: CodecLog, txn_log: TxnLog, tmp_path: Any
+) -> None:
     import pyarrow.parquet as pq
 
     from kproto.spark.job import run_segments, spark_session
 
-    partitions = [str(kafka.log_dirs[kafka.leader(topic, 0)] / f"{topic}-0")
-                  for topic in (codec_log.topic, txn_log.topic)]
-    spark = spark_session("local[2]", {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                                       "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
+    partitions = [
+        str(kafka.log_dirs[kafka.leader(topic, 0)] / f"{topic}-0") for topic in (codec_log.topic, txn_log.topic)
+    ]
+    spark = spark_session(
+        "local[2]",
+        {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+        },
+    )
     try:
         run_segments(spark, partitions, str(tmp_path / "tables"), log=lambda line: None)
     finally:
@@ -170,14 +211,22 @@ def test_the_spark_job_reads_the_same_segments(kafka: ApacheKafka, codec_log: Co
         return sorted((r for r in rows if r["topic"] == topic and r["partition"] == 0), key=lambda r: r["offset"])
 
     codecs = ["none", "gzip", "snappy", "lz4", "zstd"]
-    assert [(r["offset"], r["key"], r["value"], tuple((h["key"], h["value"]) for h in r["headers"]), r["codec"],
-             r["is_control"]) for r in of(codec_log.topic)] == [
-        (i, k, v, h, codecs[i // 25], False) for i, (k, v, h) in enumerate(codec_log.sent)]
+    assert [
+        (
+            r["offset"],
+            r["key"],
+            r["value"],
+            tuple((h["key"], h["value"]) for h in r["headers"]),
+            r["codec"],
+            r["is_control"],
+        )
+        for r in of(codec_log.topic)
+    ] == [(i, k, v, h, codecs[i // 25], False) for i, (k, v, h) in enumerate(codec_log.sent)]
     txn = of(txn_log.topic)
     # Transaction markers are rows flagged is_control; the data records keep their offsets around them.
-    assert [(r["offset"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
-            for r in txn if not r["is_control"]] == [(0, b"kept-1", [("txn", b"1")]), (1, b"kept-2", [("txn", b"1")]),
-                                                     (3, b"dropped", [("txn", b"1")])]
+    assert [
+        (r["offset"], r["value"], [(h["key"], h["value"]) for h in r["headers"]]) for r in txn if not r["is_control"]
+    ] == [(0, b"kept-1", [("txn", b"1")]), (1, b"kept-2", [("txn", b"1")]), (3, b"dropped", [("txn", b"1")])]
     assert [r["offset"] for r in txn if r["is_control"]] == [2, 4]
     assert all(r["is_transactional"] and r["producer_id"] == txn_log.pid for r in txn)
 
@@ -185,9 +234,17 @@ def test_the_spark_job_reads_the_same_segments(kafka: ApacheKafka, codec_log: Co
 def test_a_compacted_segment_keeps_the_latest_record_of_each_key(kafka_broker) -> None:
     kafka = kafka_broker.kafka
     topic = f"compact-{uuid.uuid4().hex[:8]}"
-    kafka.create_topic(topic, 1, config={"cleanup.policy": "compact", "segment.ms": 100,
-                                         "min.cleanable.dirty.ratio": 0.01, "min.compaction.lag.ms": 0,
-                                         "delete.retention.ms": 100})
+    kafka.create_topic(
+        topic,
+        1,
+        config={
+            "cleanup.policy": "compact",
+            "segment.ms": 100,
+            "min.cleanable.dirty.ratio": 0.01,
+            "min.compaction.lag.ms": 0,
+            "delete.retention.ms": 100,
+        },
+    )
     with sync.Producer(kafka_broker.bootstrap_servers, acks="all") as producer:
         for round_ in range(3):
             for key in range(4):
@@ -200,5 +257,10 @@ def test_a_compacted_segment_keeps_the_latest_record_of_each_key(kafka_broker) -
         if len(records) == 5 or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert records == [(8, b"k0", b"0-2"), (9, b"k1", b"1-2"), (10, b"k2", b"2-2"), (11, b"k3", b"3-2"),
-                       (12, b"tail", b"tail")]
+    assert records == [
+        (8, b"k0", b"0-2"),
+        (9, b"k1", b"1-2"),
+        (10, b"k2", b"2-2"),
+        (11, b"k3", b"3-2"),
+        (12, b"tail", b"tail"),
+    ]

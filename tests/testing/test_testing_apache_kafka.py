@@ -42,9 +42,15 @@ pytestmark = [
 def _produce(kafka: ApacheKafka, topic: str, values: list, acks: int = -1) -> None:
     T = ProduceRequest.TopicProduceData
     batch = encode_record_batch([(b"k%d" % i, v, None, [("n", b"%d" % i)]) for i, v in enumerate(values)])
-    answer = kafka.request(ProduceRequest(acks=acks, timeout_ms=10000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=batch)])]), kafka.api_version(0, 9),
-        kafka.leader(topic, 0))
+    answer = kafka.request(
+        ProduceRequest(
+            acks=acks,
+            timeout_ms=10000,
+            topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=batch)])],
+        ),
+        kafka.api_version(0, 9),
+        kafka.leader(topic, 0),
+    )
     assert answer.responses[0].partition_responses[0].error_code == 0
 
 
@@ -69,7 +75,10 @@ def test_one_node_life_cycle(version: str, monkeypatch: pytest.MonkeyPatch) -> N
         assert kafka.topics() == {"life": 2}
         _produce(kafka, "life", [b"a", b"b", b"c"])
         assert [(r.offset, r.key, r.value, r.headers) for r in kafka.records("life", 0)] == [
-            (0, b"k0", b"a", (("n", b"0"),)), (1, b"k1", b"b", (("n", b"1"),)), (2, b"k2", b"c", (("n", b"2"),))]
+            (0, b"k0", b"a", (("n", b"0"),)),
+            (1, b"k1", b"b", (("n", b"1"),)),
+            (2, b"k2", b"c", (("n", b"2"),)),
+        ]
         # 3.9 still serves the 0.8/0.9 request versions; 4.x removed them (Produce from v3).
         assert kafka.api_version(0, 0 if version.startswith("3.") else 3) == (0 if version.startswith("3.") else 3)
 
@@ -158,8 +167,12 @@ _KILLED_RUN = textwrap.dedent("""
 
 
 def test_a_killed_run_is_cleaned_up_by_the_next(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", _KILLED_RUN], stdout=subprocess.PIPE, timeout=300,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_RUN],
+        stdout=subprocess.PIPE,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     run_text, pid_text = done.stdout.decode().split()
     run, jvm = Path(run_text), int(pid_text)
     assert run.is_dir() and os.path.exists(f"/proc/{jvm}")  # the orphaned JVM still runs
