@@ -367,6 +367,14 @@ class ApacheKafka:
         """The current log file of one node's JVM (its stdout and stderr)."""
         return self._nodes[node_id].log_path
 
+    def pid(self, node_id: int) -> int:
+        """The process id of one running node's JVM: a test may signal it (SIGSTOP freezes the node, SIGCONT
+        thaws it; stopping the cluster thaws a frozen node first).  ``ValueError`` when the node is stopped."""
+        process = self._nodes[node_id].process
+        if process is None or process.poll() is not None:
+            raise ValueError(f"node {node_id} is not running")
+        return process.pid
+
     def running(self, node_id: int) -> bool:
         process = self._nodes[node_id].process
         return process is not None and process.poll() is None
@@ -730,6 +738,8 @@ class ApacheKafka:
         live = [n.process for n in nodes if n.process is not None and n.process.poll() is None]
         for process in live:
             process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            if not kill:
+                process.send_signal(signal.SIGCONT)  # a frozen node (SIGSTOP) handles SIGTERM only once thawed
         deadline = time.monotonic() + self.stop_timeout
         for process in live:
             try:

@@ -1,15 +1,18 @@
 """kproto.client through failures: every call ends within its documented bound (docs/client.md).
 
-Two kinds of peer: ``kproto broker`` in a process of its own, which is frozen (SIGSTOP/SIGCONT), killed and
-restarted on the same port; and small scripted servers in the test's own loop, each breaking the
-conversation in one way (accept and stay silent, answer ApiVersions then never Metadata, answer with a
-2**31 - 1 size prefix, answer with a correlation id never sent).  Bounds are configured small so the tests
-are quick; every elapsed time is checked against its bound plus generous slack only.
+Two kinds of peer: a broker in a process of its own -- ``kproto broker``, or Apache Kafka 4.1.1's JVM
+(:class:`kproto.testing.ApacheKafka`), the same scenarios with the same errors and bounds on both -- which
+is frozen (SIGSTOP/SIGCONT), killed and restarted on the same port; and small scripted servers in the
+test's own loop, each breaking the conversation in one way (accept and stay silent, answer ApiVersions then
+never Metadata, answer with a 2**31 - 1 size prefix, answer with a correlation id never sent).  Bounds are
+configured small so the tests are quick; every elapsed time is checked against its bound plus generous
+slack only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import socket
@@ -35,6 +38,7 @@ from kproto.client import sync
 from kproto.framing import encode_response
 from kproto.messages import ApiVersionsResponse, MetadataRequest
 from kproto.testing import MockBroker
+from kproto.testing.apache_kafka import ApacheKafka, missing_tools
 
 T = TypeVar("T")
 #: what every elapsed time may exceed its bound by (a loaded CI machine, a subprocess starting)
@@ -74,6 +78,9 @@ def free_port() -> int:
 class BrokerProcess:
     """``kproto broker`` in its own process, on a fixed port so that a restart comes back at the same address."""
 
+    #: a restart keeps the log (and the producer ids it knows); ``kproto broker`` starts empty
+    keeps_log = False
+
     def __init__(self, *topics: str) -> None:
         self.port = free_port()
         self.topics = topics
@@ -108,19 +115,96 @@ class BrokerProcess:
             self.proc.wait(30)
 
 
-@pytest.fixture
-def broker_process() -> Iterator[Callable[..., BrokerProcess]]:
-    started: List[BrokerProcess] = []
+class KafkaNode:
+    """One node of an :class:`ApacheKafka` run behind :class:`BrokerProcess`'s interface.  The JVM is shared
+    by the module's tests (it takes seconds to start), so each use recreates its topics from scratch."""
 
-    def make(*topics: str) -> BrokerProcess:
-        broker = BrokerProcess(*topics)
-        broker.start()
+    keeps_log = True
+
+    def __init__(self, kafka: ApacheKafka, *topics: str) -> None:
+        self.kafka = kafka
+        self.node = kafka.node_ids[0]
+        self.topics = {name: int(count) for name, count in (t.split(":") for t in topics)}
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap_servers
+
+    def create_topics(self) -> None:
+        if not self.kafka.running(self.node):  # the previous test killed it
+            self.kafka.start_broker(self.node)
+        self.kafka.delete_topics([t for t in self.topics if t in self.kafka.topics()])
+        for name, partitions in self.topics.items():
+            self.kafka.create_topic(name, partitions)
+
+    def start(self) -> None:
+        if not self.kafka.running(self.node):
+            self.kafka.start_broker(self.node)
+        # A restarted node answers before it leads its partitions again: a record sent then would spend its
+        # delivery_timeout_ms waiting for a leader (``kproto broker`` leads them when it listens).
+        for name, partitions in self.topics.items():
+            self.kafka.wait_for_leaders(name, partitions)
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.kafka.pid(self.node), sig)
+
+    def kill(self) -> None:
+        self.kafka.stop_broker(self.node, kill=True)
+
+    def stop(self) -> None:
+        if self.kafka.running(self.node):
+            self.signal(signal.SIGCONT)
+
+
+Peer = Any  # BrokerProcess or KafkaNode
+
+
+@pytest.fixture(scope="module")
+def apache_kafka() -> Iterator[ApacheKafka]:
+    reason = missing_tools()
+    if reason is not None:
+        pytest.skip(f"Apache Kafka: {reason}")
+    with ApacheKafka("4.1.1", heap="384m") as kafka:
+        yield kafka
+
+
+#: the engines a broker-process scenario runs on (the test takes ``broker_process`` indirectly)
+ENGINES = [
+    pytest.param("kproto", marks=pytest.mark.cli_process),
+    pytest.param("apache-kafka", marks=[pytest.mark.real_clients, pytest.mark.apache_kafka]),
+]
+
+
+@pytest.fixture
+def broker_process(request: pytest.FixtureRequest) -> Iterator[Callable[..., Peer]]:
+    started: List[Peer] = []
+    engine = getattr(request, "param", "kproto")
+
+    def make(*topics: str) -> Peer:
+        broker: Peer
+        if engine == "apache-kafka":
+            broker = KafkaNode(request.getfixturevalue("apache_kafka"), *topics)
+            broker.create_topics()
+        else:
+            broker = BrokerProcess(*topics)
+            broker.start()
         started.append(broker)
         return broker
 
     yield make
     for broker in started:
         broker.stop()
+
+
+async def read_back(bootstrap: str, topic: str, last: bytes) -> List[bytes]:
+    """The values in partition 0 of ``topic`` from the start of its log up to the record ``last``."""
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, 0)])
+        values: List[bytes] = []
+        deadline = time.monotonic() + 30
+        while last not in values and time.monotonic() < deadline:
+            values += [r.value for r in await consumer.poll(1000)]
+        return values
 
 
 # ---------------------------------------------------------------- scripted servers
@@ -247,11 +331,48 @@ def test_send_flush_and_close_keep_their_own_bounds_while_a_produce_is_slow() ->
     run(main)
 
 
+# ---------------------------------------------------------------- seek
+# (before the scenarios below, which leave Kafka's shared node killed: a restart costs seconds)
+
+
+def _fill(bootstrap: str, count: int) -> None:
+    with sync.Producer(bootstrap) as producer:
+        for i in range(count):
+            producer.send("f", b"%d" % i, partition=0)
+        producer.flush(30)
+
+
+@pytest.mark.parametrize("broker_process", ENGINES, indirect=True)
+def test_sync_consumer_seek_before_and_after_the_first_poll(broker_process: Callable[..., Peer]) -> None:
+    broker = broker_process("f:1")
+    _fill(broker.bootstrap, 6)
+    with sync.Consumer(broker.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("f", 0)])
+        consumer.seek(("f", 0), 3)
+        assert [r.offset for r in consumer.poll(5000)] == [3, 4, 5]
+        consumer.seek(("f", 0), 1)
+        assert [r.offset for r in consumer.poll(5000)][:1] == [1]
+
+
+def test_async_consumer_seek_while_the_reset_offset_is_looked_up() -> None:
+    async def main() -> None:
+        async with MockBroker(topics={"f": 1}) as broker:
+            async with Producer(broker.bootstrap_servers) as producer:
+                for i in range(6):
+                    await producer.send("f", b"%d" % i)
+            async with Consumer(broker.bootstrap_servers, auto_offset_reset="earliest") as consumer:
+                consumer.assign([("f", 0)])
+                await asyncio.sleep(0)  # the position lookup (ListOffsets) is out
+                consumer.seek(("f", 0), 4)
+                assert [r.offset for r in await consumer.poll(5000)] == [4, 5]
+    run(main)
+
+
 # ---------------------------------------------------------------- a broker in its own process
 
 
-@pytest.mark.cli_process
-def test_idempotent_producer_through_freeze_kill_and_restart(broker_process: Callable[..., BrokerProcess]) -> None:
+@pytest.mark.parametrize("broker_process", ENGINES, indirect=True)
+def test_idempotent_producer_through_freeze_kill_and_restart(broker_process: Callable[..., Peer]) -> None:
     broker = broker_process("f:1")
 
     async def main() -> None:
@@ -278,10 +399,17 @@ def test_idempotent_producer_through_freeze_kill_and_restart(broker_process: Cal
         assert await elapsed(lost) < 1.5 + SLACK
         with pytest.raises(ClientTimeoutError, match="delivery_timeout_ms"):
             lost.result()
-        # Restarted (it knows no producer id any more): the producer starts over under a new id.
-        broker.start()
-        assert (await asyncio.wait_for(await producer.send("f", b"r4"), 5 + SLACK)).offset == 0
+        # Restarted.  ``kproto broker`` comes back empty and knows no producer id any more: the producer starts
+        # over under a new id.  Kafka's JVM takes seconds to come back, with its log and producer state.
+        await asyncio.to_thread(broker.start)
+        r4 = await asyncio.wait_for(await producer.send("f", b"r4"), 5 + SLACK)
+        assert r4.offset >= 2 if broker.keeps_log else r4.offset == 0
         assert producer.producer_id_resets == 2
+        # What the log holds: every acknowledged record once, the expired r3 never.  The frozen r1 waited in
+        # the broker's socket buffer and may have been written once thawed (its answer came too late).
+        values = await read_back(broker.bootstrap, "f", b"r4")
+        assert values.count(b"r1") <= 1, values
+        assert sorted(v for v in values if v != b"r1") == ([b"r0", b"r2", b"r4"] if broker.keeps_log else [b"r4"])
 
         # close(timeout) with the broker gone: returns by its timeout, unsent records fail.
         broker.kill()
@@ -292,8 +420,8 @@ def test_idempotent_producer_through_freeze_kill_and_restart(broker_process: Cal
     run(main)
 
 
-@pytest.mark.cli_process
-def test_sync_producer_and_consumer_on_a_killed_broker(broker_process: Callable[..., BrokerProcess]) -> None:
+@pytest.mark.parametrize("broker_process", ENGINES, indirect=True)
+def test_sync_producer_and_consumer_on_a_killed_broker(broker_process: Callable[..., Peer]) -> None:
     broker = broker_process("f:1")
     producer = sync.Producer(broker.bootstrap, **FAST)
     producer.send("f", b"first").result(30)
@@ -326,38 +454,3 @@ def test_sync_producer_and_consumer_on_a_killed_broker(broker_process: Callable[
         producer.close()
         consumer.close()
         assert time.monotonic() - start < 2 * (0.8 + SLACK)
-
-
-# ---------------------------------------------------------------- seek
-
-
-def _fill(broker: MockBroker, count: int) -> None:
-    with sync.Producer(broker.bootstrap_servers) as producer:
-        for i in range(count):
-            producer.send("f", b"%d" % i, partition=0)
-        producer.flush(30)
-
-
-def test_sync_consumer_seek_before_and_after_the_first_poll() -> None:
-    with MockBroker(topics={"f": 1}) as broker:
-        _fill(broker, 6)
-        with sync.Consumer(broker.bootstrap_servers, auto_offset_reset="earliest") as consumer:
-            consumer.assign([("f", 0)])
-            consumer.seek(("f", 0), 3)
-            assert [r.offset for r in consumer.poll(5000)] == [3, 4, 5]
-            consumer.seek(("f", 0), 1)
-            assert [r.offset for r in consumer.poll(5000)][:1] == [1]
-
-
-def test_async_consumer_seek_while_the_reset_offset_is_looked_up() -> None:
-    async def main() -> None:
-        async with MockBroker(topics={"f": 1}) as broker:
-            async with Producer(broker.bootstrap_servers) as producer:
-                for i in range(6):
-                    await producer.send("f", b"%d" % i)
-            async with Consumer(broker.bootstrap_servers, auto_offset_reset="earliest") as consumer:
-                consumer.assign([("f", 0)])
-                await asyncio.sleep(0)  # the position lookup (ListOffsets) is out
-                consumer.seek(("f", 0), 4)
-                assert [r.offset for r in await consumer.poll(5000)] == [4, 5]
-    run(main)
