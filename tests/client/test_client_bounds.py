@@ -69,6 +69,24 @@ async def elapsed(awaitable: Awaitable[Any]) -> float:
     return time.monotonic() - start
 
 
+def send_signal(pid: int, sig: int) -> None:
+    """Signal a process; after SIGSTOP, return only once all its threads are stopped (the signal reaches
+    a thread running on another CPU a moment later, long enough for a JVM to answer one more request)."""
+    os.kill(pid, sig)
+    deadline = time.monotonic() + 5
+    while sig == signal.SIGSTOP and time.monotonic() < deadline:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                    states.append(stat.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:  # a thread that ended
+                pass
+        if all(state in "tT" for state in states):
+            return
+        time.sleep(0.01)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -101,7 +119,7 @@ class BrokerProcess:
 
     def signal(self, sig: int) -> None:
         assert self.proc is not None
-        self.proc.send_signal(sig)
+        send_signal(self.proc.pid, sig)
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -146,7 +164,7 @@ class KafkaNode:
             self.kafka.wait_for_leaders(name, partitions)
 
     def signal(self, sig: int) -> None:
-        os.kill(self.kafka.pid(self.node), sig)
+        send_signal(self.kafka.pid(self.node), sig)
 
     def kill(self) -> None:
         self.kafka.stop_broker(self.node, kill=True)
