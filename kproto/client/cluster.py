@@ -55,10 +55,17 @@ def parse_bootstrap(servers: "str | Sequence[str]") -> List[Tuple[str, int]]:
 class ClusterView:
     """Brokers, leaders and connections shared by one producer or consumer."""
 
-    def __init__(self, bootstrap_servers: "str | Sequence[str]", *, client_id: str = "kproto",
-                 broker_release: Optional[BrokerVersions] = None, max_in_flight: int = 5,
-                 retry_backoff_ms: int = 100, request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
-                 connect_timeout_ms: int = 10000) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: "str | Sequence[str]",
+        *,
+        client_id: str = "kproto",
+        broker_release: Optional[BrokerVersions] = None,
+        max_in_flight: int = 5,
+        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        connect_timeout_ms: int = 10000,
+    ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         #: every connection's request bound, and the TCP handshake's (see :class:`Connection`)
         self.request_timeout = request_timeout_ms / 1000.0
@@ -121,11 +128,15 @@ class ClusterView:
         last: Optional[BaseException] = None
         for host, port in addresses:
             try:
-                return await Connection.open(host, port, client_id=self.client_id,
-                                             broker_release=self.broker_release,
-                                             max_in_flight=self.max_in_flight if purpose == "data" else 5,
-                                             connect_timeout=self.connect_timeout,
-                                             request_timeout=self.request_timeout)
+                return await Connection.open(
+                    host,
+                    port,
+                    client_id=self.client_id,
+                    broker_release=self.broker_release,
+                    max_in_flight=self.max_in_flight if purpose == "data" else 5,
+                    connect_timeout=self.connect_timeout,
+                    request_timeout=self.request_timeout,
+                )
             except BrokerConnectionError as exc:
                 last = exc
         # the last failure's class (RequestTimeoutError for a silent broker) says what happened

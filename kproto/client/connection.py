@@ -36,8 +36,14 @@ from kproto.message_base import Message
 from kproto.messages import ApiVersionsRequest
 from kproto.versions import VersionRanges, negotiate
 
-__all__ = ["CLIENT_VERSIONS", "BrokerConnectionError", "BrokerVersions", "ClientTimeoutError", "Connection",
-           "RequestTimeoutError"]
+__all__ = [
+    "CLIENT_VERSIONS",
+    "BrokerConnectionError",
+    "BrokerVersions",
+    "ClientTimeoutError",
+    "Connection",
+    "RequestTimeoutError",
+]
 
 #: How a broker that cannot answer ApiVersions is described: its release line (``"0.9.0"``), or its version
 #: ranges per api key.
@@ -47,20 +53,20 @@ BrokerVersions = Union[str, VersionRanges]
 #: version changes meaning the client does not implement: Produce/Fetch v13 address topics by id, Metadata
 #: v13 moved errors, OffsetFetch v8 batches groups.  Group APIs follow :mod:`kproto.group.member`.
 CLIENT_VERSIONS: Mapping[int, Tuple[int, int]] = {
-    0: (0, 12),   # Produce
-    1: (0, 12),   # Fetch
-    2: (0, 7),    # ListOffsets
-    3: (0, 12),   # Metadata
-    8: (0, 9),    # OffsetCommit (v9: member epochs of KIP-848 groups)
-    9: (0, 7),    # OffsetFetch
-    10: (0, 4),   # FindCoordinator (GroupCoordinator)
-    11: (0, 9),   # JoinGroup
-    12: (0, 4),   # Heartbeat
-    13: (0, 5),   # LeaveGroup
-    14: (0, 5),   # SyncGroup
-    18: (0, 4),   # ApiVersions
-    22: (0, 4),   # InitProducerId
-    68: (0, 1),   # ConsumerGroupHeartbeat (KIP-848; v1: the member id is the client's)
+    0: (0, 12),  # Produce
+    1: (0, 12),  # Fetch
+    2: (0, 7),  # ListOffsets
+    3: (0, 12),  # Metadata
+    8: (0, 9),  # OffsetCommit (v9: member epochs of KIP-848 groups)
+    9: (0, 7),  # OffsetFetch
+    10: (0, 4),  # FindCoordinator (GroupCoordinator)
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    18: (0, 4),  # ApiVersions
+    22: (0, 4),  # InitProducerId
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; v1: the member id is the client's)
 }
 
 _READ_SIZE = 256 * 1024
@@ -94,9 +100,17 @@ class Connection:
     raising.  Requests are written in the order :meth:`request` is called and answered in that order.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, client_id: str,
-                 max_in_flight: int, max_frame_size: int, address: str = "",
-                 request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT_MS / 1000.0) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        client_id: str,
+        max_in_flight: int,
+        max_frame_size: int,
+        address: str = "",
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT_MS / 1000.0,
+    ) -> None:
         self.address = address
         #: seconds a request waits for its answer (None: no bound)
         self.request_timeout = request_timeout
@@ -133,12 +147,20 @@ class Connection:
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), connect_timeout)
         except asyncio.TimeoutError as exc:
-            raise BrokerConnectionError(f"cannot connect to {host}:{port}: no TCP handshake within "
-                                        f"{connect_timeout:g} s") from exc
+            raise BrokerConnectionError(
+                f"cannot connect to {host}:{port}: no TCP handshake within {connect_timeout:g} s"
+            ) from exc
         except OSError as exc:
             raise BrokerConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
-        conn = cls(reader, writer, client_id=client_id, max_in_flight=max_in_flight, max_frame_size=max_frame_size,
-                   address=f"{host}:{port}", request_timeout=request_timeout)
+        conn = cls(
+            reader,
+            writer,
+            client_id=client_id,
+            max_in_flight=max_in_flight,
+            max_frame_size=max_frame_size,
+            address=f"{host}:{port}",
+            request_timeout=request_timeout,
+        )
         try:
             if broker_release is not None:
                 conn.versions = negotiate(broker_release, CLIENT_VERSIONS)
@@ -150,7 +172,8 @@ class Connection:
                 except BrokerConnectionError as exc:
                     raise BrokerConnectionError(
                         f"{host}:{port} closed the connection on ApiVersions: a broker older than 0.10.0 must be "
-                        "named with broker_release (e.g. '0.9.0')") from exc
+                        "named with broker_release (e.g. '0.9.0')"
+                    ) from exc
                 conn.versions = negotiate(answer, CLIENT_VERSIONS)  # type: ignore[arg-type]
         except BaseException:
             await conn.close()
@@ -179,8 +202,9 @@ class Connection:
     def closed(self) -> bool:
         return self._error is not None
 
-    async def request(self, message: Message, version: Optional[int] = None, *,
-                      timeout: Optional[float] = None) -> Message:
+    async def request(
+        self, message: Message, version: Optional[int] = None, *, timeout: Optional[float] = None
+    ) -> Message:
         """Send ``message`` (in ``version``, default the negotiated one) and return the decoded response.
 
         Waits at most ``timeout`` seconds (default :attr:`request_timeout`) from the moment the request is
@@ -211,9 +235,12 @@ class Connection:
                 return await asyncio.wait_for(self._answer(future), bound)
             except asyncio.TimeoutError:
                 name = APIS[api_key].name if api_key in APIS else str(api_key)
-                self._fail(RequestTimeoutError(
-                    f"{self.address or 'the broker'} did not answer {name} v{version} within {bound * 1000:.0f} ms "
-                    "(request timeout): connection closed"))
+                self._fail(
+                    RequestTimeoutError(
+                        f"{self.address or 'the broker'} did not answer {name} v{version} within {bound * 1000:.0f} ms "
+                        "(request timeout): connection closed"
+                    )
+                )
                 self._check_open()
                 raise  # not reached: _check_open raised
         finally:
@@ -240,9 +267,12 @@ class Connection:
         try:
             await asyncio.wait_for(self._drain(), self.request_timeout)
         except asyncio.TimeoutError:
-            self._fail(RequestTimeoutError(
-                f"{self.address or 'the broker'} took no bytes for {self.request_timeout * 1000:.0f} ms "
-                "(request timeout): connection closed"))
+            self._fail(
+                RequestTimeoutError(
+                    f"{self.address or 'the broker'} took no bytes for {self.request_timeout * 1000:.0f} ms "
+                    "(request timeout): connection closed"
+                )
+            )
             self._check_open()
 
     async def _drain(self) -> None:

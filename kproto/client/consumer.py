@@ -233,7 +233,7 @@ class _Buffer:
         while len(out) < n:
             at = self.at
             if at < len(self.built):
-                chunk = self.built[at:at + n - len(out)]
+                chunk = self.built[at : at + n - len(out)]
                 self.at = at + len(chunk)
                 self.count -= len(chunk)
                 if out:
@@ -257,22 +257,40 @@ class _Buffer:
             chunks.append(chunk)
         if legacy:  # magic 0/1 Messages have no headers
             records = [m for chunk in chunks for m in chunk if m.offset >= start]
-            self.built = list(map(_new_record, repeat(ConsumerRecord), zip(
-                repeat(self.topic), repeat(self.partition), map(_OFFSET, records), map(_TIMESTAMP, records),
-                map(_KEY, records), map(_VALUE, records), repeat(()))))
+            self.built = list(
+                map(
+                    _new_record,
+                    repeat(ConsumerRecord),
+                    zip(
+                        repeat(self.topic),
+                        repeat(self.partition),
+                        map(_OFFSET, records),
+                        map(_TIMESTAMP, records),
+                        map(_KEY, records),
+                        map(_VALUE, records),
+                        repeat(()),
+                    ),
+                )
+            )
         else:  # one record object alive at a time: the decoder reuses it
-            self.built = record_rows(chain.from_iterable(chunks), ConsumerRecord, self.topic, self.partition,
-                                     start=start)
+            self.built = record_rows(
+                chain.from_iterable(chunks), ConsumerRecord, self.topic, self.partition, start=start
+            )
         self.count -= decoded - len(self.built)
         self.at = 0
 
 
 #: Member states in which the application's polls are watched (max.poll.interval).
 #: commit answers that mean "ask again once the coordinator is found or has loaded the group"
-_COORDINATOR_MOVING = frozenset({ErrorCode.NOT_COORDINATOR_FOR_GROUP, ErrorCode.GROUP_COORDINATOR_NOT_AVAILABLE,
-                                 ErrorCode.GROUP_LOAD_IN_PROGRESS})
-_POLL_WATCHED = frozenset(MemberState) - {MemberState.UNJOINED, MemberState.LEFT, MemberState.CLOSED,
-                                          MemberState.FAILED}
+_COORDINATOR_MOVING = frozenset(
+    {ErrorCode.NOT_COORDINATOR_FOR_GROUP, ErrorCode.GROUP_COORDINATOR_NOT_AVAILABLE, ErrorCode.GROUP_LOAD_IN_PROGRESS}
+)
+_POLL_WATCHED = frozenset(MemberState) - {
+    MemberState.UNJOINED,
+    MemberState.LEFT,
+    MemberState.CLOSED,
+    MemberState.FAILED,
+}
 
 
 def _now_ms() -> int:
@@ -286,8 +304,9 @@ class Consumer:
     :data:`kproto.group.ASSIGNORS`, most preferred first); without ``group_id`` call :meth:`assign`.
     ``group_protocol="consumer"`` uses the KIP-848 protocol (ConsumerGroupHeartbeat; docs/client.md, "The
     consumer group protocol"): the coordinator assigns, only moved partitions are revoked, and
-    ``group_instance_id`` makes the member static.  ``broker_release`` names a broker without ApiVersions (``"0.9.0"``).  ``request_timeout_ms`` and
-    ``connect_timeout_ms`` bound every request and TCP handshake (module docstring).
+    ``group_instance_id`` makes the member static.  ``broker_release`` names a broker without ApiVersions
+    (``"0.9.0"``).  ``request_timeout_ms`` and ``connect_timeout_ms`` bound every request and TCP handshake
+    (module docstring).
     """
 
     def __init__(
@@ -321,9 +340,15 @@ class Consumer:
             raise ValueError("group_protocol must be 'classic' or 'consumer'")
         if group_instance_id is not None and group_protocol == "classic":
             raise ValueError("group_instance_id is served with group_protocol='consumer' only")
-        self.cluster = ClusterView(bootstrap_servers, client_id=client_id, broker_release=broker_release,
-                                   max_in_flight=5, retry_backoff_ms=retry_backoff_ms,
-                                   request_timeout_ms=request_timeout_ms, connect_timeout_ms=connect_timeout_ms)
+        self.cluster = ClusterView(
+            bootstrap_servers,
+            client_id=client_id,
+            broker_release=broker_release,
+            max_in_flight=5,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            connect_timeout_ms=connect_timeout_ms,
+        )
         self.request_timeout = request_timeout_ms / 1000.0
         self.group_id = group_id
         self.topics = tuple(topics)
@@ -336,17 +361,33 @@ class Consumer:
         self.group_protocol = group_protocol
         self.member: Optional[Union[GroupMember, HeartbeatMember]] = None
         if group_id is not None and group_protocol == "consumer":
-            self.member = HeartbeatMember(HeartbeatMemberConfig(
-                group_id=group_id, client_id=client_id, topics=self.topics,
-                rebalance_timeout_ms=max_poll_interval_ms, retry_backoff_ms=retry_backoff_ms,
-                auto_commit=auto_commit, auto_commit_interval_ms=auto_commit_interval_ms,
-                group_instance_id=group_instance_id))
+            self.member = HeartbeatMember(
+                HeartbeatMemberConfig(
+                    group_id=group_id,
+                    client_id=client_id,
+                    topics=self.topics,
+                    rebalance_timeout_ms=max_poll_interval_ms,
+                    retry_backoff_ms=retry_backoff_ms,
+                    auto_commit=auto_commit,
+                    auto_commit_interval_ms=auto_commit_interval_ms,
+                    group_instance_id=group_instance_id,
+                )
+            )
         elif group_id is not None:
-            self.member = GroupMember(MemberConfig(
-                group_id=group_id, client_id=client_id, topics=self.topics, assignors=tuple(assignors),
-                session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-                rebalance_timeout_ms=max_poll_interval_ms, retry_backoff_ms=retry_backoff_ms,
-                auto_commit=auto_commit, auto_commit_interval_ms=auto_commit_interval_ms))
+            self.member = GroupMember(
+                MemberConfig(
+                    group_id=group_id,
+                    client_id=client_id,
+                    topics=self.topics,
+                    assignors=tuple(assignors),
+                    session_timeout_ms=session_timeout_ms,
+                    heartbeat_interval_ms=heartbeat_interval_ms,
+                    rebalance_timeout_ms=max_poll_interval_ms,
+                    retry_backoff_ms=retry_backoff_ms,
+                    auto_commit=auto_commit,
+                    auto_commit_interval_ms=auto_commit_interval_ms,
+                )
+            )
         self.max_poll_interval_ms = max_poll_interval_ms
         self._last_poll_ms = _now_ms()
         self._polling = 0
@@ -362,7 +403,7 @@ class Consumer:
         self._group_wake = asyncio.Event()
         self._data = asyncio.Event()
         self._fetch_wake = asyncio.Event()
-        self._ready = asyncio.Event()   # assignment settled and positions known
+        self._ready = asyncio.Event()  # assignment settled and positions known
         self._failure: Optional[BaseException] = None
         self._tasks: List["asyncio.Task[None]"] = []
         # The event loop keeps only weak references to tasks: one started and not awaited (a settle of
@@ -522,11 +563,17 @@ class Consumer:
                 self._commit_waiters.pop(send.request_id, None)
             if not done:
                 future.cancel()
-                raise ClientTimeoutError(f"commit of group {self.group_id}: no answer within {bound * 1000:.0f} ms "
-                                         "(request_timeout_ms + connect_timeout_ms)")
+                raise ClientTimeoutError(
+                    f"commit of group {self.group_id}: no answer within {bound * 1000:.0f} ms "
+                    "(request_timeout_ms + connect_timeout_ms)"
+                )
             response = future.result()
-            codes = [(topic.name, p.partition_index, p.error_code) for topic in response.topics
-                     for p in topic.partitions if p.error_code]
+            codes = [
+                (topic.name, p.partition_index, p.error_code)
+                for topic in response.topics
+                for p in topic.partitions
+                if p.error_code
+            ]
             if not codes:
                 return
             topic, partition, code = codes[0]
@@ -546,8 +593,9 @@ class Consumer:
             if self.member.state in (MemberState.FAILED, MemberState.CLOSED, MemberState.LEFT):
                 raise KprotoError(f"commit of group {self.group_id}: the member is {self.member.state.name}")
             if loop.time() >= deadline:
-                raise ClientTimeoutError(f"commit of group {self.group_id}: the coordinator was not found again "
-                                         "in time")
+                raise ClientTimeoutError(
+                    f"commit of group {self.group_id}: the coordinator was not found again in time"
+                )
 
     async def committed(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
         """The group's committed offsets of ``partitions`` (-1: none)."""
@@ -557,12 +605,14 @@ class Consumer:
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
         coordinator = self.member.coordinator
-        self.cluster.brokers.setdefault(coordinator.node_id, BrokerNode(coordinator.node_id, coordinator.host,
-                                                                         coordinator.port))
+        self.cluster.brokers.setdefault(
+            coordinator.node_id, BrokerNode(coordinator.node_id, coordinator.host, coordinator.port)
+        )
         conn = await self.cluster.connection(coordinator.node_id, "group")
         Topic = OffsetFetchRequest.OffsetFetchRequestTopic
-        request = OffsetFetchRequest(group_id=self.group_id or "",
-                                     topics=[Topic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
+        request = OffsetFetchRequest(
+            group_id=self.group_id or "", topics=[Topic(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
+        )
         response = await conn.request(request, conn.version(_OFFSET_FETCH))
         assert isinstance(response, OffsetFetchResponse)
         out: Dict[TopicPartition, int] = {}
@@ -691,8 +741,9 @@ class Consumer:
             if destination is None:
                 conn = await self.cluster.connection(None, "group")
             else:
-                self.cluster.brokers.setdefault(destination.node_id, BrokerNode(destination.node_id, destination.host,
-                                                                                 destination.port))
+                self.cluster.brokers.setdefault(
+                    destination.node_id, BrokerNode(destination.node_id, destination.host, destination.port)
+                )
                 conn = await self.cluster.connection(destination.node_id, "group")
             timeout = None
             if isinstance(action.request, JoinGroupRequest):
@@ -793,8 +844,10 @@ class Consumer:
             by_topic: Dict[str, List[Any]] = {}
             for topic, partition in tps:
                 by_topic.setdefault(topic, []).append(Partition(partition_index=partition, timestamp=timestamp))
-            response = await conn.request(ListOffsetsRequest(
-                replica_id=-1, topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]), version)
+            response = await conn.request(
+                ListOffsetsRequest(replica_id=-1, topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]),
+                version,
+            )
             assert isinstance(response, ListOffsetsResponse)
             for answer in response.topics:
                 for p in answer.partitions:
@@ -820,9 +873,13 @@ class Consumer:
     async def _fetch_loop(self) -> None:
         while True:
             self._fetch_wake.clear()
-            wanted = [tp for tp in self._assigned
-                      if tp not in self._paused and tp in self._positions
-                      and len(self._buffers.get(tp) or ()) < _PREFETCH_BELOW]
+            wanted = [
+                tp
+                for tp in self._assigned
+                if tp not in self._paused
+                and tp in self._positions
+                and len(self._buffers.get(tp) or ()) < _PREFETCH_BELOW
+            ]
             if wanted and self._ready.is_set():
                 try:
                     groups = await self._by_leader(wanted)
@@ -845,10 +902,17 @@ class Consumer:
             Partition = Topic.FetchPartition
             by_topic: Dict[str, List[Any]] = {}
             for (topic, partition), offset in asked.items():
-                by_topic.setdefault(topic, []).append(Partition(
-                    partition=partition, fetch_offset=offset, partition_max_bytes=self.max_partition_fetch_bytes))
-            request = FetchRequest(replica_id=-1, max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes,
-                                   topics=[Topic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+                by_topic.setdefault(topic, []).append(
+                    Partition(
+                        partition=partition, fetch_offset=offset, partition_max_bytes=self.max_partition_fetch_bytes
+                    )
+                )
+            request = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=self.fetch_max_wait_ms,
+                min_bytes=self.fetch_min_bytes,
+                topics=[Topic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            )
             if version >= 3:
                 request.max_bytes = 50 << 20
             # the broker may hold a Fetch for max_wait_ms before it answers: that is not silence
@@ -879,7 +943,11 @@ class Consumer:
         for topic in response.responses:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition_index)
-                if tp not in self._assigned or tp not in self._positions or self._next_fetch_offset(tp) != asked.get(tp):
+                if (
+                    tp not in self._assigned
+                    or tp not in self._positions
+                    or self._next_fetch_offset(tp) != asked.get(tp)
+                ):
                     continue  # sought, revoked or reassigned while the fetch was out
                 if p.error_code == _C.OFFSET_OUT_OF_RANGE:
                     self._positions.pop(tp, None)

@@ -88,8 +88,15 @@ from kproto.errors import KprotoError
 from kproto.messages import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 from kproto.records import RecordSet, encode_message_set, encode_record_batch
 
-__all__ = ["BufferFullError", "InvalidRecordError", "Producer", "ProducerClosedError", "RecordMetadata",
-           "RecordTooLargeError", "SentBatch"]
+__all__ = [
+    "BufferFullError",
+    "InvalidRecordError",
+    "Producer",
+    "ProducerClosedError",
+    "RecordMetadata",
+    "RecordTooLargeError",
+    "SentBatch",
+]
 
 _PRODUCE = 0
 _INIT_PRODUCER_ID = 22
@@ -98,7 +105,9 @@ _CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 _RECORD_OVERHEAD = 22  # a bound on per-record framing, for the batch-size estimate
 _BATCH_OVERHEAD = 61  # a magic 2 batch's header: a one-record batch is this much larger than the record
 _C = ErrorCode
-_INIT_RETRIABLE = frozenset({_C.GROUP_LOAD_IN_PROGRESS, _C.GROUP_COORDINATOR_NOT_AVAILABLE, _C.NOT_COORDINATOR_FOR_GROUP})
+_INIT_RETRIABLE = frozenset(
+    {_C.GROUP_LOAD_IN_PROGRESS, _C.GROUP_COORDINATOR_NOT_AVAILABLE, _C.NOT_COORDINATOR_FOR_GROUP}
+)
 _RETRIABLE_ALWAYS = {_C.OUT_OF_ORDER_SEQUENCE_NUMBER}
 #: answers that mean the broker does not know this producer id/epoch: a new one is taken, the batch retried
 _RESET_CODES = {_C.UNKNOWN_PRODUCER_ID, _C.INVALID_PRODUCER_EPOCH}
@@ -217,8 +226,21 @@ class _Slice:
 
 
 class _Batch:
-    __slots__ = ("topic", "partition", "records", "futures", "size", "opened", "seq", "attempts", "retry_at",
-                 "base_sequence", "encoded", "done", "last_error")
+    __slots__ = (
+        "topic",
+        "partition",
+        "records",
+        "futures",
+        "size",
+        "opened",
+        "seq",
+        "attempts",
+        "retry_at",
+        "base_sequence",
+        "encoded",
+        "done",
+        "last_error",
+    )
 
     def __init__(self, topic: str, partition: int, seq: int, now: float) -> None:
         self.topic = topic
@@ -228,12 +250,12 @@ class _Batch:
         self.futures: List[Any] = []
         self.size = _BATCH_OVERHEAD  # the estimate of the encoded batch, as Kafka's batch.size counts it
         self.opened = now
-        self.seq = seq               # creation order within the partition
-        self.attempts = 0            # sends so far
+        self.seq = seq  # creation order within the partition
+        self.attempts = 0  # sends so far
         self.retry_at = 0.0
-        self.base_sequence = -1      # idempotence: fixed on the first send
+        self.base_sequence = -1  # idempotence: fixed on the first send
         self.encoded: Optional[Tuple[int, bytes]] = None  # (produce version, bytes) reused by retries
-        self.done = False            # futures settled (an expired batch may still be in flight)
+        self.done = False  # futures settled (an expired batch may still be in flight)
         self.last_error: Optional[BaseException] = None  # why the last attempt failed, for the expiry message
 
 
@@ -287,8 +309,10 @@ class Producer:
         if idempotence and max_in_flight > 5:
             raise ValueError("idempotence allows at most 5 requests in flight per broker")
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
-            raise ValueError(f"delivery_timeout_ms ({delivery_timeout_ms}) must be at least linger_ms + "
-                             f"request_timeout_ms ({linger_ms + request_timeout_ms})")
+            raise ValueError(
+                f"delivery_timeout_ms ({delivery_timeout_ms}) must be at least linger_ms + "
+                f"request_timeout_ms ({linger_ms + request_timeout_ms})"
+            )
         self.compression = compression
         self.linger = linger_ms / 1000.0
         self.batch_size = batch_size
@@ -302,9 +326,15 @@ class Producer:
         self._partitioner: Partitioner = partitioner if partitioner is not None else DefaultPartitioner()
         self._sticky = self._partitioner if isinstance(self._partitioner, DefaultPartitioner) else None
         # one connection per broker for Produce, plus the metadata connection ClusterView opens
-        self.cluster = ClusterView(bootstrap_servers, client_id=client_id, broker_release=broker_release,
-                                   max_in_flight=max_in_flight, retry_backoff_ms=retry_backoff_ms,
-                                   request_timeout_ms=request_timeout_ms, connect_timeout_ms=connect_timeout_ms)
+        self.cluster = ClusterView(
+            bootstrap_servers,
+            client_id=client_id,
+            broker_release=broker_release,
+            max_in_flight=max_in_flight,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            connect_timeout_ms=connect_timeout_ms,
+        )
         self.max_buffered_records = max_buffered_records
         self.max_request_size = max_request_size
         #: the largest batch ``send_batch`` fills (at least ``batch_size``, at most ``max_request_size``)
@@ -364,8 +394,9 @@ class Producer:
             # it holds a block of producer ids: retriable, within the request timeout.
             give_up = time.monotonic() + self.request_timeout_ms / 1000.0
             while True:
-                response = await conn.request(InitProducerIdRequest(transactional_id=None,
-                                                                    transaction_timeout_ms=60000))
+                response = await conn.request(
+                    InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
+                )
                 assert isinstance(response, InitProducerIdResponse)
                 if response.error_code not in _INIT_RETRIABLE or time.monotonic() > give_up:
                     break
@@ -375,8 +406,10 @@ class Producer:
             self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
             self.idempotent = True
         elif self._idempotence_wanted:
-            raise KprotoError("idempotence was asked for, but the broker does not serve InitProducerId "
-                              "(Kafka 0.11 or later is needed)")
+            raise KprotoError(
+                "idempotence was asked for, but the broker does not serve InitProducerId "
+                "(Kafka 0.11 or later is needed)"
+            )
         self._loop_task = asyncio.ensure_future(self._send_loop())
 
     async def __aenter__(self) -> "Producer":
@@ -398,8 +431,9 @@ class Producer:
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
         except asyncio.TimeoutError:
-            raise ClientTimeoutError(f"flush(): {self._buffered} record(s) still unacknowledged after "
-                                     f"{timeout:g} s") from None
+            raise ClientTimeoutError(
+                f"flush(): {self._buffered} record(s) still unacknowledged after {timeout:g} s"
+            ) from None
         finally:
             self._flushing -= 1
 
@@ -416,8 +450,11 @@ class Producer:
             try:
                 await self.flush(timeout)
             except ClientTimeoutError:
-                self._abort(ProducerClosedError(f"the producer was closed with this record unsent: close() "
-                                                f"timeout of {timeout:g} s passed"))
+                self._abort(
+                    ProducerClosedError(
+                        f"the producer was closed with this record unsent: close() timeout of {timeout:g} s passed"
+                    )
+                )
             # Stopped by a flag, not by cancel(): on Python 3.11 a cancel that lands while the loop's
             # wait_for(wake, timeout) is completing is swallowed, and the loop would wait on forever.
             self._stopping = True
@@ -522,8 +559,9 @@ class Producer:
         header_list = _column(headers, "headers") if headers is not None else None
         for name, column in (("keys", key_list), ("headers", header_list)):
             if column is not None and len(column) != n:
-                raise InvalidRecordError(f"send_batch(): {len(column)} {name} for {n} values",
-                                         index=min(len(column), n))
+                raise InvalidRecordError(
+                    f"send_batch(): {len(column)} {name} for {n} values", index=min(len(column), n)
+                )
         sizes = _lengths(value_list, "value")
         if key_list is not None:
             sizes = [a + b for a, b in zip(sizes, _lengths(key_list, "key"))]
@@ -532,8 +570,11 @@ class Producer:
         limit = self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD
         if n and max(sizes) > limit:
             i = next(i for i, size in enumerate(sizes) if size > limit)
-            raise RecordTooLargeError(f"send_batch(): record {i} of {sizes[i]} bytes is too large for one request "
-                                      f"of max_request_size {self.max_request_size}", index=i)
+            raise RecordTooLargeError(
+                f"send_batch(): record {i} of {sizes[i]} bytes is too large for one request "
+                f"of max_request_size {self.max_request_size}",
+                index=i,
+            )
         if self._buffered >= self.max_buffered_records:
             await self._wait_for_room("send_batch()")
         loop = asyncio.get_running_loop()
@@ -541,8 +582,17 @@ class Producer:
         if partition is None and (key_list is not None or self._sticky is None):
             # a partition per record: each record is queued on its own
             enqueue = self._enqueue_checked
-            futures = [enqueue(topic, value_list[i], key_list[i] if key_list is not None else None,
-                               header_list[i] if header_list is not None else None, None, ts) for i in range(n)]
+            futures = [
+                enqueue(
+                    topic,
+                    value_list[i],
+                    key_list[i] if key_list is not None else None,
+                    header_list[i] if header_list is not None else None,
+                    None,
+                    ts,
+                )
+                for i in range(n)
+            ]
             return asyncio.gather(*futures)  # type: ignore[return-value]
         future: "asyncio.Future[Sequence[RecordMetadata]]" = loop.create_future()
         if not n:
@@ -553,12 +603,19 @@ class Producer:
             partition = self._partitioner(topic, None, count)
         if self._closing:
             raise ProducerClosedError("send_batch() on a producer closed while the call waited")
-        records = list(zip(key_list if key_list is not None else repeat(None, n), value_list, repeat(ts, n),
-                           [h or () for h in header_list] if header_list is not None else repeat((), n)))
+        records = list(
+            zip(
+                key_list if key_list is not None else repeat(None, n),
+                value_list,
+                repeat(ts, n),
+                [h or () for h in header_list] if header_list is not None else repeat((), n),
+            )
+        )
         self._buffered += n
         self._idle.clear()
-        self._append_many(topic, partition, records, list(accumulate(s + _RECORD_OVERHEAD for s in sizes)),
-                          _Group(future, n))  # type: ignore[arg-type]
+        self._append_many(
+            topic, partition, records, list(accumulate(s + _RECORD_OVERHEAD for s in sizes)), _Group(future, n)
+        )  # type: ignore[arg-type]
         return future
 
     async def _partition_count(self, topic: str) -> int:
@@ -571,8 +628,10 @@ class Producer:
                 return count
             left = give_up - time.monotonic()
             if left <= 0:
-                raise ClientTimeoutError(f"send_batch(): no metadata for topic {topic!r} within "
-                                         f"{self.max_block * 1000:.0f} ms (max_block_ms)")
+                raise ClientTimeoutError(
+                    f"send_batch(): no metadata for topic {topic!r} within "
+                    f"{self.max_block * 1000:.0f} ms (max_block_ms)"
+                )
             if count is None:
                 try:
                     await asyncio.wait_for(self.cluster.refresh(set(self.cluster.partitions) | {topic}), left)
@@ -584,8 +643,9 @@ class Producer:
                 self._wake.set()
                 await asyncio.sleep(0.001)
 
-    def _append_many(self, topic: str, partition: int, records: List[Tuple[Any, ...]], ends: List[int],
-                     group: _Group) -> None:
+    def _append_many(
+        self, topic: str, partition: int, records: List[Tuple[Any, ...]], ends: List[int], group: _Group
+    ) -> None:
         """Append ``records`` (``ends``: the running sum of their size estimates) to the partition's open
         batch and as many new ones as they need, each batch taking one :class:`_Slice` of the group.
         Batches are filled up to ``bulk_batch_size``."""
@@ -625,22 +685,31 @@ class Producer:
         try:
             await asyncio.wait_for(self._room.wait(), self.max_block)
         except asyncio.TimeoutError:
-            raise ClientTimeoutError(f"{call}: {self._buffered} records buffered (max_buffered_records) "
-                                     f"and no room within {self.max_block * 1000:.0f} ms (max_block_ms)") from None
+            raise ClientTimeoutError(
+                f"{call}: {self._buffered} records buffered (max_buffered_records) "
+                f"and no room within {self.max_block * 1000:.0f} ms (max_block_ms)"
+            ) from None
 
-    def _enqueue(self, topic: str, value: Optional[bytes], key: Optional[bytes], headers: Optional[Headers],
-                 partition: Optional[int], timestamp_ms: Optional[int]) -> "asyncio.Future[RecordMetadata]":
+    def _enqueue(
+        self,
+        topic: str,
+        value: Optional[bytes],
+        key: Optional[bytes],
+        headers: Optional[Headers],
+        partition: Optional[int],
+        timestamp_ms: Optional[int],
+    ) -> "asyncio.Future[RecordMetadata]":
         size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
         if headers:
             size += _headers_size(headers, None)
         if size > self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD:
-            raise RecordTooLargeError(f"a record of {size} bytes is too large for one request of max_request_size "
-                                      f"{self.max_request_size}")
+            raise RecordTooLargeError(
+                f"a record of {size} bytes is too large for one request of max_request_size {self.max_request_size}"
+            )
         # The common case inline (a known topic, nothing held, the open batch has room): a call is the
         # largest part of a record's cost here.
         future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
-        record = (key, value, timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000,
-                  headers or ())
+        record = (key, value, timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000, headers or ())
         self._buffered += 1
         if self._buffered == 1:
             self._idle.clear()
@@ -663,9 +732,15 @@ class Producer:
         self._append(topic, partition, record, future)
         return future
 
-    def _enqueue_checked(self, topic: str, value: Optional[bytes], key: Optional[bytes],
-                         headers: Optional[Headers], partition: Optional[int],
-                         timestamp_ms: Optional[int]) -> "asyncio.Future[RecordMetadata]":
+    def _enqueue_checked(
+        self,
+        topic: str,
+        value: Optional[bytes],
+        key: Optional[bytes],
+        headers: Optional[Headers],
+        partition: Optional[int],
+        timestamp_ms: Optional[int],
+    ) -> "asyncio.Future[RecordMetadata]":
         future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
         ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
         record = (key, value, ts, headers or ())
@@ -680,8 +755,9 @@ class Producer:
         self._append(topic, partition, record, future)
         return future
 
-    def _hold(self, topic: str, record: Tuple[Any, ...], partition: Optional[int],
-              future: "asyncio.Future[RecordMetadata]") -> None:
+    def _hold(
+        self, topic: str, record: Tuple[Any, ...], partition: Optional[int], future: "asyncio.Future[RecordMetadata]"
+    ) -> None:
         # Held records go first even once the topic is known: the send loop moves them on its next turn,
         # and a record appended directly before that would overtake them.
         held = self._holding.get(topic)
@@ -691,7 +767,9 @@ class Producer:
         held.append((record, partition, future))
         self._wake.set()
 
-    def _append(self, topic: str, partition: int, record: Tuple[Any, ...], future: "asyncio.Future[RecordMetadata]") -> None:
+    def _append(
+        self, topic: str, partition: int, record: Tuple[Any, ...], future: "asyncio.Future[RecordMetadata]"
+    ) -> None:
         tp = (topic, partition)
         queue = self._queues.get(tp)
         if queue is None:
@@ -750,8 +828,9 @@ class Producer:
             held = self._holding.pop(topic)
             del self._holding_since[topic]
             if count is None:
-                error = ClientTimeoutError(f"no metadata for topic {topic!r} within {self.max_block * 1000:.0f} ms "
-                                           "(max_block_ms)")
+                error = ClientTimeoutError(
+                    f"no metadata for topic {topic!r} within {self.max_block * 1000:.0f} ms (max_block_ms)"
+                )
                 for _, _, future in held:
                     self._settle_error(future, error)
                 continue
@@ -787,7 +866,8 @@ class Producer:
         return ClientTimeoutError(
             f"{len(batch.records)} record(s) for {batch.topic}[{batch.partition}] expired: "
             f"{(now - batch.opened) * 1000:.0f} ms since the batch was created, delivery_timeout_ms is "
-            f"{self.delivery_timeout * 1000:.0f} ({batch.attempts} attempt(s){cause})")
+            f"{self.delivery_timeout * 1000:.0f} ({batch.attempts} attempt(s){cause})"
+        )
 
     async def _reset_producer_id(self) -> None:
         """Take a new producer id/epoch (module docstring: recovery) and renumber the queued batches."""
@@ -801,8 +881,9 @@ class Producer:
             assert isinstance(response, InitProducerIdResponse)
             if response.error_code != _C.NONE and version >= 3:
                 # the broker refuses the named pair (fenced, forgotten): a fresh id serves as well
-                response = await conn.request(InitProducerIdRequest(transactional_id=None,
-                                                                    transaction_timeout_ms=60000), version)
+                response = await conn.request(
+                    InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), version
+                )
                 assert isinstance(response, InitProducerIdResponse)
             if response.error_code != _C.NONE:
                 raise error_class(response.error_code)(f"InitProducerId from {conn.address} failed")
@@ -945,10 +1026,14 @@ class Producer:
         Partition = Topic.PartitionProduceData
         topics: Dict[str, List[Any]] = {}
         for batch in batches:
-            topics.setdefault(batch.topic, []).append(Partition(index=batch.partition,
-                                                                records=RecordSet(self._encode(batch, version))))
-        request = ProduceRequest(acks=self.acks, timeout_ms=self.request_timeout_ms,
-                                 topic_data=[Topic(name=t, partition_data=ps) for t, ps in topics.items()])
+            topics.setdefault(batch.topic, []).append(
+                Partition(index=batch.partition, records=RecordSet(self._encode(batch, version)))
+            )
+        request = ProduceRequest(
+            acks=self.acks,
+            timeout_ms=self.request_timeout_ms,
+            topic_data=[Topic(name=t, partition_data=ps) for t, ps in topics.items()],
+        )
         return request
 
     def _encode(self, batch: _Batch, version: int) -> bytes:
@@ -959,14 +1044,21 @@ class Producer:
                 tp = (batch.topic, batch.partition)
                 batch.base_sequence = self._next_sequence.get(tp, 0)
                 self._next_sequence[tp] = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
-            data = encode_record_batch(batch.records, codec=self.compression, producer_id=self._producer_id,
-                                       producer_epoch=self._producer_epoch, base_sequence=batch.base_sequence)
+            data = encode_record_batch(
+                batch.records,
+                codec=self.compression,
+                producer_id=self._producer_id,
+                producer_epoch=self._producer_epoch,
+                base_sequence=batch.base_sequence,
+            )
         else:
             if any(r[3] for r in batch.records):
                 raise KprotoError(f"record headers need Produce v3 (Kafka 0.11); this broker speaks v{version}")
             if self.compression == "zstd":
                 raise KprotoError(f"zstd needs Produce v7 (Kafka 2.1); this broker speaks v{version}")
-            data = encode_message_set([r[:3] for r in batch.records], magic=1 if version == 2 else 0, codec=self.compression)
+            data = encode_message_set(
+                [r[:3] for r in batch.records], magic=1 if version == 2 else 0, codec=self.compression
+            )
         batch.encoded = (version, data)
         return data
 
@@ -980,13 +1072,24 @@ class Producer:
         at = 0
         for sink in batch.futures:
             if type(sink) is _Slice:
-                sink.group.acknowledged((sink.start, sink.count, batch.topic, batch.partition,
-                                         base_offset + at if base_offset >= 0 else -1, records[at][2]))
+                sink.group.acknowledged(
+                    (
+                        sink.start,
+                        sink.count,
+                        batch.topic,
+                        batch.partition,
+                        base_offset + at if base_offset >= 0 else -1,
+                        records[at][2],
+                    )
+                )
                 at += sink.count
                 continue
             if not sink.done():
-                sink.set_result(RecordMetadata(batch.topic, batch.partition,
-                                               base_offset + at if base_offset >= 0 else -1, records[at][2]))
+                sink.set_result(
+                    RecordMetadata(
+                        batch.topic, batch.partition, base_offset + at if base_offset >= 0 else -1, records[at][2]
+                    )
+                )
             at += 1
         self._settled(len(records))
 
@@ -1063,8 +1166,9 @@ def _lengths(column: Sequence[Any], name: str) -> List[int]:
     if kinds <= _BYTES_OR_NONE:
         return [len(v) if v is not None else 0 for v in column]
     i, bad = next((i, v) for i, v in enumerate(column) if v is not None and type(v) is not bytes)
-    raise InvalidRecordError(f"send_batch(): record {i}: the {name} is {type(bad).__name__}, not bytes or None",
-                             index=i)
+    raise InvalidRecordError(
+        f"send_batch(): record {i}: the {name} is {type(bad).__name__}, not bytes or None", index=i
+    )
 
 
 _BYTES = {bytes}
@@ -1077,8 +1181,11 @@ def _headers_size(headers: Any, index: Optional[int]) -> int:
     try:
         for hkey, hvalue in headers:
             if type(hkey) is not str or (hvalue is not None and type(hvalue) is not bytes):
-                raise InvalidRecordError(f"{where}a header must be a (str, bytes | None) pair, not "
-                                         f"({type(hkey).__name__}, {type(hvalue).__name__})", index=index)
+                raise InvalidRecordError(
+                    f"{where}a header must be a (str, bytes | None) pair, not "
+                    f"({type(hkey).__name__}, {type(hvalue).__name__})",
+                    index=index,
+                )
             size += len(hkey.encode("utf-8")) + (len(hvalue) if hvalue is not None else 0) + 10
     except (TypeError, ValueError) as exc:
         if isinstance(exc, InvalidRecordError):

@@ -39,6 +39,7 @@ class _LoopThread:
     def run(self, make: Callable[[], Awaitable[T]], timeout: Optional[float] = None) -> T:
         async def call() -> T:
             return await make()
+
         return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout)
 
     def stop(self) -> None:
@@ -65,10 +66,14 @@ class Producer:
         await producer.start()
         return producer
 
-    def send(self, topic: str, value: Optional[bytes], **options: Any) -> "concurrent.futures.Future[_producer.RecordMetadata]":
+    def send(
+        self, topic: str, value: Optional[bytes], **options: Any
+    ) -> "concurrent.futures.Future[_producer.RecordMetadata]":
         """Queue a record; ``.result()`` on the returned future waits for its metadata."""
+
         async def send() -> _producer.RecordMetadata:
             return await (await self._producer.send(topic, value, **options))
+
         return asyncio.run_coroutine_threadsafe(send(), self._thread.loop)
 
     def flush(self, timeout: Optional[float] = None) -> None:
@@ -115,11 +120,13 @@ class Consumer:
     def seek(self, tp: _consumer.TopicPartition, offset: int) -> None:
         async def seek() -> None:
             self._consumer.seek(tp, offset)
+
         self._thread.run(seek)
 
     def assign(self, partitions: Iterable[_consumer.TopicPartition]) -> None:
         async def assign() -> None:
             self._consumer.assign(partitions)
+
         self._thread.run(assign)
 
     def assignment(self) -> List[_consumer.TopicPartition]:

@@ -120,13 +120,15 @@ _LOG_CONFIG = {
         "rootLogger.level = INFO\n"
         "rootLogger.appenderRef.out.ref = out\n"
         "logger.state.name = state.change.logger\n"
-        "logger.state.level = WARN\n"),
+        "logger.state.level = WARN\n"
+    ),
     "reload4j": (
         "log4j.rootLogger=INFO, out\n"
         "log4j.appender.out=org.apache.log4j.ConsoleAppender\n"
         "log4j.appender.out.layout=org.apache.log4j.PatternLayout\n"
         "log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
-        "log4j.logger.state.change.logger=WARN\n"),
+        "log4j.logger.state.change.logger=WARN\n"
+    ),
 }
 
 
@@ -153,8 +155,9 @@ def _release(version: str) -> _Release:
     try:
         return _RELEASES[line]
     except KeyError:
-        raise ValueError(f"Apache Kafka {version!r}: this harness runs the release lines "
-                         f"{', '.join(KAFKA_VERSIONS)}") from None
+        raise ValueError(
+            f"Apache Kafka {version!r}: this harness runs the release lines {', '.join(KAFKA_VERSIONS)}"
+        ) from None
 
 
 def broker_artifacts(version: str) -> List[str]:
@@ -272,8 +275,7 @@ def remove_stale_runs(root: Optional[Path] = None) -> List[Path]:
             os.close(fd)
         removed.append(run)
         what = f" and killed its orphaned JVMs {killed}" if killed else ""
-        warnings.warn(f"kproto: removed {run}, left by an Apache Kafka run that did not stop{what}",
-                      stacklevel=2)
+        warnings.warn(f"kproto: removed {run}, left by an Apache Kafka run that did not stop{what}", stacklevel=2)
     return removed
 
 
@@ -318,10 +320,18 @@ class ApacheKafka:
     manager, or call :meth:`start` and :meth:`stop`.
     """
 
-    def __init__(self, version: str = "4.1.1", brokers: int = 1, *, heap: str = "512m",
-                 broker_config: Optional[Mapping[str, object]] = None, start_timeout: float = 120.0,
-                 stop_timeout: float = 20.0, cache_dir: Optional["os.PathLike[str]"] = None,
-                 start_attempts: int = 3) -> None:
+    def __init__(
+        self,
+        version: str = "4.1.1",
+        brokers: int = 1,
+        *,
+        heap: str = "512m",
+        broker_config: Optional[Mapping[str, object]] = None,
+        start_timeout: float = 120.0,
+        stop_timeout: float = 20.0,
+        cache_dir: Optional["os.PathLike[str]"] = None,
+        start_attempts: int = 3,
+    ) -> None:
         if brokers < 1:
             raise ValueError("brokers must be at least 1")
         self.version = version
@@ -433,8 +443,7 @@ class ApacheKafka:
                     raise
                 time.sleep(0.5)  # its ports are fixed: wait for whoever holds one to let go
 
-    def request(self, message: Message, version: int, node_id: Optional[int] = None,
-                timeout: float = 30.0) -> Message:
+    def request(self, message: Message, version: int, node_id: Optional[int] = None, timeout: float = 30.0) -> Message:
         """Send one request to a node (the first running one by default) and return its decoded response."""
         if node_id is None:
             node_id = next(i for i in self._nodes if self.running(i))
@@ -450,20 +459,30 @@ class ApacheKafka:
             raise AdminRequestError(f"Apache Kafka {self.version} serves no version <= {highest} of api {api_key}")
         return min(highest, high)
 
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                     config: Optional[Mapping[str, object]] = None, timeout: float = 30.0) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: Optional[Mapping[str, object]] = None,
+        timeout: float = 30.0,
+    ) -> None:
         """Create a topic (no-op if it exists) and wait until every live node knows all its leaders and each
         leader serves its partitions (a Produce right after this returns is accepted); raises
         :class:`AdminRequestError` after ``timeout`` seconds."""
         T = CreateTopicsRequest.CreatableTopic
         configs = [T.CreatableTopicConfig(name=k, value=str(v)) for k, v in (config or {}).items()]
-        request = CreateTopicsRequest(timeout_ms=int(timeout * 1000), topics=[
-            T(name=name, num_partitions=partitions, replication_factor=replication_factor, configs=configs)])
+        request = CreateTopicsRequest(
+            timeout_ms=int(timeout * 1000),
+            topics=[T(name=name, num_partitions=partitions, replication_factor=replication_factor, configs=configs)],
+        )
         answer: Any = self.request(request, self.api_version(19, 5))
         result = answer.topics[0]
         if result.error_code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
-            raise AdminRequestError(f"CreateTopics {name!r} on Apache Kafka {self.version}: error "
-                                    f"{result.error_code} ({result.error_message})")
+            raise AdminRequestError(
+                f"CreateTopics {name!r} on Apache Kafka {self.version}: error "
+                f"{result.error_code} ({result.error_message})"
+            )
         self.wait_for_leaders(name, partitions, timeout)
 
     def wait_for_leaders(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
@@ -475,11 +494,20 @@ class ApacheKafka:
         leaders: Dict[int, int] = {}
         for node_id in [i for i in self._nodes if self.running(i)]:
             while True:
-                answer: Any = self.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
-                    name=topic)], allow_auto_topic_creation=False), version, node_id)
+                answer: Any = self.request(
+                    MetadataRequest(
+                        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+                    ),
+                    version,
+                    node_id,
+                )
                 found = [t for t in answer.topics if t.name == topic]
-                if (found and found[0].error_code == 0 and len(found[0].partitions) >= partitions
-                        and all(p.leader_id >= 0 for p in found[0].partitions)):
+                if (
+                    found
+                    and found[0].error_code == 0
+                    and len(found[0].partitions) >= partitions
+                    and all(p.leader_id >= 0 for p in found[0].partitions)
+                ):
                     leaders = {p.partition_index: p.leader_id for p in found[0].partitions}
                     break
                 if time.monotonic() > deadline:
@@ -488,9 +516,16 @@ class ApacheKafka:
         P = ListOffsetsRequest.ListOffsetsTopic
         for index, leader in sorted(leaders.items()):
             while True:
-                answer = self.request(ListOffsetsRequest(replica_id=-1, topics=[P(name=topic, partitions=[
-                    P.ListOffsetsPartition(partition_index=index, timestamp=-1)])]),
-                    self.api_version(2, 7), leader)
+                answer = self.request(
+                    ListOffsetsRequest(
+                        replica_id=-1,
+                        topics=[
+                            P(name=topic, partitions=[P.ListOffsetsPartition(partition_index=index, timestamp=-1)])
+                        ],
+                    ),
+                    self.api_version(2, 7),
+                    leader,
+                )
                 code = answer.topics[0].partitions[0].error_code
                 if code == 0:
                     break
@@ -500,8 +535,10 @@ class ApacheKafka:
 
     def leader(self, topic: str, partition: int) -> int:
         """The node id leading ``topic``/``partition`` (per the first running node's metadata)."""
-        answer: Any = self.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
-                                                   allow_auto_topic_creation=False), self.api_version(3, 9))
+        answer: Any = self.request(
+            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
+            self.api_version(3, 9),
+        )
         for t in answer.topics:
             for p in t.partitions if t.name == topic else ():
                 if p.partition_index == partition and p.leader_id >= 0:
@@ -511,19 +548,24 @@ class ApacheKafka:
     def topics(self) -> Dict[str, int]:
         """Topic name → partition count, internal topics (``__consumer_offsets``, ...) left out."""
         answer: Any = self.request(MetadataRequest(topics=None), self.api_version(3, 9))
-        return {t.name: len(t.partitions) for t in answer.topics
-                if t.error_code == 0 and not t.is_internal and not t.name.startswith("__")}
+        return {
+            t.name: len(t.partitions)
+            for t in answer.topics
+            if t.error_code == 0 and not t.is_internal and not t.name.startswith("__")
+        }
 
     def delete_topics(self, names: Sequence[str], timeout: float = 30.0) -> None:
         """Delete topics and wait until no running node's metadata lists them."""
         if not names:
             return
-        answer: Any = self.request(DeleteTopicsRequest(topic_names=list(names), timeout_ms=int(timeout * 1000)),
-                                   self.api_version(20, 5))
+        answer: Any = self.request(
+            DeleteTopicsRequest(topic_names=list(names), timeout_ms=int(timeout * 1000)), self.api_version(20, 5)
+        )
         for result in answer.responses:
             if result.error_code not in (0, 3):  # 3: UNKNOWN_TOPIC_OR_PARTITION (already gone)
-                raise AdminRequestError(f"DeleteTopics {result.name!r} on Apache Kafka {self.version}: "
-                                        f"error {result.error_code}")
+                raise AdminRequestError(
+                    f"DeleteTopics {result.name!r} on Apache Kafka {self.version}: error {result.error_code}"
+                )
         deadline = time.monotonic() + timeout
         for node_id in [i for i in self._nodes if self.running(i)]:
             while set(names) & set(self._topic_names(node_id)):
@@ -541,8 +583,10 @@ class ApacheKafka:
         from kproto.broker.mock import StoredRecord
         from kproto.records import decode_records
 
-        meta: Any = self.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
-                                                 allow_auto_topic_creation=False), self.api_version(3, 9))
+        meta: Any = self.request(
+            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
+            self.api_version(3, 9),
+        )
         found = [t for t in meta.topics if t.name == topic and t.error_code == 0]
         if not found:
             raise AdminRequestError(f"topic {topic!r} does not exist on Apache Kafka {self.version}")
@@ -555,9 +599,21 @@ class ApacheKafka:
             offset = 0
             while True:
                 T = FetchRequest.FetchTopic
-                request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=16 << 20,
-                                       isolation_level=0, topics=[T(topic=topic, partitions=[T.FetchPartition(
-                                           partition=index, fetch_offset=offset, partition_max_bytes=8 << 20)])])
+                request = FetchRequest(
+                    replica_id=-1,
+                    max_wait_ms=0,
+                    min_bytes=0,
+                    max_bytes=16 << 20,
+                    isolation_level=0,
+                    topics=[
+                        T(
+                            topic=topic,
+                            partitions=[
+                                T.FetchPartition(partition=index, fetch_offset=offset, partition_max_bytes=8 << 20)
+                            ],
+                        )
+                    ],
+                )
                 answer: Any = self.request(request, version, leader)
                 data = answer.responses[0].partitions[0]
                 if data.error_code != 0:
@@ -571,8 +627,16 @@ class ApacheKafka:
                     offset = record.offset + 1
                     if record.is_control:
                         continue
-                    out.append(StoredRecord(index, record.offset, record.key, record.value,
-                                            tuple(record.headers or ()), record.timestamp))
+                    out.append(
+                        StoredRecord(
+                            index,
+                            record.offset,
+                            record.key,
+                            record.value,
+                            tuple(record.headers or ()),
+                            record.timestamp,
+                        )
+                    )
                 for batch in decode_records(bytes(raw) if raw is not None else b"").batches:
                     # a batch of control records or of compacted-away records still moves the position
                     offset = max(offset, batch.base_offset + batch.last_offset_delta + 1)
@@ -588,15 +652,19 @@ class ApacheKafka:
             found: Any = self.request(FindCoordinatorRequest(key=group_id, key_type=0), self.api_version(10, 3))
             code = found.error_code
             if code == 0:
-                answer: Any = self.request(OffsetFetchRequest(group_id=group_id, topics=None),
-                                           self.api_version(9, 7), found.node_id)
+                answer: Any = self.request(
+                    OffsetFetchRequest(group_id=group_id, topics=None), self.api_version(9, 7), found.node_id
+                )
                 code = answer.error_code
                 if code == 0:
-                    return {(t.name, p.partition_index): (p.committed_offset, p.metadata)
-                            for t in answer.topics for p in t.partitions if p.committed_offset >= 0}
+                    return {
+                        (t.name, p.partition_index): (p.committed_offset, p.metadata)
+                        for t in answer.topics
+                        for p in t.partitions
+                        if p.committed_offset >= 0
+                    }
             if code not in (14, 15, 16) or time.monotonic() > deadline:
-                raise AdminRequestError(f"offsets of group {group_id!r} on Apache Kafka {self.version}: "
-                                        f"error {code}")
+                raise AdminRequestError(f"offsets of group {group_id!r} on Apache Kafka {self.version}: error {code}")
             time.sleep(0.1)
 
     def __enter__(self) -> "ApacheKafka":
@@ -666,18 +734,39 @@ class ApacheKafka:
             logging = [f"-Dlog4j2.configurationFile={self._run / 'log4j.properties'}"]
         else:
             logging = [f"-Dlog4j.configuration=file:{self._run / 'log4j.properties'}"]
-        return [self._java, f"-Xmx{heap}", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                "-Djava.awt.headless=true", *logging, "-cp", self._classpath, main, *args]
+        return [
+            self._java,
+            f"-Xmx{heap}",
+            "-Xss512k",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            *logging,
+            "-cp",
+            self._classpath,
+            main,
+            *args,
+        ]
 
     def _format_and_start(self) -> None:
         t0 = time.monotonic()
         formats = []
         for node in self._nodes.values():
-            cmd = self._java_cmd(node, "kafka.tools.StorageTool", "format", "-t", self._cluster_id, "-c",
-                                 str(node.config_path), "--ignore-formatted", heap="256m")
+            cmd = self._java_cmd(
+                node,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self._cluster_id,
+                "-c",
+                str(node.config_path),
+                "--ignore-formatted",
+                heap="256m",
+            )
             out = (node.directory / "format.log").open("wb")
-            formats.append((node, out, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                                        stdin=subprocess.DEVNULL)))
+            formats.append(
+                (node, out, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+            )
         for node, out, process in formats:
             try:
                 code = process.wait(_FORMAT_TIMEOUT_S)
@@ -687,8 +776,10 @@ class ApacheKafka:
                 code = None
             out.close()
             if code != 0:
-                raise BrokerStartError(f"Apache Kafka {self.version}: formatting node {node.node_id}'s log "
-                                       f"directory failed (exit {code})", _tail(node.directory / "format.log"))
+                raise BrokerStartError(
+                    f"Apache Kafka {self.version}: formatting node {node.node_id}'s log directory failed (exit {code})",
+                    _tail(node.directory / "format.log"),
+                )
         self.timing.format_s = time.monotonic() - t0
         t0 = time.monotonic()
         for node in self._nodes.values():
@@ -700,8 +791,7 @@ class ApacheKafka:
         node.starts += 1
         cmd = self._java_cmd(node, "kafka.Kafka", str(node.config_path), heap=self.heap)
         node.log = node.log_path.open("wb")
-        node.process = subprocess.Popen(cmd, stdout=node.log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)
+        node.process = subprocess.Popen(cmd, stdout=node.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         assert self._run is not None
         with (self._run / MARKER).open("a") as marker:
             marker.write(f"pid {node.process.pid}\n")
@@ -718,20 +808,27 @@ class ApacheKafka:
                 if code is not None:
                     raise BrokerStartError(
                         f"Apache Kafka {self.version} node {node.node_id} exited with {code} during start-up "
-                        f"(config {node.config_path.name})", _tail(node.log_path),
-                        port_taken=_ADDRESS_IN_USE in log)
+                        f"(config {node.config_path.name})",
+                        _tail(node.log_path),
+                        port_taken=_ADDRESS_IN_USE in log,
+                    )
                 if _ADDRESS_IN_USE in log:  # a lost port race: the node would take seconds to exit by itself
-                    raise BrokerStartError(f"Apache Kafka {self.version} node {node.node_id}: a port of "
-                                           f"{node.port}/{node.controller_port} is taken", _tail(node.log_path),
-                                           port_taken=True)
+                    raise BrokerStartError(
+                        f"Apache Kafka {self.version} node {node.node_id}: a port of "
+                        f"{node.port}/{node.controller_port} is taken",
+                        _tail(node.log_path),
+                        port_taken=True,
+                    )
                 if _SERVER_STARTED in log and _connects(node.port):
                     waiting.remove(node)
             if not waiting:
                 return
             if time.monotonic() > deadline:
                 node = waiting[0]
-                raise BrokerStartError(f"Apache Kafka {self.version} node {node.node_id} was not ready within "
-                                       f"{self.start_timeout:.0f} s", _tail(node.log_path))
+                raise BrokerStartError(
+                    f"Apache Kafka {self.version} node {node.node_id} was not ready within {self.start_timeout:.0f} s",
+                    _tail(node.log_path),
+                )
             time.sleep(0.1)
 
     def _terminate(self, *nodes: _Node, kill: bool = False) -> None:

@@ -267,8 +267,9 @@ class ScriptedServer:
                     continue
                 if api_key == 18:
                     K = ApiVersionsResponse.ApiVersion
-                    answer = ApiVersionsResponse(error_code=0, api_keys=[
-                        K(api_key=k, min_version=0, max_version=0) for k in (0, 3, 18)])
+                    answer = ApiVersionsResponse(
+                        error_code=0, api_keys=[K(api_key=k, min_version=0, max_version=0) for k in (0, 3, 18)]
+                    )
                     writer.write(encode_response(answer, 0, correlation_id))
                 elif self.mode == "huge-frame":
                     writer.write(struct.pack(">ii", 2**31 - 1, correlation_id) + b"\0" * 64)
@@ -284,8 +285,10 @@ class ScriptedServer:
 def test_start_against_a_silent_listener_fails_within_the_request_timeout() -> None:
     async def main() -> None:
         async with ScriptedServer("silent") as server:
-            for make in (lambda: Producer(server.bootstrap, request_timeout_ms=500),
-                         lambda: Consumer(server.bootstrap, group_id="g", topics=["t"], request_timeout_ms=500)):
+            for make in (
+                lambda: Producer(server.bootstrap, request_timeout_ms=500),
+                lambda: Consumer(server.bootstrap, group_id="g", topics=["t"], request_timeout_ms=500),
+            ):
                 client = make()
                 start = time.monotonic()
                 with pytest.raises(RequestTimeoutError, match=r"did not answer ApiVersions v0 within 500 ms"):
@@ -296,6 +299,7 @@ def test_start_against_a_silent_listener_fails_within_the_request_timeout() -> N
             # the connection waits in the listener's backlog, which is silence all the same)
             with pytest.raises(RequestTimeoutError):
                 sync.Producer(server.bootstrap, request_timeout_ms=500)
+
     run(main)
 
 
@@ -312,6 +316,7 @@ def test_records_fail_within_max_block_when_metadata_never_comes(mode: str) -> N
                     future.result()
             assert time.monotonic() - start < 1.5 + SLACK  # close() included
             assert server.requests[3] >= 1
+
     run(main)
 
 
@@ -326,14 +331,20 @@ def test_a_bad_answer_fails_the_request_with_a_typed_error() -> None:
                 assert isinstance(info.value.__cause__, KprotoError)
                 assert time.monotonic() - start < SLACK  # at once, not at the request timeout
                 await conn.close()
+
     run(main)
 
 
 def test_send_flush_and_close_keep_their_own_bounds_while_a_produce_is_slow() -> None:
     async def main() -> None:
         async with MockBroker(topics={"t": 1}) as broker:
-            producer = Producer(broker.bootstrap_servers, max_buffered_records=1, max_block_ms=300,
-                                request_timeout_ms=20000, delivery_timeout_ms=30000)
+            producer = Producer(
+                broker.bootstrap_servers,
+                max_buffered_records=1,
+                max_block_ms=300,
+                request_timeout_ms=20000,
+                delivery_timeout_ms=30000,
+            )
             await producer.start()
             broker.inject("Produce", delay=20.0)
             slow = await producer.send("t", b"slow")
@@ -346,6 +357,7 @@ def test_send_flush_and_close_keep_their_own_bounds_while_a_produce_is_slow() ->
             with pytest.raises(ProducerClosedError, match=r"close\(\) timeout of 0.2 s passed"):
                 slow.result()
             assert time.monotonic() - start < 0.7 + SLACK
+
     run(main)
 
 
@@ -383,6 +395,7 @@ def test_async_consumer_seek_while_the_reset_offset_is_looked_up() -> None:
                 await asyncio.sleep(0)  # the position lookup (ListOffsets) is out
                 consumer.seek(("f", 0), 4)
                 assert [r.offset for r in await consumer.poll(5000)] == [4, 5]
+
     run(main)
 
 
@@ -435,6 +448,7 @@ def test_idempotent_producer_through_freeze_kill_and_restart(broker_process: Cal
         assert await elapsed(producer.close(timeout=0.2)) < 0.2 + SLACK
         with pytest.raises(KprotoError, match="close"):
             unsent.result()
+
     run(main)
 
 
@@ -443,8 +457,15 @@ def test_sync_producer_and_consumer_on_a_killed_broker(broker_process: Callable[
     broker = broker_process("f:1")
     producer = sync.Producer(broker.bootstrap, **FAST)
     producer.send("f", b"first").result(30)
-    consumer = sync.Consumer(broker.bootstrap, group_id="g", topics=["f"], auto_offset_reset="earliest",
-                             request_timeout_ms=800, session_timeout_ms=6000, heartbeat_interval_ms=500)
+    consumer = sync.Consumer(
+        broker.bootstrap,
+        group_id="g",
+        topics=["f"],
+        auto_offset_reset="earliest",
+        request_timeout_ms=800,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
     try:
         deadline = time.monotonic() + 30
         while not consumer.poll(200) and time.monotonic() < deadline:
