@@ -613,9 +613,8 @@ class Producer:
         )
         self._buffered += n
         self._idle.clear()
-        self._append_many(
-            topic, partition, records, list(accumulate(s + _RECORD_OVERHEAD for s in sizes)), _Group(future, n)
-        )  # type: ignore[arg-type]
+        group = _Group(future, n)  # type: ignore[arg-type]  # the call's future resolves to its SentBatch
+        self._append_many(topic, partition, records, list(accumulate(s + _RECORD_OVERHEAD for s in sizes)), group)
         return future
 
     async def _partition_count(self, topic: str) -> int:
