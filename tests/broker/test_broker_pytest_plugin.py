@@ -43,13 +43,19 @@ def test_cluster_marker(kafka_broker):
 README_EXAMPLE = '''
 from kafka import KafkaConsumer, KafkaProducer
 
+
 def test_round_trip(kafka_broker):
     kafka_broker.create_topic("events", partitions=3)
     producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
     producer.send("events", key=b"user-1", value=b"hello")
     producer.flush()
-    consumer = KafkaConsumer("events", bootstrap_servers=kafka_broker.bootstrap_servers,
-                             group_id="app", auto_offset_reset="earliest", consumer_timeout_ms=30_000)
+    consumer = KafkaConsumer(
+        "events",
+        bootstrap_servers=kafka_broker.bootstrap_servers,
+        group_id="app",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=30_000,
+    )
     assert next(consumer).value == b"hello"
     assert [(m.key, m.value) for m in kafka_broker.messages("events")] == [(b"user-1", b"hello")]
 '''
