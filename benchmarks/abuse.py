@@ -397,7 +397,7 @@ def f3_verbose(root: Path) -> Dict[str, Any]:
 
 
 def f4_flows(root: Path) -> Dict[str, Any]:
-    from kproto.capture.writer import PcapWriter, PlannedSegment, build_frame
+    from kproto.pcap.writer import PcapWriter, PlannedSegment, build_frame
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "flows.pcap"

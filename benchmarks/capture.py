@@ -4,7 +4,7 @@
     python benchmarks/capture.py [--size-mb 100] [--era 0.9|modern|both] [--output-dir DIR] [--reuse] [--profile]
                                  [--repeat N]
 
-1. Writes ~100 MB pcaps of Produce/Fetch-heavy traffic with ``kproto.capture.writer`` (producers sending
+1. Writes ~100 MB pcaps of Produce/Fetch-heavy traffic with ``kproto.pcap.writer`` (producers sending
    64 KiB-256 KiB record sets, consumers fetching up to 1 MiB per partition, in every codec, with the odd
    Heartbeat between them), MSS 1460 as on an Ethernet link.  Era ``0.9``: Produce v1 / Fetch v1 with
    magic 0 message sets.  Era ``modern``: Produce v8 / Fetch v11 with magic 2 record batches (idempotent
@@ -38,7 +38,7 @@ from typing import Dict, List, Optional, Tuple
 
 import kproto
 from results import Run, add_json_out
-from kproto.capture.writer import Side, TcpConversation, write_capture
+from kproto.pcap.writer import Side, TcpConversation, write_capture
 from kproto.records import encode_message_set, encode_record_batch
 
 BROKER = ("10.1.0.10", 9092)

@@ -49,7 +49,7 @@ from capture import build_conversations  # noqa: E402  (the shared benchmark wor
 
 from results import Run, add_json_out  # noqa: E402
 
-from kproto.capture.writer import write_capture, write_segments  # noqa: E402
+from kproto.pcap.writer import write_capture, write_segments  # noqa: E402
 
 _PCAP_RECORD = struct.Struct("<IIII")
 

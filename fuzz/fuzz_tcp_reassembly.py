@@ -96,7 +96,7 @@ def plan(data: bytes):
     sched = _Schedule(body[clen + slen :])
     maxseg += 1
     window &= 7
-    S, A, F, P, R = packets.TCP_SYN, packets.TCP_ACK, packets.TCP_FIN, packets.TCP_PSH, packets.TCP_RST
+    from kproto.pcap.numbers import TCP_ACK as A, TCP_FIN as F, TCP_PSH as P, TCP_RST as R, TCP_SYN as S
 
     def seg(from_client: bool, seq: int, fl: int, payload: bytes = b"", ack: int = 0):
         src, dst = (CLIENT, SERVER) if from_client else (SERVER, CLIENT)

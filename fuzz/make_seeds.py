@@ -10,7 +10,7 @@ Sources:
   ``tests/messages/test_golden_frames.py`` and the requests real clients sent (``tests/golden/clients``) --
   requests, responses, the message sets Produce requests carry, and each client's session as a broker
   input;
-* ``samples/`` captures up to 8 KiB, and small captures written with ``kproto.capture.writer`` in
+* ``samples/`` captures up to 8 KiB, and small captures written with ``kproto.pcap.writer`` in
   several link types and container variants.
 
 Each file is named after what it holds; the content is in the harness's input format (see each
@@ -289,8 +289,8 @@ def message_set_seeds() -> Dict[str, bytes]:
 
 def small_captures() -> Dict[str, bytes]:
     import kproto
-    from kproto.capture import packets
-    from kproto.capture.writer import Impairments, TcpConversation, write_capture
+    from kproto.pcap import numbers
+    from kproto.pcap.writer import Impairments, TcpConversation, write_capture
     from kproto.messages import MetadataRequest, MetadataResponse
 
     req = kproto.encode_request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="test")]), 0, 1, "c")
@@ -302,14 +302,14 @@ def small_captures() -> Dict[str, bytes]:
     variants = {
         "pcap_ethernet": dict(format="pcap"),
         "pcap_ns_bigendian": dict(format="pcap", nanosecond=True, byte_order=">"),
-        "pcap_raw": dict(format="pcap", link_type=packets.LINKTYPE_RAW),
-        "pcap_sll_vlan": dict(format="pcap", link_type=packets.LINKTYPE_LINUX_SLL),
-        "pcap_null": dict(format="pcap", link_type=packets.LINKTYPE_NULL),
+        "pcap_raw": dict(format="pcap", link_type=numbers.LINKTYPE_RAW),
+        "pcap_sll_vlan": dict(format="pcap", link_type=numbers.LINKTYPE_LINUX_SLL),
+        "pcap_null": dict(format="pcap", link_type=numbers.LINKTYPE_NULL),
         "pcap_ethernet_vlan": dict(format="pcap", vlan=(100,)),
         "pcap_ipv4_options": dict(format="pcap", ipv4_options=b"\x01\x01\x01\x00"),
         "pcapng": dict(format="pcapng"),
         "pcapng_simple_blocks": dict(format="pcapng", simple_blocks=True, extra_blocks=True),
-        "pcapng_sll2_bigendian": dict(format="pcapng", link_type=packets.LINKTYPE_LINUX_SLL2, byte_order=">"),
+        "pcapng_sll2_bigendian": dict(format="pcapng", link_type=numbers.LINKTYPE_LINUX_SLL2, byte_order=">"),
         "pcap_snaplen_cut": dict(format="pcap", snaplen=60),
     }
     out = {}

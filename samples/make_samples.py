@@ -5,7 +5,7 @@
 The traffic imitates Kafka 0.9 clients and a 0.9 broker (request versions as kafka-python and librdkafka
 send them in 0.9 mode): every frame is built with ``kproto.encode_request`` /
 ``kproto.encode_response`` and message sets with ``kproto.records.encode_message_set``, then written by
-``kproto.capture.writer.write_capture`` as TCP conversations with handshakes.  Output is deterministic
+``kproto.pcap.writer.write_capture`` as TCP conversations with handshakes.  Output is deterministic
 (fixed timestamps, addresses and payloads), so re-running leaves the committed files unchanged.
 
 This generator is kept apart from the CLI and its tests so that recorded real-client traffic can
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import kproto
-from kproto.capture.writer import Side, TcpConversation, write_capture
+from kproto.pcap.writer import Side, TcpConversation, write_capture
 from kproto.group.consumer_codec import ConsumerProtocolCodec
 from kproto.records import encode_message_set
 

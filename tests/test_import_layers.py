@@ -131,7 +131,7 @@ def test_the_layer_table_is_read() -> None:
     layers = documented_layers()
     assert [rank for rank, _, _ in layers] == sorted(rank for rank, _, _ in layers)
     assert layer_of("kproto.broker.core", layers)[0] > layer_of("kproto.connection.server", layers)[0]
-    assert layer_of("kproto.capture.writer", layers)[0] > layer_of("kproto.pcap.writer", layers)[0]
+    assert layer_of("kproto.capture.packets", layers)[0] > layer_of("kproto.pcap.numbers", layers)[0]
 
 
 def test_no_import_circle() -> None:

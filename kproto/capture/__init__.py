@@ -1,4 +1,4 @@
-"""Reading network captures: pcap/pcapng files, TCP reassembly, and a capture writer.
+"""Reading network captures: pcap/pcapng files and TCP reassembly.
 
 Layers, each importing only the ones before it:
 
@@ -7,8 +7,6 @@ Layers, each importing only the ones before it:
 * :mod:`kproto.capture.reader`: both together, with counters (:class:`CaptureReader`);
 * :mod:`kproto.capture.reassembly`: sans-I/O TCP reassembly → :class:`StreamData` / :class:`StreamGap`
   / :class:`StreamClosed` events;
-* :mod:`kproto.capture.writer`: conversations → pcap/pcapng files (tests, sample data), from
-  :mod:`kproto.pcap.writer` below;
 * :mod:`kproto.capture.conversation`: Kafka frames over reassembled streams, requests paired with
   responses, raw SASL tokens followed, TLS connections recognised (imports the codec; import it
   explicitly); it uses :mod:`kproto.capture.sasl` (what SASL tokens say, which parts are secret) and

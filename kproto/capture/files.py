@@ -22,7 +22,7 @@ Limits
 Why a reader of our own
     The hot loop of a capture decoder reads records and the few header fields TCP reassembly needs.
     Measured on this machine kind (CPython 3.11, one process, best of three runs, a 100,300-packet
-    Ethernet/IPv4/TCP capture of 50 connections written by :mod:`kproto.capture.writer`):
+    Ethernet/IPv4/TCP capture of 50 connections written by :mod:`kproto.pcap.writer`):
 
     ===============================================================  ============
     reader (what it does per packet)                                   packets/s

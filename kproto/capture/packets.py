@@ -39,31 +39,10 @@ from kproto.pcap.numbers import (
     LINKTYPE_LOOP,
     LINKTYPE_NULL,
     LINKTYPE_RAW,
-    TCP_ACK,
-    TCP_FIN,
-    TCP_PSH,
-    TCP_RST,
-    TCP_SYN,
 )
+from kproto.pcap.numbers import TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN
 
-__all__ = [
-    "TcpSegment",
-    "TCP_FIN",
-    "TCP_SYN",
-    "TCP_RST",
-    "TCP_PSH",
-    "TCP_ACK",
-    "LINKTYPE_NULL",
-    "LINKTYPE_ETHERNET",
-    "LINKTYPE_RAW",
-    "LINKTYPE_LOOP",
-    "LINKTYPE_LINUX_SLL",
-    "LINKTYPE_IPV4",
-    "LINKTYPE_IPV6",
-    "LINKTYPE_LINUX_SLL2",
-    "SUPPORTED_LINK_TYPES",
-    "decode_tcp_segment",
-]
+__all__ = ["TcpSegment", "SUPPORTED_LINK_TYPES", "decode_tcp_segment"]
 
 # DLT_RAW was 12 on most systems and 14 on OpenBSD; old files carry those numbers as link types.
 _LINKTYPE_RAW_ALIASES = (12, 14)

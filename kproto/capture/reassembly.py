@@ -49,7 +49,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
-from kproto.capture.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, TcpSegment
+from kproto.capture.packets import TcpSegment
+from kproto.pcap.numbers import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
 
 __all__ = [
     "Endpoint",

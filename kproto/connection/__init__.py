@@ -3,6 +3,8 @@
 * :mod:`kproto.connection.correlation` -- correlation ids and pairing responses with requests in flight;
 * :mod:`kproto.connection.client` -- :class:`ClientConnection`: requests → bytes, bytes → responses;
 * :mod:`kproto.connection.server` -- :class:`ServerConnection`: bytes → requests, responses → bytes.
+* :mod:`kproto.connection.lifecycle` -- how a connection ends, the part of the transition tables both
+  sides share.
 
 None of them touches a socket, a thread or a clock; the caller moves the bytes.
 """

@@ -19,8 +19,9 @@ The connection is the :data:`CLIENT_TRANSITIONS` table (state × event → state
 the table is a rule broken, by the peer (a response when nothing is in flight:
 :class:`~kproto.errors.RemoteProtocolError`) or by the caller (sending when full or closed:
 :class:`~kproto.errors.LocalProtocolError`); both are :class:`~kproto.errors.ProtocolError`, and the
-table is applied by :class:`kproto.state_machine.StateMachine`.  Peer violations -- a response nobody asked for, an
-out-of-order or
+table is applied by :class:`kproto.state_machine.StateMachine`.  How a connection ends (closing,
+the peer closing, a violation) is the same on both sides and written once, in
+:mod:`kproto.connection.lifecycle`.  Peer violations -- a response nobody asked for, an out-of-order or
 unknown correlation id, a frame larger than ``max_frame_size``, a response that does not decode --
 move the connection to ``FAILED`` and raise (:class:`~kproto.errors.ProtocolError`,
 :class:`~kproto.errors.LimitExceededError`, :class:`~kproto.errors.DecodeError`).  Responses completed
@@ -37,6 +38,7 @@ import enum
 from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Tuple, Union
 
 from kproto.apis import APIS
+from kproto.connection.lifecycle import connection_machine, connection_transitions
 from kproto.connection.correlation import CorrelationTracker, InFlight, InFlightLimitError
 from kproto.errors import KprotoError, LocalProtocolError, RemoteProtocolError
 from kproto.framing import (
@@ -77,7 +79,8 @@ class ClientState(enum.Enum):
 
 
 class ClientEvent(enum.Enum):
-    """What happens to a client connection."""
+    """What happens to a client connection.  A send is SEND_FILLING when it reaches ``max_in_flight``
+    (never without a limit), so that the table alone says when the connection is FULL."""
 
     SEND = "a request expecting a response, with room left after it"
     SEND_FILLING = "a request expecting a response that reaches max_in_flight"
@@ -89,34 +92,22 @@ class ClientEvent(enum.Enum):
     VIOLATION = "the peer broke a rule"
 
 
-_S = ClientState
-_E = ClientEvent
-
-#: state × event → next state.  Anything missing is refused (see the module docstring).
-CLIENT_TRANSITIONS: Mapping[Tuple[ClientState, ClientEvent], ClientState] = {
-    (_S.IDLE, _E.SEND): _S.AWAITING,
-    (_S.IDLE, _E.SEND_FILLING): _S.FULL,
-    (_S.IDLE, _E.SEND_ONE_WAY): _S.IDLE,
-    (_S.AWAITING, _E.SEND): _S.AWAITING,
-    (_S.AWAITING, _E.SEND_FILLING): _S.FULL,
-    (_S.AWAITING, _E.SEND_ONE_WAY): _S.AWAITING,
-    (_S.FULL, _E.SEND_ONE_WAY): _S.FULL,
-    (_S.AWAITING, _E.ANSWER_MORE_LEFT): _S.AWAITING,
-    (_S.AWAITING, _E.ANSWER_LAST): _S.IDLE,
-    (_S.FULL, _E.ANSWER_MORE_LEFT): _S.AWAITING,
-    (_S.FULL, _E.ANSWER_LAST): _S.IDLE,
-    (_S.IDLE, _E.PEER_CLOSED): _S.CLOSED,
-    (_S.AWAITING, _E.PEER_CLOSED): _S.CLOSED,
-    (_S.FULL, _E.PEER_CLOSED): _S.CLOSED,
-    (_S.IDLE, _E.CLOSE): _S.CLOSED,
-    (_S.AWAITING, _E.CLOSE): _S.CLOSED,
-    (_S.FULL, _E.CLOSE): _S.CLOSED,
-    (_S.CLOSED, _E.CLOSE): _S.CLOSED,
-    (_S.FAILED, _E.CLOSE): _S.FAILED,
-    (_S.IDLE, _E.VIOLATION): _S.FAILED,
-    (_S.AWAITING, _E.VIOLATION): _S.FAILED,
-    (_S.FULL, _E.VIOLATION): _S.FAILED,
-}
+#: state × event → next state.  Written here: one row per event that carries requests or responses, one
+#: column per live state, ``-`` for a move the rules refuse; the ending (PEER_CLOSED, CLOSE, VIOLATION and
+#: the CLOSED and FAILED states) is the same on both sides and added by
+#: :func:`kproto.connection.lifecycle.connection_transitions`.
+CLIENT_TRANSITIONS: Mapping[Tuple[ClientState, ClientEvent], ClientState] = connection_transitions(
+    ClientState,
+    ClientEvent,
+    """
+                      IDLE      AWAITING  FULL
+    SEND              AWAITING  AWAITING  -
+    SEND_FILLING      FULL      FULL      -
+    SEND_ONE_WAY      IDLE      AWAITING  FULL
+    ANSWER_MORE_LEFT  -         AWAITING  AWAITING
+    ANSWER_LAST       -         IDLE      IDLE
+    """,
+)
 
 
 ClientOutput = Union[Response, ConnectionClosed]
@@ -143,11 +134,8 @@ class ClientConnection:
             first_id=first_correlation_id, max_in_flight=max_in_flight, broker_quirks=broker_quirks
         )
         self._frames = FrameReader(max_frame_size)
-        self._machine: StateMachine[ClientState, ClientEvent] = StateMachine(
-            CLIENT_TRANSITIONS,
-            ClientState.IDLE,
-            "client connection",
-            lambda state, event: f"{event.value}: not allowed while the connection is {state.name}",
+        self._machine: StateMachine[ClientState, ClientEvent] = connection_machine(
+            CLIENT_TRANSITIONS, ClientState.IDLE, "client connection"
         )
         self._error: Optional[KprotoError] = None
 

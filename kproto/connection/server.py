@@ -19,9 +19,10 @@ or answering an ``acks=0`` Produce (which gets no response) raises
 :class:`~kproto.errors.ProtocolError`).
 
 The connection is the :data:`SERVER_TRANSITIONS` table (state × event → state), applied by
-:class:`kproto.state_machine.StateMachine`.  A frame whose size
-prefix is negative or above ``max_frame_size`` raises :class:`~kproto.errors.LimitExceededError` and
-the connection is ``FAILED`` for good (its framing is lost).  As on the client side, requests completed
+:class:`kproto.state_machine.StateMachine`; its ending (closing, the client closing, a violation) is
+the client side's, from :mod:`kproto.connection.lifecycle`.  A frame whose size prefix is negative or
+above ``max_frame_size`` raises :class:`~kproto.errors.LimitExceededError` and the connection is
+``FAILED`` for good (its framing is lost).  As on the client side, requests completed
 before the violation within the same call are returned first and the error raises on the next call.
 
 ``broker_quirks="0.8.2"`` makes GroupCoordinator v0 responses carry correlation id 0, as 0.8.2 brokers
@@ -35,6 +36,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Deque, List, Mapping, Optional, Tuple, Union
 
+from kproto.connection.lifecycle import connection_machine, connection_transitions
 from kproto.connection.correlation import GROUP_COORDINATOR_KEY, check_quirks
 from kproto.errors import KprotoError, LimitExceededError, LocalProtocolError, RemoteProtocolError
 from kproto.framing import (
@@ -82,29 +84,22 @@ class ServerEvent(enum.Enum):
     VIOLATION = "the client broke the framing"
 
 
-_S = ServerState
-_E = ServerEvent
-
-#: state × event → next state.  Anything missing is refused: LocalProtocolError for the caller's moves,
-#: RemoteProtocolError for the peer's.
-SERVER_TRANSITIONS: Mapping[Tuple[ServerState, ServerEvent], ServerState] = {
-    (_S.IDLE, _E.REQUEST): _S.OWING,
-    (_S.IDLE, _E.REQUEST_ONE_WAY): _S.IDLE,
-    (_S.IDLE, _E.BAD_REQUEST): _S.IDLE,
-    (_S.OWING, _E.REQUEST): _S.OWING,
-    (_S.OWING, _E.REQUEST_ONE_WAY): _S.OWING,
-    (_S.OWING, _E.BAD_REQUEST): _S.OWING,
-    (_S.OWING, _E.ANSWER_MORE_LEFT): _S.OWING,
-    (_S.OWING, _E.ANSWER_LAST): _S.IDLE,
-    (_S.IDLE, _E.PEER_CLOSED): _S.CLOSED,
-    (_S.OWING, _E.PEER_CLOSED): _S.CLOSED,
-    (_S.IDLE, _E.CLOSE): _S.CLOSED,
-    (_S.OWING, _E.CLOSE): _S.CLOSED,
-    (_S.CLOSED, _E.CLOSE): _S.CLOSED,
-    (_S.FAILED, _E.CLOSE): _S.FAILED,
-    (_S.IDLE, _E.VIOLATION): _S.FAILED,
-    (_S.OWING, _E.VIOLATION): _S.FAILED,
-}
+#: state × event → next state.  Written here: one row per event that carries requests or responses, one
+#: column per live state, ``-`` for a move the rules refuse; the ending (PEER_CLOSED, CLOSE, VIOLATION and
+#: the CLOSED and FAILED states) is the same on both sides and added by
+#: :func:`kproto.connection.lifecycle.connection_transitions`.
+SERVER_TRANSITIONS: Mapping[Tuple[ServerState, ServerEvent], ServerState] = connection_transitions(
+    ServerState,
+    ServerEvent,
+    """
+                      IDLE   OWING
+    REQUEST           OWING  OWING
+    REQUEST_ONE_WAY   IDLE   OWING
+    BAD_REQUEST       IDLE   OWING
+    ANSWER_MORE_LEFT  -      OWING
+    ANSWER_LAST       -      IDLE
+    """,
+)
 
 
 @dataclass(eq=False)
@@ -166,11 +161,8 @@ class ServerConnection:
         #: request made of millions of tiny elements.
         self.max_request_size: Mapping[int, int] = max_request_size or {}
         self._owed: Deque[RequestReceived] = deque()
-        self._machine: StateMachine[ServerState, ServerEvent] = StateMachine(
-            SERVER_TRANSITIONS,
-            ServerState.IDLE,
-            "server connection",
-            lambda state, event: f"{event.value}: not allowed while the connection is {state.name}",
+        self._machine: StateMachine[ServerState, ServerEvent] = connection_machine(
+            SERVER_TRANSITIONS, ServerState.IDLE, "server connection"
         )
         self._error: Optional[KprotoError] = None
 

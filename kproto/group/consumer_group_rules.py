@@ -68,6 +68,7 @@ from typing import Mapping, Tuple
 
 from kproto import ErrorCode
 from kproto.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from kproto.state_machine import transitions_by_state
 
 __all__ = [
     "MemberState",
@@ -109,18 +110,20 @@ class ReconcileOutcome(enum.Enum):
     RECONCILED = "the member holds exactly its target"
 
 
-_M = MemberState
-_R = ReconcileOutcome
-
-#: member state × outcome of a reconciliation step → next state.  Every state may reach every
-#: outcome: a new target can ask a stable member to revoke, and a withheld partition can be released
-#: while another must be revoked.  A member waiting in UNREVOKED_PARTITIONS does not step at all until
-#: its owned partitions leave out every partition pending revocation (the engine's check).
-MEMBER_TRANSITIONS: Mapping[Tuple[MemberState, ReconcileOutcome], MemberState] = {
-    **{(state, _R.MUST_REVOKE): _M.UNREVOKED_PARTITIONS for state in _M},
-    **{(state, _R.WITHHELD): _M.UNRELEASED_PARTITIONS for state in _M},
-    **{(state, _R.RECONCILED): _M.STABLE for state in _M},
-}
+#: member state × outcome of a reconciliation step → next state, one row per state.  Every state may
+#: reach every outcome: a new target can ask a stable member to revoke, and a withheld partition can be
+#: released while another must be revoked.  A member waiting in UNREVOKED_PARTITIONS does not step at
+#: all until its owned partitions leave out every partition pending revocation (the engine's check).
+MEMBER_TRANSITIONS: Mapping[Tuple[MemberState, ReconcileOutcome], MemberState] = transitions_by_state(
+    MemberState,
+    ReconcileOutcome,
+    """
+                           MUST_REVOKE           WITHHELD               RECONCILED
+    STABLE                 UNREVOKED_PARTITIONS  UNRELEASED_PARTITIONS  STABLE
+    UNREVOKED_PARTITIONS   UNREVOKED_PARTITIONS  UNRELEASED_PARTITIONS  STABLE
+    UNRELEASED_PARTITIONS  UNREVOKED_PARTITIONS  UNRELEASED_PARTITIONS  STABLE
+    """,
+)
 
 
 class GroupState(str, enum.Enum):
@@ -194,18 +197,23 @@ class Check(enum.Enum):
 _X = Check
 _C = ErrorCode
 
+#: The checks of a request's own fields whose failure is an INVALID_REQUEST, whichever field it is.
+_MALFORMED = (
+    _X.GROUP_ID_SET,
+    _X.INSTANCE_ID_NOT_EMPTY,
+    _X.RACK_ID_NOT_EMPTY,
+    _X.EPOCH_VALID,
+    _X.MEMBER_ID_SET,
+    _X.STATIC_LEAVE_HAS_INSTANCE,
+    _X.JOIN_HAS_REBALANCE_TIMEOUT,
+    _X.JOIN_OWNS_NOTHING,
+    _X.JOIN_HAS_SUBSCRIPTION,
+    _X.SUBSCRIPTION_BOUNDED,
+)
+
 #: check → the code answered when it fails.
 CHECK_ERRORS: Mapping[Check, ErrorCode] = {
-    _X.GROUP_ID_SET: _C.INVALID_REQUEST,
-    _X.INSTANCE_ID_NOT_EMPTY: _C.INVALID_REQUEST,
-    _X.RACK_ID_NOT_EMPTY: _C.INVALID_REQUEST,
-    _X.EPOCH_VALID: _C.INVALID_REQUEST,
-    _X.MEMBER_ID_SET: _C.INVALID_REQUEST,
-    _X.STATIC_LEAVE_HAS_INSTANCE: _C.INVALID_REQUEST,
-    _X.JOIN_HAS_REBALANCE_TIMEOUT: _C.INVALID_REQUEST,
-    _X.JOIN_OWNS_NOTHING: _C.INVALID_REQUEST,
-    _X.JOIN_HAS_SUBSCRIPTION: _C.INVALID_REQUEST,
-    _X.SUBSCRIPTION_BOUNDED: _C.INVALID_REQUEST,
+    **dict.fromkeys(_MALFORMED, _C.INVALID_REQUEST),
     _X.ASSIGNOR_KNOWN: _C.UNSUPPORTED_ASSIGNOR,
     _X.REGEX_VALID: _C.INVALID_REGULAR_EXPRESSION,
     _X.NOT_CLASSIC_GROUP: _C.GROUP_ID_NOT_FOUND,
@@ -224,16 +232,7 @@ CHECK_ERRORS: Mapping[Check, ErrorCode] = {
 #: then the member.  The engine skips those that do not apply to the epoch's kind (a join has no
 #: member to check yet; only a join may create the group).
 HEARTBEAT_CHECKS: Tuple[Check, ...] = (
-    _X.GROUP_ID_SET,
-    _X.INSTANCE_ID_NOT_EMPTY,
-    _X.RACK_ID_NOT_EMPTY,
-    _X.EPOCH_VALID,
-    _X.MEMBER_ID_SET,
-    _X.STATIC_LEAVE_HAS_INSTANCE,
-    _X.JOIN_HAS_REBALANCE_TIMEOUT,
-    _X.JOIN_OWNS_NOTHING,
-    _X.JOIN_HAS_SUBSCRIPTION,
-    _X.SUBSCRIPTION_BOUNDED,
+    *_MALFORMED,
     _X.ASSIGNOR_KNOWN,
     _X.REGEX_VALID,
     _X.NOT_CLASSIC_GROUP,

@@ -94,7 +94,7 @@ group state; an empty topic list (v0/v1) or a null one (v2+) means every stored 
 from __future__ import annotations
 
 import enum
-from typing import FrozenSet, Mapping, Optional, Sequence, Tuple, Union
+from typing import FrozenSet, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from kproto import ErrorCode
 from kproto.messages import (
@@ -109,6 +109,7 @@ from kproto.messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
+from kproto.state_machine import names_of, read_matrix, transitions_by_event
 
 __all__ = [
     "GroupState",
@@ -153,24 +154,21 @@ class CoordinatorEvent(enum.Enum):
     UNLOADED = "the coordinator gave the group up"
 
 
-_S = GroupState
-_E = CoordinatorEvent
-
-#: state × event → next state.  Missing pairs are illegal; these are Kafka's ``validPreviousStates``.
-TRANSITIONS: Mapping[Tuple[GroupState, CoordinatorEvent], GroupState] = {
-    (_S.EMPTY, _E.REBALANCE_NEEDED): _S.PREPARING_REBALANCE,
-    (_S.STABLE, _E.REBALANCE_NEEDED): _S.PREPARING_REBALANCE,
-    (_S.COMPLETING_REBALANCE, _E.REBALANCE_NEEDED): _S.PREPARING_REBALANCE,
-    (_S.PREPARING_REBALANCE, _E.REBALANCE_NEEDED): _S.PREPARING_REBALANCE,
-    (_S.PREPARING_REBALANCE, _E.JOIN_COMPLETED): _S.COMPLETING_REBALANCE,
-    (_S.PREPARING_REBALANCE, _E.JOIN_COMPLETED_EMPTY): _S.EMPTY,
-    (_S.COMPLETING_REBALANCE, _E.ASSIGNMENT_STORED): _S.STABLE,
-    (_S.EMPTY, _E.REMOVED): _S.DEAD,
-    **{
-        (state, _E.UNLOADED): _S.DEAD
-        for state in (_S.EMPTY, _S.STABLE, _S.PREPARING_REBALANCE, _S.COMPLETING_REBALANCE)
-    },
-}
+#: state × event → next state, one row per event; ``-`` is an illegal move.  These are Kafka's
+#: ``validPreviousStates``.
+TRANSITIONS: Mapping[Tuple[GroupState, CoordinatorEvent], GroupState] = transitions_by_event(
+    GroupState,
+    CoordinatorEvent,
+    """
+                          EMPTY                PREPARING_REBALANCE   COMPLETING_REBALANCE  STABLE               DEAD
+    REBALANCE_NEEDED      PREPARING_REBALANCE  PREPARING_REBALANCE   PREPARING_REBALANCE   PREPARING_REBALANCE  -
+    JOIN_COMPLETED        -                    COMPLETING_REBALANCE  -                     -                    -
+    JOIN_COMPLETED_EMPTY  -                    EMPTY                 -                     -                    -
+    ASSIGNMENT_STORED     -                    -                     STABLE                -                    -
+    REMOVED               DEAD                 -                     -                     -                    -
+    UNLOADED              DEAD                 DEAD                  DEAD                  DEAD                 -
+    """,
+)
 
 
 class RequestKind(enum.Enum):
@@ -206,56 +204,40 @@ class Handling(enum.Enum):
 
 
 _K = RequestKind
-_H = Handling
 _C = ErrorCode
 
-#: request kind × group state → an error code to answer with, or the handling to apply.  A group that
-#: does not exist is looked up as Dead (only JoinGroup of a new member and a simple commit create one).
-RESPONSES: Mapping[Tuple[RequestKind, GroupState], Union[ErrorCode, Handling]] = {
-    (_K.JOIN_NEW_MEMBER, _S.EMPTY): _H.ADD_MEMBER,
-    (_K.JOIN_NEW_MEMBER, _S.PREPARING_REBALANCE): _H.ADD_MEMBER,
-    (_K.JOIN_NEW_MEMBER, _S.COMPLETING_REBALANCE): _H.ADD_MEMBER,
-    (_K.JOIN_NEW_MEMBER, _S.STABLE): _H.ADD_MEMBER,
-    (_K.JOIN_NEW_MEMBER, _S.DEAD): _H.ADD_MEMBER,  # the group is created, Empty
-    (_K.JOIN_KNOWN_MEMBER, _S.EMPTY): _C.UNKNOWN_MEMBER_ID,
-    (_K.JOIN_KNOWN_MEMBER, _S.PREPARING_REBALANCE): _H.UPDATE_MEMBER,
-    (_K.JOIN_KNOWN_MEMBER, _S.COMPLETING_REBALANCE): _H.UPDATE_IF_CHANGED,
-    (_K.JOIN_KNOWN_MEMBER, _S.STABLE): _H.UPDATE_IF_LEADER_OR_CHANGED,
-    (_K.JOIN_KNOWN_MEMBER, _S.DEAD): _C.UNKNOWN_MEMBER_ID,
-    (_K.SYNC, _S.EMPTY): _C.UNKNOWN_MEMBER_ID,
-    (_K.SYNC, _S.PREPARING_REBALANCE): _C.REBALANCE_IN_PROGRESS,
-    (_K.SYNC, _S.COMPLETING_REBALANCE): _H.PARK_SYNC,
-    (_K.SYNC, _S.STABLE): _H.SEND_ASSIGNMENT,
-    (_K.SYNC, _S.DEAD): _C.UNKNOWN_MEMBER_ID,
-    (_K.HEARTBEAT, _S.EMPTY): _C.UNKNOWN_MEMBER_ID,
-    (_K.HEARTBEAT, _S.PREPARING_REBALANCE): _H.REFRESH_SESSION_REBALANCING,
-    # A member may heartbeat between its JoinGroup answer and its SyncGroup.
-    (_K.HEARTBEAT, _S.COMPLETING_REBALANCE): _H.REFRESH_SESSION,
-    (_K.HEARTBEAT, _S.STABLE): _H.REFRESH_SESSION,
-    (_K.HEARTBEAT, _S.DEAD): _C.UNKNOWN_MEMBER_ID,
-    (_K.OFFSET_COMMIT, _S.EMPTY): _H.STORE_OFFSETS,
-    # During the join phase the previous generation is still the current one, so commits go through.
-    (_K.OFFSET_COMMIT, _S.PREPARING_REBALANCE): _H.STORE_OFFSETS_REFRESH_SESSION,
-    (_K.OFFSET_COMMIT, _S.COMPLETING_REBALANCE): _C.REBALANCE_IN_PROGRESS,
-    (_K.OFFSET_COMMIT, _S.STABLE): _H.STORE_OFFSETS_REFRESH_SESSION,
-    (_K.OFFSET_COMMIT, _S.DEAD): _C.ILLEGAL_GENERATION,
-    # Only a group without members takes commits from outside group management.
-    (_K.SIMPLE_COMMIT, _S.EMPTY): _H.STORE_OFFSETS,
-    (_K.SIMPLE_COMMIT, _S.PREPARING_REBALANCE): _C.UNKNOWN_MEMBER_ID,
-    (_K.SIMPLE_COMMIT, _S.COMPLETING_REBALANCE): _C.UNKNOWN_MEMBER_ID,
-    (_K.SIMPLE_COMMIT, _S.STABLE): _C.UNKNOWN_MEMBER_ID,
-    (_K.SIMPLE_COMMIT, _S.DEAD): _H.STORE_OFFSETS,  # the group is created, Empty
-    (_K.DESCRIBE, _S.EMPTY): _H.DESCRIBE_MEMBERS_ONLY,
-    (_K.DESCRIBE, _S.PREPARING_REBALANCE): _H.DESCRIBE_MEMBERS_ONLY,
-    (_K.DESCRIBE, _S.COMPLETING_REBALANCE): _H.DESCRIBE_MEMBERS_ONLY,
-    (_K.DESCRIBE, _S.STABLE): _H.DESCRIBE_IN_FULL,
-    (_K.DESCRIBE, _S.DEAD): _H.DESCRIBE_AS_DEAD,
-    (_K.DELETE, _S.EMPTY): _H.DELETE_GROUP,
-    (_K.DELETE, _S.PREPARING_REBALANCE): _C.NON_EMPTY_GROUP,
-    (_K.DELETE, _S.COMPLETING_REBALANCE): _C.NON_EMPTY_GROUP,
-    (_K.DELETE, _S.STABLE): _C.NON_EMPTY_GROUP,
-    (_K.DELETE, _S.DEAD): _C.GROUP_ID_NOT_FOUND,
-}
+#: request kind × group state → an error code to answer with, or the :class:`Handling` to apply.  A
+#: group that does not exist is looked up as Dead (only JoinGroup of a new member and a simple commit
+#: create one, Empty).  A member may heartbeat between its JoinGroup answer and its SyncGroup.  During
+#: the join phase the previous generation is still the current one, so commits go through.  Only a
+#: group without members takes commits from outside group management.
+RESPONSES: Mapping[Tuple[RequestKind, GroupState], Union[ErrorCode, Handling]] = read_matrix(
+    """
+                       EMPTY                  PREPARING_REBALANCE            COMPLETING_REBALANCE
+    JOIN_NEW_MEMBER    ADD_MEMBER             ADD_MEMBER                     ADD_MEMBER
+    JOIN_KNOWN_MEMBER  UNKNOWN_MEMBER_ID      UPDATE_MEMBER                  UPDATE_IF_CHANGED
+    SYNC               UNKNOWN_MEMBER_ID      REBALANCE_IN_PROGRESS          PARK_SYNC
+    HEARTBEAT          UNKNOWN_MEMBER_ID      REFRESH_SESSION_REBALANCING    REFRESH_SESSION
+    OFFSET_COMMIT      STORE_OFFSETS          STORE_OFFSETS_REFRESH_SESSION  REBALANCE_IN_PROGRESS
+    SIMPLE_COMMIT      STORE_OFFSETS          UNKNOWN_MEMBER_ID              UNKNOWN_MEMBER_ID
+    DESCRIBE           DESCRIBE_MEMBERS_ONLY  DESCRIBE_MEMBERS_ONLY          DESCRIBE_MEMBERS_ONLY
+    DELETE             DELETE_GROUP           NON_EMPTY_GROUP                NON_EMPTY_GROUP
+
+                       STABLE                         DEAD
+    JOIN_NEW_MEMBER    ADD_MEMBER                     ADD_MEMBER
+    JOIN_KNOWN_MEMBER  UPDATE_IF_LEADER_OR_CHANGED    UNKNOWN_MEMBER_ID
+    SYNC               SEND_ASSIGNMENT                UNKNOWN_MEMBER_ID
+    HEARTBEAT          REFRESH_SESSION                UNKNOWN_MEMBER_ID
+    OFFSET_COMMIT      STORE_OFFSETS_REFRESH_SESSION  ILLEGAL_GENERATION
+    SIMPLE_COMMIT      UNKNOWN_MEMBER_ID              STORE_OFFSETS
+    DESCRIBE           DESCRIBE_IN_FULL               DESCRIBE_AS_DEAD
+    DELETE             NON_EMPTY_GROUP                GROUP_ID_NOT_FOUND
+    """,
+    RequestKind.__members__,
+    GroupState.__members__,
+    cast(Mapping[str, Union[ErrorCode, Handling]], names_of(ErrorCode, Handling)),
+    "RESPONSES",
+)
 
 
 class NewMemberRule(enum.Enum):

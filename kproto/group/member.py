@@ -93,7 +93,7 @@ from kproto.errors import LocalProtocolError, RemoteProtocolError
 from kproto.group.assignors import ASSIGNORS, AssignorFunction
 from kproto.group.consumer_codec import ConsumerProtocolCodec
 from kproto.message_base import Message
-from kproto.state_machine import StateMachine
+from kproto.state_machine import StateMachine, transitions_by_event
 
 if TYPE_CHECKING:  # the element classes, by their module-level names (a nested name is an alias to mypy)
     from kproto._generated.join_group import JoinGroupResponse_JoinGroupResponseMember
@@ -185,29 +185,45 @@ _E = MemberEvent
 _ACTIVE = (_S.DISCOVERING, _S.PREPARING_REJOIN, _S.JOINING, _S.AWAITING_METADATA, _S.SYNCING, _S.STABLE)
 _TALKING = (_S.PREPARING_REJOIN, _S.JOINING, _S.AWAITING_METADATA, _S.SYNCING, _S.STABLE)
 
-#: state × event → next state.  Missing pairs are illegal (a LocalProtocolError, i.e. a bug); the table
-#: is applied by :class:`kproto.state_machine.StateMachine`.
-TRANSITIONS: Mapping[Tuple[MemberState, MemberEvent], MemberState] = {
-    (_S.UNJOINED, _E.START): _S.DISCOVERING,
-    (_S.DISCOVERING, _E.RESUME): _S.STABLE,
-    (_S.DISCOVERING, _E.PREPARE_JOIN): _S.PREPARING_REJOIN,
-    (_S.DISCOVERING, _E.JOIN): _S.JOINING,
-    (_S.STABLE, _E.PREPARE_JOIN): _S.PREPARING_REJOIN,
-    (_S.PREPARING_REJOIN, _E.JOIN): _S.JOINING,
-    (_S.JOINING, _E.JOIN): _S.JOINING,
-    (_S.AWAITING_METADATA, _E.JOIN): _S.JOINING,
-    (_S.SYNCING, _E.JOIN): _S.JOINING,
-    (_S.JOINING, _E.JOINED_AS_FOLLOWER): _S.SYNCING,
-    (_S.JOINING, _E.JOINED_AS_LEADER): _S.SYNCING,
-    (_S.JOINING, _E.JOINED_AS_LEADER_WITHOUT_METADATA): _S.AWAITING_METADATA,
-    (_S.AWAITING_METADATA, _E.METADATA_UPDATED): _S.SYNCING,
-    (_S.SYNCING, _E.SYNCED): _S.STABLE,
-    **{(state, _E.COORDINATOR_LOST): _S.DISCOVERING for state in _TALKING},
-    **{(state, _E.FATAL_ERROR): _S.FAILED for state in _ACTIVE},
-    **{(state, _E.POLL_TIMEOUT): _S.LEFT for state in _ACTIVE},
-    (_S.LEFT, _E.REJOIN): _S.DISCOVERING,
-    **{(state, _E.CLOSE): _S.CLOSED for state in _ACTIVE + (_S.UNJOINED, _S.FAILED, _S.LEFT)},
-}
+#: state × event → next state, one row per event, the states in two parts; ``-`` is an illegal move (a
+#: LocalProtocolError, i.e. a bug).  The table is applied by :class:`kproto.state_machine.StateMachine`.
+TRANSITIONS: Mapping[Tuple[MemberState, MemberEvent], MemberState] = transitions_by_event(
+    MemberState,
+    MemberEvent,
+    """
+                                       UNJOINED     DISCOVERING       PREPARING_REJOIN  JOINING
+    START                              DISCOVERING  -                 -                 -
+    RESUME                             -            STABLE            -                 -
+    PREPARE_JOIN                       -            PREPARING_REJOIN  -                 -
+    JOIN                               -            JOINING           JOINING           JOINING
+    COORDINATOR_LOST                   -            -                 DISCOVERING       DISCOVERING
+    JOINED_AS_FOLLOWER                 -            -                 -                 SYNCING
+    JOINED_AS_LEADER                   -            -                 -                 SYNCING
+    JOINED_AS_LEADER_WITHOUT_METADATA  -            -                 -                 AWAITING_METADATA
+    METADATA_UPDATED                   -            -                 -                 -
+    SYNCED                             -            -                 -                 -
+    FATAL_ERROR                        -            FAILED            FAILED            FAILED
+    POLL_TIMEOUT                       -            LEFT              LEFT              LEFT
+    REJOIN                             -            -                 -                 -
+    CLOSE                              CLOSED       CLOSED            CLOSED            CLOSED
+
+                                       AWAITING_METADATA  SYNCING      STABLE            LEFT         FAILED  CLOSED
+    START                              -                  -            -                 -            -       -
+    RESUME                             -                  -            -                 -            -       -
+    PREPARE_JOIN                       -                  -            PREPARING_REJOIN  -            -       -
+    JOIN                               JOINING            JOINING      -                 -            -       -
+    COORDINATOR_LOST                   DISCOVERING        DISCOVERING  DISCOVERING       -            -       -
+    JOINED_AS_FOLLOWER                 -                  -            -                 -            -       -
+    JOINED_AS_LEADER                   -                  -            -                 -            -       -
+    JOINED_AS_LEADER_WITHOUT_METADATA  -                  -            -                 -            -       -
+    METADATA_UPDATED                   SYNCING            -            -                 -            -       -
+    SYNCED                             -                  STABLE       -                 -            -       -
+    FATAL_ERROR                        FAILED             FAILED       FAILED            -            -       -
+    POLL_TIMEOUT                       LEFT               LEFT         LEFT              -            -       -
+    REJOIN                             -                  -            -                 DISCOVERING  -       -
+    CLOSE                              CLOSED             CLOSED       CLOSED            CLOSED       CLOSED  -
+    """,
+)
 
 
 class Reaction(enum.Enum):

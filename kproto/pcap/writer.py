@@ -4,9 +4,8 @@ Tests, the sample-data generator and bug reports need captures whose content is 
 This module turns conversations, sequences of ``(direction, bytes, timestamp)``, into packets with real
 TCP/IP headers (handshake optional, correct sequence and acknowledgement numbers, FIN, correct IPv4
 header and TCP checksums, so tshark accepts them) and writes them with any of the link types
-:mod:`kproto.capture.packets` reads
-(:mod:`kproto.capture.writer` offers the same names).  It can also damage the traffic the way networks and capture
-setups do: segment writes at an MSS, reorder, retransmit and drop segments, and cut packets at a snaplen.
+:mod:`kproto.capture.packets` reads.  It can also damage the traffic the way networks and capture setups
+do: segment writes at an MSS, reorder, retransmit and drop segments, and cut packets at a snaplen.
 
 Three levels, each usable on its own:
 
@@ -40,12 +39,8 @@ from kproto.pcap.numbers import (
     LINKTYPE_LOOP,
     LINKTYPE_NULL,
     LINKTYPE_RAW,
-    TCP_ACK,
-    TCP_FIN,
-    TCP_PSH,
-    TCP_RST,
-    TCP_SYN,
 )
+from kproto.pcap.numbers import TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN
 
 __all__ = [
     "Side",

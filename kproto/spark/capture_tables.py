@@ -14,7 +14,7 @@ every pyspark from 3.5 and never holds more than one connection's reassembly sta
 
 from __future__ import annotations
 
-from typing import Any, Callable, Collection, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Collection, Iterable, Iterator, List, Optional, Tuple, get_type_hints
 
 import pyarrow as pa
 
@@ -42,17 +42,12 @@ __all__ = [
     "PURE_EXECUTORS_NOTE",
 ]
 
-#: The stage 1 input rows: one :class:`~kproto.spark.capture_plan.CaptureRange` each.
-RANGES = pa.schema(
-    [
-        ("path", pa.string()),
-        ("file_time", pa.int64()),
-        ("start", pa.int64()),
-        ("stop", pa.int64()),
-        ("first_packet", pa.int64()),
-        ("prefix", pa.binary()),
-    ]
-)
+#: Arrow's type for each type a :class:`~kproto.spark.capture_plan.CaptureRange` field holds.
+_ARROW_TYPES = {str: pa.string(), int: pa.int64(), Optional[int]: pa.int64(), bytes: pa.binary()}
+
+#: The stage 1 input rows: one :class:`~kproto.spark.capture_plan.CaptureRange` each, a column per
+#: field in the tuple's order (a plan row is ``tuple(range)``, and reads back as ``CaptureRange(**row)``).
+RANGES = pa.schema([(name, _ARROW_TYPES[kind]) for name, kind in get_type_hints(CaptureRange).items()])
 
 
 def list_input_files(spark: Any, inputs: Iterable[str], glob: Optional[str] = None) -> List[Tuple[str, int]]:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable, List, Tuple
 
 import kproto
-from kproto.capture.writer import Side, TcpConversation, write_capture
+from kproto.pcap.writer import Side, TcpConversation, write_capture
 from kproto.testing import MockBroker
 
 TOPIC = "modern"

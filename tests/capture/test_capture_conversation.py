@@ -1,4 +1,4 @@
-"""Kafka conversations over captures written with kproto.capture.writer."""
+"""Kafka conversations over captures written with kproto.pcap.writer."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import kproto
 from kproto.capture.conversation import Exchange, KafkaConversations, Problem, ProblemKind, decode_capture
-from kproto.capture.writer import Impairments, Side, TcpConversation, plan_segments, write_capture
+from kproto.pcap.writer import Impairments, Side, TcpConversation, plan_segments, write_capture
 from kproto.messages import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kproto.capture import CaptureDiagnostic, DiagnosticKind, PacketRecord, iter_packet_records
-from kproto.capture.writer import PcapngWriter, PcapWriter
+from kproto.pcap.writer import PcapngWriter, PcapWriter
 
 FRAME_A = bytes(range(60))
 FRAME_B = b"\xff" * 33

@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kproto.capture import CaptureDiagnostic, DiagnosticKind, PacketRecord, TcpSegment, decode_tcp_segment
-from kproto.capture.packets import SUPPORTED_LINK_TYPES, TCP_ACK, TCP_PSH
-from kproto.capture.writer import PlannedSegment, build_frame
+from kproto.capture.packets import SUPPORTED_LINK_TYPES
+from kproto.pcap.numbers import TCP_ACK, TCP_PSH
+from kproto.pcap.writer import PlannedSegment, build_frame
 
 V4 = (("192.0.2.1", 40000), ("192.0.2.2", 9092))
 V6 = (("2001:db8::1", 40000), ("2001:db8::2", 9092))

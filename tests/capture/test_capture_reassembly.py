@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kproto.capture import Direction, StreamClosed, StreamData, StreamGap, TcpReassembler, TcpSegment
-from kproto.capture.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
+from kproto.pcap.numbers import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
 
 C = ("10.0.0.1", 40000)
 S = ("10.0.0.2", 9092)

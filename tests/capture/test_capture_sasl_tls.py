@@ -17,7 +17,7 @@ import kproto
 from kproto.capture.conversation import Exchange, Problem, SaslToken, decode_capture
 from kproto.capture.sasl import REDACTED, token_facts
 from kproto.capture.tls import tls_start
-from kproto.capture.writer import Side, TcpConversation, write_capture
+from kproto.pcap.writer import Side, TcpConversation, write_capture
 from kproto.cli import main
 
 MODERN = SAMPLES / "modern"
@@ -231,7 +231,7 @@ def test_truncated_sasl_exchanges_are_problems(tmp_path: Path) -> None:
 
 
 def _drop_packet(index: int) -> Any:
-    from kproto.capture.writer import Impairments
+    from kproto.pcap.writer import Impairments
 
     return Impairments(drop={index})
 

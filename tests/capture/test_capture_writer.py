@@ -1,4 +1,4 @@
-"""Captures written by kproto.capture.writer, read back through the reader and reassembly."""
+"""Captures written by kproto.pcap.writer, read back through the reader and reassembly."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kproto.capture import CaptureReader, Direction, StreamClosed, StreamData, StreamGap, reassemble
-from kproto.capture.writer import (
+from kproto.pcap.writer import (
     Impairments,
     Side,
     TcpConversation,

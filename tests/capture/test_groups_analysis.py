@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Tuple
 import kproto
 from kproto.capture.conversation import decode_capture
 from kproto.capture.groups import GroupAnalyzer, analyse_capture, analyse_groups, report_dict
-from kproto.capture.writer import Side, TcpConversation, write_capture
+from kproto.pcap.writer import Side, TcpConversation, write_capture
 from kproto.group import GroupCoordinator, GroupMember, MemberConfig
 from kproto.group.consumer_codec import ConsumerProtocolCodec
 from kproto.group.coordinator import Reply

@@ -15,7 +15,7 @@ from test_cli_usage import run_kproto
 from kproto.capture.conversation import Exchange, Problem, decode_capture
 from kproto.capture.reassembly import TcpReassembler
 from kproto.capture.reader import CaptureReader
-from kproto.capture.writer import TcpConversation, write_capture
+from kproto.pcap.writer import TcpConversation, write_capture
 from kproto.cli.exchange_filter import MAX_FILTER_DEPTH, ExchangeFilter, FilterSyntaxError
 from kproto.framing import encode_request
 from kproto.messages import MetadataRequest

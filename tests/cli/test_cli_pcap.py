@@ -14,7 +14,7 @@ import pytest
 from test_cli_usage import SAMPLES, kproto_script, run_kproto
 
 import kproto
-from kproto.capture.writer import Impairments, TcpConversation, write_capture
+from kproto.pcap.writer import Impairments, TcpConversation, write_capture
 from kproto.cli import main
 from kproto.messages import MetadataRequest, MetadataResponse, ProduceRequest
 

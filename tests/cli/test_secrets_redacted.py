@@ -17,7 +17,7 @@ from typing import List, Tuple
 import pytest
 
 import kproto
-from kproto.capture.writer import Side, TcpConversation, write_capture
+from kproto.pcap.writer import Side, TcpConversation, write_capture
 from test_cli_usage import run_kproto
 
 # subprocesses of the kproto command: run once, on the compiled build (see conftest.py)

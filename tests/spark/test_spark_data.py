@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import pyarrow as pa
 
 import kproto
-from kproto.capture.writer import Side, TcpConversation, write_capture, write_segments
+from kproto.pcap.writer import Side, TcpConversation, write_capture, write_segments
 from kproto.records import encode_control_batch, encode_message_set, encode_record_batch
 from kproto.spark.capture_plan import plan_ranges
 from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES

@@ -12,7 +12,7 @@ from typing import Any, Dict, List
 import pyarrow as pa
 import pytest
 
-from kproto.capture.writer import write_capture, write_segments
+from kproto.pcap.writer import write_capture, write_segments
 from kproto.records import encode_message_set
 from kproto.spark.capture_plan import ScanTask, plan_ranges, scan_task
 from kproto.spark.capture_splits import RangeStream, read_head
