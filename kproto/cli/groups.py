@@ -25,8 +25,11 @@ and how (after exceeding max.poll.interval.ms, session expired), static members 
 rebalance, each partition's time without an owner (old owner's last Fetch to the new owner's first),
 heartbeats answered REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID, the offsets committed
 before and after each rebalance, and partitions whose new owner starts below what the old owner had
-fetched (records processed twice).  KIP-848 groups (ConsumerGroupHeartbeat) are summarised
-per member epoch.  What the capture does not show is printed as "unknown", never guessed."""
+fetched (records processed twice).  KIP-848 groups (ConsumerGroupHeartbeat) show each group
+epoch and its causes (member joined, left, changed its subscription, session expired or fenced), each
+member's owned and assigned partitions over time, every partition move with its time without an owner
+and the records read twice, and a summary per member epoch.  What the capture does not show is printed
+as "unknown", never guessed."""
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
@@ -95,6 +98,7 @@ def report_lines(report: GroupReport) -> List[str]:
     lines = [
         f"group {report.group_id}  coordinator {report.coordinator}  members {len(report.members)}  "
         f"generations {len(report.generations)}"
+        + ("" if report.protocol == "classic" else f"  protocol {report.protocol}")
     ]
     lines.append("  members:")
     for m in report.members.values():
@@ -153,6 +157,8 @@ def report_lines(report: GroupReport) -> List[str]:
             )
         for problem in g.problems:
             lines.append(f"    ! {problem}")
+    if report.heartbeat is not None:
+        lines.extend(heartbeat_lines(report))
     for e in report.epochs:
         errors = ("  errors " + ", ".join(f"{k}×{n}" for k, n in sorted(e.errors.items()))) if e.errors else ""
         lines.append(
@@ -167,6 +173,47 @@ def report_lines(report: GroupReport) -> List[str]:
         )
     for problem in report.problems:
         lines.append(f"  ! {problem}")
+    return lines
+
+
+def heartbeat_lines(report: GroupReport) -> List[str]:
+    """The KIP-848 part of a group's block: epochs, assignments over time, moves."""
+    timeline = report.heartbeat
+    if timeline is None:
+        return []
+    lines = ["  group epochs (consumer protocol):"]
+    for change in timeline.epochs:
+        lines.append(f"    epoch {change.epoch} first seen {_time(change.first_seen_ns)}: {'; '.join(change.causes)}")
+    for member_id, steps in timeline.steps.items():
+        lines.append(f"  member {member_id}: owned (its heartbeats) / assigned (the coordinator's answers)")
+        shown: Any = None
+        for s in steps:  # a row when something changed, an error or a note
+            row = (s.member_epoch, s.owned, s.assigned)
+            if row == shown and not s.note and s.error == "NONE":
+                continue
+            shown = row
+            epoch = "unknown" if s.member_epoch is None else str(s.member_epoch)
+            error = f"  {s.error}" if s.error not in ("NONE", None) else ""
+            note = f"  ({s.note})" if s.note else ""
+            owned = "unknown" if s.owned is None else _assignment(s.owned)
+            assigned = "unknown" if s.assigned is None else _assignment(s.assigned)
+            lines.append(f"    {_time(s.time_ns)}  epoch {s.sent_epoch}->{epoch}  owned {owned}  assigned {assigned}")
+            lines[-1] += error + note
+    for member_id, last in timeline.expired.items():
+        lines.append(f"  expired: {member_id} (removed without leaving; last heartbeat {_time(last)})")
+    for member_id, t in timeline.fenced.items():
+        lines.append(f"  fenced: {member_id} at {_time(t)}")
+    for m in timeline.moves:
+        lines.append(
+            f"  moved {m.topic}[{m.partition}] {m.old_owner} -> {m.new_owner} ({m.cause}): without an owner "
+            f"{m.gap_ms:,.1f} ms ({m.from_what} {_time(m.from_ns)} -> {m.to_what} {_time(m.to_ns)})"
+        )
+        if m.records_twice:
+            lines.append(
+                f"    PROCESSED TWICE {m.topic}[{m.partition}]: {m.old_owner} had fetched to {m.old_position}, "
+                f"committed {'nothing' if m.committed is None else m.committed}, {m.new_owner} starts at "
+                f"{m.new_start} ({m.records_twice} records)"
+            )
     return lines
 
 
