@@ -55,6 +55,7 @@ __all__ = [
     "PartitionMove",
     "HeartbeatTimeline",
     "build_timeline",
+    "changed_steps",
 ]
 
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
@@ -241,7 +242,7 @@ class _Builder:
                 if req.member_epoch >= 0:
                     self.seen_epochs.append((ex.response_time_ns or t, epoch))
                 if req.member_epoch == 0:
-                    self.causes.append((t, f"{member_id} joined", epoch))
+                    self.causes.append((t, f"{member_id} {note}", epoch))
                 if resp.assignment is not None:
                     assigned = _parts(resp.assignment.topic_partitions, self.names)
                     for tp in sorted(_flat(assigned) - _flat(state.assigned)):
@@ -305,7 +306,7 @@ class _Builder:
                 # the coordinator gave it away without the owner letting go: it had removed the owner
                 last = max((s.time_ns for s in old.steps if s.time_ns < assigned_ns), default=None)
                 release = _Release(old_owner, None, "session expired")
-                if last is not None and old_owner not in self.timeline.fenced:
+                if last is not None:
                     self.timeline.expired.setdefault(old_owner, last)
             self.timeline.moves.append(self.move(tp, old_owner, new_owner, release, assigned_ns))
 
@@ -369,7 +370,12 @@ class _Builder:
             causes.append((last, f"{member_id}'s session expired{quiet}", None))
         for member_id, t in self.timeline.fenced.items():
             if member_id not in self.timeline.expired:
-                causes.append((t, f"{member_id} was fenced (removed by the coordinator)", None))
+                # removed before the answer that told it: after its last heartbeat answered without error
+                steps = self.members[member_id].steps
+                last_ok = max((s.time_ns for s in steps if s.time_ns < t and s.error == "NONE"), default=t)
+                causes.append(
+                    (last_ok, f"{member_id} was removed by the coordinator (fenced at its next heartbeat)", None)
+                )
         for t, words, made in sorted(causes, key=lambda c: c[0]):
             target: Optional[EpochChange] = None
             if made is not None:
@@ -385,6 +391,18 @@ class _Builder:
                     "is not captured)"
                 )
         self.timeline.epochs = changes
+
+
+def changed_steps(steps: List[MemberStep]) -> List[MemberStep]:
+    """The steps worth a row: the epoch, the owned or the assigned set changed, or an error or a note."""
+    out: List[MemberStep] = []
+    shown: Any = None
+    for s in steps:
+        if (s.member_epoch, s.owned, s.assigned) == shown and not s.note and s.error == "NONE":
+            continue
+        shown = (s.member_epoch, s.owned, s.assigned)
+        out.append(s)
+    return out
 
 
 def _error_name(code: int) -> str:

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from kproto.capture.conversation import DEFAULT_PORTS
 from kproto.capture.groups import GroupReport, analyse_capture, report_dict
+from kproto.capture.heartbeat_groups import changed_steps
 from kproto.cli.command_options import add_capture_options, add_format_option, open_binary_input
 from kproto.cli.exit_codes import EXIT_OK
 from kproto.cli.json_output import RecordWriter
@@ -186,12 +187,7 @@ def heartbeat_lines(report: GroupReport) -> List[str]:
         lines.append(f"    epoch {change.epoch} first seen {_time(change.first_seen_ns)}: {'; '.join(change.causes)}")
     for member_id, steps in timeline.steps.items():
         lines.append(f"  member {member_id}: owned (its heartbeats) / assigned (the coordinator's answers)")
-        shown: Any = None
-        for s in steps:  # a row when something changed, an error or a note
-            row = (s.member_epoch, s.owned, s.assigned)
-            if row == shown and not s.note and s.error == "NONE":
-                continue
-            shown = row
+        for s in changed_steps(steps):
             epoch = "unknown" if s.member_epoch is None else str(s.member_epoch)
             error = f"  {s.error}" if s.error not in ("NONE", None) else ""
             note = f"  ({s.note})" if s.note else ""
