@@ -1190,6 +1190,7 @@ def _heartbeat_dict(timeline: Optional[HeartbeatTimeline]) -> Optional[Dict[str,
         "moves": [{**vars(m), "gap_ms": m.gap_ms, "records_twice": m.records_twice} for m in timeline.moves],
         "expired": timeline.expired,
         "fenced": timeline.fenced,
+        "descriptions": [{**vars(d), "members": [vars(m) for m in d.members]} for d in timeline.descriptions],
     }
 
 

@@ -13,7 +13,9 @@ Theory of operation
     and the partitions it **owns** (``TopicPartitions``; null means "unchanged").  The response carries the
     member's new epoch and, when changed, the partitions the coordinator **assigns** it (``Assignment``;
     null means "unchanged").  Topics are named by id; their names come from the capture's Metadata
-    answers.  A ConsumerGroupDescribe answer gives the group epoch itself.
+    answers.  A ConsumerGroupDescribe answer gives the coordinator's own account (:class:`Description`):
+    the group epoch, the target assignment's epoch, and per member its epoch, its current assignment and
+    its target.
 
     *Member steps* (:class:`MemberStep`).  One row per heartbeat with both sets carried forward.  A
     response missing from the capture makes the assigned set unknown (None) until a response carries a
@@ -52,6 +54,8 @@ __all__ = [
     "CONSUMER_GROUP_DESCRIBE",
     "EpochChange",
     "MemberStep",
+    "Description",
+    "DescribedMember",
     "PartitionMove",
     "HeartbeatTimeline",
     "build_timeline",
@@ -121,6 +125,30 @@ class PartitionMove:
 
 
 @dataclass
+class DescribedMember:
+    """One member as a ConsumerGroupDescribe answer gave it: its epoch, its current assignment and the
+    target assignment it is reconciling towards."""
+
+    member_id: str
+    member_epoch: int
+    client_id: str
+    assigned: Assignment
+    target: Assignment
+
+
+@dataclass
+class Description:
+    """A ConsumerGroupDescribe answer for the group: the coordinator's own account at that moment."""
+
+    time_ns: int
+    state: str
+    group_epoch: int
+    assignment_epoch: int  #: the epoch of the target assignment (below the group epoch while computing one)
+    assignor: str
+    members: List[DescribedMember] = field(default_factory=list)
+
+
+@dataclass
 class _Member:
     owned: Optional[Assignment] = None
     assigned: Optional[Assignment] = None
@@ -146,13 +174,15 @@ class HeartbeatTimeline:
     moves: List[PartitionMove] = field(default_factory=list)
     expired: Dict[str, int] = field(default_factory=dict)  #: member -> its last heartbeat before removal
     fenced: Dict[str, int] = field(default_factory=dict)  #: member -> the answer that fenced it
+    descriptions: List[Description] = field(default_factory=list)
     problems: List[str] = field(default_factory=list)
 
 
 def _parts(topics: Any, names: TopicNames) -> Assignment:
     out: Assignment = {}
     for tp in topics or []:
-        name = names.name(tp) or "?"
+        # ConsumerGroupDescribe names its topics too; heartbeats give the id only
+        name = getattr(tp, "topic_name", None) or names.name(tp) or "?"
         out.setdefault(name, [])
         out[name] = sorted(set(out[name]) | set(tp.partitions or []))
     return {t: ps for t, ps in sorted(out.items()) if ps}
@@ -259,8 +289,29 @@ class _Builder:
         if resp is None or ex.response_time_ns is None:
             return
         for group in resp.groups or []:
-            if group.group_id == group_id and group.error_code == 0:
-                self.seen_epochs.append((ex.response_time_ns, group.group_epoch))
+            if group.group_id != group_id or group.error_code != 0:
+                continue
+            self.seen_epochs.append((ex.response_time_ns, group.group_epoch))
+            members = [
+                DescribedMember(
+                    m.member_id,
+                    m.member_epoch,
+                    m.client_id,
+                    _parts(m.assignment.topic_partitions, self.names),
+                    _parts(m.target_assignment.topic_partitions, self.names),
+                )
+                for m in group.members or []
+            ]
+            self.timeline.descriptions.append(
+                Description(
+                    ex.response_time_ns,
+                    group.group_state,
+                    group.group_epoch,
+                    group.assignment_epoch,
+                    group.assignor_name,
+                    members,
+                )
+            )
 
     # --- after the pass ----------------------------------------------------------------------------------
 

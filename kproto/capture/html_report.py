@@ -464,8 +464,29 @@ def _heartbeat_story(index: int, report: GroupReport) -> str:
         ]
         for m in timeline.moves
     ]
+    described = [
+        [
+            _clock(d.time_ns),
+            d.state,
+            str(d.group_epoch),
+            str(d.assignment_epoch),
+            f"{m.member_id} ({m.client_id})",
+            str(m.member_epoch),
+            _parts(m.assigned),
+            _parts(m.target),
+        ]
+        for d in timeline.descriptions
+        for m in d.members
+    ]
     return "".join(
         [
+            _table(
+                f"group-{index}-described",
+                "ConsumerGroupDescribe answers (the coordinator's account)",
+                ["time", "state", "group epoch", "assignment epoch", "member", "epoch", "assigned", "target"],
+                described,
+                "no ConsumerGroupDescribe answer in the capture",
+            ),
             _table(
                 f"group-{index}-epochs",
                 "Group epochs (consumer protocol)",

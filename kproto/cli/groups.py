@@ -195,6 +195,16 @@ def heartbeat_lines(report: GroupReport) -> List[str]:
             assigned = "unknown" if s.assigned is None else _assignment(s.assigned)
             lines.append(f"    {_time(s.time_ns)}  epoch {s.sent_epoch}->{epoch}  owned {owned}  assigned {assigned}")
             lines[-1] += error + note
+    for d in timeline.descriptions:
+        lines.append(
+            f"  described {_time(d.time_ns)}: {d.state}  group epoch {d.group_epoch}  assignment epoch "
+            f"{d.assignment_epoch}  assignor {d.assignor}"
+        )
+        for dm in d.members:
+            lines.append(
+                f"    {dm.member_id} ({dm.client_id}) epoch {dm.member_epoch}  assigned {_assignment(dm.assigned)}  "
+                f"target {_assignment(dm.target)}"
+            )
     for member_id, last in timeline.expired.items():
         lines.append(f"  expired: {member_id} (removed without leaving; last heartbeat {_time(last)})")
     for member_id, t in timeline.fenced.items():

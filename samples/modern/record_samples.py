@@ -24,7 +24,8 @@ against a current cluster.  Scenarios (one file each):
   ``group.protocol=consumer``) joins and two partitions move to it; then the kproto consumer's process
   is stopped (SIGSTOP, as a stalled process: no leave, no heartbeat) a second after a commit, its
   session expires, its partitions move to the librdkafka consumer, which reads again what the stalled
-  member had fetched past its last commit.  Meanwhile a classic-protocol consumer
+  member had fetched past its last commit.  An admin client describes the group (ConsumerGroupDescribe)
+  while the join is being reconciled and after the expiry.  Meanwhile a classic-protocol consumer
   (``classic-consumer``, group ``classic-group``) reads the same topic;
 * ``tls-loopback.pcap``: a TLS 1.3 handshake and a few encrypted records between Python ``ssl`` sockets
   in memory (a self-signed certificate made with ``openssl`` at run time, server name
@@ -284,6 +285,7 @@ def kip848_session_expiry(path: Path) -> None:
     import threading
 
     import confluent_kafka
+    import confluent_kafka.admin
 
     from kproto.group.consumer_group import ConsumerGroupConfig
 
@@ -345,6 +347,14 @@ def kip848_session_expiry(path: Path) -> None:
                 rdkafka_assigned[:] = sorted(tp.partition for tp in consumer.assignment())
             consumer.close()
 
+        admin = confluent_kafka.admin.AdminClient(
+            {"bootstrap.servers": bootstrap, "client.id": "librdkafka-admin", "log_level": 2}
+        )
+
+        def describe() -> None:  # ConsumerGroupDescribe: the coordinator's own account of the group
+            for future in admin.describe_consumer_groups([KIP848_GROUP]).values():
+                future.result(30)
+
         threads = [threading.Thread(target=produce), threading.Thread(target=classic)]
         for thread in threads:
             thread.start()
@@ -360,12 +370,15 @@ def kip848_session_expiry(path: Path) -> None:
             joiner = threading.Thread(target=rdkafka_member)
             joiner.start()
             threads.append(joiner)
+            wait_for(lambda: len(broker.core.consumer_groups.members(KIP848_GROUP)) == 2, "the second member")
+            describe()  # the kproto member has not yet heard of the new epoch: the joiner's target is ahead
             wait_for(lambda: len(rdkafka_assigned) == 2 and len(kproto_member.assigned) == 2, "the split")
             commits = kproto_member.commits
             wait_for(lambda: kproto_member.commits > commits + 1, "two more commits of kproto-consumer")
             time.sleep(1.0)
             kproto_member.process.send_signal(signal.SIGSTOP)
             wait_for(lambda: len(rdkafka_assigned) == KIP848_PARTITIONS, "librdkafka-consumer to own every partition")
+            describe()
             time.sleep(1.5)
         finally:
             kproto_member.process.kill()

@@ -65,7 +65,16 @@ def test_sample_two_protocols_epochs_moves_and_records_read_twice() -> None:
             assert 0 < m.gap_ms <= 2 * HEARTBEAT_MS + 1000
         else:  # from its last fetch to the joiner's first fetch after the expiry
             assert SESSION_MS <= m.gap_ms <= SESSION_MS + 2 * HEARTBEAT_MS + 2000
-    assert sorted((p, m.records_twice) for (p, _), m in moves.items()) == [(0, 3), (1, 3), (2, 3), (3, 2)]
+    assert sorted((p, m.records_twice) for (p, _), m in moves.items()) == [(0, 4), (1, 2), (2, 2), (3, 3)]
+    # the coordinator's own account, asked while the join was reconciled and after the expiry
+    reconciling, stable = timeline.descriptions
+    assert (reconciling.state, reconciling.group_epoch, reconciling.assignment_epoch) == ("Reconciling", 2, 2)
+    assert {m.member_id: (m.member_epoch, m.assigned, m.target) for m in reconciling.members} == {
+        stalled: (1, {"orders": [0, 1, 2, 3]}, {"orders": [0, 1]}),
+        joiner: (2, {}, {"orders": [2, 3]}),
+    }
+    assert (stable.state, stable.group_epoch, [m.member_id for m in stable.members]) == ("Stable", 3, [joiner])
+    assert stable.members[0].target == stable.members[0].assigned == {"orders": [0, 1, 2, 3]}
     # member epochs on OffsetCommit are not generations: no "generation in use" problem
     assert all("generation" not in p for p in kip.problems)
 
@@ -80,6 +89,8 @@ def test_sample_text_and_json() -> None:
     as_json = json.loads(json.dumps(report_dict(kip)))
     part = as_json["consumer_protocol"]
     assert [e["epoch"] for e in part["group_epochs"]] == [1, 2, 3]
+    assert [d["group_epoch"] for d in part["descriptions"]] == [2, 3]
+    assert "described " in text and "target orders[2, 3]" in text
     assert sum(m["records_twice"] for m in part["moves"]) == 11
 
 

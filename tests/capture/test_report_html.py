@@ -262,15 +262,16 @@ def test_topic_named_by_id_is_one_series_with_its_name() -> None:
 
 @pytest.mark.compiled_only
 def test_kip848_group_in_headless_chromium(tmp_path: Path) -> None:
-    """The KIP-848 sample: a classic group and a consumer-protocol group, the latter with its epochs, its
-    members' owned and assigned partitions and its partition moves, drawn without console errors."""
+    """The KIP-848 sample: a classic group and a consumer-protocol group, the latter with its
+    ConsumerGroupDescribe answers, its epochs, its members' owned and assigned partitions and its partition
+    moves, drawn without console errors."""
     dom, drawn = report_drawn(tmp_path, SAMPLES / "modern" / "kip848-session-expiry.pcap")
     assert "group-0" in drawn and "group-1" in drawn  # classic-group, kip848-group
     # each moved partition's time without an owner is a bar on its new owner's row
     assert sorted(n for n, _, _ in drawn["group-1"] if "without an owner" in n) == [
         f"orders[{p}] without an owner" for p in range(4)
     ]
-    for table in ("epochs", "members", "moves"):
+    for table in ("described", "epochs", "members", "moves"):
         assert f'<table id="group-1-{table}">' in dom.stdout, table
         assert f'id="group-0-{table}"' not in dom.stdout, table
     epochs = re.search(r'<table id="group-1-epochs">(.*?)</table>', dom.stdout, re.S)
