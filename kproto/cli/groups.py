@@ -167,10 +167,11 @@ def report_lines(report: GroupReport) -> List[str]:
             f"heartbeats {e.heartbeats}  assignment {_assignment(e.assignment)}{errors}"
         )
     failed = [c for c in report.commits if c.error not in ("NONE", None)]
+    # a KIP-848 member's OffsetCommit carries its member epoch where a classic one carries the generation
+    label = "generation" if report.heartbeat is None else "member epoch"
     for c in failed:
         lines.append(
-            f"  commit refused {c.topic}[{c.partition}]={c.offset} by {c.member_id} "
-            f"(generation {c.generation}): {c.error}"
+            f"  commit refused {c.topic}[{c.partition}]={c.offset} by {c.member_id} ({label} {c.generation}): {c.error}"
         )
     for problem in report.problems:
         lines.append(f"  ! {problem}")

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 from kproto.capture.groups import GroupReport, analyse_capture, report_dict
 from kproto.capture.writer import write_capture
 from kproto.cli.groups import report_lines
-from test_groups_analysis import SAMPLES, Script, fetch_answer, ns
+from test_groups_analysis import SAMPLES, Script, fetch_answer, join_v5, join_v5_answer, ns
 
 SAMPLE = SAMPLES / "modern" / "kip848-session-expiry.pcap"
 SESSION_MS = 3000  # the recording broker's group.consumer.session.timeout.ms
@@ -179,7 +179,7 @@ def commit_answer(error: int) -> Dict[str, Any]:
     return {"topics": [{"name": "parcels", "partitions": [{"partition_index": 0, "error_code": error}]}]}
 
 
-def edge_capture(tmp_path: Path) -> Path:
+def edge_capture(tmp_path: Path, classic_member: bool = False) -> Path:
     """Group 'edge': a-1 joins and owns parcels 0 and 1; b-1 joins, a-1 revokes 1, b-1 takes it; a-1
     fetches partition 0 to offset 15 but commits 10; a-1's next heartbeat answer is not captured, then it
     goes quiet; the coordinator gives partition 0 to b-1 (a-1 was removed); a-1's next heartbeat is
@@ -208,8 +208,14 @@ def edge_capture(tmp_path: Path) -> Path:
     a.exchange("ConsumerGroupHeartbeat", 1, heartbeat("a-1", 2, None), answer("a-1", 2, None, 110), 8.0, 8.001)
     a.exchange("OffsetCommit", 9, commit("a-1", 2, 15), commit_answer(113), 8.05, 8.051)
     a.exchange("ConsumerGroupHeartbeat", 1, heartbeat("a-1", 0, [], True), answer("a-1", 4, []), 8.1, 8.101)
+    scripts = [a, b]
+    if classic_member:  # a classic consumer in the same group id (Kafka serves it in a consumer group)
+        c = Script(("10.1.0.43", 42003), "gamma")
+        join = {**join_v5("c-1", "host-c"), "group_id": "edge"}
+        c.exchange("JoinGroup", 5, join, join_v5_answer(5, "c-1", "c-1", [("c-1", "host-c")]), 9.0, 9.01)
+        scripts.append(c)
     path = tmp_path / "edge.pcap"
-    write_capture(path, [a.conversation(), b.conversation()])
+    write_capture(path, [x.conversation() for x in scripts])
     return path
 
 
@@ -256,5 +262,13 @@ def test_lost_answer_fencing_and_rejoin(tmp_path: Path) -> None:
     refused = [c for c in edge.commits if c.error != "NONE"]
     assert [(c.member_id, c.generation, c.offset, c.error) for c in refused] == [("a-1", 2, 15, "STALE_MEMBER_EPOCH")]
     text = "\n".join(report_lines(edge))
-    assert "commit refused parcels[0]=15 by a-1 (generation 2): STALE_MEMBER_EPOCH" in text
+    assert "commit refused parcels[0]=15 by a-1 (member epoch 2): STALE_MEMBER_EPOCH" in text
     assert "fenced: a-1" in text and "epoch 2->unknown  owned parcels[0]  assigned unknown" in text
+
+
+def test_one_group_id_with_both_protocols(tmp_path: Path) -> None:
+    (edge,) = analyse_capture(edge_capture(tmp_path, classic_member=True))
+    assert edge.protocol == "classic+consumer"
+    assert [g.generation_id for g in edge.generations] == [5] and edge.generations[0].members == ["c-1"]
+    assert edge.heartbeat is not None and [e.epoch for e in edge.heartbeat.epochs] == [1, 2, 3, 4]
+    assert report_lines(edge)[0].endswith("protocol classic+consumer")
