@@ -100,7 +100,7 @@ class PartitionMove:
     partition: int
     old_owner: str
     new_owner: str
-    cause: str  #: "revoked", "left", "session expired", "fenced"
+    cause: str  #: "revoked", "left", "session expired", "fenced", "rejoined"
     released_ns: Optional[int]  #: the old owner's heartbeat without it, or its leave (None: removed unseen)
     assigned_ns: int  #: the answer that gave it to the new owner
     from_ns: int
@@ -156,6 +156,10 @@ class _Member:
     last_heartbeat_ns: Optional[int] = None
     gone: bool = False
     steps: List[MemberStep] = field(default_factory=list)
+
+    def last_before(self, t: int) -> int:
+        """The time of its last heartbeat before ``t``."""
+        return max((s.time_ns for s in self.steps if s.time_ns < t), default=t)
 
 
 @dataclass
@@ -216,7 +220,10 @@ class _Builder:
         self.causes: List[Tuple[int, str, Optional[int]]] = []  # (time, words, epoch it is known to make)
         # per partition: releases and assignments in time order
         self.releases: Dict[Tuple[str, int], List[_Release]] = {}
-        self.assigns: List[Tuple[int, str, Tuple[str, int]]] = []
+        # partition -> member -> the last heartbeat whose owned or assigned set held it (so far in the pass)
+        self.last_held: Dict[Tuple[str, int], Dict[str, int]] = {}
+        # (answer time, new owner, partition, previous holder, its last heartbeat holding it)
+        self.assigns: List[Tuple[int, str, Tuple[str, int], str, int]] = []
 
     # --- reading ---------------------------------------------------------------------------------------
 
@@ -234,7 +241,7 @@ class _Builder:
         note = ""
         if req.member_epoch == 0:
             note = "rejoined" if not first else "joined"
-            self.release_all(member_id, state, t, "fenced" if state.gone else "left")
+            self.release_all(member_id, state, t, "rejoined")  # nothing left when it had left or was fenced
             state.owned, state.assigned, state.gone = {}, {}, False
         elif req.member_epoch < 0:
             note = "left" if req.member_epoch == -1 else "left for a while (static member)"
@@ -276,9 +283,18 @@ class _Builder:
                 if resp.assignment is not None:
                     assigned = _parts(resp.assignment.topic_partitions, self.names)
                     for tp in sorted(_flat(assigned) - _flat(state.assigned)):
-                        self.assigns.append((ex.response_time_ns or t, member_id, tp))
+                        self.assigned_to(member_id, tp, ex.response_time_ns or t)
                     state.assigned = assigned
         state.steps.append(MemberStep(t, req.member_epoch, epoch, state.owned, state.assigned, error, note))
+        for tp in _flat(state.owned) | _flat(state.assigned):
+            self.last_held.setdefault(tp, {})[member_id] = t
+
+    def assigned_to(self, member_id: str, tp: Tuple[str, int], t: int) -> None:
+        """A partition newly given to a member: a move when another member held it last."""
+        holders = [(held, m) for m, held in self.last_held.get(tp, {}).items() if m != member_id]
+        if holders:
+            held, old_owner = max(holders)
+            self.assigns.append((t, member_id, tp, old_owner, held))
 
     def release_all(self, member_id: str, state: _Member, t: int, cause: str) -> None:
         for tp in sorted(_flat(state.owned) | _flat(state.assigned)):
@@ -321,44 +337,30 @@ class _Builder:
         self.find_moves()
         self.group_epochs()
         for member_id, state in self.members.items():
+            if state.steps and state.steps[0].note.startswith("first heartbeat in the capture"):
+                timeline.problems.append(
+                    f"{member_id} joined before the capture began: what it owned is unknown until it reports it"
+                )
             if any(s.note.endswith("no response in the capture") for s in state.steps):
                 timeline.problems.append(
                     f"heartbeat answers of {member_id} are missing: its assignment is unknown until a full one"
                 )
         return timeline
 
-    def owner_before(self, tp: Tuple[str, int], t: int, new_owner: str) -> Optional[str]:
-        """Who last held ``tp`` (assigned or owned) before ``t``, other than ``new_owner``."""
-        best: Optional[Tuple[int, str]] = None
-        for member_id, state in self.members.items():
-            if member_id == new_owner:
-                continue
-            for step in state.steps:
-                if step.time_ns < t and tp in (_flat(step.owned) | _flat(step.assigned)):
-                    if best is None or step.time_ns > best[0]:
-                        best = (step.time_ns, member_id)
-        return best[1] if best else None
-
     def find_moves(self) -> None:
-        for assigned_ns, new_owner, tp in sorted(self.assigns):
-            old_owner = self.owner_before(tp, assigned_ns, new_owner)
-            if old_owner is None:
-                continue
+        for assigned_ns, new_owner, tp, old_owner, held_ns in sorted(self.assigns):
             release = next(
                 (
                     r
                     for r in reversed(self.releases.get(tp, []))
-                    if r.member == old_owner and r.time_ns is not None and r.time_ns <= assigned_ns
+                    if r.member == old_owner and r.time_ns is not None and held_ns < r.time_ns <= assigned_ns
                 ),
                 None,
             )
-            old = self.members[old_owner]
             if release is None:
                 # the coordinator gave it away without the owner letting go: it had removed the owner
-                last = max((s.time_ns for s in old.steps if s.time_ns < assigned_ns), default=None)
                 release = _Release(old_owner, None, "session expired")
-                if last is not None:
-                    self.timeline.expired.setdefault(old_owner, last)
+                self.timeline.expired.setdefault(old_owner, self.members[old_owner].last_before(assigned_ns))
             self.timeline.moves.append(self.move(tp, old_owner, new_owner, release, assigned_ns))
 
     def move(self, tp: Tuple[str, int], old: str, new: str, release: _Release, assigned_ns: int) -> PartitionMove:

@@ -272,3 +272,21 @@ def test_one_group_id_with_both_protocols(tmp_path: Path) -> None:
     assert [g.generation_id for g in edge.generations] == [5] and edge.generations[0].members == ["c-1"]
     assert edge.heartbeat is not None and [e.epoch for e in edge.heartbeat.epochs] == [1, 2, 3, 4]
     assert report_lines(edge)[0].endswith("protocol classic+consumer")
+
+
+def test_capture_beginning_mid_group(tmp_path: Path) -> None:
+    """The first heartbeat seen is at epoch 5 with nulls: owned and assigned are unknown until reported,
+    and the epoch is listed without a cause the capture shows."""
+    d = Script(("10.1.0.44", 42004), "delta")
+    d.exchange("ConsumerGroupHeartbeat", 1, heartbeat("d-1", 5, None), answer("d-1", 5, None), 0.0, 0.001)
+    d.exchange("ConsumerGroupHeartbeat", 1, heartbeat("d-1", 5, [2]), answer("d-1", 5, [2]), 1.0, 1.001)
+    path = tmp_path / "mid.pcap"
+    write_capture(path, [d.conversation()])
+    (group,) = analyse_capture(path)
+    assert group.heartbeat is not None
+    first, second = group.heartbeat.steps["d-1"]
+    assert (first.owned, first.assigned) == (None, None) and first.note.startswith("first heartbeat in the capture")
+    assert (second.owned, second.assigned) == ({TOPIC_ID: [2]}, {TOPIC_ID: [2]})  # no Metadata: the id stays
+    assert [(e.epoch, e.causes[0].startswith("none in the capture")) for e in group.heartbeat.epochs] == [(5, True)]
+    assert any("d-1 joined before the capture began" in p for p in group.problems)
+    assert group.heartbeat.moves == [] and group.heartbeat.expired == {}
