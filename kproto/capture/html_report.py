@@ -302,6 +302,9 @@ def _table(table_id: str, caption: str, head: Sequence[str], rows: Sequence[Sequ
     )
 
 
+#: What an OffsetCommit's generation field holds, by the group's protocol.
+_COMMIT_EPOCH = {"classic": "gen", "consumer": "member epoch", "classic+consumer": "gen / member epoch"}
+
 #: Commits listed per group at most (the rest are counted).
 MAX_COMMIT_ROWS = 200
 
@@ -403,6 +406,8 @@ def group_story(index: int, report: GroupReport) -> str:
             "none seen",
         )
     )
+    if report.protocol == "consumer":  # no classic member: the generation tables would only say "none"
+        del parts[1:]
     if report.heartbeat is not None:
         parts.append(_heartbeat_story(index, report))
     commits = [
@@ -421,7 +426,7 @@ def group_story(index: int, report: GroupReport) -> str:
         _table(
             f"group-{index}-commits",
             "Commits" + (f" (first {MAX_COMMIT_ROWS}, {more} more)" if more > 0 else ""),
-            ["time", "member", "gen", "partition", "offset", "answer"],
+            ["time", "member", _COMMIT_EPOCH[report.protocol], "partition", "offset", "answer"],
             commits,
             "no OffsetCommit",
         )

@@ -271,6 +271,9 @@ def test_kip848_group_in_headless_chromium(tmp_path: Path) -> None:
     assert sorted(n for n, _, _ in drawn["group-1"] if "without an owner" in n) == [
         f"orders[{p}] without an owner" for p in range(4)
     ]
+    for table in ("generations", "assignments", "gaps", "twice"):  # a consumer-protocol group has none
+        assert f'id="group-0-{table}"' in dom.stdout and f'id="group-1-{table}"' not in dom.stdout, table
+    assert re.search(r'<table id="group-1-commits">.*?<th>member epoch</th>', dom.stdout, re.S)
     for table in ("described", "epochs", "members", "moves"):
         assert f'<table id="group-1-{table}">' in dom.stdout, table
         assert f'id="group-0-{table}"' not in dom.stdout, table
