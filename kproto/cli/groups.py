@@ -89,6 +89,8 @@ def _ms(value: Optional[float]) -> str:
 
 
 def _assignment(value: Any) -> str:
+    if value is None:  # a heartbeat answer without an assignment leaves the member's assignment as it was
+        return "(unchanged)"
     if isinstance(value, dict) and all(isinstance(v, list) for v in value.values()):
         return " ".join(f"{t}{sorted(ps)}" for t, ps in sorted(value.items())) or "(nothing)"
     return str(value)
