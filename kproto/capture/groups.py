@@ -57,7 +57,10 @@ Theory of operation
     count is a lower bound when the old owner's last Fetch responses are missing from the capture.
 
     *KIP-848* (ConsumerGroupHeartbeat): there are no generations or SyncGroups; each member's heartbeats
-    are summarised per member epoch (:class:`EpochSummary`) with the assignment the coordinator sent.
+    are summarised per member epoch (:class:`EpochSummary`) with the assignment the coordinator sent, and
+    :mod:`kproto.capture.heartbeat_groups` gives the group epochs and their causes, each member's owned
+    and assigned partitions over time, the partitions' moves between members (time without an owner,
+    records read twice) as :attr:`GroupReport.heartbeat`.  One capture may hold groups of both kinds.
 
 Limits: the analyzer holds the group exchanges and, per partition and client, one position; a
 capture's group traffic is small next to its Fetch and Produce traffic.
@@ -71,6 +74,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 from kproto import ErrorCode
 from kproto.capture.conversation import Exchange, Problem, ProblemKind, Record, decode_capture
 from kproto.capture.files import CaptureSource
+from kproto.capture.heartbeat_groups import CONSUMER_GROUP_DESCRIBE, HeartbeatTimeline, build_timeline
 from kproto.capture.topic_names import METADATA, TopicNames
 from kproto.errors import KprotoError
 from kproto.group.consumer_codec import ConsumerProtocolCodec
@@ -102,7 +106,16 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT = 11, 1
 
 #: The api keys whose exchanges become :class:`GroupEvent` items.
 GROUP_APIS = frozenset(
-    {OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CONSUMER_GROUP_HEARTBEAT}
+    {
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+        JOIN_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        SYNC_GROUP,
+        CONSUMER_GROUP_HEARTBEAT,
+        CONSUMER_GROUP_DESCRIBE,
+    }
 )
 
 #: (api, error) answers that are steps of the group protocol, not failures: a member's first JoinGroup
@@ -319,6 +332,18 @@ class GroupReport:
     commits: List[Commit] = field(default_factory=list)
     events: List[GroupEvent] = field(default_factory=list)
     problems: List[str] = field(default_factory=list)
+    #: the KIP-848 view (None: no ConsumerGroupHeartbeat or ConsumerGroupDescribe in the capture)
+    heartbeat: Optional[HeartbeatTimeline] = None
+
+    @property
+    def protocol(self) -> str:
+        """``"consumer"`` (KIP-848), ``"classic"``, or ``"classic+consumer"`` when the capture shows both."""
+        kinds = []
+        if self.generations or any(e.api in ("JoinGroup", "SyncGroup", "Heartbeat") for e in self.events):
+            kinds.append("classic")
+        if self.heartbeat is not None:
+            kinds.append("consumer")
+        return "+".join(kinds) or "classic"
 
     @property
     def coordinator(self) -> str:
@@ -577,11 +602,15 @@ class _GroupBuilder:
         for previous, gen in zip(previous_ones, report.generations):
             self.complete(previous, gen)
         self.unfinished_rebalance()
+        if any(ex.api_key in (CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE) for ex in self.exchanges):
+            self.heartbeat_timeline()
+        # a KIP-848 group's OffsetCommits carry member epochs, not generations
+        commit_apis = ("Heartbeat",) if report.heartbeat is not None else ("Heartbeat", "OffsetCommit")
         in_use = sorted(
             {
                 e.generation
                 for e in report.events
-                if e.api in ("Heartbeat", "OffsetCommit") and e.generation is not None and e.generation >= 0
+                if e.api in commit_apis and e.generation is not None and e.generation >= 0
             }
             - set(self.generations)
         )
@@ -591,6 +620,23 @@ class _GroupBuilder:
                 "is not in the capture (it happened before the capture began)"
             )
         return report
+
+    def heartbeat_timeline(self) -> None:
+        """The KIP-848 view of the group (:mod:`kproto.capture.heartbeat_groups`)."""
+        timeline = build_timeline(
+            self.report.group_id,
+            self.exchanges,
+            self.topic_names,
+            self.fetches_of,
+            self.fetch_times,
+            self.positions,
+            self.report.commits,
+        )
+        for member_id in list(timeline.expired) + list(timeline.fenced):
+            if member_id in self.report.members:
+                self.report.members[member_id].expired = True
+        self.report.problems.extend(timeline.problems)
+        self.report.heartbeat = timeline
 
     def unfinished_rebalance(self) -> None:
         """A rebalance that began after the last generation and did not end inside the capture."""
@@ -733,14 +779,13 @@ class _GroupBuilder:
         errors: Dict[Tuple[str, int], int] = {}
         for topic in (resp.topics or []) if resp is not None else []:
             for p in topic.partitions or []:
-                errors[(topic.name, p.partition_index)] = p.error_code
+                errors[(self.topic_names.name(topic) or "", p.partition_index)] = p.error_code
         for topic in req.topics or []:
+            name = self.topic_names.name(topic) or ""  # v10+ names topics by id
             for p in topic.partitions or []:
-                code = errors.get((topic.name, p.partition_index)) if resp is not None else None
+                code = errors.get((name, p.partition_index)) if resp is not None else None
                 self.report.commits.append(
-                    Commit(
-                        _time(ex), member_id, gen, topic.name, p.partition_index, p.committed_offset, error_name(code)
-                    )
+                    Commit(_time(ex), member_id, gen, name, p.partition_index, p.committed_offset, error_name(code))
                 )
         return member_id, gen
 
@@ -1128,9 +1173,24 @@ def report_dict(report: GroupReport) -> Dict[str, Any]:
         "members": [vars(m) for m in report.members.values()],
         "generations": generations,
         "epochs": [vars(e) for e in report.epochs],
+        "protocol": report.protocol,
+        "consumer_protocol": _heartbeat_dict(report.heartbeat),
         "commits": [vars(c) for c in report.commits],
         "events": len(report.events),
         "problems": report.problems,
+    }
+
+
+def _heartbeat_dict(timeline: Optional[HeartbeatTimeline]) -> Optional[Dict[str, Any]]:
+    if timeline is None:
+        return None
+    return {
+        "group_epochs": [vars(e) for e in timeline.epochs],
+        "members": {m: [vars(s) for s in steps] for m, steps in timeline.steps.items()},
+        "moves": [{**vars(m), "gap_ms": m.gap_ms, "records_twice": m.records_twice} for m in timeline.moves],
+        "expired": timeline.expired,
+        "fenced": timeline.fenced,
+        "descriptions": [{**vars(d), "members": [vars(m) for m in d.members]} for d in timeline.descriptions],
     }
 
 

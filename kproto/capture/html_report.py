@@ -27,6 +27,7 @@ import html
 from typing import Any, Dict, List, Optional, Sequence
 
 from kproto.capture.groups import PROTOCOL_STEPS, Generation, GroupReport
+from kproto.capture.heartbeat_groups import changed_steps
 from kproto.capture.traffic_stats import DEFAULT_MAX_BUCKETS, Series, TrafficStats
 
 __all__ = ["MissingExtra", "require_plotly", "render_report", "PAGE_IDS"]
@@ -183,6 +184,8 @@ def _group_figure(go: Any, report: GroupReport) -> Any:
                     showlegend=False,
                 )
             )
+    if report.heartbeat is not None:
+        _heartbeat_shapes(go, figure, report)
     departures = [(gen.generation_id, d) for gen in report.generations for d in gen.departures if d.time_ns is not None]
     for kind, symbol in (("left", "triangle-left"), ("expired", "x-thin-open")):
         shown = [(g, d) for g, d in departures if d.kind == kind]
@@ -233,6 +236,46 @@ def _group_figure(go: Any, report: GroupReport) -> Any:
     return figure
 
 
+def _heartbeat_shapes(go: Any, figure: Any, report: GroupReport) -> None:
+    """KIP-848: a line where each group epoch was first seen, and each moved partition's time without an
+    owner as a bar on its new owner's row."""
+    timeline = report.heartbeat
+    assert timeline is not None
+    for i, change in enumerate(timeline.epochs):
+        figure.add_vline(
+            x=_when(change.first_seen_ns).timestamp() * 1000,
+            line_dash="dot",
+            line_color="steelblue",
+            annotation_text=f"epoch {change.epoch}",
+            annotation=dict(yshift=-15 * (i % 3), font=dict(size=10)),
+        )
+    for move in timeline.moves:
+        figure.add_trace(
+            go.Scatter(
+                x=[_when(move.from_ns), _when(move.to_ns)],
+                y=[move.new_owner, move.new_owner],
+                mode="lines",
+                line=dict(color="crimson" if move.records_twice else "goldenrod", width=6),
+                name=f"{move.topic}[{move.partition}] without an owner",
+                hovertemplate=f"{html.escape(move.topic)}[{move.partition}] from {html.escape(move.old_owner)} "
+                f"({move.cause}): {move.gap_ms:,.1f} ms without an owner, {move.records_twice} records read "
+                "twice<extra></extra>",
+                showlegend=False,
+            )
+        )
+    expired = [(m, t) for m, t in timeline.expired.items() if m in report.members]
+    if expired:
+        figure.add_trace(
+            go.Scatter(
+                x=[_when(t) for _, t in expired],
+                y=[m for m, _ in expired],
+                mode="markers",
+                name="last heartbeat (session expired)",
+                marker=dict(symbol="x-thin-open", size=12, color="black", line=dict(width=2)),
+            )
+        )
+
+
 def _clock(ns: Optional[int]) -> str:
     return "unknown" if ns is None else _when(ns).strftime("%H:%M:%S.%f")[:-3]
 
@@ -258,6 +301,9 @@ def _table(table_id: str, caption: str, head: Sequence[str], rows: Sequence[Sequ
         f"<tbody>{body}</tbody></table>"
     )
 
+
+#: What an OffsetCommit's generation field holds, by the group's protocol.
+_COMMIT_EPOCH = {"classic": "gen", "consumer": "member epoch", "classic+consumer": "gen / member epoch"}
 
 #: Commits listed per group at most (the rest are counted).
 MAX_COMMIT_ROWS = 200
@@ -360,6 +406,10 @@ def group_story(index: int, report: GroupReport) -> str:
             "none seen",
         )
     )
+    if report.protocol == "consumer":  # no classic member: the generation tables would only say "none"
+        del parts[1:]
+    if report.heartbeat is not None:
+        parts.append(_heartbeat_story(index, report))
     commits = [
         [
             _clock(c.time_ns),
@@ -376,13 +426,107 @@ def group_story(index: int, report: GroupReport) -> str:
         _table(
             f"group-{index}-commits",
             "Commits" + (f" (first {MAX_COMMIT_ROWS}, {more} more)" if more > 0 else ""),
-            ["time", "member", "gen", "partition", "offset", "answer"],
+            ["time", "member", _COMMIT_EPOCH[report.protocol], "partition", "offset", "answer"],
             commits,
             "no OffsetCommit",
         )
     )
     parts.append("</section>")
     return "".join(parts)
+
+
+def _heartbeat_story(index: int, report: GroupReport) -> str:
+    """KIP-848 tables: group epochs, each member's owned and assigned partitions, partition moves."""
+    timeline = report.heartbeat
+    assert timeline is not None
+    epochs = [[str(c.epoch), _clock(c.first_seen_ns), "; ".join(c.causes)] for c in timeline.epochs]
+    steps = []
+    for member_id, member_steps in timeline.steps.items():
+        for s in changed_steps(member_steps):
+            steps.append(
+                [
+                    member_id,
+                    _clock(s.time_ns),
+                    f"{s.sent_epoch} → {'unknown' if s.member_epoch is None else s.member_epoch}",
+                    _parts(s.owned),
+                    _parts(s.assigned),
+                    "; ".join(x for x in (s.error if s.error != "NONE" else "", s.note) if x) or "-",
+                ]
+            )
+    moves = [
+        [
+            f"{m.topic}[{m.partition}]",
+            m.old_owner,
+            m.new_owner,
+            m.cause,
+            f"{m.from_what} {_clock(m.from_ns)}",
+            f"{m.to_what} {_clock(m.to_ns)}",
+            _ms(m.gap_ms),
+            "nothing" if m.committed is None else str(m.committed),
+            "unknown" if m.old_position is None else str(m.old_position),
+            "unknown" if m.new_start is None else str(m.new_start),
+            str(m.records_twice),
+        ]
+        for m in timeline.moves
+    ]
+    described = [
+        [
+            _clock(d.time_ns),
+            d.state,
+            str(d.group_epoch),
+            str(d.assignment_epoch),
+            f"{m.member_id} ({m.client_id})",
+            str(m.member_epoch),
+            _parts(m.assigned),
+            _parts(m.target),
+        ]
+        for d in timeline.descriptions
+        for m in d.members
+    ]
+    return "".join(
+        [
+            _table(
+                f"group-{index}-described",
+                "ConsumerGroupDescribe answers (the coordinator's account)",
+                ["time", "state", "group epoch", "assignment epoch", "member", "epoch", "assigned", "target"],
+                described,
+                "no ConsumerGroupDescribe answer in the capture",
+            ),
+            _table(
+                f"group-{index}-epochs",
+                "Group epochs (consumer protocol)",
+                ["epoch", "first seen", "caused by"],
+                epochs,
+                "no group epoch in the capture",
+            ),
+            _table(
+                f"group-{index}-members",
+                "Members: owned (their heartbeats) and assigned (the coordinator's answers)",
+                ["member", "time", "epoch sent → answered", "owned", "assigned", "note"],
+                steps,
+                "no heartbeat",
+            ),
+            _table(
+                f"group-{index}-moves",
+                "Partition moves",
+                [
+                    "partition",
+                    "old owner",
+                    "new owner",
+                    "cause",
+                    "since",
+                    "until",
+                    "without an owner",
+                    "committed",
+                    "had fetched to",
+                    "starts at",
+                    "read twice",
+                ],
+                moves,
+                "no partition changed hands in the capture",
+            ),
+        ]
+    )
 
 
 def render_report(

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from kproto.capture.conversation import DEFAULT_PORTS
 from kproto.capture.groups import GroupReport, analyse_capture, report_dict
+from kproto.capture.heartbeat_groups import changed_steps
 from kproto.cli.command_options import add_capture_options, add_format_option, open_binary_input
 from kproto.cli.exit_codes import EXIT_OK
 from kproto.cli.json_output import RecordWriter
@@ -25,8 +26,11 @@ and how (after exceeding max.poll.interval.ms, session expired), static members 
 rebalance, each partition's time without an owner (old owner's last Fetch to the new owner's first),
 heartbeats answered REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID, the offsets committed
 before and after each rebalance, and partitions whose new owner starts below what the old owner had
-fetched (records processed twice).  KIP-848 groups (ConsumerGroupHeartbeat) are summarised
-per member epoch.  What the capture does not show is printed as "unknown", never guessed."""
+fetched (records processed twice).  KIP-848 groups (ConsumerGroupHeartbeat) show each group
+epoch and its causes (member joined, left, changed its subscription, session expired or fenced), each
+member's owned and assigned partitions over time, every partition move with its time without an owner
+and the records read twice, and a summary per member epoch.  What the capture does not show is printed
+as "unknown", never guessed."""
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
@@ -85,6 +89,8 @@ def _ms(value: Optional[float]) -> str:
 
 
 def _assignment(value: Any) -> str:
+    if value is None:  # a heartbeat answer without an assignment leaves the member's assignment as it was
+        return "(unchanged)"
     if isinstance(value, dict) and all(isinstance(v, list) for v in value.values()):
         return " ".join(f"{t}{sorted(ps)}" for t, ps in sorted(value.items())) or "(nothing)"
     return str(value)
@@ -95,6 +101,7 @@ def report_lines(report: GroupReport) -> List[str]:
     lines = [
         f"group {report.group_id}  coordinator {report.coordinator}  members {len(report.members)}  "
         f"generations {len(report.generations)}"
+        + ("" if report.protocol == "classic" else f"  protocol {report.protocol}")
     ]
     lines.append("  members:")
     for m in report.members.values():
@@ -153,6 +160,8 @@ def report_lines(report: GroupReport) -> List[str]:
             )
         for problem in g.problems:
             lines.append(f"    ! {problem}")
+    if report.heartbeat is not None:
+        lines.extend(heartbeat_lines(report))
     for e in report.epochs:
         errors = ("  errors " + ", ".join(f"{k}×{n}" for k, n in sorted(e.errors.items()))) if e.errors else ""
         lines.append(
@@ -160,13 +169,60 @@ def report_lines(report: GroupReport) -> List[str]:
             f"heartbeats {e.heartbeats}  assignment {_assignment(e.assignment)}{errors}"
         )
     failed = [c for c in report.commits if c.error not in ("NONE", None)]
+    # a KIP-848 member's OffsetCommit carries its member epoch where a classic one carries the generation
+    label = "generation" if report.heartbeat is None else "member epoch"
     for c in failed:
         lines.append(
-            f"  commit refused {c.topic}[{c.partition}]={c.offset} by {c.member_id} "
-            f"(generation {c.generation}): {c.error}"
+            f"  commit refused {c.topic}[{c.partition}]={c.offset} by {c.member_id} ({label} {c.generation}): {c.error}"
         )
     for problem in report.problems:
         lines.append(f"  ! {problem}")
+    return lines
+
+
+def heartbeat_lines(report: GroupReport) -> List[str]:
+    """The KIP-848 part of a group's block: epochs, assignments over time, moves."""
+    timeline = report.heartbeat
+    if timeline is None:
+        return []
+    lines = ["  group epochs (consumer protocol):"]
+    for change in timeline.epochs:
+        lines.append(f"    epoch {change.epoch} first seen {_time(change.first_seen_ns)}: {'; '.join(change.causes)}")
+    for member_id, steps in timeline.steps.items():
+        lines.append(f"  member {member_id}: owned (its heartbeats) / assigned (the coordinator's answers)")
+        for s in changed_steps(steps):
+            epoch = "unknown" if s.member_epoch is None else str(s.member_epoch)
+            error = f"  {s.error}" if s.error not in ("NONE", None) else ""
+            note = f"  ({s.note})" if s.note else ""
+            owned = "unknown" if s.owned is None else _assignment(s.owned)
+            assigned = "unknown" if s.assigned is None else _assignment(s.assigned)
+            lines.append(f"    {_time(s.time_ns)}  epoch {s.sent_epoch}->{epoch}  owned {owned}  assigned {assigned}")
+            lines[-1] += error + note
+    for d in timeline.descriptions:
+        lines.append(
+            f"  described {_time(d.time_ns)}: {d.state}  group epoch {d.group_epoch}  assignment epoch "
+            f"{d.assignment_epoch}  assignor {d.assignor}"
+        )
+        for dm in d.members:
+            lines.append(
+                f"    {dm.member_id} ({dm.client_id}) epoch {dm.member_epoch}  assigned {_assignment(dm.assigned)}  "
+                f"target {_assignment(dm.target)}"
+            )
+    for member_id, last in timeline.expired.items():
+        lines.append(f"  expired: {member_id} (removed without leaving; last heartbeat {_time(last)})")
+    for member_id, t in timeline.fenced.items():
+        lines.append(f"  fenced: {member_id} at {_time(t)}")
+    for m in timeline.moves:
+        lines.append(
+            f"  moved {m.topic}[{m.partition}] {m.old_owner} -> {m.new_owner} ({m.cause}): without an owner "
+            f"{m.gap_ms:,.1f} ms ({m.from_what} {_time(m.from_ns)} -> {m.to_what} {_time(m.to_ns)})"
+        )
+        if m.records_twice:
+            lines.append(
+                f"    PROCESSED TWICE {m.topic}[{m.partition}]: {m.old_owner} had fetched to {m.old_position}, "
+                f"committed {'nothing' if m.committed is None else m.committed}, {m.new_owner} starts at "
+                f"{m.new_start} ({m.records_twice} records)"
+            )
     return lines
 
 

@@ -17,6 +17,16 @@ against a current cluster.  Scenarios (one file each):
   then stops polling for 3 s (an application busy with a batch); ``fast-consumer`` joins meanwhile.
   kafka-python rejoins only from ``poll()``, so the coordinator holds the new generation until
   ``slow-consumer`` polls again: the capture shows a rebalance of about 3 s that waited for it;
+* ``kip848-session-expiry.pcap``: both group protocols in one capture.  Group ``kip848-group`` uses the
+  KIP-848 protocol (ConsumerGroupHeartbeat; the broker's session timeout lowered to 3 s): a kproto
+  consumer (``kproto-consumer``, in a process of its own, committing every 2 s) owns the four partitions
+  of ``orders`` while a producer writes to them; a confluent-kafka consumer (``librdkafka-consumer``,
+  ``group.protocol=consumer``) joins and two partitions move to it; then the kproto consumer's process
+  is stopped (SIGSTOP, as a stalled process: no leave, no heartbeat) a second after a commit, its
+  session expires, its partitions move to the librdkafka consumer, which reads again what the stalled
+  member had fetched past its last commit.  An admin client describes the group (ConsumerGroupDescribe)
+  while the join is being reconciled and after the expiry.  Meanwhile a classic-protocol consumer
+  (``classic-consumer``, group ``classic-group``) reads the same topic;
 * ``tls-loopback.pcap``: a TLS 1.3 handshake and a few encrypted records between Python ``ssl`` sockets
   in memory (a self-signed certificate made with ``openssl`` at run time, server name
   ``kafka-1.example.test``), written as a connection to port 9092 -- what a TLS listener looks like in a
@@ -214,6 +224,170 @@ def librdkafka(path: Path, sasl: bool = False) -> None:
         consumer.close()
 
 
+# --- KIP-848 and classic groups in one capture --------------------------------------------------------------
+
+KIP848_TOPIC = "orders"
+KIP848_GROUP = "kip848-group"
+KIP848_PARTITIONS = 4
+KIP848_SESSION_MS = 3000
+
+#: The stalling member: kproto's consumer in a process of its own (so that SIGSTOP freezes it, heartbeats
+#: included), reporting its assignment and each commit on stdout.
+_KPROTO_MEMBER = """
+import json, sys, time
+from kproto.client import sync
+consumer = sync.Consumer(sys.argv[1], group_id=sys.argv[2], topics=[sys.argv[3]], client_id="kproto-consumer",
+                         group_protocol="consumer", auto_commit=False, auto_offset_reset="earliest")
+assigned, committed = None, time.monotonic()
+while True:
+    records = consumer.poll(200)
+    if records and time.monotonic() - committed >= 2.0:
+        consumer.commit()
+        committed = time.monotonic()
+        print(json.dumps({"committed": True}), flush=True)
+    now = sorted(partition for _, partition in consumer.assignment())
+    if now != assigned:
+        assigned = now
+        print(json.dumps({"assigned": now}), flush=True)
+"""
+
+
+class _KprotoMember:
+    def __init__(self, bootstrap: str) -> None:
+        import threading
+
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _KPROTO_MEMBER, bootstrap, KIP848_GROUP, KIP848_TOPIC],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.assigned: List[int] = []
+        self.commits = 0
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        import json
+
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            event = json.loads(line)
+            if "assigned" in event:
+                self.assigned = event["assigned"]
+            else:
+                self.commits += 1
+
+
+def kip848_session_expiry(path: Path) -> None:
+    import signal
+    import threading
+
+    import confluent_kafka
+    import confluent_kafka.admin
+
+    from kproto.group.consumer_group import ConsumerGroupConfig
+
+    if confluent_kafka.libversion()[1] < 0x020C0000:
+        raise RuntimeError(f"librdkafka {confluent_kafka.libversion()[0]} predates group.protocol=consumer (2.12)")
+    config = ConsumerGroupConfig(session_timeout_ms=KIP848_SESSION_MS, heartbeat_interval_ms=1000)
+    stop = threading.Event()
+    with MockBroker(
+        record_pcap=path, record_server_port=9092, topics={KIP848_TOPIC: KIP848_PARTITIONS}, consumer_group=config
+    ) as broker:
+        bootstrap = broker.bootstrap_servers
+
+        def produce() -> None:
+            producer = confluent_kafka.Producer(
+                {"bootstrap.servers": bootstrap, "client.id": "librdkafka-producer", "linger.ms": 50, "log_level": 2}
+            )
+            i = 0
+            while not stop.is_set():
+                producer.produce(KIP848_TOPIC, key=f"key-{i % 8}".encode(), value=f"order {i}".encode())
+                producer.poll(0)
+                i += 1
+                time.sleep(0.1)
+            producer.flush(30)
+
+        def classic() -> None:
+            consumer = confluent_kafka.Consumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": "classic-group",
+                    "client.id": "classic-consumer",
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "log_level": 2,
+                }
+            )
+            consumer.subscribe([KIP848_TOPIC])
+            deadline = time.monotonic() + 6
+            while time.monotonic() < deadline:
+                consumer.poll(0.2)
+            consumer.commit(asynchronous=False)
+            consumer.close()
+
+        rdkafka_assigned: List[int] = []
+
+        def rdkafka_member() -> None:
+            consumer = confluent_kafka.Consumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": KIP848_GROUP,
+                    "group.protocol": "consumer",
+                    "client.id": "librdkafka-consumer",
+                    "auto.offset.reset": "earliest",
+                    "log_level": 2,
+                }
+            )
+            consumer.subscribe([KIP848_TOPIC])
+            while not stop.is_set():
+                consumer.poll(0.1)
+                rdkafka_assigned[:] = sorted(tp.partition for tp in consumer.assignment())
+            consumer.close()
+
+        admin = confluent_kafka.admin.AdminClient(
+            {"bootstrap.servers": bootstrap, "client.id": "librdkafka-admin", "log_level": 2}
+        )
+
+        def describe() -> None:  # ConsumerGroupDescribe: the coordinator's own account of the group
+            for future in admin.describe_consumer_groups([KIP848_GROUP]).values():
+                future.result(30)
+
+        threads = [threading.Thread(target=produce), threading.Thread(target=classic)]
+        for thread in threads:
+            thread.start()
+        kproto_member = _KprotoMember(bootstrap)
+        try:
+            wait_for(
+                lambda: len(kproto_member.assigned) == KIP848_PARTITIONS or kproto_member.process.poll() is not None,
+                "kproto-consumer to own every partition",
+            )
+            if kproto_member.process.poll() is not None:
+                raise RuntimeError("kproto-consumer's process ended")
+            wait_for(lambda: kproto_member.commits >= 1, "kproto-consumer to commit")
+            joiner = threading.Thread(target=rdkafka_member)
+            joiner.start()
+            threads.append(joiner)
+            wait_for(lambda: len(broker.core.consumer_groups.members(KIP848_GROUP)) == 2, "the second member")
+            describe()  # the kproto member has not yet heard of the new epoch: the joiner's target is ahead
+            wait_for(lambda: len(rdkafka_assigned) == 2 and len(kproto_member.assigned) == 2, "the split")
+            commits = kproto_member.commits
+            wait_for(lambda: kproto_member.commits > commits + 1, "two more commits of kproto-consumer")
+            time.sleep(1.0)
+            kproto_member.process.send_signal(signal.SIGSTOP)
+            wait_for(lambda: len(rdkafka_assigned) == KIP848_PARTITIONS, "librdkafka-consumer to own every partition")
+            describe()
+            time.sleep(1.5)
+        finally:
+            kproto_member.process.kill()
+            kproto_member.process.wait(30)
+            stop.set()
+            for thread in threads:
+                thread.join(60)
+
+
 # --- aiokafka ---------------------------------------------------------------------------------------------
 
 
@@ -335,6 +509,7 @@ def main() -> int:
         ("kafka-python-sasl-plain-v0.pcap", lambda p: kafka_python(p, sasl=True, api_version=(0, 10, 0))),
         ("librdkafka-sasl-plain.pcap", lambda p: librdkafka(p, sasl=True)),
         ("kafka-python-slow-member.pcap", kafka_python_slow_member),
+        ("kip848-session-expiry.pcap", kip848_session_expiry),
         ("tls-loopback.pcap", tls_loopback),
     ]
     for name, job in jobs:

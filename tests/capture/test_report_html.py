@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -206,40 +206,26 @@ FIGURE_PROBE = (
 )
 
 
-@pytest.mark.compiled_only
-def test_report_story_in_headless_chromium(tmp_path: Path) -> None:
-    """librdkafka's capture: 12 APIs, its Fetch v16 names the topic by id, its group rebalances once."""
+def report_drawn(tmp_path: Path, capture: Path) -> Tuple[subprocess.CompletedProcess, Dict[str, Any]]:
+    """``kproto report`` of ``capture`` rendered in chromium: the dumped page, and what each figure drew
+    (FIGURE_PROBE); no console message allowed."""
     out = tmp_path / "report.html"
-    subprocess.run(
-        [
-            str(Path(sys.executable).with_name("kproto")),
-            "report",
-            str(SAMPLES / "modern" / "librdkafka-produce-consume.pcap"),
-            "-o",
-            str(out),
-            "--no-progress",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    command = [str(Path(sys.executable).with_name("kproto")), "report", str(capture), "-o", str(out), "--no-progress"]
+    subprocess.run(command, check=True, capture_output=True)
     probed = tmp_path / "probed.html"
     probed.write_text(out.read_text(encoding="utf-8") + FIGURE_PROBE, encoding="utf-8")
-    dom = run_chromium(
-        tmp_path,
-        "story",
-        [
-            "--enable-logging=stderr",
-            "--v=0",
-            "--virtual-time-budget=10000",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--dump-dom",
-            probed.as_uri(),
-        ],
-    )
+    flags = ["--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", "--host-resolver-rules=MAP * ~NOTFOUND"]
+    dom = run_chromium(tmp_path, "story", [*flags, "--dump-dom", probed.as_uri()])
     assert [line for line in dom.stderr.splitlines() if ":CONSOLE" in line] == []
     found = re.search(r'<pre id="drawn">(.*?)</pre>', dom.stdout, re.S)
     assert found is not None
-    drawn = json.loads(html.unescape(found.group(1)))
+    return dom, json.loads(html.unescape(found.group(1)))
+
+
+@pytest.mark.compiled_only
+def test_report_story_in_headless_chromium(tmp_path: Path) -> None:
+    """librdkafka's capture: 12 APIs, its Fetch v16 names the topic by id, its group rebalances once."""
+    dom, drawn = report_drawn(tmp_path, SAMPLES / "modern" / "librdkafka-produce-consume.pcap")
     # one series per topic: Produce names it, Fetch v16 gives its id, the capture's Metadata maps one to the other
     assert [name for name, _, _ in drawn["topic-bytes"]] == ["modern"]
     assert [name for name, _, _ in drawn["topic-records"]] == ["modern"]
@@ -272,3 +258,34 @@ def test_topic_named_by_id_is_one_series_with_its_name() -> None:
     assert sorted(stats.topic_records_series().values) == ["modern", f"topic id {topic_id}"]
     assert "JoinGroup MEMBER_ID_REQUIRED" not in stats.error_series().values
     assert "JoinGroup MEMBER_ID_REQUIRED" in stats.protocol_step_series().values
+
+
+@pytest.mark.compiled_only
+def test_kip848_group_in_headless_chromium(tmp_path: Path) -> None:
+    """The KIP-848 sample: a classic group and a consumer-protocol group, the latter with its
+    ConsumerGroupDescribe answers, its epochs, its members' owned and assigned partitions and its partition
+    moves, drawn without console errors."""
+    dom, drawn = report_drawn(tmp_path, SAMPLES / "modern" / "kip848-session-expiry.pcap")
+    assert "group-0" in drawn and "group-1" in drawn  # classic-group, kip848-group
+    # each moved partition's time without an owner is a bar on its new owner's row
+    assert sorted(n for n, _, _ in drawn["group-1"] if "without an owner" in n) == [
+        f"orders[{p}] without an owner" for p in range(4)
+    ]
+    for table in ("generations", "assignments", "gaps", "twice"):  # a consumer-protocol group has none
+        assert f'id="group-0-{table}"' in dom.stdout and f'id="group-1-{table}"' not in dom.stdout, table
+    assert re.search(r'<table id="group-1-commits">.*?<th>member epoch</th>', dom.stdout, re.S)
+    for table in ("described", "epochs", "members", "moves"):
+        assert f'<table id="group-1-{table}">' in dom.stdout, table
+        assert f'id="group-0-{table}"' not in dom.stdout, table
+    epochs = re.search(r'<table id="group-1-epochs">(.*?)</table>', dom.stdout, re.S)
+    assert epochs is not None and len(re.findall(r"<tr><td>", epochs.group(1))) == 3
+    assert "session expired" in epochs.group(1)
+    moves = re.search(r'<table id="group-1-moves">(.*?)</table>', dom.stdout, re.S)
+    assert moves is not None
+    rows = re.findall(r"<tr><td>(orders\[\d\])</td>.*?<td>(revoked|session expired)</td>", moves.group(1))
+    assert sorted(rows) == [
+        ("orders[0]", "session expired"),
+        ("orders[1]", "session expired"),
+        ("orders[2]", "revoked"),
+        ("orders[3]", "revoked"),
+    ]
