@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from kproto.capture.groups import GroupReport, analyse_capture, report_dict
-from kproto.capture.writer import write_capture
+from kproto.pcap.writer import write_capture
 from kproto.cli.groups import report_lines
 from test_groups_analysis import SAMPLES, Script, fetch_answer, join_v5, join_v5_answer, ns
 
