@@ -177,10 +177,17 @@ def pipelining_cluster(run: Run) -> List[str]:
         for r in run["rows"]
     ]
     s = run.get("settings", {})
+    engine = s.get("engine", "mock")
+    if engine == "mock":
+        where = f"a {s.get('brokers', '?')}-broker mock cluster, {s.get('delay_ms', '?')} ms latency at every broker"
+    else:
+        where = (
+            f"a {s.get('brokers', '?')}-node {engine} cluster, three replicas per partition, no injected latency "
+            "(Kafka's own, replication included, is what pipelining hides)"
+        )
     return (
         [
-            f"kproto's `Producer` (idempotent, acks=all) against a {s.get('brokers', '?')}-broker mock cluster, "
-            f"{s.get('partitions', '?')} partitions, {s.get('delay_ms', '?')} ms latency at every broker, "
+            f"kproto's `Producer` (idempotent, acks=all) against {where}, {s.get('partitions', '?')} partitions, "
             f"{s.get('batch_bytes', '?')}-byte batches of {s.get('value_size', '?')}-byte records; every partition "
             "read back to check the order records were sent in."
         ]
@@ -281,6 +288,7 @@ SECTIONS: List[tuple] = [
     ("client-apache-kafka", "Clients against Apache Kafka", client),
     ("pipelining", "Pipelining", pipelining),
     ("pipelining-cluster", "Pipelining to a mock cluster", pipelining_cluster),
+    ("pipelining-cluster-apache-kafka", "Pipelining to an Apache Kafka cluster", pipelining_cluster),
     ("broker_ingest", "Mock broker ingest", broker_ingest),
     ("capture", "Capture decoding", capture),
     ("spark", "Spark", spark),
