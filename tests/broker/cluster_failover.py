@@ -8,10 +8,10 @@ three replicas):
   stopped, at two thirds it is started again.  Recovery: from the stop to the first acknowledgement of a
   record sent to partition 1 after it.
 * ``consume``: the topic holds ``N`` records; a member of a group reads them, committing after every poll;
-  half-way the node coordinating the group is stopped (on the mock, ``stop_broker`` with the coordinator
-  loading for 500 ms on the next node; on Kafka, the node FindCoordinator names).  Recovery: how long the
-  first commit after the stop took.  Then 30 more records are written and a new member of the group must
-  read exactly those: it resumed from the committed offsets.
+  half-way the node coordinating the group is stopped (on the mock its coordinators move to the next
+  node, ready at once; on Kafka, the node FindCoordinator names stops and another takes the group).
+  Recovery: how long the first commit after the stop took.  Then 30 more records are written and a new
+  member of the group must read exactly those: it resumed from the committed offsets.
 
 Every client runs the scenario the same way: at each failure point it calls ``pause(at)`` (``"stop"``,
 ``"start"``, ``"move"``, ``"resume"``), which injects the failure and returns the time the scenario resumes.
@@ -110,7 +110,7 @@ class MockCluster(Cluster):
         return self.broker.leader(topic, partition)
 
     def stop(self, node: int) -> None:
-        self.broker.stop_broker(node, coordinator_loading_ms=500)
+        self.broker.stop_broker(node)
         self.stopped.append(node)
 
     def start(self, node: int) -> None:

@@ -23,7 +23,7 @@ from typing import Callable, Dict, List
 
 import pytest
 
-from cluster_failover import MockCluster, program_consume, program_produce
+from cluster_failover import MockCluster, kproto_consume, program_consume, program_produce
 from kproto.client import Consumer, Producer
 from kproto.testing import MockBroker
 
@@ -405,3 +405,11 @@ def test_franz_go_consumer_through_a_coordinator_failover(broker: MockBroker, go
         program_consume([go_peers, broker.bootstrap_servers], "kgo-cluster-consume", cluster, "t", "gcg")
     )
     assert sum(offset for offset, _ in broker.committed("gcg").values()) == N + 30
+
+
+def test_kproto_consumer_through_its_coordinators_node_stopping(broker: MockBroker) -> None:
+    """The commit meets a refused connection, not NOT_COORDINATOR: the member finds the coordinator again."""
+    cluster = MockCluster(broker)
+    result = kproto_consume(cluster, "t", "kstop")
+    check_program_resumed(result)
+    assert cluster.stopped and broker.coordinator("kstop") not in cluster.stopped
