@@ -18,7 +18,8 @@ The mock records the traffic (``record_pcap``) and the tests decode it with :mod
 what the Go clients sent at their defaults: the acks of each Produce, Fetch versions with sessions (which the
 mock declines, so every fetch stays a full one).
 
-Without ``go`` on ``PATH`` the module is skipped with one line saying so.
+The program is built once per session (``go_peers``, :mod:`peer_programs`); without ``go`` on ``PATH`` each
+test is skipped with one line saying so.
 """
 
 from __future__ import annotations

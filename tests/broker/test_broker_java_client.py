@@ -21,8 +21,9 @@ The mock records the traffic (``record_pcap``) and the tests decode it with :mod
 what the Java client sent at their defaults: the acks of each Produce, Fetch versions with sessions (which the
 mock declines, so every fetch stays a full one).
 
-The jars come from Maven through :mod:`kproto.testing.jars`; without ``java``/``javac``/``mvn`` the
-module is skipped with one line naming the missing tool.
+The program is compiled once per session (``java_scenarios``, :mod:`peer_programs`), its jars resolved from
+Maven through :mod:`kproto.testing.jars`; without ``java``/``javac``/``mvn`` each test is skipped with one
+line naming the missing tool.
 """
 
 from __future__ import annotations
