@@ -177,10 +177,17 @@ def pipelining_cluster(run: Run) -> List[str]:
         for r in run["rows"]
     ]
     s = run.get("settings", {})
+    engine = s.get("engine", "mock")
+    if engine == "mock":
+        where = f"a {s.get('brokers', '?')}-broker mock cluster, {s.get('delay_ms', '?')} ms latency at every broker"
+    else:
+        where = (
+            f"a {s.get('brokers', '?')}-node {engine} cluster, three replicas per partition, no injected latency "
+            "(Kafka's own, replication included, is what pipelining hides)"
+        )
     return (
         [
-            f"kproto's `Producer` (idempotent, acks=all) against a {s.get('brokers', '?')}-broker mock cluster, "
-            f"{s.get('partitions', '?')} partitions, {s.get('delay_ms', '?')} ms latency at every broker, "
+            f"kproto's `Producer` (idempotent, acks=all) against {where}, {s.get('partitions', '?')} partitions, "
             f"{s.get('batch_bytes', '?')}-byte batches of {s.get('value_size', '?')}-byte records; every partition "
             "read back to check the order records were sent in."
         ]
@@ -272,6 +279,59 @@ def fidelity(run: Run) -> List[str]:
     )
 
 
+def _failover_log(r: Optional[Run]) -> str:
+    if r is None:
+        return "–"
+    if r.get("failed"):
+        return f"FAILED: {str(r['failed'])[:80]}"
+    if r["scenario"] == "produce":
+        order = "in order" if r["order_kept"] else "OUT OF ORDER"
+        return f"{r['stored']} stored, {r['lost']} lost, {r['duplicated']} duplicated, {order}"
+    resumed = "resumed from the commits" if r["resumed"] else "did NOT resume from the commits"
+    return f"{r['consumed']} read, {r['lost']} lost, {r['duplicated']} duplicated; {resumed}"
+
+
+def cluster_failover(run: Run) -> List[str]:
+    mock = {(r["client"], r["scenario"]): r for r in run["rows"] if r["engine"] == "mock"}
+    kafka = {(r["client"], r["scenario"]): r for r in run["rows"] if r["engine"] != "mock"}
+    failures = {"produce": "leader stopped mid-produce", "consume": "coordinator stopped mid-consume"}
+    rows = []
+    for key in sorted(set(mock) | set(kafka), key=lambda k: (k[1] != "produce", k[0])):
+        pair = (mock.get(key), kafka.get(key))
+        rows.append(
+            [key[0], failures[key[1]]]
+            + [(r.get("errors") or "none logged") if r else "–" for r in pair]
+            + [_failover_log(r) for r in pair]
+            + ["–" if r is None or r.get("recovery_ms") is None else str(r["recovery_ms"]) for r in pair]
+        )
+    s = run.get("settings", {})
+    return (
+        [
+            f"Each client at its defaults (idempotence and acks=all for producers) on a three-node mock cluster and "
+            f"on a three-node Apache Kafka {s.get('kafka', '?')}, {s.get('records', '?')} records over "
+            f"{s.get('partitions', '?')} partitions with {s.get('replicas', '?')} replicas "
+            "([the scenarios](broker.md#clients-through-failures-against-apache-kafka)). Errors: the Kafka error "
+            "names the client logged, however spelled, and `connection` for a refused or lost connection. "
+            "Recovery: produce, from the stop to the first acknowledgement on the stopped leader's partition; "
+            "consume, the first commit after the coordinator's node stopped."
+        ]
+        + [""]
+        + _table(
+            [
+                "client",
+                "failure",
+                "errors logged, mock",
+                "errors logged, Kafka",
+                "log or group, mock",
+                "log or group, Kafka",
+                "recovery ms, mock",
+                "recovery ms, Kafka",
+            ],
+            rows,
+        )
+    )
+
+
 #: (results file stem, section title, renderer), in the document's order.
 SECTIONS: List[tuple] = [
     ("codecs", "Generated codecs, compiled", codecs),
@@ -281,6 +341,8 @@ SECTIONS: List[tuple] = [
     ("client-apache-kafka", "Clients against Apache Kafka", client),
     ("pipelining", "Pipelining", pipelining),
     ("pipelining-cluster", "Pipelining to a mock cluster", pipelining_cluster),
+    ("pipelining-cluster-apache-kafka", "Pipelining to an Apache Kafka cluster", pipelining_cluster),
+    ("cluster-failover", "Clients through cluster failures: the mock against Apache Kafka", cluster_failover),
     ("broker_ingest", "Mock broker ingest", broker_ingest),
     ("capture", "Capture decoding", capture),
     ("spark", "Spark", spark),

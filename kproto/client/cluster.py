@@ -88,15 +88,24 @@ class ClusterView:
     # ---------------------------------------------------------------- connections
 
     async def connection(self, node_id: Optional[int], purpose: str = "data") -> Connection:
-        """The open connection to ``node_id`` for ``purpose`` (None: any broker), opened on first use."""
+        """The open connection to ``node_id`` for ``purpose`` (None: any broker), opened on first use.
+
+        Any broker is the first known one that accepts a connection: a stopped broker is skipped, so a
+        request any broker can answer (FindCoordinator, Metadata) still goes out while one is down."""
         if node_id is None:
             for (node, kind), conn in self._connections.items():
                 if kind == purpose and not conn.closed:
                     return conn
-            if self.brokers:
-                node_id = next(iter(self.brokers))
-            else:
+            if not self.brokers:
                 return await self._open(("bootstrap", purpose), None)
+            refused: Optional[BrokerConnectionError] = None
+            for candidate in list(self.brokers):
+                try:
+                    return await self._open((candidate, purpose), candidate)
+                except BrokerConnectionError as exc:
+                    refused = exc
+            assert refused is not None
+            raise refused
         return await self._open((node_id, purpose), node_id)
 
     async def _open(self, key: Tuple[object, str], node_id: Optional[int]) -> Connection:

@@ -540,10 +540,11 @@ class Consumer:
     async def commit(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> None:
         """Commit ``offsets`` (default: the current positions) and wait for the coordinator's answer.
 
-        Fails with :class:`~kproto.client.connection.BrokerConnectionError` when the coordinator's
-        connection is refused or lost, with :class:`~kproto.client.connection.ClientTimeoutError` (a
-        ``RequestTimeoutError`` from the connection, or this call's own bound) when no answer comes within
-        ``request_timeout_ms``, and with the broker's error class for an error code."""
+        A coordinator that moves (NOT_COORDINATOR, still loading) or whose node stops (connection refused
+        or lost) is found again and asked again, within ``request_timeout_ms + connect_timeout_ms`` in all.
+        Past that bound it fails with :class:`~kproto.client.connection.BrokerConnectionError` (the
+        coordinator still unreachable) or :class:`~kproto.client.connection.ClientTimeoutError` (no answer,
+        or no coordinator found again); an error code the broker answered raises its error class."""
         if self.member is None:
             raise KprotoError("commit() needs a group_id")
         # the request itself is bounded by request_timeout_ms; this bound also covers opening the connection,
@@ -567,7 +568,16 @@ class Consumer:
                     f"commit of group {self.group_id}: no answer within {bound * 1000:.0f} ms "
                     "(request_timeout_ms + connect_timeout_ms)"
                 )
-            response = future.result()
+            try:
+                response = future.result()
+            except BrokerConnectionError as exc:
+                # the coordinator's node is gone (refused, closed): the member finds the group's coordinator
+                # again, as when it answers NOT_COORDINATOR, and the commit goes there.  A coordinator that
+                # stays silent is request_timeout_ms's business: that ends the commit.
+                if isinstance(exc, ClientTimeoutError) or loop.time() >= deadline:
+                    raise
+                await self._until_stable(deadline)
+                continue
             codes = [
                 (topic.name, p.partition_index, p.error_code)
                 for topic in response.topics

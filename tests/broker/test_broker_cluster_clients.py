@@ -1,5 +1,7 @@
 """Clients through broker failures on the 3-broker mock cluster, each at its defaults with idempotence
-and acks=all: kproto.client, kafka-python, confluent-kafka (librdkafka) and aiokafka.
+and acks=all: kproto.client, kafka-python, confluent-kafka (librdkafka), aiokafka, and Kafka's Java
+client and franz-go (their programs in tests/java and tests/go, driven by :mod:`cluster_failover`, where the
+group's coordinator fails over by its node stopping).
 
 * A broker that leads a partition is stopped while records are in flight and started again later: every
   record is stored exactly once, and each partition holds its records in the order they were sent.
@@ -21,6 +23,7 @@ from typing import Callable, Dict, List
 
 import pytest
 
+from cluster_failover import MockCluster, kproto_consume, program_consume, program_produce
 from kproto.client import Consumer, Producer
 from kproto.testing import MockBroker
 
@@ -146,6 +149,27 @@ def test_aiokafka_producer_through_a_broker_restart(broker: MockBroker) -> None:
 
     asyncio.run(main())
     check_stored(broker)
+
+
+def java_command(java_scenarios, broker: MockBroker) -> List[str]:  # type: ignore[no-untyped-def]
+    java, classpath = java_scenarios
+    return [java, "-cp", classpath, "JavaClientScenarios", broker.bootstrap_servers]
+
+
+def check_program_produced(result: dict) -> None:
+    assert result["failed"] is None, result["failed"]
+    assert (result["lost"], result["duplicated"], result["order_kept"]) == (0, 0, True), result
+
+
+def test_java_producer_through_a_broker_restart(broker: MockBroker, java_scenarios) -> None:  # type: ignore[no-untyped-def]
+    result = program_produce(java_command(java_scenarios, broker), "cluster-produce", MockCluster(broker), "t")
+    check_program_produced(result)
+    assert "NOT_LEADER_OR_FOLLOWER" in result["errors"] or "connection" in result["errors"], result["errors"]
+
+
+def test_franz_go_producer_through_a_broker_restart(broker: MockBroker, go_peers: str) -> None:
+    result = program_produce([go_peers, broker.bootstrap_servers], "kgo-cluster-produce", MockCluster(broker), "t")
+    check_program_produced(result)
 
 
 # ------------------------------------------------------------------------------------------------ coordinator
@@ -361,3 +385,34 @@ def test_confluent_transactions_through_a_transaction_coordinator_move(broker: M
 
     markers = [b for p in range(PARTITIONS) for b in decode_records(broker.log_bytes("t", p)).batches if b.is_control]
     assert len(markers) == 3 * PARTITIONS  # every transaction committed on every partition
+
+
+def check_program_resumed(result: dict) -> None:
+    assert result["failed"] is None, result["failed"]
+    assert (result["lost"], result["duplicated"]) == (0, 0), "lost or duplicated while the coordinator moved"
+    assert result["resumed"], "a new member did not resume from the commits"
+
+
+def test_java_consumer_through_a_coordinator_failover(broker: MockBroker, java_scenarios) -> None:  # type: ignore[no-untyped-def]
+    cluster = MockCluster(broker)
+    check_program_resumed(program_consume(java_command(java_scenarios, broker), "cluster-consume", cluster, "t", "jcg"))
+    assert sum(offset for offset, _ in broker.committed("jcg").values()) == N + 30
+
+
+def test_franz_go_consumer_through_a_coordinator_failover(broker: MockBroker, go_peers: str) -> None:
+    cluster = MockCluster(broker)
+    check_program_resumed(
+        program_consume([go_peers, broker.bootstrap_servers], "kgo-cluster-consume", cluster, "t", "gcg")
+    )
+    assert sum(offset for offset, _ in broker.committed("gcg").values()) == N + 30
+
+
+def test_kproto_consumer_through_its_coordinators_node_stopping(broker: MockBroker) -> None:
+    """The commit meets a refused connection, not NOT_COORDINATOR: the member finds the coordinator again.
+    The group's coordinator is node 0, the first broker the client knows: FindCoordinator, which any broker
+    answers, must skip it while it is stopped."""
+    cluster = MockCluster(broker)
+    assert broker.coordinator("kstop") == 0
+    result = kproto_consume(cluster, "t", "kstop")
+    check_program_resumed(result)
+    assert cluster.stopped == [0] and broker.coordinator("kstop") != 0

@@ -18,16 +18,14 @@ The mock records the traffic (``record_pcap``) and the tests decode it with :mod
 what the Go clients sent at their defaults: the acks of each Produce, Fetch versions with sessions (which the
 mock declines, so every fetch stays a full one).
 
-Without ``go`` on ``PATH`` the module is skipped with one line saying so.
+The program is built once per session (``go_peers``, :mod:`peer_programs`); without ``go`` on ``PATH`` each
+test is skipped with one line saying so.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-from pathlib import Path
 from typing import Dict, List, Set
 
 import pytest
@@ -37,47 +35,19 @@ from peer_engines import ENGINES, PeerBroker, peer_broker, record_exchanges
 
 pytestmark = pytest.mark.real_clients
 
-GO = shutil.which("go")
-if GO is None:
-    pytest.skip(
-        "franz-go/Sarama tests need the Go toolchain (1.26+) on PATH: https://go.dev/dl/", allow_module_level=True
-    )
-
-MODULE = Path(__file__).resolve().parents[1] / "go"
 N = 2000  # tests/go/main.go's N
-BUILD_TIMEOUT_S = 900.0
 RUN_TIMEOUT_S = 600.0
 SCENARIOS = ["kgo-produce", "kgo-consume", "kgo-transactions", "kgo-group-transact", "sarama-produce", "sarama-group"]
 
 
-@pytest.fixture(scope="module")
-def go_binary(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The scenarios built once (modules through the Go module proxy)."""
-    go = str(GO)
-    env = {**os.environ, "GOFLAGS": "-mod=mod"}
-    binary = tmp_path_factory.mktemp("go-peers") / "peers"
-    for cmd in ([go, "mod", "download"], [go, "build", "-o", str(binary), "."]):
-        done = subprocess.run(
-            cmd,
-            cwd=MODULE,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=BUILD_TIMEOUT_S,
-        )
-        assert done.returncode == 0, f"{' '.join(cmd[1:])} failed:\n{done.stdout[-4000:]}"
-    return str(binary)
-
-
 @pytest.fixture(scope="module", params=ENGINES)
-def go_run(request: pytest.FixtureRequest, go_binary: str, tmp_path_factory: pytest.TempPathFactory):
+def go_run(request: pytest.FixtureRequest, go_peers: str, tmp_path_factory: pytest.TempPathFactory):
     """(broker, {(scenario, step): result line}) after one Go process ran every scenario against one broker
     of the engine; on the mock, ``broker.exchanges`` are the requests and responses it recorded, decoded."""
     pcap = tmp_path_factory.mktemp("go-traffic") / "go.pcap"
     with peer_broker(request, request.param, {"gt": 3, "gx": 2, "gy": 2, "st": 3}, pcap) as broker:
         done = subprocess.run(
-            [go_binary, broker.bootstrap_servers, *SCENARIOS],
+            [go_peers, broker.bootstrap_servers, *SCENARIOS],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -21,54 +21,30 @@ The mock records the traffic (``record_pcap``) and the tests decode it with :mod
 what the Java client sent at their defaults: the acks of each Produce, Fetch versions with sessions (which the
 mock declines, so every fetch stays a full one).
 
-The jars come from Maven through :mod:`kproto.testing.jars`; without ``java``/``javac``/``mvn`` the
-module is skipped with one line naming the missing tool.
+The program is compiled once per session (``java_scenarios``, :mod:`peer_programs`), its jars resolved from
+Maven through :mod:`kproto.testing.jars`; without ``java``/``javac``/``mvn`` each test is skipped with one
+line naming the missing tool.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 from typing import Dict, List
 
 import pytest
 
-from kproto.testing import jars
 from peer_engines import ENGINES, peer_broker, record_exchanges
 
 pytestmark = pytest.mark.real_clients
 
-try:
-    JAVA, JAVAC, _ = (jars.require_tool(tool) for tool in ("java", "javac", "mvn"))
-except jars.JavaToolMissingError as exc:
-    pytest.skip(f"Java client tests need a JDK and Maven: {exc}", allow_module_level=True)
-
-KAFKA_CLIENTS = "org.apache.kafka:kafka-clients:4.1.1"
-SOURCE = Path(__file__).resolve().parents[1] / "java" / "JavaClientScenarios.java"
 N = 3000  # JavaClientScenarios.N
 RUN_TIMEOUT_S = 600.0
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 
 
-@pytest.fixture(scope="module")
-def java_classes(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The scenarios compiled once, as a classpath with kafka-clients."""
-    lib = jars.resolve([KAFKA_CLIENTS])
-    classes = tmp_path_factory.mktemp("java-classes")
-    built = subprocess.run(
-        [JAVAC, "-nowarn", "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
-    assert built.returncode == 0, f"javac failed:\n{built.stdout[-4000:]}"
-    return f"{classes}:{lib}/*"
-
-
 @pytest.fixture(scope="module", params=ENGINES)
-def java_run(request: pytest.FixtureRequest, java_classes: str, tmp_path_factory: pytest.TempPathFactory):
+def java_run(request: pytest.FixtureRequest, java_scenarios, tmp_path_factory: pytest.TempPathFactory):
     """(broker, {(scenario, step): result line}) after one JVM ran every scenario against one broker of the
     engine; on the mock, ``broker.exchanges`` are the requests and responses it recorded, decoded."""
     pcap = tmp_path_factory.mktemp("java-traffic") / "java.pcap"
@@ -76,9 +52,9 @@ def java_run(request: pytest.FixtureRequest, java_classes: str, tmp_path_factory
     with peer_broker(request, request.param, topics, pcap) as broker:
         done = subprocess.run(
             [
-                JAVA,
+                java_scenarios[0],
                 "-cp",
-                java_classes,
+                java_scenarios[1],
                 "JavaClientScenarios",
                 broker.bootstrap_servers,
                 "produce",

@@ -4,21 +4,29 @@
 // line, not a hang.
 //
 // Usage: peers BOOTSTRAP SCENARIO...   (kgo-produce, kgo-consume, kgo-transactions, kgo-group-transact,
-// sarama-produce, sarama-group)
+// sarama-produce, sarama-group, kgo-cluster-produce, kgo-cluster-consume)
+//
+// The kgo-cluster-* scenarios run through failures a driving test injects: at each such point the scenario
+// prints a "pause" line and waits for a line on stdin.  kgo logs at info level to stderr, where the test
+// reads which errors it met.
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // N is the number of records each produce scenario writes.
@@ -56,6 +64,10 @@ func main() {
 			saramaProduce()
 		case "sarama-group":
 			saramaGroup()
+		case "kgo-cluster-produce":
+			kgoClusterProduce()
+		case "kgo-cluster-consume":
+			kgoClusterConsume()
 		default:
 			fmt.Fprintln(os.Stderr, "unknown scenario", scenario)
 			os.Exit(2)
@@ -332,4 +344,161 @@ func saramaGroup() {
 		err = fmt.Errorf("%d of %d records before the deadline (group errors: %v)", len(handler.values), N, groupErrs)
 	}
 	emit("sarama-group", "read_and_commit", err, map[string]any{"values": handler.values})
+}
+
+// ------------------------------------------------------------------------- a cluster through failures
+
+// clusterN records "r<seq>" go to partition seq % 3 of topic $CLUSTER_TOPIC ("t").
+const clusterN = 600
+
+func clusterTopic() string {
+	if topic := os.Getenv("CLUSTER_TOPIC"); topic != "" {
+		return topic
+	}
+	return "t"
+}
+
+var stdin = bufio.NewScanner(os.Stdin)
+
+// pause tells the driving test that the scenario reached at, waits until it injected the failure and wrote
+// a line back, and returns the time the scenario resumed (recovery is measured from it).
+func pause(scenario, at string) (time.Time, error) {
+	emit(scenario, "pause", nil, map[string]any{"at": at})
+	if !stdin.Scan() {
+		return time.Time{}, fmt.Errorf("the driving test closed stdin at %s", at)
+	}
+	return time.Now(), nil
+}
+
+func clusterClient(opts ...kgo.Opt) (*kgo.Client, error) {
+	logger := kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)
+	seeds := kgo.SeedBrokers(strings.Split(bootstrap, ",")...) // every node of the cluster
+	return kgo.NewClient(append([]kgo.Opt{seeds, kgo.WithLogger(logger)}, opts...)...)
+}
+
+// kgoClusterProduce: the producer at its defaults (idempotent, acks=all) sends clusterN records one at a
+// time with a 1 ms pause; the test stops the leader of partition 1 a third of the way ("stop") and
+// restarts it at two thirds ("start").  recovery_ms: from the resume after the stop to the first record
+// acknowledged on partition 1 that was sent after it.
+func kgoClusterProduce() {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var failures []error
+	var firstAck, stoppedAt time.Time
+	err := func() error {
+		cl, err := clusterClient(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		for seq := 0; seq < clusterN; seq++ {
+			afterStop := seq >= clusterN/3
+			rec := &kgo.Record{Topic: clusterTopic(), Partition: int32(seq % 3), Value: []byte("r" + strconv.Itoa(seq))}
+			cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failures = append(failures, err)
+				} else if afterStop && r.Partition == 1 && firstAck.IsZero() {
+					firstAck = time.Now()
+				}
+			})
+			if seq == clusterN/3-1 {
+				if stoppedAt, err = pause("kgo-cluster-produce", "stop"); err != nil {
+					return err
+				}
+			}
+			if seq == 2*clusterN/3 {
+				time.Sleep(300 * time.Millisecond) // some retries happen while it is down
+				if _, err = pause("kgo-cluster-produce", "start"); err != nil {
+					return err
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := cl.Flush(ctx); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(failures) > 0 {
+			return fmt.Errorf("%d failed: %w", len(failures), failures[0])
+		}
+		return nil
+	}()
+	recovery := int64(-1)
+	if !firstAck.IsZero() {
+		recovery = firstAck.Sub(stoppedAt).Milliseconds()
+	}
+	emit("kgo-cluster-produce", "send", err, map[string]any{"sent": clusterN, "recovery_ms": recovery})
+}
+
+// kgoClusterConsume: a consumer of group "gcg" (auto-commit off) reads the topic and commits after every
+// poll; half-way the test moves the group's coordinator ("move").  recovery_ms: how long the first commit
+// after the move took.  Then ("resume") the test adds 30 records and a new member reads only those.
+func kgoClusterConsume() {
+	const s = "kgo-cluster-consume"
+	read := func(want int, move bool) ([]int, int64, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+		defer cancel()
+		cl, err := clusterClient(kgo.ConsumerGroup("gcg"), kgo.ConsumeTopics(clusterTopic()),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+		if err != nil {
+			return nil, -1, err
+		}
+		defer cl.Close()
+		seqs := []int{}
+		recovery := int64(-1)
+		for len(seqs) < want && ctx.Err() == nil {
+			pollCtx, pollCancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			fetches := cl.PollFetches(pollCtx)
+			pollCancel()
+			before := len(seqs)
+			fetches.EachRecord(func(r *kgo.Record) {
+				seq, _ := strconv.Atoi(string(r.Value[1:]))
+				seqs = append(seqs, seq)
+			})
+			if len(seqs) != before {
+				if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+					return seqs, recovery, err
+				}
+			}
+			if move && recovery < 0 && len(seqs) >= want/2 {
+				movedAt, err := pause(s, "move")
+				if err != nil {
+					return seqs, recovery, err
+				}
+				// The committed offsets again: a commit that must reach the group's new coordinator.
+				var commitErr error
+				cl.CommitOffsetsSync(ctx, cl.CommittedOffsets(),
+					func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+						commitErr = err
+						for _, t := range resp.Topics {
+							for _, p := range t.Partitions {
+								if commitErr == nil && p.ErrorCode != 0 {
+									commitErr = kerr.ErrorForCode(p.ErrorCode)
+								}
+							}
+						}
+					})
+				if commitErr != nil {
+					return seqs, recovery, commitErr
+				}
+				recovery = time.Since(movedAt).Milliseconds()
+			}
+		}
+		if len(seqs) < want {
+			return seqs, recovery, fmt.Errorf("%d of %d records before the deadline", len(seqs), want)
+		}
+		return seqs, recovery, nil
+	}
+	seqs, recovery, err := read(clusterN, true)
+	emit(s, "read", err, map[string]any{"seqs": seqs, "recovery_ms": recovery})
+	if _, err := pause(s, "resume"); err != nil {
+		emit(s, "resume", err, nil)
+		return
+	}
+	seqs, _, err = read(30, false)
+	emit(s, "resume", err, map[string]any{"seqs": seqs})
 }

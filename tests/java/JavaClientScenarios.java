@@ -9,6 +9,9 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
@@ -42,7 +45,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
 /**
  * Apache Kafka's Java client at its defaults against a broker, one scenario per argument, in one JVM.
  *
- * Usage: JavaClientScenarios BOOTSTRAP SCENARIO... (produce, codecs, consume, admin, transactions).
+ * Usage: JavaClientScenarios BOOTSTRAP SCENARIO... (produce, codecs, consume, admin, transactions,
+ * cluster-produce, cluster-consume).
  * Every outcome is one JSON object per line on stdout: {"scenario":..., "step":..., "ok":..., ...}; a
  * failed step carries the exception class and message ("error"), so the test states what Kafka's client
  * saw.  Every wait is bounded, so a broker that never answers shows as a TimeoutException, not a hang.
@@ -50,6 +54,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class JavaClientScenarios {
     static final int N = 3000;
     static final long STEP_TIMEOUT_S = 60;
+    /** Records of the cluster scenarios: "r<seq>" to partition seq % 3 of topic $CLUSTER_TOPIC ("t"). */
+    static final int CLUSTER_N = 600;
+    static final String CLUSTER_TOPIC = System.getenv().getOrDefault("CLUSTER_TOPIC", "t");
+    static final BufferedReader STDIN = new BufferedReader(new InputStreamReader(System.in));
     static String bootstrap;
 
     public static void main(String[] args) throws Exception {
@@ -61,6 +69,8 @@ public final class JavaClientScenarios {
                 case "consume": consume(); break;
                 case "admin": admin(); break;
                 case "transactions": transactions(); break;
+                case "cluster-produce": clusterProduce(); break;
+                case "cluster-consume": clusterConsume(); break;
                 default: throw new IllegalArgumentException("unknown scenario " + args[i]);
             }
         }
@@ -378,6 +388,98 @@ public final class JavaClientScenarios {
                 for (ConsumerRecord<String, String> r : pollUntil(c, 20, STEP_TIMEOUT_S * 1000, 1500)) values.add(r.value());
                 Collections.sort(values);
                 return Map.of("values", values);
+            }
+        });
+    }
+
+    // ------------------------------------------------------------------------- a cluster through failures
+
+    /**
+     * Tells the driving test that the scenario reached ``at`` and waits until it has injected the failure
+     * (stopped a broker, moved a coordinator) and written a line back; returns when the scenario resumed,
+     * in ms since the JVM started, so recovery times are measured from it.
+     */
+    static long pause(String scenario, String at) throws IOException {
+        emit(scenario, "pause", true, Map.of("at", at));
+        if (STDIN.readLine() == null) throw new IOException("the driving test closed stdin at " + at);
+        return System.nanoTime() / 1_000_000;
+    }
+
+    /**
+     * The producer at its defaults (idempotent, acks=all) sends CLUSTER_N records, one at a time with a 1 ms
+     * pause; the test stops the leader of partition 1 a third of the way ("stop") and restarts it at two
+     * thirds ("start").  recovery_ms: from the resume after the stop to the first record acknowledged on
+     * partition 1 that was sent after it.
+     */
+    static void clusterProduce() {
+        step("cluster-produce", "send", () -> {
+            try (KafkaProducer<String, String> producer =
+                         new KafkaProducer<>(base(), new StringSerializer(), new StringSerializer())) {
+                long[] firstAckAfterStop = {Long.MAX_VALUE};
+                List<String> failures = Collections.synchronizedList(new ArrayList<>());
+                long stoppedAt = 0;
+                for (int seq = 0; seq < CLUSTER_N; seq++) {
+                    final boolean afterStop = seq >= CLUSTER_N / 3;
+                    producer.send(new ProducerRecord<>(CLUSTER_TOPIC, seq % 3, null, "r" + seq), (md, e) -> {
+                        if (e != null) failures.add(e.getClass().getName() + ": " + e.getMessage());
+                        else if (afterStop && md.partition() == 1) {
+                            synchronized (firstAckAfterStop) {
+                                firstAckAfterStop[0] = Math.min(firstAckAfterStop[0], System.nanoTime() / 1_000_000);
+                            }
+                        }
+                    });
+                    if (seq == CLUSTER_N / 3 - 1) stoppedAt = pause("cluster-produce", "stop");
+                    if (seq == 2 * CLUSTER_N / 3) {
+                        Thread.sleep(300);  // some retries happen while it is down
+                        pause("cluster-produce", "start");
+                    }
+                    Thread.sleep(1);
+                }
+                producer.flush();
+                if (!failures.isEmpty()) throw new IllegalStateException(failures.size() + " failed: " + failures.get(0));
+                synchronized (firstAckAfterStop) {
+                    return Map.of("sent", CLUSTER_N, "recovery_ms", firstAckAfterStop[0] - stoppedAt);
+                }
+            }
+        });
+    }
+
+    /**
+     * A consumer of group "jcg" reads the topic and commits after every poll; half-way the test moves the
+     * group's coordinator ("move").  recovery_ms: how long the first commit after the move took.  Then
+     * ("resume") the test adds 30 records and a new member of the group reads only those.
+     */
+    static void clusterConsume() {
+        String s = "cluster-consume";
+        step(s, "read", () -> {
+            try (KafkaConsumer<String, String> c = consumer("jcg", Map.of())) {
+                c.subscribe(List.of(CLUSTER_TOPIC));
+                List<Integer> seqs = new ArrayList<>();
+                long recovery = -1;
+                long end = System.currentTimeMillis() + STEP_TIMEOUT_S * 1000;
+                while (seqs.size() < CLUSTER_N && System.currentTimeMillis() < end) {
+                    var records = c.poll(Duration.ofMillis(200));
+                    for (ConsumerRecord<String, String> r : records) seqs.add(Integer.parseInt(r.value().substring(1)));
+                    if (!records.isEmpty()) c.commitSync(Duration.ofSeconds(STEP_TIMEOUT_S));
+                    if (recovery < 0 && seqs.size() >= CLUSTER_N / 2) {
+                        long movedAt = pause(s, "move");
+                        c.commitSync(Duration.ofSeconds(STEP_TIMEOUT_S));
+                        recovery = System.nanoTime() / 1_000_000 - movedAt;
+                    }
+                }
+                return Map.of("seqs", seqs, "recovery_ms", recovery);
+            }
+        });
+        step(s, "resume", () -> {
+            pause(s, "resume");
+            try (KafkaConsumer<String, String> c = consumer("jcg", Map.of())) {
+                c.subscribe(List.of(CLUSTER_TOPIC));
+                List<Integer> seqs = new ArrayList<>();
+                for (ConsumerRecord<String, String> r : pollUntil(c, 30, STEP_TIMEOUT_S * 1000, 0)) {
+                    seqs.add(Integer.parseInt(r.value().substring(1)));
+                }
+                c.commitSync(Duration.ofSeconds(STEP_TIMEOUT_S));
+                return Map.of("seqs", seqs);
             }
         });
     }
