@@ -178,6 +178,9 @@ class _Group:
     target: Dict[str, Partitions] = field(default_factory=dict)
     owners: Dict[TopicPartition, str] = field(default_factory=dict)
     subscribed: Dict[str, int] = field(default_factory=dict)  # topic → partitions at the last bump
+    #: The members' regular expressions already resolved (a new one is resolved after the answer to the
+    #: heartbeat that brought it, as Kafka resolves it in the background).
+    regexes: Set[str] = field(default_factory=set)
 
     def state(self) -> GroupState:
         if not self.members:
@@ -393,11 +396,11 @@ class ConsumerGroupCoordinator:
         member, is_new = self._member_for(group, req, kind)
         if kind is EpochKind.LEAVE:
             self._remove(group, member)
-            return self._answer(member.member_id, LEAVE_EPOCH, None)
+            return self._answer(member.member_id, LEAVE_EPOCH, None, interval_ms=0)
         if kind is EpochKind.STATIC_LEAVE:
             member.epoch = STATIC_LEAVE_EPOCH
             member.revocation_deadline_ms = None
-            return self._answer(member.member_id, STATIC_LEAVE_EPOCH, None)
+            return self._answer(member.member_id, STATIC_LEAVE_EPOCH, None, interval_ms=0)
         before = self._copy_assigned(member)
         changed = self._update_member(member, req, compiled, client_id, client_host) or is_new
         if self._refresh_subscriptions(group, member) or changed:
@@ -413,9 +416,19 @@ class ConsumerGroupCoordinator:
             and req.topic_partitions is not None
         )
         show = full or before != self._copy_assigned(member)
-        return self._answer(member.member_id, member.epoch, member.assigned if show else None)
+        answer = self._answer(member.member_id, member.epoch, member.assigned if show else None)
+        if member.regex is not None and member.regex not in group.regexes:
+            # Resolved "in the background": the group epoch moves now, the member learns its topics'
+            # partitions on its next heartbeat (Kafka answers a new expression's join without them).
+            in_use = {m.regex for m in group.members.values() if m.regex is not None}
+            group.regexes = (group.regexes & in_use) | {member.regex}
+            if self._refresh_subscriptions(group, member):
+                group.epoch += 1
+        return answer
 
-    def _answer(self, member_id: str, epoch: int, assigned: Optional[Partitions]) -> ConsumerGroupHeartbeatResponse:
+    def _answer(
+        self, member_id: str, epoch: int, assigned: Optional[Partitions], interval_ms: Optional[int] = None
+    ) -> ConsumerGroupHeartbeatResponse:
         A = ConsumerGroupHeartbeatResponse.Assignment
         T = A.TopicPartitions
         assignment = (
@@ -433,7 +446,7 @@ class ConsumerGroupCoordinator:
             error_code=_C.NONE,
             member_id=member_id,
             member_epoch=epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms if interval_ms is None else interval_ms,
             assignment=assignment,
         )
 
@@ -646,20 +659,21 @@ class ConsumerGroupCoordinator:
 
     # ---------------------------------------------------------------- assignment
 
-    def _resolve(self, member: _Member) -> None:
-        """Re-read the partition counts of the existing topics the member subscribes to (by name or regex).
+    def _resolve(self, group: _Group, member: _Member) -> None:
+        """Re-read the partition counts of the existing topics the member subscribes to (by name, or by a
+        regex the group has resolved).
 
         Done for the member whose heartbeat is being handled only: the cost is its own subscription
         (and the broker's topics for a regex), never the whole group's.
         """
         names = {t for t in member.topic_names if t in self._topic_partitions}
-        if member.compiled is not None:
+        if member.compiled is not None and member.regex in group.regexes:
             names.update(t for t in self._topic_partitions if member.compiled.fullmatch(t))
         member.resolved = {name: len(self._topic_partitions[name]) for name in names}
 
     def _refresh_subscriptions(self, group: _Group, member: _Member) -> bool:
         """Re-read ``member``'s topics and merge every member's; True if the group's counts changed."""
-        self._resolve(member)
+        self._resolve(group, member)
         subscribed: Dict[str, int] = {}
         for other in group.members.values():
             subscribed.update(other.resolved)
@@ -805,7 +819,7 @@ class ConsumerGroupCoordinator:
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=list(m.topic_names),
-                subscribed_topic_regex=m.regex,
+                subscribed_topic_regex=m.regex or "",
                 assignment=assignment(m.assigned),
                 target_assignment=assignment(group.target.get(m.member_id, {})),
                 member_type=_MEMBER_TYPE_CONSUMER,
