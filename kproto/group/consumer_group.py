@@ -13,18 +13,17 @@ answers the classic coordinator's questions about group ids it owns (:meth:`owns
 :meth:`release_if_empty`, :meth:`offset_commit_error`, :meth:`offset_fetch_error`).
 
 Bounds per request: a subscription of at most ``max_subscribed_topics`` names (INVALID_REQUEST past
-it), a regular expression of at most ``max_regex_length`` characters with no nested quantifiers,
-back-references or look-arounds (INVALID_REGULAR_EXPRESSION; a pattern without nested quantifiers
-matched against a topic name of at most 249 characters needs no timeout), and owned partitions that
-name unknown topics or partitions are ignored, as Kafka does.
+it), a regular expression of at most ``max_regex_length`` characters in the syntax RE2 accepts
+(INVALID_REGULAR_EXPRESSION otherwise), matched in time linear in the topic name as Kafka's RE2/J
+(:mod:`kproto.group.linear_regex`: no pattern makes it backtrack), and owned partitions that name
+unknown topics or partitions are ignored, as Kafka does.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Pattern, Set, Sized, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Sized, Tuple
 
 from kproto import ErrorCode
 from kproto.errors import LocalProtocolError, UnsupportedVersionError
@@ -40,6 +39,7 @@ from kproto.group.consumer_group_rules import (
     ReconcileOutcome,
     epoch_kind,
 )
+from kproto.group.linear_regex import LinearPattern, compile_linear
 from kproto.group.offset_store import OffsetStore
 from kproto.group.server_assignors import ASSIGNORS
 from kproto.message_base import Message
@@ -59,6 +59,9 @@ _X = Check
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 _NOT_ASKED = -(2**31)
 _MEMBER_TYPE_CONSUMER = 1
+#: States of one subscribed regular expression's automaton: the time of one matched character on a
+#: cache miss, and the memory of the pattern (RE2 likewise caps a counted repeat at 1000).
+MAX_REGEX_STATES = 2000
 
 #: (topic id, partition)
 TopicPartition = Tuple[uuid.UUID, int]
@@ -97,46 +100,16 @@ class MemberView:
     target: Dict[str, Tuple[int, ...]]
 
 
-_REFUSED_OPS = {"GROUPREF", "GROUPREF_EXISTS", "ASSERT", "ASSERT_NOT", "ATOMIC_GROUP", "POSSESSIVE_REPEAT"}
-_REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
+def safe_regex(pattern: str, max_length: int) -> Optional[LinearPattern]:
+    """``pattern`` compiled for matching in linear time (:mod:`kproto.group.linear_regex`), or None.
 
-
-def safe_regex(pattern: str, max_length: int) -> Optional[Pattern[str]]:
-    """``pattern`` compiled if it is short and safe to match without a timeout, else None.
-
-    Refused: longer than ``max_length``; not valid Python syntax; back-references and look-arounds
-    (which RE2, Kafka's engine, does not accept either); a quantifier inside a quantified part
-    (``(a+)+``), the shape that makes a backtracking matcher take exponential time.
+    Refused: longer than ``max_length``; not valid syntax; constructs RE2, Kafka's engine, does not have
+    either (back-references, look-arounds, possessive repeats, ...); an automaton of more than
+    :data:`MAX_REGEX_STATES` states (counted repeats such as ``a{5000}``).
     """
     if len(pattern) > max_length:
         return None
-    try:
-        from re import _parser  # type: ignore[attr-defined]
-
-        tree = _parser.parse(pattern)
-        compiled = re.compile(pattern)
-    except (re.error, RecursionError, OverflowError):
-        return None
-
-    def walk(items: Any, inside_repeat: bool) -> bool:
-        for op, arg in items:
-            name = str(op)
-            if name in _REFUSED_OPS:
-                return False
-            if name in _REPEATS:
-                if inside_repeat:
-                    return False
-                if not walk(arg[2], True):
-                    return False
-            elif name == "SUBPATTERN":
-                if not walk(arg[-1], inside_repeat):
-                    return False
-            elif name == "BRANCH":
-                if not all(walk(b, inside_repeat) for b in arg[1]):
-                    return False
-        return True
-
-    return compiled if walk(tree, False) else None
+    return compile_linear(pattern, MAX_REGEX_STATES)
 
 
 @dataclass
@@ -149,7 +122,7 @@ class _Member:
     rebalance_timeout_ms: int = 300000
     topic_names: Tuple[str, ...] = ()
     regex: Optional[str] = None
-    compiled: Optional[Pattern[str]] = None
+    compiled: Optional[LinearPattern] = None
     assignor: Optional[str] = None
     epoch: int = 0
     previous_epoch: int = -1
@@ -456,7 +429,7 @@ class ConsumerGroupCoordinator:
 
     def _check_fields(
         self, req: ConsumerGroupHeartbeatRequest, version: int, kind: EpochKind
-    ) -> Optional[Pattern[str]]:
+    ) -> Optional[LinearPattern]:
         """The checks on the request's own fields, in :data:`HEARTBEAT_CHECKS` order (the group and member
         checks follow in :meth:`_group_for` and :meth:`_member_for`); the compiled regex, if any."""
 
@@ -510,8 +483,9 @@ class ConsumerGroupCoordinator:
             need(
                 compiled is not None,
                 _X.REGEX_VALID,
-                f"SubscribedTopicRegex is longer than {self.config.max_regex_length} characters, invalid, or "
-                f"uses nested quantifiers, back-references or look-arounds",
+                f"SubscribedTopicRegex `{regex}` is longer than {self.config.max_regex_length} characters, "
+                "not a valid regular expression, or uses what RE2 does not have (back-references, look-arounds, "
+                f"possessive repeats, inline flags) or more than {MAX_REGEX_STATES} automaton states",
             )
         return compiled
 
@@ -600,7 +574,7 @@ class ConsumerGroupCoordinator:
         self,
         member: _Member,
         req: ConsumerGroupHeartbeatRequest,
-        compiled: Optional[Pattern[str]],
+        compiled: Optional[LinearPattern],
         client_id: str,
         client_host: str,
     ) -> bool:

@@ -635,13 +635,6 @@ DOCUMENTED: Tuple[Documented, ...] = (
         ("consumer-group-subscriptions", "classic-join-into-consumer-group", "error_code", 23),
     ),
     Documented(
-        "regex-nested-quantifiers",
-        "ConsumerGroupHeartbeat",
-        r"regex-nested-quantifier.*",
-        r".*",
-        ("consumer-group-subscriptions", "regex-nested-quantifier", "error_code", 128),
-    ),
-    Documented(
         "huge-subscriptions",
         "ConsumerGroupHeartbeat",
         r"subscribe-huge.*",
