@@ -484,11 +484,13 @@ def _wait_for_coordinators(address: Tuple[str, int], timeout: float = 60.0) -> N
 #: ``group.consumer.session.timeout.ms`` and ``group.consumer.heartbeat.interval.ms`` of both brokers.
 CONSUMER_SESSION_MS = 2000
 CONSUMER_HEARTBEAT_MS = 500
+#: ``group.consumer.max.size`` of both brokers: the corpus's consumer groups hold at most three members.
+CONSUMER_GROUP_MAX_SIZE = 3
 
 #: The real broker's settings the corpus relies on: no automatic topic creation (the corpus creates its topics,
 #: and its unknown-topic scenarios need them unknown), short sessions, no initial rebalance delay; KIP-848
-#: groups with short sessions, and no conversion between classic and consumer groups with members (the
-#: mock's policy).
+#: groups with short sessions and at most three members, and no conversion between classic and consumer
+#: groups with members (the mock's policy).
 KAFKA_CONFIG: Mapping[str, object] = {
     "auto.create.topics.enable": "false",
     "group.min.session.timeout.ms": 1000,
@@ -498,18 +500,22 @@ KAFKA_CONFIG: Mapping[str, object] = {
     "group.consumer.min.heartbeat.interval.ms": CONSUMER_HEARTBEAT_MS,
     "group.consumer.heartbeat.interval.ms": CONSUMER_HEARTBEAT_MS,
     "group.consumer.migration.policy": "disabled",
+    "group.consumer.max.size": CONSUMER_GROUP_MAX_SIZE,
 }
 
 
 def comparable_mock() -> Any:
     """A :class:`~kproto.testing.MockBroker` set up as the corpus expects: node id 1 (a one-node Kafka's),
     no automatic topic creation (as :data:`KAFKA_CONFIG` on the real broker), and the
-    same 1000 ms session-timeout floor and KIP-848 session and heartbeat interval as :data:`KAFKA_CONFIG`."""
+    same 1000 ms session-timeout floor and KIP-848 session, heartbeat interval and group size as
+    :data:`KAFKA_CONFIG`."""
     from kproto.broker.mock import MockBroker
     from kproto.group.consumer_group import ConsumerGroupConfig
 
     consumer_group = ConsumerGroupConfig(
-        session_timeout_ms=CONSUMER_SESSION_MS, heartbeat_interval_ms=CONSUMER_HEARTBEAT_MS
+        session_timeout_ms=CONSUMER_SESSION_MS,
+        heartbeat_interval_ms=CONSUMER_HEARTBEAT_MS,
+        max_size=CONSUMER_GROUP_MAX_SIZE,
     )
     return MockBroker(auto_create_topics=False, node_id=1, min_session_timeout_ms=1000, consumer_group=consumer_group)
 

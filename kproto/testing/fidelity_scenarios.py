@@ -720,7 +720,7 @@ def api_versions(s: Session) -> None:
 # ------------------------------------------------------------------------------- KIP-848 consumer groups
 
 #: Member ids of the KIP-848 scenarios: v1 members choose their own, so both brokers see the same ones.
-_MEMBER_IDS = {name: f"kproto-{name}-member-id-0000000" for name in ("a", "b", "c", "d", "e", "x")}
+_MEMBER_IDS = {name: f"kproto-{name}-member-id-0000000" for name in ("a", "b", "c", "d", "e", "f", "x")}
 #: Partitions of the consumer group's topic: four, so that two members split them two and two.
 _CG_PARTITIONS = 4
 
@@ -929,19 +929,32 @@ def consumer_group_subscriptions(s: Session) -> None:
     s.call("classic-join", build(m.JoinGroupRequest, **join), 9, conn="classic")
     beat("heartbeat-into-classic-group", classic, x, 0, topics=[topic])
     s.call("describe-classic", build(m.ConsumerGroupDescribeRequest, group_ids=[classic]), 0)
-    # A classic JoinGroup into a consumer group with members.
-    cg = s.name("cg-taken")
-    beat("cg-taken-join", cg, e, 0, topics=[topic])
-    join.update(group_id=cg, member_id="")
-    s.call("classic-join-into-consumer-group", build(m.JoinGroupRequest, **join), 9, conn="classic")
-    s.call("classic-describe-consumer-group", build(m.DescribeGroupsRequest, groups=[cg]), 5)
-    beat("cg-taken-leave", cg, e, -1)
+    # Both brokers hold at most three members in a group; an empty consumer group gives way to a classic member.
+    full = s.name("cg-full")
+    f, d = _MEMBER_IDS["f"], _MEMBER_IDS["d"]
+    for who, label in ((e, "first"), (f, "second"), (x, "third")):
+        beat(f"cg-full-join-{label}", full, who, 0, topics=[topic])
+    beat("cg-full-join-group-full", full, d, 0, topics=[topic])
+    for who, label in ((e, "first"), (f, "second"), (x, "third")):
+        beat(f"cg-full-leave-{label}", full, who, -1)
+    join.update(group_id=full, member_id="")
+    again = s.call("classic-join-into-empty-consumer-group", build(m.JoinGroupRequest, **join), 9, conn="classic")
+    join["member_id"] = again.member_id
+    s.call("classic-join-into-empty-consumer-group-again", build(m.JoinGroupRequest, **join), 9, conn="classic")
     # An empty classic group (committed offsets only) becomes a consumer group when a member joins.
     empty = s.name("classic-empty")
     s.call("classic-empty-admin-commit", _cg_commit(empty, topic, "", -1), 9)
     joined = beat("heartbeat-into-empty-classic-group", empty, x, 0, topics=[topic])
     s.call("empty-converted-offsets", _cg_offset_fetch(empty, topic, x, joined.member_epoch), 9)
     beat("empty-converted-leave", empty, x, -1)
+    # Last, as Kafka's answer names a member id the mock's refusal does not (later ids would be numbered
+    # apart): a classic JoinGroup into a consumer group with members.
+    taken = s.name("cg-taken")
+    beat("cg-taken-join", taken, e, 0, topics=[topic])
+    join.update(group_id=taken, member_id="")
+    s.call("classic-join-into-consumer-group", build(m.JoinGroupRequest, **join), 9, conn="classic")
+    s.call("classic-describe-consumer-group", build(m.DescribeGroupsRequest, groups=[taken]), 5)
+    beat("cg-taken-leave", taken, e, -1)
 
 
 SCENARIOS: List[Scenario] = [
