@@ -633,3 +633,17 @@ def test_owned_partitions_that_do_not_exist_are_ignored() -> None:
     r = h.c.handle(req, 1, client_id="c", client_host="h", now_ms=0)
     assert (r.error_code, r.member_epoch) == (ErrorCode.NONE, 1)
     assert [m.assigned for m in h.c.members("g")] == [{"t": (0, 1, 2, 3, 4, 5)}]
+
+
+def test_commits_to_partitions_the_cluster_lacks_are_refused_before_the_group_is_asked() -> None:
+    # As Kafka's request handler: the known partitions are stored, the others answer UNKNOWN_TOPIC_OR_PARTITION
+    # in the same topic entry, whatever the group would say.
+    with MockBroker(topics={"t": 2}) as broker, SocketClient((broker.host, broker.port)) as client:
+        parts = [{"partition_index": p, "committed_offset": 4, "committed_metadata": ""} for p in (0, 5)]
+        topics = [{"name": "t", "partitions": parts}, {"name": "nope", "partitions": parts[:1]}]
+        request = OffsetCommitRequest.from_dict({"group_id": "c", "topics": topics})
+        answer = client.request(request, 9)
+        codes = {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
+        assert len(answer.topics) == 2
+        assert codes == {("t", 0): 0, ("t", 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ("nope", 0): 3}
+        assert {tp: o for tp, (o, _) in broker.core.coordinator.committed("c").items()} == {("t", 0): 4}
