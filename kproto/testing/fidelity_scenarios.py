@@ -759,6 +759,11 @@ def _owned(answer: Any) -> Optional[List[Dict[str, Any]]]:
     return [{"topic_id": t.topic_id, "partitions": list(t.partitions)} for t in answer.assignment.topic_partitions]
 
 
+def _first_topic_id(answer: Any) -> uuid.UUID:
+    """The id of the first topic an answer assigned."""
+    return answer.assignment.topic_partitions[0].topic_id  # type: ignore[no-any-return]
+
+
 def _cg_commit(group: str, topic: str, member: str, epoch: int, partition: int = 0) -> Any:
     return build(
         m.OffsetCommitRequest,
@@ -822,6 +827,10 @@ def consumer_group_members(s: Session) -> None:
     epoch_b = b2.member_epoch
     a_epoch = a3.member_epoch
     beat("a-heartbeat-stable", "a", a, a_epoch, owned=_owned(a2))
+    # Owned partitions of a topic that does not exist, and past the topic's end, are ignored.
+    nowhere = [{"topic_id": uuid.UUID(int=7), "partitions": [0]}, {"topic_id": _first_topic_id(a2), "partitions": [99]}]
+    beat("a-heartbeat-owning-unknown", "a", a, a_epoch, owned=(_owned(a2) or []) + nowhere)
+    beat("a-heartbeat-impossible-epoch", "a", a, -3)
     s.call("describe-stable", build(m.ConsumerGroupDescribeRequest, group_ids=[group, s.name("nogroup")]), 0)
     # Offsets: the member's current epoch commits; an older one is stale; a stranger is unknown.
     s.call("commit-v9", _cg_commit(group, topic, a, a_epoch), 9)
