@@ -721,6 +721,8 @@ def api_versions(s: Session) -> None:
 
 #: Member ids of the KIP-848 scenarios: v1 members choose their own, so both brokers see the same ones.
 _MEMBER_IDS = {name: f"kproto-{name}-member-id-0000000" for name in ("a", "b", "c", "d", "e", "f", "x")}
+#: ConsumerGroupHeartbeat v1: the version Kafka 4 clients send (client-chosen member ids, regexes).
+_HEARTBEAT_V = 1
 #: Partitions of the consumer group's topic: four, so that two members split them two and two.
 _CG_PARTITIONS = 4
 
@@ -808,10 +810,9 @@ def consumer_group_members(s: Session) -> None:
     topic = s.create_topic("cg", _CG_PARTITIONS)
     group = s.name("cg")
     a, b, c, d, x = (_MEMBER_IDS[k] for k in ("a", "b", "c", "d", "x"))
-    hb = 1
 
     def beat(label: str, conn: str, *args: Any, **kw: Any) -> Any:
-        return s.call(label, _cg_heartbeat(group, *args, **kw), hb, conn=conn)
+        return s.call(label, _cg_heartbeat(group, *args, **kw), _HEARTBEAT_V, conn=conn)
 
     s.call("find-coordinator", build(m.FindCoordinatorRequest, key_type=0, coordinator_keys=[group]), 4)
     a1 = beat("a-join", "a", a, 0, topics=[topic])
@@ -875,7 +876,9 @@ def consumer_group_members(s: Session) -> None:
     deadline = time.monotonic() + CONSUMER_SESSION_MS / 1000 + 1.0
     while time.monotonic() < deadline:  # A keeps its session; how many beats fit in D's is not compared
         time.sleep(0.4)
-        kept = s.call("a-keepalive", _cg_heartbeat(group, a, a_epoch, owned=a_owned), hb, conn="a", record=False)
+        kept = s.call(
+            "a-keepalive", _cg_heartbeat(group, a, a_epoch, owned=a_owned), _HEARTBEAT_V, conn="a", record=False
+        )
         a_epoch, a_owned = kept.member_epoch, _owned(kept) or a_owned
     beat("a-heartbeat-after-expiry", "a", a, a_epoch, owned=a_owned)
     beat("d-heartbeat-expired", "d", d, d1.member_epoch, instance="inst-c")
@@ -896,7 +899,7 @@ def consumer_group_subscriptions(s: Session) -> None:
     e, x = _MEMBER_IDS["e"], _MEMBER_IDS["x"]
 
     def beat(label: str, *args: Any, **kw: Any) -> Any:
-        return s.call(label, _cg_heartbeat(*args, **kw), 1)
+        return s.call(label, _cg_heartbeat(*args, **kw), _HEARTBEAT_V)
 
     e1 = beat("e-join-regex", group, e, 0, regex=s.name("re-.*"))
     # Kafka resolves a new expression in the background: the member learns its partitions on a
