@@ -33,6 +33,7 @@ times are 0.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
@@ -246,7 +247,38 @@ class BrokerCore:
                 for p in t.partitions
             }
             return self._zk_commit(req.group_id, offsets)
-        return await self._ask(request, client_host)
+        return await self._commit_known_partitions(request, client_host)
+
+    async def _commit_known_partitions(self, request: RequestReceived, client_host: str) -> Message:
+        """OffsetCommit v1+: partitions the cluster does not have are answered UNKNOWN_TOPIC_OR_PARTITION
+        before the group is consulted (as Kafka's request handler does); the coordinator gets the rest."""
+        body = request.message.to_dict()
+        unknown: Dict[str, list] = {}
+        kept = []
+        for topic in body["topics"]:
+            known = [p for p in topic["partitions"] if self.cluster.partition(topic["name"], p["partition_index"])]
+            missing = [p["partition_index"] for p in topic["partitions"] if p not in known]
+            if missing:
+                unknown.setdefault(topic["name"], []).extend(missing)
+            if known:
+                kept.append({**topic, "partitions": known})
+        if not unknown:
+            return await self._ask(request, client_host)
+        T = OffsetCommitResponse.OffsetCommitResponseTopic
+        P = T.OffsetCommitResponsePartition
+        answer: Any = OffsetCommitResponse(topics=[])
+        if kept:
+            narrowed = type(request.message).from_dict({**body, "topics": kept})
+            answer = await self._ask(dataclasses.replace(request, message=narrowed), client_host)
+        by_name = {topic.name: topic for topic in answer.topics}
+        for name, indexes in unknown.items():
+            if name not in by_name:
+                by_name[name] = T(name=name, partitions=[])
+                answer.topics.append(by_name[name])
+            by_name[name].partitions.extend(
+                P(partition_index=i, error_code=_C.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes
+            )
+        return answer  # type: ignore[no-any-return]
 
     def _zk_commit(self, group_id: str, offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]]) -> Message:
         T = OffsetCommitResponse.OffsetCommitResponseTopic

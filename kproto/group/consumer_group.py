@@ -13,18 +13,17 @@ answers the classic coordinator's questions about group ids it owns (:meth:`owns
 :meth:`release_if_empty`, :meth:`offset_commit_error`, :meth:`offset_fetch_error`).
 
 Bounds per request: a subscription of at most ``max_subscribed_topics`` names (INVALID_REQUEST past
-it), a regular expression of at most ``max_regex_length`` characters with no nested quantifiers,
-back-references or look-arounds (INVALID_REGULAR_EXPRESSION; a pattern without nested quantifiers
-matched against a topic name of at most 249 characters needs no timeout), and owned partitions that
-name unknown topics or partitions are ignored, as Kafka does.
+it), a regular expression of at most ``max_regex_length`` characters in the syntax RE2 accepts
+(INVALID_REGULAR_EXPRESSION otherwise), matched in time linear in the topic name as Kafka's RE2/J
+(:mod:`kproto.group.linear_regex`: no pattern makes it backtrack), and owned partitions that name
+unknown topics or partitions are ignored, as Kafka does.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Pattern, Set, Sized, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Sized, Tuple
 
 from kproto import ErrorCode
 from kproto.errors import LocalProtocolError, UnsupportedVersionError
@@ -40,6 +39,7 @@ from kproto.group.consumer_group_rules import (
     ReconcileOutcome,
     epoch_kind,
 )
+from kproto.group.linear_regex import LinearPattern, compile_linear
 from kproto.group.offset_store import OffsetStore
 from kproto.group.server_assignors import ASSIGNORS
 from kproto.message_base import Message
@@ -59,6 +59,9 @@ _X = Check
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 _NOT_ASKED = -(2**31)
 _MEMBER_TYPE_CONSUMER = 1
+#: States of one subscribed regular expression's automaton: the time of one matched character on a
+#: cache miss, and the memory of the pattern (RE2 likewise caps a counted repeat at 1000).
+MAX_REGEX_STATES = 2000
 
 #: (topic id, partition)
 TopicPartition = Tuple[uuid.UUID, int]
@@ -97,46 +100,16 @@ class MemberView:
     target: Dict[str, Tuple[int, ...]]
 
 
-_REFUSED_OPS = {"GROUPREF", "GROUPREF_EXISTS", "ASSERT", "ASSERT_NOT", "ATOMIC_GROUP", "POSSESSIVE_REPEAT"}
-_REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
+def safe_regex(pattern: str, max_length: int) -> Optional[LinearPattern]:
+    """``pattern`` compiled for matching in linear time (:mod:`kproto.group.linear_regex`), or None.
 
-
-def safe_regex(pattern: str, max_length: int) -> Optional[Pattern[str]]:
-    """``pattern`` compiled if it is short and safe to match without a timeout, else None.
-
-    Refused: longer than ``max_length``; not valid Python syntax; back-references and look-arounds
-    (which RE2, Kafka's engine, does not accept either); a quantifier inside a quantified part
-    (``(a+)+``), the shape that makes a backtracking matcher take exponential time.
+    Refused: longer than ``max_length``; not valid syntax; constructs RE2, Kafka's engine, does not have
+    either (back-references, look-arounds, possessive repeats, ...); an automaton of more than
+    :data:`MAX_REGEX_STATES` states (counted repeats such as ``a{5000}``).
     """
     if len(pattern) > max_length:
         return None
-    try:
-        from re import _parser  # type: ignore[attr-defined]
-
-        tree = _parser.parse(pattern)
-        compiled = re.compile(pattern)
-    except (re.error, RecursionError, OverflowError):
-        return None
-
-    def walk(items: Any, inside_repeat: bool) -> bool:
-        for op, arg in items:
-            name = str(op)
-            if name in _REFUSED_OPS:
-                return False
-            if name in _REPEATS:
-                if inside_repeat:
-                    return False
-                if not walk(arg[2], True):
-                    return False
-            elif name == "SUBPATTERN":
-                if not walk(arg[-1], inside_repeat):
-                    return False
-            elif name == "BRANCH":
-                if not all(walk(b, inside_repeat) for b in arg[1]):
-                    return False
-        return True
-
-    return compiled if walk(tree, False) else None
+    return compile_linear(pattern, MAX_REGEX_STATES)
 
 
 @dataclass
@@ -149,7 +122,7 @@ class _Member:
     rebalance_timeout_ms: int = 300000
     topic_names: Tuple[str, ...] = ()
     regex: Optional[str] = None
-    compiled: Optional[Pattern[str]] = None
+    compiled: Optional[LinearPattern] = None
     assignor: Optional[str] = None
     epoch: int = 0
     previous_epoch: int = -1
@@ -178,6 +151,9 @@ class _Group:
     target: Dict[str, Partitions] = field(default_factory=dict)
     owners: Dict[TopicPartition, str] = field(default_factory=dict)
     subscribed: Dict[str, int] = field(default_factory=dict)  # topic → partitions at the last bump
+    #: The members' regular expressions already resolved (a new one is resolved after the answer to the
+    #: heartbeat that brought it, as Kafka resolves it in the background).
+    regexes: Set[str] = field(default_factory=set)
 
     def state(self) -> GroupState:
         if not self.members:
@@ -393,11 +369,11 @@ class ConsumerGroupCoordinator:
         member, is_new = self._member_for(group, req, kind)
         if kind is EpochKind.LEAVE:
             self._remove(group, member)
-            return self._answer(member.member_id, LEAVE_EPOCH, None)
+            return self._answer(member.member_id, LEAVE_EPOCH, None, interval_ms=0)
         if kind is EpochKind.STATIC_LEAVE:
             member.epoch = STATIC_LEAVE_EPOCH
             member.revocation_deadline_ms = None
-            return self._answer(member.member_id, STATIC_LEAVE_EPOCH, None)
+            return self._answer(member.member_id, STATIC_LEAVE_EPOCH, None, interval_ms=0)
         before = self._copy_assigned(member)
         changed = self._update_member(member, req, compiled, client_id, client_host) or is_new
         if self._refresh_subscriptions(group, member) or changed:
@@ -413,9 +389,19 @@ class ConsumerGroupCoordinator:
             and req.topic_partitions is not None
         )
         show = full or before != self._copy_assigned(member)
-        return self._answer(member.member_id, member.epoch, member.assigned if show else None)
+        answer = self._answer(member.member_id, member.epoch, member.assigned if show else None)
+        if member.regex is not None and member.regex not in group.regexes:
+            # Resolved "in the background": the group epoch moves now, the member learns its topics'
+            # partitions on its next heartbeat (Kafka answers a new expression's join without them).
+            in_use = {m.regex for m in group.members.values() if m.regex is not None}
+            group.regexes = (group.regexes & in_use) | {member.regex}
+            if self._refresh_subscriptions(group, member):
+                group.epoch += 1
+        return answer
 
-    def _answer(self, member_id: str, epoch: int, assigned: Optional[Partitions]) -> ConsumerGroupHeartbeatResponse:
+    def _answer(
+        self, member_id: str, epoch: int, assigned: Optional[Partitions], interval_ms: Optional[int] = None
+    ) -> ConsumerGroupHeartbeatResponse:
         A = ConsumerGroupHeartbeatResponse.Assignment
         T = A.TopicPartitions
         assignment = (
@@ -433,7 +419,7 @@ class ConsumerGroupCoordinator:
             error_code=_C.NONE,
             member_id=member_id,
             member_epoch=epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms if interval_ms is None else interval_ms,
             assignment=assignment,
         )
 
@@ -443,7 +429,7 @@ class ConsumerGroupCoordinator:
 
     def _check_fields(
         self, req: ConsumerGroupHeartbeatRequest, version: int, kind: EpochKind
-    ) -> Optional[Pattern[str]]:
+    ) -> Optional[LinearPattern]:
         """The checks on the request's own fields, in :data:`HEARTBEAT_CHECKS` order (the group and member
         checks follow in :meth:`_group_for` and :meth:`_member_for`); the compiled regex, if any."""
 
@@ -497,8 +483,9 @@ class ConsumerGroupCoordinator:
             need(
                 compiled is not None,
                 _X.REGEX_VALID,
-                f"SubscribedTopicRegex is longer than {self.config.max_regex_length} characters, invalid, or "
-                f"uses nested quantifiers, back-references or look-arounds",
+                f"SubscribedTopicRegex `{regex}` is longer than {self.config.max_regex_length} characters, "
+                "not a valid regular expression, or uses what RE2 does not have (back-references, look-arounds, "
+                f"possessive repeats, inline flags) or more than {MAX_REGEX_STATES} automaton states",
             )
         return compiled
 
@@ -587,7 +574,7 @@ class ConsumerGroupCoordinator:
         self,
         member: _Member,
         req: ConsumerGroupHeartbeatRequest,
-        compiled: Optional[Pattern[str]],
+        compiled: Optional[LinearPattern],
         client_id: str,
         client_host: str,
     ) -> bool:
@@ -646,20 +633,21 @@ class ConsumerGroupCoordinator:
 
     # ---------------------------------------------------------------- assignment
 
-    def _resolve(self, member: _Member) -> None:
-        """Re-read the partition counts of the existing topics the member subscribes to (by name or regex).
+    def _resolve(self, group: _Group, member: _Member) -> None:
+        """Re-read the partition counts of the existing topics the member subscribes to (by name, or by a
+        regex the group has resolved).
 
         Done for the member whose heartbeat is being handled only: the cost is its own subscription
         (and the broker's topics for a regex), never the whole group's.
         """
         names = {t for t in member.topic_names if t in self._topic_partitions}
-        if member.compiled is not None:
+        if member.compiled is not None and member.regex in group.regexes:
             names.update(t for t in self._topic_partitions if member.compiled.fullmatch(t))
         member.resolved = {name: len(self._topic_partitions[name]) for name in names}
 
     def _refresh_subscriptions(self, group: _Group, member: _Member) -> bool:
         """Re-read ``member``'s topics and merge every member's; True if the group's counts changed."""
-        self._resolve(member)
+        self._resolve(group, member)
         subscribed: Dict[str, int] = {}
         for other in group.members.values():
             subscribed.update(other.resolved)
@@ -805,7 +793,7 @@ class ConsumerGroupCoordinator:
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=list(m.topic_names),
-                subscribed_topic_regex=m.regex,
+                subscribed_topic_regex=m.regex or "",
                 assignment=assignment(m.assigned),
                 target_assignment=assignment(group.target.get(m.member_id, {})),
                 member_type=_MEMBER_TYPE_CONSUMER,

@@ -176,7 +176,7 @@ class Check(enum.Enum):
     JOIN_HAS_SUBSCRIPTION = "a join subscribes to topic names or a regular expression"
     SUBSCRIPTION_BOUNDED = "the subscription holds at most the configured number of topic names"
     ASSIGNOR_KNOWN = "server_assignor, if given, is one this coordinator runs"
-    REGEX_VALID = "subscribed_topic_regex, if given, is a safe regular expression"
+    REGEX_VALID = "subscribed_topic_regex, if given, is a regular expression RE2 accepts, of bounded size"
     NOT_CLASSIC_GROUP = "the group is not a classic group with members (migration policy: disabled)"
     GROUP_EXISTS = "the group exists (only a join creates one)"
     GROUP_HAS_ROOM = "the member is known, or the group is below its maximum size"

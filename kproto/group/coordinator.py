@@ -1083,11 +1083,12 @@ class GroupCoordinator:
                             error_code=pcode,
                         )
                     )
+                # A group-level error (a member's unknown id or stale epoch) lists no topics, as Kafka.
                 groups.append(
                     Group(
                         group_id=wanted_group.group_id,
                         error_code=code,
-                        topics=[T8(name=t, partitions=ps) for t, ps in by_topic.items()],
+                        topics=[] if code else [T8(name=t, partitions=ps) for t, ps in by_topic.items()],
                     )
                 )
             self._reply(reply_to, OffsetFetchResponse(groups=groups))

@@ -159,9 +159,10 @@ class Session:
         if sent.expects_response:
             self._pending[label] = (conn, int(message.API_KEY or 0), version, time.monotonic())
 
-    def wait(self, label: str, timed: bool = False) -> Any:
+    def wait(self, label: str, timed: bool = False, record: bool = True) -> Any:
         """The answer to the request sent as ``label``: the response message of the request's api (None when
-        the broker closed the connection).  ``timed``: its arrival time is compared too."""
+        the broker closed the connection).  ``timed``: its arrival time is compared too; ``record=False``:
+        not compared at all (a keepalive whose count depends on timing)."""
         try:
             conn, api_key, version, sent_at = self._pending.pop(label)
         except KeyError:
@@ -169,14 +170,16 @@ class Session:
         response = self._conn(conn).receive()
         now = time.monotonic()
         message = None if response is None else response.message
+        if not record:
+            return message
         body = None if message is None else message.to_dict()
         self.answers.append(Answer(label, api_key, version, body, sent_at - self.start, now - self.start, timed))
         return message
 
-    def call(self, label: str, message: Message, version: int, conn: str = "main") -> Any:
+    def call(self, label: str, message: Message, version: int, conn: str = "main", record: bool = True) -> Any:
         """Send and wait."""
         self.send(label, message, version, conn)
-        return self.wait(label)
+        return self.wait(label, record=record)
 
     def close(self, conn: Optional[str] = None) -> None:
         for name in [conn] if conn else list(self._conns):
@@ -233,7 +236,7 @@ DROPPED = frozenset(
     }
 )
 #: Lists whose order carries no meaning (Kafka answers from hash maps): sorted by these keys first.
-_ORDER_KEYS = ("partition_index", "partition", "group_id", "name", "topic", "api_key", "node_id", "key")
+_ORDER_KEYS = ("partition_index", "partition", "group_id", "name", "topic", "topic_name", "api_key", "node_id", "key")
 #: Identifiers a broker makes up: compared as "the n-th distinct value seen in this run".
 #: Field name -> the kind of id it holds (a leader is a member: both count in one numbering).
 SYMBOLIC: Mapping[str, str] = {
@@ -279,6 +282,8 @@ def _ordered(items: List[Dict[str, Any]], symbols: Optional[Callable[[str, Any],
     for key in _ORDER_KEYS:
         if key in items[0]:
             return sorted(items, key=lambda item: repr(item.get(key)))
+    if symbols is not None and "topic_id" in items[0]:  # a KIP-848 assignment: topics by id alone
+        return sorted(items, key=lambda item: repr(symbols("topic", item["topic_id"])))  # type: ignore[misc]
     return items
 
 
@@ -476,22 +481,43 @@ def _wait_for_coordinators(address: Tuple[str, int], timeout: float = 60.0) -> N
         conn.sock.close()
 
 
+#: ``group.consumer.session.timeout.ms`` and ``group.consumer.heartbeat.interval.ms`` of both brokers.
+CONSUMER_SESSION_MS = 2000
+CONSUMER_HEARTBEAT_MS = 500
+#: ``group.consumer.max.size`` of both brokers: the corpus's consumer groups hold at most three members.
+CONSUMER_GROUP_MAX_SIZE = 3
+
 #: The real broker's settings the corpus relies on: no automatic topic creation (the corpus creates its topics,
-#: and its unknown-topic scenarios need them unknown), short sessions, no initial rebalance delay.
+#: and its unknown-topic scenarios need them unknown), short sessions, no initial rebalance delay; KIP-848
+#: groups with short sessions and at most three members, and no conversion between classic and consumer
+#: groups with members (the mock's policy).
 KAFKA_CONFIG: Mapping[str, object] = {
     "auto.create.topics.enable": "false",
     "group.min.session.timeout.ms": 1000,
     "group.initial.rebalance.delay.ms": 0,
+    "group.consumer.min.session.timeout.ms": 1000,
+    "group.consumer.session.timeout.ms": CONSUMER_SESSION_MS,
+    "group.consumer.min.heartbeat.interval.ms": CONSUMER_HEARTBEAT_MS,
+    "group.consumer.heartbeat.interval.ms": CONSUMER_HEARTBEAT_MS,
+    "group.consumer.migration.policy": "disabled",
+    "group.consumer.max.size": CONSUMER_GROUP_MAX_SIZE,
 }
 
 
 def comparable_mock() -> Any:
     """A :class:`~kproto.testing.MockBroker` set up as the corpus expects: node id 1 (a one-node Kafka's),
     no automatic topic creation (as :data:`KAFKA_CONFIG` on the real broker), and the
-    same 1000 ms session-timeout floor as :data:`KAFKA_CONFIG`."""
+    same 1000 ms session-timeout floor and KIP-848 session, heartbeat interval and group size as
+    :data:`KAFKA_CONFIG`."""
     from kproto.broker.mock import MockBroker
+    from kproto.group.consumer_group import ConsumerGroupConfig
 
-    return MockBroker(auto_create_topics=False, node_id=1, min_session_timeout_ms=1000)
+    consumer_group = ConsumerGroupConfig(
+        session_timeout_ms=CONSUMER_SESSION_MS,
+        heartbeat_interval_ms=CONSUMER_HEARTBEAT_MS,
+        max_size=CONSUMER_GROUP_MAX_SIZE,
+    )
+    return MockBroker(auto_create_topics=False, node_id=1, min_session_timeout_ms=1000, consumer_group=consumer_group)
 
 
 def mock_target(broker: Any) -> Target:
@@ -606,6 +632,20 @@ DOCUMENTED: Tuple[Documented, ...] = (
         r"delete-groups-v2",
         r"results\[0\]\.error_code",
         ("group-modern", "delete-groups-v2", "results[0].error_code", 69),
+    ),
+    Documented(
+        "classic-members-in-consumer-groups",
+        "JoinGroup",
+        r"classic-join-into-consumer-group",
+        r"error_code|member_id",
+        ("consumer-group-subscriptions", "classic-join-into-consumer-group", "error_code", 23),
+    ),
+    Documented(
+        "huge-subscriptions",
+        "ConsumerGroupHeartbeat",
+        r"subscribe-huge.*",
+        r".*",
+        ("consumer-group-subscriptions", "subscribe-huge", "error_code", 0),
     ),
 )
 

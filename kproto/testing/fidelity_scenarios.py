@@ -22,7 +22,7 @@ from kproto import messages as m
 from kproto.framing import decode_request
 from kproto.message_base import Message
 from kproto.records import decode_records, encode_message_set, encode_record_batch
-from kproto.testing.fidelity import Scenario, Session
+from kproto.testing.fidelity import CONSUMER_SESSION_MS, Scenario, Session
 
 __all__ = ["SCENARIOS", "GROUP_SCENARIOS", "golden_scenarios", "build"]
 
@@ -717,6 +717,258 @@ def api_versions(s: Session) -> None:
     )
 
 
+# ------------------------------------------------------------------------------- KIP-848 consumer groups
+
+#: Member ids of the KIP-848 scenarios: v1 members choose their own, so both brokers see the same ones.
+_MEMBER_IDS = {name: f"kproto-{name}-member-id-0000000" for name in ("a", "b", "c", "d", "e", "f", "x")}
+#: ConsumerGroupHeartbeat v1: the version Kafka 4 clients send (client-chosen member ids, regexes).
+_HEARTBEAT_V = 1
+#: Partitions of the consumer group's topic: four, so that two members split them two and two.
+_CG_PARTITIONS = 4
+
+
+def _cg_heartbeat(
+    group: str,
+    member: str,
+    epoch: int,
+    topics: Optional[List[str]] = None,
+    owned: Optional[List[Dict[str, Any]]] = None,
+    regex: Optional[str] = None,
+    instance: Optional[str] = None,
+    assignor: Optional[str] = None,
+) -> Any:
+    """A ConsumerGroupHeartbeat: a join (epoch 0) carries the subscription and the rebalance timeout, a
+    heartbeat only what changed (None: unchanged)."""
+    return build(
+        m.ConsumerGroupHeartbeatRequest,
+        group_id=group,
+        member_id=member,
+        member_epoch=epoch,
+        instance_id=instance,
+        rack_id=None,
+        rebalance_timeout_ms=10000 if epoch == 0 else -1,
+        subscribed_topic_names=topics,
+        subscribed_topic_regex=regex,
+        server_assignor=assignor,
+        topic_partitions=[] if owned is None and epoch == 0 else owned,
+    )
+
+
+def _owned(answer: Any) -> Optional[List[Dict[str, Any]]]:
+    """The partitions a heartbeat answer assigned, as the next heartbeat's owned partitions."""
+    if answer is None or answer.assignment is None:
+        return None
+    return [{"topic_id": t.topic_id, "partitions": list(t.partitions)} for t in answer.assignment.topic_partitions]
+
+
+def _first_topic_id(answer: Any) -> uuid.UUID:
+    """The id of the first topic an answer assigned."""
+    return answer.assignment.topic_partitions[0].topic_id  # type: ignore[no-any-return]
+
+
+def _cg_commit(group: str, topic: str, member: str, epoch: int, partition: int = 0) -> Any:
+    return build(
+        m.OffsetCommitRequest,
+        group_id=group,
+        generation_id_or_member_epoch=epoch,
+        member_id=member,
+        topics=[
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": partition,
+                        "committed_offset": 11,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    )
+
+
+def _cg_offset_fetch(group: str, topic: str, member: Optional[str], epoch: int) -> Any:
+    return build(
+        m.OffsetFetchRequest,
+        groups=[
+            {
+                "group_id": group,
+                "member_id": member,
+                "member_epoch": epoch,
+                "topics": [{"name": topic, "partition_indexes": [0, 1]}],
+            }
+        ],
+        require_stable=True,
+    )
+
+
+def consumer_group_members(s: Session) -> None:
+    """KIP-848 members of one group: a join, a second member whose partitions move only once the first
+    revoked them, commits and fetches at current and stale epochs, the member errors, a leave, a static
+    member's leave (-2) and return under its instance id, and a member expelled when its session ends."""
+    topic = s.create_topic("cg", _CG_PARTITIONS)
+    group = s.name("cg")
+    a, b, c, d, x = (_MEMBER_IDS[k] for k in ("a", "b", "c", "d", "x"))
+
+    def beat(label: str, conn: str, *args: Any, **kw: Any) -> Any:
+        return s.call(label, _cg_heartbeat(group, *args, **kw), _HEARTBEAT_V, conn=conn)
+
+    s.call("find-coordinator", build(m.FindCoordinatorRequest, key_type=0, coordinator_keys=[group]), 4)
+    a1 = beat("a-join", "a", a, 0, topics=[topic])
+    a_owned = _owned(a1)
+    beat("a-heartbeat", "a", a, 1, owned=a_owned)
+    b1 = beat("b-join", "b", b, 0, topics=[topic])
+    s.call("describe-reconciling", build(m.ConsumerGroupDescribeRequest, group_ids=[group]), 0)
+    # A must give up half its partitions: told its smaller assignment at its old epoch.
+    a2 = beat("a-heartbeat-revoke", "a", a, 1, owned=a_owned)
+    beat("b-heartbeat-before-release", "b", b, b1.member_epoch, owned=_owned(b1) or [])
+    a3 = beat("a-heartbeat-revoked", "a", a, a2.member_epoch, owned=_owned(a2))
+    b2 = beat("b-heartbeat-released", "b", b, b1.member_epoch, owned=[])
+    epoch_b = b2.member_epoch
+    a_epoch = a3.member_epoch
+    beat("a-heartbeat-stable", "a", a, a_epoch, owned=_owned(a2))
+    # Owned partitions of a topic that does not exist, and past the topic's end, are ignored.
+    nowhere = [{"topic_id": uuid.UUID(int=7), "partitions": [0]}, {"topic_id": _first_topic_id(a2), "partitions": [99]}]
+    beat("a-heartbeat-owning-unknown", "a", a, a_epoch, owned=(_owned(a2) or []) + nowhere)
+    beat("a-heartbeat-impossible-epoch", "a", a, -3)
+    s.call("describe-stable", build(m.ConsumerGroupDescribeRequest, group_ids=[group, s.name("nogroup")]), 0)
+    # Offsets: the member's current epoch commits; an older one is stale; a stranger is unknown.
+    s.call("commit-v9", _cg_commit(group, topic, a, a_epoch), 9)
+    s.call("commit-v9-stale-epoch", _cg_commit(group, topic, a, a_epoch - 1), 9)
+    s.call("commit-v9-future-epoch", _cg_commit(group, topic, a, a_epoch + 5), 9)
+    s.call("commit-v9-unknown-member", _cg_commit(group, topic, x, a_epoch), 9)
+    s.call("commit-v9-admin", _cg_commit(group, topic, "", -1), 9)
+    s.call("commit-v8-member", _cg_commit(group, topic, a, a_epoch), 8)
+    s.call("commit-v9-unknown-partition", _cg_commit(group, topic, a, a_epoch, partition=9), 9)
+    s.call("offset-fetch-v9", _cg_offset_fetch(group, topic, a, a_epoch), 9)
+    s.call("offset-fetch-v9-stale-epoch", _cg_offset_fetch(group, topic, a, a_epoch - 1), 9)
+    s.call("offset-fetch-v9-unknown-member", _cg_offset_fetch(group, topic, x, a_epoch), 9)
+    s.call("offset-fetch-v9-admin", _cg_offset_fetch(group, topic, None, -1), 9)
+    # The member errors.
+    beat("heartbeat-unknown-member", "x", x, 3)
+    beat("heartbeat-fenced-epoch", "a", a, a_epoch + 7)
+    beat("heartbeat-impossible-epoch", "x", x, -5)
+    beat("heartbeat-no-member-id", "x", "", 0, topics=[topic])
+    beat("heartbeat-join-without-subscription", "x", x, 0)
+    beat("heartbeat-join-owning-partitions", "x", x, 0, topics=[topic], owned=_owned(a2))
+    beat("heartbeat-unknown-assignor", "x", x, 0, topics=[topic], assignor="nosuch")
+    beat("heartbeat-static-leave-without-instance", "x", x, -2)
+    # B leaves: A gets everything back.
+    beat("b-leave", "b", b, -1)
+    beat("b-heartbeat-after-leave", "b", b, epoch_b)
+    a4 = beat("a-heartbeat-after-leave", "a", a, a_epoch, owned=_owned(a2))
+    a_epoch, a_owned = a4.member_epoch, _owned(a4) or _owned(a2)
+    # A static member C: while C is in the group its instance id is taken; after C leaves with -2 a new
+    # member id under the same instance id takes C's place and assignment.
+    c1 = beat("c-join-static", "c", c, 0, topics=[topic], instance="inst-c")
+    beat("x-join-taken-instance", "x", x, 0, topics=[topic], instance="inst-c")
+    a5 = beat("a-heartbeat-static-joined", "a", a, a_epoch, owned=a_owned)
+    a6 = beat("a-heartbeat-static-revoked", "a", a, a5.member_epoch, owned=_owned(a5))
+    c2 = beat("c-heartbeat", "c", c, c1.member_epoch, owned=[], instance="inst-c")
+    beat("c-leave-static", "c", c, -2, instance="inst-c")
+    s.call("describe-static-left", build(m.ConsumerGroupDescribeRequest, group_ids=[group]), 0)
+    d1 = beat("d-join-as-c", "d", d, 0, topics=[topic], instance="inst-c")
+    beat("c-heartbeat-replaced", "c", c, c2.member_epoch, instance="inst-c")
+    # D falls silent: at the end of its session it is expelled and A takes its partitions back.
+    a_epoch, a_owned = a6.member_epoch, _owned(a6) or a_owned
+    beat("a-heartbeat-before-expiry", "a", a, a_epoch, owned=a_owned)
+    deadline = time.monotonic() + CONSUMER_SESSION_MS / 1000 + 1.0
+    while time.monotonic() < deadline:  # A keeps its session; how many beats fit in D's is not compared
+        time.sleep(0.4)
+        kept = s.call(
+            "a-keepalive", _cg_heartbeat(group, a, a_epoch, owned=a_owned), _HEARTBEAT_V, conn="a", record=False
+        )
+        a_epoch, a_owned = kept.member_epoch, _owned(kept) or a_owned
+    beat("a-heartbeat-after-expiry", "a", a, a_epoch, owned=a_owned)
+    beat("d-heartbeat-expired", "d", d, d1.member_epoch, instance="inst-c")
+    s.call("describe-after-expiry", build(m.ConsumerGroupDescribeRequest, group_ids=[group]), 0)
+    beat("a-leave", "a", a, -1)
+    s.call("describe-empty", build(m.ConsumerGroupDescribeRequest, group_ids=[group]), 0)
+    s.call("offset-fetch-after", _cg_offset_fetch(group, topic, None, -1), 9)
+
+
+def consumer_group_subscriptions(s: Session) -> None:
+    """KIP-848 subscriptions: by regular expression, with bad expressions, a huge list of names, and
+    the meeting of a classic group with a consumer-protocol member (migration policy ``disabled``)."""
+    topic = s.create_topic("re-one", 2)
+    s.create_topic("re-two", 1)
+    # Topic ids are numbered as they first appear: learn them in a fixed order before any assignment.
+    s.call("metadata-ids", metadata(topic, s.name("re-two")), 12)
+    group = s.name("cg-re")
+    e, x = _MEMBER_IDS["e"], _MEMBER_IDS["x"]
+
+    def beat(label: str, *args: Any, **kw: Any) -> Any:
+        return s.call(label, _cg_heartbeat(*args, **kw), _HEARTBEAT_V)
+
+    e1 = beat("e-join-regex", group, e, 0, regex=s.name("re-.*"))
+    # Kafka resolves a new expression in the background: the member learns its partitions on a
+    # later heartbeat.
+    time.sleep(1.0)
+    e2 = beat("e-heartbeat-resolved", group, e, e1.member_epoch, owned=[])
+    beat("e-heartbeat-owning", group, e, e2.member_epoch, owned=_owned(e2))
+    s.call("describe-regex", build(m.ConsumerGroupDescribeRequest, group_ids=[group]), 0)
+    beat("e-leave", group, e, -1)
+    bad = s.name("cg-bad")
+    beat("regex-invalid", bad, x, 0, regex="[unclosed")
+    beat("regex-lookahead", bad, x, 0, regex="(?=a)b")
+    beat("regex-backreference", bad, x, 0, regex=r"(a)\1")
+    beat("regex-empty", bad, x, 0, regex="")
+    # A nested quantifier: exponential in a backtracking matcher, linear in RE2/J and the mock's matcher.
+    nested = s.name("cg-nested")
+    beat("regex-nested-quantifier", nested, x, 0, regex="(a+)+$")
+    beat("regex-nested-quantifier-leave", nested, x, -1)
+    many = [s.name(f"missing-{i}") for i in range(5_000)]
+    beat("subscribe-many-missing", bad, x, 0, topics=many)
+    beat("subscribe-many-leave", bad, x, -1)
+    # Past about 1 MiB Kafka cannot write the member's record to its offsets topic.
+    huge = s.name("cg-huge")
+    beat("subscribe-huge", huge, x, 0, topics=[s.name(f"missing-{i:07d}") for i in range(30_000)])
+    beat("subscribe-huge-leave", huge, x, -1)
+    # A classic group with a member: a consumer-protocol member may not take it over.
+    classic = s.name("classic")
+    join = dict(
+        group_id=classic,
+        session_timeout_ms=10000,
+        rebalance_timeout_ms=10000,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[{"name": "range", "metadata": b"\0\0"}],
+        reason=None,
+    )
+    first = s.call("classic-join-member-id-required", build(m.JoinGroupRequest, **join), 9, conn="classic")
+    join["member_id"] = first.member_id
+    s.call("classic-join", build(m.JoinGroupRequest, **join), 9, conn="classic")
+    beat("heartbeat-into-classic-group", classic, x, 0, topics=[topic])
+    s.call("describe-classic", build(m.ConsumerGroupDescribeRequest, group_ids=[classic]), 0)
+    # Both brokers hold at most three members in a group; an empty consumer group gives way to a classic member.
+    full = s.name("cg-full")
+    f, d = _MEMBER_IDS["f"], _MEMBER_IDS["d"]
+    for who, label in ((e, "first"), (f, "second"), (x, "third")):
+        beat(f"cg-full-join-{label}", full, who, 0, topics=[topic])
+    beat("cg-full-join-group-full", full, d, 0, topics=[topic])
+    for who, label in ((e, "first"), (f, "second"), (x, "third")):
+        beat(f"cg-full-leave-{label}", full, who, -1)
+    join.update(group_id=full, member_id="")
+    again = s.call("classic-join-into-empty-consumer-group", build(m.JoinGroupRequest, **join), 9, conn="classic")
+    join["member_id"] = again.member_id
+    s.call("classic-join-into-empty-consumer-group-again", build(m.JoinGroupRequest, **join), 9, conn="classic")
+    # An empty classic group (committed offsets only) becomes a consumer group when a member joins.
+    empty = s.name("classic-empty")
+    s.call("classic-empty-admin-commit", _cg_commit(empty, topic, "", -1), 9)
+    joined = beat("heartbeat-into-empty-classic-group", empty, x, 0, topics=[topic])
+    s.call("empty-converted-offsets", _cg_offset_fetch(empty, topic, x, joined.member_epoch), 9)
+    beat("empty-converted-leave", empty, x, -1)
+    # Last, as Kafka's answer names a member id the mock's refusal does not (later ids would be numbered
+    # apart): a classic JoinGroup into a consumer group with members.
+    taken = s.name("cg-taken")
+    beat("cg-taken-join", taken, e, 0, topics=[topic])
+    join.update(group_id=taken, member_id="")
+    s.call("classic-join-into-consumer-group", build(m.JoinGroupRequest, **join), 9, conn="classic")
+    s.call("classic-describe-consumer-group", build(m.DescribeGroupsRequest, groups=[taken]), 5)
+    beat("cg-taken-leave", taken, e, -1)
+
+
 SCENARIOS: List[Scenario] = [
     Scenario("old-produce-fetch", "3.9", old_produce_fetch),
     Scenario("crc-damage", "3.9", crc_damage),
@@ -731,6 +983,8 @@ SCENARIOS: List[Scenario] = [
     Scenario("api-versions", "4.1", api_versions),
     Scenario("control-misc", "4.1", control_misc),
     Scenario("zookeeper-era-offsets", "3.9", zookeeper_era_offsets),
+    Scenario("consumer-group-members", "4.1", consumer_group_members),
+    Scenario("consumer-group-subscriptions", "4.1", consumer_group_subscriptions),
 ]
 
 GROUP_SCENARIOS: List[Scenario] = []

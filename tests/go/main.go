@@ -6,6 +6,8 @@
 // Usage: peers BOOTSTRAP SCENARIO...   (kgo-produce, kgo-consume, kgo-transactions, kgo-group-transact,
 // sarama-produce, sarama-group, kgo-cluster-produce, kgo-cluster-consume)
 //
+//	peers BOOTSTRAP kip848-member GROUP TOPIC   (one KIP-848 group member; see kip848Member)
+//
 // The kgo-cluster-* scenarios run through failures a driving test injects: at each such point the scenario
 // prints a "pause" line and waits for a line on stdin.  kgo logs at info level to stderr, where the test
 // reads which errors it met.
@@ -50,6 +52,10 @@ func emit(scenario, step string, err error, fields map[string]any) {
 
 func main() {
 	bootstrap = os.Args[1]
+	if len(os.Args) == 5 && os.Args[2] == "kip848-member" {
+		kip848Member(os.Args[3], os.Args[4])
+		return
+	}
 	for _, scenario := range os.Args[2:] {
 		switch scenario {
 		case "kgo-produce":
@@ -77,6 +83,80 @@ func main() {
 }
 
 // ------------------------------------------------------------------------------------------- franz-go
+
+// kip848Member is one member of a KIP-848 consumer group (kgo's ServerSideBalancer) for a test that mixes
+// clients in one group.  It prints each record's value and each change of its assignment as one JSON
+// object per line ({"value": ...}, {"assigned": [...]}), commits after every poll that returned records,
+// and closes (leaving the group) when its standard input ends or says "stop"; then prints {"closed": true}.
+func kip848Member(group, topic string) {
+	var mu sync.Mutex
+	owned := map[int32]bool{}
+	say := func(line map[string]any) {
+		out, _ := json.Marshal(line)
+		fmt.Println(string(out))
+	}
+	report := func() {
+		now := []int{}
+		for p := range owned {
+			now = append(now, int(p))
+		}
+		sort.Ints(now)
+		say(map[string]any{"assigned": now})
+	}
+	change := func(add bool) func(context.Context, *kgo.Client, map[string][]int32) {
+		return func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range parts[topic] {
+				if add {
+					owned[p] = true
+				} else {
+					delete(owned, p)
+				}
+			}
+			report()
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(change(true)), kgo.OnPartitionsRevoked(change(false)),
+		kgo.OnPartitionsLost(change(false)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	stop := make(chan struct{})
+	go func() {
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() && in.Text() != "stop" {
+		}
+		close(stop)
+	}()
+	ctx := context.Background()
+	for {
+		select {
+		case <-stop:
+			cl.Close()
+			say(map[string]any{"closed": true})
+			return
+		default:
+		}
+		pollCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		fetches := cl.PollFetches(pollCtx)
+		cancel()
+		mu.Lock()
+		fetches.EachRecord(func(r *kgo.Record) { say(map[string]any{"value": string(r.Value)}) })
+		mu.Unlock()
+		if fetches.NumRecords() > 0 {
+			commitCtx, cancel := context.WithTimeout(ctx, stepTimeout)
+			if err := cl.CommitUncommittedOffsets(commitCtx); err != nil {
+				fmt.Fprintln(os.Stderr, "commit:", err)
+			}
+			cancel()
+		}
+	}
+}
 
 // kgoProduce: the client at its defaults (idempotent, acks=all) writes N keyed records to "gt".
 func kgoProduce() {

@@ -3,6 +3,7 @@ outputs, and a stateful test that no partition ever has two owners."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Dict, List, Optional
@@ -229,8 +230,8 @@ def test_checks_run_in_table_order() -> None:
     assert order(Check.ASSIGNOR_KNOWN) < order(Check.REGEX_VALID) < order(Check.NOT_CLASSIC_GROUP)
     h = Harness()
     h.classic_members.add("g")
-    assert h.hb("a", 0, regex="(a+)+", assignor="x").error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
-    assert h.hb("a", 0, regex="(a+)+").error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert h.hb("a", 0, regex="(?=a)b", assignor="x").error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
+    assert h.hb("a", 0, regex="(?=a)b").error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
     assert h.hb("a", 0).error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
 
@@ -248,10 +249,30 @@ def test_huge_subscriptions_are_bounded() -> None:
 def test_regex_subscriptions() -> None:
     h = Harness({"orders-1": 2, "orders-2": 2, "other": 2})
     r = h.hb("a", 0, regex=r"orders-\d+")
-    assert h.assigned(r) == {"orders-1": [0, 1], "orders-2": [0, 1]}
-    for bad in ["(a+)+$", "(x*)*y", r"(\w)\1", "(?=a)b", "[", "a" * 2000]:
+    # As Kafka, a new expression is resolved after the join is answered: its topics come on the next heartbeat.
+    assert (r.member_epoch, h.assigned(r)) == (1, {})
+    r = h.hb("a", 1, {})
+    assert (r.member_epoch, h.assigned(r)) == (2, {"orders-1": [0, 1], "orders-2": [0, 1]})
+    # What RE2 (Kafka's engine) does not have, bad syntax, and patterns past the size bounds are refused.
+    for bad in [r"(\w)\1", "(?=a)b", "a++", "(?i)x", "[", "a" * 2000, "a{1500}b{1500}"]:
         assert h.hb("b", 0, regex=bad).error_code == ErrorCode.INVALID_REGULAR_EXPRESSION, bad
     assert safe_regex("a*b+c?", 100) is not None and safe_regex("(ab)+", 100) is not None
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+$", "(a|a)*c", "(x*)*y", "a*" * 30 + "c", "(.*a){12}"])
+def test_regex_that_would_backtrack_is_matched_in_linear_time(pattern: str) -> None:
+    # Python's re takes seconds on (a|a)*c against 26 characters and would not finish against 249; the
+    # linear matcher answers as re does (checked on short names) and stays fast on the longest name.
+    matcher = safe_regex(pattern, 1024)
+    assert matcher is not None
+    for text in ["", "a", "aac", "xxy", "aaaa", "ab" * 6]:
+        assert matcher.fullmatch(text) == bool(re.fullmatch(pattern, text)), text
+    started = time.monotonic()
+    for name in ["a" * 249, "a" * 248 + "b", "x" * 249]:
+        matcher.fullmatch(name)
+    assert time.monotonic() - started < 2.0  # milliseconds in practice; a generous bound
+    h = Harness({"a" * 249: 1})
+    assert h.hb("a", 0, regex=pattern).error_code == ErrorCode.NONE
 
 
 # ------------------------------------------------------------------------------------------- static members
@@ -612,3 +633,17 @@ def test_owned_partitions_that_do_not_exist_are_ignored() -> None:
     r = h.c.handle(req, 1, client_id="c", client_host="h", now_ms=0)
     assert (r.error_code, r.member_epoch) == (ErrorCode.NONE, 1)
     assert [m.assigned for m in h.c.members("g")] == [{"t": (0, 1, 2, 3, 4, 5)}]
+
+
+def test_commits_to_partitions_the_cluster_lacks_are_refused_before_the_group_is_asked() -> None:
+    # As Kafka's request handler: the known partitions are stored, the others answer UNKNOWN_TOPIC_OR_PARTITION
+    # in the same topic entry, whatever the group would say.
+    with MockBroker(topics={"t": 2}) as broker, SocketClient((broker.host, broker.port)) as client:
+        parts = [{"partition_index": p, "committed_offset": 4, "committed_metadata": ""} for p in (0, 5)]
+        topics = [{"name": "t", "partitions": parts}, {"name": "nope", "partitions": parts[:1]}]
+        request = OffsetCommitRequest.from_dict({"group_id": "c", "topics": topics})
+        answer = client.request(request, 9)
+        codes = {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
+        assert len(answer.topics) == 2
+        assert codes == {("t", 0): 0, ("t", 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ("nope", 0): 3}
+        assert {tp: o for tp, (o, _) in broker.core.coordinator.committed("c").items()} == {("t", 0): 4}
