@@ -46,7 +46,9 @@ the retries one at a time.  A broker that rejects one request for a partition re
 after it too (a leader change does), so everything comes back and is resent in order.  With idempotence
 (``idempotence=True``, or ``None`` and a broker that serves InitProducerId with ``acks="all"``) every
 batch carries the producer id and a per-partition sequence that survives retries, so the broker itself
-refuses to append out of order (OUT_OF_ORDER_SEQUENCE is then retried as well).
+refuses to append out of order (OUT_OF_ORDER_SEQUENCE is then retried as well).  Requests reach a
+broker in the order they were made: while its connection opens, one request waits for it and nothing
+else is sent to that broker.
 
 **Recovery of the idempotent producer**: once a batch that was given sequence numbers fails for good
 (retries spent, ``delivery_timeout_ms`` passed) the broker's idea of the next sequence and the producer's
@@ -345,6 +347,8 @@ class Producer:
         self._partition_in_flight: Dict[Tuple[str, int], int] = {}
         self._in_flight: Set[_Batch] = set()
         self._node_in_flight: Dict[int, int] = {}
+        #: brokers whose connection one Produce request is opening: nothing else is sent to them meanwhile
+        self._connecting: Set[int] = set()
         self._batch_seq: Dict[Tuple[str, int], int] = {}
         self._next_sequence: Dict[Tuple[str, int], int] = {}
         self._producer_id = -1
@@ -930,8 +934,14 @@ class Producer:
                 continue
             by_node.setdefault(leader, []).append(head)
         for node, batches in by_node.items():
-            if self._node_in_flight.get(node, 0) >= self.max_in_flight:
+            if self._node_in_flight.get(node, 0) >= self.max_in_flight or node in self._connecting:
                 continue
+            if not self.cluster.is_open(node):
+                # One request waits for the connection; the rest wait here.  Requests written in the order
+                # they were made is what keeps a partition's batches in order, and tasks that wait for the
+                # same connection do not resume in the order they were created (one made after it opened
+                # would write first).
+                self._connecting.add(node)
             for batch in batches:
                 tp = (batch.topic, batch.partition)
                 self._queues[tp].popleft()
@@ -974,7 +984,11 @@ class Producer:
         conn: Optional[Connection] = None
         try:
             try:
-                conn = await self.cluster.connection(node)
+                try:
+                    conn = await self.cluster.connection(node)
+                finally:
+                    self._connecting.discard(node)
+                    self._wake.set()
                 request = self._request(conn, batches)
                 if self.acks == 0:
                     await conn.send_one_way(request)

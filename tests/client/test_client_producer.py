@@ -273,3 +273,36 @@ def test_idempotent_producer_at_modern_versions_keeps_order_through_leader_error
                 assert records[0].producer_id >= 0 and records[0].headers == (("n", b"%d" % partition),)
 
     run(main)
+
+
+def test_one_request_waits_while_the_connection_opens() -> None:
+    # Tasks waiting for the same opening connection do not resume in the order they were made, and one
+    # made just after it opened would write first: a partition's batches would be stored out of order.
+    async def main() -> None:
+        async with MockBroker(topics={"t": 1}) as broker:
+            async with Producer(broker.bootstrap_servers, broker_release=RELEASE) as producer:
+                await (await producer.send("t", b"warm-up"))  # metadata known from here on
+                for conn in list(producer.cluster._connections.values()):
+                    await conn.close()
+                producer.cluster.forget_closed()
+                gate = asyncio.Event()
+                dial = producer.cluster._dial
+
+                async def gated_dial(*args: Any) -> Any:
+                    await gate.wait()
+                    return await dial(*args)
+
+                producer.cluster._dial = gated_dial  # type: ignore[method-assign]
+                futures = []
+                for i in range(30):
+                    futures.append(await producer.send("t", b"%d" % i))
+                    for _ in range(3):
+                        await asyncio.sleep(0)
+                    if i == 10:
+                        assert list(producer._node_in_flight.values()) == [1]  # the others wait in their queue
+                        gate.set()
+                await producer.flush()
+            assert [f.result().offset for f in futures] == list(range(1, 31))
+        assert values(broker, "t", 0) == [b"warm-up"] + [b"%d" % i for i in range(30)]
+
+    run(main)
