@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, List, TypeVar
 import pytest
 
 from kproto import ErrorCode, KprotoError
-from kproto.client import Connection, Producer, murmur2, partition_for_key
+from kproto.client import BufferFullError, Connection, Producer, murmur2, partition_for_key
 from kproto.client.connection import CLIENT_VERSIONS, BrokerConnectionError
 from kproto.errors import ProtocolError
 from kproto.messages import ApiVersionsRequest, MetadataRequest, MetadataResponse, ProduceRequest
@@ -306,3 +306,27 @@ def test_one_request_waits_while_the_connection_opens() -> None:
         assert values(broker, "t", 0) == [b"warm-up"] + [b"%d" % i for i in range(30)]
 
     run(main)
+
+
+def test_sync_producer_send_nowait_and_send_batch() -> None:
+    from kproto.client import InvalidRecordError, sync
+
+    options = dict(broker_release=RELEASE, max_buffered_records=40, linger_ms=60000, delivery_timeout_ms=200000)
+    with MockBroker(topics={"t": 1}) as broker:
+        with sync.Producer(broker.bootstrap_servers, **options) as producer:  # nothing leaves before a flush
+            futures = [producer.send_nowait("t", b"%d" % i) for i in range(30)]
+            sent = producer.send_batch("t", [b"b%d" % i for i in range(5)], keys=[b"k"] * 5)
+            with pytest.raises(InvalidRecordError, match="record 1: the value is str"):
+                producer.send_batch("t", [b"x", "y"])
+            producer.flush()
+            assert [f.result(10).offset for f in futures] == list(range(30))
+            assert [m.offset for m in sent.result(10)] == list(range(30, 35))
+            crowd = [producer.send_nowait("t", b"c%d" % i) for i in range(50)]  # more than the buffer holds
+            producer.flush()
+            assert [f.result(10).offset for f in crowd[:40]] == list(range(35, 75))
+            for future in crowd[40:]:
+                with pytest.raises(BufferFullError):
+                    future.result(10)
+        assert values(broker, "t", 0) == (
+            [b"%d" % i for i in range(30)] + [b"b%d" % i for i in range(5)] + [b"c%d" % i for i in range(40)]
+        )
