@@ -86,9 +86,9 @@ from kproto.client.connection import (
     RequestTimeoutError,
 )
 from kproto.client.partitioner import DefaultPartitioner
-from kproto.errors import KprotoError
+from kproto.errors import EncodeError, KprotoError
 from kproto.messages import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
-from kproto.records import RecordSet, encode_message_set, encode_record_batch
+from kproto.records import RecordSet, encode_message_set, encode_record_batch, encode_record_batch_columns
 
 __all__ = [
     "BufferFullError",
@@ -231,7 +231,10 @@ class _Batch:
     __slots__ = (
         "topic",
         "partition",
-        "records",
+        "values",
+        "timestamps",
+        "keys",
+        "headers",
         "futures",
         "size",
         "opened",
@@ -247,7 +250,12 @@ class _Batch:
     def __init__(self, topic: str, partition: int, seq: int, now: float) -> None:
         self.topic = topic
         self.partition = partition
-        self.records: List[Tuple[Optional[bytes], Optional[bytes], int, Headers]] = []
+        # The records as columns, the encoder's input (kproto.records.encode_record_batch_columns): nothing
+        # is made per record.  ``keys``/``headers`` stay None while no record has one.
+        self.values: List[Optional[bytes]] = []
+        self.timestamps: List[int] = []
+        self.keys: Optional[List[Optional[bytes]]] = None
+        self.headers: Optional[List[Optional[Headers]]] = None
         #: what settles: a future per record from send(), a _Slice per send_batch() share, in record order
         self.futures: List[Any] = []
         self.size = _BATCH_OVERHEAD  # the estimate of the encoded batch, as Kafka's batch.size counts it
@@ -259,6 +267,42 @@ class _Batch:
         self.encoded: Optional[Tuple[int, bytes]] = None  # (produce version, bytes) reused by retries
         self.done = False  # futures settled (an expired batch may still be in flight)
         self.last_error: Optional[BaseException] = None  # why the last attempt failed, for the expiry message
+
+    def append(self, key: Optional[bytes], value: Optional[bytes], timestamp: int, headers: Optional[Headers]) -> None:
+        """Add one record (the producer inlines the case of no key and no headers)."""
+        if key is not None and self.keys is None:
+            self.keys = [None] * len(self.values)
+        if headers and self.headers is None:
+            self.headers = [None] * len(self.values)
+        self.values.append(value)
+        self.timestamps.append(timestamp)
+        if self.keys is not None:
+            self.keys.append(key)
+        if self.headers is not None:
+            self.headers.append(headers or None)
+
+    def extend(
+        self,
+        keys: Optional[Sequence[Optional[bytes]]],
+        values: Sequence[Optional[bytes]],
+        timestamp: int,
+        headers: Optional[Sequence[Optional[Headers]]],
+        start: int,
+        end: int,
+    ) -> None:
+        """Add the records ``start:end`` of columns (``keys``/``headers`` None: none has one), all of one
+        timestamp."""
+        count = end - start
+        if keys is not None and self.keys is None:
+            self.keys = [None] * len(self.values)
+        if headers is not None and self.headers is None:
+            self.headers = [None] * len(self.values)
+        self.values.extend(values[start:end])
+        self.timestamps.extend(repeat(timestamp, count))
+        if self.keys is not None:
+            self.keys.extend(keys[start:end] if keys is not None else repeat(None, count))
+        if self.headers is not None:
+            self.headers.extend(headers[start:end] if headers is not None else repeat(None, count))
 
 
 class Producer:
@@ -607,18 +651,11 @@ class Producer:
             partition = self._partitioner(topic, None, count)
         if self._closing:
             raise ProducerClosedError("send_batch() on a producer closed while the call waited")
-        records = list(
-            zip(
-                key_list if key_list is not None else repeat(None, n),
-                value_list,
-                repeat(ts, n),
-                [h or () for h in header_list] if header_list is not None else repeat((), n),
-            )
-        )
         self._buffered += n
         self._idle.clear()
         group = _Group(future, n)  # type: ignore[arg-type]  # the call's future resolves to its SentBatch
-        self._append_many(topic, partition, records, list(accumulate(s + _RECORD_OVERHEAD for s in sizes)), group)
+        ends = list(accumulate(s + _RECORD_OVERHEAD for s in sizes))
+        self._append_many(topic, partition, (key_list, value_list, ts, header_list), ends, group)
         return future
 
     async def _partition_count(self, topic: str) -> int:
@@ -647,16 +684,23 @@ class Producer:
                 await asyncio.sleep(0.001)
 
     def _append_many(
-        self, topic: str, partition: int, records: List[Tuple[Any, ...]], ends: List[int], group: _Group
+        self,
+        topic: str,
+        partition: int,
+        columns: Tuple[Optional[Sequence[Any]], Sequence[Any], int, Optional[Sequence[Any]]],
+        ends: List[int],
+        group: _Group,
     ) -> None:
-        """Append ``records`` (``ends``: the running sum of their size estimates) to the partition's open
-        batch and as many new ones as they need, each batch taking one :class:`_Slice` of the group.
-        Batches are filled up to ``bulk_batch_size``."""
+        """Append the records of ``columns`` (keys or None, values, their one timestamp, headers or None;
+        ``ends``: the running sum of their size estimates) to the partition's open batch and as many new
+        ones as they need, each batch taking one :class:`_Slice` of the group.  Batches are filled up to
+        ``bulk_batch_size``."""
+        keys, values, timestamp, headers = columns
         tp = (topic, partition)
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
-        n = len(records)
+        n = len(values)
         # the caller batched these already: batches larger than batch_size spare requests
         cap = self.bulk_batch_size
         i = 0
@@ -666,7 +710,7 @@ class Producer:
             j = i
             if batch is not None and not batch.attempts:
                 j = bisect_right(ends, before + cap - batch.size, i)
-                if j == i and not batch.records:
+                if j == i and not batch.values:
                     j = i + 1
             if j == i:
                 seq = self._batch_seq.get(tp, 0)
@@ -677,7 +721,7 @@ class Producer:
                     self._sticky.batch_closed(topic, partition, self.cluster.partitions.get(topic, 1))
                 j = max(bisect_right(ends, before + cap - batch.size, i), i + 1)
             assert batch is not None
-            batch.records.extend(records[i:j])
+            batch.extend(keys, values, timestamp, headers, i, j)
             batch.futures.append(_Slice(group, i, j - i))
             batch.size += ends[j - 1] - before
             i = j
@@ -712,12 +756,12 @@ class Producer:
         # The common case inline (a known topic, nothing held, the open batch has room): a call is the
         # largest part of a record's cost here.
         future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
-        record = (key, value, timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000, headers or ())
+        ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
         self._buffered += 1
         if self._buffered == 1:
             self._idle.clear()
         if topic in self._holding or (partition is None and topic not in self.cluster.partitions):
-            self._hold(topic, record, partition, future)
+            self._hold(topic, (key, value, ts, headers or None), partition, future)
             return future
         if partition is None:
             partition = self._partitioner(topic, key, self.cluster.partitions[topic])
@@ -726,13 +770,17 @@ class Producer:
             batch = queue[-1]
             size += _RECORD_OVERHEAD
             if not batch.attempts and batch.size + size <= self.batch_size:
-                batch.records.append(record)
+                if key is None and not headers and batch.keys is None and batch.headers is None:
+                    batch.values.append(value)
+                    batch.timestamps.append(ts)
+                else:
+                    batch.append(key, value, ts, headers)
                 batch.futures.append(future)
                 batch.size += size
                 if batch.size >= self.batch_size or not self.linger:
                     self._wake.set()
                 return future
-        self._append(topic, partition, record, future)
+        self._append(topic, partition, (key, value, ts, headers or None), future)
         return future
 
     def _enqueue_checked(
@@ -746,7 +794,7 @@ class Producer:
     ) -> "asyncio.Future[RecordMetadata]":
         future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
         ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
-        record = (key, value, ts, headers or ())
+        record = (key, value, ts, headers or None)
         self._buffered += 1
         self._idle.clear()
         count = self.cluster.partitions.get(topic)
@@ -779,7 +827,7 @@ class Producer:
             queue = self._queues[tp] = deque()
         size = _RECORD_OVERHEAD + len(record[0] or b"") + len(record[1] or b"")
         batch = queue[-1] if queue else None
-        if batch is None or batch.attempts or batch.size + size > self.batch_size and batch.records:
+        if batch is None or batch.attempts or batch.size + size > self.batch_size and batch.values:
             seq = self._batch_seq.get(tp, 0)
             self._batch_seq[tp] = seq + 1
             batch = _Batch(topic, partition, seq, time.monotonic())
@@ -787,7 +835,11 @@ class Producer:
             if self._sticky is not None and len(queue) > 1:
                 self._sticky.batch_closed(topic, partition, self.cluster.partitions.get(topic, 1))
             self._wake.set()
-        batch.records.append(record)
+        if record[0] is None and not record[3] and batch.keys is None and batch.headers is None:
+            batch.values.append(record[1])
+            batch.timestamps.append(record[2])
+        else:
+            batch.append(*record)
         batch.futures.append(future)
         batch.size += size
         if batch.size >= self.batch_size or not self.linger:
@@ -867,7 +919,7 @@ class Producer:
     def _expiry_error(self, batch: _Batch, now: float) -> ClientTimeoutError:
         cause = f"; last error: {batch.last_error}" if batch.last_error is not None else ""
         return ClientTimeoutError(
-            f"{len(batch.records)} record(s) for {batch.topic}[{batch.partition}] expired: "
+            f"{len(batch.values)} record(s) for {batch.topic}[{batch.partition}] expired: "
             f"{(now - batch.opened) * 1000:.0f} ms since the batch was created, delivery_timeout_ms is "
             f"{self.delivery_timeout * 1000:.0f} ({batch.attempts} attempt(s){cause})"
         )
@@ -1056,21 +1108,28 @@ class Producer:
             if self.idempotent and batch.base_sequence < 0:
                 tp = (batch.topic, batch.partition)
                 batch.base_sequence = self._next_sequence.get(tp, 0)
-                self._next_sequence[tp] = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
-            data = encode_record_batch(
-                batch.records,
+                self._next_sequence[tp] = (batch.base_sequence + len(batch.values)) & 0x7FFFFFFF
+            options: Dict[str, Any] = dict(
                 codec=self.compression,
                 producer_id=self._producer_id,
                 producer_epoch=self._producer_epoch,
                 base_sequence=batch.base_sequence,
             )
+            try:
+                data = encode_record_batch_columns(
+                    batch.values, keys=batch.keys, timestamps=batch.timestamps, headers=batch.headers, **options
+                )
+            except EncodeError:
+                # the columns take bytes only; the row encoder also takes other bytes-like objects, and says
+                # what is wrong with anything else
+                data = encode_record_batch(_rows(batch), **options)
         else:
-            if any(r[3] for r in batch.records):
+            if batch.headers is not None and any(batch.headers):
                 raise KprotoError(f"record headers need Produce v3 (Kafka 0.11); this broker speaks v{version}")
             if self.compression == "zstd":
                 raise KprotoError(f"zstd needs Produce v7 (Kafka 2.1); this broker speaks v{version}")
             data = encode_message_set(
-                [r[:3] for r in batch.records], magic=1 if version == 2 else 0, codec=self.compression
+                [r[:3] for r in _rows(batch)], magic=1 if version == 2 else 0, codec=self.compression
             )
         batch.encoded = (version, data)
         return data
@@ -1081,7 +1140,7 @@ class Producer:
         if batch.done:
             return  # expired while in flight: its records already failed
         batch.done = True
-        records = batch.records
+        timestamps = batch.timestamps
         at = 0
         for sink in batch.futures:
             if type(sink) is _Slice:
@@ -1092,7 +1151,7 @@ class Producer:
                         batch.topic,
                         batch.partition,
                         base_offset + at if base_offset >= 0 else -1,
-                        records[at][2],
+                        timestamps[at],
                     )
                 )
                 at += sink.count
@@ -1100,11 +1159,11 @@ class Producer:
             if not sink.done():
                 sink.set_result(
                     RecordMetadata(
-                        batch.topic, batch.partition, base_offset + at if base_offset >= 0 else -1, records[at][2]
+                        batch.topic, batch.partition, base_offset + at if base_offset >= 0 else -1, timestamps[at]
                     )
                 )
             at += 1
-        self._settled(len(records))
+        self._settled(len(timestamps))
 
     def _failed(self, batch: _Batch, code: int, cause: Optional[BaseException]) -> None:
         if batch.done:
@@ -1143,7 +1202,7 @@ class Producer:
                 sink.group.failed(error)
             else:
                 self._settle_error(sink, error, count=False)
-        self._settled(len(batch.records))
+        self._settled(len(batch.values))
 
     def _settle_error(self, future: "asyncio.Future[RecordMetadata]", error: BaseException, count: bool = True) -> None:
         if not future.done():
@@ -1205,6 +1264,14 @@ def _headers_size(headers: Any, index: Optional[int]) -> int:
             raise
         raise InvalidRecordError(f"{where}headers must be (str, bytes | None) pairs: {exc}", index=index) from None
     return size
+
+
+def _rows(batch: _Batch) -> List[Tuple[Optional[bytes], Optional[bytes], int, Headers]]:
+    """A batch's records as (key, value, timestamp, headers) rows, for the row encoders."""
+    n = len(batch.values)
+    keys = batch.keys if batch.keys is not None else repeat(None, n)
+    headers = batch.headers if batch.headers is not None else repeat(None, n)
+    return [(k, v, t, h or ()) for k, v, t, h in zip(keys, batch.values, batch.timestamps, headers)]
 
 
 def _earliest(a: Optional[float], b: float) -> float:
