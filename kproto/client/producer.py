@@ -72,7 +72,7 @@ import time
 from bisect import bisect_right
 from collections import deque
 from itertools import accumulate, repeat
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union, overload
+from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union, overload
 
 from kproto import ErrorCode
 from kproto._generated.error_codes import error_class
@@ -140,16 +140,15 @@ class RecordTooLargeError(InvalidRecordError):
     """A record whose batch alone would be larger than ``max_request_size`` (Kafka's ``max.request.size``)."""
 
 
-class RecordMetadata:
-    """Where a record was written: ``offset`` is -1 with ``acks=0`` (the broker does not say)."""
+class RecordMetadata(NamedTuple):
+    """Where a record was written: ``offset`` is -1 with ``acks=0`` (the broker does not say).  A named
+    tuple: the producer makes one per acknowledged record, and a tuple is made without running Python
+    code."""
 
-    __slots__ = ("topic", "partition", "offset", "timestamp")
-
-    def __init__(self, topic: str, partition: int, offset: int, timestamp: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp = timestamp
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
 
     def __repr__(self) -> str:
         return f"RecordMetadata({self.topic!r}, {self.partition}, offset={self.offset})"
@@ -227,6 +226,33 @@ class _Slice:
         self.count = count
 
 
+class _Held:
+    """The records of one topic waiting for its metadata, since ``since``.  While none has a key, headers or
+    a partition of its own they are kept as columns and join batches a slice at a time when the topic
+    becomes known; from the first that has, every record is kept as a row, moved one at a time."""
+
+    __slots__ = ("since", "values", "timestamps", "sizes", "futures", "rows")
+
+    def __init__(self, since: float) -> None:
+        self.since = since
+        self.values: List[Optional[bytes]] = []
+        self.timestamps: List[int] = []
+        self.sizes: List[int] = []  # each record's size estimate
+        self.futures: List["asyncio.Future[RecordMetadata]"] = []
+        self.rows: Optional[List[Tuple[Tuple[Any, ...], Optional[int], "asyncio.Future[RecordMetadata]"]]] = None
+
+    def add_row(
+        self, record: Tuple[Any, ...], partition: Optional[int], future: "asyncio.Future[RecordMetadata]"
+    ) -> None:
+        if self.rows is None:
+            self.rows = [((None, v, t, None), None, f) for v, t, f in zip(self.values, self.timestamps, self.futures)]
+            self.values, self.timestamps, self.sizes, self.futures = [], [], [], []
+        self.rows.append((record, partition, future))
+
+    def all_futures(self) -> List["asyncio.Future[RecordMetadata]"]:
+        return self.futures if self.rows is None else [future for _, _, future in self.rows]
+
+
 class _Batch:
     __slots__ = (
         "topic",
@@ -245,6 +271,7 @@ class _Batch:
         "encoded",
         "done",
         "last_error",
+        "grouped",
     )
 
     def __init__(self, topic: str, partition: int, seq: int, now: float) -> None:
@@ -267,6 +294,7 @@ class _Batch:
         self.encoded: Optional[Tuple[int, bytes]] = None  # (produce version, bytes) reused by retries
         self.done = False  # futures settled (an expired batch may still be in flight)
         self.last_error: Optional[BaseException] = None  # why the last attempt failed, for the expiry message
+        self.grouped = False  # some of ``futures`` are send_batch() shares (_Slice)
 
     def append(self, key: Optional[bytes], value: Optional[bytes], timestamp: int, headers: Optional[Headers]) -> None:
         """Add one record (the producer inlines the case of no key and no headers)."""
@@ -285,20 +313,20 @@ class _Batch:
         self,
         keys: Optional[Sequence[Optional[bytes]]],
         values: Sequence[Optional[bytes]],
-        timestamp: int,
+        timestamps: Union[int, List[int]],
         headers: Optional[Sequence[Optional[Headers]]],
         start: int,
         end: int,
     ) -> None:
-        """Add the records ``start:end`` of columns (``keys``/``headers`` None: none has one), all of one
-        timestamp."""
+        """Add the records ``start:end`` of columns (``keys``/``headers`` None: none has one; an int
+        ``timestamps``: the one timestamp of them all)."""
         count = end - start
         if keys is not None and self.keys is None:
             self.keys = [None] * len(self.values)
         if headers is not None and self.headers is None:
             self.headers = [None] * len(self.values)
         self.values.extend(values[start:end])
-        self.timestamps.extend(repeat(timestamp, count))
+        self.timestamps.extend(repeat(timestamps, count) if isinstance(timestamps, int) else timestamps[start:end])
         if self.keys is not None:
             self.keys.extend(keys[start:end] if keys is not None else repeat(None, count))
         if self.headers is not None:
@@ -386,8 +414,7 @@ class Producer:
         #: the largest batch ``send_batch`` fills (at least ``batch_size``, at most ``max_request_size``)
         self.bulk_batch_size = max(batch_size, min(bulk_batch_size, max_request_size))
         self._queues: Dict[Tuple[str, int], Deque[_Batch]] = {}
-        self._holding: Dict[str, List[Tuple[Any, ...]]] = {}
-        self._holding_since: Dict[str, float] = {}
+        self._holding: Dict[str, _Held] = {}
         self._partition_in_flight: Dict[Tuple[str, int], int] = {}
         self._in_flight: Set[_Batch] = set()
         self._node_in_flight: Dict[int, int] = {}
@@ -518,9 +545,8 @@ class Producer:
     def _abort(self, error: BaseException) -> None:
         """Fail every record not yet settled (held, queued or in flight) with ``error``."""
         for topic in list(self._holding):
-            for _, _, future in self._holding.pop(topic):
+            for future in self._holding.pop(topic).all_futures():
                 self._settle_error(future, error)
-            del self._holding_since[topic]
         for queue in self._queues.values():
             while queue:
                 self._fail_batch(queue.popleft(), error)
@@ -546,12 +572,16 @@ class Producer:
         if self._closing:
             raise ProducerClosedError("send() on a closed producer")
         if self._buffered >= self.max_buffered_records:
-            await self._wait_for_room("send()")
+            give_up = time.monotonic() + self.max_block
+            while self._buffered >= self.max_buffered_records:  # others woken with this call may fill it first
+                await self._wait_for_room("send()", give_up)
+            if self._closing:
+                raise ProducerClosedError("send() on a producer closed while the call waited")
         elif self._buffered & _YIELD_EVERY == _YIELD_EVERY:
             # a caller awaiting send() in a loop never gives the send loop a turn otherwise: nothing would
             # leave before the buffer fills, and sending would not overlap queueing
             await asyncio.sleep(0)
-        return self._enqueue(topic, value, key, headers, partition, timestamp_ms)
+        return self.send_nowait(topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
 
     def send_nowait(
         self,
@@ -572,7 +602,58 @@ class Producer:
             raise ProducerClosedError("send_nowait() on a closed producer")
         if self._buffered >= self.max_buffered_records:
             raise BufferFullError(f"send_nowait(): {self._buffered} records buffered (max_buffered_records)")
-        return self._enqueue(topic, value, key, headers, partition, timestamp_ms)
+        # The whole path of a record, inline: a Python call is the largest part of a record's cost here.
+        size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        if headers:
+            size += _headers_size(headers, None)
+        if size > self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD:
+            raise RecordTooLargeError(
+                f"a record of {size} bytes is too large for one request of max_request_size {self.max_request_size}"
+            )
+        future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
+        ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
+        self._buffered += 1
+        if self._buffered == 1:
+            self._idle.clear()
+        count = self.cluster.partitions.get(topic)
+        if topic in self._holding or (partition is None and count is None):
+            held = self._holding.get(topic)
+            if held is None:
+                held = self._holding[topic] = _Held(time.monotonic())
+            if held.rows is None and key is None and not headers and partition is None:
+                held.values.append(value)
+                held.timestamps.append(ts)
+                held.sizes.append(size + _RECORD_OVERHEAD)
+                held.futures.append(future)
+            else:
+                held.add_row((key, value, ts, headers or None), partition, future)
+            self._wake.set()
+            return future
+        if partition is None:
+            sticky = self._sticky
+            if key is None and sticky is not None:
+                partition = sticky.sticky.get(topic)
+                if partition is None or partition >= count:  # type: ignore[operator]
+                    partition = sticky(topic, None, count)  # type: ignore[arg-type]
+            else:
+                partition = self._partitioner(topic, key, count)  # type: ignore[arg-type]
+        queue = self._queues.get((topic, partition))
+        if queue:
+            batch = queue[-1]
+            size += _RECORD_OVERHEAD
+            if not batch.attempts and batch.size + size <= self.batch_size:
+                if key is None and not headers and batch.keys is None and batch.headers is None:
+                    batch.values.append(value)
+                    batch.timestamps.append(ts)
+                else:
+                    batch.append(key, value, ts, headers)
+                batch.futures.append(future)
+                batch.size += size
+                if batch.size >= self.batch_size or not self.linger:
+                    self._wake.set()
+                return future
+        self._append(topic, partition, (key, value, ts, headers or None), future)
+        return future
 
     async def send_batch(
         self,
@@ -723,65 +804,23 @@ class Producer:
             assert batch is not None
             batch.extend(keys, values, timestamp, headers, i, j)
             batch.futures.append(_Slice(group, i, j - i))
+            batch.grouped = True
             batch.size += ends[j - 1] - before
             i = j
         self._wake.set()
 
-    async def _wait_for_room(self, call: str) -> None:
+    async def _wait_for_room(self, call: str, give_up: Optional[float] = None) -> None:
+        """Wait until a record settles below ``max_buffered_records``, until ``give_up`` (monotonic; default
+        ``max_block_ms`` from now)."""
         self._room.clear()
+        left = self.max_block if give_up is None else max(give_up - time.monotonic(), 0.0)
         try:
-            await asyncio.wait_for(self._room.wait(), self.max_block)
+            await asyncio.wait_for(self._room.wait(), left)
         except asyncio.TimeoutError:
             raise ClientTimeoutError(
                 f"{call}: {self._buffered} records buffered (max_buffered_records) "
                 f"and no room within {self.max_block * 1000:.0f} ms (max_block_ms)"
             ) from None
-
-    def _enqueue(
-        self,
-        topic: str,
-        value: Optional[bytes],
-        key: Optional[bytes],
-        headers: Optional[Headers],
-        partition: Optional[int],
-        timestamp_ms: Optional[int],
-    ) -> "asyncio.Future[RecordMetadata]":
-        size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
-        if headers:
-            size += _headers_size(headers, None)
-        if size > self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD:
-            raise RecordTooLargeError(
-                f"a record of {size} bytes is too large for one request of max_request_size {self.max_request_size}"
-            )
-        # The common case inline (a known topic, nothing held, the open batch has room): a call is the
-        # largest part of a record's cost here.
-        future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
-        ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
-        self._buffered += 1
-        if self._buffered == 1:
-            self._idle.clear()
-        if topic in self._holding or (partition is None and topic not in self.cluster.partitions):
-            self._hold(topic, (key, value, ts, headers or None), partition, future)
-            return future
-        if partition is None:
-            partition = self._partitioner(topic, key, self.cluster.partitions[topic])
-        queue = self._queues.get((topic, partition))
-        if queue:
-            batch = queue[-1]
-            size += _RECORD_OVERHEAD
-            if not batch.attempts and batch.size + size <= self.batch_size:
-                if key is None and not headers and batch.keys is None and batch.headers is None:
-                    batch.values.append(value)
-                    batch.timestamps.append(ts)
-                else:
-                    batch.append(key, value, ts, headers)
-                batch.futures.append(future)
-                batch.size += size
-                if batch.size >= self.batch_size or not self.linger:
-                    self._wake.set()
-                return future
-        self._append(topic, partition, (key, value, ts, headers or None), future)
-        return future
 
     def _enqueue_checked(
         self,
@@ -813,9 +852,8 @@ class Producer:
         # and a record appended directly before that would overtake them.
         held = self._holding.get(topic)
         if held is None:
-            held = self._holding[topic] = []
-            self._holding_since[topic] = time.monotonic()
-        held.append((record, partition, future))
+            held = self._holding[topic] = _Held(time.monotonic())
+        held.add_row(record, partition, future)
         self._wake.set()
 
     def _append(
@@ -878,28 +916,64 @@ class Producer:
             count = self.cluster.partitions.get(topic)
             if count is None:
                 self._refresh_wanted = True
-                if now - self._holding_since[topic] <= self.max_block:
+                if now - self._holding[topic].since <= self.max_block:
                     continue
             held = self._holding.pop(topic)
-            del self._holding_since[topic]
             if count is None:
                 error = ClientTimeoutError(
                     f"no metadata for topic {topic!r} within {self.max_block * 1000:.0f} ms (max_block_ms)"
                 )
-                for _, _, future in held:
+                for future in held.all_futures():
                     self._settle_error(future, error)
                 continue
-            for record, partition, future in held:
+            if held.rows is None:
+                self._release_columns(topic, count, held)
+                continue
+            for record, partition, future in held.rows:
                 if partition is None:
                     partition = self._partitioner(topic, record[0], count)
                 self._append(topic, partition, record, future)
+
+    def _release_columns(self, topic: str, count: int, held: _Held) -> None:
+        """Move held keyless records into batches a slice at a time, each batch filled as :meth:`_append`
+        fills it (to ``batch_size``), on the partition the partitioner names for it."""
+        ends = list(accumulate(held.sizes))
+        n = len(ends)
+        i = 0
+        while i < n:
+            partition = self._partitioner(topic, None, count)
+            tp = (topic, partition)
+            queue = self._queues.get(tp)
+            if queue is None:
+                queue = self._queues[tp] = deque()
+            before = ends[i - 1] if i else 0
+            batch = queue[-1] if queue else None
+            j = i
+            if batch is not None and not batch.attempts:
+                j = bisect_right(ends, before + self.batch_size - batch.size, i)
+                if j == i and not batch.values:
+                    j = i + 1
+            if j == i:
+                seq = self._batch_seq.get(tp, 0)
+                self._batch_seq[tp] = seq + 1
+                batch = _Batch(topic, partition, seq, time.monotonic())
+                queue.append(batch)
+                if self._sticky is not None and len(queue) > 1:
+                    self._sticky.batch_closed(topic, partition, count)
+                j = max(bisect_right(ends, before + self.batch_size - batch.size, i), i + 1)
+            assert batch is not None
+            batch.extend(None, held.values, held.timestamps, None, i, j)
+            batch.futures.extend(held.futures[i:j])
+            batch.size += ends[j - 1] - before
+            i = j
+        self._wake.set()
 
     def _expire(self, now: float) -> Optional[float]:
         """Fail the batches whose ``delivery_timeout_ms`` has passed, queued or in flight; returns the next
         deadline the loop must wake for (a batch's expiry or a held topic's ``max_block_ms``)."""
         deadline: Optional[float] = None
-        for since in self._holding_since.values():
-            deadline = _earliest(deadline, since + self.max_block + 0.001)
+        for held in self._holding.values():
+            deadline = _earliest(deadline, held.since + self.max_block + 0.001)
         for queue in self._queues.values():
             # a partition's batches are queued in creation order, so only heads can have expired
             while queue and queue[0].opened + self.delivery_timeout <= now:
@@ -1141,6 +1215,17 @@ class Producer:
             return  # expired while in flight: its records already failed
         batch.done = True
         timestamps = batch.timestamps
+        if not batch.grouped:
+            # a future per record: the common case, without the checks of the loop below
+            make, topic, partition = tuple.__new__, batch.topic, batch.partition
+            offset = base_offset if base_offset >= 0 else -1
+            step = 1 if base_offset >= 0 else 0
+            for sink, timestamp in zip(batch.futures, timestamps):
+                if not sink.done():
+                    sink.set_result(make(RecordMetadata, (topic, partition, offset, timestamp)))
+                offset += step
+            self._settled(len(timestamps))
+            return
         at = 0
         for sink in batch.futures:
             if type(sink) is _Slice:
