@@ -5,7 +5,7 @@
 The work is two C loops over the columns: the first checks every record and measures it (varint widths,
 key, value, the header section), the second writes the batch into one ``bytes`` made at its final size;
 the CRC-32C then runs over it in place (``_crc.c``).  Headers are rare on the hot path, so a record's
-header section is built as a Python ``bytes`` first, by the twin's rules.
+header section is built as a Python ``bytes`` first, by the twin's own function.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -19,6 +19,7 @@ from libc.string cimport memcpy
 from kproto._fast._crc cimport kproto_crc_init, kproto_crc32c
 
 from kproto.errors import EncodeError
+from kproto.records.batch_builder import _header_section  # Python-level work either way: one copy of it
 from kproto.records.compression import compress_buffer
 
 __all__ = ["check_columns", "encode_columns", "section"]
@@ -89,31 +90,6 @@ cdef int64_t _timestamp(object timestamp, Py_ssize_t index) except? -1:
         return PyLong_AsLongLong(timestamp)
     except OverflowError:
         raise EncodeError(f"record {index}: timestamp {timestamp!r} is not an int64") from None
-
-
-cdef bytes _header_section(object pairs, Py_ssize_t index):
-    if not pairs:
-        return b"\x00"
-    out = [b""]
-    cdef Py_ssize_t count = 0
-    try:
-        for hkey, hvalue in pairs:
-            if type(hkey) is str:
-                name = hkey.encode("utf-8")
-            elif type(hkey) is bytes:
-                name = hkey
-                name.decode("utf-8")
-            else:
-                raise EncodeError(f"record {index}: a header key is {type(hkey).__name__}, not str")
-            out.append(_zigzag(len(name)) + name)
-            out.append(_binary(hvalue, "header value", index))
-            count += 1
-    except (TypeError, ValueError) as exc:  # not pairs, or a key that is not UTF-8
-        if isinstance(exc, EncodeError):
-            raise
-        raise EncodeError(f"record {index}: headers must be (str, bytes | None) pairs ({exc})") from None
-    out[0] = _zigzag(count)
-    return b"".join(out)
 
 
 cdef class _Layout:
