@@ -115,6 +115,8 @@ _RETRIABLE_ALWAYS = {_C.OUT_OF_ORDER_SEQUENCE_NUMBER}
 _RESET_CODES = {_C.UNKNOWN_PRODUCER_ID, _C.INVALID_PRODUCER_EPOCH}
 _YIELD_EVERY = 1023  # send() lets the loop run once per this many + 1 records buffered (a power of 2, less 1)
 _Future = asyncio.Future  # made directly: loop.create_future() is a Python-level call per record
+_running_loop = asyncio.get_running_loop
+_time_ns = time.time_ns
 Headers = Sequence[Tuple[str, Optional[bytes]]]
 Partitioner = Callable[[str, Optional[bytes], int], int]
 
@@ -438,6 +440,9 @@ class Producer:
         self._idle = asyncio.Event()
         self._idle.set()
         self._wake = asyncio.Event()
+        #: False once the send loop has cleared ``_wake``: send_nowait sets it once per turn of the loop, not
+        #: once per record (Event.set is a Python call)
+        self._woken = False
         self._flushing = 0
         self._closing = False
         self._closed = False
@@ -610,8 +615,8 @@ class Producer:
             raise RecordTooLargeError(
                 f"a record of {size} bytes is too large for one request of max_request_size {self.max_request_size}"
             )
-        future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
-        ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
+        future: "asyncio.Future[RecordMetadata]" = _Future(loop=_running_loop())
+        ts = timestamp_ms if timestamp_ms is not None else _time_ns() // 1_000_000
         self._buffered += 1
         if self._buffered == 1:
             self._idle.clear()
@@ -627,7 +632,9 @@ class Producer:
                 held.futures.append(future)
             else:
                 held.add_row((key, value, ts, headers or None), partition, future)
-            self._wake.set()
+            if not self._woken:
+                self._woken = True
+                self._wake.set()
             return future
         if partition is None:
             sticky = self._sticky
@@ -649,7 +656,8 @@ class Producer:
                     batch.append(key, value, ts, headers)
                 batch.futures.append(future)
                 batch.size += size
-                if batch.size >= self.batch_size or not self.linger:
+                if not self._woken and (batch.size >= self.batch_size or not self.linger):
+                    self._woken = True
                     self._wake.set()
                 return future
         self._append(topic, partition, (key, value, ts, headers or None), future)
@@ -888,6 +896,7 @@ class Producer:
     async def _send_loop(self) -> None:
         while not self._stopping:
             self._wake.clear()
+            self._woken = False
             now = time.monotonic()
             self._release_held(now)
             deadline = self._expire(now)
