@@ -10,6 +10,8 @@ variables steer the choice:
 
 ``records_impl`` is the module implementing message sets: ``kproto._fast._records`` or
 ``kproto.records._pure``; both expose ``Message``, ``decode``, ``decode_columns`` and ``encode_plain``.
+``batch_builder_impl`` encodes magic 2 batches from columns: ``kproto._fast._batch_builder`` or
+``kproto.records.batch_builder`` (``check_columns``, ``section``, ``encode_columns``), by the same choice.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from typing import Optional
 
 from kproto.errors import KprotoError
 
-__all__ = ["BACKEND", "FORCED_PURE", "FastPathUnavailableWarning", "FastPathMissingError", "records_impl"]
+__all__ = [
+    "BACKEND",
+    "FORCED_PURE",
+    "FastPathMissingError",
+    "FastPathUnavailableWarning",
+    "batch_builder_impl",
+    "records_impl",
+]
 
 
 class FastPathUnavailableWarning(RuntimeWarning):
@@ -37,16 +46,18 @@ FORCED_PURE = os.environ.get("KPROTO_PURE") == "1"
 _REQUIRE_FAST = os.environ.get("KPROTO_REQUIRE_FAST") == "1"
 _FAST_RECORDS = "kproto._fast._records"
 _PURE_RECORDS = "kproto.records._pure"
+_FAST_BATCH_BUILDER = "kproto._fast._batch_builder"
+_PURE_BATCH_BUILDER = "kproto.records.batch_builder"
 
 
-def _load_fast() -> Optional[ModuleType]:
+def _load_fast(name: str = _FAST_RECORDS) -> Optional[ModuleType]:
     if FORCED_PURE:
         return None
     try:
-        return importlib.import_module(_FAST_RECORDS)
+        return importlib.import_module(name)
     except ImportError as exc:
         if _REQUIRE_FAST:
-            raise FastPathMissingError(f"KPROTO_REQUIRE_FAST=1 but {_FAST_RECORDS} does not import: {exc}") from exc
+            raise FastPathMissingError(f"KPROTO_REQUIRE_FAST=1 but {name} does not import: {exc}") from exc
         warnings.warn(
             f"kproto's Cython extension is unavailable ({exc}); using the pure-Python implementation, "
             "which is several times slower (install the `kproto[pure]` extra for the C CRC-32C, zstd and lz4 it "
@@ -61,3 +72,7 @@ def _load_fast() -> Optional[ModuleType]:
 _fast = _load_fast()
 records_impl: ModuleType = _fast if _fast is not None else importlib.import_module(_PURE_RECORDS)
 BACKEND: str = "cython" if _fast is not None else "python"
+_fast_builder = _load_fast(_FAST_BATCH_BUILDER) if _fast is not None else None
+batch_builder_impl: ModuleType = (
+    _fast_builder if _fast_builder is not None else importlib.import_module(_PURE_BATCH_BUILDER)
+)

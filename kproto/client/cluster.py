@@ -108,6 +108,12 @@ class ClusterView:
             raise refused
         return await self._open((node_id, purpose), node_id)
 
+    def is_open(self, node_id: int, purpose: str = "data") -> bool:
+        """Whether the connection to ``node_id`` for ``purpose`` is open now (:meth:`connection` returns it
+        without waiting)."""
+        conn = self._connections.get((node_id, purpose))
+        return conn is not None and not conn.closed
+
     async def _open(self, key: Tuple[object, str], node_id: Optional[int]) -> Connection:
         conn = self._connections.get(key)
         if conn is not None and not conn.closed:

@@ -56,17 +56,18 @@ class DefaultPartitioner:
     """Keyed records by :func:`partition_for_key`, keyless ones sticky (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._sticky: Dict[str, int] = {}
+        #: topic -> the partition its keyless records stick to now (read by the producer without a call)
+        self.sticky: Dict[str, int] = {}
 
     def __call__(self, topic: str, key: Optional[bytes], partitions: int) -> int:
         if key is not None:
             return partition_for_key(key, partitions)
-        current = self._sticky.get(topic)
+        current = self.sticky.get(topic)
         if current is None or current >= partitions:
-            current = self._sticky[topic] = 0
+            current = self.sticky[topic] = 0
         return current
 
     def batch_closed(self, topic: str, partition: int, partitions: int) -> None:
         """A batch of ``topic`` was closed: keyless records move on if they were sticking to it."""
-        if self._sticky.get(topic) == partition:
-            self._sticky[topic] = (partition + 1) % partitions
+        if self.sticky.get(topic) == partition:
+            self.sticky[topic] = (partition + 1) % partitions

@@ -46,7 +46,9 @@ the retries one at a time.  A broker that rejects one request for a partition re
 after it too (a leader change does), so everything comes back and is resent in order.  With idempotence
 (``idempotence=True``, or ``None`` and a broker that serves InitProducerId with ``acks="all"``) every
 batch carries the producer id and a per-partition sequence that survives retries, so the broker itself
-refuses to append out of order (OUT_OF_ORDER_SEQUENCE is then retried as well).
+refuses to append out of order (OUT_OF_ORDER_SEQUENCE is then retried as well).  Requests reach a
+broker in the order they were made: while its connection opens, one request waits for it and nothing
+else is sent to that broker.
 
 **Recovery of the idempotent producer**: once a batch that was given sequence numbers fails for good
 (retries spent, ``delivery_timeout_ms`` passed) the broker's idea of the next sequence and the producer's
@@ -70,7 +72,7 @@ import time
 from bisect import bisect_right
 from collections import deque
 from itertools import accumulate, repeat
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union, overload
+from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union, overload
 
 from kproto import ErrorCode
 from kproto._generated.error_codes import error_class
@@ -84,9 +86,9 @@ from kproto.client.connection import (
     RequestTimeoutError,
 )
 from kproto.client.partitioner import DefaultPartitioner
-from kproto.errors import KprotoError
+from kproto.errors import EncodeError, KprotoError
 from kproto.messages import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
-from kproto.records import RecordSet, encode_message_set, encode_record_batch
+from kproto.records import RecordSet, encode_message_set, encode_record_batch, encode_record_batch_columns
 
 __all__ = [
     "BufferFullError",
@@ -113,6 +115,8 @@ _RETRIABLE_ALWAYS = {_C.OUT_OF_ORDER_SEQUENCE_NUMBER}
 _RESET_CODES = {_C.UNKNOWN_PRODUCER_ID, _C.INVALID_PRODUCER_EPOCH}
 _YIELD_EVERY = 1023  # send() lets the loop run once per this many + 1 records buffered (a power of 2, less 1)
 _Future = asyncio.Future  # made directly: loop.create_future() is a Python-level call per record
+_running_loop = asyncio.get_running_loop
+_time_ns = time.time_ns
 Headers = Sequence[Tuple[str, Optional[bytes]]]
 Partitioner = Callable[[str, Optional[bytes], int], int]
 
@@ -138,16 +142,15 @@ class RecordTooLargeError(InvalidRecordError):
     """A record whose batch alone would be larger than ``max_request_size`` (Kafka's ``max.request.size``)."""
 
 
-class RecordMetadata:
-    """Where a record was written: ``offset`` is -1 with ``acks=0`` (the broker does not say)."""
+class RecordMetadata(NamedTuple):
+    """Where a record was written: ``offset`` is -1 with ``acks=0`` (the broker does not say).  A named
+    tuple: the producer makes one per acknowledged record, and a tuple is made without running Python
+    code."""
 
-    __slots__ = ("topic", "partition", "offset", "timestamp")
-
-    def __init__(self, topic: str, partition: int, offset: int, timestamp: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp = timestamp
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
 
     def __repr__(self) -> str:
         return f"RecordMetadata({self.topic!r}, {self.partition}, offset={self.offset})"
@@ -225,11 +228,41 @@ class _Slice:
         self.count = count
 
 
+class _Held:
+    """The records of one topic waiting for its metadata, since ``since``.  While none has a key, headers or
+    a partition of its own they are kept as columns and join batches a slice at a time when the topic
+    becomes known; from the first that has, every record is kept as a row, moved one at a time."""
+
+    __slots__ = ("since", "values", "timestamps", "sizes", "futures", "rows")
+
+    def __init__(self, since: float) -> None:
+        self.since = since
+        self.values: List[Optional[bytes]] = []
+        self.timestamps: List[int] = []
+        self.sizes: List[int] = []  # each record's size estimate
+        self.futures: List["asyncio.Future[RecordMetadata]"] = []
+        self.rows: Optional[List[Tuple[Tuple[Any, ...], Optional[int], "asyncio.Future[RecordMetadata]"]]] = None
+
+    def add_row(
+        self, record: Tuple[Any, ...], partition: Optional[int], future: "asyncio.Future[RecordMetadata]"
+    ) -> None:
+        if self.rows is None:
+            self.rows = [((None, v, t, None), None, f) for v, t, f in zip(self.values, self.timestamps, self.futures)]
+            self.values, self.timestamps, self.sizes, self.futures = [], [], [], []
+        self.rows.append((record, partition, future))
+
+    def all_futures(self) -> List["asyncio.Future[RecordMetadata]"]:
+        return self.futures if self.rows is None else [future for _, _, future in self.rows]
+
+
 class _Batch:
     __slots__ = (
         "topic",
         "partition",
-        "records",
+        "values",
+        "timestamps",
+        "keys",
+        "headers",
         "futures",
         "size",
         "opened",
@@ -240,12 +273,18 @@ class _Batch:
         "encoded",
         "done",
         "last_error",
+        "grouped",
     )
 
     def __init__(self, topic: str, partition: int, seq: int, now: float) -> None:
         self.topic = topic
         self.partition = partition
-        self.records: List[Tuple[Optional[bytes], Optional[bytes], int, Headers]] = []
+        # The records as columns, the encoder's input (kproto.records.encode_record_batch_columns): nothing
+        # is made per record.  ``keys``/``headers`` stay None while no record has one.
+        self.values: List[Optional[bytes]] = []
+        self.timestamps: List[int] = []
+        self.keys: Optional[List[Optional[bytes]]] = None
+        self.headers: Optional[List[Optional[Headers]]] = None
         #: what settles: a future per record from send(), a _Slice per send_batch() share, in record order
         self.futures: List[Any] = []
         self.size = _BATCH_OVERHEAD  # the estimate of the encoded batch, as Kafka's batch.size counts it
@@ -257,6 +296,43 @@ class _Batch:
         self.encoded: Optional[Tuple[int, bytes]] = None  # (produce version, bytes) reused by retries
         self.done = False  # futures settled (an expired batch may still be in flight)
         self.last_error: Optional[BaseException] = None  # why the last attempt failed, for the expiry message
+        self.grouped = False  # some of ``futures`` are send_batch() shares (_Slice)
+
+    def append(self, key: Optional[bytes], value: Optional[bytes], timestamp: int, headers: Optional[Headers]) -> None:
+        """Add one record (the producer inlines the case of no key and no headers)."""
+        if key is not None and self.keys is None:
+            self.keys = [None] * len(self.values)
+        if headers and self.headers is None:
+            self.headers = [None] * len(self.values)
+        self.values.append(value)
+        self.timestamps.append(timestamp)
+        if self.keys is not None:
+            self.keys.append(key)
+        if self.headers is not None:
+            self.headers.append(headers or None)
+
+    def extend(
+        self,
+        keys: Optional[Sequence[Optional[bytes]]],
+        values: Sequence[Optional[bytes]],
+        timestamps: Union[int, List[int]],
+        headers: Optional[Sequence[Optional[Headers]]],
+        start: int,
+        end: int,
+    ) -> None:
+        """Add the records ``start:end`` of columns (``keys``/``headers`` None: none has one; an int
+        ``timestamps``: the one timestamp of them all)."""
+        count = end - start
+        if keys is not None and self.keys is None:
+            self.keys = [None] * len(self.values)
+        if headers is not None and self.headers is None:
+            self.headers = [None] * len(self.values)
+        self.values.extend(values[start:end])
+        self.timestamps.extend(repeat(timestamps, count) if isinstance(timestamps, int) else timestamps[start:end])
+        if self.keys is not None:
+            self.keys.extend(keys[start:end] if keys is not None else repeat(None, count))
+        if self.headers is not None:
+            self.headers.extend(headers[start:end] if headers is not None else repeat(None, count))
 
 
 class Producer:
@@ -340,11 +416,12 @@ class Producer:
         #: the largest batch ``send_batch`` fills (at least ``batch_size``, at most ``max_request_size``)
         self.bulk_batch_size = max(batch_size, min(bulk_batch_size, max_request_size))
         self._queues: Dict[Tuple[str, int], Deque[_Batch]] = {}
-        self._holding: Dict[str, List[Tuple[Any, ...]]] = {}
-        self._holding_since: Dict[str, float] = {}
+        self._holding: Dict[str, _Held] = {}
         self._partition_in_flight: Dict[Tuple[str, int], int] = {}
         self._in_flight: Set[_Batch] = set()
         self._node_in_flight: Dict[int, int] = {}
+        #: brokers whose connection one Produce request is opening: nothing else is sent to them meanwhile
+        self._connecting: Set[int] = set()
         self._batch_seq: Dict[Tuple[str, int], int] = {}
         self._next_sequence: Dict[Tuple[str, int], int] = {}
         self._producer_id = -1
@@ -363,6 +440,9 @@ class Producer:
         self._idle = asyncio.Event()
         self._idle.set()
         self._wake = asyncio.Event()
+        #: False once the send loop has cleared ``_wake``: send_nowait sets it once per turn of the loop, not
+        #: once per record (Event.set is a Python call)
+        self._woken = False
         self._flushing = 0
         self._closing = False
         self._closed = False
@@ -470,9 +550,8 @@ class Producer:
     def _abort(self, error: BaseException) -> None:
         """Fail every record not yet settled (held, queued or in flight) with ``error``."""
         for topic in list(self._holding):
-            for _, _, future in self._holding.pop(topic):
+            for future in self._holding.pop(topic).all_futures():
                 self._settle_error(future, error)
-            del self._holding_since[topic]
         for queue in self._queues.values():
             while queue:
                 self._fail_batch(queue.popleft(), error)
@@ -498,12 +577,16 @@ class Producer:
         if self._closing:
             raise ProducerClosedError("send() on a closed producer")
         if self._buffered >= self.max_buffered_records:
-            await self._wait_for_room("send()")
+            give_up = time.monotonic() + self.max_block
+            while self._buffered >= self.max_buffered_records:  # others woken with this call may fill it first
+                await self._wait_for_room("send()", give_up)
+            if self._closing:
+                raise ProducerClosedError("send() on a producer closed while the call waited")
         elif self._buffered & _YIELD_EVERY == _YIELD_EVERY:
             # a caller awaiting send() in a loop never gives the send loop a turn otherwise: nothing would
             # leave before the buffer fills, and sending would not overlap queueing
             await asyncio.sleep(0)
-        return self._enqueue(topic, value, key, headers, partition, timestamp_ms)
+        return self.send_nowait(topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
 
     def send_nowait(
         self,
@@ -524,7 +607,61 @@ class Producer:
             raise ProducerClosedError("send_nowait() on a closed producer")
         if self._buffered >= self.max_buffered_records:
             raise BufferFullError(f"send_nowait(): {self._buffered} records buffered (max_buffered_records)")
-        return self._enqueue(topic, value, key, headers, partition, timestamp_ms)
+        # The whole path of a record, inline: a Python call is the largest part of a record's cost here.
+        size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        if headers:
+            size += _headers_size(headers, None)
+        if size > self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD:
+            raise RecordTooLargeError(
+                f"a record of {size} bytes is too large for one request of max_request_size {self.max_request_size}"
+            )
+        future: "asyncio.Future[RecordMetadata]" = _Future(loop=_running_loop())
+        ts = timestamp_ms if timestamp_ms is not None else _time_ns() // 1_000_000
+        self._buffered += 1
+        if self._buffered == 1:
+            self._idle.clear()
+        count = self.cluster.partitions.get(topic)
+        if topic in self._holding or (partition is None and count is None):
+            held = self._holding.get(topic)
+            if held is None:
+                held = self._holding[topic] = _Held(time.monotonic())
+            if held.rows is None and key is None and not headers and partition is None:
+                held.values.append(value)
+                held.timestamps.append(ts)
+                held.sizes.append(size + _RECORD_OVERHEAD)
+                held.futures.append(future)
+            else:
+                held.add_row((key, value, ts, headers or None), partition, future)
+            if not self._woken:
+                self._woken = True
+                self._wake.set()
+            return future
+        if partition is None:
+            sticky = self._sticky
+            if key is None and sticky is not None:
+                partition = sticky.sticky.get(topic)
+                if partition is None or partition >= count:  # type: ignore[operator]
+                    partition = sticky(topic, None, count)  # type: ignore[arg-type]
+            else:
+                partition = self._partitioner(topic, key, count)  # type: ignore[arg-type]
+        queue = self._queues.get((topic, partition))
+        if queue:
+            batch = queue[-1]
+            size += _RECORD_OVERHEAD
+            if not batch.attempts and batch.size + size <= self.batch_size:
+                if key is None and not headers and batch.keys is None and batch.headers is None:
+                    batch.values.append(value)
+                    batch.timestamps.append(ts)
+                else:
+                    batch.append(key, value, ts, headers)
+                batch.futures.append(future)
+                batch.size += size
+                if not self._woken and (batch.size >= self.batch_size or not self.linger):
+                    self._woken = True
+                    self._wake.set()
+                return future
+        self._append(topic, partition, (key, value, ts, headers or None), future)
+        return future
 
     async def send_batch(
         self,
@@ -603,18 +740,11 @@ class Producer:
             partition = self._partitioner(topic, None, count)
         if self._closing:
             raise ProducerClosedError("send_batch() on a producer closed while the call waited")
-        records = list(
-            zip(
-                key_list if key_list is not None else repeat(None, n),
-                value_list,
-                repeat(ts, n),
-                [h or () for h in header_list] if header_list is not None else repeat((), n),
-            )
-        )
         self._buffered += n
         self._idle.clear()
         group = _Group(future, n)  # type: ignore[arg-type]  # the call's future resolves to its SentBatch
-        self._append_many(topic, partition, records, list(accumulate(s + _RECORD_OVERHEAD for s in sizes)), group)
+        ends = list(accumulate(s + _RECORD_OVERHEAD for s in sizes))
+        self._append_many(topic, partition, (key_list, value_list, ts, header_list), ends, group)
         return future
 
     async def _partition_count(self, topic: str) -> int:
@@ -643,16 +773,23 @@ class Producer:
                 await asyncio.sleep(0.001)
 
     def _append_many(
-        self, topic: str, partition: int, records: List[Tuple[Any, ...]], ends: List[int], group: _Group
+        self,
+        topic: str,
+        partition: int,
+        columns: Tuple[Optional[Sequence[Any]], Sequence[Any], int, Optional[Sequence[Any]]],
+        ends: List[int],
+        group: _Group,
     ) -> None:
-        """Append ``records`` (``ends``: the running sum of their size estimates) to the partition's open
-        batch and as many new ones as they need, each batch taking one :class:`_Slice` of the group.
-        Batches are filled up to ``bulk_batch_size``."""
+        """Append the records of ``columns`` (keys or None, values, their one timestamp, headers or None;
+        ``ends``: the running sum of their size estimates) to the partition's open batch and as many new
+        ones as they need, each batch taking one :class:`_Slice` of the group.  Batches are filled up to
+        ``bulk_batch_size``."""
+        keys, values, timestamp, headers = columns
         tp = (topic, partition)
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
-        n = len(records)
+        n = len(values)
         # the caller batched these already: batches larger than batch_size spare requests
         cap = self.bulk_batch_size
         i = 0
@@ -662,7 +799,7 @@ class Producer:
             j = i
             if batch is not None and not batch.attempts:
                 j = bisect_right(ends, before + cap - batch.size, i)
-                if j == i and not batch.records:
+                if j == i and not batch.values:
                     j = i + 1
             if j == i:
                 seq = self._batch_seq.get(tp, 0)
@@ -673,63 +810,25 @@ class Producer:
                     self._sticky.batch_closed(topic, partition, self.cluster.partitions.get(topic, 1))
                 j = max(bisect_right(ends, before + cap - batch.size, i), i + 1)
             assert batch is not None
-            batch.records.extend(records[i:j])
+            batch.extend(keys, values, timestamp, headers, i, j)
             batch.futures.append(_Slice(group, i, j - i))
+            batch.grouped = True
             batch.size += ends[j - 1] - before
             i = j
         self._wake.set()
 
-    async def _wait_for_room(self, call: str) -> None:
+    async def _wait_for_room(self, call: str, give_up: Optional[float] = None) -> None:
+        """Wait until a record settles below ``max_buffered_records``, until ``give_up`` (monotonic; default
+        ``max_block_ms`` from now)."""
         self._room.clear()
+        left = self.max_block if give_up is None else max(give_up - time.monotonic(), 0.0)
         try:
-            await asyncio.wait_for(self._room.wait(), self.max_block)
+            await asyncio.wait_for(self._room.wait(), left)
         except asyncio.TimeoutError:
             raise ClientTimeoutError(
                 f"{call}: {self._buffered} records buffered (max_buffered_records) "
                 f"and no room within {self.max_block * 1000:.0f} ms (max_block_ms)"
             ) from None
-
-    def _enqueue(
-        self,
-        topic: str,
-        value: Optional[bytes],
-        key: Optional[bytes],
-        headers: Optional[Headers],
-        partition: Optional[int],
-        timestamp_ms: Optional[int],
-    ) -> "asyncio.Future[RecordMetadata]":
-        size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
-        if headers:
-            size += _headers_size(headers, None)
-        if size > self.max_request_size - _BATCH_OVERHEAD - _RECORD_OVERHEAD:
-            raise RecordTooLargeError(
-                f"a record of {size} bytes is too large for one request of max_request_size {self.max_request_size}"
-            )
-        # The common case inline (a known topic, nothing held, the open batch has room): a call is the
-        # largest part of a record's cost here.
-        future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
-        record = (key, value, timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000, headers or ())
-        self._buffered += 1
-        if self._buffered == 1:
-            self._idle.clear()
-        if topic in self._holding or (partition is None and topic not in self.cluster.partitions):
-            self._hold(topic, record, partition, future)
-            return future
-        if partition is None:
-            partition = self._partitioner(topic, key, self.cluster.partitions[topic])
-        queue = self._queues.get((topic, partition))
-        if queue:
-            batch = queue[-1]
-            size += _RECORD_OVERHEAD
-            if not batch.attempts and batch.size + size <= self.batch_size:
-                batch.records.append(record)
-                batch.futures.append(future)
-                batch.size += size
-                if batch.size >= self.batch_size or not self.linger:
-                    self._wake.set()
-                return future
-        self._append(topic, partition, record, future)
-        return future
 
     def _enqueue_checked(
         self,
@@ -742,7 +841,7 @@ class Producer:
     ) -> "asyncio.Future[RecordMetadata]":
         future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
         ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
-        record = (key, value, ts, headers or ())
+        record = (key, value, ts, headers or None)
         self._buffered += 1
         self._idle.clear()
         count = self.cluster.partitions.get(topic)
@@ -761,9 +860,8 @@ class Producer:
         # and a record appended directly before that would overtake them.
         held = self._holding.get(topic)
         if held is None:
-            held = self._holding[topic] = []
-            self._holding_since[topic] = time.monotonic()
-        held.append((record, partition, future))
+            held = self._holding[topic] = _Held(time.monotonic())
+        held.add_row(record, partition, future)
         self._wake.set()
 
     def _append(
@@ -775,7 +873,7 @@ class Producer:
             queue = self._queues[tp] = deque()
         size = _RECORD_OVERHEAD + len(record[0] or b"") + len(record[1] or b"")
         batch = queue[-1] if queue else None
-        if batch is None or batch.attempts or batch.size + size > self.batch_size and batch.records:
+        if batch is None or batch.attempts or batch.size + size > self.batch_size and batch.values:
             seq = self._batch_seq.get(tp, 0)
             self._batch_seq[tp] = seq + 1
             batch = _Batch(topic, partition, seq, time.monotonic())
@@ -783,7 +881,11 @@ class Producer:
             if self._sticky is not None and len(queue) > 1:
                 self._sticky.batch_closed(topic, partition, self.cluster.partitions.get(topic, 1))
             self._wake.set()
-        batch.records.append(record)
+        if record[0] is None and not record[3] and batch.keys is None and batch.headers is None:
+            batch.values.append(record[1])
+            batch.timestamps.append(record[2])
+        else:
+            batch.append(*record)
         batch.futures.append(future)
         batch.size += size
         if batch.size >= self.batch_size or not self.linger:
@@ -794,6 +896,7 @@ class Producer:
     async def _send_loop(self) -> None:
         while not self._stopping:
             self._wake.clear()
+            self._woken = False
             now = time.monotonic()
             self._release_held(now)
             deadline = self._expire(now)
@@ -822,28 +925,64 @@ class Producer:
             count = self.cluster.partitions.get(topic)
             if count is None:
                 self._refresh_wanted = True
-                if now - self._holding_since[topic] <= self.max_block:
+                if now - self._holding[topic].since <= self.max_block:
                     continue
             held = self._holding.pop(topic)
-            del self._holding_since[topic]
             if count is None:
                 error = ClientTimeoutError(
                     f"no metadata for topic {topic!r} within {self.max_block * 1000:.0f} ms (max_block_ms)"
                 )
-                for _, _, future in held:
+                for future in held.all_futures():
                     self._settle_error(future, error)
                 continue
-            for record, partition, future in held:
+            if held.rows is None:
+                self._release_columns(topic, count, held)
+                continue
+            for record, partition, future in held.rows:
                 if partition is None:
                     partition = self._partitioner(topic, record[0], count)
                 self._append(topic, partition, record, future)
+
+    def _release_columns(self, topic: str, count: int, held: _Held) -> None:
+        """Move held keyless records into batches a slice at a time, each batch filled as :meth:`_append`
+        fills it (to ``batch_size``), on the partition the partitioner names for it."""
+        ends = list(accumulate(held.sizes))
+        n = len(ends)
+        i = 0
+        while i < n:
+            partition = self._partitioner(topic, None, count)
+            tp = (topic, partition)
+            queue = self._queues.get(tp)
+            if queue is None:
+                queue = self._queues[tp] = deque()
+            before = ends[i - 1] if i else 0
+            batch = queue[-1] if queue else None
+            j = i
+            if batch is not None and not batch.attempts:
+                j = bisect_right(ends, before + self.batch_size - batch.size, i)
+                if j == i and not batch.values:
+                    j = i + 1
+            if j == i:
+                seq = self._batch_seq.get(tp, 0)
+                self._batch_seq[tp] = seq + 1
+                batch = _Batch(topic, partition, seq, time.monotonic())
+                queue.append(batch)
+                if self._sticky is not None and len(queue) > 1:
+                    self._sticky.batch_closed(topic, partition, count)
+                j = max(bisect_right(ends, before + self.batch_size - batch.size, i), i + 1)
+            assert batch is not None
+            batch.extend(None, held.values, held.timestamps, None, i, j)
+            batch.futures.extend(held.futures[i:j])
+            batch.size += ends[j - 1] - before
+            i = j
+        self._wake.set()
 
     def _expire(self, now: float) -> Optional[float]:
         """Fail the batches whose ``delivery_timeout_ms`` has passed, queued or in flight; returns the next
         deadline the loop must wake for (a batch's expiry or a held topic's ``max_block_ms``)."""
         deadline: Optional[float] = None
-        for since in self._holding_since.values():
-            deadline = _earliest(deadline, since + self.max_block + 0.001)
+        for held in self._holding.values():
+            deadline = _earliest(deadline, held.since + self.max_block + 0.001)
         for queue in self._queues.values():
             # a partition's batches are queued in creation order, so only heads can have expired
             while queue and queue[0].opened + self.delivery_timeout <= now:
@@ -863,7 +1002,7 @@ class Producer:
     def _expiry_error(self, batch: _Batch, now: float) -> ClientTimeoutError:
         cause = f"; last error: {batch.last_error}" if batch.last_error is not None else ""
         return ClientTimeoutError(
-            f"{len(batch.records)} record(s) for {batch.topic}[{batch.partition}] expired: "
+            f"{len(batch.values)} record(s) for {batch.topic}[{batch.partition}] expired: "
             f"{(now - batch.opened) * 1000:.0f} ms since the batch was created, delivery_timeout_ms is "
             f"{self.delivery_timeout * 1000:.0f} ({batch.attempts} attempt(s){cause})"
         )
@@ -930,8 +1069,14 @@ class Producer:
                 continue
             by_node.setdefault(leader, []).append(head)
         for node, batches in by_node.items():
-            if self._node_in_flight.get(node, 0) >= self.max_in_flight:
+            if self._node_in_flight.get(node, 0) >= self.max_in_flight or node in self._connecting:
                 continue
+            if not self.cluster.is_open(node):
+                # One request waits for the connection; the rest wait here.  Requests written in the order
+                # they were made is what keeps a partition's batches in order, and tasks that wait for the
+                # same connection do not resume in the order they were created (one made after it opened
+                # would write first).
+                self._connecting.add(node)
             for batch in batches:
                 tp = (batch.topic, batch.partition)
                 self._queues[tp].popleft()
@@ -974,7 +1119,11 @@ class Producer:
         conn: Optional[Connection] = None
         try:
             try:
-                conn = await self.cluster.connection(node)
+                try:
+                    conn = await self.cluster.connection(node)
+                finally:
+                    self._connecting.discard(node)
+                    self._wake.set()
                 request = self._request(conn, batches)
                 if self.acks == 0:
                     await conn.send_one_way(request)
@@ -1042,21 +1191,28 @@ class Producer:
             if self.idempotent and batch.base_sequence < 0:
                 tp = (batch.topic, batch.partition)
                 batch.base_sequence = self._next_sequence.get(tp, 0)
-                self._next_sequence[tp] = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
-            data = encode_record_batch(
-                batch.records,
+                self._next_sequence[tp] = (batch.base_sequence + len(batch.values)) & 0x7FFFFFFF
+            options: Dict[str, Any] = dict(
                 codec=self.compression,
                 producer_id=self._producer_id,
                 producer_epoch=self._producer_epoch,
                 base_sequence=batch.base_sequence,
             )
+            try:
+                data = encode_record_batch_columns(
+                    batch.values, keys=batch.keys, timestamps=batch.timestamps, headers=batch.headers, **options
+                )
+            except EncodeError:
+                # the columns take bytes only; the row encoder also takes other bytes-like objects, and says
+                # what is wrong with anything else
+                data = encode_record_batch(_rows(batch), **options)
         else:
-            if any(r[3] for r in batch.records):
+            if batch.headers is not None and any(batch.headers):
                 raise KprotoError(f"record headers need Produce v3 (Kafka 0.11); this broker speaks v{version}")
             if self.compression == "zstd":
                 raise KprotoError(f"zstd needs Produce v7 (Kafka 2.1); this broker speaks v{version}")
             data = encode_message_set(
-                [r[:3] for r in batch.records], magic=1 if version == 2 else 0, codec=self.compression
+                [r[:3] for r in _rows(batch)], magic=1 if version == 2 else 0, codec=self.compression
             )
         batch.encoded = (version, data)
         return data
@@ -1067,7 +1223,18 @@ class Producer:
         if batch.done:
             return  # expired while in flight: its records already failed
         batch.done = True
-        records = batch.records
+        timestamps = batch.timestamps
+        if not batch.grouped:
+            # a future per record: the common case, without the checks of the loop below
+            make, topic, partition = tuple.__new__, batch.topic, batch.partition
+            offset = base_offset if base_offset >= 0 else -1
+            step = 1 if base_offset >= 0 else 0
+            for sink, timestamp in zip(batch.futures, timestamps):
+                if not sink.done():
+                    sink.set_result(make(RecordMetadata, (topic, partition, offset, timestamp)))
+                offset += step
+            self._settled(len(timestamps))
+            return
         at = 0
         for sink in batch.futures:
             if type(sink) is _Slice:
@@ -1078,7 +1245,7 @@ class Producer:
                         batch.topic,
                         batch.partition,
                         base_offset + at if base_offset >= 0 else -1,
-                        records[at][2],
+                        timestamps[at],
                     )
                 )
                 at += sink.count
@@ -1086,11 +1253,11 @@ class Producer:
             if not sink.done():
                 sink.set_result(
                     RecordMetadata(
-                        batch.topic, batch.partition, base_offset + at if base_offset >= 0 else -1, records[at][2]
+                        batch.topic, batch.partition, base_offset + at if base_offset >= 0 else -1, timestamps[at]
                     )
                 )
             at += 1
-        self._settled(len(records))
+        self._settled(len(timestamps))
 
     def _failed(self, batch: _Batch, code: int, cause: Optional[BaseException]) -> None:
         if batch.done:
@@ -1129,7 +1296,7 @@ class Producer:
                 sink.group.failed(error)
             else:
                 self._settle_error(sink, error, count=False)
-        self._settled(len(batch.records))
+        self._settled(len(batch.values))
 
     def _settle_error(self, future: "asyncio.Future[RecordMetadata]", error: BaseException, count: bool = True) -> None:
         if not future.done():
@@ -1191,6 +1358,14 @@ def _headers_size(headers: Any, index: Optional[int]) -> int:
             raise
         raise InvalidRecordError(f"{where}headers must be (str, bytes | None) pairs: {exc}", index=index) from None
     return size
+
+
+def _rows(batch: _Batch) -> List[Tuple[Optional[bytes], Optional[bytes], int, Headers]]:
+    """A batch's records as (key, value, timestamp, headers) rows, for the row encoders."""
+    n = len(batch.values)
+    keys = batch.keys if batch.keys is not None else repeat(None, n)
+    headers = batch.headers if batch.headers is not None else repeat(None, n)
+    return [(k, v, t, h or ()) for k, v, t, h in zip(keys, batch.values, batch.timestamps, headers)]
 
 
 def _earliest(a: Optional[float], b: float) -> float:

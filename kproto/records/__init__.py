@@ -3,6 +3,7 @@ with gzip, snappy, lz4 and zstd.  The formats are described in ``docs/records.md
 
 * :func:`decode_records` — any mix of magics, records as objects, batch headers in ``.batches``;
 * :func:`encode_record_batch` / :func:`encode_control_batch` — one magic 2 batch;
+  :func:`encode_record_batch_columns` — the same batch from columns of keys, values, timestamps, headers;
 * :func:`decode_message_set` / :func:`encode_message_set` — magic 0/1 messages as objects;
 * :func:`record_rows` — decoded records as a consumer's (topic, partition, offset, ...) rows, in bulk;
 * :func:`decode_columns` — bulk decode of any magic into contiguous columns (or a pyarrow RecordBatch);
@@ -43,6 +44,7 @@ __all__ = [
     "encode_control_batch",
     "encode_message_set",
     "encode_record_batch",
+    "encode_record_batch_columns",
     "read_segment",
     "record_rows",
 ]
@@ -58,6 +60,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
         encode_control_batch as encode_control_batch,
         encode_message_set as encode_message_set,
         encode_record_batch as encode_record_batch,
+        encode_record_batch_columns as encode_record_batch_columns,
         record_rows as record_rows,
     )
     from kproto.records.segment import Segment as Segment, read_segment as read_segment
@@ -72,6 +75,7 @@ _BACKEND_BOUND = {
     "encode_control_batch",
     "encode_message_set",
     "encode_record_batch",
+    "encode_record_batch_columns",
     "record_rows",
 }
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import struct
 from types import ModuleType
 import time
-from typing import Any, Iterable, List, Literal, Optional, overload
+from typing import Any, Iterable, List, Literal, Optional, Sequence, overload
 
-from kproto._backend import records_impl
+from kproto._backend import batch_builder_impl, records_impl
 from kproto.errors import EncodeError
 from kproto.records.compression import SNAPPY_FRAMINGS, compress_buffer
 from kproto.records.decoded import DecodedRecords, MessageColumns, MessageSet, RecordColumns
@@ -27,6 +27,7 @@ from kproto.records.format import (
 )
 
 __all__ = [
+    "ColumnBatchCodec",
     "LegacyRecord",
     "MessageSetCodec",
     "Record",
@@ -36,6 +37,7 @@ __all__ = [
     "encode_control_batch",
     "encode_message_set",
     "encode_record_batch",
+    "encode_record_batch_columns",
     "record_rows",
 ]
 
@@ -309,7 +311,59 @@ class MessageSetCodec:
         return wrapped
 
 
+class ColumnBatchCodec:
+    """Magic 2 batches encoded from columns, bound to one implementation module
+    (``kproto._fast._batch_builder`` or ``kproto.records.batch_builder``, see the latter for why columns)."""
+
+    def __init__(self, impl: ModuleType) -> None:
+        self.impl = impl
+
+    def encode_record_batch_columns(
+        self,
+        values: Sequence[Optional[bytes]],
+        *,
+        keys: Optional[Sequence[Optional[bytes]]] = None,
+        timestamps: Optional[Sequence[int]] = None,
+        headers: Optional[Sequence[Any]] = None,
+        base_offset: int = 0,
+        codec: Optional[str] = None,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        transactional: bool = False,
+        timestamp_type: int = 0,
+        partition_leader_epoch: int = -1,
+    ) -> bytes:
+        """:func:`encode_record_batch` of records given as columns of one length, and the same bytes.
+
+        ``values`` and ``keys`` hold ``bytes`` or ``None`` (``keys=None``: no record has a key);
+        ``timestamps`` ints (``None``: the current time in ms for every record); ``headers`` per record
+        ``None`` or ``(str, bytes | None)`` pairs (``None``: no record has headers).  Lists are taken as
+        they are, other sequences copied into lists.  A column of another length or a field of another type
+        raises :class:`~kproto.errors.EncodeError` naming the record's index; nothing is encoded then."""
+        if timestamp_type not in (0, 1):
+            raise EncodeError(f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), not {timestamp_type!r}")
+        attributes = (ATTR_TIMESTAMP_TYPE if timestamp_type else 0) | (ATTR_TRANSACTIONAL if transactional else 0)
+        if timestamps is None:
+            timestamps = [time.time_ns() // 1_000_000] * len(values)
+        batch: bytes = self.impl.encode_columns(
+            keys,
+            values,
+            timestamps,
+            headers,
+            _check_int(base_offset, "base_offset", _I64_MIN, _I64_MAX),
+            codec_id(codec),
+            _check_int(producer_id, "producer_id", _I64_MIN, _I64_MAX),
+            _check_int(producer_epoch, "producer_epoch", _I16_MIN, _I16_MAX),
+            _check_int(base_sequence, "base_sequence", _I32_MIN, _I32_MAX),
+            attributes,
+            _check_int(partition_leader_epoch, "partition_leader_epoch", _I32_MIN, _I32_MAX),
+        )
+        return batch
+
+
 _active = MessageSetCodec(_impl)
+_active_columns = ColumnBatchCodec(batch_builder_impl)
 
 #: The message type of the active backend (a Cython class or a namedtuple; same attribute names).
 LegacyRecord = _active.LegacyRecord
@@ -317,6 +371,7 @@ LegacyRecord = _active.LegacyRecord
 Record = _active.Record
 decode_records = _active.decode_records
 encode_record_batch = _active.encode_record_batch
+encode_record_batch_columns = _active_columns.encode_record_batch_columns
 encode_control_batch = _active.encode_control_batch
 decode_message_set = _active.decode_message_set
 decode_columns = _active.decode_columns

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, List, TypeVar
 import pytest
 
 from kproto import ErrorCode, KprotoError
-from kproto.client import Connection, Producer, murmur2, partition_for_key
+from kproto.client import BufferFullError, Connection, Producer, murmur2, partition_for_key
 from kproto.client.connection import CLIENT_VERSIONS, BrokerConnectionError
 from kproto.errors import ProtocolError
 from kproto.messages import ApiVersionsRequest, MetadataRequest, MetadataResponse, ProduceRequest
@@ -273,3 +273,60 @@ def test_idempotent_producer_at_modern_versions_keeps_order_through_leader_error
                 assert records[0].producer_id >= 0 and records[0].headers == (("n", b"%d" % partition),)
 
     run(main)
+
+
+def test_one_request_waits_while_the_connection_opens() -> None:
+    # Tasks waiting for the same opening connection do not resume in the order they were made, and one
+    # made just after it opened would write first: a partition's batches would be stored out of order.
+    async def main() -> None:
+        async with MockBroker(topics={"t": 1}) as broker:
+            async with Producer(broker.bootstrap_servers, broker_release=RELEASE) as producer:
+                await (await producer.send("t", b"warm-up"))  # metadata known from here on
+                for conn in list(producer.cluster._connections.values()):
+                    await conn.close()
+                producer.cluster.forget_closed()
+                gate = asyncio.Event()
+                dial = producer.cluster._dial
+
+                async def gated_dial(*args: Any) -> Any:
+                    await gate.wait()
+                    return await dial(*args)
+
+                producer.cluster._dial = gated_dial  # type: ignore[method-assign]
+                futures = []
+                for i in range(30):
+                    futures.append(await producer.send("t", b"%d" % i))
+                    for _ in range(3):
+                        await asyncio.sleep(0)
+                    if i == 10:
+                        assert list(producer._node_in_flight.values()) == [1]  # the others wait in their queue
+                        gate.set()
+                await producer.flush()
+            assert [f.result().offset for f in futures] == list(range(1, 31))
+        assert values(broker, "t", 0) == [b"warm-up"] + [b"%d" % i for i in range(30)]
+
+    run(main)
+
+
+def test_sync_producer_send_nowait_and_send_batch() -> None:
+    from kproto.client import InvalidRecordError, sync
+
+    options = dict(broker_release=RELEASE, max_buffered_records=40, linger_ms=60000, delivery_timeout_ms=200000)
+    with MockBroker(topics={"t": 1}) as broker:
+        with sync.Producer(broker.bootstrap_servers, **options) as producer:  # nothing leaves before a flush
+            futures = [producer.send_nowait("t", b"%d" % i) for i in range(30)]
+            sent = producer.send_batch("t", [b"b%d" % i for i in range(5)], keys=[b"k"] * 5)
+            with pytest.raises(InvalidRecordError, match="record 1: the value is str"):
+                producer.send_batch("t", [b"x", "y"])
+            producer.flush()
+            assert [f.result(10).offset for f in futures] == list(range(30))
+            assert [m.offset for m in sent.result(10)] == list(range(30, 35))
+            crowd = [producer.send_nowait("t", b"c%d" % i) for i in range(50)]  # more than the buffer holds
+            producer.flush()
+            assert [f.result(10).offset for f in crowd[:40]] == list(range(35, 75))
+            for future in crowd[40:]:
+                with pytest.raises(BufferFullError):
+                    future.result(10)
+        assert values(broker, "t", 0) == (
+            [b"%d" % i for i in range(30)] + [b"b%d" % i for i in range(5)] + [b"c%d" % i for i in range(40)]
+        )

@@ -32,8 +32,18 @@ def run(main: Callable[[], Awaitable[T]]) -> T:
 
 @pytest.fixture
 def encoder(records_codec: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The producer's batch encoder bound to one backend for the test."""
+    """The producer's batch encoders (columns, and rows for what the columns refuse) bound to one backend
+    for the test."""
+    import importlib
+
+    from kproto.records.codec import ColumnBatchCodec
+
+    compiled = records_codec.impl.__name__.startswith("kproto._fast")
+    builder = importlib.import_module("kproto._fast._batch_builder" if compiled else "kproto.records.batch_builder")
     monkeypatch.setattr(producer_module, "encode_record_batch", records_codec.encode_record_batch)
+    monkeypatch.setattr(
+        producer_module, "encode_record_batch_columns", ColumnBatchCodec(builder).encode_record_batch_columns
+    )
     return records_codec
 
 
@@ -191,5 +201,29 @@ def test_send_batch_fills_batches_up_to_the_request_size(encoder: Any) -> None:
             # the caller's records are already a batch: about 12 KB a batch here, not batch_size's 1000 B
             counts = [b.records_count for b in decode_records(broker.log_bytes("t", 0)).batches]
             assert sum(counts) == 300 and len(counts) == 2 and all(len(b"v" * 100) * c < 20_000 for c in counts)
+
+    run(main)
+
+
+def test_bytes_like_values_and_mixed_keys_in_one_batch(encoder: Any) -> None:
+    # The columns take bytes; a batch holding another bytes-like value goes through the row encoder, and a
+    # batch whose records gain keys and headers part way keeps its columns aligned.
+    async def main() -> None:
+        async with MockBroker(topics={"t": 1}) as broker:
+            async with Producer(broker.bootstrap_servers, linger_ms=50) as producer:
+                futures = [
+                    producer.send_nowait("t", b"plain"),
+                    producer.send_nowait("t", bytearray(b"array"), key=b"k"),
+                    producer.send_nowait("t", memoryview(b"view"), headers=[("h", b"1")]),
+                    producer.send_nowait("t", None),
+                ]
+                await producer.flush()
+                assert [f.result().offset for f in futures] == [0, 1, 2, 3]
+            assert [(r.key, r.value, tuple(r.headers)) for r in stored(broker, "t", 0)] == [
+                (None, b"plain", ()),
+                (b"k", b"array", ()),
+                (None, b"view", (("h", b"1"),)),
+                (None, None, ()),
+            ]
 
     run(main)
