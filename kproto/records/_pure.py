@@ -29,7 +29,7 @@ from operator import add, itemgetter, sub
 from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
-from kproto.records.compression import compress_pieces, decompress, decompress_buffer
+from kproto.records.compression import compress_pieces, decompress
 from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns, _pack_binary
 from kproto.records.format import (
     ATTR_CONTROL,
@@ -786,10 +786,8 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
             raise DecodeError(f"unknown compression codec {codec}", pos + BATCH_CRC_FROM)
         # an lz4 frame is read in place (its decoder takes any bytes-like; a copy of 1.6 MB costs 0.15 ms)
         payload: Any = memoryview(buf)[body_at:end] if codec == CODEC_LZ4 else buf[body_at:end]
-        body = decompress_buffer(codec, payload, magic=2, limit=budget[0], position=body_at)
+        body = decompress(codec, payload, magic=2, limit=budget[0], position=body_at)  # bytes: fields are sliced
         budget[0] -= len(body)
-        if type(body) is not bytes:  # the codec's bytearray: the records' fields are sliced from bytes
-            body = bytes(body)
     else:
         name = None
         body = buf
@@ -1040,6 +1038,9 @@ def _data_field(buf: bytes, q: int) -> Tuple[Optional[bytes], int]:
         if c < 0x80:
             b = (b & 0x7F) | c << 7
             q += 2
+        elif buf[q + 2] < 0x80:  # up to 1 MiB: values of many kilobytes
+            b = (b & 0x7F) | (c & 0x7F) << 7 | buf[q + 2] << 14
+            q += 3
         else:
             b, q = _varint_rest(buf, q)
     if b & 1:
@@ -1092,10 +1093,8 @@ def _records_fast(
     add_sequence = fields.sequences.append if fields.sequences is not None else None
     rest, data_field = _varint_rest, _data_field
     timestamp = log_append_ts
-    left = count
     try:
-        while left > 0:
-            left -= 1
+        for _ in range(count):
             b = buf[p]  # record length
             if b < 0x80:
                 q = p + 1
@@ -1104,6 +1103,9 @@ def _records_fast(
                 if c < 0x80:
                     b = (b & 0x7F) | c << 7
                     q = p + 2
+                elif buf[p + 2] < 0x80:  # records of many kilobytes
+                    b = (b & 0x7F) | (c & 0x7F) << 7 | buf[p + 2] << 14
+                    q = p + 3
                 else:
                     b, q = rest(buf, p)
             if b & 1:
@@ -1133,7 +1135,11 @@ def _records_fast(
                 else:
                     b, q = rest(buf, q)
             delta = (b >> 1) ^ -(b & 1)
-            key, q = data_field(buf, q)
+            if buf[q] == 1:  # a null key, the usual case: no call
+                key = None
+                q += 1
+            else:
+                key, q = data_field(buf, q)
             value, q = data_field(buf, q)
             b = buf[q]  # header count
             q += 1
@@ -1146,7 +1152,13 @@ def _records_fast(
                 if b & 0x81:
                     return None
                 hkey = buf[q + 1 : q + 1 + (b >> 1)].decode()
-                hvalue, q = data_field(buf, q + 1 + (b >> 1))
+                q += 1 + (b >> 1)
+                b = buf[q]  # header value length
+                if b < 0x80 and not b & 1:  # a short value, not null: no call
+                    hvalue = buf[q + 1 : q + 1 + (b >> 1)]
+                    q += 1 + (b >> 1)
+                else:
+                    hvalue, q = data_field(buf, q)
                 headers = ((hkey, hvalue),)
             else:
                 pairs: List[Tuple[str, Optional[bytes]]] = []
