@@ -500,6 +500,46 @@ def _timestamp(timestamp: Any, index: int, noun: str = "message") -> Optional[in
 # ---------------------------------------------------------------------------------------------------------
 # Magic 2 record batches, and decode_records over any mix of magics (docs/records.md, "Magic 2").
 
+# CRC-32C (Castagnoli), which covers a batch.
+
+
+def _crc32c_table() -> List[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c_table(data: Any, value: int = 0) -> int:
+    """CRC-32C by the byte-wise table: the pure fallback when the ``crc32c`` package is not installed.
+    ``value``: the CRC of the bytes before ``data``, to continue it."""
+    crc = value ^ 0xFFFFFFFF
+    table = _CRC32C_TABLE
+    for b in bytes(data):
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+try:  # the C implementation kafka-python's pure reader uses too; optional (the `pure` extra)
+    from crc32c import crc32c as _crc32c_c
+except ImportError:  # pragma: no cover - depends on the environment
+    _crc32c_c = None  # type: ignore[assignment]  # the table loop below serves instead
+
+
+def crc32c(data: Any, value: int = 0) -> int:
+    """CRC-32C of a bytes-like object (the ``crc32c`` package when installed, else :func:`crc32c_table`);
+    ``value``: the CRC of the bytes before ``data``, to continue it."""
+    if _crc32c_c is not None:
+        return _crc32c_c(data, value)
+    return crc32c_table(data, value)
+
+
 _BATCH = struct.Struct(">qiibIHiqqqhii")  # the 61-byte batch header
 _BATCH_HEAD_AFTER_CRC = struct.Struct(">Hiqqqhii")  # attributes .. records_count: 40 bytes
 _BATCH_PREFIX = struct.Struct(">qiib")  # base_offset, batch_length, partition_leader_epoch, magic
@@ -1775,43 +1815,3 @@ def _joined_with_crc(pieces: List[Any]) -> bytes:
 
 
 _U32 = struct.Struct(">I")
-
-
-# --- CRC-32C (Castagnoli) ----------------------------------------------------------------------------------
-
-
-def _crc32c_table() -> List[int]:
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC32C_TABLE = _crc32c_table()
-
-
-def crc32c_table(data: Any, value: int = 0) -> int:
-    """CRC-32C by the byte-wise table: the pure fallback when the ``crc32c`` package is not installed.
-    ``value``: the CRC of the bytes before ``data``, to continue it."""
-    crc = value ^ 0xFFFFFFFF
-    table = _CRC32C_TABLE
-    for b in bytes(data):
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-try:  # the C implementation kafka-python's pure reader uses too; optional (the `pure` extra)
-    from crc32c import crc32c as _crc32c_c
-except ImportError:  # pragma: no cover - depends on the environment
-    _crc32c_c = None  # type: ignore[assignment]  # the table loop below serves instead
-
-
-def crc32c(data: Any, value: int = 0) -> int:
-    """CRC-32C of a bytes-like object (the ``crc32c`` package when installed, else :func:`crc32c_table`);
-    ``value``: the CRC of the bytes before ``data``, to continue it."""
-    if _crc32c_c is not None:
-        return _crc32c_c(data, value)
-    return crc32c_table(data, value)
