@@ -251,13 +251,18 @@ def lz4_frame_decode(frame: bytes, *, magic: int, limit: int, position: int = 0)
     With the lz4 package, a well-formed frame whose blocks cannot expand past ``limit`` is decompressed by
     its frame decoder, which returns ``bytes`` straight away: the ``bytearray`` of the one-buffer path would
     otherwise be copied whole into ``bytes`` (measured on 1,000 x 10 KB records, 10 MB: the copy, its
-    fresh pages faulted in, cost more than the decompression itself).  Anything that decoder refuses (Kafka's
-    magic 0 header checksum, a block checksum that does not match, which this module does not check) takes
-    the one-buffer path, so results and errors do not depend on whether the package is installed."""
+    fresh pages faulted in, cost more than the decompression itself).  A frame with Kafka's magic 0 header
+    checksum (accepted above) is given to it as a copy with the correct one.  Anything that decoder refuses
+    (a block checksum that does not match, which this module does not check) takes the one-buffer path, so
+    results and errors do not depend on whether the package is installed."""
     header = _check_header(frame, magic, position)
     if _lz4_frame_decompress is not None:
         scan = _scan_blocks(frame, header)
         if scan is not None and scan[2] <= limit:
+            hc_at = header[0] - 1
+            correct = header_checksum(frame[:hc_at], broken=False)
+            if frame[hc_at] != correct:  # Kafka's magic 0 checksum: the package reads a copy that has the correct one
+                frame = b"".join((frame[:hc_at], bytes((correct,)), frame[hc_at + 1 :]))
             try:
                 decoded = _lz4_frame_decompress(frame)
             except Exception:  # refused (see above): the one-buffer path decides
