@@ -1336,7 +1336,7 @@ def encode_batch_records(
     Deltas are taken from the first record's timestamp, as Kafka's producers write them.  The records are
     encoded a column at a time (:func:`_encode_columns`) when they are all plain tuples of one shape, else
     one at a time (:func:`_encode_rows`), which also gives every error; both write the same bytes.
-    ``few_pieces``: for a consumer that pays a call per piece (a streaming compressor), the small pieces are
+    ``few_pieces``: for a consumer that pays a call per piece (a streaming compressor, the CRC), the small pieces are
     joined first (see :func:`_encode_columns`); else they are left for the caller's one join.
     """
     items = records if type(records) is list else list(records)
@@ -1412,12 +1412,12 @@ def _encode_columns(
     lengths come from ``map(len, ...)``, varints and their widths from tables, and a column of one length
     (a null key, values of one size, a batch's one header name) is a single piece every record shares.
     Each record's length is a sum of the widths that differ between records (``map(add, ...)``).  A batch
-    of small records is then ONE ``b"".join`` of all its pieces, laid into a list a column at a time by
-    slice assignment (``pieces[j::k] = column``); a join per record would cost more than its pieces.  That
-    list is what the section is when the caller joins it with the rest of the batch at once (its CRC is
-    then one call over the joined batch, see :func:`_joined_with_crc`).  With ``few_pieces`` (a consumer
-    that pays a call per piece), a batch of small records is joined into one ``bytes`` and one of large
-    records keeps its keys and values as pieces (see :func:`_pieces_between`).  A few dozen lines run per
+    of small records is then ONE ``b"".join`` of all its pieces, taken record by record from the columns
+    (:func:`_interleave`); a join per record would cost more than its pieces.  Without ``few_pieces``,
+    that list is the section, for a caller that joins it with the rest of the batch at once.  With
+    ``few_pieces`` (a consumer that pays a call per piece: a compressor, the batch's CRC-32C), a batch of
+    small records is joined into one ``bytes`` and one of large records keeps its keys and values as pieces
+    (see :func:`_pieces_between`).  A few dozen lines run per
     batch, none per record; every pass over the records costs ~20 ns a record, so passes are what is
     counted here.  The bytes are those :func:`_encode_rows` writes.
     """
@@ -1507,15 +1507,13 @@ def _record_lengths(parts: _Parts, count: int) -> List[int]:
 
 def _interleave(columns: List[Any], count: int) -> List[bytes]:
     """The pieces of ``count`` records, record by record, from their columns in record order (a ``bytes``
-    column: the same piece in every record).
+    column: the same piece in every record)."""
+    return list(chain.from_iterable(zip(*_column_iterables(columns, count))))
 
-    Why slice assignment: ``pieces[j::k] = column`` is a C loop storing pointers, ~5 ns a piece, where
-    ``chain.from_iterable(zip(*columns))`` steps two iterators and makes a tuple per record."""
-    k = len(columns)
-    pieces: List[bytes] = [b""] * (count * k)
-    for j, column in enumerate(columns):
-        pieces[j::k] = [column] * count if type(column) is bytes else column
-    return pieces
+
+def _column_iterables(columns: List[Any], count: int) -> List[Any]:
+    """``columns`` with each ``bytes`` (a piece every record has) repeated ``count`` times."""
+    return [repeat(column, count) if type(column) is bytes else column for column in columns]
 
 
 #: A key or value column whose largest item has this many bytes stays pieces of its own in a batch of large
@@ -1531,25 +1529,19 @@ def _pieces_between(columns: List[Any], apart: List[int], count: int) -> List[by
     Why: a streaming compressor takes the pieces a call each (~0.1-0.25 us a call), so a dozen pieces a
     record would add microseconds a record, and joining the whole section first would cost a copy of
     megabytes.  Joined runs leave two pieces a record for one large column (value), four for two
-    (key and value).  (An uncompressed batch takes every piece as it is: see :func:`_joined_with_crc`.)"""
-    first, last = apart[0], apart[-1]
-    head, tail = columns[:first], columns[last + 1 :]
-    width = len(tail) + len(head)
-    # run i: the tail of record i - 1 (none before the first record), then the head of record i (none
-    # after the last); laid out in ``flat`` a run after the other, and joined a run at a time
-    flat: List[bytes] = [b""] * ((count + 1) * width)
-    for j, column in enumerate(tail):
-        flat[width + j :: width] = [column] * count if type(column) is bytes else column
-    for j, column in enumerate(head, len(tail)):
-        flat[j : count * width : width] = [column] * count if type(column) is bytes else column
-    stride = 2 * len(apart)
-    pieces: List[bytes] = [b""] * (count * stride + 1)
-    pieces[::stride] = list(map(b"".join, zip(*[iter(flat)] * width)))
-    for a, index in enumerate(apart):
-        pieces[2 * a + 1 :: stride] = columns[index]
-        if a + 1 < len(apart):  # the pieces between this column and the next, joined record by record
-            between = [repeat(c, count) if type(c) is bytes else c for c in columns[index + 1 : apart[a + 1]]]
-            pieces[2 * a + 2 :: stride] = list(map(b"".join, zip(*between))) if between else [b""] * count
+    (key and value); the batch's CRC-32C takes them a call each too (see :func:`_joined_with_crc`)."""
+    pieces: List[bytes] = []
+    small: List[bytes] = []  # the small pieces since the last large one, joined when the next comes
+    for record in zip(*_column_iterables(columns, count)):
+        start = 0
+        for index in apart:
+            small.extend(record[start:index])
+            pieces.append(b"".join(small))
+            pieces.append(record[index])
+            small = []
+            start = index + 1
+        small.extend(record[start:])
+    pieces.append(b"".join(small))
     return pieces
 
 
@@ -1797,7 +1789,8 @@ def encode_batch(
     now: int,
 ) -> bytes:
     """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
-    pieces, size, count, base_ts, max_ts = encode_batch_records(records, now, few_pieces=bool(codec))
+    # few pieces: a compressor and the CRC-32C each take them a call a piece
+    pieces, size, count, base_ts, max_ts = encode_batch_records(records, now, few_pieces=True)
     if not count:
         return b""
     if count - 1 > _I64_MAX - base_offset:
@@ -1820,9 +1813,15 @@ _NO_CRC = bytes(4)
 
 def _joined_with_crc(pieces: List[Any]) -> bytes:
     """The batch ``b"".join(pieces)`` with its CRC-32C in the 4 bytes at :data:`BATCH_CRC_AT` (which the
-    pieces leave for it: ``pieces[1]``); the CRC covers the batch from :data:`BATCH_CRC_FROM` on."""
-    covered = b"".join(pieces[2:])
-    return b"".join((pieces[0], _U32.pack(crc32c(covered)), covered))
+    pieces leave for it: ``pieces[1]``); the CRC covers the batch from :data:`BATCH_CRC_FROM` on.
+
+    The CRC is continued from piece to piece, so the batch is joined once: joining what the CRC covers
+    first, then the whole batch, copied megabytes twice (each copy into freshly allocated memory)."""
+    crc = 0
+    for piece in pieces[2:]:
+        crc = crc32c(piece, crc)
+    pieces[1] = _U32.pack(crc)
+    return b"".join(pieces)
 
 
 _U32 = struct.Struct(">I")
