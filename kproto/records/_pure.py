@@ -432,17 +432,18 @@ def encode_plain(messages: Iterable[Any], magic: int, base_offset: int, attribut
             raise EncodeError(f"message {index}: key or value longer than 2 GiB")
         if offset > last_offset:
             raise EncodeError(f"message {index}: offset {offset} does not fit int64")
+        # a null key: the head and the value are pieces of their own (the CRC continued from one to the
+        # other), so a value is copied once, into the joined set
         if magic == 0:
             if key is None:
-                body = (
-                    body_v0_null_key(0, attributes, -1, vlen) + value
-                    if value is not None
-                    else body_v0_null_key(0, attributes, -1, -1)
-                )
-                if len(body) + 4 > _I32_MAX:
+                head = body_v0_null_key(0, attributes, -1, vlen)
+                if value is None:
+                    value = b""
+                if len(head) + len(value) + 4 > _I32_MAX:
                     raise EncodeError(f"message {index}: larger than 2 GiB")
-                add(pack_prefix(offset, len(body) + 4, crc32(body)))
-                add(body)
+                add(pack_prefix(offset, len(head) + len(value) + 4, crc32(value, crc32(head))))
+                add(head)
+                add(value)
                 offset += 1
                 continue
             head = body_v0(0, attributes, len(key))
@@ -452,11 +453,12 @@ def encode_plain(messages: Iterable[Any], magic: int, base_offset: int, attribut
             elif timestamp > max_timestamp:
                 max_timestamp = timestamp
             if key is None and value is not None:
-                body = body_v1_null_key(1, attributes, timestamp, -1, vlen) + value
-                if len(body) + 4 > _I32_MAX:
+                head = body_v1_null_key(1, attributes, timestamp, -1, vlen)
+                if len(head) + vlen + 4 > _I32_MAX:
                     raise EncodeError(f"message {index}: larger than 2 GiB")
-                add(pack_prefix(offset, len(body) + 4, crc32(body)))
-                add(body)
+                add(pack_prefix(offset, len(head) + vlen + 4, crc32(value, crc32(head))))
+                add(head)
+                add(value)
                 offset += 1
                 continue
             head = body_v1(1, attributes, timestamp, -1 if key is None else len(key))
