@@ -29,7 +29,7 @@ from operator import add, itemgetter, sub
 from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
-from kproto.records.compression import compress_pieces, decompress, decompress_buffer
+from kproto.records.compression import compress_pieces, decompress
 from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns, _pack_binary
 from kproto.records.format import (
     ATTR_CONTROL,
@@ -377,13 +377,24 @@ def _absolute_inner(
     log_append = bool(attributes & 0x08)
     if not delta and not log_append:
         return found
-    result = []
-    for m in found:
-        m = m._replace(offset=m.offset + delta)
-        if log_append:
-            m = m._replace(timestamp=timestamp, timestamp_type=1)
-        result.append(m)
-    return result
+    # new messages built as tuples (namedtuple._replace, a keyword call per message, cost ~1 us each)
+    return [
+        _new(
+            LegacyRecord,
+            (
+                m.key,
+                m.value,
+                timestamp if log_append else m.timestamp,
+                m.offset + delta,
+                m.magic,
+                m.attributes,
+                m.codec,
+                1 if log_append else m.timestamp_type,
+                m.crc,
+            ),
+        )
+        for m in found
+    ]
 
 
 def encode_plain(messages: Iterable[Any], magic: int, base_offset: int, attributes: int) -> Tuple[bytes, int, int]:
@@ -421,17 +432,18 @@ def encode_plain(messages: Iterable[Any], magic: int, base_offset: int, attribut
             raise EncodeError(f"message {index}: key or value longer than 2 GiB")
         if offset > last_offset:
             raise EncodeError(f"message {index}: offset {offset} does not fit int64")
+        # a null key: the head and the value are pieces of their own (the CRC continued from one to the
+        # other), so a value is copied once, into the joined set
         if magic == 0:
             if key is None:
-                body = (
-                    body_v0_null_key(0, attributes, -1, vlen) + value
-                    if value is not None
-                    else body_v0_null_key(0, attributes, -1, -1)
-                )
-                if len(body) + 4 > _I32_MAX:
+                head = body_v0_null_key(0, attributes, -1, vlen)
+                if value is None:
+                    value = b""
+                if len(head) + len(value) + 4 > _I32_MAX:
                     raise EncodeError(f"message {index}: larger than 2 GiB")
-                add(pack_prefix(offset, len(body) + 4, crc32(body)))
-                add(body)
+                add(pack_prefix(offset, len(head) + len(value) + 4, crc32(value, crc32(head))))
+                add(head)
+                add(value)
                 offset += 1
                 continue
             head = body_v0(0, attributes, len(key))
@@ -441,11 +453,12 @@ def encode_plain(messages: Iterable[Any], magic: int, base_offset: int, attribut
             elif timestamp > max_timestamp:
                 max_timestamp = timestamp
             if key is None and value is not None:
-                body = body_v1_null_key(1, attributes, timestamp, -1, vlen) + value
-                if len(body) + 4 > _I32_MAX:
+                head = body_v1_null_key(1, attributes, timestamp, -1, vlen)
+                if len(head) + vlen + 4 > _I32_MAX:
                     raise EncodeError(f"message {index}: larger than 2 GiB")
-                add(pack_prefix(offset, len(body) + 4, crc32(body)))
-                add(body)
+                add(pack_prefix(offset, len(head) + vlen + 4, crc32(value, crc32(head))))
+                add(head)
+                add(value)
                 offset += 1
                 continue
             head = body_v1(1, attributes, timestamp, -1 if key is None else len(key))
@@ -499,6 +512,46 @@ def _timestamp(timestamp: Any, index: int, noun: str = "message") -> Optional[in
 
 # ---------------------------------------------------------------------------------------------------------
 # Magic 2 record batches, and decode_records over any mix of magics (docs/records.md, "Magic 2").
+
+# CRC-32C (Castagnoli), which covers a batch.
+
+
+def _crc32c_table() -> List[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c_table(data: Any, value: int = 0) -> int:
+    """CRC-32C by the byte-wise table: the pure fallback when the ``crc32c`` package is not installed.
+    ``value``: the CRC of the bytes before ``data``, to continue it."""
+    crc = value ^ 0xFFFFFFFF
+    table = _CRC32C_TABLE
+    for b in bytes(data):
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+try:  # the C implementation kafka-python's pure reader uses too; optional (the `pure` extra)
+    from crc32c import crc32c as _crc32c_c
+except ImportError:  # pragma: no cover - depends on the environment
+    _crc32c_c = None  # type: ignore[assignment]  # the table loop below serves instead
+
+
+def crc32c(data: Any, value: int = 0) -> int:
+    """CRC-32C of a bytes-like object (the ``crc32c`` package when installed, else :func:`crc32c_table`);
+    ``value``: the CRC of the bytes before ``data``, to continue it."""
+    if _crc32c_c is not None:
+        return _crc32c_c(data, value)
+    return crc32c_table(data, value)
+
 
 _BATCH = struct.Struct(">qiibIHiqqqhii")  # the 61-byte batch header
 _BATCH_HEAD_AFTER_CRC = struct.Struct(">Hiqqqhii")  # attributes .. records_count: 40 bytes
@@ -786,10 +839,8 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
             raise DecodeError(f"unknown compression codec {codec}", pos + BATCH_CRC_FROM)
         # an lz4 frame is read in place (its decoder takes any bytes-like; a copy of 1.6 MB costs 0.15 ms)
         payload: Any = memoryview(buf)[body_at:end] if codec == CODEC_LZ4 else buf[body_at:end]
-        body = decompress_buffer(codec, payload, magic=2, limit=budget[0], position=body_at)
+        body = decompress(codec, payload, magic=2, limit=budget[0], position=body_at)  # bytes: fields are sliced
         budget[0] -= len(body)
-        if type(body) is not bytes:  # the codec's bytearray: the records' fields are sliced from bytes
-            body = bytes(body)
     else:
         name = None
         body = buf
@@ -1040,6 +1091,9 @@ def _data_field(buf: bytes, q: int) -> Tuple[Optional[bytes], int]:
         if c < 0x80:
             b = (b & 0x7F) | c << 7
             q += 2
+        elif buf[q + 2] < 0x80:  # up to 1 MiB: values of many kilobytes
+            b = (b & 0x7F) | (c & 0x7F) << 7 | buf[q + 2] << 14
+            q += 3
         else:
             b, q = _varint_rest(buf, q)
     if b & 1:
@@ -1092,10 +1146,8 @@ def _records_fast(
     add_sequence = fields.sequences.append if fields.sequences is not None else None
     rest, data_field = _varint_rest, _data_field
     timestamp = log_append_ts
-    left = count
     try:
-        while left > 0:
-            left -= 1
+        for _ in range(count):
             b = buf[p]  # record length
             if b < 0x80:
                 q = p + 1
@@ -1104,6 +1156,9 @@ def _records_fast(
                 if c < 0x80:
                     b = (b & 0x7F) | c << 7
                     q = p + 2
+                elif buf[p + 2] < 0x80:  # records of many kilobytes
+                    b = (b & 0x7F) | (c & 0x7F) << 7 | buf[p + 2] << 14
+                    q = p + 3
                 else:
                     b, q = rest(buf, p)
             if b & 1:
@@ -1133,7 +1188,11 @@ def _records_fast(
                 else:
                     b, q = rest(buf, q)
             delta = (b >> 1) ^ -(b & 1)
-            key, q = data_field(buf, q)
+            if buf[q] == 1:  # a null key, the usual case: no call
+                key = None
+                q += 1
+            else:
+                key, q = data_field(buf, q)
             value, q = data_field(buf, q)
             b = buf[q]  # header count
             q += 1
@@ -1146,7 +1205,13 @@ def _records_fast(
                 if b & 0x81:
                     return None
                 hkey = buf[q + 1 : q + 1 + (b >> 1)].decode()
-                hvalue, q = data_field(buf, q + 1 + (b >> 1))
+                q += 1 + (b >> 1)
+                b = buf[q]  # header value length
+                if b < 0x80 and not b & 1:  # a short value, not null: no call
+                    hvalue = buf[q + 1 : q + 1 + (b >> 1)]
+                    q += 1 + (b >> 1)
+                else:
+                    hvalue, q = data_field(buf, q)
                 headers = ((hkey, hvalue),)
             else:
                 pairs: List[Tuple[str, Optional[bytes]]] = []
@@ -1273,7 +1338,7 @@ def encode_batch_records(
     Deltas are taken from the first record's timestamp, as Kafka's producers write them.  The records are
     encoded a column at a time (:func:`_encode_columns`) when they are all plain tuples of one shape, else
     one at a time (:func:`_encode_rows`), which also gives every error; both write the same bytes.
-    ``few_pieces``: for a consumer that pays a call per piece (a streaming compressor), the small pieces are
+    ``few_pieces``: for a consumer that pays a call per piece (a streaming compressor, the CRC), the small pieces are
     joined first (see :func:`_encode_columns`); else they are left for the caller's one join.
     """
     items = records if type(records) is list else list(records)
@@ -1349,12 +1414,12 @@ def _encode_columns(
     lengths come from ``map(len, ...)``, varints and their widths from tables, and a column of one length
     (a null key, values of one size, a batch's one header name) is a single piece every record shares.
     Each record's length is a sum of the widths that differ between records (``map(add, ...)``).  A batch
-    of small records is then ONE ``b"".join`` of all its pieces, laid into a list a column at a time by
-    slice assignment (``pieces[j::k] = column``); a join per record would cost more than its pieces.  That
-    list is what the section is when the caller joins it with the rest of the batch at once (its CRC is
-    then one call over the joined batch, see :func:`_joined_with_crc`).  With ``few_pieces`` (a consumer
-    that pays a call per piece), a batch of small records is joined into one ``bytes`` and one of large
-    records keeps its keys and values as pieces (see :func:`_pieces_between`).  A few dozen lines run per
+    of small records is then ONE ``b"".join`` of all its pieces, taken record by record from the columns
+    (:func:`_interleave`); a join per record would cost more than its pieces.  Without ``few_pieces``,
+    that list is the section, for a caller that joins it with the rest of the batch at once.  With
+    ``few_pieces`` (a consumer that pays a call per piece: a compressor, the batch's CRC-32C), a batch of
+    small records is joined into one ``bytes`` and one of large records keeps its keys and values as pieces
+    (see :func:`_pieces_between`).  A few dozen lines run per
     batch, none per record; every pass over the records costs ~20 ns a record, so passes are what is
     counted here.  The bytes are those :func:`_encode_rows` writes.
     """
@@ -1444,15 +1509,13 @@ def _record_lengths(parts: _Parts, count: int) -> List[int]:
 
 def _interleave(columns: List[Any], count: int) -> List[bytes]:
     """The pieces of ``count`` records, record by record, from their columns in record order (a ``bytes``
-    column: the same piece in every record).
+    column: the same piece in every record)."""
+    return list(chain.from_iterable(zip(*_column_iterables(columns, count))))
 
-    Why slice assignment: ``pieces[j::k] = column`` is a C loop storing pointers, ~5 ns a piece, where
-    ``chain.from_iterable(zip(*columns))`` steps two iterators and makes a tuple per record."""
-    k = len(columns)
-    pieces: List[bytes] = [b""] * (count * k)
-    for j, column in enumerate(columns):
-        pieces[j::k] = [column] * count if type(column) is bytes else column
-    return pieces
+
+def _column_iterables(columns: List[Any], count: int) -> List[Any]:
+    """``columns`` with each ``bytes`` (a piece every record has) repeated ``count`` times."""
+    return [repeat(column, count) if type(column) is bytes else column for column in columns]
 
 
 #: A key or value column whose largest item has this many bytes stays pieces of its own in a batch of large
@@ -1468,25 +1531,19 @@ def _pieces_between(columns: List[Any], apart: List[int], count: int) -> List[by
     Why: a streaming compressor takes the pieces a call each (~0.1-0.25 us a call), so a dozen pieces a
     record would add microseconds a record, and joining the whole section first would cost a copy of
     megabytes.  Joined runs leave two pieces a record for one large column (value), four for two
-    (key and value).  (An uncompressed batch takes every piece as it is: see :func:`_joined_with_crc`.)"""
-    first, last = apart[0], apart[-1]
-    head, tail = columns[:first], columns[last + 1 :]
-    width = len(tail) + len(head)
-    # run i: the tail of record i - 1 (none before the first record), then the head of record i (none
-    # after the last); laid out in ``flat`` a run after the other, and joined a run at a time
-    flat: List[bytes] = [b""] * ((count + 1) * width)
-    for j, column in enumerate(tail):
-        flat[width + j :: width] = [column] * count if type(column) is bytes else column
-    for j, column in enumerate(head, len(tail)):
-        flat[j : count * width : width] = [column] * count if type(column) is bytes else column
-    stride = 2 * len(apart)
-    pieces: List[bytes] = [b""] * (count * stride + 1)
-    pieces[::stride] = list(map(b"".join, zip(*[iter(flat)] * width)))
-    for a, index in enumerate(apart):
-        pieces[2 * a + 1 :: stride] = columns[index]
-        if a + 1 < len(apart):  # the pieces between this column and the next, joined record by record
-            between = [repeat(c, count) if type(c) is bytes else c for c in columns[index + 1 : apart[a + 1]]]
-            pieces[2 * a + 2 :: stride] = list(map(b"".join, zip(*between))) if between else [b""] * count
+    (key and value); the batch's CRC-32C takes them a call each too (see :func:`_joined_with_crc`)."""
+    pieces: List[bytes] = []
+    small: List[bytes] = []  # the small pieces since the last large one, joined when the next comes
+    for record in zip(*_column_iterables(columns, count)):
+        start = 0
+        for index in apart:
+            small.extend(record[start:index])
+            pieces.append(b"".join(small))
+            pieces.append(record[index])
+            small = []
+            start = index + 1
+        small.extend(record[start:])
+    pieces.append(b"".join(small))
     return pieces
 
 
@@ -1734,7 +1791,8 @@ def encode_batch(
     now: int,
 ) -> bytes:
     """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
-    pieces, size, count, base_ts, max_ts = encode_batch_records(records, now, few_pieces=bool(codec))
+    # few pieces: a compressor and the CRC-32C each take them a call a piece
+    pieces, size, count, base_ts, max_ts = encode_batch_records(records, now, few_pieces=True)
     if not count:
         return b""
     if count - 1 > _I64_MAX - base_offset:
@@ -1757,49 +1815,15 @@ _NO_CRC = bytes(4)
 
 def _joined_with_crc(pieces: List[Any]) -> bytes:
     """The batch ``b"".join(pieces)`` with its CRC-32C in the 4 bytes at :data:`BATCH_CRC_AT` (which the
-    pieces leave for it: ``pieces[1]``); the CRC covers the batch from :data:`BATCH_CRC_FROM` on."""
-    covered = b"".join(pieces[2:])
-    return b"".join((pieces[0], _U32.pack(crc32c(covered)), covered))
+    pieces leave for it: ``pieces[1]``); the CRC covers the batch from :data:`BATCH_CRC_FROM` on.
+
+    The CRC is continued from piece to piece, so the batch is joined once: joining what the CRC covers
+    first, then the whole batch, copied megabytes twice (each copy into freshly allocated memory)."""
+    crc = 0
+    for piece in pieces[2:]:
+        crc = crc32c(piece, crc)
+    pieces[1] = _U32.pack(crc)
+    return b"".join(pieces)
 
 
 _U32 = struct.Struct(">I")
-
-
-# --- CRC-32C (Castagnoli) ----------------------------------------------------------------------------------
-
-
-def _crc32c_table() -> List[int]:
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC32C_TABLE = _crc32c_table()
-
-
-def crc32c_table(data: Any, value: int = 0) -> int:
-    """CRC-32C by the byte-wise table: the pure fallback when the ``crc32c`` package is not installed.
-    ``value``: the CRC of the bytes before ``data``, to continue it."""
-    crc = value ^ 0xFFFFFFFF
-    table = _CRC32C_TABLE
-    for b in bytes(data):
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-try:  # the C implementation kafka-python's pure reader uses too; optional (the `pure` extra)
-    from crc32c import crc32c as _crc32c_c
-except ImportError:  # pragma: no cover - depends on the environment
-    _crc32c_c = None  # type: ignore[assignment]  # the table loop below serves instead
-
-
-def crc32c(data: Any, value: int = 0) -> int:
-    """CRC-32C of a bytes-like object (the ``crc32c`` package when installed, else :func:`crc32c_table`);
-    ``value``: the CRC of the bytes before ``data``, to continue it."""
-    if _crc32c_c is not None:
-        return _crc32c_c(data, value)
-    return crc32c_table(data, value)

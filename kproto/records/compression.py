@@ -19,7 +19,12 @@ from typing import Any, Callable, List
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
 from kproto.records.format import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD
-from kproto.records.lz4_frame import lz4_frame_decode_buffer, lz4_frame_encode_buffer, lz4_frame_encode_pieces
+from kproto.records.lz4_frame import (
+    lz4_frame_decode,
+    lz4_frame_decode_buffer,
+    lz4_frame_encode_buffer,
+    lz4_frame_encode_pieces,
+)
 
 __all__ = [
     "compress",
@@ -95,6 +100,8 @@ def compress_pieces(codec: int, pieces: List[bytes], size: int, *, magic: int) -
 
 def decompress(codec: int, payload: bytes, *, magic: int, limit: int, position: int = 0) -> bytes:
     """Decompress a wrapper's value; raise DecodeError/LimitExceededError on bad or oversized payloads."""
+    if codec == CODEC_LZ4:  # the frame decoder that returns bytes rather than a buffer to copy
+        return lz4_frame_decode(payload, magic=magic, limit=limit, position=position)
     out = decompress_buffer(codec, payload, magic=magic, limit=limit, position=position)
     return out if type(out) is bytes else bytes(out)
 

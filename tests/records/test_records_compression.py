@@ -95,6 +95,38 @@ def test_lz4_stored_blocks_checksums_and_damage():
     _same(3, bytes(frame[:-3]), 1 << 26)
 
 
+def test_lz4_frame_decoder_of_the_lz4_package_and_its_refusals(monkeypatch):
+    # decompress() hands a well-formed frame to the lz4 package's frame decoder (bytes with no copy), one with
+    # Kafka's magic 0 header checksum as a copy with the correct one; frames that decoder refuses (a block
+    # checksum that does not match, which we do not check) take the one-buffer path: the same bytes either
+    # way, and the same without the package
+    lz4f = pytest.importorskip("lz4.frame")
+    calls = []
+
+    def counted(frame):
+        calls.append(len(frame))
+        return lz4f.decompress(frame)
+
+    monkeypatch.setattr(lz4_frame, "_lz4_frame_decompress", counted)
+    assert compression.decompress(3, compression.compress(3, DATA, magic=1), magic=1, limit=1 << 26) == DATA
+    assert len(calls) == 1
+    assert compression.decompress(3, compression.compress(3, DATA, magic=0), magic=0, limit=1 << 26) == DATA
+    assert len(calls) == 2
+    damaged = bytearray(lz4f.compress(DATA, block_linked=False, block_checksum=True, block_size=lz4f.BLOCKSIZE_MAX64KB))
+    first = 7 + (8 if damaged[4] & 0x08 else 0)  # the first block's size word, after an optional content size
+    size = struct.unpack_from("<I", damaged, first)[0] & 0x7FFFFFFF
+    damaged[first + 4 + size] ^= 0xFF  # its checksum
+    with pytest.raises(RuntimeError):
+        lz4f.decompress(bytes(damaged))
+    assert compression.decompress(3, bytes(damaged), magic=1, limit=1 << 26) == DATA
+    assert len(calls) == 3  # refused by the package, decoded by the one-buffer path
+    assert _same(3, compression.compress(3, DATA, magic=1), len(DATA) - 1) is None  # over the limit: not asked
+    assert len(calls) == 3
+    monkeypatch.setattr(lz4_frame, "_lz4_frame_decompress", None)
+    assert compression.decompress(3, bytes(damaged), magic=1, limit=1 << 26) == DATA
+    assert compression.decompress(3, compression.compress(3, DATA, magic=1), magic=1, limit=1 << 26) == DATA
+
+
 def test_lz4_frames_from_either_block_compressor(monkeypatch):
     # blocks come from the lz4 package when installed, else from cramjam: different blocks in the same frame
     # (header with the HC of the magic, 64 KiB independent blocks, stored ones when incompressible, end mark),
