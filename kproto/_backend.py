@@ -22,7 +22,14 @@ from typing import Optional
 
 from kproto.errors import KprotoError
 
-__all__ = ["BACKEND", "FORCED_PURE", "FastPathUnavailableWarning", "FastPathMissingError", "records_impl"]
+__all__ = [
+    "BACKEND",
+    "FORCED_PURE",
+    "FastPathUnavailableWarning",
+    "FastPathMissingError",
+    "load_codecs",
+    "records_impl",
+]
 
 
 class FastPathUnavailableWarning(RuntimeWarning):
@@ -61,3 +68,18 @@ def _load_fast() -> Optional[ModuleType]:
 _fast = _load_fast()
 records_impl: ModuleType = _fast if _fast is not None else importlib.import_module(_PURE_RECORDS)
 BACKEND: str = "cython" if _fast is not None else "python"
+
+
+def load_codecs(module: str, compiled: bool) -> ModuleType:
+    """The codecs of one generated module: its compiled target ``kproto._compiled.<module>`` when it has
+    one (``compiled``), it is built and the pure path was not asked for; else its pure target
+    ``kproto._generated.<module>``.  Only one of the two is ever imported."""
+    if compiled and not FORCED_PURE:
+        try:
+            return importlib.import_module("kproto._compiled." + module)
+        except ImportError as exc:
+            if _REQUIRE_FAST:
+                raise FastPathMissingError(
+                    f"KPROTO_REQUIRE_FAST=1 but kproto._compiled.{module} does not import: {exc}"
+                ) from exc
+    return importlib.import_module("kproto._generated." + module)
