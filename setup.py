@@ -27,7 +27,8 @@ from setuptools.command.build_py import build_py
 
 REQUIRE_FAST = os.environ.get("KPROTO_REQUIRE_FAST") == "1"
 
-GENERATED_FLAGS = ["-O2", "-g0"]  # no debug information: Python's default -g doubles the objects
+#: The compiled codecs' flags: no debug information (Python's default -g doubles the objects).
+GENERATED_FLAGS = ["-O2", "-g0"]
 COMPILED_DIR = os.path.join("kproto", "_compiled")
 SKIP_FAST = os.environ.get("KPROTO_PURE_BUILD") == "1"
 
@@ -107,9 +108,10 @@ def _extensions() -> list:
     generated_directives = dict(
         plain_directives, infer_types=True, auto_pickle=False, binding=False, embedsignature=False
     )
-    # Hand-written modules on the codec path, compiled as they are (their source stays the pure path).
+    # Hand-written modules on the codec path, compiled as they are (their source stays the pure path);
+    # without debug information, like the generated ones (it would double their size).
     plain = [
-        Extension(module, [module.replace(".", "/") + ".py"], extra_compile_args=["-O2"], optional=optional)
+        Extension(module, [module.replace(".", "/") + ".py"], extra_compile_args=GENERATED_FLAGS, optional=optional)
         for module in ("kproto.message_base", "kproto.framing", "kproto.wire", "kproto.records.record_set")
     ]
     # Cythonize on every core too (the C compile is parallel with ``build_ext -j``/``--parallel``).

@@ -1,4 +1,4 @@
-"""Generate the Python codec modules (and their Cython ``.pxd`` companions) from the schema model.
+"""Generate the codec modules from the schema model, in two targets (see :mod:`kproto.codegen.targets`).
 
 Shape of what is generated, per message:
 
@@ -14,13 +14,16 @@ Shape of what is generated, per message:
   in ``unknown_tagged_fields`` and written back, merged in tag order, on encode;
 * every read is bounds-checked against ``end`` before it happens; array counts are checked against the
   bytes left (each element needs at least its minimum wire size), so no allocation follows an unchecked
-  count; errors name the field path and the absolute offset.
+  count; errors name the field path and the absolute offset;
+* in the modules off the hot path (not :data:`~kproto.codegen.targets.COMPILED_MODULES`), a length, a
+  string, an empty tag section or an array of structs is one call of a :mod:`kproto.wire` helper; the hot
+  modules take the same steps inline, and read array elements inline in the array's loop.
 
-The ``.pxd`` companion declares the classes as extension types and the codec functions with the shared
-read cursor and typed objects (``cpdef`` for the per-version entry points, ``cdef`` for nested structs),
-so that ``setup.py`` compiles the very same ``.py`` file with Cython; inside a ``cython.compiled``
-branch the fields are read and written by the inline C helpers of ``_c_wire.pxd``, and Cython infers C
-types for positions and counts from them.  Without a compiler the module runs as it is.
+The text is written once, with ``if cython.compiled:`` tests where the targets differ; each target folds
+them.  The compiled target's ``.pxd`` declares the classes as extension types and the codec functions
+with the shared read cursor and typed objects (``cpdef`` for the per-version entry points, ``cdef`` for
+nested structs); its branches read and write the fields with the inline C helpers of ``_c_wire.pxd``, and
+Cython infers C types for positions and counts from them.
 """
 
 from __future__ import annotations
