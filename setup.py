@@ -64,6 +64,9 @@ def _write_compiled_target() -> list:
     for name in os.listdir(COMPILED_DIR):
         if name.endswith((".py", ".pxd")) and name not in files:
             os.remove(os.path.join(COMPILED_DIR, name))
+    # Extensions an older build compiled from kproto/_generated itself would shadow the pure target.
+    for path in glob.glob(os.path.join("kproto", "_generated", "*.so")) + glob.glob("kproto/_generated/*.c"):
+        os.remove(path)
     return [
         (name[:-3], os.path.join(COMPILED_DIR, name))
         for name in sorted(files)
