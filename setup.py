@@ -4,8 +4,10 @@ Two kinds of module are compiled:
 
 * ``kproto/_fast/*.pyx`` — the hand-written hot core (message set framing, record decode/encode), with the
   hand-written C it calls (``kproto/_fast/_crc.c``: CRC-32 and CRC-32C);
-* ``kproto/_generated/*.py`` — the generated codecs, compiled as they are (pure-Python mode) with the
-  type declarations of their generated ``.pxd`` companions, so one source serves both backends.
+* ``kproto/_compiled/*.py`` — the compiled target of the hot generated codecs (Produce, Fetch, the group
+  APIs, ... :data:`kproto.codegen.targets.COMPILED_MODULES`), written here from the specs by the same
+  generator as the committed pure target ``kproto/_generated``, and compiled in Cython's pure-Python mode
+  with the typed declarations of the ``.pxd`` written beside each.  The other APIs run on the pure target.
 
 The extensions are optional: without a compiler the package still installs and runs on its pure-Python
 twins, and says so (``kproto.backend``).  ``KPROTO_REQUIRE_FAST=1`` turns a failed build into an error,
@@ -17,6 +19,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -24,31 +27,9 @@ from setuptools.command.build_py import build_py
 
 REQUIRE_FAST = os.environ.get("KPROTO_REQUIRE_FAST") == "1"
 
-#: Generated modules on a client's or a proxy's hot path, compiled with -O2.  The other ~80 APIs (admin,
-#: inter-broker, KRaft, share groups, ...) hold most of the ~160 MB of generated C; they are compiled
-#: without optimisation, about a fifth of -O2's compile time, which keeps the whole build within its
-#: budget on two cores, and still many times faster than their pure-Python selves.  No debug information
-#: for any generated module (Python's default -g roughly doubles the objects and adds compile time).
-HOT_MODULES = frozenset(
-    {
-        "api_versions",
-        "consumer_protocol",
-        "fetch",
-        "find_coordinator",
-        "headers",
-        "heartbeat",
-        "join_group",
-        "leave_group",
-        "list_offsets",
-        "metadata",
-        "offset_commit",
-        "offset_fetch",
-        "produce",
-        "sync_group",
-    }
-)
-GENERATED_HOT_FLAGS = ["-O2", "-g0"]
-GENERATED_COLD_FLAGS = ["-O0", "-g0"]
+#: The compiled codecs' flags: no debug information (Python's default -g doubles the objects).
+GENERATED_FLAGS = ["-O2", "-g0"]
+COMPILED_DIR = os.path.join("kproto", "_compiled")
 SKIP_FAST = os.environ.get("KPROTO_PURE_BUILD") == "1"
 
 
@@ -64,6 +45,32 @@ def _c_sources(pyx: str) -> list:
         c
         for c in sorted(glob.glob("kproto/_fast/_*.c"))
         if os.path.exists(c[:-2] + ".h") and f"kproto._fast.{os.path.basename(c)[:-2]} cimport" in text
+    ]
+
+
+def _write_compiled_target() -> list:
+    """Write ``kproto/_compiled`` from the specs (a file only when its text changed, so that an
+    incremental build recompiles only what a spec change touched); (module, source path) of each."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from kproto.codegen import generate_compiled
+
+    os.makedirs(COMPILED_DIR, exist_ok=True)
+    files = generate_compiled()
+    for name, text in files.items():
+        path = os.path.join(COMPILED_DIR, name)
+        if not os.path.exists(path) or open(path, encoding="utf-8").read() != text:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+    for name in os.listdir(COMPILED_DIR):
+        if name.endswith((".py", ".pxd")) and name not in files:
+            os.remove(os.path.join(COMPILED_DIR, name))
+    # Extensions an older build compiled from kproto/_generated itself would shadow the pure target.
+    for path in glob.glob(os.path.join("kproto", "_generated", "*.so")) + glob.glob("kproto/_generated/*.c"):
+        os.remove(path)
+    return [
+        (name[:-3], os.path.join(COMPILED_DIR, name))
+        for name in sorted(files)
+        if name.endswith(".py") and name != "__init__.py"
     ]
 
 
@@ -90,16 +97,8 @@ def _extensions() -> list:
         for path in sorted(glob.glob("kproto/_fast/*.pyx"))
     ]
     generated = [
-        Extension(
-            "kproto._generated." + os.path.splitext(os.path.basename(path))[0],
-            [path],
-            extra_compile_args=GENERATED_HOT_FLAGS
-            if os.path.basename(path)[:-3] in HOT_MODULES
-            else GENERATED_COLD_FLAGS,
-            optional=optional,
-        )
-        for path in sorted(glob.glob("kproto/_generated/*.py"))
-        if os.path.exists(path[:-3] + ".pxd")
+        Extension("kproto._compiled." + module, [path], extra_compile_args=GENERATED_FLAGS, optional=optional)
+        for module, path in _write_compiled_target()
     ]
     directives = {"boundscheck": False, "wraparound": False, "cdivision": True, "embedsignature": True}
     # The generated modules must behave exactly like their pure-Python selves, so Cython may not turn
@@ -112,9 +111,10 @@ def _extensions() -> list:
     generated_directives = dict(
         plain_directives, infer_types=True, auto_pickle=False, binding=False, embedsignature=False
     )
-    # Hand-written modules on the codec path, compiled as they are (their source stays the pure path).
+    # Hand-written modules on the codec path, compiled as they are (their source stays the pure path);
+    # without debug information, like the generated ones (it would double their size).
     plain = [
-        Extension(module, [module.replace(".", "/") + ".py"], extra_compile_args=["-O2"], optional=optional)
+        Extension(module, [module.replace(".", "/") + ".py"], extra_compile_args=GENERATED_FLAGS, optional=optional)
         for module in ("kproto.message_base", "kproto.framing", "kproto.wire", "kproto.records.record_set")
     ]
     # Cythonize on every core too (the C compile is parallel with ``build_ext -j``/``--parallel``).
@@ -129,12 +129,16 @@ def _extensions() -> list:
 class BuildPyWithSpecs(build_py):
     """Ship the schema files inside the package so installed copies can load them too, and leave out the
     C that Cython generated: it is a build product of the ``.py``/``.pyx`` sources (which ship), and
-    setuptools would otherwise copy it as package data because the extensions list it as their sources."""
+    setuptools would otherwise copy it as package data because the extensions list it as their sources.
+    The compiled target's sources stay out too: they run only compiled, and the extensions are built."""
 
     def run(self) -> None:
         super().run()
         for path in glob.glob(os.path.join(self.build_lib, "kproto", "**", "*.c"), recursive=True):
             os.remove(path)
+        for path in glob.glob(os.path.join(self.build_lib, COMPILED_DIR, "*.p*")):
+            if not path.endswith("__init__.py"):
+                os.remove(path)
         target = os.path.join(self.build_lib, "kproto", "_specs")
         os.makedirs(target, exist_ok=True)
         for path in glob.glob("specs/*.json"):
@@ -143,7 +147,7 @@ class BuildPyWithSpecs(build_py):
 
 class BuildExtOnEveryCore(build_ext):
     """Compile the extensions on every core unless ``-j``/``--parallel`` says otherwise: ``pip install .``
-    runs ``build_ext`` without options, and the 95 generated modules take about 8.5 CPU-minutes."""
+    runs ``build_ext`` without options."""
 
     def finalize_options(self) -> None:
         super().finalize_options()

@@ -742,8 +742,17 @@ def best_time(fn: Callable[[], Any], repeat: int, min_time: float) -> float:
 
 
 def kproto_backend() -> Dict_:
-    names = ["metadata", "offset_commit", "heartbeat", "fetch", "headers"]
-    modules = {n: importlib.import_module(f"kproto._generated.{n}").__file__ for n in names}
+    import kproto.messages as km
+
+    # The module each class comes from: the compiled target where built, else the pure one.
+    classes = {
+        "metadata": km.MetadataRequest,
+        "offset_commit": km.OffsetCommitRequest,
+        "heartbeat": km.HeartbeatRequest,
+        "fetch": km.FetchRequest,
+        "headers": km.RequestHeader,
+    }
+    modules = {n: sys.modules[cls.__module__].__file__ for n, cls in classes.items()}
     compiled = {n: path.endswith((".so", ".pyd")) for n, path in modules.items()}
     support = {
         m: importlib.import_module(m).__file__.endswith((".so", ".pyd"))
@@ -923,7 +932,7 @@ def print_table(env: Dict_, results: List[Dict_], notes: List[str]) -> None:
     )
     print(
         f"kproto backend: generated codecs = {b['generated_codecs']} "
-        f"(kproto._generated.metadata from {b['metadata_module']}); "
+        f"(MetadataRequest from {b['metadata_module']}); "
         f"compiled support modules = {compiled_support or 'none'}; "
         f"record sets = {b['records_backend']}"
     )

@@ -1,11 +1,13 @@
 """Both implementations of kproto's compiled modules in one process: the Cython build and its pure twin.
 
-kproto compiles the generated codecs (``kproto._generated.*``), ``kproto.message_base``, ``kproto.framing``
-and ``kproto.wire`` from the very ``.py`` files that sit next to the extensions (see
-:mod:`kproto.source_first`).  Python prefers the extension, so the normal import gives the compiled code.
-:func:`load_pure_codecs` imports the ``.py`` twins a second time, under the same names but into a private
-module table, and hands back the pure ``framing``/``apis``/``messages`` modules; ``sys.modules`` is put back
-exactly as it was, so the rest of the process keeps using the compiled build.  ``kproto.errors`` and
+The generated codecs have two targets, two modules each: ``kproto._compiled.<api>`` (the hot APIs, when
+built) and ``kproto._generated.<api>`` (pure Python); the registry imports one (see
+:func:`kproto._backend.load_codecs`).  ``kproto.message_base``, ``kproto.framing`` and ``kproto.wire`` are
+compiled from the very ``.py`` files that sit next to the extensions (see :mod:`kproto.source_first`).
+:func:`load_pure_codecs` imports the pure family (those ``.py`` twins, the pure codec targets, and the
+registry, ``apis`` and ``messages`` bound to them) into a private module table, and hands back the pure
+``framing``/``apis``/``messages`` modules; ``sys.modules`` is put back exactly as it was, so the rest of
+the process keeps using the compiled build.  ``kproto.errors`` and
 ``kproto.records.*`` are shared, so error classes and record sets compare equal across twins (``RecordSet``
 is compiled too, and the pure decoders build the compiled class through its constructor).
 
@@ -60,12 +62,15 @@ def load_pure_codecs() -> SimpleNamespace:
         del sys.modules[name]
     finders_before = list(sys.meta_path)
     install()
+    backend = importlib.import_module("kproto._backend")
+    forced_before, backend.FORCED_PURE = backend.FORCED_PURE, True  # the registry takes the pure targets
     try:
         framing = importlib.import_module("kproto.framing")
         apis = importlib.import_module("kproto.apis")
         messages = importlib.import_module("kproto.messages")
         twins = {n: m for n, m in sys.modules.items() if _is_compiled_family(n)}
     finally:
+        backend.FORCED_PURE = forced_before
         sys.meta_path[:] = [f for f in finders_before]
         assert not any(isinstance(f, _SourceFirst) for f in sys.meta_path) or any(
             isinstance(f, _SourceFirst) for f in finders_before

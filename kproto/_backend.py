@@ -30,6 +30,7 @@ __all__ = [
     "FastPathMissingError",
     "FastPathUnavailableWarning",
     "batch_builder_impl",
+    "load_codecs",
     "records_impl",
 ]
 
@@ -76,3 +77,18 @@ _fast_builder = _load_fast(_FAST_BATCH_BUILDER) if _fast is not None else None
 batch_builder_impl: ModuleType = (
     _fast_builder if _fast_builder is not None else importlib.import_module(_PURE_BATCH_BUILDER)
 )
+
+
+def load_codecs(module: str, compiled: bool) -> ModuleType:
+    """The codecs of one generated module: its compiled target ``kproto._compiled.<module>`` when it has
+    one (``compiled``), it is built and the pure path was not asked for; else its pure target
+    ``kproto._generated.<module>``.  Only one of the two is ever imported."""
+    if compiled and not FORCED_PURE:
+        try:
+            return importlib.import_module("kproto._compiled." + module)
+        except ImportError as exc:
+            if _REQUIRE_FAST:
+                raise FastPathMissingError(
+                    f"KPROTO_REQUIRE_FAST=1 but kproto._compiled.{module} does not import: {exc}"
+                ) from exc
+    return importlib.import_module("kproto._generated." + module)

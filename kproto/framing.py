@@ -19,7 +19,7 @@ except ImportError:  # pure Python without Cython installed
         compiled = False
 
 
-from kproto._generated.headers import RequestHeader, ResponseHeader
+from kproto._generated.registry import RequestHeader, ResponseHeader
 from kproto.apis import APIS, ApiInfo
 from kproto.errors import (
     DecodeError,

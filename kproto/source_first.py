@@ -1,9 +1,10 @@
-"""``KPROTO_PURE=1``: import kproto's compiled modules from their Python source instead.
+"""``KPROTO_PURE=1``: import kproto's few hand-written compiled modules from their Python source instead.
 
-The generated codecs (and the few hand-written modules compiled with them) are the same ``.py`` files
-whether Cython compiled them or not; Python prefers an extension module over a source file of the same
-name, so choosing the pure path needs an import hook.  The hook only ever returns source that sits next
-to the extension, so both paths run exactly the same code text.
+``kproto.message_base``, ``kproto.wire``, ``kproto.framing`` and ``kproto.records.record_set`` are the
+same ``.py`` files whether Cython compiled them or not; Python prefers an extension module over a source
+file of the same name, so choosing the pure path needs an import hook.  The hook only ever returns source
+that sits next to the extension, so both paths run exactly the same code text.  (The generated codecs
+need no hook: their two targets are two modules, and :func:`kproto._backend.load_codecs` picks one.)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Optional, Sequence
 __all__ = ["install", "PREFIXES"]
 
 #: Modules that may be compiled; everything else in kproto is pure Python anyway.
-PREFIXES = ("kproto._generated.", "kproto.message_base", "kproto.framing", "kproto.wire", "kproto.records.record_set")
+PREFIXES = ("kproto.message_base", "kproto.framing", "kproto.wire", "kproto.records.record_set")
 
 
 class _SourceFirst(importlib.abc.MetaPathFinder):

@@ -3,196 +3,305 @@
 
 from __future__ import annotations
 
-from kproto._generated.produce import ProduceRequest as ProduceRequest
-from kproto._generated.produce import ProduceResponse as ProduceResponse
-from kproto._generated.fetch import FetchRequest as FetchRequest
-from kproto._generated.fetch import FetchResponse as FetchResponse
-from kproto._generated.list_offsets import ListOffsetsRequest as ListOffsetsRequest
-from kproto._generated.list_offsets import ListOffsetsResponse as ListOffsetsResponse
-from kproto._generated.metadata import MetadataRequest as MetadataRequest
-from kproto._generated.metadata import MetadataResponse as MetadataResponse
-from kproto._generated.leader_and_isr import LeaderAndIsrRequest as LeaderAndIsrRequest
-from kproto._generated.leader_and_isr import LeaderAndIsrResponse as LeaderAndIsrResponse
-from kproto._generated.stop_replica import StopReplicaRequest as StopReplicaRequest
-from kproto._generated.stop_replica import StopReplicaResponse as StopReplicaResponse
-from kproto._generated.update_metadata import UpdateMetadataRequest as UpdateMetadataRequest
-from kproto._generated.update_metadata import UpdateMetadataResponse as UpdateMetadataResponse
-from kproto._generated.controlled_shutdown import ControlledShutdownRequest as ControlledShutdownRequest
-from kproto._generated.controlled_shutdown import ControlledShutdownResponse as ControlledShutdownResponse
-from kproto._generated.offset_commit import OffsetCommitRequest as OffsetCommitRequest
-from kproto._generated.offset_commit import OffsetCommitResponse as OffsetCommitResponse
-from kproto._generated.offset_fetch import OffsetFetchRequest as OffsetFetchRequest
-from kproto._generated.offset_fetch import OffsetFetchResponse as OffsetFetchResponse
-from kproto._generated.find_coordinator import FindCoordinatorRequest as FindCoordinatorRequest
-from kproto._generated.find_coordinator import FindCoordinatorResponse as FindCoordinatorResponse
-from kproto._generated.join_group import JoinGroupRequest as JoinGroupRequest
-from kproto._generated.join_group import JoinGroupResponse as JoinGroupResponse
-from kproto._generated.heartbeat import HeartbeatRequest as HeartbeatRequest
-from kproto._generated.heartbeat import HeartbeatResponse as HeartbeatResponse
-from kproto._generated.leave_group import LeaveGroupRequest as LeaveGroupRequest
-from kproto._generated.leave_group import LeaveGroupResponse as LeaveGroupResponse
-from kproto._generated.sync_group import SyncGroupRequest as SyncGroupRequest
-from kproto._generated.sync_group import SyncGroupResponse as SyncGroupResponse
-from kproto._generated.describe_groups import DescribeGroupsRequest as DescribeGroupsRequest
-from kproto._generated.describe_groups import DescribeGroupsResponse as DescribeGroupsResponse
-from kproto._generated.list_groups import ListGroupsRequest as ListGroupsRequest
-from kproto._generated.list_groups import ListGroupsResponse as ListGroupsResponse
-from kproto._generated.sasl_handshake import SaslHandshakeRequest as SaslHandshakeRequest
-from kproto._generated.sasl_handshake import SaslHandshakeResponse as SaslHandshakeResponse
-from kproto._generated.api_versions import ApiVersionsRequest as ApiVersionsRequest
-from kproto._generated.api_versions import ApiVersionsResponse as ApiVersionsResponse
-from kproto._generated.create_topics import CreateTopicsRequest as CreateTopicsRequest
-from kproto._generated.create_topics import CreateTopicsResponse as CreateTopicsResponse
-from kproto._generated.delete_topics import DeleteTopicsRequest as DeleteTopicsRequest
-from kproto._generated.delete_topics import DeleteTopicsResponse as DeleteTopicsResponse
-from kproto._generated.delete_records import DeleteRecordsRequest as DeleteRecordsRequest
-from kproto._generated.delete_records import DeleteRecordsResponse as DeleteRecordsResponse
-from kproto._generated.init_producer_id import InitProducerIdRequest as InitProducerIdRequest
-from kproto._generated.init_producer_id import InitProducerIdResponse as InitProducerIdResponse
-from kproto._generated.offset_for_leader_epoch import OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequest
-from kproto._generated.offset_for_leader_epoch import OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponse
-from kproto._generated.add_partitions_to_txn import AddPartitionsToTxnRequest as AddPartitionsToTxnRequest
-from kproto._generated.add_partitions_to_txn import AddPartitionsToTxnResponse as AddPartitionsToTxnResponse
-from kproto._generated.add_offsets_to_txn import AddOffsetsToTxnRequest as AddOffsetsToTxnRequest
-from kproto._generated.add_offsets_to_txn import AddOffsetsToTxnResponse as AddOffsetsToTxnResponse
-from kproto._generated.end_txn import EndTxnRequest as EndTxnRequest
-from kproto._generated.end_txn import EndTxnResponse as EndTxnResponse
-from kproto._generated.write_txn_markers import WriteTxnMarkersRequest as WriteTxnMarkersRequest
-from kproto._generated.write_txn_markers import WriteTxnMarkersResponse as WriteTxnMarkersResponse
-from kproto._generated.txn_offset_commit import TxnOffsetCommitRequest as TxnOffsetCommitRequest
-from kproto._generated.txn_offset_commit import TxnOffsetCommitResponse as TxnOffsetCommitResponse
-from kproto._generated.describe_acls import DescribeAclsRequest as DescribeAclsRequest
-from kproto._generated.describe_acls import DescribeAclsResponse as DescribeAclsResponse
-from kproto._generated.create_acls import CreateAclsRequest as CreateAclsRequest
-from kproto._generated.create_acls import CreateAclsResponse as CreateAclsResponse
-from kproto._generated.delete_acls import DeleteAclsRequest as DeleteAclsRequest
-from kproto._generated.delete_acls import DeleteAclsResponse as DeleteAclsResponse
-from kproto._generated.describe_configs import DescribeConfigsRequest as DescribeConfigsRequest
-from kproto._generated.describe_configs import DescribeConfigsResponse as DescribeConfigsResponse
-from kproto._generated.alter_configs import AlterConfigsRequest as AlterConfigsRequest
-from kproto._generated.alter_configs import AlterConfigsResponse as AlterConfigsResponse
-from kproto._generated.alter_replica_log_dirs import AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequest
-from kproto._generated.alter_replica_log_dirs import AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponse
-from kproto._generated.describe_log_dirs import DescribeLogDirsRequest as DescribeLogDirsRequest
-from kproto._generated.describe_log_dirs import DescribeLogDirsResponse as DescribeLogDirsResponse
-from kproto._generated.sasl_authenticate import SaslAuthenticateRequest as SaslAuthenticateRequest
-from kproto._generated.sasl_authenticate import SaslAuthenticateResponse as SaslAuthenticateResponse
-from kproto._generated.create_partitions import CreatePartitionsRequest as CreatePartitionsRequest
-from kproto._generated.create_partitions import CreatePartitionsResponse as CreatePartitionsResponse
-from kproto._generated.create_delegation_token import CreateDelegationTokenRequest as CreateDelegationTokenRequest
-from kproto._generated.create_delegation_token import CreateDelegationTokenResponse as CreateDelegationTokenResponse
-from kproto._generated.renew_delegation_token import RenewDelegationTokenRequest as RenewDelegationTokenRequest
-from kproto._generated.renew_delegation_token import RenewDelegationTokenResponse as RenewDelegationTokenResponse
-from kproto._generated.expire_delegation_token import ExpireDelegationTokenRequest as ExpireDelegationTokenRequest
-from kproto._generated.expire_delegation_token import ExpireDelegationTokenResponse as ExpireDelegationTokenResponse
-from kproto._generated.describe_delegation_token import DescribeDelegationTokenRequest as DescribeDelegationTokenRequest
-from kproto._generated.describe_delegation_token import DescribeDelegationTokenResponse as DescribeDelegationTokenResponse
-from kproto._generated.delete_groups import DeleteGroupsRequest as DeleteGroupsRequest
-from kproto._generated.delete_groups import DeleteGroupsResponse as DeleteGroupsResponse
-from kproto._generated.elect_leaders import ElectLeadersRequest as ElectLeadersRequest
-from kproto._generated.elect_leaders import ElectLeadersResponse as ElectLeadersResponse
-from kproto._generated.incremental_alter_configs import IncrementalAlterConfigsRequest as IncrementalAlterConfigsRequest
-from kproto._generated.incremental_alter_configs import IncrementalAlterConfigsResponse as IncrementalAlterConfigsResponse
-from kproto._generated.alter_partition_reassignments import AlterPartitionReassignmentsRequest as AlterPartitionReassignmentsRequest
-from kproto._generated.alter_partition_reassignments import AlterPartitionReassignmentsResponse as AlterPartitionReassignmentsResponse
-from kproto._generated.list_partition_reassignments import ListPartitionReassignmentsRequest as ListPartitionReassignmentsRequest
-from kproto._generated.list_partition_reassignments import ListPartitionReassignmentsResponse as ListPartitionReassignmentsResponse
-from kproto._generated.offset_delete import OffsetDeleteRequest as OffsetDeleteRequest
-from kproto._generated.offset_delete import OffsetDeleteResponse as OffsetDeleteResponse
-from kproto._generated.describe_client_quotas import DescribeClientQuotasRequest as DescribeClientQuotasRequest
-from kproto._generated.describe_client_quotas import DescribeClientQuotasResponse as DescribeClientQuotasResponse
-from kproto._generated.alter_client_quotas import AlterClientQuotasRequest as AlterClientQuotasRequest
-from kproto._generated.alter_client_quotas import AlterClientQuotasResponse as AlterClientQuotasResponse
-from kproto._generated.describe_user_scram_credentials import DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest
-from kproto._generated.describe_user_scram_credentials import DescribeUserScramCredentialsResponse as DescribeUserScramCredentialsResponse
-from kproto._generated.alter_user_scram_credentials import AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest
-from kproto._generated.alter_user_scram_credentials import AlterUserScramCredentialsResponse as AlterUserScramCredentialsResponse
-from kproto._generated.vote import VoteRequest as VoteRequest
-from kproto._generated.vote import VoteResponse as VoteResponse
-from kproto._generated.begin_quorum_epoch import BeginQuorumEpochRequest as BeginQuorumEpochRequest
-from kproto._generated.begin_quorum_epoch import BeginQuorumEpochResponse as BeginQuorumEpochResponse
-from kproto._generated.end_quorum_epoch import EndQuorumEpochRequest as EndQuorumEpochRequest
-from kproto._generated.end_quorum_epoch import EndQuorumEpochResponse as EndQuorumEpochResponse
-from kproto._generated.describe_quorum import DescribeQuorumRequest as DescribeQuorumRequest
-from kproto._generated.describe_quorum import DescribeQuorumResponse as DescribeQuorumResponse
-from kproto._generated.alter_partition import AlterPartitionRequest as AlterPartitionRequest
-from kproto._generated.alter_partition import AlterPartitionResponse as AlterPartitionResponse
-from kproto._generated.update_features import UpdateFeaturesRequest as UpdateFeaturesRequest
-from kproto._generated.update_features import UpdateFeaturesResponse as UpdateFeaturesResponse
-from kproto._generated.envelope import EnvelopeRequest as EnvelopeRequest
-from kproto._generated.envelope import EnvelopeResponse as EnvelopeResponse
-from kproto._generated.fetch_snapshot import FetchSnapshotRequest as FetchSnapshotRequest
-from kproto._generated.fetch_snapshot import FetchSnapshotResponse as FetchSnapshotResponse
-from kproto._generated.describe_cluster import DescribeClusterRequest as DescribeClusterRequest
-from kproto._generated.describe_cluster import DescribeClusterResponse as DescribeClusterResponse
-from kproto._generated.describe_producers import DescribeProducersRequest as DescribeProducersRequest
-from kproto._generated.describe_producers import DescribeProducersResponse as DescribeProducersResponse
-from kproto._generated.broker_registration import BrokerRegistrationRequest as BrokerRegistrationRequest
-from kproto._generated.broker_registration import BrokerRegistrationResponse as BrokerRegistrationResponse
-from kproto._generated.broker_heartbeat import BrokerHeartbeatRequest as BrokerHeartbeatRequest
-from kproto._generated.broker_heartbeat import BrokerHeartbeatResponse as BrokerHeartbeatResponse
-from kproto._generated.unregister_broker import UnregisterBrokerRequest as UnregisterBrokerRequest
-from kproto._generated.unregister_broker import UnregisterBrokerResponse as UnregisterBrokerResponse
-from kproto._generated.describe_transactions import DescribeTransactionsRequest as DescribeTransactionsRequest
-from kproto._generated.describe_transactions import DescribeTransactionsResponse as DescribeTransactionsResponse
-from kproto._generated.list_transactions import ListTransactionsRequest as ListTransactionsRequest
-from kproto._generated.list_transactions import ListTransactionsResponse as ListTransactionsResponse
-from kproto._generated.allocate_producer_ids import AllocateProducerIdsRequest as AllocateProducerIdsRequest
-from kproto._generated.allocate_producer_ids import AllocateProducerIdsResponse as AllocateProducerIdsResponse
-from kproto._generated.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest as ConsumerGroupHeartbeatRequest
-from kproto._generated.consumer_group_heartbeat import ConsumerGroupHeartbeatResponse as ConsumerGroupHeartbeatResponse
-from kproto._generated.consumer_group_describe import ConsumerGroupDescribeRequest as ConsumerGroupDescribeRequest
-from kproto._generated.consumer_group_describe import ConsumerGroupDescribeResponse as ConsumerGroupDescribeResponse
-from kproto._generated.controller_registration import ControllerRegistrationRequest as ControllerRegistrationRequest
-from kproto._generated.controller_registration import ControllerRegistrationResponse as ControllerRegistrationResponse
-from kproto._generated.get_telemetry_subscriptions import GetTelemetrySubscriptionsRequest as GetTelemetrySubscriptionsRequest
-from kproto._generated.get_telemetry_subscriptions import GetTelemetrySubscriptionsResponse as GetTelemetrySubscriptionsResponse
-from kproto._generated.push_telemetry import PushTelemetryRequest as PushTelemetryRequest
-from kproto._generated.push_telemetry import PushTelemetryResponse as PushTelemetryResponse
-from kproto._generated.assign_replicas_to_dirs import AssignReplicasToDirsRequest as AssignReplicasToDirsRequest
-from kproto._generated.assign_replicas_to_dirs import AssignReplicasToDirsResponse as AssignReplicasToDirsResponse
-from kproto._generated.list_config_resources import ListConfigResourcesRequest as ListConfigResourcesRequest
-from kproto._generated.list_config_resources import ListConfigResourcesResponse as ListConfigResourcesResponse
-from kproto._generated.describe_topic_partitions import DescribeTopicPartitionsRequest as DescribeTopicPartitionsRequest
-from kproto._generated.describe_topic_partitions import DescribeTopicPartitionsResponse as DescribeTopicPartitionsResponse
-from kproto._generated.share_group_heartbeat import ShareGroupHeartbeatRequest as ShareGroupHeartbeatRequest
-from kproto._generated.share_group_heartbeat import ShareGroupHeartbeatResponse as ShareGroupHeartbeatResponse
-from kproto._generated.share_group_describe import ShareGroupDescribeRequest as ShareGroupDescribeRequest
-from kproto._generated.share_group_describe import ShareGroupDescribeResponse as ShareGroupDescribeResponse
-from kproto._generated.share_fetch import ShareFetchRequest as ShareFetchRequest
-from kproto._generated.share_fetch import ShareFetchResponse as ShareFetchResponse
-from kproto._generated.share_acknowledge import ShareAcknowledgeRequest as ShareAcknowledgeRequest
-from kproto._generated.share_acknowledge import ShareAcknowledgeResponse as ShareAcknowledgeResponse
-from kproto._generated.add_raft_voter import AddRaftVoterRequest as AddRaftVoterRequest
-from kproto._generated.add_raft_voter import AddRaftVoterResponse as AddRaftVoterResponse
-from kproto._generated.remove_raft_voter import RemoveRaftVoterRequest as RemoveRaftVoterRequest
-from kproto._generated.remove_raft_voter import RemoveRaftVoterResponse as RemoveRaftVoterResponse
-from kproto._generated.update_raft_voter import UpdateRaftVoterRequest as UpdateRaftVoterRequest
-from kproto._generated.update_raft_voter import UpdateRaftVoterResponse as UpdateRaftVoterResponse
-from kproto._generated.initialize_share_group_state import InitializeShareGroupStateRequest as InitializeShareGroupStateRequest
-from kproto._generated.initialize_share_group_state import InitializeShareGroupStateResponse as InitializeShareGroupStateResponse
-from kproto._generated.read_share_group_state import ReadShareGroupStateRequest as ReadShareGroupStateRequest
-from kproto._generated.read_share_group_state import ReadShareGroupStateResponse as ReadShareGroupStateResponse
-from kproto._generated.write_share_group_state import WriteShareGroupStateRequest as WriteShareGroupStateRequest
-from kproto._generated.write_share_group_state import WriteShareGroupStateResponse as WriteShareGroupStateResponse
-from kproto._generated.delete_share_group_state import DeleteShareGroupStateRequest as DeleteShareGroupStateRequest
-from kproto._generated.delete_share_group_state import DeleteShareGroupStateResponse as DeleteShareGroupStateResponse
-from kproto._generated.read_share_group_state_summary import ReadShareGroupStateSummaryRequest as ReadShareGroupStateSummaryRequest
-from kproto._generated.read_share_group_state_summary import ReadShareGroupStateSummaryResponse as ReadShareGroupStateSummaryResponse
-from kproto._generated.streams_group_heartbeat import StreamsGroupHeartbeatRequest as StreamsGroupHeartbeatRequest
-from kproto._generated.streams_group_heartbeat import StreamsGroupHeartbeatResponse as StreamsGroupHeartbeatResponse
-from kproto._generated.streams_group_describe import StreamsGroupDescribeRequest as StreamsGroupDescribeRequest
-from kproto._generated.streams_group_describe import StreamsGroupDescribeResponse as StreamsGroupDescribeResponse
-from kproto._generated.describe_share_group_offsets import DescribeShareGroupOffsetsRequest as DescribeShareGroupOffsetsRequest
-from kproto._generated.describe_share_group_offsets import DescribeShareGroupOffsetsResponse as DescribeShareGroupOffsetsResponse
-from kproto._generated.alter_share_group_offsets import AlterShareGroupOffsetsRequest as AlterShareGroupOffsetsRequest
-from kproto._generated.alter_share_group_offsets import AlterShareGroupOffsetsResponse as AlterShareGroupOffsetsResponse
-from kproto._generated.delete_share_group_offsets import DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest
-from kproto._generated.delete_share_group_offsets import DeleteShareGroupOffsetsResponse as DeleteShareGroupOffsetsResponse
-from kproto._generated.headers import RequestHeader as RequestHeader
-from kproto._generated.headers import ResponseHeader as ResponseHeader
-from kproto._generated.consumer_protocol import ConsumerProtocolAssignment as ConsumerProtocolAssignment
-from kproto._generated.consumer_protocol import ConsumerProtocolSubscription as ConsumerProtocolSubscription
+from typing import TYPE_CHECKING
+
+from kproto._backend import load_codecs
+
+if TYPE_CHECKING:  # the types are the pure target's (both targets define the same classes)
+    from kproto._generated.produce import ProduceRequest as ProduceRequest
+    from kproto._generated.produce import ProduceResponse as ProduceResponse
+    from kproto._generated.fetch import FetchRequest as FetchRequest
+    from kproto._generated.fetch import FetchResponse as FetchResponse
+    from kproto._generated.list_offsets import ListOffsetsRequest as ListOffsetsRequest
+    from kproto._generated.list_offsets import ListOffsetsResponse as ListOffsetsResponse
+    from kproto._generated.metadata import MetadataRequest as MetadataRequest
+    from kproto._generated.metadata import MetadataResponse as MetadataResponse
+    from kproto._generated.leader_and_isr import LeaderAndIsrRequest as LeaderAndIsrRequest
+    from kproto._generated.leader_and_isr import LeaderAndIsrResponse as LeaderAndIsrResponse
+    from kproto._generated.stop_replica import StopReplicaRequest as StopReplicaRequest
+    from kproto._generated.stop_replica import StopReplicaResponse as StopReplicaResponse
+    from kproto._generated.update_metadata import UpdateMetadataRequest as UpdateMetadataRequest
+    from kproto._generated.update_metadata import UpdateMetadataResponse as UpdateMetadataResponse
+    from kproto._generated.controlled_shutdown import ControlledShutdownRequest as ControlledShutdownRequest
+    from kproto._generated.controlled_shutdown import ControlledShutdownResponse as ControlledShutdownResponse
+    from kproto._generated.offset_commit import OffsetCommitRequest as OffsetCommitRequest
+    from kproto._generated.offset_commit import OffsetCommitResponse as OffsetCommitResponse
+    from kproto._generated.offset_fetch import OffsetFetchRequest as OffsetFetchRequest
+    from kproto._generated.offset_fetch import OffsetFetchResponse as OffsetFetchResponse
+    from kproto._generated.find_coordinator import FindCoordinatorRequest as FindCoordinatorRequest
+    from kproto._generated.find_coordinator import FindCoordinatorResponse as FindCoordinatorResponse
+    from kproto._generated.join_group import JoinGroupRequest as JoinGroupRequest
+    from kproto._generated.join_group import JoinGroupResponse as JoinGroupResponse
+    from kproto._generated.heartbeat import HeartbeatRequest as HeartbeatRequest
+    from kproto._generated.heartbeat import HeartbeatResponse as HeartbeatResponse
+    from kproto._generated.leave_group import LeaveGroupRequest as LeaveGroupRequest
+    from kproto._generated.leave_group import LeaveGroupResponse as LeaveGroupResponse
+    from kproto._generated.sync_group import SyncGroupRequest as SyncGroupRequest
+    from kproto._generated.sync_group import SyncGroupResponse as SyncGroupResponse
+    from kproto._generated.describe_groups import DescribeGroupsRequest as DescribeGroupsRequest
+    from kproto._generated.describe_groups import DescribeGroupsResponse as DescribeGroupsResponse
+    from kproto._generated.list_groups import ListGroupsRequest as ListGroupsRequest
+    from kproto._generated.list_groups import ListGroupsResponse as ListGroupsResponse
+    from kproto._generated.sasl_handshake import SaslHandshakeRequest as SaslHandshakeRequest
+    from kproto._generated.sasl_handshake import SaslHandshakeResponse as SaslHandshakeResponse
+    from kproto._generated.api_versions import ApiVersionsRequest as ApiVersionsRequest
+    from kproto._generated.api_versions import ApiVersionsResponse as ApiVersionsResponse
+    from kproto._generated.create_topics import CreateTopicsRequest as CreateTopicsRequest
+    from kproto._generated.create_topics import CreateTopicsResponse as CreateTopicsResponse
+    from kproto._generated.delete_topics import DeleteTopicsRequest as DeleteTopicsRequest
+    from kproto._generated.delete_topics import DeleteTopicsResponse as DeleteTopicsResponse
+    from kproto._generated.delete_records import DeleteRecordsRequest as DeleteRecordsRequest
+    from kproto._generated.delete_records import DeleteRecordsResponse as DeleteRecordsResponse
+    from kproto._generated.init_producer_id import InitProducerIdRequest as InitProducerIdRequest
+    from kproto._generated.init_producer_id import InitProducerIdResponse as InitProducerIdResponse
+    from kproto._generated.offset_for_leader_epoch import OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequest
+    from kproto._generated.offset_for_leader_epoch import OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponse
+    from kproto._generated.add_partitions_to_txn import AddPartitionsToTxnRequest as AddPartitionsToTxnRequest
+    from kproto._generated.add_partitions_to_txn import AddPartitionsToTxnResponse as AddPartitionsToTxnResponse
+    from kproto._generated.add_offsets_to_txn import AddOffsetsToTxnRequest as AddOffsetsToTxnRequest
+    from kproto._generated.add_offsets_to_txn import AddOffsetsToTxnResponse as AddOffsetsToTxnResponse
+    from kproto._generated.end_txn import EndTxnRequest as EndTxnRequest
+    from kproto._generated.end_txn import EndTxnResponse as EndTxnResponse
+    from kproto._generated.write_txn_markers import WriteTxnMarkersRequest as WriteTxnMarkersRequest
+    from kproto._generated.write_txn_markers import WriteTxnMarkersResponse as WriteTxnMarkersResponse
+    from kproto._generated.txn_offset_commit import TxnOffsetCommitRequest as TxnOffsetCommitRequest
+    from kproto._generated.txn_offset_commit import TxnOffsetCommitResponse as TxnOffsetCommitResponse
+    from kproto._generated.describe_acls import DescribeAclsRequest as DescribeAclsRequest
+    from kproto._generated.describe_acls import DescribeAclsResponse as DescribeAclsResponse
+    from kproto._generated.create_acls import CreateAclsRequest as CreateAclsRequest
+    from kproto._generated.create_acls import CreateAclsResponse as CreateAclsResponse
+    from kproto._generated.delete_acls import DeleteAclsRequest as DeleteAclsRequest
+    from kproto._generated.delete_acls import DeleteAclsResponse as DeleteAclsResponse
+    from kproto._generated.describe_configs import DescribeConfigsRequest as DescribeConfigsRequest
+    from kproto._generated.describe_configs import DescribeConfigsResponse as DescribeConfigsResponse
+    from kproto._generated.alter_configs import AlterConfigsRequest as AlterConfigsRequest
+    from kproto._generated.alter_configs import AlterConfigsResponse as AlterConfigsResponse
+    from kproto._generated.alter_replica_log_dirs import AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequest
+    from kproto._generated.alter_replica_log_dirs import AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponse
+    from kproto._generated.describe_log_dirs import DescribeLogDirsRequest as DescribeLogDirsRequest
+    from kproto._generated.describe_log_dirs import DescribeLogDirsResponse as DescribeLogDirsResponse
+    from kproto._generated.sasl_authenticate import SaslAuthenticateRequest as SaslAuthenticateRequest
+    from kproto._generated.sasl_authenticate import SaslAuthenticateResponse as SaslAuthenticateResponse
+    from kproto._generated.create_partitions import CreatePartitionsRequest as CreatePartitionsRequest
+    from kproto._generated.create_partitions import CreatePartitionsResponse as CreatePartitionsResponse
+    from kproto._generated.create_delegation_token import CreateDelegationTokenRequest as CreateDelegationTokenRequest
+    from kproto._generated.create_delegation_token import CreateDelegationTokenResponse as CreateDelegationTokenResponse
+    from kproto._generated.renew_delegation_token import RenewDelegationTokenRequest as RenewDelegationTokenRequest
+    from kproto._generated.renew_delegation_token import RenewDelegationTokenResponse as RenewDelegationTokenResponse
+    from kproto._generated.expire_delegation_token import ExpireDelegationTokenRequest as ExpireDelegationTokenRequest
+    from kproto._generated.expire_delegation_token import ExpireDelegationTokenResponse as ExpireDelegationTokenResponse
+    from kproto._generated.describe_delegation_token import DescribeDelegationTokenRequest as DescribeDelegationTokenRequest
+    from kproto._generated.describe_delegation_token import DescribeDelegationTokenResponse as DescribeDelegationTokenResponse
+    from kproto._generated.delete_groups import DeleteGroupsRequest as DeleteGroupsRequest
+    from kproto._generated.delete_groups import DeleteGroupsResponse as DeleteGroupsResponse
+    from kproto._generated.elect_leaders import ElectLeadersRequest as ElectLeadersRequest
+    from kproto._generated.elect_leaders import ElectLeadersResponse as ElectLeadersResponse
+    from kproto._generated.incremental_alter_configs import IncrementalAlterConfigsRequest as IncrementalAlterConfigsRequest
+    from kproto._generated.incremental_alter_configs import IncrementalAlterConfigsResponse as IncrementalAlterConfigsResponse
+    from kproto._generated.alter_partition_reassignments import AlterPartitionReassignmentsRequest as AlterPartitionReassignmentsRequest
+    from kproto._generated.alter_partition_reassignments import AlterPartitionReassignmentsResponse as AlterPartitionReassignmentsResponse
+    from kproto._generated.list_partition_reassignments import ListPartitionReassignmentsRequest as ListPartitionReassignmentsRequest
+    from kproto._generated.list_partition_reassignments import ListPartitionReassignmentsResponse as ListPartitionReassignmentsResponse
+    from kproto._generated.offset_delete import OffsetDeleteRequest as OffsetDeleteRequest
+    from kproto._generated.offset_delete import OffsetDeleteResponse as OffsetDeleteResponse
+    from kproto._generated.describe_client_quotas import DescribeClientQuotasRequest as DescribeClientQuotasRequest
+    from kproto._generated.describe_client_quotas import DescribeClientQuotasResponse as DescribeClientQuotasResponse
+    from kproto._generated.alter_client_quotas import AlterClientQuotasRequest as AlterClientQuotasRequest
+    from kproto._generated.alter_client_quotas import AlterClientQuotasResponse as AlterClientQuotasResponse
+    from kproto._generated.describe_user_scram_credentials import DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest
+    from kproto._generated.describe_user_scram_credentials import DescribeUserScramCredentialsResponse as DescribeUserScramCredentialsResponse
+    from kproto._generated.alter_user_scram_credentials import AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest
+    from kproto._generated.alter_user_scram_credentials import AlterUserScramCredentialsResponse as AlterUserScramCredentialsResponse
+    from kproto._generated.vote import VoteRequest as VoteRequest
+    from kproto._generated.vote import VoteResponse as VoteResponse
+    from kproto._generated.begin_quorum_epoch import BeginQuorumEpochRequest as BeginQuorumEpochRequest
+    from kproto._generated.begin_quorum_epoch import BeginQuorumEpochResponse as BeginQuorumEpochResponse
+    from kproto._generated.end_quorum_epoch import EndQuorumEpochRequest as EndQuorumEpochRequest
+    from kproto._generated.end_quorum_epoch import EndQuorumEpochResponse as EndQuorumEpochResponse
+    from kproto._generated.describe_quorum import DescribeQuorumRequest as DescribeQuorumRequest
+    from kproto._generated.describe_quorum import DescribeQuorumResponse as DescribeQuorumResponse
+    from kproto._generated.alter_partition import AlterPartitionRequest as AlterPartitionRequest
+    from kproto._generated.alter_partition import AlterPartitionResponse as AlterPartitionResponse
+    from kproto._generated.update_features import UpdateFeaturesRequest as UpdateFeaturesRequest
+    from kproto._generated.update_features import UpdateFeaturesResponse as UpdateFeaturesResponse
+    from kproto._generated.envelope import EnvelopeRequest as EnvelopeRequest
+    from kproto._generated.envelope import EnvelopeResponse as EnvelopeResponse
+    from kproto._generated.fetch_snapshot import FetchSnapshotRequest as FetchSnapshotRequest
+    from kproto._generated.fetch_snapshot import FetchSnapshotResponse as FetchSnapshotResponse
+    from kproto._generated.describe_cluster import DescribeClusterRequest as DescribeClusterRequest
+    from kproto._generated.describe_cluster import DescribeClusterResponse as DescribeClusterResponse
+    from kproto._generated.describe_producers import DescribeProducersRequest as DescribeProducersRequest
+    from kproto._generated.describe_producers import DescribeProducersResponse as DescribeProducersResponse
+    from kproto._generated.broker_registration import BrokerRegistrationRequest as BrokerRegistrationRequest
+    from kproto._generated.broker_registration import BrokerRegistrationResponse as BrokerRegistrationResponse
+    from kproto._generated.broker_heartbeat import BrokerHeartbeatRequest as BrokerHeartbeatRequest
+    from kproto._generated.broker_heartbeat import BrokerHeartbeatResponse as BrokerHeartbeatResponse
+    from kproto._generated.unregister_broker import UnregisterBrokerRequest as UnregisterBrokerRequest
+    from kproto._generated.unregister_broker import UnregisterBrokerResponse as UnregisterBrokerResponse
+    from kproto._generated.describe_transactions import DescribeTransactionsRequest as DescribeTransactionsRequest
+    from kproto._generated.describe_transactions import DescribeTransactionsResponse as DescribeTransactionsResponse
+    from kproto._generated.list_transactions import ListTransactionsRequest as ListTransactionsRequest
+    from kproto._generated.list_transactions import ListTransactionsResponse as ListTransactionsResponse
+    from kproto._generated.allocate_producer_ids import AllocateProducerIdsRequest as AllocateProducerIdsRequest
+    from kproto._generated.allocate_producer_ids import AllocateProducerIdsResponse as AllocateProducerIdsResponse
+    from kproto._generated.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest as ConsumerGroupHeartbeatRequest
+    from kproto._generated.consumer_group_heartbeat import ConsumerGroupHeartbeatResponse as ConsumerGroupHeartbeatResponse
+    from kproto._generated.consumer_group_describe import ConsumerGroupDescribeRequest as ConsumerGroupDescribeRequest
+    from kproto._generated.consumer_group_describe import ConsumerGroupDescribeResponse as ConsumerGroupDescribeResponse
+    from kproto._generated.controller_registration import ControllerRegistrationRequest as ControllerRegistrationRequest
+    from kproto._generated.controller_registration import ControllerRegistrationResponse as ControllerRegistrationResponse
+    from kproto._generated.get_telemetry_subscriptions import GetTelemetrySubscriptionsRequest as GetTelemetrySubscriptionsRequest
+    from kproto._generated.get_telemetry_subscriptions import GetTelemetrySubscriptionsResponse as GetTelemetrySubscriptionsResponse
+    from kproto._generated.push_telemetry import PushTelemetryRequest as PushTelemetryRequest
+    from kproto._generated.push_telemetry import PushTelemetryResponse as PushTelemetryResponse
+    from kproto._generated.assign_replicas_to_dirs import AssignReplicasToDirsRequest as AssignReplicasToDirsRequest
+    from kproto._generated.assign_replicas_to_dirs import AssignReplicasToDirsResponse as AssignReplicasToDirsResponse
+    from kproto._generated.list_config_resources import ListConfigResourcesRequest as ListConfigResourcesRequest
+    from kproto._generated.list_config_resources import ListConfigResourcesResponse as ListConfigResourcesResponse
+    from kproto._generated.describe_topic_partitions import DescribeTopicPartitionsRequest as DescribeTopicPartitionsRequest
+    from kproto._generated.describe_topic_partitions import DescribeTopicPartitionsResponse as DescribeTopicPartitionsResponse
+    from kproto._generated.share_group_heartbeat import ShareGroupHeartbeatRequest as ShareGroupHeartbeatRequest
+    from kproto._generated.share_group_heartbeat import ShareGroupHeartbeatResponse as ShareGroupHeartbeatResponse
+    from kproto._generated.share_group_describe import ShareGroupDescribeRequest as ShareGroupDescribeRequest
+    from kproto._generated.share_group_describe import ShareGroupDescribeResponse as ShareGroupDescribeResponse
+    from kproto._generated.share_fetch import ShareFetchRequest as ShareFetchRequest
+    from kproto._generated.share_fetch import ShareFetchResponse as ShareFetchResponse
+    from kproto._generated.share_acknowledge import ShareAcknowledgeRequest as ShareAcknowledgeRequest
+    from kproto._generated.share_acknowledge import ShareAcknowledgeResponse as ShareAcknowledgeResponse
+    from kproto._generated.add_raft_voter import AddRaftVoterRequest as AddRaftVoterRequest
+    from kproto._generated.add_raft_voter import AddRaftVoterResponse as AddRaftVoterResponse
+    from kproto._generated.remove_raft_voter import RemoveRaftVoterRequest as RemoveRaftVoterRequest
+    from kproto._generated.remove_raft_voter import RemoveRaftVoterResponse as RemoveRaftVoterResponse
+    from kproto._generated.update_raft_voter import UpdateRaftVoterRequest as UpdateRaftVoterRequest
+    from kproto._generated.update_raft_voter import UpdateRaftVoterResponse as UpdateRaftVoterResponse
+    from kproto._generated.initialize_share_group_state import InitializeShareGroupStateRequest as InitializeShareGroupStateRequest
+    from kproto._generated.initialize_share_group_state import InitializeShareGroupStateResponse as InitializeShareGroupStateResponse
+    from kproto._generated.read_share_group_state import ReadShareGroupStateRequest as ReadShareGroupStateRequest
+    from kproto._generated.read_share_group_state import ReadShareGroupStateResponse as ReadShareGroupStateResponse
+    from kproto._generated.write_share_group_state import WriteShareGroupStateRequest as WriteShareGroupStateRequest
+    from kproto._generated.write_share_group_state import WriteShareGroupStateResponse as WriteShareGroupStateResponse
+    from kproto._generated.delete_share_group_state import DeleteShareGroupStateRequest as DeleteShareGroupStateRequest
+    from kproto._generated.delete_share_group_state import DeleteShareGroupStateResponse as DeleteShareGroupStateResponse
+    from kproto._generated.read_share_group_state_summary import ReadShareGroupStateSummaryRequest as ReadShareGroupStateSummaryRequest
+    from kproto._generated.read_share_group_state_summary import ReadShareGroupStateSummaryResponse as ReadShareGroupStateSummaryResponse
+    from kproto._generated.streams_group_heartbeat import StreamsGroupHeartbeatRequest as StreamsGroupHeartbeatRequest
+    from kproto._generated.streams_group_heartbeat import StreamsGroupHeartbeatResponse as StreamsGroupHeartbeatResponse
+    from kproto._generated.streams_group_describe import StreamsGroupDescribeRequest as StreamsGroupDescribeRequest
+    from kproto._generated.streams_group_describe import StreamsGroupDescribeResponse as StreamsGroupDescribeResponse
+    from kproto._generated.describe_share_group_offsets import DescribeShareGroupOffsetsRequest as DescribeShareGroupOffsetsRequest
+    from kproto._generated.describe_share_group_offsets import DescribeShareGroupOffsetsResponse as DescribeShareGroupOffsetsResponse
+    from kproto._generated.alter_share_group_offsets import AlterShareGroupOffsetsRequest as AlterShareGroupOffsetsRequest
+    from kproto._generated.alter_share_group_offsets import AlterShareGroupOffsetsResponse as AlterShareGroupOffsetsResponse
+    from kproto._generated.delete_share_group_offsets import DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest
+    from kproto._generated.delete_share_group_offsets import DeleteShareGroupOffsetsResponse as DeleteShareGroupOffsetsResponse
+    from kproto._generated.headers import RequestHeader as RequestHeader
+    from kproto._generated.headers import ResponseHeader as ResponseHeader
+    from kproto._generated.consumer_protocol import ConsumerProtocolAssignment as ConsumerProtocolAssignment
+    from kproto._generated.consumer_protocol import ConsumerProtocolSubscription as ConsumerProtocolSubscription
+else:
+    # Each module's compiled target (kproto._compiled) where it is built and KPROTO_PURE is not 1, else
+    # its pure target (kproto._generated): the one place the choice is made.
+    _COMPILED = frozenset({'api_versions', 'consumer_protocol', 'fetch', 'find_coordinator', 'headers', 'heartbeat', 'init_producer_id', 'join_group', 'leave_group', 'list_offsets', 'metadata', 'offset_commit', 'offset_fetch', 'produce', 'sync_group'})
+    for _module, _classes in (
+        ('produce', ('ProduceRequest', 'ProduceResponse')),
+        ('fetch', ('FetchRequest', 'FetchResponse')),
+        ('list_offsets', ('ListOffsetsRequest', 'ListOffsetsResponse')),
+        ('metadata', ('MetadataRequest', 'MetadataResponse')),
+        ('leader_and_isr', ('LeaderAndIsrRequest', 'LeaderAndIsrResponse')),
+        ('stop_replica', ('StopReplicaRequest', 'StopReplicaResponse')),
+        ('update_metadata', ('UpdateMetadataRequest', 'UpdateMetadataResponse')),
+        ('controlled_shutdown', ('ControlledShutdownRequest', 'ControlledShutdownResponse')),
+        ('offset_commit', ('OffsetCommitRequest', 'OffsetCommitResponse')),
+        ('offset_fetch', ('OffsetFetchRequest', 'OffsetFetchResponse')),
+        ('find_coordinator', ('FindCoordinatorRequest', 'FindCoordinatorResponse')),
+        ('join_group', ('JoinGroupRequest', 'JoinGroupResponse')),
+        ('heartbeat', ('HeartbeatRequest', 'HeartbeatResponse')),
+        ('leave_group', ('LeaveGroupRequest', 'LeaveGroupResponse')),
+        ('sync_group', ('SyncGroupRequest', 'SyncGroupResponse')),
+        ('describe_groups', ('DescribeGroupsRequest', 'DescribeGroupsResponse')),
+        ('list_groups', ('ListGroupsRequest', 'ListGroupsResponse')),
+        ('sasl_handshake', ('SaslHandshakeRequest', 'SaslHandshakeResponse')),
+        ('api_versions', ('ApiVersionsRequest', 'ApiVersionsResponse')),
+        ('create_topics', ('CreateTopicsRequest', 'CreateTopicsResponse')),
+        ('delete_topics', ('DeleteTopicsRequest', 'DeleteTopicsResponse')),
+        ('delete_records', ('DeleteRecordsRequest', 'DeleteRecordsResponse')),
+        ('init_producer_id', ('InitProducerIdRequest', 'InitProducerIdResponse')),
+        ('offset_for_leader_epoch', ('OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse')),
+        ('add_partitions_to_txn', ('AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse')),
+        ('add_offsets_to_txn', ('AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse')),
+        ('end_txn', ('EndTxnRequest', 'EndTxnResponse')),
+        ('write_txn_markers', ('WriteTxnMarkersRequest', 'WriteTxnMarkersResponse')),
+        ('txn_offset_commit', ('TxnOffsetCommitRequest', 'TxnOffsetCommitResponse')),
+        ('describe_acls', ('DescribeAclsRequest', 'DescribeAclsResponse')),
+        ('create_acls', ('CreateAclsRequest', 'CreateAclsResponse')),
+        ('delete_acls', ('DeleteAclsRequest', 'DeleteAclsResponse')),
+        ('describe_configs', ('DescribeConfigsRequest', 'DescribeConfigsResponse')),
+        ('alter_configs', ('AlterConfigsRequest', 'AlterConfigsResponse')),
+        ('alter_replica_log_dirs', ('AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse')),
+        ('describe_log_dirs', ('DescribeLogDirsRequest', 'DescribeLogDirsResponse')),
+        ('sasl_authenticate', ('SaslAuthenticateRequest', 'SaslAuthenticateResponse')),
+        ('create_partitions', ('CreatePartitionsRequest', 'CreatePartitionsResponse')),
+        ('create_delegation_token', ('CreateDelegationTokenRequest', 'CreateDelegationTokenResponse')),
+        ('renew_delegation_token', ('RenewDelegationTokenRequest', 'RenewDelegationTokenResponse')),
+        ('expire_delegation_token', ('ExpireDelegationTokenRequest', 'ExpireDelegationTokenResponse')),
+        ('describe_delegation_token', ('DescribeDelegationTokenRequest', 'DescribeDelegationTokenResponse')),
+        ('delete_groups', ('DeleteGroupsRequest', 'DeleteGroupsResponse')),
+        ('elect_leaders', ('ElectLeadersRequest', 'ElectLeadersResponse')),
+        ('incremental_alter_configs', ('IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse')),
+        ('alter_partition_reassignments', ('AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse')),
+        ('list_partition_reassignments', ('ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse')),
+        ('offset_delete', ('OffsetDeleteRequest', 'OffsetDeleteResponse')),
+        ('describe_client_quotas', ('DescribeClientQuotasRequest', 'DescribeClientQuotasResponse')),
+        ('alter_client_quotas', ('AlterClientQuotasRequest', 'AlterClientQuotasResponse')),
+        ('describe_user_scram_credentials', ('DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse')),
+        ('alter_user_scram_credentials', ('AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse')),
+        ('vote', ('VoteRequest', 'VoteResponse')),
+        ('begin_quorum_epoch', ('BeginQuorumEpochRequest', 'BeginQuorumEpochResponse')),
+        ('end_quorum_epoch', ('EndQuorumEpochRequest', 'EndQuorumEpochResponse')),
+        ('describe_quorum', ('DescribeQuorumRequest', 'DescribeQuorumResponse')),
+        ('alter_partition', ('AlterPartitionRequest', 'AlterPartitionResponse')),
+        ('update_features', ('UpdateFeaturesRequest', 'UpdateFeaturesResponse')),
+        ('envelope', ('EnvelopeRequest', 'EnvelopeResponse')),
+        ('fetch_snapshot', ('FetchSnapshotRequest', 'FetchSnapshotResponse')),
+        ('describe_cluster', ('DescribeClusterRequest', 'DescribeClusterResponse')),
+        ('describe_producers', ('DescribeProducersRequest', 'DescribeProducersResponse')),
+        ('broker_registration', ('BrokerRegistrationRequest', 'BrokerRegistrationResponse')),
+        ('broker_heartbeat', ('BrokerHeartbeatRequest', 'BrokerHeartbeatResponse')),
+        ('unregister_broker', ('UnregisterBrokerRequest', 'UnregisterBrokerResponse')),
+        ('describe_transactions', ('DescribeTransactionsRequest', 'DescribeTransactionsResponse')),
+        ('list_transactions', ('ListTransactionsRequest', 'ListTransactionsResponse')),
+        ('allocate_producer_ids', ('AllocateProducerIdsRequest', 'AllocateProducerIdsResponse')),
+        ('consumer_group_heartbeat', ('ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse')),
+        ('consumer_group_describe', ('ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse')),
+        ('controller_registration', ('ControllerRegistrationRequest', 'ControllerRegistrationResponse')),
+        ('get_telemetry_subscriptions', ('GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse')),
+        ('push_telemetry', ('PushTelemetryRequest', 'PushTelemetryResponse')),
+        ('assign_replicas_to_dirs', ('AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse')),
+        ('list_config_resources', ('ListConfigResourcesRequest', 'ListConfigResourcesResponse')),
+        ('describe_topic_partitions', ('DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse')),
+        ('share_group_heartbeat', ('ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse')),
+        ('share_group_describe', ('ShareGroupDescribeRequest', 'ShareGroupDescribeResponse')),
+        ('share_fetch', ('ShareFetchRequest', 'ShareFetchResponse')),
+        ('share_acknowledge', ('ShareAcknowledgeRequest', 'ShareAcknowledgeResponse')),
+        ('add_raft_voter', ('AddRaftVoterRequest', 'AddRaftVoterResponse')),
+        ('remove_raft_voter', ('RemoveRaftVoterRequest', 'RemoveRaftVoterResponse')),
+        ('update_raft_voter', ('UpdateRaftVoterRequest', 'UpdateRaftVoterResponse')),
+        ('initialize_share_group_state', ('InitializeShareGroupStateRequest', 'InitializeShareGroupStateResponse')),
+        ('read_share_group_state', ('ReadShareGroupStateRequest', 'ReadShareGroupStateResponse')),
+        ('write_share_group_state', ('WriteShareGroupStateRequest', 'WriteShareGroupStateResponse')),
+        ('delete_share_group_state', ('DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse')),
+        ('read_share_group_state_summary', ('ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse')),
+        ('streams_group_heartbeat', ('StreamsGroupHeartbeatRequest', 'StreamsGroupHeartbeatResponse')),
+        ('streams_group_describe', ('StreamsGroupDescribeRequest', 'StreamsGroupDescribeResponse')),
+        ('describe_share_group_offsets', ('DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse')),
+        ('alter_share_group_offsets', ('AlterShareGroupOffsetsRequest', 'AlterShareGroupOffsetsResponse')),
+        ('delete_share_group_offsets', ('DeleteShareGroupOffsetsRequest', 'DeleteShareGroupOffsetsResponse')),
+        ('headers', ('RequestHeader', 'ResponseHeader')),
+        ('consumer_protocol', ('ConsumerProtocolAssignment', 'ConsumerProtocolSubscription')),
+    ):
+        _codecs = load_codecs(_module, _module in _COMPILED)
+        for _name in _classes:
+            globals()[_name] = getattr(_codecs, _name)
 
 # Older API names (Kafka renamed these APIs): the same classes under the names code used.
 ProducerRequest = ProduceRequest

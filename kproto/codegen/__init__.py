@@ -7,13 +7,14 @@ committed modules differ from what the specs generate (the test suite runs the s
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional
+from typing import Dict, Iterator, Optional, Tuple
 
 from kproto.codegen.error_codes import generate_error_codes
 from kproto.codegen.python_codecs import ModuleGenerator, c_wire_pxd
+from kproto.codegen.targets import COMPILED_MODULES
 from kproto.schema import load_specs, snake_case
 
-__all__ = ["generate_all", "generated_dir"]
+__all__ = ["generate_all", "generate_compiled", "generated_dir"]
 
 
 def generated_dir() -> str:
@@ -35,19 +36,35 @@ def _registry(schema) -> str:
         "",
         "from __future__ import annotations",
         "",
+        "from typing import TYPE_CHECKING",
+        "",
+        "from kproto._backend import load_codecs",
+        "",
     ]
     apis = sorted(schema.apis.values(), key=lambda a: a.api_key)
-    names: list = []
-    for api in apis:
-        lines.append(f"from kproto._generated.{snake_case(api.name)} import {api.name}Request as {api.name}Request")
-        lines.append(f"from kproto._generated.{snake_case(api.name)} import {api.name}Response as {api.name}Response")
-        names += [api.name + "Request", api.name + "Response"]
-    for spec in sorted(schema.headers.values(), key=lambda m: m.name):
-        lines.append(f"from kproto._generated.headers import {spec.name} as {spec.name}")
-        names.append(spec.name)
-    for spec in sorted(schema.data.values(), key=lambda m: m.name):
-        lines.append(f"from kproto._generated.consumer_protocol import {spec.name} as {spec.name}")
-        names.append(spec.name)
+    modules = [(snake_case(api.name), [api.name + "Request", api.name + "Response"]) for api in apis]
+    modules.append(("headers", [spec.name for spec in sorted(schema.headers.values(), key=lambda m: m.name)]))
+    modules.append(("consumer_protocol", [spec.name for spec in sorted(schema.data.values(), key=lambda m: m.name)]))
+    names: list = [cls for _, classes in modules for cls in classes]
+    lines.append("if TYPE_CHECKING:  # the types are the pure target's (both targets define the same classes)")
+    for module, classes in modules:
+        for cls in classes:
+            lines.append(f"    from kproto._generated.{module} import {cls} as {cls}")
+    lines += [
+        "else:",
+        "    # Each module's compiled target (kproto._compiled) where it is built and KPROTO_PURE is not 1, else",
+        "    # its pure target (kproto._generated): the one place the choice is made.",
+        "    _COMPILED = frozenset({" + ", ".join(repr(m) for m in COMPILED_MODULES) + "})",
+        "    for _module, _classes in (",
+    ]
+    for module, classes in modules:
+        lines.append(f"        ({module!r}, {tuple(classes)!r}),")
+    lines += [
+        "    ):",
+        "        _codecs = load_codecs(_module, _module in _COMPILED)",
+        "        for _name in _classes:",
+        "            globals()[_name] = getattr(_codecs, _name)",
+    ]
     lines += ["", "# Older API names (Kafka renamed these APIs): the same classes under the names code used."]
     for api in apis:
         for old in api.old_names:
@@ -133,31 +150,43 @@ def _typed_send(schema) -> str:
     return "\n".join(lines)
 
 
-def generate_all(spec_dir: Optional[str] = None) -> Dict[str, str]:
-    """File name (relative to ``kproto/_generated``; the typed ``send`` stub sits in ``kproto/connection``)
-    → contents, for every generated file."""
-    schema = load_specs(spec_dir)
-    files: Dict[str, str] = {}
+def _codec_generators(schema) -> Iterator[Tuple[str, ModuleGenerator]]:
+    """(module name, its generator) for every codec module: one per API, the headers, the consumer protocol."""
     for api in schema.apis.values():
         module = snake_case(api.name)
-        gen = ModuleGenerator([api.request, api.response], _api_module_doc(api), [f"specs/{api.source}"])
-        files[module + ".py"], files[module + ".pxd"] = gen.generate()
+        sources = [f"specs/{api.source}"]
+        yield module, ModuleGenerator([api.request, api.response], _api_module_doc(api), sources, module)
     headers = sorted(schema.headers.values(), key=lambda m: m.name)
-    gen = ModuleGenerator(
-        headers,
-        "Frame headers: the request header (v0 without client id, v1, v2 with a tag "
-        "section) and the response header (v0, v1 with a tag section).",
-        [f"specs/{m.source}" for m in headers],
+    yield (
+        "headers",
+        ModuleGenerator(
+            headers,
+            "Frame headers: the request header (v0 without client id, v1, v2 with a tag "
+            "section) and the response header (v0, v1 with a tag section).",
+            [f"specs/{m.source}" for m in headers],
+            "headers",
+        ),
     )
-    files["headers.py"], files["headers.pxd"] = gen.generate()
     data = sorted(schema.data.values(), key=lambda m: m.name)
-    gen = ModuleGenerator(
-        data,
-        "Schemas carried as bytes inside other messages: the consumer protocol's "
-        "subscription (JoinGroup member metadata) and assignment (SyncGroup).",
-        [f"specs/{m.source}" for m in data],
+    yield (
+        "consumer_protocol",
+        ModuleGenerator(
+            data,
+            "Schemas carried as bytes inside other messages: the consumer protocol's "
+            "subscription (JoinGroup member metadata) and assignment (SyncGroup).",
+            [f"specs/{m.source}" for m in data],
+            "consumer_protocol",
+        ),
     )
-    files["consumer_protocol.py"], files["consumer_protocol.pxd"] = gen.generate()
+
+
+def generate_all(spec_dir: Optional[str] = None) -> Dict[str, str]:
+    """File name (relative to ``kproto/_generated``; the typed ``send`` stub sits in ``kproto/connection``)
+    → contents, for every committed generated file (the codecs' pure target)."""
+    schema = load_specs(spec_dir)
+    files: Dict[str, str] = {}
+    for module, gen in _codec_generators(schema):
+        files[module + ".py"] = gen.generate()[0]
     files["error_codes.py"] = generate_error_codes(schema.errors, "specs/ErrorCodes.json")
     files["registry.py"] = _registry(schema)
     files["typed_decode.pyi"] = _typed_decode(schema)
@@ -166,5 +195,21 @@ def generate_all(spec_dir: Optional[str] = None) -> Dict[str, str]:
     files["__init__.py"] = (
         '# Generated by `python -m kproto.codegen`. Do not edit.\n'
         '"""Modules generated from ``specs/``; import them through :mod:`kproto.messages`."""\n'
+    )
+    return files
+
+
+def generate_compiled(spec_dir: Optional[str] = None) -> Dict[str, str]:
+    """File name (relative to ``kproto/_compiled``) → contents: the compiled target of every module of
+    :data:`~kproto.codegen.targets.COMPILED_MODULES` (``.py`` and ``.pxd``).
+    ``setup.py`` writes these at build time; they are never committed."""
+    schema = load_specs(spec_dir)
+    files: Dict[str, str] = {}
+    for module, gen in _codec_generators(schema):
+        if module in COMPILED_MODULES:
+            _, files[module + ".py"], files[module + ".pxd"] = gen.generate()
+    files["__init__.py"] = (
+        '# Written by setup.py (kproto.codegen.generate_compiled). Do not edit.\n'
+        '"""The compiled target of the hot codecs; import them through :mod:`kproto.messages`."""\n'
     )
     return files

@@ -27,10 +27,6 @@ import struct
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from kproto._generated.consumer_protocol import (
-    ConsumerProtocolAssignment_TopicPartition,
-    ConsumerProtocolSubscription_TopicPartition,
-)
 from kproto.errors import DecodeError
 from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
@@ -79,7 +75,7 @@ class ConsumerProtocolCodec:
         if not SUBSCRIPTION_VERSIONS[0] <= version <= SUBSCRIPTION_VERSIONS[1]:
             raise ValueError(f"consumer subscription version {version} is not one of 0-3")
         owned = [
-            ConsumerProtocolSubscription_TopicPartition(topic=t, partitions=list(ps))
+            ConsumerProtocolSubscription.TopicPartition(topic=t, partitions=list(ps))
             for t, ps in subscription.owned_partitions.items()
         ]
         message = ConsumerProtocolSubscription(
@@ -121,7 +117,7 @@ class ConsumerProtocolCodec:
     def encode_assignment(self, assignment: Mapping[str, Sequence[int]]) -> bytes:
         """Member-assignment bytes for ``{topic: partitions}`` (topics in the mapping's order)."""
         parts = [
-            ConsumerProtocolAssignment_TopicPartition(topic=topic, partitions=list(ps))
+            ConsumerProtocolAssignment.TopicPartition(topic=topic, partitions=list(ps))
             for topic, ps in assignment.items()
         ]
         return ConsumerProtocolAssignment(assigned_partitions=parts).encode_embedded(0)

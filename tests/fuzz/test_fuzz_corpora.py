@@ -78,7 +78,7 @@ def test_twins_really_differ_when_built():
 
     compiled, pure = compiled_codecs(), load_pure_codecs()
     assert is_compiled(compiled.framing) and not is_compiled(pure.framing)
-    produce_compiled = sys.modules["kproto._generated.produce"]
+    produce_compiled = sys.modules["kproto._compiled.produce"]
     assert is_compiled(produce_compiled) and not is_compiled(pure.modules["kproto._generated.produce"])
     fast, slow = records_modules()
     assert fast is not None and is_compiled(fast) and not is_compiled(slow)
