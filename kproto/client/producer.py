@@ -6,8 +6,9 @@ Theory of operation
 ``await producer.send(topic, value)`` never waits for the network: it picks the partition (the
 :class:`~kproto.client.partitioner.DefaultPartitioner` unless ``partition=`` is given), appends the record
 to the open batch of that partition and returns a :class:`~kproto.client.record_future.RecordFuture` of its
-:class:`RecordMetadata`: the pair (batch, index), which asyncio takes as a future.  Only two things make ``send`` wait: ``max_buffered_records`` records already
-waiting (back-pressure), and nothing else.  A record for a topic whose partition count is not known yet
+:class:`RecordMetadata`: the pair (batch, index), which asyncio takes as a future.  Only two things
+make ``send`` wait: ``max_buffered_records`` records already waiting (back-pressure), and nothing else.
+A record for a topic whose partition count is not known yet
 goes to that topic's *holding queue*; the send loop asks for metadata and moves it to its partition when
 the answer comes, so one unknown topic never holds up the others.  Until the loop has moved them, later
 records for that topic join the holding queue too, so that none overtakes a held one.
@@ -24,10 +25,11 @@ One task, the *send loop*, does everything else:
 4. sleeps until a record arrives, a batch fills, a linger deadline passes or an answer comes back.
 
 An answer settles each batch once (its base offset or an error); a record's metadata is derived from
-that and its index when its handle is asked for it, so nothing is made per record on the way back.  A retriable error (NOT_LEADER_FOR_PARTITION,
-LEADER_NOT_AVAILABLE, a lost connection, ...) forgets the partition's leader, asks for metadata, and puts
-the batch back at the head of its partition queue, in creation order with other returned batches; it is
-resent after ``retry_backoff_ms`` up to ``retries`` times, then its records fail.  A request unanswered
+that and its index when its handle is asked for it, so nothing is made per record on the way back.
+A retriable error (NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE, a lost connection, ...) forgets
+the partition's leader, asks for metadata, and puts the batch back at the head of its partition queue,
+in creation order with other returned batches; it is resent after ``retry_backoff_ms`` up to
+``retries`` times, then its records fail.  A request unanswered
 for ``request_timeout_ms`` closes its connection and counts as REQUEST_TIMED_OUT for every batch in flight
 on it: they are retried, so such a batch may be written twice unless idempotence is on.
 
@@ -87,7 +89,7 @@ from kproto.client.connection import (
     RequestTimeoutError,
 )
 from kproto.client.partitioner import DefaultPartitioner
-from kproto.client.record_future import RecordFuture, RecordMetadata, _Outcome
+from kproto.client.record_future import RecordFuture, RecordMetadata, _HeldOutcome, _Outcome
 from kproto.errors import EncodeError, KprotoError
 from kproto.messages import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 from kproto.records import RecordSet, encode_message_set, encode_record_batch, encode_record_batch_columns
@@ -220,37 +222,36 @@ class _Slice:
 class _Held:
     """The records of one topic waiting for its metadata, since ``since``.  While none has a key, headers or
     a partition of its own they are kept as columns and join batches a slice at a time when the topic
-    becomes known; from the first that has, every record is kept as a row, moved one at a time."""
+    becomes known; from the first that has, every record is kept as a row, moved one at a time.  Their
+    handles point at ``outcome`` by arrival order, which forwards each to its batch once it has joined one."""
 
-    __slots__ = ("since", "values", "timestamps", "sizes", "futures", "rows")
+    __slots__ = ("since", "values", "timestamps", "sizes", "rows", "outcome", "count")
 
-    def __init__(self, since: float) -> None:
+    def __init__(self, since: float, outcome: _HeldOutcome) -> None:
         self.since = since
         self.values: List[Optional[bytes]] = []
         self.timestamps: List[int] = []
         self.sizes: List[int] = []  # each record's size estimate
-        self.futures: List[_Outcome] = []  # each record's own outcome until it joins a batch
-        self.rows: Optional[List[Tuple[Tuple[Any, ...], Optional[int], _Outcome]]] = None
+        self.rows: Optional[List[Tuple[Tuple[Any, ...], Optional[int]]]] = None
+        self.outcome = outcome
+        self.count = 0
 
-    def add_row(self, record: Tuple[Any, ...], partition: Optional[int], future: _Outcome) -> None:
+    def add_row(self, record: Tuple[Any, ...], partition: Optional[int]) -> None:
         if self.rows is None:
-            self.rows = [((None, v, t, None), None, f) for v, t, f in zip(self.values, self.timestamps, self.futures)]
-            self.values, self.timestamps, self.sizes, self.futures = [], [], [], []
-        self.rows.append((record, partition, future))
-
-    def all_futures(self) -> List[_Outcome]:
-        return self.futures if self.rows is None else [future for _, _, future in self.rows]
+            self.rows = [((None, v, t, None), None) for v, t in zip(self.values, self.timestamps)]
+            self.values, self.timestamps, self.sizes = [], [], []
+        self.rows.append((record, partition))
 
 
 class _Batch(_Outcome):
     """The records of one partition sent together, as columns, and their one outcome: the handle of a
-    record given to ``send`` is (batch, index); other records' outcomes are settled from ``others``."""
+    record given to ``send`` is (batch, index); ``send_batch`` shares are settled from ``slices``."""
 
     __slots__ = (
         "values",
         "keys",
         "headers",
-        "others",
+        "slices",
         "size",
         "opened",
         "seq",
@@ -268,9 +269,8 @@ class _Batch(_Outcome):
         self.values: List[Optional[bytes]] = []
         self.keys: Optional[List[Optional[bytes]]] = None
         self.headers: Optional[List[Optional[Headers]]] = None
-        #: (index of the first record, what settles with it) for records without a handle on the batch: a
-        #: _Slice per send_batch() share, the own outcome of a record that waited for its topic's metadata
-        self.others: List[Tuple[int, Any]] = []
+        #: (index of its first record, the share) for each send_batch() call with records here
+        self.slices: List[Tuple[int, _Slice]] = []
         self.size = _BATCH_OVERHEAD  # the estimate of the encoded batch, as Kafka's batch.size counts it
         self.opened = now
         self.seq = seq  # creation order within the partition
@@ -532,8 +532,9 @@ class Producer:
     def _abort(self, error: BaseException) -> None:
         """Fail every record not yet settled (held, queued or in flight) with ``error``."""
         for topic in list(self._holding):
-            for future in self._holding.pop(topic).all_futures():
-                self._settle_error(future, error)
+            held = self._holding.pop(topic)
+            held.outcome.fail(error)
+            self._settled(held.count)
         for queue in self._queues.values():
             while queue:
                 self._fail_batch(queue.popleft(), error)
@@ -607,19 +608,18 @@ class Producer:
         if topic in self._holding or (partition is None and count is None):
             held = self._holding.get(topic)
             if held is None:
-                held = self._holding[topic] = _Held(time.monotonic())
-            outcome = _Outcome(_running_loop(), topic, -1, [ts])
+                held = self._holding[topic] = _Held(time.monotonic(), _HeldOutcome(_running_loop(), topic))
             if held.rows is None and key is None and not headers and partition is None:
                 held.values.append(value)
                 held.timestamps.append(ts)
                 held.sizes.append(size + _RECORD_OVERHEAD)
-                held.futures.append(outcome)
             else:
-                held.add_row((key, value, ts, headers or None), partition, outcome)
+                held.add_row((key, value, ts, headers or None), partition)
+            held.count += 1
             if not self._woken:
                 self._woken = True
                 self._wake.set()
-            return _handle((outcome, 0))
+            return _handle((held.outcome, held.count - 1))
         if partition is None:
             sticky = self._sticky
             if key is None and sticky is not None:
@@ -644,7 +644,7 @@ class Producer:
                     self._woken = True
                     self._wake.set()
                 return handle
-        return self._append(topic, partition, (key, value, ts, headers or None), None)
+        return self._append(topic, partition, (key, value, ts, headers or None))
 
     async def send_batch(
         self,
@@ -793,7 +793,7 @@ class Producer:
                     self._sticky.batch_closed(topic, partition, self.cluster.partitions.get(topic, 1))
                 j = max(bisect_right(ends, before + cap - batch.size, i), i + 1)
             assert batch is not None
-            batch.others.append((len(batch.timestamps), _Slice(group, i, j - i)))
+            batch.slices.append((len(batch.timestamps), _Slice(group, i, j - i)))
             batch.extend(keys, values, timestamp, headers, i, j)
             batch.size += ends[j - 1] - before
             i = j
@@ -827,25 +827,24 @@ class Producer:
         self._idle.clear()
         count = self.cluster.partitions.get(topic)
         if topic in self._holding or (partition is None and count is None):
-            outcome = _Outcome(asyncio.get_running_loop(), topic, -1, [ts])
-            self._hold(topic, record, partition, outcome)
-            return _handle((outcome, 0))
+            return self._hold(topic, record, partition)
         if partition is None:
             partition = self._partitioner(topic, key, count)  # type: ignore[arg-type]
-        return self._append(topic, partition, record, None)
+        return self._append(topic, partition, record)
 
-    def _hold(self, topic: str, record: Tuple[Any, ...], partition: Optional[int], future: _Outcome) -> None:
+    def _hold(self, topic: str, record: Tuple[Any, ...], partition: Optional[int]) -> RecordFuture:
         # Held records go first even once the topic is known: the send loop moves them on its next turn,
         # and a record appended directly before that would overtake them.
         held = self._holding.get(topic)
         if held is None:
-            held = self._holding[topic] = _Held(time.monotonic())
-        held.add_row(record, partition, future)
+            held = self._holding[topic] = _Held(time.monotonic(), _HeldOutcome(asyncio.get_running_loop(), topic))
+        held.add_row(record, partition)
+        held.count += 1
         self._wake.set()
+        return _handle((held.outcome, held.count - 1))
 
-    def _append(self, topic: str, partition: int, record: Tuple[Any, ...], outcome: Optional[_Outcome]) -> RecordFuture:
-        """Append ``record`` to the partition's open batch (a new one if it is full); returns its handle.
-        ``outcome``: the record's own, when it has one already (it waited for its topic's metadata)."""
+    def _append(self, topic: str, partition: int, record: Tuple[Any, ...]) -> RecordFuture:
+        """Append ``record`` to the partition's open batch (a new one if it is full); returns its handle."""
         tp = (topic, partition)
         queue = self._queues.get(tp)
         if queue is None:
@@ -869,11 +868,7 @@ class Producer:
         batch.size += size
         if batch.size >= self.batch_size or not self.linger:
             self._wake.set()
-        if outcome is None:
-            return _handle((batch, index))
-        outcome.partition = partition
-        batch.others.append((index, outcome))
-        return _handle((outcome, 0))
+        return _handle((batch, index))
 
     # ---------------------------------------------------------------- the send loop
 
@@ -916,16 +911,17 @@ class Producer:
                 error = ClientTimeoutError(
                     f"no metadata for topic {topic!r} within {self.max_block * 1000:.0f} ms (max_block_ms)"
                 )
-                for future in held.all_futures():
-                    self._settle_error(future, error)
+                held.outcome.fail(error)
+                self._settled(held.count)
                 continue
             if held.rows is None:
                 self._release_columns(topic, count, held)
                 continue
-            for record, partition, future in held.rows:
+            for index, (record, partition) in enumerate(held.rows):
                 if partition is None:
                     partition = self._partitioner(topic, record[0], count)
-                self._append(topic, partition, record, future)
+                batch, at = self._append(topic, partition, record)
+                held.outcome.place(index, index + 1, batch, at)
 
     def _release_columns(self, topic: str, count: int, held: _Held) -> None:
         """Move held keyless records into batches a slice at a time, each batch filled as :meth:`_append`
@@ -955,11 +951,8 @@ class Producer:
                     self._sticky.batch_closed(topic, partition, count)
                 j = max(bisect_right(ends, before + self.batch_size - batch.size, i), i + 1)
             assert batch is not None
-            at = len(batch.timestamps)
+            held.outcome.place(i, j, batch, len(batch.timestamps))
             batch.extend(None, held.values, held.timestamps, None, i, j)
-            for outcome in held.futures[i:j]:
-                outcome.partition = partition
-            batch.others.extend(zip(range(at, at + j - i), held.futures[i:j]))
             batch.size += ends[j - 1] - before
             i = j
         self._wake.set()
@@ -1211,12 +1204,9 @@ class Producer:
             return  # expired while in flight: its records already failed
         base = base_offset if base_offset >= 0 else -1
         timestamps = batch.timestamps
-        for at, sink in batch.others:
-            if type(sink) is _Slice:
-                segment = (sink.start, sink.count, batch.topic, batch.partition, base + at if base >= 0 else -1)
-                sink.group.acknowledged(segment + (timestamps[at],))
-            elif not sink.done:
-                sink.succeed(base + at if base >= 0 else -1)
+        for at, share in batch.slices:
+            offset = base + at if base >= 0 else -1
+            share.group.acknowledged((share.start, share.count, batch.topic, batch.partition, offset, timestamps[at]))
         batch.succeed(base)  # the records' handles read their metadata from the batch when asked
         self._settled(len(timestamps))
         self._release(batch)
@@ -1252,11 +1242,8 @@ class Producer:
         if self.idempotent and batch.base_sequence >= 0:
             # its sequences may or may not have reached the broker: every later batch would be out of order
             self._reset_needed = True
-        for _, sink in batch.others:
-            if type(sink) is _Slice:
-                sink.group.failed(error)
-            else:
-                self._settle_error(sink, error, count=False)
+        for _, share in batch.slices:
+            share.group.failed(error)
         batch.fail(error)
         self._settled(len(batch.timestamps))
         self._release(batch)
@@ -1265,13 +1252,7 @@ class Producer:
     def _release(batch: _Batch) -> None:
         """Drop what a settled batch no longer needs: its handles keep it (for its timestamps) as long as
         the caller keeps them."""
-        batch.values, batch.keys, batch.headers, batch.encoded, batch.others = [], None, None, None, []
-
-    def _settle_error(self, outcome: _Outcome, error: BaseException, count: bool = True) -> None:
-        if not outcome.done:
-            outcome.fail(error)
-        if count:
-            self._settled(1)
+        batch.values, batch.keys, batch.headers, batch.encoded, batch.slices = [], None, None, None, []
 
     def _settled(self, n: int) -> None:
         self._buffered -= n

@@ -17,6 +17,7 @@ but whoever waits on the handle stops waiting, with :class:`asyncio.CancelledErr
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_right
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, List, NamedTuple, Optional, Set, Tuple
 
@@ -39,10 +40,13 @@ class RecordMetadata(NamedTuple):
         return f"RecordMetadata({self.topic!r}, {self.partition}, offset={self.offset})"
 
 
+_Watcher = Tuple[Callback, Any, "RecordFuture"]  # (callback, its context, the handle it was added on)
+
+
 class _Outcome:
     """What a set of records settles to, once: ``base_offset`` (the first record's offset, -1 when the
-    broker does not say) or ``error``.  The producer's batches are outcomes; so is a record waiting for
-    its topic's metadata, alone until it joins a batch.  ``partition`` is known once it is settled."""
+    broker does not say) or ``error``.  The producer's batches are outcomes.  ``partition`` is known once
+    it is settled."""
 
     __slots__ = ("loop", "topic", "partition", "timestamps", "done", "base_offset", "error", "_watchers", "_cancelled")
 
@@ -54,10 +58,14 @@ class _Outcome:
         self.done = False
         self.base_offset = -1
         self.error: Optional[BaseException] = None
-        #: index -> the done-callbacks of that record's handle (made when the first is added)
-        self._watchers: Optional[Dict[int, List[Tuple[Callback, Any]]]] = None
+        #: index -> the done-callbacks of that record (made when the first is added)
+        self._watchers: Optional[Dict[int, List[_Watcher]]] = None
         #: the indexes whose handle was cancelled
         self._cancelled: Optional[Set[int]] = None
+
+    def target(self, index: int) -> Tuple["_Outcome", int]:
+        """Where record ``index`` is settled: here."""
+        return self, index
 
     def succeed(self, base_offset: int) -> None:
         self.done = True
@@ -72,13 +80,50 @@ class _Outcome:
     def _notify(self) -> None:
         watchers, self._watchers = self._watchers, None
         if watchers:
-            for index, callbacks in watchers.items():
-                self._schedule(index, callbacks)
+            for callbacks in watchers.values():
+                self._schedule(callbacks)
 
-    def _schedule(self, index: int, callbacks: List[Tuple[Callback, Any]]) -> None:
-        handle = RecordFuture._make((self, index))
-        for fn, context in callbacks:
+    def _schedule(self, callbacks: List[_Watcher]) -> None:
+        for fn, context, handle in callbacks:
             self.loop.call_soon(fn, handle, context=context)
+
+
+class _HeldOutcome(_Outcome):
+    """The records of one topic that wait for its metadata, in arrival order.  They join batches a run at
+    a time (:meth:`place`); a placed record is settled by its batch, the others fail here if they never
+    join one."""
+
+    __slots__ = ("_starts", "_places")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, topic: str) -> None:
+        super().__init__(loop, topic, -1, [])
+        self._starts: List[int] = []
+        self._places: List[Tuple[int, _Outcome, int]] = []  # (end, batch, index of the first record there)
+
+    def target(self, index: int) -> Tuple[_Outcome, int]:
+        at = bisect_right(self._starts, index) - 1
+        if at >= 0:
+            end, outcome, first = self._places[at]
+            if index < end:
+                return outcome, first + index - self._starts[at]
+        return self, index
+
+    def place(self, start: int, end: int, outcome: _Outcome, first: int) -> None:
+        """Records ``start:end`` are now ``outcome``'s records from ``first`` on: their callbacks and
+        cancellations move there."""
+        self._starts.append(start)
+        self._places.append((end, outcome, first))
+        if self._watchers:
+            for index in [i for i in self._watchers if start <= i < end]:
+                if outcome._watchers is None:
+                    outcome._watchers = {}
+                outcome._watchers[first + index - start] = self._watchers.pop(index)
+        if self._cancelled:
+            for index in [i for i in self._cancelled if start <= i < end]:
+                self._cancelled.discard(index)
+                if outcome._cancelled is None:
+                    outcome._cancelled = set()
+                outcome._cancelled.add(first + index - start)
 
 
 class RecordFuture(Tuple[_Outcome, int]):
@@ -98,11 +143,11 @@ class RecordFuture(Tuple[_Outcome, int]):
     _cancel_message = None  # asyncio.gather reads it of a cancelled child
 
     def done(self) -> bool:
-        outcome, index = self
+        outcome, index = self[0].target(self[1])
         return outcome.done or (outcome._cancelled is not None and index in outcome._cancelled)
 
     def cancelled(self) -> bool:
-        outcome, index = self
+        outcome, index = self[0].target(self[1])
         return outcome._cancelled is not None and index in outcome._cancelled
 
     def result(self) -> RecordMetadata:
@@ -111,7 +156,7 @@ class RecordFuture(Tuple[_Outcome, int]):
         error = self.exception()
         if error is not None:
             raise error
-        outcome, index = self
+        outcome, index = self[0].target(self[1])
         base = outcome.base_offset
         return RecordMetadata(
             outcome.topic, outcome.partition, base + index if base >= 0 else -1, outcome.timestamps[index]
@@ -119,7 +164,7 @@ class RecordFuture(Tuple[_Outcome, int]):
 
     def exception(self) -> Optional[BaseException]:
         """The error the record failed with, or None once it is acknowledged (raises as :meth:`result`)."""
-        outcome, index = self
+        outcome, index = self[0].target(self[1])
         if outcome._cancelled is not None and index in outcome._cancelled:
             raise asyncio.CancelledError()
         if not outcome.done:
@@ -131,18 +176,18 @@ class RecordFuture(Tuple[_Outcome, int]):
         if self.done():
             self[0].loop.call_soon(fn, self, context=context)
             return
-        outcome, index = self
+        outcome, index = self[0].target(self[1])
         if outcome._watchers is None:
             outcome._watchers = {}
-        outcome._watchers.setdefault(index, []).append((fn, context))
+        outcome._watchers.setdefault(index, []).append((fn, context, self))
 
     def remove_done_callback(self, fn: Callback) -> int:
         """Remove every ``fn`` added by :meth:`add_done_callback`; returns how many were."""
-        outcome, index = self
+        outcome, index = self[0].target(self[1])
         callbacks = outcome._watchers.get(index) if outcome._watchers is not None else None
         if not callbacks:
             return 0
-        kept = [(f, c) for f, c in callbacks if f != fn]
+        kept = [watcher for watcher in callbacks if watcher[0] != fn]
         removed = len(callbacks) - len(kept)
         callbacks[:] = kept
         return removed
@@ -151,13 +196,13 @@ class RecordFuture(Tuple[_Outcome, int]):
         """Stop waiting for the record (it is still sent); False once it is settled."""
         if self.done():
             return False
-        outcome, index = self
+        outcome, index = self[0].target(self[1])
         if outcome._cancelled is None:
             outcome._cancelled = set()
         outcome._cancelled.add(index)
         callbacks = outcome._watchers.pop(index, None) if outcome._watchers is not None else None
         if callbacks:
-            outcome._schedule(index, callbacks)
+            outcome._schedule(callbacks)
         return True
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
@@ -182,7 +227,7 @@ class RecordFuture(Tuple[_Outcome, int]):
         return self.result()
 
     def __repr__(self) -> str:
-        outcome, index = self
+        outcome, index = self[0].target(self[1])
         state = "pending" if not self.done() else "cancelled" if self.cancelled() else "settled"
         return f"<RecordFuture {outcome.topic}[{outcome.partition}] #{index} {state}>"
 

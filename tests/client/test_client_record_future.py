@@ -124,3 +124,23 @@ def test_cancelling_a_task_that_awaits_a_handle_leaves_the_batch_alone() -> None
                 assert (await second).offset == 1
 
     run(main)
+
+
+def test_held_records_keep_their_callbacks_and_cancellation_when_they_join_batches() -> None:
+    async def main() -> None:
+        async with MockBroker(topics={"t": 1}) as broker:
+            async with Producer(broker.bootstrap_servers) as producer:
+                assert "t" not in producer.cluster.partitions  # held until the first Metadata answer
+                handles = [producer.send_nowait("t", b"%d" % i) for i in range(4)]
+                keyed = producer.send_nowait("t", b"k", key=b"a")  # from here on, held as rows
+                seen: List[Any] = []
+                handles[1].add_done_callback(seen.append)
+                keyed.add_done_callback(seen.append)
+                assert handles[2].cancel() and handles[2].done() and not handles[3].done()
+                await producer.flush()
+                await asyncio.sleep(0)
+                assert [h.result().offset for h in handles[:2] + handles[3:]] == [0, 1, 3]
+                assert handles[2].cancelled() and keyed.result() == RecordMetadata("t", 0, 4, keyed.result().timestamp)
+                assert seen == [handles[1], keyed]  # the callbacks got the handles they were added on
+
+    run(main)
