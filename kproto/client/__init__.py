@@ -27,6 +27,7 @@ from kproto.client.producer import (
     InvalidRecordError,
     Producer,
     ProducerClosedError,
+    RecordFuture,
     RecordMetadata,
     RecordTooLargeError,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "Producer",
     "ProducerClosedError",
     "RebalanceListener",
+    "RecordFuture",
     "RecordMetadata",
     "RecordTooLargeError",
     "RequestTimeoutError",

@@ -5,9 +5,10 @@ Theory of operation
 
 ``await producer.send(topic, value)`` never waits for the network: it picks the partition (the
 :class:`~kproto.client.partitioner.DefaultPartitioner` unless ``partition=`` is given), appends the record
-to the open batch of that partition and returns an :class:`asyncio.Future` of its
-:class:`RecordMetadata`.  Only two things make ``send`` wait: ``max_buffered_records`` records already
-waiting (back-pressure), and nothing else.  A record for a topic whose partition count is not known yet
+to the open batch of that partition and returns a :class:`~kproto.client.record_future.RecordFuture` of its
+:class:`RecordMetadata`: the pair (batch, index), which asyncio takes as a future.  Only two things
+make ``send`` wait: ``max_buffered_records`` records already waiting (back-pressure), and nothing else.
+A record for a topic whose partition count is not known yet
 goes to that topic's *holding queue*; the send loop asks for metadata and moves it to its partition when
 the answer comes, so one unknown topic never holds up the others.  Until the loop has moved them, later
 records for that topic join the holding queue too, so that none overtakes a held one.
@@ -23,10 +24,12 @@ One task, the *send loop*, does everything else:
    it without waiting for the answer while the leader has fewer than ``max_in_flight`` requests out;
 4. sleeps until a record arrives, a batch fills, a linger deadline passes or an answer comes back.
 
-Answers resolve each record's future with its offset.  A retriable error (NOT_LEADER_FOR_PARTITION,
-LEADER_NOT_AVAILABLE, a lost connection, ...) forgets the partition's leader, asks for metadata, and puts
-the batch back at the head of its partition queue, in creation order with other returned batches; it is
-resent after ``retry_backoff_ms`` up to ``retries`` times, then its records fail.  A request unanswered
+An answer settles each batch once (its base offset or an error); a record's metadata is derived from
+that and its index when its handle is asked for it, so nothing is made per record on the way back.
+A retriable error (NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE, a lost connection, ...) forgets
+the partition's leader, asks for metadata, and puts the batch back at the head of its partition queue,
+in creation order with other returned batches; it is resent after ``retry_backoff_ms`` up to
+``retries`` times, then its records fail.  A request unanswered
 for ``request_timeout_ms`` closes its connection and counts as REQUEST_TIMED_OUT for every batch in flight
 on it: they are retried, so such a batch may be written twice unless idempotence is on.
 
@@ -72,7 +75,7 @@ import time
 from bisect import bisect_right
 from collections import deque
 from itertools import accumulate, repeat
-from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union, overload
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union, overload
 
 from kproto import ErrorCode
 from kproto._generated.error_codes import error_class
@@ -86,6 +89,7 @@ from kproto.client.connection import (
     RequestTimeoutError,
 )
 from kproto.client.partitioner import DefaultPartitioner
+from kproto.client.record_future import RecordFuture, RecordMetadata, _HeldOutcome, _Outcome
 from kproto.errors import EncodeError, KprotoError
 from kproto.messages import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 from kproto.records import RecordSet, encode_message_set, encode_record_batch, encode_record_batch_columns
@@ -95,6 +99,7 @@ __all__ = [
     "InvalidRecordError",
     "Producer",
     "ProducerClosedError",
+    "RecordFuture",
     "RecordMetadata",
     "RecordTooLargeError",
     "SentBatch",
@@ -114,7 +119,7 @@ _RETRIABLE_ALWAYS = {_C.OUT_OF_ORDER_SEQUENCE_NUMBER}
 #: answers that mean the broker does not know this producer id/epoch: a new one is taken, the batch retried
 _RESET_CODES = {_C.UNKNOWN_PRODUCER_ID, _C.INVALID_PRODUCER_EPOCH}
 _YIELD_EVERY = 1023  # send() lets the loop run once per this many + 1 records buffered (a power of 2, less 1)
-_Future = asyncio.Future  # made directly: loop.create_future() is a Python-level call per record
+_handle = RecordFuture._make
 _running_loop = asyncio.get_running_loop
 _time_ns = time.time_ns
 Headers = Sequence[Tuple[str, Optional[bytes]]]
@@ -140,20 +145,6 @@ class InvalidRecordError(KprotoError, ValueError):
 
 class RecordTooLargeError(InvalidRecordError):
     """A record whose batch alone would be larger than ``max_request_size`` (Kafka's ``max.request.size``)."""
-
-
-class RecordMetadata(NamedTuple):
-    """Where a record was written: ``offset`` is -1 with ``acks=0`` (the broker does not say).  A named
-    tuple: the producer makes one per acknowledged record, and a tuple is made without running Python
-    code."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-
-    def __repr__(self) -> str:
-        return f"RecordMetadata({self.topic!r}, {self.partition}, offset={self.offset})"
 
 
 class SentBatch(Sequence[RecordMetadata]):
@@ -231,39 +222,36 @@ class _Slice:
 class _Held:
     """The records of one topic waiting for its metadata, since ``since``.  While none has a key, headers or
     a partition of its own they are kept as columns and join batches a slice at a time when the topic
-    becomes known; from the first that has, every record is kept as a row, moved one at a time."""
+    becomes known; from the first that has, every record is kept as a row, moved one at a time.  Their
+    handles point at ``outcome`` by arrival order, which forwards each to its batch once it has joined one."""
 
-    __slots__ = ("since", "values", "timestamps", "sizes", "futures", "rows")
+    __slots__ = ("since", "values", "timestamps", "sizes", "rows", "outcome", "count")
 
-    def __init__(self, since: float) -> None:
+    def __init__(self, since: float, outcome: _HeldOutcome) -> None:
         self.since = since
         self.values: List[Optional[bytes]] = []
         self.timestamps: List[int] = []
         self.sizes: List[int] = []  # each record's size estimate
-        self.futures: List["asyncio.Future[RecordMetadata]"] = []
-        self.rows: Optional[List[Tuple[Tuple[Any, ...], Optional[int], "asyncio.Future[RecordMetadata]"]]] = None
+        self.rows: Optional[List[Tuple[Tuple[Any, ...], Optional[int]]]] = None
+        self.outcome = outcome
+        self.count = 0
 
-    def add_row(
-        self, record: Tuple[Any, ...], partition: Optional[int], future: "asyncio.Future[RecordMetadata]"
-    ) -> None:
+    def add_row(self, record: Tuple[Any, ...], partition: Optional[int]) -> None:
         if self.rows is None:
-            self.rows = [((None, v, t, None), None, f) for v, t, f in zip(self.values, self.timestamps, self.futures)]
-            self.values, self.timestamps, self.sizes, self.futures = [], [], [], []
-        self.rows.append((record, partition, future))
-
-    def all_futures(self) -> List["asyncio.Future[RecordMetadata]"]:
-        return self.futures if self.rows is None else [future for _, _, future in self.rows]
+            self.rows = [((None, v, t, None), None) for v, t in zip(self.values, self.timestamps)]
+            self.values, self.timestamps, self.sizes = [], [], []
+        self.rows.append((record, partition))
 
 
-class _Batch:
+class _Batch(_Outcome):
+    """The records of one partition sent together, as columns, and their one outcome: the handle of a
+    record given to ``send`` is (batch, index); ``send_batch`` shares are settled from ``slices``."""
+
     __slots__ = (
-        "topic",
-        "partition",
         "values",
-        "timestamps",
         "keys",
         "headers",
-        "futures",
+        "slices",
         "size",
         "opened",
         "seq",
@@ -271,22 +259,18 @@ class _Batch:
         "retry_at",
         "base_sequence",
         "encoded",
-        "done",
         "last_error",
-        "grouped",
     )
 
     def __init__(self, topic: str, partition: int, seq: int, now: float) -> None:
-        self.topic = topic
-        self.partition = partition
+        super().__init__(_running_loop(), topic, partition, [])
         # The records as columns, the encoder's input (kproto.records.encode_record_batch_columns): nothing
         # is made per record.  ``keys``/``headers`` stay None while no record has one.
         self.values: List[Optional[bytes]] = []
-        self.timestamps: List[int] = []
         self.keys: Optional[List[Optional[bytes]]] = None
         self.headers: Optional[List[Optional[Headers]]] = None
-        #: what settles: a future per record from send(), a _Slice per send_batch() share, in record order
-        self.futures: List[Any] = []
+        #: (index of its first record, the share) for each send_batch() call with records here
+        self.slices: List[Tuple[int, _Slice]] = []
         self.size = _BATCH_OVERHEAD  # the estimate of the encoded batch, as Kafka's batch.size counts it
         self.opened = now
         self.seq = seq  # creation order within the partition
@@ -294,9 +278,7 @@ class _Batch:
         self.retry_at = 0.0
         self.base_sequence = -1  # idempotence: fixed on the first send
         self.encoded: Optional[Tuple[int, bytes]] = None  # (produce version, bytes) reused by retries
-        self.done = False  # futures settled (an expired batch may still be in flight)
         self.last_error: Optional[BaseException] = None  # why the last attempt failed, for the expiry message
-        self.grouped = False  # some of ``futures`` are send_batch() shares (_Slice)
 
     def append(self, key: Optional[bytes], value: Optional[bytes], timestamp: int, headers: Optional[Headers]) -> None:
         """Add one record (the producer inlines the case of no key and no headers)."""
@@ -550,8 +532,9 @@ class Producer:
     def _abort(self, error: BaseException) -> None:
         """Fail every record not yet settled (held, queued or in flight) with ``error``."""
         for topic in list(self._holding):
-            for future in self._holding.pop(topic).all_futures():
-                self._settle_error(future, error)
+            held = self._holding.pop(topic)
+            held.outcome.fail(error)
+            self._settled(held.count)
         for queue in self._queues.values():
             while queue:
                 self._fail_batch(queue.popleft(), error)
@@ -569,8 +552,10 @@ class Producer:
         headers: Optional[Headers] = None,
         partition: Optional[int] = None,
         timestamp_ms: Optional[int] = None,
-    ) -> "asyncio.Future[RecordMetadata]":
-        """Queue one record; returns the future of its :class:`RecordMetadata` (see the module docstring).
+    ) -> RecordFuture:
+        """Queue one record; returns the :class:`~kproto.client.record_future.RecordFuture` of its
+        :class:`RecordMetadata` (see the module docstring): ``await (await producer.send(...))`` is the
+        metadata, or raises the record's error.
 
         Waits only for buffer room (at most ``max_block_ms``).  A record too large for one request raises
         :class:`RecordTooLargeError` at once."""
@@ -597,8 +582,8 @@ class Producer:
         headers: Optional[Headers] = None,
         partition: Optional[int] = None,
         timestamp_ms: Optional[int] = None,
-    ) -> "asyncio.Future[RecordMetadata]":
-        """:meth:`send` without a coroutine: queues the record and returns its future at once.
+    ) -> RecordFuture:
+        """:meth:`send` without a coroutine: queues the record and returns its handle at once.
 
         Call it from the event loop's thread, with the loop running.  Where ``send`` would wait for buffer
         room, raises :class:`BufferFullError` instead (the record is not queued: await a future, or
@@ -615,7 +600,6 @@ class Producer:
             raise RecordTooLargeError(
                 f"a record of {size} bytes is too large for one request of max_request_size {self.max_request_size}"
             )
-        future: "asyncio.Future[RecordMetadata]" = _Future(loop=_running_loop())
         ts = timestamp_ms if timestamp_ms is not None else _time_ns() // 1_000_000
         self._buffered += 1
         if self._buffered == 1:
@@ -624,18 +608,18 @@ class Producer:
         if topic in self._holding or (partition is None and count is None):
             held = self._holding.get(topic)
             if held is None:
-                held = self._holding[topic] = _Held(time.monotonic())
+                held = self._holding[topic] = _Held(time.monotonic(), _HeldOutcome(_running_loop(), topic))
             if held.rows is None and key is None and not headers and partition is None:
                 held.values.append(value)
                 held.timestamps.append(ts)
                 held.sizes.append(size + _RECORD_OVERHEAD)
-                held.futures.append(future)
             else:
-                held.add_row((key, value, ts, headers or None), partition, future)
+                held.add_row((key, value, ts, headers or None), partition)
+            held.count += 1
             if not self._woken:
                 self._woken = True
                 self._wake.set()
-            return future
+            return _handle((held.outcome, held.count - 1))
         if partition is None:
             sticky = self._sticky
             if key is None and sticky is not None:
@@ -649,19 +633,18 @@ class Producer:
             batch = queue[-1]
             size += _RECORD_OVERHEAD
             if not batch.attempts and batch.size + size <= self.batch_size:
+                handle = _handle((batch, len(batch.timestamps)))
                 if key is None and not headers and batch.keys is None and batch.headers is None:
                     batch.values.append(value)
                     batch.timestamps.append(ts)
                 else:
                     batch.append(key, value, ts, headers)
-                batch.futures.append(future)
                 batch.size += size
                 if not self._woken and (batch.size >= self.batch_size or not self.linger):
                     self._woken = True
                     self._wake.set()
-                return future
-        self._append(topic, partition, (key, value, ts, headers or None), future)
-        return future
+                return handle
+        return self._append(topic, partition, (key, value, ts, headers or None))
 
     async def send_batch(
         self,
@@ -810,9 +793,8 @@ class Producer:
                     self._sticky.batch_closed(topic, partition, self.cluster.partitions.get(topic, 1))
                 j = max(bisect_right(ends, before + cap - batch.size, i), i + 1)
             assert batch is not None
+            batch.slices.append((len(batch.timestamps), _Slice(group, i, j - i)))
             batch.extend(keys, values, timestamp, headers, i, j)
-            batch.futures.append(_Slice(group, i, j - i))
-            batch.grouped = True
             batch.size += ends[j - 1] - before
             i = j
         self._wake.set()
@@ -838,35 +820,31 @@ class Producer:
         headers: Optional[Headers],
         partition: Optional[int],
         timestamp_ms: Optional[int],
-    ) -> "asyncio.Future[RecordMetadata]":
-        future: "asyncio.Future[RecordMetadata]" = _Future(loop=asyncio.get_running_loop())
+    ) -> RecordFuture:
         ts = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
         record = (key, value, ts, headers or None)
         self._buffered += 1
         self._idle.clear()
         count = self.cluster.partitions.get(topic)
         if topic in self._holding or (partition is None and count is None):
-            self._hold(topic, record, partition, future)
-            return future
+            return self._hold(topic, record, partition)
         if partition is None:
             partition = self._partitioner(topic, key, count)  # type: ignore[arg-type]
-        self._append(topic, partition, record, future)
-        return future
+        return self._append(topic, partition, record)
 
-    def _hold(
-        self, topic: str, record: Tuple[Any, ...], partition: Optional[int], future: "asyncio.Future[RecordMetadata]"
-    ) -> None:
+    def _hold(self, topic: str, record: Tuple[Any, ...], partition: Optional[int]) -> RecordFuture:
         # Held records go first even once the topic is known: the send loop moves them on its next turn,
         # and a record appended directly before that would overtake them.
         held = self._holding.get(topic)
         if held is None:
-            held = self._holding[topic] = _Held(time.monotonic())
-        held.add_row(record, partition, future)
+            held = self._holding[topic] = _Held(time.monotonic(), _HeldOutcome(asyncio.get_running_loop(), topic))
+        held.add_row(record, partition)
+        held.count += 1
         self._wake.set()
+        return _handle((held.outcome, held.count - 1))
 
-    def _append(
-        self, topic: str, partition: int, record: Tuple[Any, ...], future: "asyncio.Future[RecordMetadata]"
-    ) -> None:
+    def _append(self, topic: str, partition: int, record: Tuple[Any, ...]) -> RecordFuture:
+        """Append ``record`` to the partition's open batch (a new one if it is full); returns its handle."""
         tp = (topic, partition)
         queue = self._queues.get(tp)
         if queue is None:
@@ -881,15 +859,16 @@ class Producer:
             if self._sticky is not None and len(queue) > 1:
                 self._sticky.batch_closed(topic, partition, self.cluster.partitions.get(topic, 1))
             self._wake.set()
+        index = len(batch.timestamps)
         if record[0] is None and not record[3] and batch.keys is None and batch.headers is None:
             batch.values.append(record[1])
             batch.timestamps.append(record[2])
         else:
             batch.append(*record)
-        batch.futures.append(future)
         batch.size += size
         if batch.size >= self.batch_size or not self.linger:
             self._wake.set()
+        return _handle((batch, index))
 
     # ---------------------------------------------------------------- the send loop
 
@@ -932,16 +911,17 @@ class Producer:
                 error = ClientTimeoutError(
                     f"no metadata for topic {topic!r} within {self.max_block * 1000:.0f} ms (max_block_ms)"
                 )
-                for future in held.all_futures():
-                    self._settle_error(future, error)
+                held.outcome.fail(error)
+                self._settled(held.count)
                 continue
             if held.rows is None:
                 self._release_columns(topic, count, held)
                 continue
-            for record, partition, future in held.rows:
+            for index, (record, partition) in enumerate(held.rows):
                 if partition is None:
                     partition = self._partitioner(topic, record[0], count)
-                self._append(topic, partition, record, future)
+                batch, at = self._append(topic, partition, record)
+                held.outcome.place(index, index + 1, batch, at)
 
     def _release_columns(self, topic: str, count: int, held: _Held) -> None:
         """Move held keyless records into batches a slice at a time, each batch filled as :meth:`_append`
@@ -971,8 +951,8 @@ class Producer:
                     self._sticky.batch_closed(topic, partition, count)
                 j = max(bisect_right(ends, before + self.batch_size - batch.size, i), i + 1)
             assert batch is not None
+            held.outcome.place(i, j, batch, len(batch.timestamps))
             batch.extend(None, held.values, held.timestamps, None, i, j)
-            batch.futures.extend(held.futures[i:j])
             batch.size += ends[j - 1] - before
             i = j
         self._wake.set()
@@ -1222,42 +1202,14 @@ class Producer:
     def _complete(self, batch: _Batch, base_offset: int) -> None:
         if batch.done:
             return  # expired while in flight: its records already failed
-        batch.done = True
+        base = base_offset if base_offset >= 0 else -1
         timestamps = batch.timestamps
-        if not batch.grouped:
-            # a future per record: the common case, without the checks of the loop below
-            make, topic, partition = tuple.__new__, batch.topic, batch.partition
-            offset = base_offset if base_offset >= 0 else -1
-            step = 1 if base_offset >= 0 else 0
-            for sink, timestamp in zip(batch.futures, timestamps):
-                if not sink.done():
-                    sink.set_result(make(RecordMetadata, (topic, partition, offset, timestamp)))
-                offset += step
-            self._settled(len(timestamps))
-            return
-        at = 0
-        for sink in batch.futures:
-            if type(sink) is _Slice:
-                sink.group.acknowledged(
-                    (
-                        sink.start,
-                        sink.count,
-                        batch.topic,
-                        batch.partition,
-                        base_offset + at if base_offset >= 0 else -1,
-                        timestamps[at],
-                    )
-                )
-                at += sink.count
-                continue
-            if not sink.done():
-                sink.set_result(
-                    RecordMetadata(
-                        batch.topic, batch.partition, base_offset + at if base_offset >= 0 else -1, timestamps[at]
-                    )
-                )
-            at += 1
+        for at, share in batch.slices:
+            offset = base + at if base >= 0 else -1
+            share.group.acknowledged((share.start, share.count, batch.topic, batch.partition, offset, timestamps[at]))
+        batch.succeed(base)  # the records' handles read their metadata from the batch when asked
         self._settled(len(timestamps))
+        self._release(batch)
 
     def _failed(self, batch: _Batch, code: int, cause: Optional[BaseException]) -> None:
         if batch.done:
@@ -1287,23 +1239,20 @@ class Producer:
     def _fail_batch(self, batch: _Batch, error: BaseException) -> None:
         if batch.done:
             return
-        batch.done = True
         if self.idempotent and batch.base_sequence >= 0:
             # its sequences may or may not have reached the broker: every later batch would be out of order
             self._reset_needed = True
-        for sink in batch.futures:
-            if type(sink) is _Slice:
-                sink.group.failed(error)
-            else:
-                self._settle_error(sink, error, count=False)
-        self._settled(len(batch.values))
+        for _, share in batch.slices:
+            share.group.failed(error)
+        batch.fail(error)
+        self._settled(len(batch.timestamps))
+        self._release(batch)
 
-    def _settle_error(self, future: "asyncio.Future[RecordMetadata]", error: BaseException, count: bool = True) -> None:
-        if not future.done():
-            future.set_exception(error)
-            future.exception()  # marked retrieved: a caller that never awaits it gets no warning
-        if count:
-            self._settled(1)
+    @staticmethod
+    def _release(batch: _Batch) -> None:
+        """Drop what a settled batch no longer needs: its handles keep it (for its timestamps) as long as
+        the caller keeps them."""
+        batch.values, batch.keys, batch.headers, batch.encoded, batch.slices = [], None, None, None, []
 
     def _settled(self, n: int) -> None:
         self._buffered -= n

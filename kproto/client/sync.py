@@ -170,7 +170,7 @@ class Producer(_Facade[_producer.Producer]):
         return self
 
 
-def _settle(target: "concurrent.futures.Future[T]", done: "asyncio.Future[T]") -> None:
+def _settle(target: "concurrent.futures.Future[Any]", done: "asyncio.Future[Any] | _producer.RecordFuture") -> None:
     if done.cancelled():
         target.cancel()
     elif done.exception() is not None:
