@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kproto._backend import load_codecs
+from kproto.field_tables import use_field_interpreter
 
 if TYPE_CHECKING:  # the types are the pure target's (both targets define the same classes)
     from kproto._generated.produce import ProduceRequest as ProduceRequest
@@ -302,6 +303,8 @@ else:
         _codecs = load_codecs(_module, _module in _COMPILED)
         for _name in _classes:
             globals()[_name] = getattr(_codecs, _name)
+        # Compiled, the classes of a pure target run on the field interpreter (kproto.field_tables).
+        use_field_interpreter(getattr(_codecs, _name) for _name in _classes)
 
 # Older API names (Kafka renamed these APIs): the same classes under the names code used.
 ProducerRequest = ProduceRequest

@@ -39,6 +39,7 @@ def _registry(schema) -> str:
         "from typing import TYPE_CHECKING",
         "",
         "from kproto._backend import load_codecs",
+        "from kproto.field_tables import use_field_interpreter",
         "",
     ]
     apis = sorted(schema.apis.values(), key=lambda a: a.api_key)
@@ -64,6 +65,8 @@ def _registry(schema) -> str:
         "        _codecs = load_codecs(_module, _module in _COMPILED)",
         "        for _name in _classes:",
         "            globals()[_name] = getattr(_codecs, _name)",
+        "        # Compiled, the classes of a pure target run on the field interpreter (kproto.field_tables).",
+        "        use_field_interpreter(getattr(_codecs, _name) for _name in _classes)",
     ]
     lines += ["", "# Older API names (Kafka renamed these APIs): the same classes under the names code used."]
     for api in apis:
