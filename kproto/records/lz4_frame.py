@@ -258,7 +258,10 @@ def lz4_frame_decode(frame: bytes, *, magic: int, limit: int, position: int = 0)
     header = _check_header(frame, magic, position)
     if _lz4_frame_decompress is not None:
         scan = _scan_blocks(frame, header)
-        if scan is not None and scan[2] <= limit:
+        # The package allocates a frame's declared content size before it decodes a block, so a frame that
+        # declares more than its blocks can hold (a few bytes claiming megabytes) stays on the one-buffer path,
+        # whose allocation follows the blocks.
+        if scan is not None and scan[2] <= limit and _declared_size(frame, default=0) <= scan[2]:
             hc_at = header[0] - 1
             correct = header_checksum(frame[:hc_at], broken=False)
             if frame[hc_at] != correct:  # Kafka's magic 0 checksum: the package reads a copy that has the correct one
@@ -300,9 +303,14 @@ def _decode_checked(
     return out
 
 
+def _declared_size(frame: bytes, default: int) -> int:
+    """The content size the frame states (8 bytes little-endian before HC), or ``default`` if it states none."""
+    return int.from_bytes(frame[6:14], "little") if frame[4] & 0x08 else default
+
+
 def _check_content_size(frame: bytes, out: "bytes | bytearray", position: int) -> None:
-    if frame[4] & 0x08:  # the frame states its content size (8 bytes little-endian before HC)
-        declared = int.from_bytes(frame[6:14], "little")
+    declared = _declared_size(frame, default=-1)
+    if declared >= 0:
         if declared != len(out):
             raise DecodeError(f"lz4 frame declares {declared} bytes of content but holds {len(out)}", position + 6)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import tracemalloc
 
 import cramjam
 import pytest
@@ -125,6 +126,25 @@ def test_lz4_frame_decoder_of_the_lz4_package_and_its_refusals(monkeypatch):
     monkeypatch.setattr(lz4_frame, "_lz4_frame_decompress", None)
     assert compression.decompress(3, bytes(damaged), magic=1, limit=1 << 26) == DATA
     assert compression.decompress(3, compression.compress(3, DATA, magic=1), magic=1, limit=1 << 26) == DATA
+
+
+def test_a_frame_claiming_more_content_than_its_blocks_hold_allocates_what_they_hold():
+    # the lz4 package allocates a frame's declared content size up front: a 34-byte frame declaring 4 MB must
+    # not cost 4 MB before its lie is found (it is refused as before, with the allocation its blocks bound)
+    lz4f = pytest.importorskip("lz4.frame")
+    frame = bytearray(lz4f.compress(b"x" * 100, block_size=lz4f.BLOCKSIZE_MAX64KB, store_size=True))
+    frame[6:14] = (4_000_000).to_bytes(8, "little")
+    frame[14] = lz4_frame.header_checksum(bytes(frame[:14]), broken=False)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        with pytest.raises(DecodeError, match="declares 4000000 bytes of content but holds 100"):
+            lz4_frame.lz4_frame_decode(bytes(frame), magic=2, limit=1 << 26)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
 
 
 def test_lz4_frames_from_either_block_compressor(monkeypatch):
