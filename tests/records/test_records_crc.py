@@ -79,3 +79,18 @@ def test_decoder_uses_the_same_crc(records_codec):
             records_codec.decode_message_set(bytes(damaged))
     finally:
         _checksums._set_clmul(previous)
+
+
+def test_one_extension_holds_the_crc_routes():
+    """setup.py links _crc.c into each .pyx that cimports kproto._fast._crc: only _checksums may, so that the
+    route switches (_set_clmul, _set_crc32c_hw) reach the one copy every compiled module calls."""
+    import glob
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    linking = [
+        os.path.basename(path)
+        for path in sorted(glob.glob(os.path.join(root, "kproto", "_fast", "*.pyx")))
+        if "kproto._fast._crc cimport" in open(path, encoding="utf-8").read()
+    ]
+    assert linking == ["_checksums.pyx"]
