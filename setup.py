@@ -3,7 +3,8 @@
 Two kinds of module are compiled:
 
 * ``kproto/_fast/*.pyx`` — the hand-written hot core (message set framing, record decode/encode), with the
-  hand-written C it calls (``kproto/_fast/_crc.c``: CRC-32 and CRC-32C);
+  hand-written C it calls (``kproto/_fast/_crc.c``: CRC-32 and CRC-32C, linked into ``_checksums`` alone,
+  which the other modules cimport);
 * ``kproto/_compiled/*.py`` — the compiled target of the hot generated codecs (Produce, Fetch, the group
   APIs, ... :data:`kproto.codegen.targets.COMPILED_MODULES`), written here from the specs by the same
   generator as the committed pure target ``kproto/_generated``, and compiled in Cython's pure-Python mode

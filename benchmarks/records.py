@@ -57,7 +57,7 @@ from results import Run, add_json_out
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from kproto.records import _pure  # noqa: E402
+from kproto._backend import records_module  # noqa: E402
 from kproto.records.codec import MessageSetCodec  # noqa: E402
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
@@ -67,12 +67,11 @@ IMPLS = ["kproto-cython", "kproto-pure", "aiokafka-cython", "aiokafka-pure", "ka
 
 def _kproto_codec(name: str) -> Optional[MessageSetCodec]:
     if name == "kproto-pure":
-        return MessageSetCodec(_pure)
+        return MessageSetCodec(records_module(False))
     try:
-        from kproto._fast import _records
+        return MessageSetCodec(records_module(True))
     except ImportError:
         return None
-    return MessageSetCodec(_records)
 
 
 def _peer_classes(name: str) -> Optional[Tuple[Any, Any]]:
@@ -291,7 +290,9 @@ def run_v2(args: argparse.Namespace, impls: List[str]) -> None:
         count, size = SIZES[size_name]
         records = make_records(count, size)
         for cname in args.v2_codec.split(","):
-            data = MessageSetCodec(_pure).encode_record_batch(records, codec=None if cname == "none" else cname)
+            data = MessageSetCodec(records_module(False)).encode_record_batch(
+                records, codec=None if cname == "none" else cname
+            )
             fns: Dict[Key, Callable[[], Any]] = {}
             for impl in impls:
                 ops: Optional[Dict[str, Callable[[], Any]]] = None
@@ -427,7 +428,7 @@ def main() -> None:
         count, size = SIZES[size_name]
         for magic in (m for m in magics if m < 2):
             messages = make_messages(count, size, magic)
-            plain = MessageSetCodec(_pure).encode_message_set(messages, magic=magic)
+            plain = MessageSetCodec(records_module(False)).encode_message_set(messages, magic=magic)
             crc_rate = rates_of({("zlib", "crc32"): lambda: zlib.crc32(plain)}, count, args)[("zlib", "crc32")][0]
             RUN.add(
                 set=f"{count}x{size}B m{magic}", codec="-", op="crc32", impl="zlib bound", m_per_s=crc_rate, spread=None
@@ -437,7 +438,7 @@ def main() -> None:
                 f"  ({len(plain) / 1e6 * crc_rate / count * 1e6 / 1e3:.1f} GB/s)"
             )
             for cname in args.codec.split(","):
-                data = MessageSetCodec(_pure).encode_message_set(
+                data = MessageSetCodec(records_module(False)).encode_message_set(
                     messages, magic=magic, codec=None if cname == "none" else cname
                 )
                 fns: Dict[Key, Callable[[], Any]] = {}

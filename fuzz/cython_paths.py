@@ -2,10 +2,11 @@
 
 For every input of the corpora given (default: all of ``fuzz/corpus``), in the layout of the harness its
 directory belongs to, this calls the Cython build directly: ``decode_request``/``decode_response`` (and
-re-encoding what decodes) for frames, ``kproto._fast._records`` ``decode``/``decode_columns``/
+re-encoding what decodes) for frames, the compiled record core's ``decode``/``decode_columns``/
 ``encode_plain`` (iterating and indexing the lazy result) and ``decode_records``/``decode_record_columns``/
-``encode_batch`` for records of any magic, ``crc32``, and ``kproto._fast._record_json`` over what decodes;
-the capture, hex and broker corpora are skipped (pure Python).  No tracemalloc, no pure twin: valgrind is slow enough.
+``encode_batch`` for records of any magic, ``crc32`` of ``kproto._fast._checksums``, and
+``kproto._fast._record_json`` over what decodes; the capture, hex and broker corpora are skipped (pure
+Python).  No tracemalloc, no pure twin: valgrind is slow enough.
 Errors kproto raises on purpose are expected and ignored; the point is what memcheck sees.
 
     python fuzz/cython_paths.py [DIR ...]    # DIR named after its harness, e.g. .../message_sets
@@ -23,13 +24,15 @@ sys.path.insert(0, ROOT)
 def main(argv=None) -> int:
     from kproto import framing
     from kproto.errors import KprotoError
-    from kproto._fast import _records as fast
-    from kproto._fast import _record_json
+    from kproto._backend import RECORD_MODULES, records_module
+    from kproto._fast import _checksums, _record_json
     from fuzz.atheris_runtime import corpus_files
     from fuzz import fuzz_message_sets as ms, fuzz_request_frames as rq, fuzz_response_frames as rs
     from fuzz.twin_backends import is_compiled
 
-    assert is_compiled(framing) and is_compiled(fast), "the compiled extensions are not built"
+    fast = records_module(True)
+    compiled = [sys.modules[name] for name, _ in RECORD_MODULES]
+    assert is_compiled(framing) and all(map(is_compiled, compiled)), "the compiled extensions are not built"
     rs.setup()
     dirs = (argv if argv is not None else sys.argv[1:]) or [
         os.path.join(ROOT, "fuzz", "corpus", n) for n in ("request_frames", "response_frames", "message_sets")
@@ -53,7 +56,7 @@ def main(argv=None) -> int:
                         framing.encode_response(msg, chosen[1], header.correlation_id)
                 elif kind == "message_sets":
                     payload, raw, check_crc = ms.prepare(data)
-                    fast.crc32(raw)
+                    _checksums.crc32(raw)
                     _record_json.base64_json(raw)
                     for check in (check_crc, not check_crc):
                         try:

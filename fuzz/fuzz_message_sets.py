@@ -3,7 +3,7 @@ batches magic 2 with every codec) on both backends.  (The harness keeps its hist
 directory, ``message_sets``.)
 
 Runs ``decode_message_set``, ``decode_message_columns``, ``decode_records`` and ``decode_columns`` of
-``kproto._fast._records`` (Cython) and ``kproto.records._pure`` on every input, with
+``kproto._fast._legacy_records`` (Cython) and ``kproto.records.legacy_records`` on every input, with
 ``max_decompressed_size`` = ``FUZZ_DECOMPRESSION_CAP``.
 
 Input layout: byte 0 holds flags, the rest is the records.
@@ -64,7 +64,7 @@ def setup() -> None:
 
 def fix_crcs(buf: bytearray) -> None:
     """Give every complete top-level entry its correct CRC (CRC32, or CRC-32C for a magic 2 batch)."""
-    from kproto.records._pure import crc32c
+    from kproto.records.checksums import crc32c
 
     pos, n = 0, len(buf)
     while n - pos >= 26:
@@ -83,7 +83,7 @@ _V2_CODECS = {1: 4, 2: 3, 3: 2}  # flag value -> codec id: zstd, lz4, snappy
 
 def wrap_v2(inner: bytes, codec: int) -> bytes:
     """A magic 2 batch whose records section is ``inner[1:]`` compressed, claiming ``inner[0]`` records."""
-    from kproto.records._pure import crc32c
+    from kproto.records.checksums import crc32c
     from kproto.records.compression import compress
 
     count = inner[0] if inner else 0
@@ -94,12 +94,12 @@ def wrap_v2(inner: bytes, codec: int) -> bytes:
 
 def wrap(inner: bytes, codec: int, magic: int, log_append: bool) -> bytes:
     """One wrapper message carrying ``inner`` compressed with ``codec`` (1 gzip, 2 snappy, 3 lz4)."""
-    from kproto.records import _pure
+    from kproto.records import legacy_records
     from kproto.records.compression import compress
 
     payload = compress(codec, inner, magic=magic)
     attributes = codec | (0x08 if log_append and magic == 1 else 0)
-    return _pure.encode_plain([(None, payload, 1234567)], magic, 1000, attributes)[0]
+    return legacy_records.encode_plain([(None, payload, 1234567)], magic, 1000, attributes)[0]
 
 
 def prepare(data: bytes):

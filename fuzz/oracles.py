@@ -104,9 +104,9 @@ def known_issue(key: str) -> bool:
 def _build_lazy_tables() -> None:
     # One-time lookup tables the pure records twin builds on first use are not per-input work; built here,
     # before any Budget, they do not count against the first input that happens to need them.
-    from kproto.records import _pure
+    from kproto.records import default_records
 
-    _pure.build_tables()
+    default_records.build_tables()
 
 
 _build_lazy_tables()

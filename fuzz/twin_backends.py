@@ -11,8 +11,8 @@ the process keeps using the compiled build.  ``kproto.errors`` and
 ``kproto.records.*`` are shared, so error classes and record sets compare equal across twins (``RecordSet``
 is compiled too, and the pure decoders build the compiled class through its constructor).
 
-For message sets the two backends are ordinary modules already: ``kproto._fast._records`` (Cython) and
-``kproto.records._pure``; :func:`records_codecs` binds one :class:`MessageSetCodec` to each.
+For message sets the two backends are ordinary modules already: the compiled and the pure record core
+(:func:`kproto._backend.records_module`); :func:`records_codecs` binds one :class:`MessageSetCodec` to each.
 """
 
 from __future__ import annotations
@@ -93,11 +93,13 @@ def load_pure_codecs() -> SimpleNamespace:
 
 def records_modules():
     """(compiled, pure) message set implementation modules; compiled is None when the extension is absent."""
-    pure = importlib.import_module("kproto.records._pure")
+    from kproto._backend import records_module
+
+    pure = records_module(False)
     if os.environ.get("KPROTO_PURE") == "1":
         return None, pure
     try:
-        fast = importlib.import_module("kproto._fast._records")
+        fast = records_module(True)
     except ImportError:
         fast = None
     return fast, pure

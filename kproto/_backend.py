@@ -8,8 +8,11 @@ variables steer the choice:
 * ``KPROTO_REQUIRE_FAST=1`` turns a missing or broken extension into :class:`FastPathMissingError`
   (CI and wheel builds use it so a broken build cannot pass unnoticed).
 
-``records_impl`` is the module implementing message sets: ``kproto._fast._records`` or
-``kproto.records._pure``; both expose ``Message``, ``decode``, ``decode_columns`` and ``encode_plain``.
+``records_impl`` implements message sets and record batches: one module object holding the public names
+(``__all__``) of the record core's twin modules of one backend (:data:`RECORD_MODULES`: checksums, magic
+0/1 message sets, magic 2 record batches; :func:`records_module` builds it), compiled or pure.  Both expose
+``LegacyRecord``, ``Record``, ``crc32c``, ``decode``, ``decode_columns``, ``encode_plain``, ``decode_records``,
+``decode_record_columns``, ``record_rows`` and ``encode_batch``.
 ``batch_builder_impl`` encodes magic 2 batches from columns: ``kproto._fast._batch_builder`` or
 ``kproto.records.batch_builder`` (``check_columns``, ``section``, ``encode_columns``), by the same choice.
 """
@@ -29,9 +32,11 @@ __all__ = [
     "FORCED_PURE",
     "FastPathMissingError",
     "FastPathUnavailableWarning",
+    "RECORD_MODULES",
     "batch_builder_impl",
     "load_codecs",
     "records_impl",
+    "records_module",
 ]
 
 
@@ -45,17 +50,40 @@ class FastPathMissingError(KprotoError, ImportError):
 
 FORCED_PURE = os.environ.get("KPROTO_PURE") == "1"
 _REQUIRE_FAST = os.environ.get("KPROTO_REQUIRE_FAST") == "1"
-_FAST_RECORDS = "kproto._fast._records"
-_PURE_RECORDS = "kproto.records._pure"
+#: The record core, a (compiled, pure) pair of twin modules per concern, lower modules first.
+RECORD_MODULES = (
+    ("kproto._fast._checksums", "kproto.records.checksums"),
+    ("kproto._fast._legacy_records", "kproto.records.legacy_records"),
+    ("kproto._fast._default_records", "kproto.records.default_records"),
+)
+_FAST_RECORDS = "kproto._fast"  # stands for the compiled modules of RECORD_MODULES
 _FAST_BATCH_BUILDER = "kproto._fast._batch_builder"
 _PURE_BATCH_BUILDER = "kproto.records.batch_builder"
 
 
-def _load_fast(name: str = _FAST_RECORDS) -> Optional[ModuleType]:
+def records_module(compiled: bool) -> ModuleType:
+    """One module object with the public names of the record core's modules of one backend (``compiled``:
+    the Cython ones, which raises :class:`ImportError` when they are not built; else the pure ones)."""
+    names = [pair[0 if compiled else 1] for pair in RECORD_MODULES]
+    combined = ModuleType(
+        "kproto._fast[records]" if compiled else "kproto.records[pure]",
+        "The record core's public names: " + ", ".join(names) + ".",
+    )
+    exported = []
+    for name in names:
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            setattr(combined, attr, getattr(module, attr))
+        exported += module.__all__
+    combined.__all__ = exported  # type: ignore[attr-defined]
+    return combined
+
+
+def _load_fast(name: str) -> Optional[ModuleType]:
     if FORCED_PURE:
         return None
     try:
-        return importlib.import_module(name)
+        return records_module(True) if name == _FAST_RECORDS else importlib.import_module(name)
     except ImportError as exc:
         if _REQUIRE_FAST:
             raise FastPathMissingError(f"KPROTO_REQUIRE_FAST=1 but {name} does not import: {exc}") from exc
@@ -70,8 +98,8 @@ def _load_fast(name: str = _FAST_RECORDS) -> Optional[ModuleType]:
         return None
 
 
-_fast = _load_fast()
-records_impl: ModuleType = _fast if _fast is not None else importlib.import_module(_PURE_RECORDS)
+_fast = _load_fast(_FAST_RECORDS)
+records_impl: ModuleType = _fast if _fast is not None else records_module(False)
 BACKEND: str = "cython" if _fast is not None else "python"
 _fast_builder = _load_fast(_FAST_BATCH_BUILDER) if _fast is not None else None
 batch_builder_impl: ModuleType = (

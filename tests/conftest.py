@@ -4,7 +4,6 @@ records fixtures that run both message set backends in one run, and tshark as a 
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import kproto._backend
+from kproto._backend import records_module
 
 
 # Tests are laid out by package (tests/broker, tests/cli, ...) and a few modules share helpers across them
@@ -41,9 +41,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
 
 def _records_module(name: str):
     if name == "python":
-        return importlib.import_module("kproto.records._pure")
+        return records_module(False)
     try:
-        return importlib.import_module("kproto._fast._records")
+        return records_module(True)
     except ImportError:
         if os.environ.get("KPROTO_PURE") == "1":
             pytest.skip("KPROTO_PURE=1 run without the compiled extension")
@@ -52,7 +52,7 @@ def _records_module(name: str):
 
 @pytest.fixture(scope="module", params=["cython", "python"])
 def records_impl(request: pytest.FixtureRequest):
-    """One message set implementation module (``kproto._fast._records`` or ``kproto.records._pure``)."""
+    """One record core implementation module (:func:`kproto._backend.records_module`, compiled or pure)."""
     return _records_module(request.param)
 
 

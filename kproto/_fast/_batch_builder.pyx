@@ -4,7 +4,7 @@
 
 The work is two C loops over the columns: the first checks every record and measures it (varint widths,
 key, value, the header section), the second writes the batch into one ``bytes`` made at its final size;
-the CRC-32C then runs over it in place (``_crc.c``).  Headers are rare on the hot path, so a record's
+the CRC-32C then runs over it in place (``kproto._fast._checksums``).  Headers are rare on the hot path, so a record's
 header section is built as a Python ``bytes`` first, by the twin's own function.
 """
 
@@ -13,10 +13,10 @@ from cpython.list cimport PyList_GET_ITEM
 from cpython.long cimport PyLong_AsLongLong
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
-from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int64_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
-from kproto._fast._crc cimport kproto_crc_init, kproto_crc32c
+from kproto._fast._checksums cimport crc32c_of
 
 from kproto.errors import EncodeError
 from kproto.records.batch_builder import _header_section  # Python-level work either way: one copy of it
@@ -24,7 +24,6 @@ from kproto.records.compression import compress_buffer
 
 __all__ = ["check_columns", "encode_columns", "section"]
 
-kproto_crc_init()
 
 cdef enum:
     _HEAD = 61  # the batch header's size
@@ -270,6 +269,6 @@ def encode_columns(
     p = _put_be(p, <uint64_t><int64_t>base_sequence, 4)
     _put_be(p, <uint64_t>count, 4)
     p = PyBytes_AS_STRING(out)
-    crc = kproto_crc32c(<const unsigned char*>p + _CRC_AT + 4, _HEAD + size - _CRC_AT - 4)
+    crc = crc32c_of(<const uint8_t*>p + _CRC_AT + 4, _HEAD + size - _CRC_AT - 4)
     _put_be(p + _CRC_AT, crc, 4)
     return out

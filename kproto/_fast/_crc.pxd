@@ -1,5 +1,6 @@
-# The CRC routes of _crc.c (interface and contract in _crc.h), for the compiled records modules.  Every
-# extension that cimports this lists kproto/_fast/_crc.c among its sources (setup.py does).
+# The CRC routes of _crc.c (interface and contract in _crc.h).  Only kproto._fast._checksums cimports this,
+# so only it is linked with _crc.c (setup.py links a .pyx with the C of what it cimports) and the routes and
+# their switches exist once; the other compiled modules call them through _checksums.pxd.
 from libc.stdint cimport uint32_t
 
 cdef extern from "_crc.h" nogil:

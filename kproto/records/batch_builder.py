@@ -18,7 +18,7 @@ import struct
 from typing import Any, List, Optional, Sequence, Tuple
 
 from kproto.errors import EncodeError
-from kproto.records._pure import crc32c
+from kproto.records.checksums import crc32c
 from kproto.records.compression import compress_buffer
 
 __all__ = ["check_columns", "encode_columns", "section"]

@@ -62,8 +62,8 @@ def _check_limit(max_decompressed_size: int) -> int:
 
 
 class MessageSetCodec:
-    """The message set API bound to one implementation module (``kproto._fast._records`` or
-    ``kproto.records._pure``).  The module-level functions use the backend :mod:`kproto._backend` chose; tests
+    """The message set API bound to one implementation module (:func:`kproto._backend.records_module`: the
+    compiled or the pure record core).  The module-level functions use the backend :mod:`kproto._backend` chose; tests
     and benchmarks build one of these per backend to run both in one process.
     """
 

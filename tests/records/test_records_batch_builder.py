@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kproto._backend import records_module
 from kproto.errors import EncodeError
 from kproto.records import decode_records
 from kproto.records.codec import ColumnBatchCodec, MessageSetCodec
@@ -36,7 +37,7 @@ def columns_codec(request: pytest.FixtureRequest) -> ColumnBatchCodec:
 
 @pytest.fixture(scope="module")
 def row_codec() -> MessageSetCodec:
-    return MessageSetCodec(importlib.import_module("kproto.records._pure"))
+    return MessageSetCodec(records_module(False))
 
 
 binary = st.one_of(st.none(), st.just(b""), st.binary(max_size=40), st.binary(min_size=120, max_size=300))

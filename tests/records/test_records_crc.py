@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 @pytest.fixture(scope="module", params=["clmul", "tables"])
 def fast_crc32(request):
-    from kproto._fast import _records
+    from kproto._fast import _checksums
 
-    previous = _records._set_clmul(request.param == "clmul")
-    yield _records.crc32
-    _records._set_clmul(previous)
+    previous = _checksums._set_clmul(request.param == "clmul")
+    yield _checksums.crc32
+    _checksums._set_clmul(previous)
 
 
 @given(st.binary(max_size=300))
@@ -66,9 +66,9 @@ def test_boundaries(fast_crc32, size):
 
 
 def test_decoder_uses_the_same_crc(records_codec):
-    from kproto._fast import _records
+    from kproto._fast import _checksums
 
-    previous = _records._set_clmul(True)
+    previous = _checksums._set_clmul(True)
     try:
         messages = [(None, bytes(range(n % 256)) * (1 + n // 50)) for n in range(0, 400, 7)]
         data = records_codec.encode_message_set(messages)
@@ -78,4 +78,19 @@ def test_decoder_uses_the_same_crc(records_codec):
         with pytest.raises(Exception, match="CRC"):
             records_codec.decode_message_set(bytes(damaged))
     finally:
-        _records._set_clmul(previous)
+        _checksums._set_clmul(previous)
+
+
+def test_one_extension_holds_the_crc_routes():
+    """setup.py links _crc.c into each .pyx that cimports kproto._fast._crc: only _checksums may, so that the
+    route switches (_set_clmul, _set_crc32c_hw) reach the one copy every compiled module calls."""
+    import glob
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    linking = [
+        os.path.basename(path)
+        for path in sorted(glob.glob(os.path.join(root, "kproto", "_fast", "*.pyx")))
+        if "kproto._fast._crc cimport" in open(path, encoding="utf-8").read()
+    ]
+    assert linking == ["_checksums.pyx"]

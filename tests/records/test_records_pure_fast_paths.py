@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kproto.records import _pure
+from kproto.records import default_records
 
 binary = st.one_of(st.none(), st.binary(max_size=20), st.binary(min_size=60, max_size=200))
 headers = st.one_of(st.just([]), st.lists(st.tuples(st.sampled_from(["k", "trace", "h\u00e9"]), binary), max_size=3))
@@ -22,13 +22,13 @@ near_records = st.lists(st.tuples(binary, binary, near, headers), min_size=1, ma
 
 def _rows(segments):
     """The rows of what the fast loop returns (its segments, as the batch's records hold them)."""
-    return None if segments is None else [tuple(r) for r in _pure._BatchRecords(segments)]
+    return None if segments is None else [tuple(r) for r in default_records._BatchRecords(segments)]
 
 
 def _careful(body: bytes, count: int, base_offset: int, base_ts: int, ts_type: int, base_sequence: int):
     rows: list = []
     try:
-        end = _pure._records_into(
+        end = default_records._records_into(
             body,
             0,
             len(body),
@@ -45,7 +45,7 @@ def _careful(body: bytes, count: int, base_offset: int, base_ts: int, ts_type: i
             False,
             False,
         )
-    except _pure.DecodeError:
+    except default_records.DecodeError:
         return None
     return rows if end == len(body) else None
 
@@ -62,14 +62,14 @@ def _careful(body: bytes, count: int, base_offset: int, base_ts: int, ts_type: i
 def test_the_fast_record_loop_builds_what_the_careful_one_builds(
     items, base_offset, base_ts, ts_type, base_sequence, data
 ):
-    body = bytearray(b"".join(_pure.encode_batch_records(items, 7)[0]))
+    body = bytearray(b"".join(default_records.encode_batch_records(items, 7)[0]))
     damaged = data.draw(st.booleans())
     if damaged:  # one byte changed: the fast loop builds what the careful one builds, or gives up
         body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
     body = bytes(body)
     count = len(items) + data.draw(st.sampled_from([0, 0, -1, 1]))
     fast = _rows(
-        _pure._records_fast(
+        default_records._records_fast(
             body,
             0,
             len(body),
@@ -103,8 +103,8 @@ def test_the_fast_record_loop_builds_what_the_careful_one_builds(
 
 def test_the_fast_record_loop_reads_varints_up_to_four_bytes():
     items = [(None, b"v" * 9000, 10**7 * i, [("k", b"w" * 70)]) for i in range(3)]
-    body = b"".join(_pure.encode_batch_records(items, 0)[0])
-    fast = _rows(_pure._records_fast(body, 0, len(body), 3, 10, 0, None, 0, None, 5, 1, -1, False, False))
+    body = b"".join(default_records.encode_batch_records(items, 0)[0])
+    fast = _rows(default_records._records_fast(body, 0, len(body), 3, 10, 0, None, 0, None, 5, 1, -1, False, False))
     assert fast is not None and fast == _careful(body, 3, 10, 0, 0, -1)
     assert [row[1] for row in fast] == [0, 10**7, 2 * 10**7]
 
@@ -134,12 +134,12 @@ class _Int(int):
 )
 def test_the_column_encoder_writes_what_the_row_encoder_writes(items):
     try:
-        rows = _pure._encode_rows(items, 1234)
-    except _pure.EncodeError:
+        rows = default_records._encode_rows(items, 1234)
+    except default_records.EncodeError:
         rows = None  # bad input: the column encoder must have given up
     for few_pieces in (False, True):  # pieces for one join of the batch, or for a streaming compressor
         try:
-            columns = _pure._encode_columns(items, 1234, few_pieces)
+            columns = default_records._encode_columns(items, 1234, few_pieces)
         except Exception:
             columns = None  # encode_batch_records leaves such input to the row encoder
         if columns is not None:
@@ -151,9 +151,9 @@ def test_the_column_encoder_writes_what_the_row_encoder_writes(items):
 def test_the_column_encoder_takes_the_usual_shapes_and_large_batches():
     for shape, count in ((2, 500), (3, 500), (4, 16500)):  # past the 16384 varints of the tables
         items = [(None, b"x" * (i % 300), 10**12 + i, [("trace", b"%08d" % i)])[:shape] for i in range(count)]
-        columns = _pure._encode_columns(items, 10**12)
+        columns = default_records._encode_columns(items, 10**12)
         assert columns is not None
-        assert b"".join(columns[0]) == b"".join(_pure._encode_rows(items, 10**12)[0])
+        assert b"".join(columns[0]) == b"".join(default_records._encode_rows(items, 10**12)[0])
 
 
 class _Str(str):
@@ -174,14 +174,14 @@ def test_the_column_encoder_takes_one_header_name_by_identity_and_checks_the_oth
     ):
         items = [(None, b"v%d" % i, 7 + i, [(name, None if i == 1 else b"h%d" % i)]) for i, name in enumerate(names)]
         try:
-            rows = _pure._encode_rows(items, 0)
-        except _pure.EncodeError:
+            rows = default_records._encode_rows(items, 0)
+        except default_records.EncodeError:
             rows = None
-        columns = _pure._encode_columns(items, 0)
+        columns = default_records._encode_columns(items, 0)
         assert (columns is None) == (rows is None)
         if columns is not None:
             assert (b"".join(columns[0]),) + columns[1:] == (b"".join(rows[0]),) + rows[1:]
-    assert _pure._encode_columns([(None, b"v", 7, [("trace", b"h", b"extra")])], 0) is None
+    assert default_records._encode_columns([(None, b"v", 7, [("trace", b"h", b"extra")])], 0) is None
 
 
 @settings(max_examples=40, deadline=None)
@@ -209,9 +209,9 @@ def test_the_column_encoder_lays_out_large_records_as_the_row_encoder(count, key
         )
         for i in range(count)
     ]
-    rows = _pure._encode_rows(items, 0)
+    rows = default_records._encode_rows(items, 0)
     for few_pieces in (False, True):
-        columns = _pure._encode_columns(items, 0, few_pieces)
+        columns = default_records._encode_columns(items, 0, few_pieces)
         assert columns is not None
         assert (b"".join(columns[0]),) + columns[1:] == (b"".join(rows[0]),) + rows[1:]
         assert sum(map(len, columns[0])) == columns[1]
@@ -228,13 +228,13 @@ def test_the_column_encoder_lays_out_large_records_as_the_row_encoder(count, key
 def test_records_of_one_layout_read_as_the_careful_parse_reads_them(shift, key, value, hdrs, data):
     # deltas that cross from one to four bytes, one byte damaged somewhere (or none); large records
     items = [(key, value, i << shift, hdrs) for i in range(300)]
-    body = bytearray(b"".join(_pure.encode_batch_records(items, 0)[0]))
+    body = bytearray(b"".join(default_records.encode_batch_records(items, 0)[0]))
     at = data.draw(st.one_of(st.none(), st.integers(0, len(body) - 1)))
     if at is not None:
         body[at] ^= data.draw(st.integers(1, 255))
     careful = _careful(bytes(body), 300, 10, 0, 0, 7)
     body = bytes(body)
-    fast = _rows(_pure._records_fast(body, 0, len(body), 300, 10, 0, None, 0, None, 5, 1, 7, False, False))
+    fast = _rows(default_records._records_fast(body, 0, len(body), 300, 10, 0, None, 0, None, 5, 1, 7, False, False))
     if at is None:
         assert fast is not None
     if fast is not None:
@@ -248,22 +248,22 @@ def test_records_of_another_layout_among_many_read_as_the_careful_parse_reads_th
         items = [(b"key", b"v" * size, 1000 + i, [("trace", b"%08d" % i)]) for i in range(300)]
         items[100] = (b"key", b"v" * (size + 1), 1100, [("trace", b"%08d" % 100)])
         items[200] = (b"key", b"v" * size, 1200, [("trace", b"%09d" % 200)])
-        body = b"".join(_pure.encode_batch_records(items, 0)[0])
-        segments = _pure._records_fast(body, 0, len(body), 300, 10, 0, None, 0, None, 5, 1, 7, False, False)
+        body = b"".join(default_records.encode_batch_records(items, 0)[0])
+        segments = default_records._records_fast(body, 0, len(body), 300, 10, 0, None, 0, None, 5, 1, 7, False, False)
         assert segments is not None
         assert _rows(segments) == _careful(body, 300, 10, 0, 0, 7)
-        records = list(_pure._BatchRecords(segments))
+        records = list(default_records._BatchRecords(segments))
         assert {type(r.value) for r in records} == {bytes} and [r.offset for r in records] == list(range(10, 310))
 
 
 def test_records_of_large_values_kept_or_dropped_while_iterating_are_the_same():
     items = [(None, b"%05d" % i * 300, 1000 + i, [("trace", b"%08d" % i)]) for i in range(200)]
-    body = b"".join(_pure.encode_batch_records(items, 0)[0])
+    body = b"".join(default_records.encode_batch_records(items, 0)[0])
     careful = _careful(body, 200, 10, 0, 0, -1)
 
     def fresh():
-        return _pure._BatchRecords(
-            _pure._records_fast(body, 0, len(body), 200, 10, 0, None, 0, None, 5, 1, -1, False, False)
+        return default_records._BatchRecords(
+            default_records._records_fast(body, 0, len(body), 200, 10, 0, None, 0, None, 5, 1, -1, False, False)
         )
 
     kept = [r for i, r in enumerate(fresh()) if i % 3 == 0]  # the others dropped as iteration goes on
@@ -279,16 +279,20 @@ def test_records_of_a_decompressed_batch_held_while_others_decode_read_right():
 
     def batch(tag):
         items = [(None, tag * 2000, 1000 + i, [("trace", b"%08d" % i)]) for i in range(50)]
-        return _pure.encode_batch(items, 0, 3, -1, -1, -1, 0, -1, 0)
+        return default_records.encode_batch(items, 0, 3, -1, -1, -1, 0, -1, 0)
 
     def expected(data):
         body = compression.decompress(3, data[61:], magic=2, limit=1 << 30)
         return _careful(body, 50, 0, 1000, 0, -1)
 
     first, second = batch(b"a"), batch(b"b")
-    held = _pure.decode_records(first, True, 1 << 30)
-    assert [tuple(r)[:4] for r in _pure.decode_records(second, True, 1 << 30)] == [r[:4] for r in expected(second)]
+    held = default_records.decode_records(first, True, 1 << 30)
+    assert [tuple(r)[:4] for r in default_records.decode_records(second, True, 1 << 30)] == [
+        r[:4] for r in expected(second)
+    ]
     assert [tuple(r)[:4] for r in held] == [r[:4] for r in expected(first)]
     del held
     for data in (second, first, second):
-        assert [tuple(r)[:4] for r in _pure.decode_records(data, True, 1 << 30)] == [r[:4] for r in expected(data)]
+        assert [tuple(r)[:4] for r in default_records.decode_records(data, True, 1 << 30)] == [
+            r[:4] for r in expected(data)
+        ]
