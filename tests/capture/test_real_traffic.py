@@ -256,7 +256,7 @@ def kproto_client(bootstrap: str, topic: str, group: str) -> Optional[int]:
     ) as consumer:
         wait_for_all(lambda: len(consumer.poll(200)), "kproto")
         consumer.commit()
-        member = consumer._consumer.member
+        member = consumer._client.member
         assert member is not None
         return int(member.generation_id)
 
