@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse']
@@ -28,125 +29,100 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 _new = Struct.__new__
 
 
-def _dec_AddOffsetsToTxnRequest_v0(buf, cur, end):
-    """Decode AddOffsetsToTxnRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddOffsetsToTxnRequest(buf, cur, end, version):
+    """Decode AddOffsetsToTxnRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_transactional_id, pos, end)
-    n_transactional_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 2, False, True)
-    if end - pos < 12:
-        raise _w.short_run(_RUN_producer_id__group_id, pos, end)
-    f_producer_id, f_producer_epoch, n_group_id = _S_qhh.unpack_from(buf, pos)
-    pos += 12
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_transactional_id, pos, end)
+        n_transactional_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 2, False, True)
+        if end - pos < 12:
+            raise _w.short_run(_RUN_producer_id__group_id, pos, end)
+        f_producer_id, f_producer_epoch, n_group_id = _S_qhh.unpack_from(buf, pos)
+        pos += 12
+        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
+    else:
+        n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
+        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
+        if end - pos < 10:
+            raise _w.short_run(_RUN_producer_id__producer_epoch, pos, end)
+        f_producer_id, f_producer_epoch = _S_qh.unpack_from(buf, pos)
+        pos += 10
+        n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
+        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddOffsetsToTxnRequest)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
     obj.group_id = f_group_id
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AddOffsetsToTxnRequest_v0(obj, out):
-    """Append the v0 layout of a AddOffsetsToTxnRequest to ``out``."""
+def _enc_AddOffsetsToTxnRequest(obj, out, version):
+    """Append in ``version`` a AddOffsetsToTxnRequest to ``out``."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("AddOffsetsToTxnRequest expected, got None")
     f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "AddOffsetsToTxnRequest.transactional_id", False)
-    out += _S_h.pack(n_transactional_id)
+    if v2_down:
+        out += _S_h.pack(n_transactional_id)
+    else:
+        _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
+    if v3_up:
+        out += _S_qh.pack(obj.producer_id, obj.producer_epoch)
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "AddOffsetsToTxnRequest.group_id", False)
-    out += _S_qhh.pack(obj.producer_id, obj.producer_epoch, n_group_id)
+    if v2_down:
+        out += _S_qhh.pack(obj.producer_id, obj.producer_epoch, n_group_id)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnRequest")
 
 
-def _dec_AddOffsetsToTxnRequest_v3(buf, cur, end):
-    """Decode AddOffsetsToTxnRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
-    f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
-    if end - pos < 10:
-        raise _w.short_run(_RUN_producer_id__producer_epoch, pos, end)
-    f_producer_id, f_producer_epoch = _S_qh.unpack_from(buf, pos)
-    pos += 10
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddOffsetsToTxnRequest)
-    obj.transactional_id = f_transactional_id
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.group_id = f_group_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AddOffsetsToTxnRequest_v3(obj, out):
-    """Append the v3 layout of a AddOffsetsToTxnRequest to ``out``."""
-    if obj is None:
-        raise TypeError("AddOffsetsToTxnRequest expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "AddOffsetsToTxnRequest.transactional_id", False)
-    _w.put_uvarint(out, n_transactional_id + 1)
-    if n_transactional_id > 0:
-        out += f_transactional_id
-    out += _S_qh.pack(obj.producer_id, obj.producer_epoch)
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "AddOffsetsToTxnRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnRequest")
-
-
-def _dec_AddOffsetsToTxnResponse_v0(buf, cur, end):
-    """Decode AddOffsetsToTxnResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddOffsetsToTxnResponse(buf, cur, end, version):
+    """Decode AddOffsetsToTxnResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddOffsetsToTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AddOffsetsToTxnResponse_v0(obj, out):
-    """Append the v0 layout of a AddOffsetsToTxnResponse to ``out``."""
+def _enc_AddOffsetsToTxnResponse(obj, out, version):
+    """Append in ``version`` a AddOffsetsToTxnResponse to ``out``."""
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("AddOffsetsToTxnResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-
-
-def _dec_AddOffsetsToTxnResponse_v3(buf, cur, end):
-    """Decode AddOffsetsToTxnResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddOffsetsToTxnResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AddOffsetsToTxnResponse_v3(obj, out):
-    """Append the v3 layout of a AddOffsetsToTxnResponse to ``out``."""
-    if obj is None:
-        raise TypeError("AddOffsetsToTxnResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnResponse")
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnResponse")
 
 
 class AddOffsetsToTxnRequest(Message):
@@ -172,11 +148,8 @@ class AddOffsetsToTxnRequest(Message):
         FieldInfo('producer_epoch', (0, 4), None, None, False, None, None, 'int16'),
         FieldInfo('group_id', (0, 4), None, 'groupId', False, None, None, 'string'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_AddOffsetsToTxnRequest_v0, 1: _dec_AddOffsetsToTxnRequest_v0, 2: _dec_AddOffsetsToTxnRequest_v0, 3: _dec_AddOffsetsToTxnRequest_v3, 4: _dec_AddOffsetsToTxnRequest_v3}
-    _ENCODERS = {0: _enc_AddOffsetsToTxnRequest_v0, 1: _enc_AddOffsetsToTxnRequest_v0, 2: _enc_AddOffsetsToTxnRequest_v0, 3: _enc_AddOffsetsToTxnRequest_v3, 4: _enc_AddOffsetsToTxnRequest_v3}
+    _DECODERS = _decoders(_dec_AddOffsetsToTxnRequest, range(0, 5))
+    _ENCODERS = _encoders(_enc_AddOffsetsToTxnRequest, range(0, 5))
     API_KEY = 25
     KIND = 'request'
     VALID_VERSIONS = (0, 4)
@@ -220,11 +193,8 @@ class AddOffsetsToTxnResponse(Message):
         FieldInfo('throttle_time_ms', (0, 4), None, None, False, None, None, 'int32'),
         FieldInfo('error_code', (0, 4), None, 'errorCode', False, None, None, 'int16'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_AddOffsetsToTxnResponse_v0, 1: _dec_AddOffsetsToTxnResponse_v0, 2: _dec_AddOffsetsToTxnResponse_v0, 3: _dec_AddOffsetsToTxnResponse_v3, 4: _dec_AddOffsetsToTxnResponse_v3}
-    _ENCODERS = {0: _enc_AddOffsetsToTxnResponse_v0, 1: _enc_AddOffsetsToTxnResponse_v0, 2: _enc_AddOffsetsToTxnResponse_v0, 3: _enc_AddOffsetsToTxnResponse_v3, 4: _enc_AddOffsetsToTxnResponse_v3}
+    _DECODERS = _decoders(_dec_AddOffsetsToTxnResponse, range(0, 5))
+    _ENCODERS = _encoders(_enc_AddOffsetsToTxnResponse, range(0, 5))
     API_KEY = 25
     KIND = 'response'
     VALID_VERSIONS = (0, 4)

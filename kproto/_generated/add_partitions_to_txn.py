@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse']
@@ -42,123 +44,110 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
-    """Decode AddPartitionsToTxnRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddPartitionsToTxnRequest(buf, cur, end, version):
+    """Decode AddPartitionsToTxnRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_v3_and_below_transactional_id, pos, end)
-    n_v3_and_below_transactional_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_v3_and_below_transactional_id, pos = _w.read_sized(buf, pos, n_v3_and_below_transactional_id, end, 'v3_and_below_transactional_id', 2, False, True)
-    if end - pos < 14:
-        raise _w.short_run(_RUN_v3_and_below_producer_id__v3_and_below_topics, pos, end)
-    f_v3_and_below_producer_id, f_v3_and_below_producer_epoch, n_v3_and_below_topics = _S_qhi.unpack_from(buf, pos)
-    pos += 14
-    f_v3_and_below_topics, pos = _w.read_structs(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0, buf, cur, pos, end, n_v3_and_below_topics, 'v3_and_below_topics', 6, 4, False)
-    obj = _new(AddPartitionsToTxnRequest)
-    obj.transactions = []
-    obj.v3_and_below_transactional_id = f_v3_and_below_transactional_id
-    obj.v3_and_below_producer_id = f_v3_and_below_producer_id
-    obj.v3_and_below_producer_epoch = f_v3_and_below_producer_epoch
-    obj.v3_and_below_topics = f_v3_and_below_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_AddPartitionsToTxnRequest_v0(obj, out):
-    """Append the v0 layout of a AddPartitionsToTxnRequest to ``out``."""
-    if obj is None:
-        raise TypeError("AddPartitionsToTxnRequest expected, got None")
-    if obj.transactions:
-        raise _w.not_in_version("AddPartitionsToTxnRequest.transactions", 0, "4-5")
-    f_v3_and_below_transactional_id, n_v3_and_below_transactional_id = _w.encode_text(obj.v3_and_below_transactional_id, "AddPartitionsToTxnRequest.v3_and_below_transactional_id", False)
-    out += _S_h.pack(n_v3_and_below_transactional_id)
-    if n_v3_and_below_transactional_id > 0:
-        out += f_v3_and_below_transactional_id
-    f_v3_and_below_topics = obj.v3_and_below_topics
-    if f_v3_and_below_topics is None:
-        raise _w.not_nullable("AddPartitionsToTxnRequest.v3_and_below_topics")
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_v3_and_below_transactional_id, pos, end)
+        n_v3_and_below_transactional_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_v3_and_below_transactional_id, pos = _w.read_sized(buf, pos, n_v3_and_below_transactional_id, end, 'v3_and_below_transactional_id', 2, False, True)
+        if end - pos < 14:
+            raise _w.short_run(_RUN_v3_and_below_producer_id__v3_and_below_topics, pos, end)
+        f_v3_and_below_producer_id, f_v3_and_below_producer_epoch, n_v3_and_below_topics = _S_qhi.unpack_from(buf, pos)
+        pos += 14
+        f_v3_and_below_topics, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version=version), buf, cur, pos, end, n_v3_and_below_topics, 'v3_and_below_topics', 6, 4, False)
+    elif v3_only:
+        n_v3_and_below_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'v3_and_below_transactional_id')
+        f_v3_and_below_transactional_id, pos = _w.read_sized(buf, pos, n_v3_and_below_transactional_id, end, 'v3_and_below_transactional_id', 1, False, True)
+        if end - pos < 10:
+            raise _w.short_run(_RUN_v3_and_below_producer_id__v3_and_below_producer_epoch, pos, end)
+        f_v3_and_below_producer_id, f_v3_and_below_producer_epoch = _S_qh.unpack_from(buf, pos)
+        pos += 10
+        n_v3_and_below_topics, pos = _w.read_compact_length(buf, pos, end, 'v3_and_below_topics')
+        f_v3_and_below_topics, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version=version), buf, cur, pos, end, n_v3_and_below_topics, 'v3_and_below_topics', 3, 1, False)
     else:
-        n_v3_and_below_topics = len(f_v3_and_below_topics)
-    out += _S_qhi.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch, n_v3_and_below_topics)
-    for item in f_v3_and_below_topics:
-        _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(item, out)
-
-
-def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
-    """Decode AddPartitionsToTxnRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_v3_and_below_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'v3_and_below_transactional_id')
-    f_v3_and_below_transactional_id, pos = _w.read_sized(buf, pos, n_v3_and_below_transactional_id, end, 'v3_and_below_transactional_id', 1, False, True)
-    if end - pos < 10:
-        raise _w.short_run(_RUN_v3_and_below_producer_id__v3_and_below_producer_epoch, pos, end)
-    f_v3_and_below_producer_id, f_v3_and_below_producer_epoch = _S_qh.unpack_from(buf, pos)
-    pos += 10
-    n_v3_and_below_topics, pos = _w.read_compact_length(buf, pos, end, 'v3_and_below_topics')
-    f_v3_and_below_topics, pos = _w.read_structs(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3, buf, cur, pos, end, n_v3_and_below_topics, 'v3_and_below_topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        n_transactions, pos = _w.read_compact_length(buf, pos, end, 'transactions')
+        f_transactions, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction, version=version), buf, cur, pos, end, n_transactions, 'transactions', 14, 1, False)
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddPartitionsToTxnRequest)
-    obj.transactions = []
-    obj.v3_and_below_transactional_id = f_v3_and_below_transactional_id
-    obj.v3_and_below_producer_id = f_v3_and_below_producer_id
-    obj.v3_and_below_producer_epoch = f_v3_and_below_producer_epoch
-    obj.v3_and_below_topics = f_v3_and_below_topics
-    obj.unknown_tagged_fields = unknown
+    if v3_down:
+        obj.transactions = []
+        obj.v3_and_below_transactional_id = f_v3_and_below_transactional_id
+        obj.v3_and_below_producer_id = f_v3_and_below_producer_id
+        obj.v3_and_below_producer_epoch = f_v3_and_below_producer_epoch
+        obj.v3_and_below_topics = f_v3_and_below_topics
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    elif v4_up:
+        obj.transactions = f_transactions
+        obj.v3_and_below_transactional_id = ''
+        obj.v3_and_below_producer_id = 0
+        obj.v3_and_below_producer_epoch = 0
+        obj.v3_and_below_topics = []
+    if v3_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AddPartitionsToTxnRequest_v3(obj, out):
-    """Append the v3 layout of a AddPartitionsToTxnRequest to ``out``."""
+def _enc_AddPartitionsToTxnRequest(obj, out, version):
+    """Append in ``version`` a AddPartitionsToTxnRequest to ``out``."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("AddPartitionsToTxnRequest expected, got None")
-    if obj.transactions:
-        raise _w.not_in_version("AddPartitionsToTxnRequest.transactions", 3, "4-5")
-    f_v3_and_below_transactional_id, n_v3_and_below_transactional_id = _w.encode_text(obj.v3_and_below_transactional_id, "AddPartitionsToTxnRequest.v3_and_below_transactional_id", False)
-    _w.put_uvarint(out, n_v3_and_below_transactional_id + 1)
-    if n_v3_and_below_transactional_id > 0:
-        out += f_v3_and_below_transactional_id
-    out += _S_qh.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch)
-    _w.put_structs(out, obj.v3_and_below_topics, _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3, "AddPartitionsToTxnRequest.v3_and_below_topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest")
+    if v3_down:
+        if obj.transactions:
+            if v2_down:
+                raise _w.not_in_version("AddPartitionsToTxnRequest.transactions", 0, "4-5")
+            else:
+                raise _w.not_in_version("AddPartitionsToTxnRequest.transactions", 3, "4-5")
+        f_v3_and_below_transactional_id, n_v3_and_below_transactional_id = _w.encode_text(obj.v3_and_below_transactional_id, "AddPartitionsToTxnRequest.v3_and_below_transactional_id", False)
+    if v2_down:
+        out += _S_h.pack(n_v3_and_below_transactional_id)
+    elif v3_only:
+        _w.put_uvarint(out, n_v3_and_below_transactional_id + 1)
+    if v3_down:
+        if n_v3_and_below_transactional_id > 0:
+            out += f_v3_and_below_transactional_id
+    if v2_down:
+        f_v3_and_below_topics = obj.v3_and_below_topics
+        if f_v3_and_below_topics is None:
+            raise _w.not_nullable("AddPartitionsToTxnRequest.v3_and_below_topics")
+        else:
+            n_v3_and_below_topics = len(f_v3_and_below_topics)
+        out += _S_qhi.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch, n_v3_and_below_topics)
+        for item in f_v3_and_below_topics:
+            _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(item, out, version)
+    elif v3_only:
+        out += _S_qh.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch)
+        _w.put_structs(out, obj.v3_and_below_topics, _partial(_enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version=version), "AddPartitionsToTxnRequest.v3_and_below_topics", False)
+    else:
+        if obj.v3_and_below_transactional_id != '':
+            raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_transactional_id", 4, "0-3")
+        if obj.v3_and_below_producer_id != 0:
+            raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_producer_id", 4, "0-3")
+        if obj.v3_and_below_producer_epoch != 0:
+            raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_producer_epoch", 4, "0-3")
+        if obj.v3_and_below_topics:
+            raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_topics", 4, "0-3")
+        _w.put_structs(out, obj.transactions, _partial(_enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction, version=version), "AddPartitionsToTxnRequest.transactions", False)
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest")
 
 
-def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
-    """Decode AddPartitionsToTxnRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_transactions, pos = _w.read_compact_length(buf, pos, end, 'transactions')
-    f_transactions, pos = _w.read_structs(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4, buf, cur, pos, end, n_transactions, 'transactions', 14, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddPartitionsToTxnRequest)
-    obj.transactions = f_transactions
-    obj.v3_and_below_transactional_id = ''
-    obj.v3_and_below_producer_id = 0
-    obj.v3_and_below_producer_epoch = 0
-    obj.v3_and_below_topics = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AddPartitionsToTxnRequest_v4(obj, out):
-    """Append the v4 layout of a AddPartitionsToTxnRequest to ``out``."""
-    if obj is None:
-        raise TypeError("AddPartitionsToTxnRequest expected, got None")
-    if obj.v3_and_below_transactional_id != '':
-        raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_transactional_id", 4, "0-3")
-    if obj.v3_and_below_producer_id != 0:
-        raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_producer_id", 4, "0-3")
-    if obj.v3_and_below_producer_epoch != 0:
-        raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_producer_epoch", 4, "0-3")
-    if obj.v3_and_below_topics:
-        raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_topics", 4, "0-3")
-    _w.put_structs(out, obj.transactions, _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4, "AddPartitionsToTxnRequest.transactions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest")
-
-
-def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, end):
-    """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(buf, cur, end, version):
+    """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
     f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
@@ -170,7 +159,7 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
         raise _w.bad_bool('verify_only', pos - 1, f_verify_only)
     b_verify_only = f_verify_only == 1
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
     obj.transactional_id = f_transactional_id
@@ -183,8 +172,8 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
     return obj
 
 
-def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
-    """Append the v4 layout of a AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction to ``out``."""
+def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(obj, out, version):
+    """Append in ``version`` a AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction to ``out``."""
     if obj is None:
         raise TypeError("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction expected, got None")
     f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id", False)
@@ -192,43 +181,63 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
     if n_transactional_id > 0:
         out += f_transactional_id
     out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.verify_only)
-    _w.put_structs(out, obj.topics, _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version=version), "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction")
 
 
-def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
-    """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(buf, cur, end, version):
+    """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
     if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
+        if v2_down:
+            raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
+        else:
+            raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if n_partitions < _w.SMALL_ARRAY_MAX:
         f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
     obj.name = f_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(obj, out):
-    """Append the v0 layout of a AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic to ``out``."""
+def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(obj, out, version):
+    """Append in ``version`` a AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic to ``out``."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name", False)
-    out += _S_h.pack(n_name)
+    if v2_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partitions = obj.partitions
@@ -236,153 +245,105 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(obj, out):
         raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.partitions")
     else:
         n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
+    if v2_down:
+        out += _S_i.pack(n_partitions)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic")
 
 
-def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
-    """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddPartitionsToTxnResponse(buf, cur, end, version):
+    """Decode AddPartitionsToTxnResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    if v2_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__results_by_topic_v3_and_below, pos, end)
+        f_throttle_time_ms, n_results_by_topic_v3_and_below = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_results_by_topic_v3_and_below, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version=version), buf, cur, pos, end, n_results_by_topic_v3_and_below, 'results_by_topic_v3_and_below', 6, 4, False)
+    elif v3_only:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_results_by_topic_v3_and_below, pos = _w.read_compact_length(buf, pos, end, 'results_by_topic_v3_and_below')
+        f_results_by_topic_v3_and_below, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version=version), buf, cur, pos, end, n_results_by_topic_v3_and_below, 'results_by_topic_v3_and_below', 3, 1, False)
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
-    """Append the v3 layout of a AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic to ``out``."""
-    if obj is None:
-        raise TypeError("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
-    out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic")
-
-
-def _dec_AddPartitionsToTxnResponse_v0(buf, cur, end):
-    """Decode AddPartitionsToTxnResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__results_by_topic_v3_and_below, pos, end)
-    f_throttle_time_ms, n_results_by_topic_v3_and_below = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_results_by_topic_v3_and_below, pos = _w.read_structs(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0, buf, cur, pos, end, n_results_by_topic_v3_and_below, 'results_by_topic_v3_and_below', 6, 4, False)
+        if end - pos < 6:
+            raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        n_results_by_transaction, pos = _w.read_compact_length(buf, pos, end, 'results_by_transaction')
+        f_results_by_transaction, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult, version=version), buf, cur, pos, end, n_results_by_transaction, 'results_by_transaction', 3, 1, False)
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddPartitionsToTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = 0
-    obj.results_by_transaction = []
-    obj.results_by_topic_v3_and_below = f_results_by_topic_v3_and_below
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.error_code = 0
+        obj.results_by_transaction = []
+        obj.results_by_topic_v3_and_below = f_results_by_topic_v3_and_below
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    elif v4_up:
+        obj.error_code = f_error_code
+        obj.results_by_transaction = f_results_by_transaction
+        obj.results_by_topic_v3_and_below = []
+    if v3_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AddPartitionsToTxnResponse_v0(obj, out):
-    """Append the v0 layout of a AddPartitionsToTxnResponse to ``out``."""
+def _enc_AddPartitionsToTxnResponse(obj, out, version):
+    """Append in ``version`` a AddPartitionsToTxnResponse to ``out``."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("AddPartitionsToTxnResponse expected, got None")
-    if obj.results_by_transaction:
-        raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_transaction", 0, "4-5")
-    f_results_by_topic_v3_and_below = obj.results_by_topic_v3_and_below
-    if f_results_by_topic_v3_and_below is None:
-        raise _w.not_nullable("AddPartitionsToTxnResponse.results_by_topic_v3_and_below")
+    if v3_down:
+        if obj.results_by_transaction:
+            if v2_down:
+                raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_transaction", 0, "4-5")
+            else:
+                raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_transaction", 3, "4-5")
+    if v2_down:
+        f_results_by_topic_v3_and_below = obj.results_by_topic_v3_and_below
+        if f_results_by_topic_v3_and_below is None:
+            raise _w.not_nullable("AddPartitionsToTxnResponse.results_by_topic_v3_and_below")
+        else:
+            n_results_by_topic_v3_and_below = len(f_results_by_topic_v3_and_below)
+        out += _S_ii.pack(obj.throttle_time_ms, n_results_by_topic_v3_and_below)
+        for item in f_results_by_topic_v3_and_below:
+            _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(item, out, version)
+    elif v3_only:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.results_by_topic_v3_and_below, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version=version), "AddPartitionsToTxnResponse.results_by_topic_v3_and_below", False)
     else:
-        n_results_by_topic_v3_and_below = len(f_results_by_topic_v3_and_below)
-    out += _S_ii.pack(obj.throttle_time_ms, n_results_by_topic_v3_and_below)
-    for item in f_results_by_topic_v3_and_below:
-        _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(item, out)
+        if obj.results_by_topic_v3_and_below:
+            raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_topic_v3_and_below", 4, "0-3")
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+        _w.put_structs(out, obj.results_by_transaction, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult, version=version), "AddPartitionsToTxnResponse.results_by_transaction", False)
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse")
 
 
-def _dec_AddPartitionsToTxnResponse_v3(buf, cur, end):
-    """Decode AddPartitionsToTxnResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_results_by_topic_v3_and_below, pos = _w.read_compact_length(buf, pos, end, 'results_by_topic_v3_and_below')
-    f_results_by_topic_v3_and_below, pos = _w.read_structs(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3, buf, cur, pos, end, n_results_by_topic_v3_and_below, 'results_by_topic_v3_and_below', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddPartitionsToTxnResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = 0
-    obj.results_by_transaction = []
-    obj.results_by_topic_v3_and_below = f_results_by_topic_v3_and_below
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AddPartitionsToTxnResponse_v3(obj, out):
-    """Append the v3 layout of a AddPartitionsToTxnResponse to ``out``."""
-    if obj is None:
-        raise TypeError("AddPartitionsToTxnResponse expected, got None")
-    if obj.results_by_transaction:
-        raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_transaction", 3, "4-5")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.results_by_topic_v3_and_below, _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3, "AddPartitionsToTxnResponse.results_by_topic_v3_and_below", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse")
-
-
-def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
-    """Decode AddPartitionsToTxnResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_results_by_transaction, pos = _w.read_compact_length(buf, pos, end, 'results_by_transaction')
-    f_results_by_transaction, pos = _w.read_structs(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4, buf, cur, pos, end, n_results_by_transaction, 'results_by_transaction', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddPartitionsToTxnResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.results_by_transaction = f_results_by_transaction
-    obj.results_by_topic_v3_and_below = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AddPartitionsToTxnResponse_v4(obj, out):
-    """Append the v4 layout of a AddPartitionsToTxnResponse to ``out``."""
-    if obj is None:
-        raise TypeError("AddPartitionsToTxnResponse expected, got None")
-    if obj.results_by_topic_v3_and_below:
-        raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_topic_v3_and_below", 4, "0-3")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.results_by_transaction, _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4, "AddPartitionsToTxnResponse.results_by_transaction", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse")
-
-
-def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
-    """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult(buf, cur, end, version):
+    """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
     f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
     n_topic_results, pos = _w.read_compact_length(buf, pos, end, 'topic_results')
-    f_topic_results, pos = _w.read_structs(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3, buf, cur, pos, end, n_topic_results, 'topic_results', 3, 1, False)
+    f_topic_results, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version=version), buf, cur, pos, end, n_topic_results, 'topic_results', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
     obj.transactional_id = f_transactional_id
@@ -392,129 +353,106 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
     return obj
 
 
-def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
-    """Append the v4 layout of a AddPartitionsToTxnResponse.AddPartitionsToTxnResult to ``out``."""
+def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult(obj, out, version):
+    """Append in ``version`` a AddPartitionsToTxnResponse.AddPartitionsToTxnResult to ``out``."""
     if obj is None:
         raise TypeError("AddPartitionsToTxnResponse.AddPartitionsToTxnResult expected, got None")
     f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id", False)
     _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
-    _w.put_structs(out, obj.topic_results, _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.topic_results", False)
+    _w.put_structs(out, obj.topic_results, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version=version), "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.topic_results", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult")
 
 
-def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, end):
-    """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(buf, cur, end, version):
+    """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_results_by_partition, pos, end)
-    n_results_by_partition = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_results_by_partition, pos = _w.read_structs(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0, buf, cur, pos, end, n_results_by_partition, 'results_by_partition', 6, 4, False)
-    obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
-    obj.name = f_name
-    obj.results_by_partition = f_results_by_partition
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(obj, out):
-    """Append the v0 layout of a AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_results_by_partition = obj.results_by_partition
-    if f_results_by_partition is None:
-        raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition")
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_results_by_partition, pos, end)
+        n_results_by_partition = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_results_by_partition, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, version=version), buf, cur, pos, end, n_results_by_partition, 'results_by_partition', 6, 4, False)
     else:
-        n_results_by_partition = len(f_results_by_partition)
-    out += _S_i.pack(n_results_by_partition)
-    for item in f_results_by_partition:
-        _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(item, out)
-
-
-def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end):
-    """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_results_by_partition, pos = _w.read_compact_length(buf, pos, end, 'results_by_partition')
-    f_results_by_partition, pos = _w.read_structs(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3, buf, cur, pos, end, n_results_by_partition, 'results_by_partition', 7, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_results_by_partition, pos = _w.read_compact_length(buf, pos, end, 'results_by_partition')
+        f_results_by_partition, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, version=version), buf, cur, pos, end, n_results_by_partition, 'results_by_partition', 7, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
     obj.name = f_name
     obj.results_by_partition = f_results_by_partition
-    obj.unknown_tagged_fields = unknown
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
-    """Append the v3 layout of a AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult to ``out``."""
+def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(obj, out, version):
+    """Append in ``version`` a AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult to ``out``."""
+    v2_down = version <= 2
     if obj is None:
         raise TypeError("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    if v2_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.results_by_partition, _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult")
+    if v2_down:
+        f_results_by_partition = obj.results_by_partition
+        if f_results_by_partition is None:
+            raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition")
+        else:
+            n_results_by_partition = len(f_results_by_partition)
+        out += _S_i.pack(n_results_by_partition)
+        for item in f_results_by_partition:
+            _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(item, out, version)
+    else:
+        _w.put_structs(out, obj.results_by_partition, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, version=version), "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult")
 
 
-def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, cur, end):
-    """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(buf, cur, end, version):
+    """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
     f_partition_index, f_partition_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
     obj.partition_index = f_partition_index
     obj.partition_error_code = f_partition_error_code
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(obj, out):
-    """Append the v0 layout of a AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult to ``out``."""
+def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(obj, out, version):
+    """Append in ``version`` a AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult to ``out``."""
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.partition_error_code)
-
-
-def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf, cur, end):
-    """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
-    f_partition_index, f_partition_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
-    obj.partition_index = f_partition_index
-    obj.partition_error_code = f_partition_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(obj, out):
-    """Append the v3 layout of a AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult to ``out``."""
-    if obj is None:
-        raise TypeError("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult expected, got None")
-    out += _S_ih.pack(obj.partition_index, obj.partition_error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult")
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult")
 
 
 class AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(Struct):
@@ -615,11 +553,8 @@ class AddPartitionsToTxnRequest(Message):
     )
     AddPartitionsToTxnTransaction = AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction
     AddPartitionsToTxnTopic = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v5 uses the v4 codecs: the bytes are the same; v5 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_AddPartitionsToTxnRequest_v0, 1: _dec_AddPartitionsToTxnRequest_v0, 2: _dec_AddPartitionsToTxnRequest_v0, 3: _dec_AddPartitionsToTxnRequest_v3, 4: _dec_AddPartitionsToTxnRequest_v4, 5: _dec_AddPartitionsToTxnRequest_v4}
-    _ENCODERS = {0: _enc_AddPartitionsToTxnRequest_v0, 1: _enc_AddPartitionsToTxnRequest_v0, 2: _enc_AddPartitionsToTxnRequest_v0, 3: _enc_AddPartitionsToTxnRequest_v3, 4: _enc_AddPartitionsToTxnRequest_v4, 5: _enc_AddPartitionsToTxnRequest_v4}
+    _DECODERS = _decoders(_dec_AddPartitionsToTxnRequest, range(0, 6))
+    _ENCODERS = _encoders(_enc_AddPartitionsToTxnRequest, range(0, 6))
     API_KEY = 24
     KIND = 'request'
     VALID_VERSIONS = (0, 5)
@@ -760,11 +695,8 @@ class AddPartitionsToTxnResponse(Message):
     )
     AddPartitionsToTxnResult = AddPartitionsToTxnResponse_AddPartitionsToTxnResult
     AddPartitionsToTxnTopicResult = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v5 uses the v4 codecs: the bytes are the same; v5 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_AddPartitionsToTxnResponse_v0, 1: _dec_AddPartitionsToTxnResponse_v0, 2: _dec_AddPartitionsToTxnResponse_v0, 3: _dec_AddPartitionsToTxnResponse_v3, 4: _dec_AddPartitionsToTxnResponse_v4, 5: _dec_AddPartitionsToTxnResponse_v4}
-    _ENCODERS = {0: _enc_AddPartitionsToTxnResponse_v0, 1: _enc_AddPartitionsToTxnResponse_v0, 2: _enc_AddPartitionsToTxnResponse_v0, 3: _enc_AddPartitionsToTxnResponse_v3, 4: _enc_AddPartitionsToTxnResponse_v4, 5: _enc_AddPartitionsToTxnResponse_v4}
+    _DECODERS = _decoders(_dec_AddPartitionsToTxnResponse, range(0, 6))
+    _ENCODERS = _encoders(_enc_AddPartitionsToTxnResponse, range(0, 6))
     API_KEY = 24
     KIND = 'response'
     VALID_VERSIONS = (0, 5)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AddRaftVoterRequest', 'AddRaftVoterResponse']
@@ -30,8 +32,10 @@ _RUN_timeout_ms__voter_id = (('timeout_ms', 0, 4), ('voter_id', 4, 4))
 _new = Struct.__new__
 
 
-def _dec_AddRaftVoterRequest_v0(buf, cur, end):
-    """Decode AddRaftVoterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddRaftVoterRequest(buf, cur, end, version):
+    """Decode AddRaftVoterRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
     f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
@@ -44,7 +48,15 @@ def _dec_AddRaftVoterRequest_v0(buf, cur, end):
     f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_dec_AddRaftVoterRequest_Listener_v0, buf, cur, pos, end, n_listeners, 'listeners', 5, 1, False)
+    f_listeners, pos = _w.read_structs(_partial(_dec_AddRaftVoterRequest_Listener, version=version), buf, cur, pos, end, n_listeners, 'listeners', 5, 1, False)
+    if v1_up:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_ack_when_committed, pos, end)
+        f_ack_when_committed = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        if f_ack_when_committed != 0 and f_ack_when_committed != 1:
+            raise _w.bad_bool('ack_when_committed', pos - 1, f_ack_when_committed)
+        b_ack_when_committed = f_ack_when_committed == 1
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddRaftVoterRequest)
     obj.cluster_id = f_cluster_id
@@ -52,80 +64,38 @@ def _dec_AddRaftVoterRequest_v0(buf, cur, end):
     obj.voter_id = f_voter_id
     obj.voter_directory_id = f_voter_directory_id
     obj.listeners = f_listeners
-    obj.ack_when_committed = True
+    if v0_down:
+        obj.ack_when_committed = True
+    else:
+        obj.ack_when_committed = b_ack_when_committed
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AddRaftVoterRequest_v0(obj, out):
-    """Append the v0 layout of a AddRaftVoterRequest to ``out``."""
+def _enc_AddRaftVoterRequest(obj, out, version):
+    """Append in ``version`` a AddRaftVoterRequest to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("AddRaftVoterRequest expected, got None")
-    if obj.ack_when_committed != True:
-        raise _w.not_in_version("AddRaftVoterRequest.ack_when_committed", 0, "1")
+    if v0_down:
+        if obj.ack_when_committed != True:
+            raise _w.not_in_version("AddRaftVoterRequest.ack_when_committed", 0, "1")
     f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "AddRaftVoterRequest.cluster_id", True)
     _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += _S_ii.pack(obj.timeout_ms, obj.voter_id)
     out += obj.voter_directory_id.bytes
-    _w.put_structs(out, obj.listeners, _enc_AddRaftVoterRequest_Listener_v0, "AddRaftVoterRequest.listeners", False)
+    _w.put_structs(out, obj.listeners, _partial(_enc_AddRaftVoterRequest_Listener, version=version), "AddRaftVoterRequest.listeners", False)
+    if v1_up:
+        out += _S_B.pack(obj.ack_when_committed)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterRequest")
 
 
-def _dec_AddRaftVoterRequest_v1(buf, cur, end):
-    """Decode AddRaftVoterRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_timeout_ms__voter_id, pos, end)
-    f_timeout_ms, f_voter_id = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if end - pos < 16:
-        raise _w.short_read('voter_directory_id', pos, 16, end)
-    f_voter_directory_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_dec_AddRaftVoterRequest_Listener_v0, buf, cur, pos, end, n_listeners, 'listeners', 5, 1, False)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_ack_when_committed, pos, end)
-    f_ack_when_committed = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_ack_when_committed != 0 and f_ack_when_committed != 1:
-        raise _w.bad_bool('ack_when_committed', pos - 1, f_ack_when_committed)
-    b_ack_when_committed = f_ack_when_committed == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddRaftVoterRequest)
-    obj.cluster_id = f_cluster_id
-    obj.timeout_ms = f_timeout_ms
-    obj.voter_id = f_voter_id
-    obj.voter_directory_id = f_voter_directory_id
-    obj.listeners = f_listeners
-    obj.ack_when_committed = b_ack_when_committed
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AddRaftVoterRequest_v1(obj, out):
-    """Append the v1 layout of a AddRaftVoterRequest to ``out``."""
-    if obj is None:
-        raise TypeError("AddRaftVoterRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "AddRaftVoterRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += _S_ii.pack(obj.timeout_ms, obj.voter_id)
-    out += obj.voter_directory_id.bytes
-    _w.put_structs(out, obj.listeners, _enc_AddRaftVoterRequest_Listener_v0, "AddRaftVoterRequest.listeners", False)
-    out += _S_B.pack(obj.ack_when_committed)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterRequest")
-
-
-def _dec_AddRaftVoterRequest_Listener_v0(buf, cur, end):
-    """Decode AddRaftVoterRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddRaftVoterRequest_Listener(buf, cur, end, version):
+    """Decode AddRaftVoterRequest.Listener (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -145,8 +115,8 @@ def _dec_AddRaftVoterRequest_Listener_v0(buf, cur, end):
     return obj
 
 
-def _enc_AddRaftVoterRequest_Listener_v0(obj, out):
-    """Append the v0 layout of a AddRaftVoterRequest.Listener to ``out``."""
+def _enc_AddRaftVoterRequest_Listener(obj, out, version):
+    """Append in ``version`` a AddRaftVoterRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("AddRaftVoterRequest.Listener expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "AddRaftVoterRequest.Listener.name", False)
@@ -161,8 +131,8 @@ def _enc_AddRaftVoterRequest_Listener_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterRequest.Listener")
 
 
-def _dec_AddRaftVoterResponse_v0(buf, cur, end):
-    """Decode AddRaftVoterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AddRaftVoterResponse(buf, cur, end, version):
+    """Decode AddRaftVoterResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -180,8 +150,8 @@ def _dec_AddRaftVoterResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_AddRaftVoterResponse_v0(obj, out):
-    """Append the v0 layout of a AddRaftVoterResponse to ``out``."""
+def _enc_AddRaftVoterResponse(obj, out, version):
+    """Append in ``version`` a AddRaftVoterResponse to ``out``."""
     if obj is None:
         raise TypeError("AddRaftVoterResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -253,8 +223,8 @@ class AddRaftVoterRequest(Message):
         FieldInfo('ack_when_committed', (1, 1), None, None, False, None, None, 'bool'),
     )
     Listener = AddRaftVoterRequest_Listener
-    _DECODERS = {0: _dec_AddRaftVoterRequest_v0, 1: _dec_AddRaftVoterRequest_v1}
-    _ENCODERS = {0: _enc_AddRaftVoterRequest_v0, 1: _enc_AddRaftVoterRequest_v1}
+    _DECODERS = _decoders(_dec_AddRaftVoterRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_AddRaftVoterRequest, range(0, 2))
     API_KEY = 80
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -304,9 +274,8 @@ class AddRaftVoterResponse(Message):
         FieldInfo('error_code', (0, 1), None, 'errorCode', False, None, None, 'int16'),
         FieldInfo('error_message', (0, 1), None, None, False, None, (0, 1), 'string'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    _DECODERS = {0: _dec_AddRaftVoterResponse_v0, 1: _dec_AddRaftVoterResponse_v0}
-    _ENCODERS = {0: _enc_AddRaftVoterResponse_v0, 1: _enc_AddRaftVoterResponse_v0}
+    _DECODERS = _decoders(_dec_AddRaftVoterResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_AddRaftVoterResponse, range(0, 2))
     API_KEY = 80
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['AllocateProducerIdsRequest', 'AllocateProducerIdsResponse']
@@ -24,8 +25,8 @@ _RUN_throttle_time_ms__producer_id_len = (('throttle_time_ms', 0, 4), ('error_co
 _new = Struct.__new__
 
 
-def _dec_AllocateProducerIdsRequest_v0(buf, cur, end):
-    """Decode AllocateProducerIdsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AllocateProducerIdsRequest(buf, cur, end, version):
+    """Decode AllocateProducerIdsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
@@ -40,16 +41,16 @@ def _dec_AllocateProducerIdsRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_AllocateProducerIdsRequest_v0(obj, out):
-    """Append the v0 layout of a AllocateProducerIdsRequest to ``out``."""
+def _enc_AllocateProducerIdsRequest(obj, out, version):
+    """Append in ``version`` a AllocateProducerIdsRequest to ``out``."""
     if obj is None:
         raise TypeError("AllocateProducerIdsRequest expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AllocateProducerIdsRequest")
 
 
-def _dec_AllocateProducerIdsResponse_v0(buf, cur, end):
-    """Decode AllocateProducerIdsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AllocateProducerIdsResponse(buf, cur, end, version):
+    """Decode AllocateProducerIdsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_throttle_time_ms__producer_id_len, pos, end)
@@ -66,8 +67,8 @@ def _dec_AllocateProducerIdsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_AllocateProducerIdsResponse_v0(obj, out):
-    """Append the v0 layout of a AllocateProducerIdsResponse to ``out``."""
+def _enc_AllocateProducerIdsResponse(obj, out, version):
+    """Append in ``version`` a AllocateProducerIdsResponse to ``out``."""
     if obj is None:
         raise TypeError("AllocateProducerIdsResponse expected, got None")
     out += _S_ihqi.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id_start, obj.producer_id_len)
@@ -93,8 +94,8 @@ class AllocateProducerIdsRequest(Message):
         FieldInfo('broker_id', (0, 0), None, 'brokerId', False, None, None, 'int32'),
         FieldInfo('broker_epoch', (0, 0), None, None, False, None, None, 'int64'),
     )
-    _DECODERS = {0: _dec_AllocateProducerIdsRequest_v0}
-    _ENCODERS = {0: _enc_AllocateProducerIdsRequest_v0}
+    _DECODERS = _decoders(_dec_AllocateProducerIdsRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_AllocateProducerIdsRequest, range(0, 1))
     API_KEY = 67
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -138,8 +139,8 @@ class AllocateProducerIdsResponse(Message):
         FieldInfo('producer_id_start', (0, 0), None, 'producerId', False, None, None, 'int64'),
         FieldInfo('producer_id_len', (0, 0), None, None, False, None, None, 'int32'),
     )
-    _DECODERS = {0: _dec_AllocateProducerIdsResponse_v0}
-    _ENCODERS = {0: _enc_AllocateProducerIdsResponse_v0}
+    _DECODERS = _decoders(_dec_AllocateProducerIdsResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_AllocateProducerIdsResponse, range(0, 1))
     API_KEY = 67
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterClientQuotasRequest', 'AlterClientQuotasResponse']
@@ -40,14 +42,20 @@ _RUN_value__remove = (('value', 0, 8), ('remove', 8, 1))
 _new = Struct.__new__
 
 
-def _dec_AlterClientQuotasRequest_v0(buf, cur, end):
-    """Decode AlterClientQuotasRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterClientQuotasRequest(buf, cur, end, version):
+    """Decode AlterClientQuotasRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_entries, pos, end)
-    n_entries = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_entries, pos = _w.read_structs(_dec_AlterClientQuotasRequest_EntryData_v0, buf, cur, pos, end, n_entries, 'entries', 8, 4, False)
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_entries, pos, end)
+        n_entries = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_entries, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_EntryData, version=version), buf, cur, pos, end, n_entries, 'entries', 8, 4, False)
+    else:
+        n_entries, pos = _w.read_compact_length(buf, pos, end, 'entries')
+        f_entries, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_EntryData, version=version), buf, cur, pos, end, n_entries, 'entries', 3, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     f_validate_only = _S_b.unpack_from(buf, pos)[0]
@@ -55,201 +63,171 @@ def _dec_AlterClientQuotasRequest_v0(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
+    if v1_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterClientQuotasRequest)
     obj.entries = f_entries
     obj.validate_only = b_validate_only
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterClientQuotasRequest_v0(obj, out):
-    """Append the v0 layout of a AlterClientQuotasRequest to ``out``."""
-    if obj is None:
-        raise TypeError("AlterClientQuotasRequest expected, got None")
-    f_entries = obj.entries
-    if f_entries is None:
-        raise _w.not_nullable("AlterClientQuotasRequest.entries")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_entries = len(f_entries)
-    out += _S_i.pack(n_entries)
-    for item in f_entries:
-        _enc_AlterClientQuotasRequest_EntryData_v0(item, out)
-    out += _S_B.pack(obj.validate_only)
-
-
-def _dec_AlterClientQuotasRequest_v1(buf, cur, end):
-    """Decode AlterClientQuotasRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_entries, pos = _w.read_compact_length(buf, pos, end, 'entries')
-    f_entries, pos = _w.read_structs(_dec_AlterClientQuotasRequest_EntryData_v1, buf, cur, pos, end, n_entries, 'entries', 3, 1, False)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_validate_only, pos, end)
-    f_validate_only = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_validate_only != 0 and f_validate_only != 1:
-        raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
-    b_validate_only = f_validate_only == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasRequest)
-    obj.entries = f_entries
-    obj.validate_only = b_validate_only
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterClientQuotasRequest_v1(obj, out):
-    """Append the v1 layout of a AlterClientQuotasRequest to ``out``."""
+def _enc_AlterClientQuotasRequest(obj, out, version):
+    """Append in ``version`` a AlterClientQuotasRequest to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("AlterClientQuotasRequest expected, got None")
-    _w.put_structs(out, obj.entries, _enc_AlterClientQuotasRequest_EntryData_v1, "AlterClientQuotasRequest.entries", False)
+    if v0_down:
+        f_entries = obj.entries
+        if f_entries is None:
+            raise _w.not_nullable("AlterClientQuotasRequest.entries")
+        else:
+            n_entries = len(f_entries)
+        out += _S_i.pack(n_entries)
+        for item in f_entries:
+            _enc_AlterClientQuotasRequest_EntryData(item, out, version)
+    else:
+        _w.put_structs(out, obj.entries, _partial(_enc_AlterClientQuotasRequest_EntryData, version=version), "AlterClientQuotasRequest.entries", False)
     out += _S_B.pack(obj.validate_only)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest")
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest")
 
 
-def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
-    """Decode AlterClientQuotasRequest.EntryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterClientQuotasRequest_EntryData(buf, cur, end, version):
+    """Decode AlterClientQuotasRequest.EntryData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_entity, pos, end)
-    n_entity = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_entity, pos = _w.read_structs(_dec_AlterClientQuotasRequest_EntityData_v0, buf, cur, pos, end, n_entity, 'entity', 4, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_ops, pos, end)
-    n_ops = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_ops, pos = _w.read_structs(_dec_AlterClientQuotasRequest_OpData_v0, buf, cur, pos, end, n_ops, 'ops', 11, 4, False)
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_entity, pos, end)
+        n_entity = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_entity, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_EntityData, version=version), buf, cur, pos, end, n_entity, 'entity', 4, 4, False)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_ops, pos, end)
+        n_ops = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_ops, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_OpData, version=version), buf, cur, pos, end, n_ops, 'ops', 11, 4, False)
+    else:
+        n_entity, pos = _w.read_compact_length(buf, pos, end, 'entity')
+        f_entity, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_EntityData, version=version), buf, cur, pos, end, n_entity, 'entity', 3, 1, False)
+        n_ops, pos = _w.read_compact_length(buf, pos, end, 'ops')
+        f_ops, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_OpData, version=version), buf, cur, pos, end, n_ops, 'ops', 11, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterClientQuotasRequest_EntryData)
     obj.entity = f_entity
     obj.ops = f_ops
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterClientQuotasRequest_EntryData_v0(obj, out):
-    """Append the v0 layout of a AlterClientQuotasRequest.EntryData to ``out``."""
+def _enc_AlterClientQuotasRequest_EntryData(obj, out, version):
+    """Append in ``version`` a AlterClientQuotasRequest.EntryData to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("AlterClientQuotasRequest.EntryData expected, got None")
-    f_entity = obj.entity
-    if f_entity is None:
-        raise _w.not_nullable("AlterClientQuotasRequest.EntryData.entity")
+    if v0_down:
+        f_entity = obj.entity
+        if f_entity is None:
+            raise _w.not_nullable("AlterClientQuotasRequest.EntryData.entity")
+        else:
+            n_entity = len(f_entity)
+        out += _S_i.pack(n_entity)
+        for item in f_entity:
+            _enc_AlterClientQuotasRequest_EntityData(item, out, version)
+        f_ops = obj.ops
+        if f_ops is None:
+            raise _w.not_nullable("AlterClientQuotasRequest.EntryData.ops")
+        else:
+            n_ops = len(f_ops)
+        out += _S_i.pack(n_ops)
+        for item in f_ops:
+            _enc_AlterClientQuotasRequest_OpData(item, out, version)
     else:
-        n_entity = len(f_entity)
-    out += _S_i.pack(n_entity)
-    for item in f_entity:
-        _enc_AlterClientQuotasRequest_EntityData_v0(item, out)
-    f_ops = obj.ops
-    if f_ops is None:
-        raise _w.not_nullable("AlterClientQuotasRequest.EntryData.ops")
+        _w.put_structs(out, obj.entity, _partial(_enc_AlterClientQuotasRequest_EntityData, version=version), "AlterClientQuotasRequest.EntryData.entity", False)
+        _w.put_structs(out, obj.ops, _partial(_enc_AlterClientQuotasRequest_OpData, version=version), "AlterClientQuotasRequest.EntryData.ops", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData")
+
+
+def _dec_AlterClientQuotasRequest_EntityData(buf, cur, end, version):
+    """Decode AlterClientQuotasRequest.EntryData.EntityData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    pos = cur.pos
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_entity_type, pos, end)
+        n_entity_type = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_entity_name, pos, end)
+        n_entity_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 2, True, True)
     else:
-        n_ops = len(f_ops)
-    out += _S_i.pack(n_ops)
-    for item in f_ops:
-        _enc_AlterClientQuotasRequest_OpData_v0(item, out)
-
-
-def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
-    """Decode AlterClientQuotasRequest.EntryData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_entity, pos = _w.read_compact_length(buf, pos, end, 'entity')
-    f_entity, pos = _w.read_structs(_dec_AlterClientQuotasRequest_EntityData_v1, buf, cur, pos, end, n_entity, 'entity', 3, 1, False)
-    n_ops, pos = _w.read_compact_length(buf, pos, end, 'ops')
-    f_ops, pos = _w.read_structs(_dec_AlterClientQuotasRequest_OpData_v1, buf, cur, pos, end, n_ops, 'ops', 11, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasRequest_EntryData)
-    obj.entity = f_entity
-    obj.ops = f_ops
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterClientQuotasRequest_EntryData_v1(obj, out):
-    """Append the v1 layout of a AlterClientQuotasRequest.EntryData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterClientQuotasRequest.EntryData expected, got None")
-    _w.put_structs(out, obj.entity, _enc_AlterClientQuotasRequest_EntityData_v1, "AlterClientQuotasRequest.EntryData.entity", False)
-    _w.put_structs(out, obj.ops, _enc_AlterClientQuotasRequest_OpData_v1, "AlterClientQuotasRequest.EntryData.ops", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData")
-
-
-def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
-    """Decode AlterClientQuotasRequest.EntryData.EntityData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_entity_type, pos, end)
-    n_entity_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_entity_name, pos, end)
-    n_entity_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 2, True, True)
+        n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
+        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
+        n_entity_name, pos = _w.read_compact_length(buf, pos, end, 'entity_name')
+        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterClientQuotasRequest_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
-    """Append the v0 layout of a AlterClientQuotasRequest.EntryData.EntityData to ``out``."""
+def _enc_AlterClientQuotasRequest_EntityData(obj, out, version):
+    """Append in ``version`` a AlterClientQuotasRequest.EntryData.EntityData to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("AlterClientQuotasRequest.EntryData.EntityData expected, got None")
     f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "AlterClientQuotasRequest.EntryData.EntityData.entity_type", False)
-    out += _S_h.pack(n_entity_type)
+    if v0_down:
+        out += _S_h.pack(n_entity_type)
+    else:
+        _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
     f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "AlterClientQuotasRequest.EntryData.EntityData.entity_name", True)
-    out += _S_h.pack(n_entity_name)
+    if v0_down:
+        out += _S_h.pack(n_entity_name)
+    else:
+        _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         out += f_entity_name
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.EntityData")
 
 
-def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
-    """Decode AlterClientQuotasRequest.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterClientQuotasRequest_OpData(buf, cur, end, version):
+    """Decode AlterClientQuotasRequest.EntryData.OpData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
-    n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
-    f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
-    n_entity_name, pos = _w.read_compact_length(buf, pos, end, 'entity_name')
-    f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasRequest_EntityData)
-    obj.entity_type = f_entity_type
-    obj.entity_name = f_entity_name
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
-    """Append the v1 layout of a AlterClientQuotasRequest.EntryData.EntityData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterClientQuotasRequest.EntryData.EntityData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "AlterClientQuotasRequest.EntryData.EntityData.entity_type", False)
-    _w.put_uvarint(out, n_entity_type + 1)
-    if n_entity_type > 0:
-        out += f_entity_type
-    f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "AlterClientQuotasRequest.EntryData.EntityData.entity_name", True)
-    _w.put_uvarint(out, n_entity_name + 1)
-    if n_entity_name > 0:
-        out += f_entity_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.EntityData")
-
-
-def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
-    """Decode AlterClientQuotasRequest.EntryData.OpData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_key, pos, end)
-    n_key = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 2, False, True)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_key, pos, end)
+        n_key = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 2, False, True)
+    else:
+        n_key, pos = _w.read_compact_length(buf, pos, end, 'key')
+        f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 1, False, True)
     if end - pos < 9:
         raise _w.short_run(_RUN_value__remove, pos, end)
     f_value, f_remove = _S_db.unpack_from(buf, pos)
@@ -257,255 +235,207 @@ def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
     if f_remove != 0 and f_remove != 1:
         raise _w.bad_bool('remove', pos - 1, f_remove)
     b_remove = f_remove == 1
+    if v1_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterClientQuotasRequest_OpData)
     obj.key = f_key
     obj.value = f_value
     obj.remove = b_remove
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterClientQuotasRequest_OpData_v0(obj, out):
-    """Append the v0 layout of a AlterClientQuotasRequest.EntryData.OpData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterClientQuotasRequest.EntryData.OpData expected, got None")
-    f_key, n_key = _w.encode_text(obj.key, "AlterClientQuotasRequest.EntryData.OpData.key", False)
-    out += _S_h.pack(n_key)
-    if n_key > 0:
-        out += f_key
-    out += _S_dB.pack(obj.value, obj.remove)
-
-
-def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
-    """Decode AlterClientQuotasRequest.EntryData.OpData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_key, pos = _w.read_compact_length(buf, pos, end, 'key')
-    f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 1, False, True)
-    if end - pos < 9:
-        raise _w.short_run(_RUN_value__remove, pos, end)
-    f_value, f_remove = _S_db.unpack_from(buf, pos)
-    pos += 9
-    if f_remove != 0 and f_remove != 1:
-        raise _w.bad_bool('remove', pos - 1, f_remove)
-    b_remove = f_remove == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasRequest_OpData)
-    obj.key = f_key
-    obj.value = f_value
-    obj.remove = b_remove
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
-    """Append the v1 layout of a AlterClientQuotasRequest.EntryData.OpData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterClientQuotasRequest.EntryData.OpData expected, got None")
-    f_key, n_key = _w.encode_text(obj.key, "AlterClientQuotasRequest.EntryData.OpData.key", False)
-    _w.put_uvarint(out, n_key + 1)
-    if n_key > 0:
-        out += f_key
-    out += _S_dB.pack(obj.value, obj.remove)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.OpData")
-
-
-def _dec_AlterClientQuotasResponse_v0(buf, cur, end):
-    """Decode AlterClientQuotasResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__entries, pos, end)
-    f_throttle_time_ms, n_entries = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_entries, pos = _w.read_structs(_dec_AlterClientQuotasResponse_EntryData_v0, buf, cur, pos, end, n_entries, 'entries', 8, 4, False)
-    obj = _new(AlterClientQuotasResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.entries = f_entries
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterClientQuotasResponse_v0(obj, out):
-    """Append the v0 layout of a AlterClientQuotasResponse to ``out``."""
-    if obj is None:
-        raise TypeError("AlterClientQuotasResponse expected, got None")
-    f_entries = obj.entries
-    if f_entries is None:
-        raise _w.not_nullable("AlterClientQuotasResponse.entries")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_entries = len(f_entries)
-    out += _S_ii.pack(obj.throttle_time_ms, n_entries)
-    for item in f_entries:
-        _enc_AlterClientQuotasResponse_EntryData_v0(item, out)
-
-
-def _dec_AlterClientQuotasResponse_v1(buf, cur, end):
-    """Decode AlterClientQuotasResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_entries, pos = _w.read_compact_length(buf, pos, end, 'entries')
-    f_entries, pos = _w.read_structs(_dec_AlterClientQuotasResponse_EntryData_v1, buf, cur, pos, end, n_entries, 'entries', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.entries = f_entries
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterClientQuotasResponse_v1(obj, out):
-    """Append the v1 layout of a AlterClientQuotasResponse to ``out``."""
+def _enc_AlterClientQuotasRequest_OpData(obj, out, version):
+    """Append in ``version`` a AlterClientQuotasRequest.EntryData.OpData to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
+    if obj is None:
+        raise TypeError("AlterClientQuotasRequest.EntryData.OpData expected, got None")
+    f_key, n_key = _w.encode_text(obj.key, "AlterClientQuotasRequest.EntryData.OpData.key", False)
+    if v0_down:
+        out += _S_h.pack(n_key)
+    else:
+        _w.put_uvarint(out, n_key + 1)
+    if n_key > 0:
+        out += f_key
+    out += _S_dB.pack(obj.value, obj.remove)
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.OpData")
+
+
+def _dec_AlterClientQuotasResponse(buf, cur, end, version):
+    """Decode AlterClientQuotasResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    pos = cur.pos
+    if v0_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__entries, pos, end)
+        f_throttle_time_ms, n_entries = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_entries, pos = _w.read_structs(_partial(_dec_AlterClientQuotasResponse_EntryData, version=version), buf, cur, pos, end, n_entries, 'entries', 8, 4, False)
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_entries, pos = _w.read_compact_length(buf, pos, end, 'entries')
+        f_entries, pos = _w.read_structs(_partial(_dec_AlterClientQuotasResponse_EntryData, version=version), buf, cur, pos, end, n_entries, 'entries', 5, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    obj = _new(AlterClientQuotasResponse)
+    obj.throttle_time_ms = f_throttle_time_ms
+    obj.entries = f_entries
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_AlterClientQuotasResponse(obj, out, version):
+    """Append in ``version`` a AlterClientQuotasResponse to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("AlterClientQuotasResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.entries, _enc_AlterClientQuotasResponse_EntryData_v1, "AlterClientQuotasResponse.entries", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse")
+    if v0_down:
+        f_entries = obj.entries
+        if f_entries is None:
+            raise _w.not_nullable("AlterClientQuotasResponse.entries")
+        else:
+            n_entries = len(f_entries)
+        out += _S_ii.pack(obj.throttle_time_ms, n_entries)
+        for item in f_entries:
+            _enc_AlterClientQuotasResponse_EntryData(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.entries, _partial(_enc_AlterClientQuotasResponse_EntryData, version=version), "AlterClientQuotasResponse.entries", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse")
 
 
-def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
-    """Decode AlterClientQuotasResponse.EntryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterClientQuotasResponse_EntryData(buf, cur, end, version):
+    """Decode AlterClientQuotasResponse.EntryData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_entity, pos, end)
-    n_entity = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_entity, pos = _w.read_structs(_dec_AlterClientQuotasResponse_EntityData_v0, buf, cur, pos, end, n_entity, 'entity', 4, 4, False)
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__error_message, pos, end)
+        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_entity, pos, end)
+        n_entity = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_entity, pos = _w.read_structs(_partial(_dec_AlterClientQuotasResponse_EntityData, version=version), buf, cur, pos, end, n_entity, 'entity', 4, 4, False)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        n_entity, pos = _w.read_compact_length(buf, pos, end, 'entity')
+        f_entity, pos = _w.read_structs(_partial(_dec_AlterClientQuotasResponse_EntityData, version=version), buf, cur, pos, end, n_entity, 'entity', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterClientQuotasResponse_EntryData)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.entity = f_entity
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterClientQuotasResponse_EntryData_v0(obj, out):
-    """Append the v0 layout of a AlterClientQuotasResponse.EntryData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterClientQuotasResponse.EntryData expected, got None")
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterClientQuotasResponse.EntryData.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-    f_entity = obj.entity
-    if f_entity is None:
-        raise _w.not_nullable("AlterClientQuotasResponse.EntryData.entity")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_entity = len(f_entity)
-    out += _S_i.pack(n_entity)
-    for item in f_entity:
-        _enc_AlterClientQuotasResponse_EntityData_v0(item, out)
-
-
-def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
-    """Decode AlterClientQuotasResponse.EntryData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_entity, pos = _w.read_compact_length(buf, pos, end, 'entity')
-    f_entity, pos = _w.read_structs(_dec_AlterClientQuotasResponse_EntityData_v1, buf, cur, pos, end, n_entity, 'entity', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasResponse_EntryData)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.entity = f_entity
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
-    """Append the v1 layout of a AlterClientQuotasResponse.EntryData to ``out``."""
+def _enc_AlterClientQuotasResponse_EntryData(obj, out, version):
+    """Append in ``version`` a AlterClientQuotasResponse.EntryData to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("AlterClientQuotasResponse.EntryData expected, got None")
-    out += _S_h.pack(obj.error_code)
+    if v1_up:
+        out += _S_h.pack(obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterClientQuotasResponse.EntryData.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    if v0_down:
+        out += _S_hh.pack(obj.error_code, n_error_message)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.entity, _enc_AlterClientQuotasResponse_EntityData_v1, "AlterClientQuotasResponse.EntryData.entity", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData")
+    if v0_down:
+        f_entity = obj.entity
+        if f_entity is None:
+            raise _w.not_nullable("AlterClientQuotasResponse.EntryData.entity")
+        else:
+            n_entity = len(f_entity)
+        out += _S_i.pack(n_entity)
+        for item in f_entity:
+            _enc_AlterClientQuotasResponse_EntityData(item, out, version)
+    else:
+        _w.put_structs(out, obj.entity, _partial(_enc_AlterClientQuotasResponse_EntityData, version=version), "AlterClientQuotasResponse.EntryData.entity", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData")
 
 
-def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
-    """Decode AlterClientQuotasResponse.EntryData.EntityData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterClientQuotasResponse_EntityData(buf, cur, end, version):
+    """Decode AlterClientQuotasResponse.EntryData.EntityData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_entity_type, pos, end)
-    n_entity_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_entity_name, pos, end)
-    n_entity_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 2, True, True)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_entity_type, pos, end)
+        n_entity_type = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_entity_name, pos, end)
+        n_entity_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 2, True, True)
+    else:
+        n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
+        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
+        n_entity_name, pos = _w.read_compact_length(buf, pos, end, 'entity_name')
+        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
-    """Append the v0 layout of a AlterClientQuotasResponse.EntryData.EntityData to ``out``."""
+def _enc_AlterClientQuotasResponse_EntityData(obj, out, version):
+    """Append in ``version`` a AlterClientQuotasResponse.EntryData.EntityData to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("AlterClientQuotasResponse.EntryData.EntityData expected, got None")
     f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "AlterClientQuotasResponse.EntryData.EntityData.entity_type", False)
-    out += _S_h.pack(n_entity_type)
+    if v0_down:
+        out += _S_h.pack(n_entity_type)
+    else:
+        _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
     f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "AlterClientQuotasResponse.EntryData.EntityData.entity_name", True)
-    out += _S_h.pack(n_entity_name)
+    if v0_down:
+        out += _S_h.pack(n_entity_name)
+    else:
+        _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         out += f_entity_name
-
-
-def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
-    """Decode AlterClientQuotasResponse.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
-    f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
-    n_entity_name, pos = _w.read_compact_length(buf, pos, end, 'entity_name')
-    f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasResponse_EntityData)
-    obj.entity_type = f_entity_type
-    obj.entity_name = f_entity_name
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
-    """Append the v1 layout of a AlterClientQuotasResponse.EntryData.EntityData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterClientQuotasResponse.EntryData.EntityData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "AlterClientQuotasResponse.EntryData.EntityData.entity_type", False)
-    _w.put_uvarint(out, n_entity_type + 1)
-    if n_entity_type > 0:
-        out += f_entity_type
-    f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "AlterClientQuotasResponse.EntryData.EntityData.entity_name", True)
-    _w.put_uvarint(out, n_entity_name + 1)
-    if n_entity_name > 0:
-        out += f_entity_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData.EntityData")
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData.EntityData")
 
 
 class AlterClientQuotasRequest_EntityData(Struct):
@@ -621,8 +551,8 @@ class AlterClientQuotasRequest(Message):
         FieldInfo('validate_only', (0, 1), None, None, False, None, None, 'bool'),
     )
     EntryData = AlterClientQuotasRequest_EntryData
-    _DECODERS = {0: _dec_AlterClientQuotasRequest_v0, 1: _dec_AlterClientQuotasRequest_v1}
-    _ENCODERS = {0: _enc_AlterClientQuotasRequest_v0, 1: _enc_AlterClientQuotasRequest_v1}
+    _DECODERS = _decoders(_dec_AlterClientQuotasRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_AlterClientQuotasRequest, range(0, 2))
     API_KEY = 49
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -726,8 +656,8 @@ class AlterClientQuotasResponse(Message):
         FieldInfo('entries', (0, 1), None, None, True, AlterClientQuotasResponse_EntryData, None, '[]EntryData'),
     )
     EntryData = AlterClientQuotasResponse_EntryData
-    _DECODERS = {0: _dec_AlterClientQuotasResponse_v0, 1: _dec_AlterClientQuotasResponse_v1}
-    _ENCODERS = {0: _enc_AlterClientQuotasResponse_v0, 1: _enc_AlterClientQuotasResponse_v1}
+    _DECODERS = _decoders(_dec_AlterClientQuotasResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_AlterClientQuotasResponse, range(0, 2))
     API_KEY = 49
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

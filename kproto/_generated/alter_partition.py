@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterPartitionRequest', 'AlterPartitionResponse']
@@ -36,15 +38,19 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_AlterPartitionRequest_v0(buf, cur, end):
-    """Decode AlterPartitionRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionRequest(buf, cur, end, version):
+    """Decode AlterPartitionRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AlterPartitionRequest_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    if v1_down:
+        f_topics, pos = _w.read_structs(_partial(_dec_AlterPartitionRequest_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    else:
+        f_topics, pos = _w.read_structs(_partial(_dec_AlterPartitionRequest_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionRequest)
     obj.broker_id = f_broker_id
@@ -55,355 +61,156 @@ def _dec_AlterPartitionRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_AlterPartitionRequest_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionRequest to ``out``."""
+def _enc_AlterPartitionRequest(obj, out, version):
+    """Append in ``version`` a AlterPartitionRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterPartitionRequest expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_structs(out, obj.topics, _enc_AlterPartitionRequest_TopicData_v0, "AlterPartitionRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_AlterPartitionRequest_TopicData, version=version), "AlterPartitionRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
 
 
-def _dec_AlterPartitionRequest_v1(buf, cur, end):
-    """Decode AlterPartitionRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionRequest_TopicData(buf, cur, end, version):
+    """Decode AlterPartitionRequest.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
-    f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AlterPartitionRequest_TopicData_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionRequest)
-    obj.broker_id = f_broker_id
-    obj.broker_epoch = f_broker_epoch
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionRequest_v1(obj, out):
-    """Append the v1 layout of a AlterPartitionRequest to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionRequest expected, got None")
-    out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_structs(out, obj.topics, _enc_AlterPartitionRequest_TopicData_v1, "AlterPartitionRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
-
-
-def _dec_AlterPartitionRequest_v2(buf, cur, end):
-    """Decode AlterPartitionRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
-    f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AlterPartitionRequest_TopicData_v2, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionRequest)
-    obj.broker_id = f_broker_id
-    obj.broker_epoch = f_broker_epoch
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionRequest_v2(obj, out):
-    """Append the v2 layout of a AlterPartitionRequest to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionRequest expected, got None")
-    out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_structs(out, obj.topics, _enc_AlterPartitionRequest_TopicData_v2, "AlterPartitionRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
-
-
-def _dec_AlterPartitionRequest_v3(buf, cur, end):
-    """Decode AlterPartitionRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
-    f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AlterPartitionRequest_TopicData_v3, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionRequest)
-    obj.broker_id = f_broker_id
-    obj.broker_epoch = f_broker_epoch
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionRequest_v3(obj, out):
-    """Append the v3 layout of a AlterPartitionRequest to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionRequest expected, got None")
-    out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_structs(out, obj.topics, _enc_AlterPartitionRequest_TopicData_v3, "AlterPartitionRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
-
-
-def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
-    """Decode AlterPartitionRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+    if v1_down:
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+    else:
+        if end - pos < 16:
+            raise _w.short_read('topic_id', pos, 16, end)
+        f_topic_id = _w.uuid_at(buf, pos)
+        pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterPartitionRequest_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 14, 1, False)
+    if v0_down:
+        f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 14, 1, False)
+    else:
+        f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionRequest_TopicData)
-    obj.topic_name = f_topic_name
-    obj.topic_id = _w.ZERO_UUID
+    if v1_down:
+        obj.topic_name = f_topic_name
+        obj.topic_id = _w.ZERO_UUID
+    else:
+        obj.topic_name = ''
+        obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterPartitionRequest_TopicData_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionRequest.TopicData to ``out``."""
+def _enc_AlterPartitionRequest_TopicData(obj, out, version):
+    """Append in ``version`` a AlterPartitionRequest.TopicData to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("AlterPartitionRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterPartitionRequest.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_AlterPartitionRequest_PartitionData_v0, "AlterPartitionRequest.TopicData.partitions", False)
+    if v1_down:
+        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterPartitionRequest.TopicData.topic_name", False)
+        _w.put_uvarint(out, n_topic_name + 1)
+        if n_topic_name > 0:
+            out += f_topic_name
+    else:
+        out += obj.topic_id.bytes
+    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionRequest_PartitionData, version=version), "AlterPartitionRequest.TopicData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
 
 
-def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
-    """Decode AlterPartitionRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterPartitionRequest_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionRequest_TopicData)
-    obj.topic_name = f_topic_name
-    obj.topic_id = _w.ZERO_UUID
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionRequest_TopicData_v1(obj, out):
-    """Append the v1 layout of a AlterPartitionRequest.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterPartitionRequest.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_AlterPartitionRequest_PartitionData_v1, "AlterPartitionRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
-
-
-def _dec_AlterPartitionRequest_TopicData_v2(buf, cur, end):
-    """Decode AlterPartitionRequest.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterPartitionRequest_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionRequest_TopicData)
-    obj.topic_name = ''
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionRequest_TopicData_v2(obj, out):
-    """Append the v2 layout of a AlterPartitionRequest.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionRequest.TopicData expected, got None")
-    out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_AlterPartitionRequest_PartitionData_v1, "AlterPartitionRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
-
-
-def _dec_AlterPartitionRequest_TopicData_v3(buf, cur, end):
-    """Decode AlterPartitionRequest.TopicData (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterPartitionRequest_PartitionData_v3, buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionRequest_TopicData)
-    obj.topic_name = ''
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionRequest_TopicData_v3(obj, out):
-    """Append the v3 layout of a AlterPartitionRequest.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionRequest.TopicData expected, got None")
-    out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_AlterPartitionRequest_PartitionData_v3, "AlterPartitionRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
-
-
-def _dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end):
-    """Decode AlterPartitionRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionRequest_PartitionData(buf, cur, end, version):
+    """Decode AlterPartitionRequest.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     f_partition_index, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    n_new_isr, pos = _w.read_compact_length(buf, pos, end, 'new_isr')
-    if n_new_isr < 0 or n_new_isr > (end - pos) // 4:
-        raise _w.bad_count('new_isr', pos - 1, n_new_isr, end, 4, 1)
-    if n_new_isr < _w.SMALL_ARRAY_MAX:
-        f_new_isr = list(_A_i[n_new_isr].unpack_from(buf, pos))
-    else:
-        f_new_isr = list(_unpack_from(">%di" % n_new_isr, buf, pos))
-    pos += n_new_isr * 4
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_epoch, pos, end)
-    f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if v2_down:
+        n_new_isr, pos = _w.read_compact_length(buf, pos, end, 'new_isr')
+        if n_new_isr < 0 or n_new_isr > (end - pos) // 4:
+            raise _w.bad_count('new_isr', pos - 1, n_new_isr, end, 4, 1)
+        if n_new_isr < _w.SMALL_ARRAY_MAX:
+            f_new_isr = list(_A_i[n_new_isr].unpack_from(buf, pos))
+        else:
+            f_new_isr = list(_unpack_from(">%di" % n_new_isr, buf, pos))
+        pos += n_new_isr * 4
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partition_epoch, pos, end)
+        f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    elif v3_up:
+        n_new_isr_with_epochs, pos = _w.read_compact_length(buf, pos, end, 'new_isr_with_epochs')
+        f_new_isr_with_epochs, pos = _w.read_structs(_partial(_dec_AlterPartitionRequest_BrokerState, version=version), buf, cur, pos, end, n_new_isr_with_epochs, 'new_isr_with_epochs', 13, 1, False)
+    if v1_up:
+        if end - pos < 5:
+            raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+        f_leader_recovery_state, f_partition_epoch = _S_bi.unpack_from(buf, pos)
+        pos += 5
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_epoch = f_leader_epoch
-    obj.new_isr = f_new_isr
-    obj.new_isr_with_epochs = []
-    obj.leader_recovery_state = 0
+    if v2_down:
+        obj.new_isr = f_new_isr
+        obj.new_isr_with_epochs = []
+    if v0_down:
+        obj.leader_recovery_state = 0
+    elif v3_up:
+        obj.new_isr = []
+        obj.new_isr_with_epochs = f_new_isr_with_epochs
+    if v1_up:
+        obj.leader_recovery_state = f_leader_recovery_state
     obj.partition_epoch = f_partition_epoch
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterPartitionRequest_PartitionData_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionRequest.TopicData.PartitionData to ``out``."""
+def _enc_AlterPartitionRequest_PartitionData(obj, out, version):
+    """Append in ``version`` a AlterPartitionRequest.TopicData.PartitionData to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("AlterPartitionRequest.TopicData.PartitionData expected, got None")
-    if obj.new_isr_with_epochs:
-        raise _w.not_in_version("AlterPartitionRequest.TopicData.PartitionData.new_isr_with_epochs", 0, "3")
-    if obj.leader_recovery_state != 0:
-        raise _w.not_in_version("AlterPartitionRequest.TopicData.PartitionData.leader_recovery_state", 0, "1-3")
+    if v2_down:
+        if obj.new_isr_with_epochs:
+            if v0_down:
+                raise _w.not_in_version("AlterPartitionRequest.TopicData.PartitionData.new_isr_with_epochs", 0, "3")
+            else:
+                raise _w.not_in_version("AlterPartitionRequest.TopicData.PartitionData.new_isr_with_epochs", 1, "3")
+    if v0_down:
+        if obj.leader_recovery_state != 0:
+            raise _w.not_in_version("AlterPartitionRequest.TopicData.PartitionData.leader_recovery_state", 0, "1-3")
+    elif v3_up:
+        if obj.new_isr:
+            raise _w.not_in_version("AlterPartitionRequest.TopicData.PartitionData.new_isr", 3, "0-2")
     out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
-    f_new_isr = obj.new_isr
-    if f_new_isr is None:
-        raise _w.not_nullable("AlterPartitionRequest.TopicData.PartitionData.new_isr")
-    else:
-        n_new_isr = len(f_new_isr)
-    _w.put_uvarint(out, n_new_isr + 1)
-    out += _pack(">%di" % n_new_isr, *f_new_isr)
-    out += _S_i.pack(obj.partition_epoch)
+    if v2_down:
+        f_new_isr = obj.new_isr
+        if f_new_isr is None:
+            raise _w.not_nullable("AlterPartitionRequest.TopicData.PartitionData.new_isr")
+        else:
+            n_new_isr = len(f_new_isr)
+        _w.put_uvarint(out, n_new_isr + 1)
+        out += _pack(">%di" % n_new_isr, *f_new_isr)
+    if v0_down:
+        out += _S_i.pack(obj.partition_epoch)
+    elif v3_up:
+        _w.put_structs(out, obj.new_isr_with_epochs, _partial(_enc_AlterPartitionRequest_BrokerState, version=version), "AlterPartitionRequest.TopicData.PartitionData.new_isr_with_epochs", False)
+    if v1_up:
+        out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData")
 
 
-def _dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end):
-    """Decode AlterPartitionRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-    f_partition_index, f_leader_epoch = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    n_new_isr, pos = _w.read_compact_length(buf, pos, end, 'new_isr')
-    if n_new_isr < 0 or n_new_isr > (end - pos) // 4:
-        raise _w.bad_count('new_isr', pos - 1, n_new_isr, end, 4, 1)
-    if n_new_isr < _w.SMALL_ARRAY_MAX:
-        f_new_isr = list(_A_i[n_new_isr].unpack_from(buf, pos))
-    else:
-        f_new_isr = list(_unpack_from(">%di" % n_new_isr, buf, pos))
-    pos += n_new_isr * 4
-    if end - pos < 5:
-        raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
-    f_leader_recovery_state, f_partition_epoch = _S_bi.unpack_from(buf, pos)
-    pos += 5
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.leader_epoch = f_leader_epoch
-    obj.new_isr = f_new_isr
-    obj.new_isr_with_epochs = []
-    obj.leader_recovery_state = f_leader_recovery_state
-    obj.partition_epoch = f_partition_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionRequest_PartitionData_v1(obj, out):
-    """Append the v1 layout of a AlterPartitionRequest.TopicData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionRequest.TopicData.PartitionData expected, got None")
-    if obj.new_isr_with_epochs:
-        raise _w.not_in_version("AlterPartitionRequest.TopicData.PartitionData.new_isr_with_epochs", 1, "3")
-    out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
-    f_new_isr = obj.new_isr
-    if f_new_isr is None:
-        raise _w.not_nullable("AlterPartitionRequest.TopicData.PartitionData.new_isr")
-    else:
-        n_new_isr = len(f_new_isr)
-    _w.put_uvarint(out, n_new_isr + 1)
-    out += _pack(">%di" % n_new_isr, *f_new_isr)
-    out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData")
-
-
-def _dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end):
-    """Decode AlterPartitionRequest.TopicData.PartitionData (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-    f_partition_index, f_leader_epoch = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    n_new_isr_with_epochs, pos = _w.read_compact_length(buf, pos, end, 'new_isr_with_epochs')
-    f_new_isr_with_epochs, pos = _w.read_structs(_dec_AlterPartitionRequest_BrokerState_v3, buf, cur, pos, end, n_new_isr_with_epochs, 'new_isr_with_epochs', 13, 1, False)
-    if end - pos < 5:
-        raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
-    f_leader_recovery_state, f_partition_epoch = _S_bi.unpack_from(buf, pos)
-    pos += 5
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.leader_epoch = f_leader_epoch
-    obj.new_isr = []
-    obj.new_isr_with_epochs = f_new_isr_with_epochs
-    obj.leader_recovery_state = f_leader_recovery_state
-    obj.partition_epoch = f_partition_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionRequest_PartitionData_v3(obj, out):
-    """Append the v3 layout of a AlterPartitionRequest.TopicData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionRequest.TopicData.PartitionData expected, got None")
-    if obj.new_isr:
-        raise _w.not_in_version("AlterPartitionRequest.TopicData.PartitionData.new_isr", 3, "0-2")
-    out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
-    _w.put_structs(out, obj.new_isr_with_epochs, _enc_AlterPartitionRequest_BrokerState_v3, "AlterPartitionRequest.TopicData.PartitionData.new_isr_with_epochs", False)
-    out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData")
-
-
-def _dec_AlterPartitionRequest_BrokerState_v3(buf, cur, end):
-    """Decode AlterPartitionRequest.TopicData.PartitionData.BrokerState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionRequest_BrokerState(buf, cur, end, version):
+    """Decode AlterPartitionRequest.TopicData.PartitionData.BrokerState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
@@ -418,23 +225,27 @@ def _dec_AlterPartitionRequest_BrokerState_v3(buf, cur, end):
     return obj
 
 
-def _enc_AlterPartitionRequest_BrokerState_v3(obj, out):
-    """Append the v3 layout of a AlterPartitionRequest.TopicData.PartitionData.BrokerState to ``out``."""
+def _enc_AlterPartitionRequest_BrokerState(obj, out, version):
+    """Append in ``version`` a AlterPartitionRequest.TopicData.PartitionData.BrokerState to ``out``."""
     if obj is None:
         raise TypeError("AlterPartitionRequest.TopicData.PartitionData.BrokerState expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData.BrokerState")
 
 
-def _dec_AlterPartitionResponse_v0(buf, cur, end):
-    """Decode AlterPartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionResponse(buf, cur, end, version):
+    """Decode AlterPartitionResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AlterPartitionResponse_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    if v1_down:
+        f_topics, pos = _w.read_structs(_partial(_dec_AlterPartitionResponse_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    else:
+        f_topics, pos = _w.read_structs(_partial(_dec_AlterPartitionResponse_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -445,159 +256,66 @@ def _dec_AlterPartitionResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_AlterPartitionResponse_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionResponse to ``out``."""
+def _enc_AlterPartitionResponse(obj, out, version):
+    """Append in ``version`` a AlterPartitionResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterPartitionResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_AlterPartitionResponse_TopicData_v0, "AlterPartitionResponse.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_AlterPartitionResponse_TopicData, version=version), "AlterPartitionResponse.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse")
 
 
-def _dec_AlterPartitionResponse_v1(buf, cur, end):
-    """Decode AlterPartitionResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionResponse_TopicData(buf, cur, end, version):
+    """Decode AlterPartitionResponse.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AlterPartitionResponse_TopicData_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionResponse_v1(obj, out):
-    """Append the v1 layout of a AlterPartitionResponse to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_AlterPartitionResponse_TopicData_v1, "AlterPartitionResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse")
-
-
-def _dec_AlterPartitionResponse_v2(buf, cur, end):
-    """Decode AlterPartitionResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AlterPartitionResponse_TopicData_v2, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionResponse_v2(obj, out):
-    """Append the v2 layout of a AlterPartitionResponse to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_AlterPartitionResponse_TopicData_v2, "AlterPartitionResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse")
-
-
-def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
-    """Decode AlterPartitionResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+    if v1_down:
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+    else:
+        if end - pos < 16:
+            raise _w.short_read('topic_id', pos, 16, end)
+        f_topic_id = _w.uuid_at(buf, pos)
+        pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterPartitionResponse_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 20, 1, False)
+    if v0_down:
+        f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 20, 1, False)
+    else:
+        f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 21, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionResponse_TopicData)
-    obj.topic_name = f_topic_name
-    obj.topic_id = _w.ZERO_UUID
+    if v1_down:
+        obj.topic_name = f_topic_name
+        obj.topic_id = _w.ZERO_UUID
+    else:
+        obj.topic_name = ''
+        obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterPartitionResponse_TopicData_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionResponse.TopicData to ``out``."""
+def _enc_AlterPartitionResponse_TopicData(obj, out, version):
+    """Append in ``version`` a AlterPartitionResponse.TopicData to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("AlterPartitionResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterPartitionResponse.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_AlterPartitionResponse_PartitionData_v0, "AlterPartitionResponse.TopicData.partitions", False)
+    if v1_down:
+        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterPartitionResponse.TopicData.topic_name", False)
+        _w.put_uvarint(out, n_topic_name + 1)
+        if n_topic_name > 0:
+            out += f_topic_name
+    else:
+        out += obj.topic_id.bytes
+    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionResponse_PartitionData, version=version), "AlterPartitionResponse.TopicData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData")
 
 
-def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
-    """Decode AlterPartitionResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterPartitionResponse_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 21, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionResponse_TopicData)
-    obj.topic_name = f_topic_name
-    obj.topic_id = _w.ZERO_UUID
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionResponse_TopicData_v1(obj, out):
-    """Append the v1 layout of a AlterPartitionResponse.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterPartitionResponse.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_AlterPartitionResponse_PartitionData_v1, "AlterPartitionResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData")
-
-
-def _dec_AlterPartitionResponse_TopicData_v2(buf, cur, end):
-    """Decode AlterPartitionResponse.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterPartitionResponse_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 21, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionResponse_TopicData)
-    obj.topic_name = ''
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionResponse_TopicData_v2(obj, out):
-    """Append the v2 layout of a AlterPartitionResponse.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionResponse.TopicData expected, got None")
-    out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_AlterPartitionResponse_PartitionData_v1, "AlterPartitionResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData")
-
-
-def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
-    """Decode AlterPartitionResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionResponse_PartitionData(buf, cur, end, version):
+    """Decode AlterPartitionResponse.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
@@ -611,10 +329,16 @@ def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_epoch, pos, end)
-    f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partition_epoch, pos, end)
+        f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        if end - pos < 5:
+            raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+        f_leader_recovery_state, f_partition_epoch = _S_bi.unpack_from(buf, pos)
+        pos += 5
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionResponse_PartitionData)
     obj.partition_index = f_partition_index
@@ -622,15 +346,19 @@ def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.isr = f_isr
-    obj.leader_recovery_state = 0
+    if v0_down:
+        obj.leader_recovery_state = 0
+    else:
+        obj.leader_recovery_state = f_leader_recovery_state
     obj.partition_epoch = f_partition_epoch
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterPartitionResponse_PartitionData_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionResponse.TopicData.PartitionData to ``out``."""
+def _enc_AlterPartitionResponse_PartitionData(obj, out, version):
+    """Append in ``version`` a AlterPartitionResponse.TopicData.PartitionData to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("AlterPartitionResponse.TopicData.PartitionData expected, got None")
     out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
@@ -641,56 +369,10 @@ def _enc_AlterPartitionResponse_PartitionData_v0(obj, out):
         n_isr = len(f_isr)
     _w.put_uvarint(out, n_isr + 1)
     out += _pack(">%di" % n_isr, *f_isr)
-    out += _S_i.pack(obj.partition_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData.PartitionData")
-
-
-def _dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end):
-    """Decode AlterPartitionResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
-    f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
-    pos += 14
-    n_isr, pos = _w.read_compact_length(buf, pos, end, 'isr')
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
+    if v0_down:
+        out += _S_i.pack(obj.partition_epoch)
     else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if end - pos < 5:
-        raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
-    f_leader_recovery_state, f_partition_epoch = _S_bi.unpack_from(buf, pos)
-    pos += 5
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    obj.leader_recovery_state = f_leader_recovery_state
-    obj.partition_epoch = f_partition_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionResponse_PartitionData_v1(obj, out):
-    """Append the v1 layout of a AlterPartitionResponse.TopicData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionResponse.TopicData.PartitionData expected, got None")
-    out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    f_isr = obj.isr
-    if f_isr is None:
-        raise _w.not_nullable("AlterPartitionResponse.TopicData.PartitionData.isr")
-    else:
-        n_isr = len(f_isr)
-    _w.put_uvarint(out, n_isr + 1)
-    out += _pack(">%di" % n_isr, *f_isr)
-    out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
+        out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData.PartitionData")
 
 
@@ -826,8 +508,8 @@ class AlterPartitionRequest(Message):
         FieldInfo('topics', (0, 3), None, None, True, AlterPartitionRequest_TopicData, None, '[]TopicData'),
     )
     TopicData = AlterPartitionRequest_TopicData
-    _DECODERS = {0: _dec_AlterPartitionRequest_v0, 1: _dec_AlterPartitionRequest_v1, 2: _dec_AlterPartitionRequest_v2, 3: _dec_AlterPartitionRequest_v3}
-    _ENCODERS = {0: _enc_AlterPartitionRequest_v0, 1: _enc_AlterPartitionRequest_v1, 2: _enc_AlterPartitionRequest_v2, 3: _enc_AlterPartitionRequest_v3}
+    _DECODERS = _decoders(_dec_AlterPartitionRequest, range(0, 4))
+    _ENCODERS = _encoders(_enc_AlterPartitionRequest, range(0, 4))
     API_KEY = 56
     KIND = 'request'
     VALID_VERSIONS = (0, 3)
@@ -956,9 +638,8 @@ class AlterPartitionResponse(Message):
         FieldInfo('topics', (0, 3), None, None, True, AlterPartitionResponse_TopicData, None, '[]TopicData'),
     )
     TopicData = AlterPartitionResponse_TopicData
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed the request only.
-    _DECODERS = {0: _dec_AlterPartitionResponse_v0, 1: _dec_AlterPartitionResponse_v1, 2: _dec_AlterPartitionResponse_v2, 3: _dec_AlterPartitionResponse_v2}
-    _ENCODERS = {0: _enc_AlterPartitionResponse_v0, 1: _enc_AlterPartitionResponse_v1, 2: _enc_AlterPartitionResponse_v2, 3: _enc_AlterPartitionResponse_v2}
+    _DECODERS = _decoders(_dec_AlterPartitionResponse, range(0, 4))
+    _ENCODERS = _encoders(_enc_AlterPartitionResponse, range(0, 4))
     API_KEY = 56
     KIND = 'response'
     VALID_VERSIONS = (0, 3)

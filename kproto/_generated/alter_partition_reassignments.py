@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse']
@@ -35,74 +37,60 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_AlterPartitionReassignmentsRequest_v0(buf, cur, end):
-    """Decode AlterPartitionReassignmentsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionReassignmentsRequest(buf, cur, end, version):
+    """Decode AlterPartitionReassignmentsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_timeout_ms, pos, end)
-    f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_timeout_ms, pos, end)
+        f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        if end - pos < 5:
+            raise _w.short_run(_RUN_timeout_ms__allow_replication_factor_change, pos, end)
+        f_timeout_ms, f_allow_replication_factor_change = _S_ib.unpack_from(buf, pos)
+        pos += 5
+        if f_allow_replication_factor_change != 0 and f_allow_replication_factor_change != 1:
+            raise _w.bad_bool('allow_replication_factor_change', pos - 1, f_allow_replication_factor_change)
+        b_allow_replication_factor_change = f_allow_replication_factor_change == 1
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_AlterPartitionReassignmentsRequest_ReassignableTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionReassignmentsRequest)
     obj.timeout_ms = f_timeout_ms
-    obj.allow_replication_factor_change = True
+    if v0_down:
+        obj.allow_replication_factor_change = True
+    else:
+        obj.allow_replication_factor_change = b_allow_replication_factor_change
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterPartitionReassignmentsRequest_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionReassignmentsRequest to ``out``."""
+def _enc_AlterPartitionReassignmentsRequest(obj, out, version):
+    """Append in ``version`` a AlterPartitionReassignmentsRequest to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsRequest expected, got None")
-    if obj.allow_replication_factor_change != True:
-        raise _w.not_in_version("AlterPartitionReassignmentsRequest.allow_replication_factor_change", 0, "1")
-    out += _S_i.pack(obj.timeout_ms)
-    _w.put_structs(out, obj.topics, _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0, "AlterPartitionReassignmentsRequest.topics", False)
+    if v0_down:
+        if obj.allow_replication_factor_change != True:
+            raise _w.not_in_version("AlterPartitionReassignmentsRequest.allow_replication_factor_change", 0, "1")
+        out += _S_i.pack(obj.timeout_ms)
+    else:
+        out += _S_iB.pack(obj.timeout_ms, obj.allow_replication_factor_change)
+    _w.put_structs(out, obj.topics, _partial(_enc_AlterPartitionReassignmentsRequest_ReassignableTopic, version=version), "AlterPartitionReassignmentsRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest")
 
 
-def _dec_AlterPartitionReassignmentsRequest_v1(buf, cur, end):
-    """Decode AlterPartitionReassignmentsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 5:
-        raise _w.short_run(_RUN_timeout_ms__allow_replication_factor_change, pos, end)
-    f_timeout_ms, f_allow_replication_factor_change = _S_ib.unpack_from(buf, pos)
-    pos += 5
-    if f_allow_replication_factor_change != 0 and f_allow_replication_factor_change != 1:
-        raise _w.bad_bool('allow_replication_factor_change', pos - 1, f_allow_replication_factor_change)
-    b_allow_replication_factor_change = f_allow_replication_factor_change == 1
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionReassignmentsRequest)
-    obj.timeout_ms = f_timeout_ms
-    obj.allow_replication_factor_change = b_allow_replication_factor_change
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionReassignmentsRequest_v1(obj, out):
-    """Append the v1 layout of a AlterPartitionReassignmentsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionReassignmentsRequest expected, got None")
-    out += _S_iB.pack(obj.timeout_ms, obj.allow_replication_factor_change)
-    _w.put_structs(out, obj.topics, _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0, "AlterPartitionReassignmentsRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest")
-
-
-def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
-    """Decode AlterPartitionReassignmentsRequest.ReassignableTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic(buf, cur, end, version):
+    """Decode AlterPartitionReassignmentsRequest.ReassignableTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 6, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionReassignmentsRequest_ReassignablePartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 6, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionReassignmentsRequest_ReassignableTopic)
     obj.name = f_name
@@ -112,20 +100,20 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
     return obj
 
 
-def _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionReassignmentsRequest.ReassignableTopic to ``out``."""
+def _enc_AlterPartitionReassignmentsRequest_ReassignableTopic(obj, out, version):
+    """Append in ``version`` a AlterPartitionReassignmentsRequest.ReassignableTopic to ``out``."""
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsRequest.ReassignableTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "AlterPartitionReassignmentsRequest.ReassignableTopic.name", False)
     _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_AlterPartitionReassignmentsRequest_ReassignablePartition_v0, "AlterPartitionReassignmentsRequest.ReassignableTopic.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionReassignmentsRequest_ReassignablePartition, version=version), "AlterPartitionReassignmentsRequest.ReassignableTopic.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic")
 
 
-def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, end):
-    """Decode AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition(buf, cur, end, version):
+    """Decode AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
@@ -151,8 +139,8 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, e
     return obj
 
 
-def _enc_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition to ``out``."""
+def _enc_AlterPartitionReassignmentsRequest_ReassignablePartition(obj, out, version):
+    """Append in ``version`` a AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition to ``out``."""
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition expected, got None")
     out += _S_i.pack(obj.partition_index)
@@ -167,21 +155,34 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition")
 
 
-def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
-    """Decode AlterPartitionReassignmentsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionReassignmentsResponse(buf, cur, end, version):
+    """Decode AlterPartitionReassignmentsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
+    if v0_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+        pos += 6
+    else:
+        if end - pos < 7:
+            raise _w.short_run(_RUN_throttle_time_ms__error_code_2, pos, end)
+        f_throttle_time_ms, f_allow_replication_factor_change, f_error_code = _S_ibh.unpack_from(buf, pos)
+        pos += 7
+        if f_allow_replication_factor_change != 0 and f_allow_replication_factor_change != 1:
+            raise _w.bad_bool('allow_replication_factor_change', pos - 3, f_allow_replication_factor_change)
+        b_allow_replication_factor_change = f_allow_replication_factor_change == 1
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
     n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0, buf, cur, pos, end, n_responses, 'responses', 3, 1, False)
+    f_responses, pos = _w.read_structs(_partial(_dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse, version=version), buf, cur, pos, end, n_responses, 'responses', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionReassignmentsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
-    obj.allow_replication_factor_change = True
+    if v0_down:
+        obj.allow_replication_factor_change = True
+    else:
+        obj.allow_replication_factor_change = b_allow_replication_factor_change
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.responses = f_responses
@@ -190,65 +191,30 @@ def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_AlterPartitionReassignmentsResponse_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionReassignmentsResponse to ``out``."""
+def _enc_AlterPartitionReassignmentsResponse(obj, out, version):
+    """Append in ``version`` a AlterPartitionReassignmentsResponse to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    if v0_down:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    else:
+        out += _S_iBh.pack(obj.throttle_time_ms, obj.allow_replication_factor_change, obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterPartitionReassignmentsResponse.error_message", True)
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.responses, _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0, "AlterPartitionReassignmentsResponse.responses", False)
+    _w.put_structs(out, obj.responses, _partial(_enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse, version=version), "AlterPartitionReassignmentsResponse.responses", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse")
 
 
-def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
-    """Decode AlterPartitionReassignmentsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 7:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code_2, pos, end)
-    f_throttle_time_ms, f_allow_replication_factor_change, f_error_code = _S_ibh.unpack_from(buf, pos)
-    pos += 7
-    if f_allow_replication_factor_change != 0 and f_allow_replication_factor_change != 1:
-        raise _w.bad_bool('allow_replication_factor_change', pos - 3, f_allow_replication_factor_change)
-    b_allow_replication_factor_change = f_allow_replication_factor_change == 1
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0, buf, cur, pos, end, n_responses, 'responses', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionReassignmentsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.allow_replication_factor_change = b_allow_replication_factor_change
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.responses = f_responses
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterPartitionReassignmentsResponse_v1(obj, out):
-    """Append the v1 layout of a AlterPartitionReassignmentsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("AlterPartitionReassignmentsResponse expected, got None")
-    out += _S_iBh.pack(obj.throttle_time_ms, obj.allow_replication_factor_change, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterPartitionReassignmentsResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    _w.put_structs(out, obj.responses, _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0, "AlterPartitionReassignmentsResponse.responses", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse")
-
-
-def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, cur, end):
-    """Decode AlterPartitionReassignmentsResponse.ReassignableTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse(buf, cur, end, version):
+    """Decode AlterPartitionReassignmentsResponse.ReassignableTopicResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0, buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse, version=version), buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
     obj.name = f_name
@@ -258,20 +224,20 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, c
     return obj
 
 
-def _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionReassignmentsResponse.ReassignableTopicResponse to ``out``."""
+def _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse(obj, out, version):
+    """Append in ``version`` a AlterPartitionReassignmentsResponse.ReassignableTopicResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsResponse.ReassignableTopicResponse expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.name", False)
     _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse, version=version), "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse")
 
 
-def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(buf, cur, end):
-    """Decode AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(buf, cur, end, version):
+    """Decode AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
@@ -289,8 +255,8 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(bu
     return obj
 
 
-def _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(obj, out):
-    """Append the v0 layout of a AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse to ``out``."""
+def _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(obj, out, version):
+    """Append in ``version`` a AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
@@ -382,8 +348,8 @@ class AlterPartitionReassignmentsRequest(Message):
         FieldInfo('topics', (0, 1), None, None, True, AlterPartitionReassignmentsRequest_ReassignableTopic, None, '[]ReassignableTopic'),
     )
     ReassignableTopic = AlterPartitionReassignmentsRequest_ReassignableTopic
-    _DECODERS = {0: _dec_AlterPartitionReassignmentsRequest_v0, 1: _dec_AlterPartitionReassignmentsRequest_v1}
-    _ENCODERS = {0: _enc_AlterPartitionReassignmentsRequest_v0, 1: _enc_AlterPartitionReassignmentsRequest_v1}
+    _DECODERS = _decoders(_dec_AlterPartitionReassignmentsRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_AlterPartitionReassignmentsRequest, range(0, 2))
     API_KEY = 45
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -495,8 +461,8 @@ class AlterPartitionReassignmentsResponse(Message):
         FieldInfo('responses', (0, 1), None, None, True, AlterPartitionReassignmentsResponse_ReassignableTopicResponse, None, '[]ReassignableTopicResponse'),
     )
     ReassignableTopicResponse = AlterPartitionReassignmentsResponse_ReassignableTopicResponse
-    _DECODERS = {0: _dec_AlterPartitionReassignmentsResponse_v0, 1: _dec_AlterPartitionReassignmentsResponse_v1}
-    _ENCODERS = {0: _enc_AlterPartitionReassignmentsResponse_v0, 1: _enc_AlterPartitionReassignmentsResponse_v1}
+    _DECODERS = _decoders(_dec_AlterPartitionReassignmentsResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_AlterPartitionReassignmentsResponse, range(0, 2))
     API_KEY = 45
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse']
@@ -36,156 +38,160 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_AlterReplicaLogDirsRequest_v0(buf, cur, end):
-    """Decode AlterReplicaLogDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterReplicaLogDirsRequest(buf, cur, end, version):
+    """Decode AlterReplicaLogDirsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_dirs, pos, end)
-    n_dirs = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_dirs, pos = _w.read_structs(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0, buf, cur, pos, end, n_dirs, 'dirs', 6, 4, False)
-    obj = _new(AlterReplicaLogDirsRequest)
-    obj.dirs = f_dirs
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterReplicaLogDirsRequest_v0(obj, out):
-    """Append the v0 layout of a AlterReplicaLogDirsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("AlterReplicaLogDirsRequest expected, got None")
-    f_dirs = obj.dirs
-    if f_dirs is None:
-        raise _w.not_nullable("AlterReplicaLogDirsRequest.dirs")
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_dirs, pos, end)
+        n_dirs = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_dirs, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir, version=version), buf, cur, pos, end, n_dirs, 'dirs', 6, 4, False)
     else:
-        n_dirs = len(f_dirs)
-    out += _S_i.pack(n_dirs)
-    for item in f_dirs:
-        _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(item, out)
-
-
-def _dec_AlterReplicaLogDirsRequest_v2(buf, cur, end):
-    """Decode AlterReplicaLogDirsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_dirs, pos = _w.read_compact_length(buf, pos, end, 'dirs')
-    f_dirs, pos = _w.read_structs(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2, buf, cur, pos, end, n_dirs, 'dirs', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        n_dirs, pos = _w.read_compact_length(buf, pos, end, 'dirs')
+        f_dirs, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir, version=version), buf, cur, pos, end, n_dirs, 'dirs', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterReplicaLogDirsRequest)
     obj.dirs = f_dirs
-    obj.unknown_tagged_fields = unknown
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterReplicaLogDirsRequest_v2(obj, out):
-    """Append the v2 layout of a AlterReplicaLogDirsRequest to ``out``."""
+def _enc_AlterReplicaLogDirsRequest(obj, out, version):
+    """Append in ``version`` a AlterReplicaLogDirsRequest to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("AlterReplicaLogDirsRequest expected, got None")
-    _w.put_structs(out, obj.dirs, _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2, "AlterReplicaLogDirsRequest.dirs", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest")
+    if v1_down:
+        f_dirs = obj.dirs
+        if f_dirs is None:
+            raise _w.not_nullable("AlterReplicaLogDirsRequest.dirs")
+        else:
+            n_dirs = len(f_dirs)
+        out += _S_i.pack(n_dirs)
+        for item in f_dirs:
+            _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir(item, out, version)
+    else:
+        _w.put_structs(out, obj.dirs, _partial(_enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir, version=version), "AlterReplicaLogDirsRequest.dirs", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest")
 
 
-def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
-    """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir(buf, cur, end, version):
+    """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_path, pos, end)
-    n_path = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_path, pos = _w.read_sized(buf, pos, n_path, end, 'path', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_path, pos, end)
+        n_path = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_path, pos = _w.read_sized(buf, pos, n_path, end, 'path', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_topics, pos, end)
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_topics, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        n_path, pos = _w.read_compact_length(buf, pos, end, 'path')
+        f_path, pos = _w.read_sized(buf, pos, n_path, end, 'path', 1, False, True)
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
     obj.path = f_path
     obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(obj, out):
-    """Append the v0 layout of a AlterReplicaLogDirsRequest.AlterReplicaLogDir to ``out``."""
-    if obj is None:
-        raise TypeError("AlterReplicaLogDirsRequest.AlterReplicaLogDir expected, got None")
-    f_path, n_path = _w.encode_text(obj.path, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.path", False)
-    out += _S_h.pack(n_path)
-    if n_path > 0:
-        out += f_path
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(item, out)
-
-
-def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
-    """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_path, pos = _w.read_compact_length(buf, pos, end, 'path')
-    f_path, pos = _w.read_sized(buf, pos, n_path, end, 'path', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
-    obj.path = f_path
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(obj, out):
-    """Append the v2 layout of a AlterReplicaLogDirsRequest.AlterReplicaLogDir to ``out``."""
+def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir(obj, out, version):
+    """Append in ``version`` a AlterReplicaLogDirsRequest.AlterReplicaLogDir to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("AlterReplicaLogDirsRequest.AlterReplicaLogDir expected, got None")
     f_path, n_path = _w.encode_text(obj.path, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.path", False)
-    _w.put_uvarint(out, n_path + 1)
+    if v1_down:
+        out += _S_h.pack(n_path)
+    else:
+        _w.put_uvarint(out, n_path + 1)
     if n_path > 0:
         out += f_path
-    _w.put_structs(out, obj.topics, _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir")
+    if v1_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_i.pack(n_topics)
+        for item in f_topics:
+            _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(item, out, version)
+    else:
+        _w.put_structs(out, obj.topics, _partial(_enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, version=version), "AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir")
 
 
-def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end):
-    """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(buf, cur, end, version):
+    """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
     if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
+        if v1_down:
+            raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
+        else:
+            raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if n_partitions < _w.SMALL_ARRAY_MAX:
         f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
     obj.name = f_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(obj, out):
-    """Append the v0 layout of a AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic to ``out``."""
+def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(obj, out, version):
+    """Append in ``version`` a AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name", False)
-    out += _S_h.pack(n_name)
+    if v1_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partitions = obj.partitions
@@ -193,218 +199,152 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(obj, out):
         raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.partitions")
     else:
         n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    out += _pack(">%di" % n_partitions, *f_partitions)
-
-
-def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
-    """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    if v1_down:
+        out += _S_i.pack(n_partitions)
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(obj, out):
-    """Append the v2 layout of a AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic to ``out``."""
-    if obj is None:
-        raise TypeError("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic")
 
 
-def _dec_AlterReplicaLogDirsResponse_v0(buf, cur, end):
-    """Decode AlterReplicaLogDirsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterReplicaLogDirsResponse(buf, cur, end, version):
+    """Decode AlterReplicaLogDirsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
-    f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_results, pos = _w.read_structs(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0, buf, cur, pos, end, n_results, 'results', 6, 4, False)
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
+        f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_results, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, version=version), buf, cur, pos, end, n_results, 'results', 6, 4, False)
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
+        f_results, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, version=version), buf, cur, pos, end, n_results, 'results', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterReplicaLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterReplicaLogDirsResponse_v0(obj, out):
-    """Append the v0 layout of a AlterReplicaLogDirsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("AlterReplicaLogDirsResponse expected, got None")
-    f_results = obj.results
-    if f_results is None:
-        raise _w.not_nullable("AlterReplicaLogDirsResponse.results")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_results = len(f_results)
-    out += _S_ii.pack(obj.throttle_time_ms, n_results)
-    for item in f_results:
-        _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(item, out)
-
-
-def _dec_AlterReplicaLogDirsResponse_v2(buf, cur, end):
-    """Decode AlterReplicaLogDirsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2, buf, cur, pos, end, n_results, 'results', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterReplicaLogDirsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.results = f_results
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterReplicaLogDirsResponse_v2(obj, out):
-    """Append the v2 layout of a AlterReplicaLogDirsResponse to ``out``."""
+def _enc_AlterReplicaLogDirsResponse(obj, out, version):
+    """Append in ``version`` a AlterReplicaLogDirsResponse to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("AlterReplicaLogDirsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.results, _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2, "AlterReplicaLogDirsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse")
+    if v1_down:
+        f_results = obj.results
+        if f_results is None:
+            raise _w.not_nullable("AlterReplicaLogDirsResponse.results")
+        else:
+            n_results = len(f_results)
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+        for item in f_results:
+            _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.results, _partial(_enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, version=version), "AlterReplicaLogDirsResponse.results", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse")
 
 
-def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, end):
-    """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(buf, cur, end, version):
+    """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0, buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partitions, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
+    else:
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(obj, out):
-    """Append the v0 layout of a AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name", False)
-    out += _S_h.pack(n_topic_name)
-    if n_topic_name > 0:
-        out += f_topic_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(item, out)
-
-
-def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, end):
-    """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2, buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(obj, out):
-    """Append the v2 layout of a AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult to ``out``."""
+def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(obj, out, version):
+    """Append in ``version`` a AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    if v1_down:
+        out += _S_h.pack(n_topic_name)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult")
+    if v1_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(item, out, version)
+    else:
+        _w.put_structs(out, obj.partitions, _partial(_enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, version=version), "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult")
 
 
-def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf, cur, end):
-    """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(buf, cur, end, version):
+    """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(obj, out):
-    """Append the v0 layout of a AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult to ``out``."""
+def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(obj, out, version):
+    """Append in ``version`` a AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult to ``out``."""
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-
-
-def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf, cur, end):
-    """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(obj, out):
-    """Append the v2 layout of a AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult to ``out``."""
-    if obj is None:
-        raise TypeError("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult expected, got None")
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult")
 
 
 class AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(Struct):
@@ -485,9 +425,8 @@ class AlterReplicaLogDirsRequest(Message):
         FieldInfo('dirs', (0, 2), None, None, True, AlterReplicaLogDirsRequest_AlterReplicaLogDir, None, '[]AlterReplicaLogDir'),
     )
     AlterReplicaLogDir = AlterReplicaLogDirsRequest_AlterReplicaLogDir
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_AlterReplicaLogDirsRequest_v0, 1: _dec_AlterReplicaLogDirsRequest_v0, 2: _dec_AlterReplicaLogDirsRequest_v2}
-    _ENCODERS = {0: _enc_AlterReplicaLogDirsRequest_v0, 1: _enc_AlterReplicaLogDirsRequest_v0, 2: _enc_AlterReplicaLogDirsRequest_v2}
+    _DECODERS = _decoders(_dec_AlterReplicaLogDirsRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_AlterReplicaLogDirsRequest, range(0, 3))
     API_KEY = 34
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -586,9 +525,8 @@ class AlterReplicaLogDirsResponse(Message):
         FieldInfo('results', (0, 2), None, None, True, AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, None, '[]AlterReplicaLogDirTopicResult'),
     )
     AlterReplicaLogDirTopicResult = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_AlterReplicaLogDirsResponse_v0, 1: _dec_AlterReplicaLogDirsResponse_v0, 2: _dec_AlterReplicaLogDirsResponse_v2}
-    _ENCODERS = {0: _enc_AlterReplicaLogDirsResponse_v0, 1: _enc_AlterReplicaLogDirsResponse_v0, 2: _enc_AlterReplicaLogDirsResponse_v2}
+    _DECODERS = _decoders(_dec_AlterReplicaLogDirsResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_AlterReplicaLogDirsResponse, range(0, 3))
     API_KEY = 34
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

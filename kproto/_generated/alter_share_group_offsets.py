@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterShareGroupOffsetsRequest', 'AlterShareGroupOffsetsResponse']
@@ -26,13 +28,13 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _new = Struct.__new__
 
 
-def _dec_AlterShareGroupOffsetsRequest_v0(buf, cur, end):
-    """Decode AlterShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterShareGroupOffsetsRequest(buf, cur, end, version):
+    """Decode AlterShareGroupOffsetsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterShareGroupOffsetsRequest)
     obj.group_id = f_group_id
@@ -42,25 +44,25 @@ def _dec_AlterShareGroupOffsetsRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_AlterShareGroupOffsetsRequest_v0(obj, out):
-    """Append the v0 layout of a AlterShareGroupOffsetsRequest to ``out``."""
+def _enc_AlterShareGroupOffsetsRequest(obj, out, version):
+    """Append in ``version`` a AlterShareGroupOffsetsRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsRequest expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "AlterShareGroupOffsetsRequest.group_id", False)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0, "AlterShareGroupOffsetsRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic, version=version), "AlterShareGroupOffsetsRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest")
 
 
-def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf, cur, end):
-    """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic(buf, cur, end, version):
+    """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 13, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 13, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
     obj.topic_name = f_topic_name
@@ -70,20 +72,20 @@ def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf
     return obj
 
 
-def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(obj, out):
-    """Append the v0 layout of a AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic to ``out``."""
+def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic(obj, out, version):
+    """Append in ``version`` a AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.topic_name", False)
     _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition, version=version), "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic")
 
 
-def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(buf, cur, end):
-    """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(buf, cur, end, version):
+    """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__start_offset, pos, end)
@@ -98,16 +100,16 @@ def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0
     return obj
 
 
-def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(obj, out):
-    """Append the v0 layout of a AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition to ``out``."""
+def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(obj, out, version):
+    """Append in ``version`` a AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition expected, got None")
     out += _S_iq.pack(obj.partition_index, obj.start_offset)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition")
 
 
-def _dec_AlterShareGroupOffsetsResponse_v0(buf, cur, end):
-    """Decode AlterShareGroupOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterShareGroupOffsetsResponse(buf, cur, end, version):
+    """Decode AlterShareGroupOffsetsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -116,7 +118,7 @@ def _dec_AlterShareGroupOffsetsResponse_v0(buf, cur, end):
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
     n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0, buf, cur, pos, end, n_responses, 'responses', 19, 1, False)
+    f_responses, pos = _w.read_structs(_partial(_dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic, version=version), buf, cur, pos, end, n_responses, 'responses', 19, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -128,8 +130,8 @@ def _dec_AlterShareGroupOffsetsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_AlterShareGroupOffsetsResponse_v0(obj, out):
-    """Append the v0 layout of a AlterShareGroupOffsetsResponse to ``out``."""
+def _enc_AlterShareGroupOffsetsResponse(obj, out, version):
+    """Append in ``version`` a AlterShareGroupOffsetsResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -137,12 +139,12 @@ def _enc_AlterShareGroupOffsetsResponse_v0(obj, out):
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.responses, _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0, "AlterShareGroupOffsetsResponse.responses", False)
+    _w.put_structs(out, obj.responses, _partial(_enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic, version=version), "AlterShareGroupOffsetsResponse.responses", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse")
 
 
-def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(buf, cur, end):
-    """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic(buf, cur, end, version):
+    """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
@@ -151,7 +153,7 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(b
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
     obj.topic_name = f_topic_name
@@ -162,8 +164,8 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(b
     return obj
 
 
-def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(obj, out):
-    """Append the v0 layout of a AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic to ``out``."""
+def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic(obj, out, version):
+    """Append in ``version`` a AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.topic_name", False)
@@ -171,12 +173,12 @@ def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(o
     if n_topic_name > 0:
         out += f_topic_name
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition, version=version), "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic")
 
 
-def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(buf, cur, end):
-    """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition(buf, cur, end, version):
+    """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
@@ -194,8 +196,8 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_
     return obj
 
 
-def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(obj, out):
-    """Append the v0 layout of a AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition to ``out``."""
+def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition(obj, out, version):
+    """Append in ``version`` a AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
@@ -285,8 +287,8 @@ class AlterShareGroupOffsetsRequest(Message):
         FieldInfo('topics', (0, 0), None, None, True, AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic, None, '[]AlterShareGroupOffsetsRequestTopic'),
     )
     AlterShareGroupOffsetsRequestTopic = AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic
-    _DECODERS = {0: _dec_AlterShareGroupOffsetsRequest_v0}
-    _ENCODERS = {0: _enc_AlterShareGroupOffsetsRequest_v0}
+    _DECODERS = _decoders(_dec_AlterShareGroupOffsetsRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_AlterShareGroupOffsetsRequest, range(0, 1))
     API_KEY = 91
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -398,8 +400,8 @@ class AlterShareGroupOffsetsResponse(Message):
         FieldInfo('responses', (0, 0), None, None, True, AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic, None, '[]AlterShareGroupOffsetsResponseTopic'),
     )
     AlterShareGroupOffsetsResponseTopic = AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic
-    _DECODERS = {0: _dec_AlterShareGroupOffsetsResponse_v0}
-    _ENCODERS = {0: _enc_AlterShareGroupOffsetsResponse_v0}
+    _DECODERS = _decoders(_dec_AlterShareGroupOffsetsResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_AlterShareGroupOffsetsResponse, range(0, 1))
     API_KEY = 91
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse']
@@ -28,13 +30,13 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
-    """Decode AlterUserScramCredentialsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterUserScramCredentialsRequest(buf, cur, end, version):
+    """Decode AlterUserScramCredentialsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_deletions, pos = _w.read_compact_length(buf, pos, end, 'deletions')
-    f_deletions, pos = _w.read_structs(_dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0, buf, cur, pos, end, n_deletions, 'deletions', 3, 1, False)
+    f_deletions, pos = _w.read_structs(_partial(_dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion, version=version), buf, cur, pos, end, n_deletions, 'deletions', 3, 1, False)
     n_upsertions, pos = _w.read_compact_length(buf, pos, end, 'upsertions')
-    f_upsertions, pos = _w.read_structs(_dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0, buf, cur, pos, end, n_upsertions, 'upsertions', 9, 1, False)
+    f_upsertions, pos = _w.read_structs(_partial(_dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion, version=version), buf, cur, pos, end, n_upsertions, 'upsertions', 9, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterUserScramCredentialsRequest)
     obj.deletions = f_deletions
@@ -44,17 +46,17 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_AlterUserScramCredentialsRequest_v0(obj, out):
-    """Append the v0 layout of a AlterUserScramCredentialsRequest to ``out``."""
+def _enc_AlterUserScramCredentialsRequest(obj, out, version):
+    """Append in ``version`` a AlterUserScramCredentialsRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsRequest expected, got None")
-    _w.put_structs(out, obj.deletions, _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0, "AlterUserScramCredentialsRequest.deletions", False)
-    _w.put_structs(out, obj.upsertions, _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0, "AlterUserScramCredentialsRequest.upsertions", False)
+    _w.put_structs(out, obj.deletions, _partial(_enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion, version=version), "AlterUserScramCredentialsRequest.deletions", False)
+    _w.put_structs(out, obj.upsertions, _partial(_enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion, version=version), "AlterUserScramCredentialsRequest.upsertions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest")
 
 
-def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, end):
-    """Decode AlterUserScramCredentialsRequest.ScramCredentialDeletion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion(buf, cur, end, version):
+    """Decode AlterUserScramCredentialsRequest.ScramCredentialDeletion (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -71,8 +73,8 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, e
     return obj
 
 
-def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(obj, out):
-    """Append the v0 layout of a AlterUserScramCredentialsRequest.ScramCredentialDeletion to ``out``."""
+def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion(obj, out, version):
+    """Append in ``version`` a AlterUserScramCredentialsRequest.ScramCredentialDeletion to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsRequest.ScramCredentialDeletion expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "AlterUserScramCredentialsRequest.ScramCredentialDeletion.name", False)
@@ -83,8 +85,8 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialDeletion")
 
 
-def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, end):
-    """Decode AlterUserScramCredentialsRequest.ScramCredentialUpsertion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(buf, cur, end, version):
+    """Decode AlterUserScramCredentialsRequest.ScramCredentialUpsertion (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -108,8 +110,8 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
     return obj
 
 
-def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
-    """Append the v0 layout of a AlterUserScramCredentialsRequest.ScramCredentialUpsertion to ``out``."""
+def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(obj, out, version):
+    """Append in ``version`` a AlterUserScramCredentialsRequest.ScramCredentialUpsertion to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsRequest.ScramCredentialUpsertion expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "AlterUserScramCredentialsRequest.ScramCredentialUpsertion.name", False)
@@ -136,15 +138,15 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialUpsertion")
 
 
-def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
-    """Decode AlterUserScramCredentialsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterUserScramCredentialsResponse(buf, cur, end, version):
+    """Decode AlterUserScramCredentialsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0, buf, cur, pos, end, n_results, 'results', 5, 1, False)
+    f_results, pos = _w.read_structs(_partial(_dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, version=version), buf, cur, pos, end, n_results, 'results', 5, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterUserScramCredentialsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -154,17 +156,17 @@ def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_AlterUserScramCredentialsResponse_v0(obj, out):
-    """Append the v0 layout of a AlterUserScramCredentialsResponse to ``out``."""
+def _enc_AlterUserScramCredentialsResponse(obj, out, version):
+    """Append in ``version`` a AlterUserScramCredentialsResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.results, _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0, "AlterUserScramCredentialsResponse.results", False)
+    _w.put_structs(out, obj.results, _partial(_enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, version=version), "AlterUserScramCredentialsResponse.results", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse")
 
 
-def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf, cur, end):
-    """Decode AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(buf, cur, end, version):
+    """Decode AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_user, pos = _w.read_compact_length(buf, pos, end, 'user')
     f_user, pos = _w.read_sized(buf, pos, n_user, end, 'user', 1, False, True)
@@ -184,8 +186,8 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
     return obj
 
 
-def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(obj, out):
-    """Append the v0 layout of a AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult to ``out``."""
+def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(obj, out, version):
+    """Append in ``version`` a AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult expected, got None")
     f_user, n_user = _w.encode_text(obj.user, "AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.user", False)
@@ -291,8 +293,8 @@ class AlterUserScramCredentialsRequest(Message):
     )
     ScramCredentialDeletion = AlterUserScramCredentialsRequest_ScramCredentialDeletion
     ScramCredentialUpsertion = AlterUserScramCredentialsRequest_ScramCredentialUpsertion
-    _DECODERS = {0: _dec_AlterUserScramCredentialsRequest_v0}
-    _ENCODERS = {0: _enc_AlterUserScramCredentialsRequest_v0}
+    _DECODERS = _decoders(_dec_AlterUserScramCredentialsRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_AlterUserScramCredentialsRequest, range(0, 1))
     API_KEY = 51
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -366,8 +368,8 @@ class AlterUserScramCredentialsResponse(Message):
         FieldInfo('results', (0, 0), None, None, True, AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, None, '[]AlterUserScramCredentialsResult'),
     )
     AlterUserScramCredentialsResult = AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult
-    _DECODERS = {0: _dec_AlterUserScramCredentialsResponse_v0}
-    _ENCODERS = {0: _enc_AlterUserScramCredentialsResponse_v0}
+    _DECODERS = _decoders(_dec_AlterUserScramCredentialsResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_AlterUserScramCredentialsResponse, range(0, 1))
     API_KEY = 51
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
@@ -37,437 +38,352 @@ _RUN_zk_migration_ready = (('zk_migration_ready', 0, 1),)
 _new = Struct.__new__
 
 
-def _dec_ApiVersionsRequest_v0(buf, cur, end):
-    """Decode ApiVersionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ApiVersionsRequest(buf, cur, end, version):
+    """Decode ApiVersionsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
+    if v3_up:
+        if pos < end and buf[pos] < 128:
+            n_client_software_name = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_client_software_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_client_software_name, pos = _w.read_uvarint(buf, pos, end, 'client_software_name')
+            n_client_software_name -= 1
+        if 0 <= n_client_software_name <= end - pos:
+            try:
+                f_client_software_name = buf[pos:pos + n_client_software_name].decode() if n_client_software_name else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_software_name', pos, exc) from None
+            pos += n_client_software_name
+        else:
+            raise _w.bad_sized('client_software_name', pos, n_client_software_name, end, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_client_software_version = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_client_software_version = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_client_software_version, pos = _w.read_uvarint(buf, pos, end, 'client_software_version')
+            n_client_software_version -= 1
+        if 0 <= n_client_software_version <= end - pos:
+            try:
+                f_client_software_version = buf[pos:pos + n_client_software_version].decode() if n_client_software_version else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_software_version', pos, exc) from None
+            pos += n_client_software_version
+        else:
+            raise _w.bad_sized('client_software_version', pos, n_client_software_version, end, 1, False)
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ApiVersionsRequest)
-    obj.client_software_name = ''
-    obj.client_software_version = ''
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.client_software_name = ''
+        obj.client_software_version = ''
+        obj.unknown_tagged_fields = []
+    else:
+        obj.client_software_name = f_client_software_name
+        obj.client_software_version = f_client_software_version
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ApiVersionsRequest_v0(obj, out):
-    """Append the v0 layout of a ApiVersionsRequest to ``out``."""
+def _enc_ApiVersionsRequest(obj, out, version):
+    """Append in ``version`` a ApiVersionsRequest to ``out``."""
+    v2_down = version <= 2
     if obj is None:
         raise TypeError("ApiVersionsRequest expected, got None")
-    pass
+    if v2_down:
+        pass
+    else:
+        f_client_software_name = obj.client_software_name
+        if f_client_software_name is None:
+            raise _w.not_nullable("ApiVersionsRequest.client_software_name")
+        else:
+            f_client_software_name = f_client_software_name.encode("utf-8")
+            n_client_software_name = len(f_client_software_name)
+            if n_client_software_name > 32767:
+                raise _w.string_too_long("ApiVersionsRequest.client_software_name", n_client_software_name)
+        if 0 <= n_client_software_name + 1 < 128:
+            out.append(n_client_software_name + 1)
+        else:
+            _w.put_uvarint(out, n_client_software_name + 1)
+        if n_client_software_name > 0:
+            out += f_client_software_name
+        f_client_software_version = obj.client_software_version
+        if f_client_software_version is None:
+            raise _w.not_nullable("ApiVersionsRequest.client_software_version")
+        else:
+            f_client_software_version = f_client_software_version.encode("utf-8")
+            n_client_software_version = len(f_client_software_version)
+            if n_client_software_version > 32767:
+                raise _w.string_too_long("ApiVersionsRequest.client_software_version", n_client_software_version)
+        if 0 <= n_client_software_version + 1 < 128:
+            out.append(n_client_software_version + 1)
+        else:
+            _w.put_uvarint(out, n_client_software_version + 1)
+        if n_client_software_version > 0:
+            out += f_client_software_version
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ApiVersionsRequest")
+        else:
+            out.append(0)
 
 
-def _dec_ApiVersionsRequest_v3(buf, cur, end):
-    """Decode ApiVersionsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ApiVersionsResponse(buf, cur, end, version):
+    """Decode ApiVersionsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_client_software_name = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_client_software_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+    if v2_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_error_code__api_keys, pos, end)
+        f_error_code, n_api_keys = _S_hi.unpack_from(buf, pos)
+        pos += 6
+        if n_api_keys < 0 or n_api_keys > (end - pos) // 6:
+            raise _w.bad_count('api_keys', pos - 4, n_api_keys, end, 6, 4)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-    else:
-        n_client_software_name, pos = _w.read_uvarint(buf, pos, end, 'client_software_name')
-        n_client_software_name -= 1
-    if 0 <= n_client_software_name <= end - pos:
-        try:
-            f_client_software_name = buf[pos:pos + n_client_software_name].decode() if n_client_software_name else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_software_name', pos, exc) from None
-        pos += n_client_software_name
-    else:
-        raise _w.bad_sized('client_software_name', pos, n_client_software_name, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_client_software_version = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_client_software_version = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_client_software_version, pos = _w.read_uvarint(buf, pos, end, 'client_software_version')
-        n_client_software_version -= 1
-    if 0 <= n_client_software_version <= end - pos:
-        try:
-            f_client_software_version = buf[pos:pos + n_client_software_version].decode() if n_client_software_version else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_software_version', pos, exc) from None
-        pos += n_client_software_version
-    else:
-        raise _w.bad_sized('client_software_version', pos, n_client_software_version, end, 1, False)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ApiVersionsRequest)
-    obj.client_software_name = f_client_software_name
-    obj.client_software_version = f_client_software_version
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ApiVersionsRequest_v3(obj, out):
-    """Append the v3 layout of a ApiVersionsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ApiVersionsRequest expected, got None")
-    f_client_software_name = obj.client_software_name
-    if f_client_software_name is None:
-        raise _w.not_nullable("ApiVersionsRequest.client_software_name")
-    else:
-        f_client_software_name = f_client_software_name.encode("utf-8")
-        n_client_software_name = len(f_client_software_name)
-        if n_client_software_name > 32767:
-            raise _w.string_too_long("ApiVersionsRequest.client_software_name", n_client_software_name)
-    if 0 <= n_client_software_name + 1 < 128:
-        out.append(n_client_software_name + 1)
-    else:
-        _w.put_uvarint(out, n_client_software_name + 1)
-    if n_client_software_name > 0:
-        out += f_client_software_name
-    f_client_software_version = obj.client_software_version
-    if f_client_software_version is None:
-        raise _w.not_nullable("ApiVersionsRequest.client_software_version")
-    else:
-        f_client_software_version = f_client_software_version.encode("utf-8")
-        n_client_software_version = len(f_client_software_version)
-        if n_client_software_version > 32767:
-            raise _w.string_too_long("ApiVersionsRequest.client_software_version", n_client_software_version)
-    if 0 <= n_client_software_version + 1 < 128:
-        out.append(n_client_software_version + 1)
-    else:
-        _w.put_uvarint(out, n_client_software_version + 1)
-    if n_client_software_version > 0:
-        out += f_client_software_version
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ApiVersionsRequest")
-    else:
-        out.append(0)
-
-
-def _dec_ApiVersionsResponse_v0(buf, cur, end):
-    """Decode ApiVersionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_error_code__api_keys, pos, end)
-    f_error_code, n_api_keys = _S_hi.unpack_from(buf, pos)
-    pos += 6
-    if n_api_keys < 0 or n_api_keys > (end - pos) // 6:
-        raise _w.bad_count('api_keys', pos - 4, n_api_keys, end, 6, 4)
+        if pos < end and buf[pos] < 128:
+            n_api_keys = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_api_keys = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_api_keys, pos = _w.read_uvarint(buf, pos, end, 'api_keys')
+            n_api_keys -= 1
+        if n_api_keys < 0 or n_api_keys > (end - pos) // 7:
+            raise _w.bad_count('api_keys', pos - 1, n_api_keys, end, 7, 1)
     f_api_keys = []
     if n_api_keys:
-        # Each element read inline, as ApiVersionsResponse.ApiVersion v0 is.
+        # Each element read inline.
         try:
             for i in range(n_api_keys):
                 if end - pos < 6:
                     raise _w.short_run(_RUN_api_key__max_version, pos, end)
                 f_api_key__1, f_min_version__1, f_max_version__1 = _S_hhh.unpack_from(buf, pos)
                 pos += 6
+                if v3_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(ApiVersionsResponse_ApiVersion)
                 obj__1.api_key = f_api_key__1
                 obj__1.min_version = f_min_version__1
                 obj__1.max_version = f_max_version__1
-                obj__1.unknown_tagged_fields = []
+                if v2_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
                 f_api_keys.append(obj__1)
         except DecodeError as exc:
             raise exc.within("api_keys[%d]" % i)
+    if v1_up:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v3_up:
+        f_supported_features = []
+        f_finalized_features_epoch = -1
+        f_finalized_features = []
+        f_zk_migration_ready = False
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1, 2, 3))
+            for tag, pos, t_end in spans:
+                if tag == 0:
+                    if pos < t_end and buf[pos] < 128:
+                        n_supported_features = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                        n_supported_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_supported_features, pos = _w.read_uvarint(buf, pos, t_end, 'supported_features')
+                        n_supported_features -= 1
+                    if n_supported_features < 0 or n_supported_features > (t_end - pos) // 6:
+                        raise _w.bad_count('supported_features', pos - 1, n_supported_features, t_end, 6, 1)
+                    f_supported_features = []
+                    if n_supported_features:
+                        i = 0
+                        cur.pos = pos
+                        try:
+                            for i in range(n_supported_features):
+                                f_supported_features.append(_dec_ApiVersionsResponse_SupportedFeatureKey(buf, cur, t_end, version))
+                        except DecodeError as exc:
+                            raise exc.within("supported_features[%d]" % i)
+                        pos = cur.pos
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('supported_features', 0, pos, t_end)
+                elif tag == 1:
+                    if t_end - pos < 8:
+                        raise _w.short_run(_RUN_finalized_features_epoch, pos, t_end)
+                    f_finalized_features_epoch = _S_q.unpack_from(buf, pos)[0]
+                    pos += 8
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('finalized_features_epoch', 1, pos, t_end)
+                elif tag == 2:
+                    if pos < t_end and buf[pos] < 128:
+                        n_finalized_features = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                        n_finalized_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_finalized_features, pos = _w.read_uvarint(buf, pos, t_end, 'finalized_features')
+                        n_finalized_features -= 1
+                    if n_finalized_features < 0 or n_finalized_features > (t_end - pos) // 6:
+                        raise _w.bad_count('finalized_features', pos - 1, n_finalized_features, t_end, 6, 1)
+                    f_finalized_features = []
+                    if n_finalized_features:
+                        i = 0
+                        cur.pos = pos
+                        try:
+                            for i in range(n_finalized_features):
+                                f_finalized_features.append(_dec_ApiVersionsResponse_FinalizedFeatureKey(buf, cur, t_end, version))
+                        except DecodeError as exc:
+                            raise exc.within("finalized_features[%d]" % i)
+                        pos = cur.pos
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('finalized_features', 2, pos, t_end)
+                elif tag == 3:
+                    if t_end - pos < 1:
+                        raise _w.short_run(_RUN_zk_migration_ready, pos, t_end)
+                    f_zk_migration_ready = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if f_zk_migration_ready != 0 and f_zk_migration_ready != 1:
+                        raise _w.bad_bool('zk_migration_ready', pos - 1, f_zk_migration_ready)
+                    b_zk_migration_ready = f_zk_migration_ready == 1
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('zk_migration_ready', 3, pos, t_end)
+                    f_zk_migration_ready = b_zk_migration_ready
+            pos = after
     obj = _new(ApiVersionsResponse)
     obj.error_code = f_error_code
     obj.api_keys = f_api_keys
-    obj.throttle_time_ms = 0
-    obj.supported_features = []
-    obj.finalized_features_epoch = -1
-    obj.finalized_features = []
-    obj.zk_migration_ready = False
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
+    if v2_down:
+        obj.supported_features = []
+        obj.finalized_features_epoch = -1
+        obj.finalized_features = []
+        obj.zk_migration_ready = False
+        obj.unknown_tagged_fields = []
+    else:
+        obj.supported_features = f_supported_features
+        obj.finalized_features_epoch = f_finalized_features_epoch
+        obj.finalized_features = f_finalized_features
+        obj.zk_migration_ready = f_zk_migration_ready
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ApiVersionsResponse_v0(obj, out):
-    """Append the v0 layout of a ApiVersionsResponse to ``out``."""
+def _enc_ApiVersionsResponse(obj, out, version):
+    """Append in ``version`` a ApiVersionsResponse to ``out``."""
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("ApiVersionsResponse expected, got None")
+    if v3_up:
+        out += _S_h.pack(obj.error_code)
     f_api_keys = obj.api_keys
     if f_api_keys is None:
         raise _w.not_nullable("ApiVersionsResponse.api_keys")
     else:
         n_api_keys = len(f_api_keys)
-    out += _S_hi.pack(obj.error_code, n_api_keys)
+    if v2_down:
+        out += _S_hi.pack(obj.error_code, n_api_keys)
+    else:
+        if 0 <= n_api_keys + 1 < 128:
+            out.append(n_api_keys + 1)
+        else:
+            _w.put_uvarint(out, n_api_keys + 1)
     for item in f_api_keys:
-        _enc_ApiVersionsResponse_ApiVersion_v0(item, out)
-
-
-def _dec_ApiVersionsResponse_v1(buf, cur, end):
-    """Decode ApiVersionsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_error_code__api_keys, pos, end)
-    f_error_code, n_api_keys = _S_hi.unpack_from(buf, pos)
-    pos += 6
-    if n_api_keys < 0 or n_api_keys > (end - pos) // 6:
-        raise _w.bad_count('api_keys', pos - 4, n_api_keys, end, 6, 4)
-    f_api_keys = []
-    if n_api_keys:
-        # Each element read inline, as ApiVersionsResponse.ApiVersion v1 is.
-        try:
-            for i in range(n_api_keys):
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_api_key__max_version, pos, end)
-                f_api_key__1, f_min_version__1, f_max_version__1 = _S_hhh.unpack_from(buf, pos)
-                pos += 6
-                obj__1 = _new(ApiVersionsResponse_ApiVersion)
-                obj__1.api_key = f_api_key__1
-                obj__1.min_version = f_min_version__1
-                obj__1.max_version = f_max_version__1
-                obj__1.unknown_tagged_fields = []
-                f_api_keys.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("api_keys[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(ApiVersionsResponse)
-    obj.error_code = f_error_code
-    obj.api_keys = f_api_keys
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.supported_features = []
-    obj.finalized_features_epoch = -1
-    obj.finalized_features = []
-    obj.zk_migration_ready = False
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ApiVersionsResponse_v1(obj, out):
-    """Append the v1 layout of a ApiVersionsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ApiVersionsResponse expected, got None")
-    f_api_keys = obj.api_keys
-    if f_api_keys is None:
-        raise _w.not_nullable("ApiVersionsResponse.api_keys")
-    else:
-        n_api_keys = len(f_api_keys)
-    out += _S_hi.pack(obj.error_code, n_api_keys)
-    for item in f_api_keys:
-        _enc_ApiVersionsResponse_ApiVersion_v0(item, out)
-    out += _S_i.pack(obj.throttle_time_ms)
-
-
-def _dec_ApiVersionsResponse_v3(buf, cur, end):
-    """Decode ApiVersionsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if pos < end and buf[pos] < 128:
-        n_api_keys = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_api_keys = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_api_keys, pos = _w.read_uvarint(buf, pos, end, 'api_keys')
-        n_api_keys -= 1
-    if n_api_keys < 0 or n_api_keys > (end - pos) // 7:
-        raise _w.bad_count('api_keys', pos - 1, n_api_keys, end, 7, 1)
-    f_api_keys = []
-    if n_api_keys:
-        # Each element read inline, as ApiVersionsResponse.ApiVersion v3 is.
-        try:
-            for i in range(n_api_keys):
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_api_key__max_version, pos, end)
-                f_api_key__1, f_min_version__1, f_max_version__1 = _S_hhh.unpack_from(buf, pos)
-                pos += 6
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(ApiVersionsResponse_ApiVersion)
-                obj__1.api_key = f_api_key__1
-                obj__1.min_version = f_min_version__1
-                obj__1.max_version = f_max_version__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_api_keys.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("api_keys[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_supported_features = []
-    f_finalized_features_epoch = -1
-    f_finalized_features = []
-    f_zk_migration_ready = False
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1, 2, 3))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if pos < t_end and buf[pos] < 128:
-                    n_supported_features = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
-                    n_supported_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_supported_features, pos = _w.read_uvarint(buf, pos, t_end, 'supported_features')
-                    n_supported_features -= 1
-                if n_supported_features < 0 or n_supported_features > (t_end - pos) // 6:
-                    raise _w.bad_count('supported_features', pos - 1, n_supported_features, t_end, 6, 1)
-                f_supported_features = []
-                if n_supported_features:
-                    i = 0
-                    cur.pos = pos
-                    try:
-                        for i in range(n_supported_features):
-                            f_supported_features.append(_dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, t_end))
-                    except DecodeError as exc:
-                        raise exc.within("supported_features[%d]" % i)
-                    pos = cur.pos
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('supported_features', 0, pos, t_end)
-            elif tag == 1:
-                if t_end - pos < 8:
-                    raise _w.short_run(_RUN_finalized_features_epoch, pos, t_end)
-                f_finalized_features_epoch = _S_q.unpack_from(buf, pos)[0]
-                pos += 8
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('finalized_features_epoch', 1, pos, t_end)
-            elif tag == 2:
-                if pos < t_end and buf[pos] < 128:
-                    n_finalized_features = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
-                    n_finalized_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_finalized_features, pos = _w.read_uvarint(buf, pos, t_end, 'finalized_features')
-                    n_finalized_features -= 1
-                if n_finalized_features < 0 or n_finalized_features > (t_end - pos) // 6:
-                    raise _w.bad_count('finalized_features', pos - 1, n_finalized_features, t_end, 6, 1)
-                f_finalized_features = []
-                if n_finalized_features:
-                    i = 0
-                    cur.pos = pos
-                    try:
-                        for i in range(n_finalized_features):
-                            f_finalized_features.append(_dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, t_end))
-                    except DecodeError as exc:
-                        raise exc.within("finalized_features[%d]" % i)
-                    pos = cur.pos
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('finalized_features', 2, pos, t_end)
-            elif tag == 3:
-                if t_end - pos < 1:
-                    raise _w.short_run(_RUN_zk_migration_ready, pos, t_end)
-                f_zk_migration_ready = _S_b.unpack_from(buf, pos)[0]
-                pos += 1
-                if f_zk_migration_ready != 0 and f_zk_migration_ready != 1:
-                    raise _w.bad_bool('zk_migration_ready', pos - 1, f_zk_migration_ready)
-                b_zk_migration_ready = f_zk_migration_ready == 1
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('zk_migration_ready', 3, pos, t_end)
-                f_zk_migration_ready = b_zk_migration_ready
-        pos = after
-    obj = _new(ApiVersionsResponse)
-    obj.error_code = f_error_code
-    obj.api_keys = f_api_keys
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.supported_features = f_supported_features
-    obj.finalized_features_epoch = f_finalized_features_epoch
-    obj.finalized_features = f_finalized_features
-    obj.zk_migration_ready = f_zk_migration_ready
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ApiVersionsResponse_v3(obj, out):
-    """Append the v3 layout of a ApiVersionsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ApiVersionsResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_api_keys = obj.api_keys
-    if f_api_keys is None:
-        raise _w.not_nullable("ApiVersionsResponse.api_keys")
-    else:
-        n_api_keys = len(f_api_keys)
-    if 0 <= n_api_keys + 1 < 128:
-        out.append(n_api_keys + 1)
-    else:
-        _w.put_uvarint(out, n_api_keys + 1)
-    for item in f_api_keys:
-        _enc_ApiVersionsResponse_ApiVersion_v3(item, out)
-    out += _S_i.pack(obj.throttle_time_ms)
-    known = []
-    if obj.supported_features != []:
-        t = bytearray()
-        f_supported_features = obj.supported_features
-        if f_supported_features is None:
-            raise _w.not_nullable("ApiVersionsResponse.supported_features")
+        _enc_ApiVersionsResponse_ApiVersion(item, out, version)
+    if v1_up:
+        out += _S_i.pack(obj.throttle_time_ms)
+    if v3_up:
+        known = []
+        if obj.supported_features != []:
+            t = bytearray()
+            f_supported_features = obj.supported_features
+            if f_supported_features is None:
+                raise _w.not_nullable("ApiVersionsResponse.supported_features")
+            else:
+                n_supported_features = len(f_supported_features)
+            if 0 <= n_supported_features + 1 < 128:
+                t.append(n_supported_features + 1)
+            else:
+                _w.put_uvarint(t, n_supported_features + 1)
+            for item in f_supported_features:
+                _enc_ApiVersionsResponse_SupportedFeatureKey(item, t, version)
+            known.append((0, t))
+        if obj.finalized_features_epoch != -1:
+            t = bytearray()
+            t += _S_q.pack(obj.finalized_features_epoch)
+            known.append((1, t))
+        if obj.finalized_features != []:
+            t = bytearray()
+            f_finalized_features = obj.finalized_features
+            if f_finalized_features is None:
+                raise _w.not_nullable("ApiVersionsResponse.finalized_features")
+            else:
+                n_finalized_features = len(f_finalized_features)
+            if 0 <= n_finalized_features + 1 < 128:
+                t.append(n_finalized_features + 1)
+            else:
+                _w.put_uvarint(t, n_finalized_features + 1)
+            for item in f_finalized_features:
+                _enc_ApiVersionsResponse_FinalizedFeatureKey(item, t, version)
+            known.append((2, t))
+        if obj.zk_migration_ready != False:
+            t = bytearray()
+            t += _S_B.pack(obj.zk_migration_ready)
+            known.append((3, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ApiVersionsResponse")
         else:
-            n_supported_features = len(f_supported_features)
-        if 0 <= n_supported_features + 1 < 128:
-            t.append(n_supported_features + 1)
-        else:
-            _w.put_uvarint(t, n_supported_features + 1)
-        for item in f_supported_features:
-            _enc_ApiVersionsResponse_SupportedFeatureKey_v3(item, t)
-        known.append((0, t))
-    if obj.finalized_features_epoch != -1:
-        t = bytearray()
-        t += _S_q.pack(obj.finalized_features_epoch)
-        known.append((1, t))
-    if obj.finalized_features != []:
-        t = bytearray()
-        f_finalized_features = obj.finalized_features
-        if f_finalized_features is None:
-            raise _w.not_nullable("ApiVersionsResponse.finalized_features")
-        else:
-            n_finalized_features = len(f_finalized_features)
-        if 0 <= n_finalized_features + 1 < 128:
-            t.append(n_finalized_features + 1)
-        else:
-            _w.put_uvarint(t, n_finalized_features + 1)
-        for item in f_finalized_features:
-            _enc_ApiVersionsResponse_FinalizedFeatureKey_v3(item, t)
-        known.append((2, t))
-    if obj.zk_migration_ready != False:
-        t = bytearray()
-        t += _S_B.pack(obj.zk_migration_ready)
-        known.append((3, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ApiVersionsResponse")
-    else:
-        out.append(0)
+            out.append(0)
 
 
-def _enc_ApiVersionsResponse_ApiVersion_v0(obj, out):
-    """Append the v0 layout of a ApiVersionsResponse.ApiVersion to ``out``."""
+def _enc_ApiVersionsResponse_ApiVersion(obj, out, version):
+    """Append in ``version`` a ApiVersionsResponse.ApiVersion to ``out``."""
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("ApiVersionsResponse.ApiVersion expected, got None")
     out += _S_hhh.pack(obj.api_key, obj.min_version, obj.max_version)
+    if v3_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ApiVersionsResponse.ApiVersion")
+        else:
+            out.append(0)
 
 
-def _enc_ApiVersionsResponse_ApiVersion_v3(obj, out):
-    """Append the v3 layout of a ApiVersionsResponse.ApiVersion to ``out``."""
-    if obj is None:
-        raise TypeError("ApiVersionsResponse.ApiVersion expected, got None")
-    out += _S_hhh.pack(obj.api_key, obj.min_version, obj.max_version)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ApiVersionsResponse.ApiVersion")
-    else:
-        out.append(0)
-
-
-def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
-    """Decode ApiVersionsResponse.SupportedFeatureKey (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ApiVersionsResponse_SupportedFeatureKey(buf, cur, end, version):
+    """Decode ApiVersionsResponse.SupportedFeatureKey (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
@@ -504,8 +420,8 @@ def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
     return obj
 
 
-def _enc_ApiVersionsResponse_SupportedFeatureKey_v3(obj, out):
-    """Append the v3 layout of a ApiVersionsResponse.SupportedFeatureKey to ``out``."""
+def _enc_ApiVersionsResponse_SupportedFeatureKey(obj, out, version):
+    """Append in ``version`` a ApiVersionsResponse.SupportedFeatureKey to ``out``."""
     if obj is None:
         raise TypeError("ApiVersionsResponse.SupportedFeatureKey expected, got None")
     f_name = obj.name
@@ -529,8 +445,8 @@ def _enc_ApiVersionsResponse_SupportedFeatureKey_v3(obj, out):
         out.append(0)
 
 
-def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
-    """Decode ApiVersionsResponse.FinalizedFeatureKey (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ApiVersionsResponse_FinalizedFeatureKey(buf, cur, end, version):
+    """Decode ApiVersionsResponse.FinalizedFeatureKey (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
@@ -567,8 +483,8 @@ def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
     return obj
 
 
-def _enc_ApiVersionsResponse_FinalizedFeatureKey_v3(obj, out):
-    """Append the v3 layout of a ApiVersionsResponse.FinalizedFeatureKey to ``out``."""
+def _enc_ApiVersionsResponse_FinalizedFeatureKey(obj, out, version):
+    """Append in ``version`` a ApiVersionsResponse.FinalizedFeatureKey to ``out``."""
     if obj is None:
         raise TypeError("ApiVersionsResponse.FinalizedFeatureKey expected, got None")
     f_name = obj.name
@@ -611,11 +527,8 @@ class ApiVersionsRequest(Message):
         FieldInfo('client_software_name', (3, 4), None, None, False, None, None, 'string'),
         FieldInfo('client_software_version', (3, 4), None, None, False, None, None, 'string'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the response only.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ApiVersionsRequest_v0, 1: _dec_ApiVersionsRequest_v0, 2: _dec_ApiVersionsRequest_v0, 3: _dec_ApiVersionsRequest_v3, 4: _dec_ApiVersionsRequest_v3}
-    _ENCODERS = {0: _enc_ApiVersionsRequest_v0, 1: _enc_ApiVersionsRequest_v0, 2: _enc_ApiVersionsRequest_v0, 3: _enc_ApiVersionsRequest_v3, 4: _enc_ApiVersionsRequest_v3}
+    _DECODERS = _decoders(_dec_ApiVersionsRequest, range(0, 5))
+    _ENCODERS = _encoders(_enc_ApiVersionsRequest, range(0, 5))
     API_KEY = 18
     KIND = 'request'
     VALID_VERSIONS = (0, 4)
@@ -767,10 +680,8 @@ class ApiVersionsResponse(Message):
     ApiVersion = ApiVersionsResponse_ApiVersion
     SupportedFeatureKey = ApiVersionsResponse_SupportedFeatureKey
     FinalizedFeatureKey = ApiVersionsResponse_FinalizedFeatureKey
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ApiVersionsResponse_v0, 1: _dec_ApiVersionsResponse_v1, 2: _dec_ApiVersionsResponse_v1, 3: _dec_ApiVersionsResponse_v3, 4: _dec_ApiVersionsResponse_v3}
-    _ENCODERS = {0: _enc_ApiVersionsResponse_v0, 1: _enc_ApiVersionsResponse_v1, 2: _enc_ApiVersionsResponse_v1, 3: _enc_ApiVersionsResponse_v3, 4: _enc_ApiVersionsResponse_v3}
+    _DECODERS = _decoders(_dec_ApiVersionsResponse, range(0, 5))
+    _ENCODERS = _encoders(_enc_ApiVersionsResponse, range(0, 5))
     API_KEY = 18
     KIND = 'response'
     VALID_VERSIONS = (0, 4)

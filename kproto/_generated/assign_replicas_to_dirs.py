@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse']
@@ -28,15 +30,15 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _new = Struct.__new__
 
 
-def _dec_AssignReplicasToDirsRequest_v0(buf, cur, end):
-    """Decode AssignReplicasToDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AssignReplicasToDirsRequest(buf, cur, end, version):
+    """Decode AssignReplicasToDirsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
     n_directories, pos = _w.read_compact_length(buf, pos, end, 'directories')
-    f_directories, pos = _w.read_structs(_dec_AssignReplicasToDirsRequest_DirectoryData_v0, buf, cur, pos, end, n_directories, 'directories', 18, 1, False)
+    f_directories, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsRequest_DirectoryData, version=version), buf, cur, pos, end, n_directories, 'directories', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AssignReplicasToDirsRequest)
     obj.broker_id = f_broker_id
@@ -47,24 +49,24 @@ def _dec_AssignReplicasToDirsRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_AssignReplicasToDirsRequest_v0(obj, out):
-    """Append the v0 layout of a AssignReplicasToDirsRequest to ``out``."""
+def _enc_AssignReplicasToDirsRequest(obj, out, version):
+    """Append in ``version`` a AssignReplicasToDirsRequest to ``out``."""
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_structs(out, obj.directories, _enc_AssignReplicasToDirsRequest_DirectoryData_v0, "AssignReplicasToDirsRequest.directories", False)
+    _w.put_structs(out, obj.directories, _partial(_enc_AssignReplicasToDirsRequest_DirectoryData, version=version), "AssignReplicasToDirsRequest.directories", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest")
 
 
-def _dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end):
-    """Decode AssignReplicasToDirsRequest.DirectoryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AssignReplicasToDirsRequest_DirectoryData(buf, cur, end, version):
+    """Decode AssignReplicasToDirsRequest.DirectoryData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('id', pos, 16, end)
     f_id = _w.uuid_at(buf, pos)
     pos += 16
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AssignReplicasToDirsRequest_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsRequest_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AssignReplicasToDirsRequest_DirectoryData)
     obj.id = f_id
@@ -74,24 +76,24 @@ def _dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end):
     return obj
 
 
-def _enc_AssignReplicasToDirsRequest_DirectoryData_v0(obj, out):
-    """Append the v0 layout of a AssignReplicasToDirsRequest.DirectoryData to ``out``."""
+def _enc_AssignReplicasToDirsRequest_DirectoryData(obj, out, version):
+    """Append in ``version`` a AssignReplicasToDirsRequest.DirectoryData to ``out``."""
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest.DirectoryData expected, got None")
     out += obj.id.bytes
-    _w.put_structs(out, obj.topics, _enc_AssignReplicasToDirsRequest_TopicData_v0, "AssignReplicasToDirsRequest.DirectoryData.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_AssignReplicasToDirsRequest_TopicData, version=version), "AssignReplicasToDirsRequest.DirectoryData.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData")
 
 
-def _dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end):
-    """Decode AssignReplicasToDirsRequest.DirectoryData.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AssignReplicasToDirsRequest_TopicData(buf, cur, end, version):
+    """Decode AssignReplicasToDirsRequest.DirectoryData.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AssignReplicasToDirsRequest_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 5, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 5, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AssignReplicasToDirsRequest_TopicData)
     obj.topic_id = f_topic_id
@@ -101,17 +103,17 @@ def _dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end):
     return obj
 
 
-def _enc_AssignReplicasToDirsRequest_TopicData_v0(obj, out):
-    """Append the v0 layout of a AssignReplicasToDirsRequest.DirectoryData.TopicData to ``out``."""
+def _enc_AssignReplicasToDirsRequest_TopicData(obj, out, version):
+    """Append in ``version`` a AssignReplicasToDirsRequest.DirectoryData.TopicData to ``out``."""
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest.DirectoryData.TopicData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_AssignReplicasToDirsRequest_PartitionData_v0, "AssignReplicasToDirsRequest.DirectoryData.TopicData.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_AssignReplicasToDirsRequest_PartitionData, version=version), "AssignReplicasToDirsRequest.DirectoryData.TopicData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData.TopicData")
 
 
-def _dec_AssignReplicasToDirsRequest_PartitionData_v0(buf, cur, end):
-    """Decode AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AssignReplicasToDirsRequest_PartitionData(buf, cur, end, version):
+    """Decode AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
@@ -125,23 +127,23 @@ def _dec_AssignReplicasToDirsRequest_PartitionData_v0(buf, cur, end):
     return obj
 
 
-def _enc_AssignReplicasToDirsRequest_PartitionData_v0(obj, out):
-    """Append the v0 layout of a AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData to ``out``."""
+def _enc_AssignReplicasToDirsRequest_PartitionData(obj, out, version):
+    """Append in ``version`` a AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData expected, got None")
     out += _S_i.pack(obj.partition_index)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData")
 
 
-def _dec_AssignReplicasToDirsResponse_v0(buf, cur, end):
-    """Decode AssignReplicasToDirsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AssignReplicasToDirsResponse(buf, cur, end, version):
+    """Decode AssignReplicasToDirsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     n_directories, pos = _w.read_compact_length(buf, pos, end, 'directories')
-    f_directories, pos = _w.read_structs(_dec_AssignReplicasToDirsResponse_DirectoryData_v0, buf, cur, pos, end, n_directories, 'directories', 18, 1, False)
+    f_directories, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsResponse_DirectoryData, version=version), buf, cur, pos, end, n_directories, 'directories', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AssignReplicasToDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -152,24 +154,24 @@ def _dec_AssignReplicasToDirsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_AssignReplicasToDirsResponse_v0(obj, out):
-    """Append the v0 layout of a AssignReplicasToDirsResponse to ``out``."""
+def _enc_AssignReplicasToDirsResponse(obj, out, version):
+    """Append in ``version`` a AssignReplicasToDirsResponse to ``out``."""
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.directories, _enc_AssignReplicasToDirsResponse_DirectoryData_v0, "AssignReplicasToDirsResponse.directories", False)
+    _w.put_structs(out, obj.directories, _partial(_enc_AssignReplicasToDirsResponse_DirectoryData, version=version), "AssignReplicasToDirsResponse.directories", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse")
 
 
-def _dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end):
-    """Decode AssignReplicasToDirsResponse.DirectoryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AssignReplicasToDirsResponse_DirectoryData(buf, cur, end, version):
+    """Decode AssignReplicasToDirsResponse.DirectoryData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('id', pos, 16, end)
     f_id = _w.uuid_at(buf, pos)
     pos += 16
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_AssignReplicasToDirsResponse_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsResponse_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AssignReplicasToDirsResponse_DirectoryData)
     obj.id = f_id
@@ -179,24 +181,24 @@ def _dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end):
     return obj
 
 
-def _enc_AssignReplicasToDirsResponse_DirectoryData_v0(obj, out):
-    """Append the v0 layout of a AssignReplicasToDirsResponse.DirectoryData to ``out``."""
+def _enc_AssignReplicasToDirsResponse_DirectoryData(obj, out, version):
+    """Append in ``version`` a AssignReplicasToDirsResponse.DirectoryData to ``out``."""
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse.DirectoryData expected, got None")
     out += obj.id.bytes
-    _w.put_structs(out, obj.topics, _enc_AssignReplicasToDirsResponse_TopicData_v0, "AssignReplicasToDirsResponse.DirectoryData.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_AssignReplicasToDirsResponse_TopicData, version=version), "AssignReplicasToDirsResponse.DirectoryData.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData")
 
 
-def _dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end):
-    """Decode AssignReplicasToDirsResponse.DirectoryData.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AssignReplicasToDirsResponse_TopicData(buf, cur, end, version):
+    """Decode AssignReplicasToDirsResponse.DirectoryData.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_AssignReplicasToDirsResponse_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AssignReplicasToDirsResponse_TopicData)
     obj.topic_id = f_topic_id
@@ -206,17 +208,17 @@ def _dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end):
     return obj
 
 
-def _enc_AssignReplicasToDirsResponse_TopicData_v0(obj, out):
-    """Append the v0 layout of a AssignReplicasToDirsResponse.DirectoryData.TopicData to ``out``."""
+def _enc_AssignReplicasToDirsResponse_TopicData(obj, out, version):
+    """Append in ``version`` a AssignReplicasToDirsResponse.DirectoryData.TopicData to ``out``."""
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse.DirectoryData.TopicData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_AssignReplicasToDirsResponse_PartitionData_v0, "AssignReplicasToDirsResponse.DirectoryData.TopicData.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_AssignReplicasToDirsResponse_PartitionData, version=version), "AssignReplicasToDirsResponse.DirectoryData.TopicData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData.TopicData")
 
 
-def _dec_AssignReplicasToDirsResponse_PartitionData_v0(buf, cur, end):
-    """Decode AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_AssignReplicasToDirsResponse_PartitionData(buf, cur, end, version):
+    """Decode AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
@@ -231,8 +233,8 @@ def _dec_AssignReplicasToDirsResponse_PartitionData_v0(buf, cur, end):
     return obj
 
 
-def _enc_AssignReplicasToDirsResponse_PartitionData_v0(obj, out):
-    """Append the v0 layout of a AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData to ``out``."""
+def _enc_AssignReplicasToDirsResponse_PartitionData(obj, out, version):
+    """Append in ``version`` a AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
@@ -346,8 +348,8 @@ class AssignReplicasToDirsRequest(Message):
         FieldInfo('directories', (0, 0), None, None, True, AssignReplicasToDirsRequest_DirectoryData, None, '[]DirectoryData'),
     )
     DirectoryData = AssignReplicasToDirsRequest_DirectoryData
-    _DECODERS = {0: _dec_AssignReplicasToDirsRequest_v0}
-    _ENCODERS = {0: _enc_AssignReplicasToDirsRequest_v0}
+    _DECODERS = _decoders(_dec_AssignReplicasToDirsRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_AssignReplicasToDirsRequest, range(0, 1))
     API_KEY = 73
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -481,8 +483,8 @@ class AssignReplicasToDirsResponse(Message):
         FieldInfo('directories', (0, 0), None, None, True, AssignReplicasToDirsResponse_DirectoryData, None, '[]DirectoryData'),
     )
     DirectoryData = AssignReplicasToDirsResponse_DirectoryData
-    _DECODERS = {0: _dec_AssignReplicasToDirsResponse_v0}
-    _ENCODERS = {0: _enc_AssignReplicasToDirsResponse_v0}
+    _DECODERS = _decoders(_dec_AssignReplicasToDirsResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_AssignReplicasToDirsResponse, range(0, 1))
     API_KEY = 73
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

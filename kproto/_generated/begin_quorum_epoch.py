@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['BeginQuorumEpochRequest', 'BeginQuorumEpochResponse']
@@ -41,214 +43,195 @@ _RUN_voter_id = (('voter_id', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_BeginQuorumEpochRequest_v0(buf, cur, end):
-    """Decode BeginQuorumEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BeginQuorumEpochRequest(buf, cur, end, version):
+    """Decode BeginQuorumEpochRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_cluster_id, pos, end)
-    n_cluster_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 2, True, True)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_cluster_id, pos, end)
+        n_cluster_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 2, True, True)
+    else:
+        n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
+        f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
     if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
+        if v0_down:
+            raise _w.short_run(_RUN_topics, pos, end)
+        else:
+            raise _w.short_run(_RUN_voter_id, pos, end)
+    if v0_down:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+    else:
+        f_voter_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    f_topics, pos = _w.read_structs(_dec_BeginQuorumEpochRequest_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if v0_down:
+        f_topics, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochRequest_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochRequest_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        n_leader_endpoints, pos = _w.read_compact_length(buf, pos, end, 'leader_endpoints')
+        f_leader_endpoints, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochRequest_LeaderEndpoint, version=version), buf, cur, pos, end, n_leader_endpoints, 'leader_endpoints', 5, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BeginQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
-    obj.voter_id = -1
+    if v0_down:
+        obj.voter_id = -1
+    else:
+        obj.voter_id = f_voter_id
     obj.topics = f_topics
-    obj.leader_endpoints = []
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.leader_endpoints = []
+        obj.unknown_tagged_fields = []
+    else:
+        obj.leader_endpoints = f_leader_endpoints
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_BeginQuorumEpochRequest_v0(obj, out):
-    """Append the v0 layout of a BeginQuorumEpochRequest to ``out``."""
+def _enc_BeginQuorumEpochRequest(obj, out, version):
+    """Append in ``version`` a BeginQuorumEpochRequest to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("BeginQuorumEpochRequest expected, got None")
     f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "BeginQuorumEpochRequest.cluster_id", True)
-    out += _S_h.pack(n_cluster_id)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("BeginQuorumEpochRequest.topics")
+    if v0_down:
+        out += _S_h.pack(n_cluster_id)
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_BeginQuorumEpochRequest_TopicData_v0(item, out)
-
-
-def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
-    """Decode BeginQuorumEpochRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_voter_id, pos, end)
-    f_voter_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_BeginQuorumEpochRequest_TopicData_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    n_leader_endpoints, pos = _w.read_compact_length(buf, pos, end, 'leader_endpoints')
-    f_leader_endpoints, pos = _w.read_structs(_dec_BeginQuorumEpochRequest_LeaderEndpoint_v1, buf, cur, pos, end, n_leader_endpoints, 'leader_endpoints', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BeginQuorumEpochRequest)
-    obj.cluster_id = f_cluster_id
-    obj.voter_id = f_voter_id
-    obj.topics = f_topics
-    obj.leader_endpoints = f_leader_endpoints
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_BeginQuorumEpochRequest_v1(obj, out):
-    """Append the v1 layout of a BeginQuorumEpochRequest to ``out``."""
-    if obj is None:
-        raise TypeError("BeginQuorumEpochRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "BeginQuorumEpochRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
-    out += _S_i.pack(obj.voter_id)
-    _w.put_structs(out, obj.topics, _enc_BeginQuorumEpochRequest_TopicData_v1, "BeginQuorumEpochRequest.topics", False)
-    _w.put_structs(out, obj.leader_endpoints, _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1, "BeginQuorumEpochRequest.leader_endpoints", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest")
+    if v0_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("BeginQuorumEpochRequest.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_i.pack(n_topics)
+        for item in f_topics:
+            _enc_BeginQuorumEpochRequest_TopicData(item, out, version)
+    else:
+        out += _S_i.pack(obj.voter_id)
+        _w.put_structs(out, obj.topics, _partial(_enc_BeginQuorumEpochRequest_TopicData, version=version), "BeginQuorumEpochRequest.topics", False)
+        _w.put_structs(out, obj.leader_endpoints, _partial(_enc_BeginQuorumEpochRequest_LeaderEndpoint, version=version), "BeginQuorumEpochRequest.leader_endpoints", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest")
 
 
-def _dec_BeginQuorumEpochRequest_TopicData_v0(buf, cur, end):
-    """Decode BeginQuorumEpochRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BeginQuorumEpochRequest_TopicData(buf, cur, end, version):
+    """Decode BeginQuorumEpochRequest.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_BeginQuorumEpochRequest_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 12, 4, False)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partitions, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 12, 4, False)
+    else:
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 29, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BeginQuorumEpochRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_BeginQuorumEpochRequest_TopicData_v0(obj, out):
-    """Append the v0 layout of a BeginQuorumEpochRequest.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("BeginQuorumEpochRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "BeginQuorumEpochRequest.TopicData.topic_name", False)
-    out += _S_h.pack(n_topic_name)
-    if n_topic_name > 0:
-        out += f_topic_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("BeginQuorumEpochRequest.TopicData.partitions")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_BeginQuorumEpochRequest_PartitionData_v0(item, out)
-
-
-def _dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end):
-    """Decode BeginQuorumEpochRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_BeginQuorumEpochRequest_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 29, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BeginQuorumEpochRequest_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_BeginQuorumEpochRequest_TopicData_v1(obj, out):
-    """Append the v1 layout of a BeginQuorumEpochRequest.TopicData to ``out``."""
+def _enc_BeginQuorumEpochRequest_TopicData(obj, out, version):
+    """Append in ``version`` a BeginQuorumEpochRequest.TopicData to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("BeginQuorumEpochRequest.TopicData expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "BeginQuorumEpochRequest.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    if v0_down:
+        out += _S_h.pack(n_topic_name)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_BeginQuorumEpochRequest_PartitionData_v1, "BeginQuorumEpochRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData")
+    if v0_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("BeginQuorumEpochRequest.TopicData.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_BeginQuorumEpochRequest_PartitionData(item, out, version)
+    else:
+        _w.put_structs(out, obj.partitions, _partial(_enc_BeginQuorumEpochRequest_PartitionData, version=version), "BeginQuorumEpochRequest.TopicData.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData")
 
 
-def _dec_BeginQuorumEpochRequest_PartitionData_v0(buf, cur, end):
-    """Decode BeginQuorumEpochRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BeginQuorumEpochRequest_PartitionData(buf, cur, end, version):
+    """Decode BeginQuorumEpochRequest.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-    f_partition_index, f_leader_id, f_leader_epoch = _S_iii.unpack_from(buf, pos)
-    pos += 12
+    if v0_down:
+        if end - pos < 12:
+            raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+        f_partition_index, f_leader_id, f_leader_epoch = _S_iii.unpack_from(buf, pos)
+        pos += 12
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partition_index, pos, end)
+        f_partition_index = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if end - pos < 16:
+            raise _w.short_read('voter_directory_id', pos, 16, end)
+        f_voter_directory_id = _w.uuid_at(buf, pos)
+        pos += 16
+        if end - pos < 8:
+            raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
+        f_leader_id, f_leader_epoch = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BeginQuorumEpochRequest_PartitionData)
     obj.partition_index = f_partition_index
-    obj.voter_directory_id = _w.ZERO_UUID
+    if v0_down:
+        obj.voter_directory_id = _w.ZERO_UUID
+    else:
+        obj.voter_directory_id = f_voter_directory_id
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_BeginQuorumEpochRequest_PartitionData_v0(obj, out):
-    """Append the v0 layout of a BeginQuorumEpochRequest.TopicData.PartitionData to ``out``."""
+def _enc_BeginQuorumEpochRequest_PartitionData(obj, out, version):
+    """Append in ``version`` a BeginQuorumEpochRequest.TopicData.PartitionData to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("BeginQuorumEpochRequest.TopicData.PartitionData expected, got None")
-    out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
+    if v0_down:
+        out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
+    else:
+        out += _S_i.pack(obj.partition_index)
+        out += obj.voter_directory_id.bytes
+        out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData.PartitionData")
 
 
-def _dec_BeginQuorumEpochRequest_PartitionData_v1(buf, cur, end):
-    """Decode BeginQuorumEpochRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if end - pos < 16:
-        raise _w.short_read('voter_directory_id', pos, 16, end)
-    f_voter_directory_id = _w.uuid_at(buf, pos)
-    pos += 16
-    if end - pos < 8:
-        raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
-    f_leader_id, f_leader_epoch = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BeginQuorumEpochRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.voter_directory_id = f_voter_directory_id
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_BeginQuorumEpochRequest_PartitionData_v1(obj, out):
-    """Append the v1 layout of a BeginQuorumEpochRequest.TopicData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("BeginQuorumEpochRequest.TopicData.PartitionData expected, got None")
-    out += _S_i.pack(obj.partition_index)
-    out += obj.voter_directory_id.bytes
-    out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData.PartitionData")
-
-
-def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
-    """Decode BeginQuorumEpochRequest.LeaderEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BeginQuorumEpochRequest_LeaderEndpoint(buf, cur, end, version):
+    """Decode BeginQuorumEpochRequest.LeaderEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -268,8 +251,8 @@ def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
     return obj
 
 
-def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
-    """Append the v1 layout of a BeginQuorumEpochRequest.LeaderEndpoint to ``out``."""
+def _enc_BeginQuorumEpochRequest_LeaderEndpoint(obj, out, version):
+    """Append in ``version`` a BeginQuorumEpochRequest.LeaderEndpoint to ``out``."""
     if obj is None:
         raise TypeError("BeginQuorumEpochRequest.LeaderEndpoint expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "BeginQuorumEpochRequest.LeaderEndpoint.name", False)
@@ -284,206 +267,173 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.LeaderEndpoint")
 
 
-def _dec_BeginQuorumEpochResponse_v0(buf, cur, end):
-    """Decode BeginQuorumEpochResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BeginQuorumEpochResponse(buf, cur, end, version):
+    """Decode BeginQuorumEpochResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_error_code__topics, pos, end)
-    f_error_code, n_topics = _S_hi.unpack_from(buf, pos)
-    pos += 6
-    f_topics, pos = _w.read_structs(_dec_BeginQuorumEpochResponse_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if v0_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_error_code__topics, pos, end)
+        f_error_code, n_topics = _S_hi.unpack_from(buf, pos)
+        pos += 6
+        f_topics, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochResponse_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochResponse_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        f_node_endpoints = []
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+            for tag, pos, t_end in spans:
+                if tag == 0:
+                    n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
+                    f_node_endpoints, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochResponse_NodeEndpoint, version=version), buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
+            pos = after
     obj = _new(BeginQuorumEpochResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.node_endpoints = []
+        obj.unknown_tagged_fields = []
+    else:
+        obj.node_endpoints = f_node_endpoints
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_BeginQuorumEpochResponse_v0(obj, out):
-    """Append the v0 layout of a BeginQuorumEpochResponse to ``out``."""
+def _enc_BeginQuorumEpochResponse(obj, out, version):
+    """Append in ``version`` a BeginQuorumEpochResponse to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("BeginQuorumEpochResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("BeginQuorumEpochResponse.node_endpoints", 0, "1")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("BeginQuorumEpochResponse.topics")
+    if v0_down:
+        if obj.node_endpoints:
+            raise _w.not_in_version("BeginQuorumEpochResponse.node_endpoints", 0, "1")
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("BeginQuorumEpochResponse.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_hi.pack(obj.error_code, n_topics)
+        for item in f_topics:
+            _enc_BeginQuorumEpochResponse_TopicData(item, out, version)
     else:
-        n_topics = len(f_topics)
-    out += _S_hi.pack(obj.error_code, n_topics)
-    for item in f_topics:
-        _enc_BeginQuorumEpochResponse_TopicData_v0(item, out)
+        out += _S_h.pack(obj.error_code)
+        _w.put_structs(out, obj.topics, _partial(_enc_BeginQuorumEpochResponse_TopicData, version=version), "BeginQuorumEpochResponse.topics", False)
+        known = []
+        if obj.node_endpoints != []:
+            t = bytearray()
+            _w.put_structs(t, obj.node_endpoints, _partial(_enc_BeginQuorumEpochResponse_NodeEndpoint, version=version), "BeginQuorumEpochResponse.node_endpoints", False)
+            known.append((0, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "BeginQuorumEpochResponse")
+        else:
+            out.append(0)
 
 
-def _dec_BeginQuorumEpochResponse_v1(buf, cur, end):
-    """Decode BeginQuorumEpochResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BeginQuorumEpochResponse_TopicData(buf, cur, end, version):
+    """Decode BeginQuorumEpochResponse.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_BeginQuorumEpochResponse_TopicData_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    f_node_endpoints = []
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partitions, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
-                f_node_endpoints, pos = _w.read_structs(_dec_BeginQuorumEpochResponse_NodeEndpoint_v1, buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
-        pos = after
-    obj = _new(BeginQuorumEpochResponse)
-    obj.error_code = f_error_code
-    obj.topics = f_topics
-    obj.node_endpoints = f_node_endpoints
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_BeginQuorumEpochResponse_v1(obj, out):
-    """Append the v1 layout of a BeginQuorumEpochResponse to ``out``."""
-    if obj is None:
-        raise TypeError("BeginQuorumEpochResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_BeginQuorumEpochResponse_TopicData_v1, "BeginQuorumEpochResponse.topics", False)
-    known = []
-    if obj.node_endpoints != []:
-        t = bytearray()
-        _w.put_structs(t, obj.node_endpoints, _enc_BeginQuorumEpochResponse_NodeEndpoint_v1, "BeginQuorumEpochResponse.node_endpoints", False)
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "BeginQuorumEpochResponse")
-    else:
-        out.append(0)
-
-
-def _dec_BeginQuorumEpochResponse_TopicData_v0(buf, cur, end):
-    """Decode BeginQuorumEpochResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_BeginQuorumEpochResponse_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BeginQuorumEpochResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_BeginQuorumEpochResponse_TopicData_v0(obj, out):
-    """Append the v0 layout of a BeginQuorumEpochResponse.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("BeginQuorumEpochResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "BeginQuorumEpochResponse.TopicData.topic_name", False)
-    out += _S_h.pack(n_topic_name)
-    if n_topic_name > 0:
-        out += f_topic_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("BeginQuorumEpochResponse.TopicData.partitions")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_BeginQuorumEpochResponse_PartitionData_v0(item, out)
-
-
-def _dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end):
-    """Decode BeginQuorumEpochResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_BeginQuorumEpochResponse_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BeginQuorumEpochResponse_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_BeginQuorumEpochResponse_TopicData_v1(obj, out):
-    """Append the v1 layout of a BeginQuorumEpochResponse.TopicData to ``out``."""
+def _enc_BeginQuorumEpochResponse_TopicData(obj, out, version):
+    """Append in ``version`` a BeginQuorumEpochResponse.TopicData to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("BeginQuorumEpochResponse.TopicData expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "BeginQuorumEpochResponse.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    if v0_down:
+        out += _S_h.pack(n_topic_name)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_BeginQuorumEpochResponse_PartitionData_v1, "BeginQuorumEpochResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.TopicData")
+    if v0_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("BeginQuorumEpochResponse.TopicData.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_BeginQuorumEpochResponse_PartitionData(item, out, version)
+    else:
+        _w.put_structs(out, obj.partitions, _partial(_enc_BeginQuorumEpochResponse_PartitionData, version=version), "BeginQuorumEpochResponse.TopicData.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.TopicData")
 
 
-def _dec_BeginQuorumEpochResponse_PartitionData_v0(buf, cur, end):
-    """Decode BeginQuorumEpochResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BeginQuorumEpochResponse_PartitionData(buf, cur, end, version):
+    """Decode BeginQuorumEpochResponse.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
+    if v1_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BeginQuorumEpochResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_BeginQuorumEpochResponse_PartitionData_v0(obj, out):
-    """Append the v0 layout of a BeginQuorumEpochResponse.TopicData.PartitionData to ``out``."""
+def _enc_BeginQuorumEpochResponse_PartitionData(obj, out, version):
+    """Append in ``version`` a BeginQuorumEpochResponse.TopicData.PartitionData to ``out``."""
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("BeginQuorumEpochResponse.TopicData.PartitionData expected, got None")
     out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.TopicData.PartitionData")
 
 
-def _dec_BeginQuorumEpochResponse_PartitionData_v1(buf, cur, end):
-    """Decode BeginQuorumEpochResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
-    f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
-    pos += 14
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BeginQuorumEpochResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_BeginQuorumEpochResponse_PartitionData_v1(obj, out):
-    """Append the v1 layout of a BeginQuorumEpochResponse.TopicData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("BeginQuorumEpochResponse.TopicData.PartitionData expected, got None")
-    out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.TopicData.PartitionData")
-
-
-def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
-    """Decode BeginQuorumEpochResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BeginQuorumEpochResponse_NodeEndpoint(buf, cur, end, version):
+    """Decode BeginQuorumEpochResponse.NodeEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
@@ -505,8 +455,8 @@ def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
     return obj
 
 
-def _enc_BeginQuorumEpochResponse_NodeEndpoint_v1(obj, out):
-    """Append the v1 layout of a BeginQuorumEpochResponse.NodeEndpoint to ``out``."""
+def _enc_BeginQuorumEpochResponse_NodeEndpoint(obj, out, version):
+    """Append in ``version`` a BeginQuorumEpochResponse.NodeEndpoint to ``out``."""
     if obj is None:
         raise TypeError("BeginQuorumEpochResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
@@ -643,8 +593,8 @@ class BeginQuorumEpochRequest(Message):
     )
     TopicData = BeginQuorumEpochRequest_TopicData
     LeaderEndpoint = BeginQuorumEpochRequest_LeaderEndpoint
-    _DECODERS = {0: _dec_BeginQuorumEpochRequest_v0, 1: _dec_BeginQuorumEpochRequest_v1}
-    _ENCODERS = {0: _enc_BeginQuorumEpochRequest_v0, 1: _enc_BeginQuorumEpochRequest_v1}
+    _DECODERS = _decoders(_dec_BeginQuorumEpochRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_BeginQuorumEpochRequest, range(0, 2))
     API_KEY = 53
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -792,8 +742,8 @@ class BeginQuorumEpochResponse(Message):
     )
     TopicData = BeginQuorumEpochResponse_TopicData
     NodeEndpoint = BeginQuorumEpochResponse_NodeEndpoint
-    _DECODERS = {0: _dec_BeginQuorumEpochResponse_v0, 1: _dec_BeginQuorumEpochResponse_v1}
-    _ENCODERS = {0: _enc_BeginQuorumEpochResponse_v0, 1: _enc_BeginQuorumEpochResponse_v1}
+    _DECODERS = _decoders(_dec_BeginQuorumEpochResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_BeginQuorumEpochResponse, range(0, 2))
     API_KEY = 53
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

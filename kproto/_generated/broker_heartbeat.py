@@ -12,6 +12,7 @@ from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, FieldInfo, Message, Struct
 
 __all__ = ['BrokerHeartbeatRequest', 'BrokerHeartbeatResponse']
@@ -27,8 +28,12 @@ _RUN_throttle_time_ms__should_shut_down = (('throttle_time_ms', 0, 4), ('error_c
 _new = Struct.__new__
 
 
-def _dec_BrokerHeartbeatRequest_v0(buf, cur, end):
-    """Decode BrokerHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BrokerHeartbeatRequest(buf, cur, end, version):
+    """Decode BrokerHeartbeatRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_up = version >= 1
+    v2_up = version >= 2
     pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_broker_id__want_shut_down, pos, end)
@@ -40,190 +45,126 @@ def _dec_BrokerHeartbeatRequest_v0(buf, cur, end):
     if f_want_shut_down != 0 and f_want_shut_down != 1:
         raise _w.bad_bool('want_shut_down', pos - 1, f_want_shut_down)
     b_want_shut_down = f_want_shut_down == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
-    obj = _new(BrokerHeartbeatRequest)
-    obj.broker_id = f_broker_id
-    obj.broker_epoch = f_broker_epoch
-    obj.current_metadata_offset = f_current_metadata_offset
-    obj.want_fence = b_want_fence
-    obj.want_shut_down = b_want_shut_down
-    obj.offline_log_dirs = []
-    obj.cordoned_log_dirs = None
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_BrokerHeartbeatRequest_v0(obj, out):
-    """Append the v0 layout of a BrokerHeartbeatRequest to ``out``."""
-    if obj is None:
-        raise TypeError("BrokerHeartbeatRequest expected, got None")
-    if obj.offline_log_dirs:
-        raise _w.not_in_version("BrokerHeartbeatRequest.offline_log_dirs", 0, "1-2")
-    if obj.cordoned_log_dirs is not None:
-        raise _w.not_in_version("BrokerHeartbeatRequest.cordoned_log_dirs", 0, "2")
-    out += _S_iqqBB.pack(obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerHeartbeatRequest")
-
-
-def _dec_BrokerHeartbeatRequest_v1(buf, cur, end):
-    """Decode BrokerHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 22:
-        raise _w.short_run(_RUN_broker_id__want_shut_down, pos, end)
-    f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down = _S_iqqbb.unpack_from(buf, pos)
-    pos += 22
-    if f_want_fence != 0 and f_want_fence != 1:
-        raise _w.bad_bool('want_fence', pos - 2, f_want_fence)
-    b_want_fence = f_want_fence == 1
-    if f_want_shut_down != 0 and f_want_shut_down != 1:
-        raise _w.bad_bool('want_shut_down', pos - 1, f_want_shut_down)
-    b_want_shut_down = f_want_shut_down == 1
-    f_offline_log_dirs = []
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
+    if v0_down:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                n_offline_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'offline_log_dirs')
-                if n_offline_log_dirs < 0 or n_offline_log_dirs > (t_end - pos) // 16:
-                    raise _w.bad_count('offline_log_dirs', pos - 1, n_offline_log_dirs, t_end, 16, 1)
-                f_offline_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_offline_log_dirs)]
-                pos += n_offline_log_dirs * 16
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
-        pos = after
-    obj = _new(BrokerHeartbeatRequest)
-    obj.broker_id = f_broker_id
-    obj.broker_epoch = f_broker_epoch
-    obj.current_metadata_offset = f_current_metadata_offset
-    obj.want_fence = b_want_fence
-    obj.want_shut_down = b_want_shut_down
-    obj.offline_log_dirs = f_offline_log_dirs
-    obj.cordoned_log_dirs = None
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_BrokerHeartbeatRequest_v1(obj, out):
-    """Append the v1 layout of a BrokerHeartbeatRequest to ``out``."""
-    if obj is None:
-        raise TypeError("BrokerHeartbeatRequest expected, got None")
-    if obj.cordoned_log_dirs is not None:
-        raise _w.not_in_version("BrokerHeartbeatRequest.cordoned_log_dirs", 1, "2")
-    out += _S_iqqBB.pack(obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down)
-    known = []
-    if obj.offline_log_dirs != []:
-        t = bytearray()
-        f_offline_log_dirs = obj.offline_log_dirs
-        if f_offline_log_dirs is None:
-            raise _w.not_nullable("BrokerHeartbeatRequest.offline_log_dirs")
+        f_offline_log_dirs = []
+    if v2_up:
+        f_cordoned_log_dirs = None
+    if v1_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
         else:
-            n_offline_log_dirs = len(f_offline_log_dirs)
-        _w.put_uvarint(t, n_offline_log_dirs + 1)
-        for item in f_offline_log_dirs:
-            t += item.bytes
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "BrokerHeartbeatRequest")
-    else:
-        out.append(0)
-
-
-def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
-    """Decode BrokerHeartbeatRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 22:
-        raise _w.short_run(_RUN_broker_id__want_shut_down, pos, end)
-    f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down = _S_iqqbb.unpack_from(buf, pos)
-    pos += 22
-    if f_want_fence != 0 and f_want_fence != 1:
-        raise _w.bad_bool('want_fence', pos - 2, f_want_fence)
-    b_want_fence = f_want_fence == 1
-    if f_want_shut_down != 0 and f_want_shut_down != 1:
-        raise _w.bad_bool('want_shut_down', pos - 1, f_want_shut_down)
-    b_want_shut_down = f_want_shut_down == 1
-    f_offline_log_dirs = []
-    f_cordoned_log_dirs = None
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                n_offline_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'offline_log_dirs')
-                if n_offline_log_dirs < 0 or n_offline_log_dirs > (t_end - pos) // 16:
-                    raise _w.bad_count('offline_log_dirs', pos - 1, n_offline_log_dirs, t_end, 16, 1)
-                f_offline_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_offline_log_dirs)]
-                pos += n_offline_log_dirs * 16
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
-            elif tag == 1:
-                n_cordoned_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'cordoned_log_dirs')
-                if n_cordoned_log_dirs == -1:
-                    f_cordoned_log_dirs = None
-                elif n_cordoned_log_dirs < 0 or n_cordoned_log_dirs > (t_end - pos) // 16:
-                    raise _w.bad_count('cordoned_log_dirs', pos - 1, n_cordoned_log_dirs, t_end, 16, 1)
+            if v1_down:
+                unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
+            else:
+                unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
+            for tag, pos, t_end in spans:
+                if v1_down:
+                    if tag == 0:
+                        n_offline_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'offline_log_dirs')
+                        if n_offline_log_dirs < 0 or n_offline_log_dirs > (t_end - pos) // 16:
+                            raise _w.bad_count('offline_log_dirs', pos - 1, n_offline_log_dirs, t_end, 16, 1)
+                        f_offline_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_offline_log_dirs)]
+                        pos += n_offline_log_dirs * 16
+                        if pos != t_end:
+                            raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
                 else:
-                    f_cordoned_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_cordoned_log_dirs)]
-                    pos += n_cordoned_log_dirs * 16
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('cordoned_log_dirs', 1, pos, t_end)
-        pos = after
+                    if tag == 0:
+                        n_offline_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'offline_log_dirs')
+                        if n_offline_log_dirs < 0 or n_offline_log_dirs > (t_end - pos) // 16:
+                            raise _w.bad_count('offline_log_dirs', pos - 1, n_offline_log_dirs, t_end, 16, 1)
+                        f_offline_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_offline_log_dirs)]
+                        pos += n_offline_log_dirs * 16
+                        if pos != t_end:
+                            raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
+                    elif tag == 1:
+                        n_cordoned_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'cordoned_log_dirs')
+                        if n_cordoned_log_dirs == -1:
+                            f_cordoned_log_dirs = None
+                        elif n_cordoned_log_dirs < 0 or n_cordoned_log_dirs > (t_end - pos) // 16:
+                            raise _w.bad_count('cordoned_log_dirs', pos - 1, n_cordoned_log_dirs, t_end, 16, 1)
+                        else:
+                            f_cordoned_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_cordoned_log_dirs)]
+                            pos += n_cordoned_log_dirs * 16
+                        if pos != t_end:
+                            raise _w.tag_size_mismatch('cordoned_log_dirs', 1, pos, t_end)
+            pos = after
     obj = _new(BrokerHeartbeatRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.current_metadata_offset = f_current_metadata_offset
     obj.want_fence = b_want_fence
     obj.want_shut_down = b_want_shut_down
-    obj.offline_log_dirs = f_offline_log_dirs
-    obj.cordoned_log_dirs = f_cordoned_log_dirs
+    if v0_down:
+        obj.offline_log_dirs = []
+    else:
+        obj.offline_log_dirs = f_offline_log_dirs
+    if v1_down:
+        obj.cordoned_log_dirs = None
+    else:
+        obj.cordoned_log_dirs = f_cordoned_log_dirs
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_BrokerHeartbeatRequest_v2(obj, out):
-    """Append the v2 layout of a BrokerHeartbeatRequest to ``out``."""
+def _enc_BrokerHeartbeatRequest(obj, out, version):
+    """Append in ``version`` a BrokerHeartbeatRequest to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_up = version >= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("BrokerHeartbeatRequest expected, got None")
+    if v0_down:
+        if obj.offline_log_dirs:
+            raise _w.not_in_version("BrokerHeartbeatRequest.offline_log_dirs", 0, "1-2")
+    if v1_down:
+        if obj.cordoned_log_dirs is not None:
+            if v0_down:
+                raise _w.not_in_version("BrokerHeartbeatRequest.cordoned_log_dirs", 0, "2")
+            else:
+                raise _w.not_in_version("BrokerHeartbeatRequest.cordoned_log_dirs", 1, "2")
     out += _S_iqqBB.pack(obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down)
-    known = []
-    if obj.offline_log_dirs != []:
-        t = bytearray()
-        f_offline_log_dirs = obj.offline_log_dirs
-        if f_offline_log_dirs is None:
-            raise _w.not_nullable("BrokerHeartbeatRequest.offline_log_dirs")
-        else:
-            n_offline_log_dirs = len(f_offline_log_dirs)
-        _w.put_uvarint(t, n_offline_log_dirs + 1)
-        for item in f_offline_log_dirs:
-            t += item.bytes
-        known.append((0, t))
-    if obj.cordoned_log_dirs is not None:
-        t = bytearray()
-        f_cordoned_log_dirs = obj.cordoned_log_dirs
-        if f_cordoned_log_dirs is None:
-            n_cordoned_log_dirs = -1
-        else:
-            n_cordoned_log_dirs = len(f_cordoned_log_dirs)
-        _w.put_uvarint(t, n_cordoned_log_dirs + 1)
-        if n_cordoned_log_dirs > 0:
-            for item in f_cordoned_log_dirs:
-                t += item.bytes
-        known.append((1, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "BrokerHeartbeatRequest")
+    if v0_down:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerHeartbeatRequest")
     else:
-        out.append(0)
+        known = []
+        if obj.offline_log_dirs != []:
+            t = bytearray()
+            f_offline_log_dirs = obj.offline_log_dirs
+            if f_offline_log_dirs is None:
+                raise _w.not_nullable("BrokerHeartbeatRequest.offline_log_dirs")
+            else:
+                n_offline_log_dirs = len(f_offline_log_dirs)
+            _w.put_uvarint(t, n_offline_log_dirs + 1)
+            for item in f_offline_log_dirs:
+                t += item.bytes
+            known.append((0, t))
+    if v2_up:
+        if obj.cordoned_log_dirs is not None:
+            t = bytearray()
+            f_cordoned_log_dirs = obj.cordoned_log_dirs
+            if f_cordoned_log_dirs is None:
+                n_cordoned_log_dirs = -1
+            else:
+                n_cordoned_log_dirs = len(f_cordoned_log_dirs)
+            _w.put_uvarint(t, n_cordoned_log_dirs + 1)
+            if n_cordoned_log_dirs > 0:
+                for item in f_cordoned_log_dirs:
+                    t += item.bytes
+            known.append((1, t))
+    if v1_up:
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "BrokerHeartbeatRequest")
+        else:
+            out.append(0)
 
 
-def _dec_BrokerHeartbeatResponse_v0(buf, cur, end):
-    """Decode BrokerHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BrokerHeartbeatResponse(buf, cur, end, version):
+    """Decode BrokerHeartbeatResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 9:
         raise _w.short_run(_RUN_throttle_time_ms__should_shut_down, pos, end)
@@ -250,8 +191,8 @@ def _dec_BrokerHeartbeatResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_BrokerHeartbeatResponse_v0(obj, out):
-    """Append the v0 layout of a BrokerHeartbeatResponse to ``out``."""
+def _enc_BrokerHeartbeatResponse(obj, out, version):
+    """Append in ``version`` a BrokerHeartbeatResponse to ``out``."""
     if obj is None:
         raise TypeError("BrokerHeartbeatResponse expected, got None")
     out += _S_ihBBB.pack(obj.throttle_time_ms, obj.error_code, obj.is_caught_up, obj.is_fenced, obj.should_shut_down)
@@ -287,8 +228,8 @@ class BrokerHeartbeatRequest(Message):
         FieldInfo('offline_log_dirs', (1, 2), 0, None, True, None, None, '[]uuid'),
         FieldInfo('cordoned_log_dirs', (2, 2), 1, None, True, None, (2, 2), '[]uuid'),
     )
-    _DECODERS = {0: _dec_BrokerHeartbeatRequest_v0, 1: _dec_BrokerHeartbeatRequest_v1, 2: _dec_BrokerHeartbeatRequest_v2}
-    _ENCODERS = {0: _enc_BrokerHeartbeatRequest_v0, 1: _enc_BrokerHeartbeatRequest_v1, 2: _enc_BrokerHeartbeatRequest_v2}
+    _DECODERS = _decoders(_dec_BrokerHeartbeatRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_BrokerHeartbeatRequest, range(0, 3))
     API_KEY = 63
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -344,10 +285,8 @@ class BrokerHeartbeatResponse(Message):
         FieldInfo('is_fenced', (0, 2), None, None, False, None, None, 'bool'),
         FieldInfo('should_shut_down', (0, 2), None, None, False, None, None, 'bool'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the request only.
-    _DECODERS = {0: _dec_BrokerHeartbeatResponse_v0, 1: _dec_BrokerHeartbeatResponse_v0, 2: _dec_BrokerHeartbeatResponse_v0}
-    _ENCODERS = {0: _enc_BrokerHeartbeatResponse_v0, 1: _enc_BrokerHeartbeatResponse_v0, 2: _enc_BrokerHeartbeatResponse_v0}
+    _DECODERS = _decoders(_dec_BrokerHeartbeatResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_BrokerHeartbeatResponse, range(0, 3))
     API_KEY = 63
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

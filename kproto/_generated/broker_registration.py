@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['BrokerRegistrationRequest', 'BrokerRegistrationResponse']
@@ -34,8 +36,14 @@ _RUN_throttle_time_ms__broker_epoch = (('throttle_time_ms', 0, 4), ('error_code'
 _new = Struct.__new__
 
 
-def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
-    """Decode BrokerRegistrationRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BrokerRegistrationRequest(buf, cur, end, version):
+    """Decode BrokerRegistrationRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v2_up = version >= 2
+    v3_up = version >= 3
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
@@ -48,11 +56,30 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     f_incarnation_id = _w.uuid_at(buf, pos)
     pos += 16
     n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_dec_BrokerRegistrationRequest_Listener_v0, buf, cur, pos, end, n_listeners, 'listeners', 7, 1, False)
+    f_listeners, pos = _w.read_structs(_partial(_dec_BrokerRegistrationRequest_Listener, version=version), buf, cur, pos, end, n_listeners, 'listeners', 7, 1, False)
     n_features, pos = _w.read_compact_length(buf, pos, end, 'features')
-    f_features, pos = _w.read_structs(_dec_BrokerRegistrationRequest_Feature_v0, buf, cur, pos, end, n_features, 'features', 6, 1, False)
+    f_features, pos = _w.read_structs(_partial(_dec_BrokerRegistrationRequest_Feature, version=version), buf, cur, pos, end, n_features, 'features', 6, 1, False)
     n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
     f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
+    if v1_up:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_is_migrating_zk_broker, pos, end)
+        f_is_migrating_zk_broker = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        if f_is_migrating_zk_broker != 0 and f_is_migrating_zk_broker != 1:
+            raise _w.bad_bool('is_migrating_zk_broker', pos - 1, f_is_migrating_zk_broker)
+        b_is_migrating_zk_broker = f_is_migrating_zk_broker == 1
+    if v2_up:
+        n_log_dirs, pos = _w.read_compact_length(buf, pos, end, 'log_dirs')
+        if n_log_dirs < 0 or n_log_dirs > (end - pos) // 16:
+            raise _w.bad_count('log_dirs', pos - 1, n_log_dirs, end, 16, 1)
+        f_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_log_dirs)]
+        pos += n_log_dirs * 16
+    if v3_up:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_previous_broker_epoch, pos, end)
+        f_previous_broker_epoch = _S_q.unpack_from(buf, pos)[0]
+        pos += 8
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BrokerRegistrationRequest)
     obj.broker_id = f_broker_id
@@ -61,254 +88,64 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     obj.listeners = f_listeners
     obj.features = f_features
     obj.rack = f_rack
-    obj.is_migrating_zk_broker = False
-    obj.log_dirs = []
-    obj.previous_broker_epoch = -1
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_BrokerRegistrationRequest_v0(obj, out):
-    """Append the v0 layout of a BrokerRegistrationRequest to ``out``."""
-    if obj is None:
-        raise TypeError("BrokerRegistrationRequest expected, got None")
-    if obj.is_migrating_zk_broker != False:
-        raise _w.not_in_version("BrokerRegistrationRequest.is_migrating_zk_broker", 0, "1-4")
-    out += _S_i.pack(obj.broker_id)
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "BrokerRegistrationRequest.cluster_id", False)
-    _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += obj.incarnation_id.bytes
-    _w.put_structs(out, obj.listeners, _enc_BrokerRegistrationRequest_Listener_v0, "BrokerRegistrationRequest.listeners", False)
-    _w.put_structs(out, obj.features, _enc_BrokerRegistrationRequest_Feature_v0, "BrokerRegistrationRequest.features", False)
-    f_rack, n_rack = _w.encode_text(obj.rack, "BrokerRegistrationRequest.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
-    if n_rack > 0:
-        out += f_rack
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
-
-
-def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
-    """Decode BrokerRegistrationRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_broker_id, pos, end)
-    f_broker_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, False, True)
-    if end - pos < 16:
-        raise _w.short_read('incarnation_id', pos, 16, end)
-    f_incarnation_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_dec_BrokerRegistrationRequest_Listener_v0, buf, cur, pos, end, n_listeners, 'listeners', 7, 1, False)
-    n_features, pos = _w.read_compact_length(buf, pos, end, 'features')
-    f_features, pos = _w.read_structs(_dec_BrokerRegistrationRequest_Feature_v0, buf, cur, pos, end, n_features, 'features', 6, 1, False)
-    n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_is_migrating_zk_broker, pos, end)
-    f_is_migrating_zk_broker = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_is_migrating_zk_broker != 0 and f_is_migrating_zk_broker != 1:
-        raise _w.bad_bool('is_migrating_zk_broker', pos - 1, f_is_migrating_zk_broker)
-    b_is_migrating_zk_broker = f_is_migrating_zk_broker == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BrokerRegistrationRequest)
-    obj.broker_id = f_broker_id
-    obj.cluster_id = f_cluster_id
-    obj.incarnation_id = f_incarnation_id
-    obj.listeners = f_listeners
-    obj.features = f_features
-    obj.rack = f_rack
-    obj.is_migrating_zk_broker = b_is_migrating_zk_broker
-    obj.log_dirs = []
-    obj.previous_broker_epoch = -1
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_BrokerRegistrationRequest_v1(obj, out):
-    """Append the v1 layout of a BrokerRegistrationRequest to ``out``."""
-    if obj is None:
-        raise TypeError("BrokerRegistrationRequest expected, got None")
-    out += _S_i.pack(obj.broker_id)
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "BrokerRegistrationRequest.cluster_id", False)
-    _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += obj.incarnation_id.bytes
-    _w.put_structs(out, obj.listeners, _enc_BrokerRegistrationRequest_Listener_v0, "BrokerRegistrationRequest.listeners", False)
-    _w.put_structs(out, obj.features, _enc_BrokerRegistrationRequest_Feature_v0, "BrokerRegistrationRequest.features", False)
-    f_rack, n_rack = _w.encode_text(obj.rack, "BrokerRegistrationRequest.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
-    if n_rack > 0:
-        out += f_rack
-    out += _S_B.pack(obj.is_migrating_zk_broker)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
-
-
-def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
-    """Decode BrokerRegistrationRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_broker_id, pos, end)
-    f_broker_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, False, True)
-    if end - pos < 16:
-        raise _w.short_read('incarnation_id', pos, 16, end)
-    f_incarnation_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_dec_BrokerRegistrationRequest_Listener_v0, buf, cur, pos, end, n_listeners, 'listeners', 7, 1, False)
-    n_features, pos = _w.read_compact_length(buf, pos, end, 'features')
-    f_features, pos = _w.read_structs(_dec_BrokerRegistrationRequest_Feature_v0, buf, cur, pos, end, n_features, 'features', 6, 1, False)
-    n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_is_migrating_zk_broker, pos, end)
-    f_is_migrating_zk_broker = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_is_migrating_zk_broker != 0 and f_is_migrating_zk_broker != 1:
-        raise _w.bad_bool('is_migrating_zk_broker', pos - 1, f_is_migrating_zk_broker)
-    b_is_migrating_zk_broker = f_is_migrating_zk_broker == 1
-    n_log_dirs, pos = _w.read_compact_length(buf, pos, end, 'log_dirs')
-    if n_log_dirs < 0 or n_log_dirs > (end - pos) // 16:
-        raise _w.bad_count('log_dirs', pos - 1, n_log_dirs, end, 16, 1)
-    f_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_log_dirs)]
-    pos += n_log_dirs * 16
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BrokerRegistrationRequest)
-    obj.broker_id = f_broker_id
-    obj.cluster_id = f_cluster_id
-    obj.incarnation_id = f_incarnation_id
-    obj.listeners = f_listeners
-    obj.features = f_features
-    obj.rack = f_rack
-    obj.is_migrating_zk_broker = b_is_migrating_zk_broker
-    obj.log_dirs = f_log_dirs
-    obj.previous_broker_epoch = -1
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_BrokerRegistrationRequest_v2(obj, out):
-    """Append the v2 layout of a BrokerRegistrationRequest to ``out``."""
-    if obj is None:
-        raise TypeError("BrokerRegistrationRequest expected, got None")
-    out += _S_i.pack(obj.broker_id)
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "BrokerRegistrationRequest.cluster_id", False)
-    _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += obj.incarnation_id.bytes
-    _w.put_structs(out, obj.listeners, _enc_BrokerRegistrationRequest_Listener_v0, "BrokerRegistrationRequest.listeners", False)
-    _w.put_structs(out, obj.features, _enc_BrokerRegistrationRequest_Feature_v0, "BrokerRegistrationRequest.features", False)
-    f_rack, n_rack = _w.encode_text(obj.rack, "BrokerRegistrationRequest.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
-    if n_rack > 0:
-        out += f_rack
-    out += _S_B.pack(obj.is_migrating_zk_broker)
-    f_log_dirs = obj.log_dirs
-    if f_log_dirs is None:
-        raise _w.not_nullable("BrokerRegistrationRequest.log_dirs")
+    if v0_down:
+        obj.is_migrating_zk_broker = False
     else:
-        n_log_dirs = len(f_log_dirs)
-    _w.put_uvarint(out, n_log_dirs + 1)
-    for item in f_log_dirs:
-        out += item.bytes
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
-
-
-def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
-    """Decode BrokerRegistrationRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_broker_id, pos, end)
-    f_broker_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, False, True)
-    if end - pos < 16:
-        raise _w.short_read('incarnation_id', pos, 16, end)
-    f_incarnation_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_dec_BrokerRegistrationRequest_Listener_v0, buf, cur, pos, end, n_listeners, 'listeners', 7, 1, False)
-    n_features, pos = _w.read_compact_length(buf, pos, end, 'features')
-    f_features, pos = _w.read_structs(_dec_BrokerRegistrationRequest_Feature_v0, buf, cur, pos, end, n_features, 'features', 6, 1, False)
-    n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_is_migrating_zk_broker, pos, end)
-    f_is_migrating_zk_broker = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_is_migrating_zk_broker != 0 and f_is_migrating_zk_broker != 1:
-        raise _w.bad_bool('is_migrating_zk_broker', pos - 1, f_is_migrating_zk_broker)
-    b_is_migrating_zk_broker = f_is_migrating_zk_broker == 1
-    n_log_dirs, pos = _w.read_compact_length(buf, pos, end, 'log_dirs')
-    if n_log_dirs < 0 or n_log_dirs > (end - pos) // 16:
-        raise _w.bad_count('log_dirs', pos - 1, n_log_dirs, end, 16, 1)
-    f_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_log_dirs)]
-    pos += n_log_dirs * 16
-    if end - pos < 8:
-        raise _w.short_run(_RUN_previous_broker_epoch, pos, end)
-    f_previous_broker_epoch = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BrokerRegistrationRequest)
-    obj.broker_id = f_broker_id
-    obj.cluster_id = f_cluster_id
-    obj.incarnation_id = f_incarnation_id
-    obj.listeners = f_listeners
-    obj.features = f_features
-    obj.rack = f_rack
-    obj.is_migrating_zk_broker = b_is_migrating_zk_broker
-    obj.log_dirs = f_log_dirs
-    obj.previous_broker_epoch = f_previous_broker_epoch
+        obj.is_migrating_zk_broker = b_is_migrating_zk_broker
+    if v1_down:
+        obj.log_dirs = []
+    else:
+        obj.log_dirs = f_log_dirs
+    if v2_down:
+        obj.previous_broker_epoch = -1
+    else:
+        obj.previous_broker_epoch = f_previous_broker_epoch
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_BrokerRegistrationRequest_v3(obj, out):
-    """Append the v3 layout of a BrokerRegistrationRequest to ``out``."""
+def _enc_BrokerRegistrationRequest(obj, out, version):
+    """Append in ``version`` a BrokerRegistrationRequest to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
+    v2_up = version >= 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("BrokerRegistrationRequest expected, got None")
+    if v0_down:
+        if obj.is_migrating_zk_broker != False:
+            raise _w.not_in_version("BrokerRegistrationRequest.is_migrating_zk_broker", 0, "1-4")
     out += _S_i.pack(obj.broker_id)
     f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "BrokerRegistrationRequest.cluster_id", False)
     _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += obj.incarnation_id.bytes
-    _w.put_structs(out, obj.listeners, _enc_BrokerRegistrationRequest_Listener_v0, "BrokerRegistrationRequest.listeners", False)
-    _w.put_structs(out, obj.features, _enc_BrokerRegistrationRequest_Feature_v0, "BrokerRegistrationRequest.features", False)
+    _w.put_structs(out, obj.listeners, _partial(_enc_BrokerRegistrationRequest_Listener, version=version), "BrokerRegistrationRequest.listeners", False)
+    _w.put_structs(out, obj.features, _partial(_enc_BrokerRegistrationRequest_Feature, version=version), "BrokerRegistrationRequest.features", False)
     f_rack, n_rack = _w.encode_text(obj.rack, "BrokerRegistrationRequest.rack", True)
     _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         out += f_rack
-    out += _S_B.pack(obj.is_migrating_zk_broker)
-    f_log_dirs = obj.log_dirs
-    if f_log_dirs is None:
-        raise _w.not_nullable("BrokerRegistrationRequest.log_dirs")
-    else:
-        n_log_dirs = len(f_log_dirs)
-    _w.put_uvarint(out, n_log_dirs + 1)
-    for item in f_log_dirs:
-        out += item.bytes
-    out += _S_q.pack(obj.previous_broker_epoch)
+    if v1_up:
+        out += _S_B.pack(obj.is_migrating_zk_broker)
+    if v2_up:
+        f_log_dirs = obj.log_dirs
+        if f_log_dirs is None:
+            raise _w.not_nullable("BrokerRegistrationRequest.log_dirs")
+        else:
+            n_log_dirs = len(f_log_dirs)
+        _w.put_uvarint(out, n_log_dirs + 1)
+        for item in f_log_dirs:
+            out += item.bytes
+    if v3_up:
+        out += _S_q.pack(obj.previous_broker_epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
 
 
-def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
-    """Decode BrokerRegistrationRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BrokerRegistrationRequest_Listener(buf, cur, end, version):
+    """Decode BrokerRegistrationRequest.Listener (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -329,8 +166,8 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
     return obj
 
 
-def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
-    """Append the v0 layout of a BrokerRegistrationRequest.Listener to ``out``."""
+def _enc_BrokerRegistrationRequest_Listener(obj, out, version):
+    """Append in ``version`` a BrokerRegistrationRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("BrokerRegistrationRequest.Listener expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "BrokerRegistrationRequest.Listener.name", False)
@@ -345,8 +182,8 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Listener")
 
 
-def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
-    """Decode BrokerRegistrationRequest.Feature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BrokerRegistrationRequest_Feature(buf, cur, end, version):
+    """Decode BrokerRegistrationRequest.Feature (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -364,8 +201,8 @@ def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
     return obj
 
 
-def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
-    """Append the v0 layout of a BrokerRegistrationRequest.Feature to ``out``."""
+def _enc_BrokerRegistrationRequest_Feature(obj, out, version):
+    """Append in ``version`` a BrokerRegistrationRequest.Feature to ``out``."""
     if obj is None:
         raise TypeError("BrokerRegistrationRequest.Feature expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "BrokerRegistrationRequest.Feature.name", False)
@@ -376,8 +213,8 @@ def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Feature")
 
 
-def _dec_BrokerRegistrationResponse_v0(buf, cur, end):
-    """Decode BrokerRegistrationResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_BrokerRegistrationResponse(buf, cur, end, version):
+    """Decode BrokerRegistrationResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_throttle_time_ms__broker_epoch, pos, end)
@@ -393,8 +230,8 @@ def _dec_BrokerRegistrationResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_BrokerRegistrationResponse_v0(obj, out):
-    """Append the v0 layout of a BrokerRegistrationResponse to ``out``."""
+def _enc_BrokerRegistrationResponse(obj, out, version):
+    """Append in ``version`` a BrokerRegistrationResponse to ``out``."""
     if obj is None:
         raise TypeError("BrokerRegistrationResponse expected, got None")
     out += _S_ihq.pack(obj.throttle_time_ms, obj.error_code, obj.broker_epoch)
@@ -506,9 +343,8 @@ class BrokerRegistrationRequest(Message):
     )
     Listener = BrokerRegistrationRequest_Listener
     Feature = BrokerRegistrationRequest_Feature
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_BrokerRegistrationRequest_v0, 1: _dec_BrokerRegistrationRequest_v1, 2: _dec_BrokerRegistrationRequest_v2, 3: _dec_BrokerRegistrationRequest_v3, 4: _dec_BrokerRegistrationRequest_v3}
-    _ENCODERS = {0: _enc_BrokerRegistrationRequest_v0, 1: _enc_BrokerRegistrationRequest_v1, 2: _enc_BrokerRegistrationRequest_v2, 3: _enc_BrokerRegistrationRequest_v3, 4: _enc_BrokerRegistrationRequest_v3}
+    _DECODERS = _decoders(_dec_BrokerRegistrationRequest, range(0, 5))
+    _ENCODERS = _encoders(_enc_BrokerRegistrationRequest, range(0, 5))
     API_KEY = 62
     KIND = 'request'
     VALID_VERSIONS = (0, 4)
@@ -564,12 +400,8 @@ class BrokerRegistrationResponse(Message):
         FieldInfo('error_code', (0, 4), None, 'errorCode', False, None, None, 'int16'),
         FieldInfo('broker_epoch', (0, 4), None, None, False, None, None, 'int64'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the request only.
-    # v3 uses the v0 codecs: the bytes are the same; v3 changed the request only.
-    # v4 uses the v0 codecs: the bytes are the same; v4 changed the request only.
-    _DECODERS = {0: _dec_BrokerRegistrationResponse_v0, 1: _dec_BrokerRegistrationResponse_v0, 2: _dec_BrokerRegistrationResponse_v0, 3: _dec_BrokerRegistrationResponse_v0, 4: _dec_BrokerRegistrationResponse_v0}
-    _ENCODERS = {0: _enc_BrokerRegistrationResponse_v0, 1: _enc_BrokerRegistrationResponse_v0, 2: _enc_BrokerRegistrationResponse_v0, 3: _enc_BrokerRegistrationResponse_v0, 4: _enc_BrokerRegistrationResponse_v0}
+    _DECODERS = _decoders(_dec_BrokerRegistrationResponse, range(0, 5))
+    _ENCODERS = _encoders(_enc_BrokerRegistrationResponse, range(0, 5))
     API_KEY = 62
     KIND = 'response'
     VALID_VERSIONS = (0, 4)

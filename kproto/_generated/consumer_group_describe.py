@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCT, STRUCTS, FieldInfo, Message, Struct
 
@@ -37,8 +39,8 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
-    """Decode ConsumerGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerGroupDescribeRequest(buf, cur, end, version):
+    """Decode ConsumerGroupDescribeRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_ids, pos = _w.read_compact_length(buf, pos, end, 'group_ids')
     if n_group_ids < 0 or n_group_ids > (end - pos) // 1:
@@ -70,8 +72,8 @@ def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_ConsumerGroupDescribeRequest_v0(obj, out):
-    """Append the v0 layout of a ConsumerGroupDescribeRequest to ``out``."""
+def _enc_ConsumerGroupDescribeRequest(obj, out, version):
+    """Append in ``version`` a ConsumerGroupDescribeRequest to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupDescribeRequest expected, got None")
     f_group_ids = obj.group_ids
@@ -91,15 +93,15 @@ def _enc_ConsumerGroupDescribeRequest_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeRequest")
 
 
-def _dec_ConsumerGroupDescribeResponse_v0(buf, cur, end):
-    """Decode ConsumerGroupDescribeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerGroupDescribeResponse(buf, cur, end, version):
+    """Decode ConsumerGroupDescribeResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_ConsumerGroupDescribeResponse_DescribedGroup_v0, buf, cur, pos, end, n_groups, 'groups', 20, 1, False)
+    f_groups, pos = _w.read_structs(_partial(_dec_ConsumerGroupDescribeResponse_DescribedGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 20, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ConsumerGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -109,44 +111,18 @@ def _dec_ConsumerGroupDescribeResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ConsumerGroupDescribeResponse_v0(obj, out):
-    """Append the v0 layout of a ConsumerGroupDescribeResponse to ``out``."""
+def _enc_ConsumerGroupDescribeResponse(obj, out, version):
+    """Append in ``version`` a ConsumerGroupDescribeResponse to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0, "ConsumerGroupDescribeResponse.groups", False)
+    _w.put_structs(out, obj.groups, _partial(_enc_ConsumerGroupDescribeResponse_DescribedGroup, version=version), "ConsumerGroupDescribeResponse.groups", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse")
 
 
-def _dec_ConsumerGroupDescribeResponse_v1(buf, cur, end):
-    """Decode ConsumerGroupDescribeResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_ConsumerGroupDescribeResponse_DescribedGroup_v1, buf, cur, pos, end, n_groups, 'groups', 20, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ConsumerGroupDescribeResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ConsumerGroupDescribeResponse_v1(obj, out):
-    """Append the v1 layout of a ConsumerGroupDescribeResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ConsumerGroupDescribeResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1, "ConsumerGroupDescribeResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse")
-
-
-def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
-    """Decode ConsumerGroupDescribeResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerGroupDescribeResponse_DescribedGroup(buf, cur, end, version):
+    """Decode ConsumerGroupDescribeResponse.DescribedGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
@@ -165,7 +141,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     n_assignor_name, pos = _w.read_compact_length(buf, pos, end, 'assignor_name')
     f_assignor_name, pos = _w.read_sized(buf, pos, n_assignor_name, end, 'assignor_name', 1, False, True)
     n_members, pos = _w.read_compact_length(buf, pos, end, 'members')
-    f_members, pos = _w.read_structs(_dec_ConsumerGroupDescribeResponse_Member_v0, buf, cur, pos, end, n_members, 'members', 16, 1, False)
+    if v0_down:
+        f_members, pos = _w.read_structs(_partial(_dec_ConsumerGroupDescribeResponse_Member, version=version), buf, cur, pos, end, n_members, 'members', 16, 1, False)
+    else:
+        f_members, pos = _w.read_structs(_partial(_dec_ConsumerGroupDescribeResponse_Member, version=version), buf, cur, pos, end, n_members, 'members', 17, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
@@ -186,8 +165,8 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     return obj
 
 
-def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
-    """Append the v0 layout of a ConsumerGroupDescribeResponse.DescribedGroup to ``out``."""
+def _enc_ConsumerGroupDescribeResponse_DescribedGroup(obj, out, version):
+    """Append in ``version`` a ConsumerGroupDescribeResponse.DescribedGroup to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup expected, got None")
     out += _S_h.pack(obj.error_code)
@@ -208,81 +187,15 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
     _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
         out += f_assignor_name
-    _w.put_structs(out, obj.members, _enc_ConsumerGroupDescribeResponse_Member_v0, "ConsumerGroupDescribeResponse.DescribedGroup.members", False)
+    _w.put_structs(out, obj.members, _partial(_enc_ConsumerGroupDescribeResponse_Member, version=version), "ConsumerGroupDescribeResponse.DescribedGroup.members", False)
     out += _S_i.pack(obj.authorized_operations)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup")
 
 
-def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
-    """Decode ConsumerGroupDescribeResponse.DescribedGroup (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_group_state, pos = _w.read_compact_length(buf, pos, end, 'group_state')
-    f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 1, False, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_group_epoch__assignment_epoch, pos, end)
-    f_group_epoch, f_assignment_epoch = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    n_assignor_name, pos = _w.read_compact_length(buf, pos, end, 'assignor_name')
-    f_assignor_name, pos = _w.read_sized(buf, pos, n_assignor_name, end, 'assignor_name', 1, False, True)
-    n_members, pos = _w.read_compact_length(buf, pos, end, 'members')
-    f_members, pos = _w.read_structs(_dec_ConsumerGroupDescribeResponse_Member_v1, buf, cur, pos, end, n_members, 'members', 17, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_authorized_operations, pos, end)
-    f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ConsumerGroupDescribeResponse_DescribedGroup)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.group_id = f_group_id
-    obj.group_state = f_group_state
-    obj.group_epoch = f_group_epoch
-    obj.assignment_epoch = f_assignment_epoch
-    obj.assignor_name = f_assignor_name
-    obj.members = f_members
-    obj.authorized_operations = f_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
-    """Append the v1 layout of a ConsumerGroupDescribeResponse.DescribedGroup to ``out``."""
-    if obj is None:
-        raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ConsumerGroupDescribeResponse.DescribedGroup.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ConsumerGroupDescribeResponse.DescribedGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "ConsumerGroupDescribeResponse.DescribedGroup.group_state", False)
-    _w.put_uvarint(out, n_group_state + 1)
-    if n_group_state > 0:
-        out += f_group_state
-    out += _S_ii.pack(obj.group_epoch, obj.assignment_epoch)
-    f_assignor_name, n_assignor_name = _w.encode_text(obj.assignor_name, "ConsumerGroupDescribeResponse.DescribedGroup.assignor_name", False)
-    _w.put_uvarint(out, n_assignor_name + 1)
-    if n_assignor_name > 0:
-        out += f_assignor_name
-    _w.put_structs(out, obj.members, _enc_ConsumerGroupDescribeResponse_Member_v1, "ConsumerGroupDescribeResponse.DescribedGroup.members", False)
-    out += _S_i.pack(obj.authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup")
-
-
-def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
-    """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerGroupDescribeResponse_Member(buf, cur, end, version):
+    """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
     f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
@@ -316,16 +229,21 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     f_subscribed_topic_regex, pos = _w.read_sized(buf, pos, n_subscribed_topic_regex, end, 'subscribed_topic_regex', 1, True, True)
     cur.pos = pos
     try:
-        f_assignment = _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end)
+        f_assignment = _dec_ConsumerGroupDescribeResponse_Assignment(buf, cur, end, version)
     except DecodeError as exc:
         raise exc.within('assignment')
     pos = cur.pos
     cur.pos = pos
     try:
-        f_target_assignment = _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end)
+        f_target_assignment = _dec_ConsumerGroupDescribeResponse_Assignment(buf, cur, end, version)
     except DecodeError as exc:
         raise exc.within('target_assignment')
     pos = cur.pos
+    if v1_up:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_member_type, pos, end)
+        f_member_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ConsumerGroupDescribeResponse_Member)
     obj.member_id = f_member_id
@@ -338,18 +256,24 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     obj.subscribed_topic_regex = f_subscribed_topic_regex
     obj.assignment = f_assignment
     obj.target_assignment = f_target_assignment
-    obj.member_type = -1
+    if v0_down:
+        obj.member_type = -1
+    else:
+        obj.member_type = f_member_type
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
-    """Append the v0 layout of a ConsumerGroupDescribeResponse.DescribedGroup.Member to ``out``."""
+def _enc_ConsumerGroupDescribeResponse_Member(obj, out, version):
+    """Append in ``version`` a ConsumerGroupDescribeResponse.DescribedGroup.Member to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup.Member expected, got None")
-    if obj.member_type != -1:
-        raise _w.not_in_version("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_type", 0, "1")
+    if v0_down:
+        if obj.member_type != -1:
+            raise _w.not_in_version("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_type", 0, "1")
     f_member_id, n_member_id = _w.encode_text(obj.member_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", False)
     _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -389,134 +313,19 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
     if n_subscribed_topic_regex > 0:
         out += f_subscribed_topic_regex
     f_assignment = obj.assignment
-    _enc_ConsumerGroupDescribeResponse_Assignment_v0(f_assignment, out)
+    _enc_ConsumerGroupDescribeResponse_Assignment(f_assignment, out, version)
     f_target_assignment = obj.target_assignment
-    _enc_ConsumerGroupDescribeResponse_Assignment_v0(f_target_assignment, out)
+    _enc_ConsumerGroupDescribeResponse_Assignment(f_target_assignment, out, version)
+    if v1_up:
+        out += _S_b.pack(obj.member_type)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member")
 
 
-def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
-    """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
-    n_instance_id, pos = _w.read_compact_length(buf, pos, end, 'instance_id')
-    f_instance_id, pos = _w.read_sized(buf, pos, n_instance_id, end, 'instance_id', 1, True, True)
-    n_rack_id, pos = _w.read_compact_length(buf, pos, end, 'rack_id')
-    f_rack_id, pos = _w.read_sized(buf, pos, n_rack_id, end, 'rack_id', 1, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_member_epoch, pos, end)
-    f_member_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_client_id, pos = _w.read_compact_length(buf, pos, end, 'client_id')
-    f_client_id, pos = _w.read_sized(buf, pos, n_client_id, end, 'client_id', 1, False, True)
-    n_client_host, pos = _w.read_compact_length(buf, pos, end, 'client_host')
-    f_client_host, pos = _w.read_sized(buf, pos, n_client_host, end, 'client_host', 1, False, True)
-    n_subscribed_topic_names, pos = _w.read_compact_length(buf, pos, end, 'subscribed_topic_names')
-    if n_subscribed_topic_names < 0 or n_subscribed_topic_names > (end - pos) // 1:
-        raise _w.bad_count('subscribed_topic_names', pos - 1, n_subscribed_topic_names, end, 1, 1)
-    f_subscribed_topic_names = []
-    for i in range(n_subscribed_topic_names):
-        m, pos = _w.read_compact_length(buf, pos, end, "subscribed_topic_names[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
-        f_subscribed_topic_names.append(s)
-        pos += m
-    n_subscribed_topic_regex, pos = _w.read_compact_length(buf, pos, end, 'subscribed_topic_regex')
-    f_subscribed_topic_regex, pos = _w.read_sized(buf, pos, n_subscribed_topic_regex, end, 'subscribed_topic_regex', 1, True, True)
-    cur.pos = pos
-    try:
-        f_assignment = _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('assignment')
-    pos = cur.pos
-    cur.pos = pos
-    try:
-        f_target_assignment = _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('target_assignment')
-    pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_member_type, pos, end)
-    f_member_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ConsumerGroupDescribeResponse_Member)
-    obj.member_id = f_member_id
-    obj.instance_id = f_instance_id
-    obj.rack_id = f_rack_id
-    obj.member_epoch = f_member_epoch
-    obj.client_id = f_client_id
-    obj.client_host = f_client_host
-    obj.subscribed_topic_names = f_subscribed_topic_names
-    obj.subscribed_topic_regex = f_subscribed_topic_regex
-    obj.assignment = f_assignment
-    obj.target_assignment = f_target_assignment
-    obj.member_type = f_member_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
-    """Append the v1 layout of a ConsumerGroupDescribeResponse.DescribedGroup.Member to ``out``."""
-    if obj is None:
-        raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup.Member expected, got None")
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_instance_id, n_instance_id = _w.encode_text(obj.instance_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.instance_id", True)
-    _w.put_uvarint(out, n_instance_id + 1)
-    if n_instance_id > 0:
-        out += f_instance_id
-    f_rack_id, n_rack_id = _w.encode_text(obj.rack_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.rack_id", True)
-    _w.put_uvarint(out, n_rack_id + 1)
-    if n_rack_id > 0:
-        out += f_rack_id
-    out += _S_i.pack(obj.member_epoch)
-    f_client_id, n_client_id = _w.encode_text(obj.client_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id", False)
-    _w.put_uvarint(out, n_client_id + 1)
-    if n_client_id > 0:
-        out += f_client_id
-    f_client_host, n_client_host = _w.encode_text(obj.client_host, "ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host", False)
-    _w.put_uvarint(out, n_client_host + 1)
-    if n_client_host > 0:
-        out += f_client_host
-    f_subscribed_topic_names = obj.subscribed_topic_names
-    if f_subscribed_topic_names is None:
-        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names")
-    else:
-        n_subscribed_topic_names = len(f_subscribed_topic_names)
-    _w.put_uvarint(out, n_subscribed_topic_names + 1)
-    for item in f_subscribed_topic_names:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names[]", m)
-        _w.put_uvarint(out, m + 1)
-        out += data
-    f_subscribed_topic_regex, n_subscribed_topic_regex = _w.encode_text(obj.subscribed_topic_regex, "ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_regex", True)
-    _w.put_uvarint(out, n_subscribed_topic_regex + 1)
-    if n_subscribed_topic_regex > 0:
-        out += f_subscribed_topic_regex
-    f_assignment = obj.assignment
-    _enc_ConsumerGroupDescribeResponse_Assignment_v0(f_assignment, out)
-    f_target_assignment = obj.target_assignment
-    _enc_ConsumerGroupDescribeResponse_Assignment_v0(f_target_assignment, out)
-    out += _S_b.pack(obj.member_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member")
-
-
-def _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end):
-    """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerGroupDescribeResponse_Assignment(buf, cur, end, version):
+    """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-    f_topic_partitions, pos = _w.read_structs(_dec_ConsumerGroupDescribeResponse_TopicPartitions_v0, buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 19, 1, False)
+    f_topic_partitions, pos = _w.read_structs(_partial(_dec_ConsumerGroupDescribeResponse_TopicPartitions, version=version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 19, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ConsumerGroupDescribeResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
@@ -525,16 +334,16 @@ def _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end):
     return obj
 
 
-def _enc_ConsumerGroupDescribeResponse_Assignment_v0(obj, out):
-    """Append the v0 layout of a ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
+def _enc_ConsumerGroupDescribeResponse_Assignment(obj, out, version):
+    """Append in ``version`` a ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment expected, got None")
-    _w.put_structs(out, obj.topic_partitions, _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.topic_partitions", False)
+    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ConsumerGroupDescribeResponse_TopicPartitions, version=version), "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.topic_partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment")
 
 
-def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
-    """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerGroupDescribeResponse_TopicPartitions(buf, cur, end, version):
+    """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
@@ -560,8 +369,8 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
     return obj
 
 
-def _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(obj, out):
-    """Append the v0 layout of a ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions to ``out``."""
+def _enc_ConsumerGroupDescribeResponse_TopicPartitions(obj, out, version):
+    """Append in ``version`` a ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions expected, got None")
     out += obj.topic_id.bytes
@@ -598,9 +407,8 @@ class ConsumerGroupDescribeRequest(Message):
         FieldInfo('group_ids', (0, 1), None, 'groupId', True, None, None, '[]string'),
         FieldInfo('include_authorized_operations', (0, 1), None, None, False, None, None, 'bool'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    _DECODERS = {0: _dec_ConsumerGroupDescribeRequest_v0, 1: _dec_ConsumerGroupDescribeRequest_v0}
-    _ENCODERS = {0: _enc_ConsumerGroupDescribeRequest_v0, 1: _enc_ConsumerGroupDescribeRequest_v0}
+    _DECODERS = _decoders(_dec_ConsumerGroupDescribeRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_ConsumerGroupDescribeRequest, range(0, 2))
     API_KEY = 69
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -824,8 +632,8 @@ class ConsumerGroupDescribeResponse(Message):
         FieldInfo('groups', (0, 1), None, None, True, ConsumerGroupDescribeResponse_DescribedGroup, None, '[]DescribedGroup'),
     )
     DescribedGroup = ConsumerGroupDescribeResponse_DescribedGroup
-    _DECODERS = {0: _dec_ConsumerGroupDescribeResponse_v0, 1: _dec_ConsumerGroupDescribeResponse_v1}
-    _ENCODERS = {0: _enc_ConsumerGroupDescribeResponse_v0, 1: _enc_ConsumerGroupDescribeResponse_v1}
+    _DECODERS = _decoders(_dec_ConsumerGroupDescribeResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_ConsumerGroupDescribeResponse, range(0, 2))
     API_KEY = 69
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCT, STRUCTS, FieldInfo, Message, Struct
 
@@ -32,8 +34,10 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
-    """Decode ConsumerGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerGroupHeartbeatRequest(buf, cur, end, version):
+    """Decode ConsumerGroupHeartbeatRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
@@ -68,10 +72,13 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                 raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
             f_subscribed_topic_names.append(s)
             pos += m
+    if v1_up:
+        n_subscribed_topic_regex, pos = _w.read_compact_length(buf, pos, end, 'subscribed_topic_regex')
+        f_subscribed_topic_regex, pos = _w.read_sized(buf, pos, n_subscribed_topic_regex, end, 'subscribed_topic_regex', 1, True, True)
     n_server_assignor, pos = _w.read_compact_length(buf, pos, end, 'server_assignor')
     f_server_assignor, pos = _w.read_sized(buf, pos, n_server_assignor, end, 'server_assignor', 1, True, True)
     n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-    f_topic_partitions, pos = _w.read_structs(_dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0, buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 18, 1, True)
+    f_topic_partitions, pos = _w.read_structs(_partial(_dec_ConsumerGroupHeartbeatRequest_TopicPartitions, version=version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 18, 1, True)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ConsumerGroupHeartbeatRequest)
     obj.group_id = f_group_id
@@ -81,7 +88,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     obj.rack_id = f_rack_id
     obj.rebalance_timeout_ms = f_rebalance_timeout_ms
     obj.subscribed_topic_names = f_subscribed_topic_names
-    obj.subscribed_topic_regex = None
+    if v0_down:
+        obj.subscribed_topic_regex = None
+    else:
+        obj.subscribed_topic_regex = f_subscribed_topic_regex
     obj.server_assignor = f_server_assignor
     obj.topic_partitions = f_topic_partitions
     obj.unknown_tagged_fields = unknown
@@ -89,12 +99,15 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
-    """Append the v0 layout of a ConsumerGroupHeartbeatRequest to ``out``."""
+def _enc_ConsumerGroupHeartbeatRequest(obj, out, version):
+    """Append in ``version`` a ConsumerGroupHeartbeatRequest to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("ConsumerGroupHeartbeatRequest expected, got None")
-    if obj.subscribed_topic_regex is not None:
-        raise _w.not_in_version("ConsumerGroupHeartbeatRequest.subscribed_topic_regex", 0, "1")
+    if v0_down:
+        if obj.subscribed_topic_regex is not None:
+            raise _w.not_in_version("ConsumerGroupHeartbeatRequest.subscribed_topic_regex", 0, "1")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "ConsumerGroupHeartbeatRequest.group_id", False)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -127,123 +140,21 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
                 raise _w.string_too_long("ConsumerGroupHeartbeatRequest.subscribed_topic_names[]", m)
             _w.put_uvarint(out, m + 1)
             out += data
+    if v1_up:
+        f_subscribed_topic_regex, n_subscribed_topic_regex = _w.encode_text(obj.subscribed_topic_regex, "ConsumerGroupHeartbeatRequest.subscribed_topic_regex", True)
+        _w.put_uvarint(out, n_subscribed_topic_regex + 1)
+        if n_subscribed_topic_regex > 0:
+            out += f_subscribed_topic_regex
     f_server_assignor, n_server_assignor = _w.encode_text(obj.server_assignor, "ConsumerGroupHeartbeatRequest.server_assignor", True)
     _w.put_uvarint(out, n_server_assignor + 1)
     if n_server_assignor > 0:
         out += f_server_assignor
-    _w.put_structs(out, obj.topic_partitions, _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0, "ConsumerGroupHeartbeatRequest.topic_partitions", True)
+    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ConsumerGroupHeartbeatRequest_TopicPartitions, version=version), "ConsumerGroupHeartbeatRequest.topic_partitions", True)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest")
 
 
-def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
-    """Decode ConsumerGroupHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_member_epoch, pos, end)
-    f_member_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_instance_id, pos = _w.read_compact_length(buf, pos, end, 'instance_id')
-    f_instance_id, pos = _w.read_sized(buf, pos, n_instance_id, end, 'instance_id', 1, True, True)
-    n_rack_id, pos = _w.read_compact_length(buf, pos, end, 'rack_id')
-    f_rack_id, pos = _w.read_sized(buf, pos, n_rack_id, end, 'rack_id', 1, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_rebalance_timeout_ms, pos, end)
-    f_rebalance_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_subscribed_topic_names, pos = _w.read_compact_length(buf, pos, end, 'subscribed_topic_names')
-    if n_subscribed_topic_names == -1:
-        f_subscribed_topic_names = None
-    elif n_subscribed_topic_names < 0 or n_subscribed_topic_names > (end - pos) // 1:
-        raise _w.bad_count('subscribed_topic_names', pos - 1, n_subscribed_topic_names, end, 1, 1)
-    else:
-        f_subscribed_topic_names = []
-        for i in range(n_subscribed_topic_names):
-            m, pos = _w.read_compact_length(buf, pos, end, "subscribed_topic_names[%d]" % i)
-            if m < 0 or end - pos < m:
-                raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
-            try:
-                s = buf[pos:pos + m].decode() if m else ""
-            except UnicodeDecodeError as exc:
-                raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
-            f_subscribed_topic_names.append(s)
-            pos += m
-    n_subscribed_topic_regex, pos = _w.read_compact_length(buf, pos, end, 'subscribed_topic_regex')
-    f_subscribed_topic_regex, pos = _w.read_sized(buf, pos, n_subscribed_topic_regex, end, 'subscribed_topic_regex', 1, True, True)
-    n_server_assignor, pos = _w.read_compact_length(buf, pos, end, 'server_assignor')
-    f_server_assignor, pos = _w.read_sized(buf, pos, n_server_assignor, end, 'server_assignor', 1, True, True)
-    n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-    f_topic_partitions, pos = _w.read_structs(_dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0, buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 18, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ConsumerGroupHeartbeatRequest)
-    obj.group_id = f_group_id
-    obj.member_id = f_member_id
-    obj.member_epoch = f_member_epoch
-    obj.instance_id = f_instance_id
-    obj.rack_id = f_rack_id
-    obj.rebalance_timeout_ms = f_rebalance_timeout_ms
-    obj.subscribed_topic_names = f_subscribed_topic_names
-    obj.subscribed_topic_regex = f_subscribed_topic_regex
-    obj.server_assignor = f_server_assignor
-    obj.topic_partitions = f_topic_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
-    """Append the v1 layout of a ConsumerGroupHeartbeatRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ConsumerGroupHeartbeatRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ConsumerGroupHeartbeatRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ConsumerGroupHeartbeatRequest.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    out += _S_i.pack(obj.member_epoch)
-    f_instance_id, n_instance_id = _w.encode_text(obj.instance_id, "ConsumerGroupHeartbeatRequest.instance_id", True)
-    _w.put_uvarint(out, n_instance_id + 1)
-    if n_instance_id > 0:
-        out += f_instance_id
-    f_rack_id, n_rack_id = _w.encode_text(obj.rack_id, "ConsumerGroupHeartbeatRequest.rack_id", True)
-    _w.put_uvarint(out, n_rack_id + 1)
-    if n_rack_id > 0:
-        out += f_rack_id
-    out += _S_i.pack(obj.rebalance_timeout_ms)
-    f_subscribed_topic_names = obj.subscribed_topic_names
-    if f_subscribed_topic_names is None:
-        n_subscribed_topic_names = -1
-    else:
-        n_subscribed_topic_names = len(f_subscribed_topic_names)
-    _w.put_uvarint(out, n_subscribed_topic_names + 1)
-    if n_subscribed_topic_names > 0:
-        for item in f_subscribed_topic_names:
-            data = item.encode("utf-8")
-            m = len(data)
-            if m > 32767:
-                raise _w.string_too_long("ConsumerGroupHeartbeatRequest.subscribed_topic_names[]", m)
-            _w.put_uvarint(out, m + 1)
-            out += data
-    f_subscribed_topic_regex, n_subscribed_topic_regex = _w.encode_text(obj.subscribed_topic_regex, "ConsumerGroupHeartbeatRequest.subscribed_topic_regex", True)
-    _w.put_uvarint(out, n_subscribed_topic_regex + 1)
-    if n_subscribed_topic_regex > 0:
-        out += f_subscribed_topic_regex
-    f_server_assignor, n_server_assignor = _w.encode_text(obj.server_assignor, "ConsumerGroupHeartbeatRequest.server_assignor", True)
-    _w.put_uvarint(out, n_server_assignor + 1)
-    if n_server_assignor > 0:
-        out += f_server_assignor
-    _w.put_structs(out, obj.topic_partitions, _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0, "ConsumerGroupHeartbeatRequest.topic_partitions", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest")
-
-
-def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
-    """Decode ConsumerGroupHeartbeatRequest.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions(buf, cur, end, version):
+    """Decode ConsumerGroupHeartbeatRequest.TopicPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
@@ -266,8 +177,8 @@ def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
     return obj
 
 
-def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(obj, out):
-    """Append the v0 layout of a ConsumerGroupHeartbeatRequest.TopicPartitions to ``out``."""
+def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions(obj, out, version):
+    """Append in ``version`` a ConsumerGroupHeartbeatRequest.TopicPartitions to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupHeartbeatRequest.TopicPartitions expected, got None")
     out += obj.topic_id.bytes
@@ -281,8 +192,8 @@ def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest.TopicPartitions")
 
 
-def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
-    """Decode ConsumerGroupHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerGroupHeartbeatResponse(buf, cur, end, version):
+    """Decode ConsumerGroupHeartbeatResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -303,7 +214,7 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
     else:
         cur.pos = pos
         try:
-            f_assignment = _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end)
+            f_assignment = _dec_ConsumerGroupHeartbeatResponse_Assignment(buf, cur, end, version)
         except DecodeError as exc:
             raise exc.within('assignment')
         pos = cur.pos
@@ -321,8 +232,8 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
-    """Append the v0 layout of a ConsumerGroupHeartbeatResponse to ``out``."""
+def _enc_ConsumerGroupHeartbeatResponse(obj, out, version):
+    """Append in ``version`` a ConsumerGroupHeartbeatResponse to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupHeartbeatResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -338,15 +249,15 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
     n_assignment = -1 if f_assignment is None else 1
     out += _S_iib.pack(obj.member_epoch, obj.heartbeat_interval_ms, n_assignment)
     if f_assignment is not None:
-        _enc_ConsumerGroupHeartbeatResponse_Assignment_v0(f_assignment, out)
+        _enc_ConsumerGroupHeartbeatResponse_Assignment(f_assignment, out, version)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse")
 
 
-def _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
-    """Decode ConsumerGroupHeartbeatResponse.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerGroupHeartbeatResponse_Assignment(buf, cur, end, version):
+    """Decode ConsumerGroupHeartbeatResponse.Assignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-    f_topic_partitions, pos = _w.read_structs(_dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0, buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 18, 1, False)
+    f_topic_partitions, pos = _w.read_structs(_partial(_dec_ConsumerGroupHeartbeatResponse_TopicPartitions, version=version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ConsumerGroupHeartbeatResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
@@ -355,16 +266,16 @@ def _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
     return obj
 
 
-def _enc_ConsumerGroupHeartbeatResponse_Assignment_v0(obj, out):
-    """Append the v0 layout of a ConsumerGroupHeartbeatResponse.Assignment to ``out``."""
+def _enc_ConsumerGroupHeartbeatResponse_Assignment(obj, out, version):
+    """Append in ``version`` a ConsumerGroupHeartbeatResponse.Assignment to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupHeartbeatResponse.Assignment expected, got None")
-    _w.put_structs(out, obj.topic_partitions, _enc_ConsumerGroupHeartbeatResponse_TopicPartitions_v0, "ConsumerGroupHeartbeatResponse.Assignment.topic_partitions", False)
+    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ConsumerGroupHeartbeatResponse_TopicPartitions, version=version), "ConsumerGroupHeartbeatResponse.Assignment.topic_partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse.Assignment")
 
 
-def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
-    """Decode ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions(buf, cur, end, version):
+    """Decode ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
@@ -387,8 +298,8 @@ def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
     return obj
 
 
-def _enc_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(obj, out):
-    """Append the v0 layout of a ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions to ``out``."""
+def _enc_ConsumerGroupHeartbeatResponse_TopicPartitions(obj, out, version):
+    """Append in ``version`` a ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions expected, got None")
     out += obj.topic_id.bytes
@@ -467,8 +378,8 @@ class ConsumerGroupHeartbeatRequest(Message):
         FieldInfo('topic_partitions', (0, 1), None, None, True, ConsumerGroupHeartbeatRequest_TopicPartitions, (0, 1), '[]TopicPartitions'),
     )
     TopicPartitions = ConsumerGroupHeartbeatRequest_TopicPartitions
-    _DECODERS = {0: _dec_ConsumerGroupHeartbeatRequest_v0, 1: _dec_ConsumerGroupHeartbeatRequest_v1}
-    _ENCODERS = {0: _enc_ConsumerGroupHeartbeatRequest_v0, 1: _enc_ConsumerGroupHeartbeatRequest_v1}
+    _DECODERS = _decoders(_dec_ConsumerGroupHeartbeatRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_ConsumerGroupHeartbeatRequest, range(0, 2))
     API_KEY = 68
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -590,9 +501,8 @@ class ConsumerGroupHeartbeatResponse(Message):
         FieldInfo('assignment', (0, 1), None, None, False, ConsumerGroupHeartbeatResponse_Assignment, (0, 1), 'Assignment'),
     )
     Assignment = ConsumerGroupHeartbeatResponse_Assignment
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    _DECODERS = {0: _dec_ConsumerGroupHeartbeatResponse_v0, 1: _dec_ConsumerGroupHeartbeatResponse_v0}
-    _ENCODERS = {0: _enc_ConsumerGroupHeartbeatResponse_v0, 1: _enc_ConsumerGroupHeartbeatResponse_v0}
+    _DECODERS = _decoders(_dec_ConsumerGroupHeartbeatResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_ConsumerGroupHeartbeatResponse, range(0, 2))
     API_KEY = 68
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

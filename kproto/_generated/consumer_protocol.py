@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
@@ -35,8 +36,8 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
-    """Decode ConsumerProtocolAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerProtocolAssignment(buf, cur, end, version):
+    """Decode ConsumerProtocolAssignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_assigned_partitions, pos, end)
@@ -46,7 +47,7 @@ def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
         raise _w.bad_count('assigned_partitions', pos - 4, n_assigned_partitions, end, 6, 4)
     f_assigned_partitions = []
     if n_assigned_partitions:
-        # Each element read inline, as ConsumerProtocolAssignment.TopicPartition v0 is.
+        # Each element read inline.
         try:
             for i in range(n_assigned_partitions):
                 if end - pos < 2:
@@ -96,8 +97,8 @@ def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
     return obj
 
 
-def _enc_ConsumerProtocolAssignment_v0(obj, out):
-    """Append the v0 layout of a ConsumerProtocolAssignment to ``out``."""
+def _enc_ConsumerProtocolAssignment(obj, out, version):
+    """Append in ``version`` a ConsumerProtocolAssignment to ``out``."""
     if obj is None:
         raise TypeError("ConsumerProtocolAssignment expected, got None")
     f_assigned_partitions = obj.assigned_partitions
@@ -107,7 +108,7 @@ def _enc_ConsumerProtocolAssignment_v0(obj, out):
         n_assigned_partitions = len(f_assigned_partitions)
     out += _S_i.pack(n_assigned_partitions)
     for item in f_assigned_partitions:
-        _enc_ConsumerProtocolAssignment_TopicPartition_v0(item, out)
+        _enc_ConsumerProtocolAssignment_TopicPartition(item, out, version)
     f_user_data = obj.user_data
     if f_user_data is None:
         n_user_data = -1
@@ -118,8 +119,8 @@ def _enc_ConsumerProtocolAssignment_v0(obj, out):
         out += f_user_data
 
 
-def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
-    """Append the v0 layout of a ConsumerProtocolAssignment.TopicPartition to ``out``."""
+def _enc_ConsumerProtocolAssignment_TopicPartition(obj, out, version):
+    """Append in ``version`` a ConsumerProtocolAssignment.TopicPartition to ``out``."""
     if obj is None:
         raise TypeError("ConsumerProtocolAssignment.TopicPartition expected, got None")
     f_topic = obj.topic
@@ -142,8 +143,14 @@ def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
     out += _pack(">%di" % n_partitions, *f_partitions)
 
 
-def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
-    """Decode ConsumerProtocolSubscription (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ConsumerProtocolSubscription(buf, cur, end, version):
+    """Decode ConsumerProtocolSubscription (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v2_only = version == 2
+    v3_up = version >= 3
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
@@ -176,18 +183,91 @@ def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
         f_user_data = None
     else:
         raise _w.bad_sized('user_data', pos, n_user_data, end, 4, True)
+    if v1_up:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_owned_partitions, pos, end)
+        n_owned_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
+            raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
+        f_owned_partitions = []
+        if n_owned_partitions:
+            # Each element read inline.
+            try:
+                for i in range(n_owned_partitions):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic, pos, end)
+                    n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_topic__1 <= end - pos:
+                        try:
+                            f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic', pos, exc) from None
+                        pos += n_topic__1
+                    else:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    obj__1 = _new(ConsumerProtocolSubscription_TopicPartition)
+                    obj__1.topic = f_topic__1
+                    obj__1.partitions = f_partitions__1
+                    f_owned_partitions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("owned_partitions[%d]" % i)
+    if v2_only:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_generation_id, pos, end)
+        f_generation_id = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    elif v3_up:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_generation_id__rack_id, pos, end)
+        f_generation_id, n_rack_id = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        if 0 <= n_rack_id <= end - pos:
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
+            pos += n_rack_id
+        elif n_rack_id == -1:
+            f_rack_id = None
+        else:
+            raise _w.bad_sized('rack_id', pos, n_rack_id, end, 2, True)
     obj = _new(ConsumerProtocolSubscription)
     obj.topics = f_topics
     obj.user_data = f_user_data
-    obj.owned_partitions = []
-    obj.generation_id = -1
-    obj.rack_id = None
+    if v0_down:
+        obj.owned_partitions = []
+    else:
+        obj.owned_partitions = f_owned_partitions
+    if v1_down:
+        obj.generation_id = -1
+    else:
+        obj.generation_id = f_generation_id
+    if v2_down:
+        obj.rack_id = None
+    else:
+        obj.rack_id = f_rack_id
     cur.pos = pos
     return obj
 
 
-def _enc_ConsumerProtocolSubscription_v0(obj, out):
-    """Append the v0 layout of a ConsumerProtocolSubscription to ``out``."""
+def _enc_ConsumerProtocolSubscription(obj, out, version):
+    """Append in ``version`` a ConsumerProtocolSubscription to ``out``."""
+    v1_up = version >= 1
+    v2_only = version == 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("ConsumerProtocolSubscription expected, got None")
     f_topics = obj.topics
@@ -211,397 +291,33 @@ def _enc_ConsumerProtocolSubscription_v0(obj, out):
     out += _S_i.pack(n_user_data)
     if n_user_data > 0:
         out += f_user_data
+    if v1_up:
+        f_owned_partitions = obj.owned_partitions
+        if f_owned_partitions is None:
+            raise _w.not_nullable("ConsumerProtocolSubscription.owned_partitions")
+        else:
+            n_owned_partitions = len(f_owned_partitions)
+        out += _S_i.pack(n_owned_partitions)
+        for item in f_owned_partitions:
+            _enc_ConsumerProtocolSubscription_TopicPartition(item, out, version)
+    if v2_only:
+        out += _S_i.pack(obj.generation_id)
+    elif v3_up:
+        f_rack_id = obj.rack_id
+        if f_rack_id is None:
+            n_rack_id = -1
+        else:
+            f_rack_id = f_rack_id.encode("utf-8")
+            n_rack_id = len(f_rack_id)
+            if n_rack_id > 32767:
+                raise _w.string_too_long("ConsumerProtocolSubscription.rack_id", n_rack_id)
+        out += _S_ih.pack(obj.generation_id, n_rack_id)
+        if n_rack_id > 0:
+            out += f_rack_id
 
 
-def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
-    """Decode ConsumerProtocolSubscription (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 2:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
-    f_topics = []
-    for i in range(n_topics):
-        if end - pos < 2:
-            raise _w.short_read("topics[%d]" % i, pos, 2, end)
-        m = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("topics[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
-        f_topics.append(s)
-        pos += m
-    if end - pos < 4:
-        raise _w.short_run(_RUN_user_data, pos, end)
-    n_user_data = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if 0 <= n_user_data <= end - pos:
-        f_user_data = buf[pos:pos + n_user_data]
-        pos += n_user_data
-    elif n_user_data == -1:
-        f_user_data = None
-    else:
-        raise _w.bad_sized('user_data', pos, n_user_data, end, 4, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_owned_partitions, pos, end)
-    n_owned_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
-        raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
-    f_owned_partitions = []
-    if n_owned_partitions:
-        # Each element read inline, as ConsumerProtocolSubscription.TopicPartition v1 is.
-        try:
-            for i in range(n_owned_partitions):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
-                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
-                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
-                else:
-                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
-                pos += n_partitions__1 * 4
-                obj__1 = _new(ConsumerProtocolSubscription_TopicPartition)
-                obj__1.topic = f_topic__1
-                obj__1.partitions = f_partitions__1
-                f_owned_partitions.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("owned_partitions[%d]" % i)
-    obj = _new(ConsumerProtocolSubscription)
-    obj.topics = f_topics
-    obj.user_data = f_user_data
-    obj.owned_partitions = f_owned_partitions
-    obj.generation_id = -1
-    obj.rack_id = None
-    cur.pos = pos
-    return obj
-
-
-def _enc_ConsumerProtocolSubscription_v1(obj, out):
-    """Append the v1 layout of a ConsumerProtocolSubscription to ``out``."""
-    if obj is None:
-        raise TypeError("ConsumerProtocolSubscription expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ConsumerProtocolSubscription.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("ConsumerProtocolSubscription.topics[]", m)
-        out += _S_h.pack(m)
-        out += data
-    f_user_data = obj.user_data
-    if f_user_data is None:
-        n_user_data = -1
-    else:
-        n_user_data = len(f_user_data)
-    out += _S_i.pack(n_user_data)
-    if n_user_data > 0:
-        out += f_user_data
-    f_owned_partitions = obj.owned_partitions
-    if f_owned_partitions is None:
-        raise _w.not_nullable("ConsumerProtocolSubscription.owned_partitions")
-    else:
-        n_owned_partitions = len(f_owned_partitions)
-    out += _S_i.pack(n_owned_partitions)
-    for item in f_owned_partitions:
-        _enc_ConsumerProtocolSubscription_TopicPartition_v1(item, out)
-
-
-def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
-    """Decode ConsumerProtocolSubscription (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 2:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
-    f_topics = []
-    for i in range(n_topics):
-        if end - pos < 2:
-            raise _w.short_read("topics[%d]" % i, pos, 2, end)
-        m = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("topics[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
-        f_topics.append(s)
-        pos += m
-    if end - pos < 4:
-        raise _w.short_run(_RUN_user_data, pos, end)
-    n_user_data = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if 0 <= n_user_data <= end - pos:
-        f_user_data = buf[pos:pos + n_user_data]
-        pos += n_user_data
-    elif n_user_data == -1:
-        f_user_data = None
-    else:
-        raise _w.bad_sized('user_data', pos, n_user_data, end, 4, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_owned_partitions, pos, end)
-    n_owned_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
-        raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
-    f_owned_partitions = []
-    if n_owned_partitions:
-        # Each element read inline, as ConsumerProtocolSubscription.TopicPartition v2 is.
-        try:
-            for i in range(n_owned_partitions):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
-                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
-                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
-                else:
-                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
-                pos += n_partitions__1 * 4
-                obj__1 = _new(ConsumerProtocolSubscription_TopicPartition)
-                obj__1.topic = f_topic__1
-                obj__1.partitions = f_partitions__1
-                f_owned_partitions.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("owned_partitions[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_generation_id, pos, end)
-    f_generation_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(ConsumerProtocolSubscription)
-    obj.topics = f_topics
-    obj.user_data = f_user_data
-    obj.owned_partitions = f_owned_partitions
-    obj.generation_id = f_generation_id
-    obj.rack_id = None
-    cur.pos = pos
-    return obj
-
-
-def _enc_ConsumerProtocolSubscription_v2(obj, out):
-    """Append the v2 layout of a ConsumerProtocolSubscription to ``out``."""
-    if obj is None:
-        raise TypeError("ConsumerProtocolSubscription expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ConsumerProtocolSubscription.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("ConsumerProtocolSubscription.topics[]", m)
-        out += _S_h.pack(m)
-        out += data
-    f_user_data = obj.user_data
-    if f_user_data is None:
-        n_user_data = -1
-    else:
-        n_user_data = len(f_user_data)
-    out += _S_i.pack(n_user_data)
-    if n_user_data > 0:
-        out += f_user_data
-    f_owned_partitions = obj.owned_partitions
-    if f_owned_partitions is None:
-        raise _w.not_nullable("ConsumerProtocolSubscription.owned_partitions")
-    else:
-        n_owned_partitions = len(f_owned_partitions)
-    out += _S_i.pack(n_owned_partitions)
-    for item in f_owned_partitions:
-        _enc_ConsumerProtocolSubscription_TopicPartition_v1(item, out)
-    out += _S_i.pack(obj.generation_id)
-
-
-def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
-    """Decode ConsumerProtocolSubscription (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 2:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
-    f_topics = []
-    for i in range(n_topics):
-        if end - pos < 2:
-            raise _w.short_read("topics[%d]" % i, pos, 2, end)
-        m = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("topics[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
-        f_topics.append(s)
-        pos += m
-    if end - pos < 4:
-        raise _w.short_run(_RUN_user_data, pos, end)
-    n_user_data = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if 0 <= n_user_data <= end - pos:
-        f_user_data = buf[pos:pos + n_user_data]
-        pos += n_user_data
-    elif n_user_data == -1:
-        f_user_data = None
-    else:
-        raise _w.bad_sized('user_data', pos, n_user_data, end, 4, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_owned_partitions, pos, end)
-    n_owned_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
-        raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
-    f_owned_partitions = []
-    if n_owned_partitions:
-        # Each element read inline, as ConsumerProtocolSubscription.TopicPartition v3 is.
-        try:
-            for i in range(n_owned_partitions):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
-                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
-                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
-                else:
-                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
-                pos += n_partitions__1 * 4
-                obj__1 = _new(ConsumerProtocolSubscription_TopicPartition)
-                obj__1.topic = f_topic__1
-                obj__1.partitions = f_partitions__1
-                f_owned_partitions.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("owned_partitions[%d]" % i)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_generation_id__rack_id, pos, end)
-    f_generation_id, n_rack_id = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if 0 <= n_rack_id <= end - pos:
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
-        pos += n_rack_id
-    elif n_rack_id == -1:
-        f_rack_id = None
-    else:
-        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 2, True)
-    obj = _new(ConsumerProtocolSubscription)
-    obj.topics = f_topics
-    obj.user_data = f_user_data
-    obj.owned_partitions = f_owned_partitions
-    obj.generation_id = f_generation_id
-    obj.rack_id = f_rack_id
-    cur.pos = pos
-    return obj
-
-
-def _enc_ConsumerProtocolSubscription_v3(obj, out):
-    """Append the v3 layout of a ConsumerProtocolSubscription to ``out``."""
-    if obj is None:
-        raise TypeError("ConsumerProtocolSubscription expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ConsumerProtocolSubscription.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("ConsumerProtocolSubscription.topics[]", m)
-        out += _S_h.pack(m)
-        out += data
-    f_user_data = obj.user_data
-    if f_user_data is None:
-        n_user_data = -1
-    else:
-        n_user_data = len(f_user_data)
-    out += _S_i.pack(n_user_data)
-    if n_user_data > 0:
-        out += f_user_data
-    f_owned_partitions = obj.owned_partitions
-    if f_owned_partitions is None:
-        raise _w.not_nullable("ConsumerProtocolSubscription.owned_partitions")
-    else:
-        n_owned_partitions = len(f_owned_partitions)
-    out += _S_i.pack(n_owned_partitions)
-    for item in f_owned_partitions:
-        _enc_ConsumerProtocolSubscription_TopicPartition_v1(item, out)
-    f_rack_id = obj.rack_id
-    if f_rack_id is None:
-        n_rack_id = -1
-    else:
-        f_rack_id = f_rack_id.encode("utf-8")
-        n_rack_id = len(f_rack_id)
-        if n_rack_id > 32767:
-            raise _w.string_too_long("ConsumerProtocolSubscription.rack_id", n_rack_id)
-    out += _S_ih.pack(obj.generation_id, n_rack_id)
-    if n_rack_id > 0:
-        out += f_rack_id
-
-
-def _enc_ConsumerProtocolSubscription_TopicPartition_v1(obj, out):
-    """Append the v1 layout of a ConsumerProtocolSubscription.TopicPartition to ``out``."""
+def _enc_ConsumerProtocolSubscription_TopicPartition(obj, out, version):
+    """Append in ``version`` a ConsumerProtocolSubscription.TopicPartition to ``out``."""
     if obj is None:
         raise TypeError("ConsumerProtocolSubscription.TopicPartition expected, got None")
     f_topic = obj.topic
@@ -668,11 +384,8 @@ class ConsumerProtocolAssignment(Message):
         FieldInfo('user_data', (0, 3), None, None, False, None, (0, 3), 'bytes'),
     )
     TopicPartition = ConsumerProtocolAssignment_TopicPartition
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v3 uses the v0 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ConsumerProtocolAssignment_v0, 1: _dec_ConsumerProtocolAssignment_v0, 2: _dec_ConsumerProtocolAssignment_v0, 3: _dec_ConsumerProtocolAssignment_v0}
-    _ENCODERS = {0: _enc_ConsumerProtocolAssignment_v0, 1: _enc_ConsumerProtocolAssignment_v0, 2: _enc_ConsumerProtocolAssignment_v0, 3: _enc_ConsumerProtocolAssignment_v0}
+    _DECODERS = _decoders(_dec_ConsumerProtocolAssignment, range(0, 4))
+    _ENCODERS = _encoders(_enc_ConsumerProtocolAssignment, range(0, 4))
     API_KEY = None
     KIND = 'data'
     VALID_VERSIONS = (0, 3)
@@ -741,8 +454,8 @@ class ConsumerProtocolSubscription(Message):
         FieldInfo('rack_id', (3, 3), None, None, False, None, (3, 3), 'string'),
     )
     TopicPartition = ConsumerProtocolSubscription_TopicPartition
-    _DECODERS = {0: _dec_ConsumerProtocolSubscription_v0, 1: _dec_ConsumerProtocolSubscription_v1, 2: _dec_ConsumerProtocolSubscription_v2, 3: _dec_ConsumerProtocolSubscription_v3}
-    _ENCODERS = {0: _enc_ConsumerProtocolSubscription_v0, 1: _enc_ConsumerProtocolSubscription_v1, 2: _enc_ConsumerProtocolSubscription_v2, 3: _enc_ConsumerProtocolSubscription_v3}
+    _DECODERS = _decoders(_dec_ConsumerProtocolSubscription, range(0, 4))
+    _ENCODERS = _encoders(_enc_ConsumerProtocolSubscription, range(0, 4))
     API_KEY = None
     KIND = 'data'
     VALID_VERSIONS = (0, 3)

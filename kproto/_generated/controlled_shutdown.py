@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ControlledShutdownRequest', 'ControlledShutdownResponse']
@@ -30,190 +32,148 @@ _RUN_topic_name = (('topic_name', 0, 2),)
 _new = Struct.__new__
 
 
-def _dec_ControlledShutdownRequest_v0(buf, cur, end):
-    """Decode ControlledShutdownRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ControlledShutdownRequest(buf, cur, end, version):
+    """Decode ControlledShutdownRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_broker_id, pos, end)
-    f_broker_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(ControlledShutdownRequest)
-    obj.broker_id = f_broker_id
-    obj.broker_epoch = -1
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ControlledShutdownRequest_v0(obj, out):
-    """Append the v0 layout of a ControlledShutdownRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ControlledShutdownRequest expected, got None")
-    out += _S_i.pack(obj.broker_id)
-
-
-def _dec_ControlledShutdownRequest_v2(buf, cur, end):
-    """Decode ControlledShutdownRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
-    f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    obj = _new(ControlledShutdownRequest)
-    obj.broker_id = f_broker_id
-    obj.broker_epoch = f_broker_epoch
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ControlledShutdownRequest_v2(obj, out):
-    """Append the v2 layout of a ControlledShutdownRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ControlledShutdownRequest expected, got None")
-    out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-
-
-def _dec_ControlledShutdownRequest_v3(buf, cur, end):
-    """Decode ControlledShutdownRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
-    f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ControlledShutdownRequest)
-    obj.broker_id = f_broker_id
-    obj.broker_epoch = f_broker_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ControlledShutdownRequest_v3(obj, out):
-    """Append the v3 layout of a ControlledShutdownRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ControlledShutdownRequest expected, got None")
-    out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownRequest")
-
-
-def _dec_ControlledShutdownResponse_v0(buf, cur, end):
-    """Decode ControlledShutdownResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_error_code__remaining_partitions, pos, end)
-    f_error_code, n_remaining_partitions = _S_hi.unpack_from(buf, pos)
-    pos += 6
-    f_remaining_partitions, pos = _w.read_structs(_dec_ControlledShutdownResponse_RemainingPartition_v0, buf, cur, pos, end, n_remaining_partitions, 'remaining_partitions', 6, 4, False)
-    obj = _new(ControlledShutdownResponse)
-    obj.error_code = f_error_code
-    obj.remaining_partitions = f_remaining_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ControlledShutdownResponse_v0(obj, out):
-    """Append the v0 layout of a ControlledShutdownResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ControlledShutdownResponse expected, got None")
-    f_remaining_partitions = obj.remaining_partitions
-    if f_remaining_partitions is None:
-        raise _w.not_nullable("ControlledShutdownResponse.remaining_partitions")
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_broker_id, pos, end)
+        f_broker_id = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     else:
-        n_remaining_partitions = len(f_remaining_partitions)
-    out += _S_hi.pack(obj.error_code, n_remaining_partitions)
-    for item in f_remaining_partitions:
-        _enc_ControlledShutdownResponse_RemainingPartition_v0(item, out)
+        if end - pos < 12:
+            raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
+        f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
+        pos += 12
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    obj = _new(ControlledShutdownRequest)
+    obj.broker_id = f_broker_id
+    if v1_down:
+        obj.broker_epoch = -1
+    else:
+        obj.broker_epoch = f_broker_epoch
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
 
 
-def _dec_ControlledShutdownResponse_v3(buf, cur, end):
-    """Decode ControlledShutdownResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _enc_ControlledShutdownRequest(obj, out, version):
+    """Append in ``version`` a ControlledShutdownRequest to ``out``."""
+    v1_down = version <= 1
+    v3_up = version >= 3
+    if obj is None:
+        raise TypeError("ControlledShutdownRequest expected, got None")
+    if v1_down:
+        out += _S_i.pack(obj.broker_id)
+    else:
+        out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownRequest")
+
+
+def _dec_ControlledShutdownResponse(buf, cur, end, version):
+    """Decode ControlledShutdownResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_remaining_partitions, pos = _w.read_compact_length(buf, pos, end, 'remaining_partitions')
-    f_remaining_partitions, pos = _w.read_structs(_dec_ControlledShutdownResponse_RemainingPartition_v3, buf, cur, pos, end, n_remaining_partitions, 'remaining_partitions', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v2_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_error_code__remaining_partitions, pos, end)
+        f_error_code, n_remaining_partitions = _S_hi.unpack_from(buf, pos)
+        pos += 6
+        f_remaining_partitions, pos = _w.read_structs(_partial(_dec_ControlledShutdownResponse_RemainingPartition, version=version), buf, cur, pos, end, n_remaining_partitions, 'remaining_partitions', 6, 4, False)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_remaining_partitions, pos = _w.read_compact_length(buf, pos, end, 'remaining_partitions')
+        f_remaining_partitions, pos = _w.read_structs(_partial(_dec_ControlledShutdownResponse_RemainingPartition, version=version), buf, cur, pos, end, n_remaining_partitions, 'remaining_partitions', 6, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ControlledShutdownResponse)
     obj.error_code = f_error_code
     obj.remaining_partitions = f_remaining_partitions
-    obj.unknown_tagged_fields = unknown
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ControlledShutdownResponse_v3(obj, out):
-    """Append the v3 layout of a ControlledShutdownResponse to ``out``."""
+def _enc_ControlledShutdownResponse(obj, out, version):
+    """Append in ``version`` a ControlledShutdownResponse to ``out``."""
+    v2_down = version <= 2
     if obj is None:
         raise TypeError("ControlledShutdownResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.remaining_partitions, _enc_ControlledShutdownResponse_RemainingPartition_v3, "ControlledShutdownResponse.remaining_partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse")
+    if v2_down:
+        f_remaining_partitions = obj.remaining_partitions
+        if f_remaining_partitions is None:
+            raise _w.not_nullable("ControlledShutdownResponse.remaining_partitions")
+        else:
+            n_remaining_partitions = len(f_remaining_partitions)
+        out += _S_hi.pack(obj.error_code, n_remaining_partitions)
+        for item in f_remaining_partitions:
+            _enc_ControlledShutdownResponse_RemainingPartition(item, out, version)
+    else:
+        out += _S_h.pack(obj.error_code)
+        _w.put_structs(out, obj.remaining_partitions, _partial(_enc_ControlledShutdownResponse_RemainingPartition, version=version), "ControlledShutdownResponse.remaining_partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse")
 
 
-def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end):
-    """Decode ControlledShutdownResponse.RemainingPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ControlledShutdownResponse_RemainingPartition(buf, cur, end, version):
+    """Decode ControlledShutdownResponse.RemainingPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+    else:
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ControlledShutdownResponse_RemainingPartition)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ControlledShutdownResponse_RemainingPartition_v0(obj, out):
-    """Append the v0 layout of a ControlledShutdownResponse.RemainingPartition to ``out``."""
+def _enc_ControlledShutdownResponse_RemainingPartition(obj, out, version):
+    """Append in ``version`` a ControlledShutdownResponse.RemainingPartition to ``out``."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("ControlledShutdownResponse.RemainingPartition expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "ControlledShutdownResponse.RemainingPartition.topic_name", False)
-    out += _S_h.pack(n_topic_name)
+    if v2_down:
+        out += _S_h.pack(n_topic_name)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += _S_i.pack(obj.partition_index)
-
-
-def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
-    """Decode ControlledShutdownResponse.RemainingPartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ControlledShutdownResponse_RemainingPartition)
-    obj.topic_name = f_topic_name
-    obj.partition_index = f_partition_index
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ControlledShutdownResponse_RemainingPartition_v3(obj, out):
-    """Append the v3 layout of a ControlledShutdownResponse.RemainingPartition to ``out``."""
-    if obj is None:
-        raise TypeError("ControlledShutdownResponse.RemainingPartition expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "ControlledShutdownResponse.RemainingPartition.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    out += _S_i.pack(obj.partition_index)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse.RemainingPartition")
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse.RemainingPartition")
 
 
 class ControlledShutdownRequest(Message):
@@ -236,9 +196,8 @@ class ControlledShutdownRequest(Message):
         FieldInfo('broker_id', (0, 3), None, 'brokerId', False, None, None, 'int32'),
         FieldInfo('broker_epoch', (2, 3), None, None, False, None, None, 'int64'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ControlledShutdownRequest_v0, 1: _dec_ControlledShutdownRequest_v0, 2: _dec_ControlledShutdownRequest_v2, 3: _dec_ControlledShutdownRequest_v3}
-    _ENCODERS = {0: _enc_ControlledShutdownRequest_v0, 1: _enc_ControlledShutdownRequest_v0, 2: _enc_ControlledShutdownRequest_v2, 3: _enc_ControlledShutdownRequest_v3}
+    _DECODERS = _decoders(_dec_ControlledShutdownRequest, range(0, 4))
+    _ENCODERS = _encoders(_enc_ControlledShutdownRequest, range(0, 4))
     API_KEY = 7
     KIND = 'request'
     VALID_VERSIONS = (0, 3)
@@ -309,10 +268,8 @@ class ControlledShutdownResponse(Message):
         FieldInfo('remaining_partitions', (0, 3), None, None, True, ControlledShutdownResponse_RemainingPartition, None, '[]RemainingPartition'),
     )
     RemainingPartition = ControlledShutdownResponse_RemainingPartition
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the request only.
-    _DECODERS = {0: _dec_ControlledShutdownResponse_v0, 1: _dec_ControlledShutdownResponse_v0, 2: _dec_ControlledShutdownResponse_v0, 3: _dec_ControlledShutdownResponse_v3}
-    _ENCODERS = {0: _enc_ControlledShutdownResponse_v0, 1: _enc_ControlledShutdownResponse_v0, 2: _enc_ControlledShutdownResponse_v0, 3: _enc_ControlledShutdownResponse_v3}
+    _DECODERS = _decoders(_dec_ControlledShutdownResponse, range(0, 4))
+    _ENCODERS = _encoders(_enc_ControlledShutdownResponse, range(0, 4))
     API_KEY = 7
     KIND = 'response'
     VALID_VERSIONS = (0, 3)

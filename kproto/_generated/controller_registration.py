@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ControllerRegistrationRequest', 'ControllerRegistrationResponse']
@@ -32,8 +34,8 @@ _RUN_zk_migration_ready = (('zk_migration_ready', 0, 1),)
 _new = Struct.__new__
 
 
-def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
-    """Decode ControllerRegistrationRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ControllerRegistrationRequest(buf, cur, end, version):
+    """Decode ControllerRegistrationRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
@@ -51,9 +53,9 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
         raise _w.bad_bool('zk_migration_ready', pos - 1, f_zk_migration_ready)
     b_zk_migration_ready = f_zk_migration_ready == 1
     n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_dec_ControllerRegistrationRequest_Listener_v0, buf, cur, pos, end, n_listeners, 'listeners', 7, 1, False)
+    f_listeners, pos = _w.read_structs(_partial(_dec_ControllerRegistrationRequest_Listener, version=version), buf, cur, pos, end, n_listeners, 'listeners', 7, 1, False)
     n_features, pos = _w.read_compact_length(buf, pos, end, 'features')
-    f_features, pos = _w.read_structs(_dec_ControllerRegistrationRequest_Feature_v0, buf, cur, pos, end, n_features, 'features', 6, 1, False)
+    f_features, pos = _w.read_structs(_partial(_dec_ControllerRegistrationRequest_Feature, version=version), buf, cur, pos, end, n_features, 'features', 6, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ControllerRegistrationRequest)
     obj.controller_id = f_controller_id
@@ -66,20 +68,20 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_ControllerRegistrationRequest_v0(obj, out):
-    """Append the v0 layout of a ControllerRegistrationRequest to ``out``."""
+def _enc_ControllerRegistrationRequest(obj, out, version):
+    """Append in ``version`` a ControllerRegistrationRequest to ``out``."""
     if obj is None:
         raise TypeError("ControllerRegistrationRequest expected, got None")
     out += _S_i.pack(obj.controller_id)
     out += obj.incarnation_id.bytes
     out += _S_B.pack(obj.zk_migration_ready)
-    _w.put_structs(out, obj.listeners, _enc_ControllerRegistrationRequest_Listener_v0, "ControllerRegistrationRequest.listeners", False)
-    _w.put_structs(out, obj.features, _enc_ControllerRegistrationRequest_Feature_v0, "ControllerRegistrationRequest.features", False)
+    _w.put_structs(out, obj.listeners, _partial(_enc_ControllerRegistrationRequest_Listener, version=version), "ControllerRegistrationRequest.listeners", False)
+    _w.put_structs(out, obj.features, _partial(_enc_ControllerRegistrationRequest_Feature, version=version), "ControllerRegistrationRequest.features", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest")
 
 
-def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
-    """Decode ControllerRegistrationRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ControllerRegistrationRequest_Listener(buf, cur, end, version):
+    """Decode ControllerRegistrationRequest.Listener (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -100,8 +102,8 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
     return obj
 
 
-def _enc_ControllerRegistrationRequest_Listener_v0(obj, out):
-    """Append the v0 layout of a ControllerRegistrationRequest.Listener to ``out``."""
+def _enc_ControllerRegistrationRequest_Listener(obj, out, version):
+    """Append in ``version`` a ControllerRegistrationRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("ControllerRegistrationRequest.Listener expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "ControllerRegistrationRequest.Listener.name", False)
@@ -116,8 +118,8 @@ def _enc_ControllerRegistrationRequest_Listener_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest.Listener")
 
 
-def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
-    """Decode ControllerRegistrationRequest.Feature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ControllerRegistrationRequest_Feature(buf, cur, end, version):
+    """Decode ControllerRegistrationRequest.Feature (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -135,8 +137,8 @@ def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
     return obj
 
 
-def _enc_ControllerRegistrationRequest_Feature_v0(obj, out):
-    """Append the v0 layout of a ControllerRegistrationRequest.Feature to ``out``."""
+def _enc_ControllerRegistrationRequest_Feature(obj, out, version):
+    """Append in ``version`` a ControllerRegistrationRequest.Feature to ``out``."""
     if obj is None:
         raise TypeError("ControllerRegistrationRequest.Feature expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "ControllerRegistrationRequest.Feature.name", False)
@@ -147,8 +149,8 @@ def _enc_ControllerRegistrationRequest_Feature_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest.Feature")
 
 
-def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
-    """Decode ControllerRegistrationResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ControllerRegistrationResponse(buf, cur, end, version):
+    """Decode ControllerRegistrationResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -166,8 +168,8 @@ def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ControllerRegistrationResponse_v0(obj, out):
-    """Append the v0 layout of a ControllerRegistrationResponse to ``out``."""
+def _enc_ControllerRegistrationResponse(obj, out, version):
+    """Append in ``version`` a ControllerRegistrationResponse to ``out``."""
     if obj is None:
         raise TypeError("ControllerRegistrationResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -275,8 +277,8 @@ class ControllerRegistrationRequest(Message):
     )
     Listener = ControllerRegistrationRequest_Listener
     Feature = ControllerRegistrationRequest_Feature
-    _DECODERS = {0: _dec_ControllerRegistrationRequest_v0}
-    _ENCODERS = {0: _enc_ControllerRegistrationRequest_v0}
+    _DECODERS = _decoders(_dec_ControllerRegistrationRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_ControllerRegistrationRequest, range(0, 1))
     API_KEY = 70
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -324,8 +326,8 @@ class ControllerRegistrationResponse(Message):
         FieldInfo('error_code', (0, 0), None, 'errorCode', False, None, None, 'int16'),
         FieldInfo('error_message', (0, 0), None, None, False, None, (0, 0), 'string'),
     )
-    _DECODERS = {0: _dec_ControllerRegistrationResponse_v0}
-    _ENCODERS = {0: _enc_ControllerRegistrationResponse_v0}
+    _DECODERS = _decoders(_dec_ControllerRegistrationResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_ControllerRegistrationResponse, range(0, 1))
     API_KEY = 70
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['CreateAclsRequest', 'CreateAclsResponse']
@@ -39,363 +41,262 @@ _RUN_throttle_time_ms__results = (('throttle_time_ms', 0, 4), ('results', 4, 4))
 _new = Struct.__new__
 
 
-def _dec_CreateAclsRequest_v0(buf, cur, end):
-    """Decode CreateAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateAclsRequest(buf, cur, end, version):
+    """Decode CreateAclsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_creations, pos, end)
-    n_creations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_creations, pos = _w.read_structs(_dec_CreateAclsRequest_AclCreation_v0, buf, cur, pos, end, n_creations, 'creations', 9, 4, False)
-    obj = _new(CreateAclsRequest)
-    obj.creations = f_creations
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateAclsRequest_v0(obj, out):
-    """Append the v0 layout of a CreateAclsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("CreateAclsRequest expected, got None")
-    f_creations = obj.creations
-    if f_creations is None:
-        raise _w.not_nullable("CreateAclsRequest.creations")
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_creations, pos, end)
+        n_creations = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v0_down:
+        f_creations, pos = _w.read_structs(_partial(_dec_CreateAclsRequest_AclCreation, version=version), buf, cur, pos, end, n_creations, 'creations', 9, 4, False)
+    elif v1_only:
+        f_creations, pos = _w.read_structs(_partial(_dec_CreateAclsRequest_AclCreation, version=version), buf, cur, pos, end, n_creations, 'creations', 10, 4, False)
     else:
-        n_creations = len(f_creations)
-    out += _S_i.pack(n_creations)
-    for item in f_creations:
-        _enc_CreateAclsRequest_AclCreation_v0(item, out)
-
-
-def _dec_CreateAclsRequest_v1(buf, cur, end):
-    """Decode CreateAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_creations, pos, end)
-    n_creations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_creations, pos = _w.read_structs(_dec_CreateAclsRequest_AclCreation_v1, buf, cur, pos, end, n_creations, 'creations', 10, 4, False)
+        n_creations, pos = _w.read_compact_length(buf, pos, end, 'creations')
+        f_creations, pos = _w.read_structs(_partial(_dec_CreateAclsRequest_AclCreation, version=version), buf, cur, pos, end, n_creations, 'creations', 8, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateAclsRequest)
     obj.creations = f_creations
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateAclsRequest_v1(obj, out):
-    """Append the v1 layout of a CreateAclsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("CreateAclsRequest expected, got None")
-    f_creations = obj.creations
-    if f_creations is None:
-        raise _w.not_nullable("CreateAclsRequest.creations")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_creations = len(f_creations)
-    out += _S_i.pack(n_creations)
-    for item in f_creations:
-        _enc_CreateAclsRequest_AclCreation_v1(item, out)
-
-
-def _dec_CreateAclsRequest_v2(buf, cur, end):
-    """Decode CreateAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_creations, pos = _w.read_compact_length(buf, pos, end, 'creations')
-    f_creations, pos = _w.read_structs(_dec_CreateAclsRequest_AclCreation_v2, buf, cur, pos, end, n_creations, 'creations', 8, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateAclsRequest)
-    obj.creations = f_creations
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateAclsRequest_v2(obj, out):
-    """Append the v2 layout of a CreateAclsRequest to ``out``."""
+def _enc_CreateAclsRequest(obj, out, version):
+    """Append in ``version`` a CreateAclsRequest to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("CreateAclsRequest expected, got None")
-    _w.put_structs(out, obj.creations, _enc_CreateAclsRequest_AclCreation_v2, "CreateAclsRequest.creations", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest")
+    if v1_down:
+        f_creations = obj.creations
+        if f_creations is None:
+            raise _w.not_nullable("CreateAclsRequest.creations")
+        else:
+            n_creations = len(f_creations)
+        out += _S_i.pack(n_creations)
+        for item in f_creations:
+            _enc_CreateAclsRequest_AclCreation(item, out, version)
+    else:
+        _w.put_structs(out, obj.creations, _partial(_enc_CreateAclsRequest_AclCreation, version=version), "CreateAclsRequest.creations", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest")
 
 
-def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
-    """Decode CreateAclsRequest.AclCreation (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateAclsRequest_AclCreation(buf, cur, end, version):
+    """Decode CreateAclsRequest.AclCreation (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal, pos, end)
-    n_principal = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_host, pos, end)
-    n_host = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
+    if v1_down:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal, pos, end)
+        n_principal = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    elif v1_only:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_resource_pattern_type__principal, pos, end)
+        f_resource_pattern_type, n_principal = _S_bh.unpack_from(buf, pos)
+        pos += 3
+    if v1_down:
+        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_host, pos, end)
+        n_host = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
+    else:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type, pos, end)
+        f_resource_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_pattern_type, pos, end)
+        f_resource_pattern_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_principal, pos = _w.read_compact_length(buf, pos, end, 'principal')
+        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 1, False, True)
+        n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
+        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateAclsRequest_AclCreation)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
-    obj.resource_pattern_type = 3
+    if v0_down:
+        obj.resource_pattern_type = 3
+    else:
+        obj.resource_pattern_type = f_resource_pattern_type
     obj.principal = f_principal
     obj.host = f_host
     obj.operation = f_operation
     obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
-    """Append the v0 layout of a CreateAclsRequest.AclCreation to ``out``."""
+def _enc_CreateAclsRequest_AclCreation(obj, out, version):
+    """Append in ``version`` a CreateAclsRequest.AclCreation to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("CreateAclsRequest.AclCreation expected, got None")
-    if obj.resource_pattern_type != 3:
-        raise _w.not_in_version("CreateAclsRequest.AclCreation.resource_pattern_type", 0, "1-3")
+    if v0_down:
+        if obj.resource_pattern_type != 3:
+            raise _w.not_in_version("CreateAclsRequest.AclCreation.resource_pattern_type", 0, "1-3")
+    elif v2_up:
+        out += _S_b.pack(obj.resource_type)
     f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "CreateAclsRequest.AclCreation.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
+    if v1_down:
+        out += _S_bh.pack(obj.resource_type, n_resource_name)
+    else:
+        _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
+    if v2_up:
+        out += _S_b.pack(obj.resource_pattern_type)
     f_principal, n_principal = _w.encode_text(obj.principal, "CreateAclsRequest.AclCreation.principal", False)
-    out += _S_h.pack(n_principal)
+    if v0_down:
+        out += _S_h.pack(n_principal)
+    elif v1_only:
+        out += _S_bh.pack(obj.resource_pattern_type, n_principal)
+    else:
+        _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         out += f_principal
     f_host, n_host = _w.encode_text(obj.host, "CreateAclsRequest.AclCreation.host", False)
-    out += _S_h.pack(n_host)
+    if v1_down:
+        out += _S_h.pack(n_host)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_bb.pack(obj.operation, obj.permission_type)
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest.AclCreation")
 
 
-def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
-    """Decode CreateAclsRequest.AclCreation (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateAclsResponse(buf, cur, end, version):
+    """Decode CreateAclsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_pattern_type__principal, pos, end)
-    f_resource_pattern_type, n_principal = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_host, pos, end)
-    n_host = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    obj = _new(CreateAclsRequest_AclCreation)
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.resource_pattern_type = f_resource_pattern_type
-    obj.principal = f_principal
-    obj.host = f_host
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
-    """Append the v1 layout of a CreateAclsRequest.AclCreation to ``out``."""
-    if obj is None:
-        raise TypeError("CreateAclsRequest.AclCreation expected, got None")
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "CreateAclsRequest.AclCreation.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
-    if n_resource_name > 0:
-        out += f_resource_name
-    f_principal, n_principal = _w.encode_text(obj.principal, "CreateAclsRequest.AclCreation.principal", False)
-    out += _S_bh.pack(obj.resource_pattern_type, n_principal)
-    if n_principal > 0:
-        out += f_principal
-    f_host, n_host = _w.encode_text(obj.host, "CreateAclsRequest.AclCreation.host", False)
-    out += _S_h.pack(n_host)
-    if n_host > 0:
-        out += f_host
-    out += _S_bb.pack(obj.operation, obj.permission_type)
-
-
-def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
-    """Decode CreateAclsRequest.AclCreation (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_resource_type, pos, end)
-    f_resource_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_resource_pattern_type, pos, end)
-    f_resource_pattern_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_principal, pos = _w.read_compact_length(buf, pos, end, 'principal')
-    f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 1, False, True)
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateAclsRequest_AclCreation)
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.resource_pattern_type = f_resource_pattern_type
-    obj.principal = f_principal
-    obj.host = f_host
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
-    """Append the v2 layout of a CreateAclsRequest.AclCreation to ``out``."""
-    if obj is None:
-        raise TypeError("CreateAclsRequest.AclCreation expected, got None")
-    out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "CreateAclsRequest.AclCreation.resource_name", False)
-    _w.put_uvarint(out, n_resource_name + 1)
-    if n_resource_name > 0:
-        out += f_resource_name
-    out += _S_b.pack(obj.resource_pattern_type)
-    f_principal, n_principal = _w.encode_text(obj.principal, "CreateAclsRequest.AclCreation.principal", False)
-    _w.put_uvarint(out, n_principal + 1)
-    if n_principal > 0:
-        out += f_principal
-    f_host, n_host = _w.encode_text(obj.host, "CreateAclsRequest.AclCreation.host", False)
-    _w.put_uvarint(out, n_host + 1)
-    if n_host > 0:
-        out += f_host
-    out += _S_bb.pack(obj.operation, obj.permission_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest.AclCreation")
-
-
-def _dec_CreateAclsResponse_v0(buf, cur, end):
-    """Decode CreateAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
-    f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_results, pos = _w.read_structs(_dec_CreateAclsResponse_AclCreationResult_v0, buf, cur, pos, end, n_results, 'results', 4, 4, False)
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
+        f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_results, pos = _w.read_structs(_partial(_dec_CreateAclsResponse_AclCreationResult, version=version), buf, cur, pos, end, n_results, 'results', 4, 4, False)
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
+        f_results, pos = _w.read_structs(_partial(_dec_CreateAclsResponse_AclCreationResult, version=version), buf, cur, pos, end, n_results, 'results', 4, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateAclsResponse_v0(obj, out):
-    """Append the v0 layout of a CreateAclsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("CreateAclsResponse expected, got None")
-    f_results = obj.results
-    if f_results is None:
-        raise _w.not_nullable("CreateAclsResponse.results")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_results = len(f_results)
-    out += _S_ii.pack(obj.throttle_time_ms, n_results)
-    for item in f_results:
-        _enc_CreateAclsResponse_AclCreationResult_v0(item, out)
-
-
-def _dec_CreateAclsResponse_v2(buf, cur, end):
-    """Decode CreateAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_CreateAclsResponse_AclCreationResult_v2, buf, cur, pos, end, n_results, 'results', 4, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateAclsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.results = f_results
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateAclsResponse_v2(obj, out):
-    """Append the v2 layout of a CreateAclsResponse to ``out``."""
+def _enc_CreateAclsResponse(obj, out, version):
+    """Append in ``version`` a CreateAclsResponse to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("CreateAclsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.results, _enc_CreateAclsResponse_AclCreationResult_v2, "CreateAclsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse")
+    if v1_down:
+        f_results = obj.results
+        if f_results is None:
+            raise _w.not_nullable("CreateAclsResponse.results")
+        else:
+            n_results = len(f_results)
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+        for item in f_results:
+            _enc_CreateAclsResponse_AclCreationResult(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.results, _partial(_enc_CreateAclsResponse_AclCreationResult, version=version), "CreateAclsResponse.results", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse")
 
 
-def _dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end):
-    """Decode CreateAclsResponse.AclCreationResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateAclsResponse_AclCreationResult(buf, cur, end, version):
+    """Decode CreateAclsResponse.AclCreationResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__error_message, pos, end)
+        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateAclsResponse_AclCreationResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateAclsResponse_AclCreationResult_v0(obj, out):
-    """Append the v0 layout of a CreateAclsResponse.AclCreationResult to ``out``."""
+def _enc_CreateAclsResponse_AclCreationResult(obj, out, version):
+    """Append in ``version`` a CreateAclsResponse.AclCreationResult to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("CreateAclsResponse.AclCreationResult expected, got None")
+    if v2_up:
+        out += _S_h.pack(obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreateAclsResponse.AclCreationResult.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
+    if v1_down:
+        out += _S_hh.pack(obj.error_code, n_error_message)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-
-
-def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
-    """Decode CreateAclsResponse.AclCreationResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateAclsResponse_AclCreationResult)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateAclsResponse_AclCreationResult_v2(obj, out):
-    """Append the v2 layout of a CreateAclsResponse.AclCreationResult to ``out``."""
-    if obj is None:
-        raise TypeError("CreateAclsResponse.AclCreationResult expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreateAclsResponse.AclCreationResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse.AclCreationResult")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse.AclCreationResult")
 
 
 class CreateAclsRequest_AclCreation(Struct):
@@ -466,9 +367,8 @@ class CreateAclsRequest(Message):
         FieldInfo('creations', (0, 3), None, None, True, CreateAclsRequest_AclCreation, None, '[]AclCreation'),
     )
     AclCreation = CreateAclsRequest_AclCreation
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_CreateAclsRequest_v0, 1: _dec_CreateAclsRequest_v1, 2: _dec_CreateAclsRequest_v2, 3: _dec_CreateAclsRequest_v2}
-    _ENCODERS = {0: _enc_CreateAclsRequest_v0, 1: _enc_CreateAclsRequest_v1, 2: _enc_CreateAclsRequest_v2, 3: _enc_CreateAclsRequest_v2}
+    _DECODERS = _decoders(_dec_CreateAclsRequest, range(0, 4))
+    _ENCODERS = _encoders(_enc_CreateAclsRequest, range(0, 4))
     API_KEY = 30
     KIND = 'request'
     VALID_VERSIONS = (0, 3)
@@ -537,10 +437,8 @@ class CreateAclsResponse(Message):
         FieldInfo('results', (0, 3), None, None, True, CreateAclsResponse_AclCreationResult, None, '[]AclCreationResult'),
     )
     AclCreationResult = CreateAclsResponse_AclCreationResult
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_CreateAclsResponse_v0, 1: _dec_CreateAclsResponse_v0, 2: _dec_CreateAclsResponse_v2, 3: _dec_CreateAclsResponse_v2}
-    _ENCODERS = {0: _enc_CreateAclsResponse_v0, 1: _enc_CreateAclsResponse_v0, 2: _enc_CreateAclsResponse_v2, 3: _enc_CreateAclsResponse_v2}
+    _DECODERS = _decoders(_dec_CreateAclsResponse, range(0, 4))
+    _ENCODERS = _encoders(_enc_CreateAclsResponse, range(0, 4))
     API_KEY = 30
     KIND = 'response'
     VALID_VERSIONS = (0, 3)

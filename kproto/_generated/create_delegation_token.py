@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['CreateDelegationTokenRequest', 'CreateDelegationTokenResponse']
@@ -36,249 +38,285 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_CreateDelegationTokenRequest_v0(buf, cur, end):
-    """Decode CreateDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateDelegationTokenRequest(buf, cur, end, version):
+    """Decode CreateDelegationTokenRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_up = version >= 2
+    v3_up = version >= 3
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_renewers, pos, end)
-    n_renewers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_renewers, pos = _w.read_structs(_dec_CreateDelegationTokenRequest_CreatableRenewers_v0, buf, cur, pos, end, n_renewers, 'renewers', 4, 4, False)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_renewers, pos, end)
+        n_renewers = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_renewers, pos = _w.read_structs(_partial(_dec_CreateDelegationTokenRequest_CreatableRenewers, version=version), buf, cur, pos, end, n_renewers, 'renewers', 4, 4, False)
+    elif v3_up:
+        n_owner_principal_type, pos = _w.read_compact_length(buf, pos, end, 'owner_principal_type')
+        f_owner_principal_type, pos = _w.read_sized(buf, pos, n_owner_principal_type, end, 'owner_principal_type', 1, True, True)
+        n_owner_principal_name, pos = _w.read_compact_length(buf, pos, end, 'owner_principal_name')
+        f_owner_principal_name, pos = _w.read_sized(buf, pos, n_owner_principal_name, end, 'owner_principal_name', 1, True, True)
+    if v2_up:
+        n_renewers, pos = _w.read_compact_length(buf, pos, end, 'renewers')
+        f_renewers, pos = _w.read_structs(_partial(_dec_CreateDelegationTokenRequest_CreatableRenewers, version=version), buf, cur, pos, end, n_renewers, 'renewers', 3, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
     f_max_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
     pos += 8
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateDelegationTokenRequest)
-    obj.owner_principal_type = ''
-    obj.owner_principal_name = ''
-    obj.renewers = f_renewers
-    obj.max_lifetime_ms = f_max_lifetime_ms
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateDelegationTokenRequest_v0(obj, out):
-    """Append the v0 layout of a CreateDelegationTokenRequest to ``out``."""
-    if obj is None:
-        raise TypeError("CreateDelegationTokenRequest expected, got None")
-    if obj.owner_principal_type != '':
-        raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_type", 0, "3")
-    if obj.owner_principal_name != '':
-        raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_name", 0, "3")
-    f_renewers = obj.renewers
-    if f_renewers is None:
-        raise _w.not_nullable("CreateDelegationTokenRequest.renewers")
+    if v2_down:
+        obj.owner_principal_type = ''
+        obj.owner_principal_name = ''
     else:
-        n_renewers = len(f_renewers)
-    out += _S_i.pack(n_renewers)
-    for item in f_renewers:
-        _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(item, out)
-    out += _S_q.pack(obj.max_lifetime_ms)
-
-
-def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
-    """Decode CreateDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_renewers, pos = _w.read_compact_length(buf, pos, end, 'renewers')
-    f_renewers, pos = _w.read_structs(_dec_CreateDelegationTokenRequest_CreatableRenewers_v2, buf, cur, pos, end, n_renewers, 'renewers', 3, 1, False)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
-    f_max_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateDelegationTokenRequest)
-    obj.owner_principal_type = ''
-    obj.owner_principal_name = ''
+        obj.owner_principal_type = f_owner_principal_type
+        obj.owner_principal_name = f_owner_principal_name
     obj.renewers = f_renewers
     obj.max_lifetime_ms = f_max_lifetime_ms
-    obj.unknown_tagged_fields = unknown
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateDelegationTokenRequest_v2(obj, out):
-    """Append the v2 layout of a CreateDelegationTokenRequest to ``out``."""
+def _enc_CreateDelegationTokenRequest(obj, out, version):
+    """Append in ``version`` a CreateDelegationTokenRequest to ``out``."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_up = version >= 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("CreateDelegationTokenRequest expected, got None")
-    if obj.owner_principal_type != '':
-        raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_type", 2, "3")
-    if obj.owner_principal_name != '':
-        raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_name", 2, "3")
-    _w.put_structs(out, obj.renewers, _enc_CreateDelegationTokenRequest_CreatableRenewers_v2, "CreateDelegationTokenRequest.renewers", False)
+    if v2_down:
+        if obj.owner_principal_type != '':
+            if v1_down:
+                raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_type", 0, "3")
+            else:
+                raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_type", 2, "3")
+        if obj.owner_principal_name != '':
+            if v1_down:
+                raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_name", 0, "3")
+            else:
+                raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_name", 2, "3")
+    if v1_down:
+        f_renewers = obj.renewers
+        if f_renewers is None:
+            raise _w.not_nullable("CreateDelegationTokenRequest.renewers")
+        else:
+            n_renewers = len(f_renewers)
+        out += _S_i.pack(n_renewers)
+        for item in f_renewers:
+            _enc_CreateDelegationTokenRequest_CreatableRenewers(item, out, version)
+    elif v3_up:
+        f_owner_principal_type, n_owner_principal_type = _w.encode_text(obj.owner_principal_type, "CreateDelegationTokenRequest.owner_principal_type", True)
+        _w.put_uvarint(out, n_owner_principal_type + 1)
+        if n_owner_principal_type > 0:
+            out += f_owner_principal_type
+        f_owner_principal_name, n_owner_principal_name = _w.encode_text(obj.owner_principal_name, "CreateDelegationTokenRequest.owner_principal_name", True)
+        _w.put_uvarint(out, n_owner_principal_name + 1)
+        if n_owner_principal_name > 0:
+            out += f_owner_principal_name
+    if v2_up:
+        _w.put_structs(out, obj.renewers, _partial(_enc_CreateDelegationTokenRequest_CreatableRenewers, version=version), "CreateDelegationTokenRequest.renewers", False)
     out += _S_q.pack(obj.max_lifetime_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest")
 
 
-def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
-    """Decode CreateDelegationTokenRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateDelegationTokenRequest_CreatableRenewers(buf, cur, end, version):
+    """Decode CreateDelegationTokenRequest.CreatableRenewers (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    n_owner_principal_type, pos = _w.read_compact_length(buf, pos, end, 'owner_principal_type')
-    f_owner_principal_type, pos = _w.read_sized(buf, pos, n_owner_principal_type, end, 'owner_principal_type', 1, True, True)
-    n_owner_principal_name, pos = _w.read_compact_length(buf, pos, end, 'owner_principal_name')
-    f_owner_principal_name, pos = _w.read_sized(buf, pos, n_owner_principal_name, end, 'owner_principal_name', 1, True, True)
-    n_renewers, pos = _w.read_compact_length(buf, pos, end, 'renewers')
-    f_renewers, pos = _w.read_structs(_dec_CreateDelegationTokenRequest_CreatableRenewers_v2, buf, cur, pos, end, n_renewers, 'renewers', 3, 1, False)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
-    f_max_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateDelegationTokenRequest)
-    obj.owner_principal_type = f_owner_principal_type
-    obj.owner_principal_name = f_owner_principal_name
-    obj.renewers = f_renewers
-    obj.max_lifetime_ms = f_max_lifetime_ms
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateDelegationTokenRequest_v3(obj, out):
-    """Append the v3 layout of a CreateDelegationTokenRequest to ``out``."""
-    if obj is None:
-        raise TypeError("CreateDelegationTokenRequest expected, got None")
-    f_owner_principal_type, n_owner_principal_type = _w.encode_text(obj.owner_principal_type, "CreateDelegationTokenRequest.owner_principal_type", True)
-    _w.put_uvarint(out, n_owner_principal_type + 1)
-    if n_owner_principal_type > 0:
-        out += f_owner_principal_type
-    f_owner_principal_name, n_owner_principal_name = _w.encode_text(obj.owner_principal_name, "CreateDelegationTokenRequest.owner_principal_name", True)
-    _w.put_uvarint(out, n_owner_principal_name + 1)
-    if n_owner_principal_name > 0:
-        out += f_owner_principal_name
-    _w.put_structs(out, obj.renewers, _enc_CreateDelegationTokenRequest_CreatableRenewers_v2, "CreateDelegationTokenRequest.renewers", False)
-    out += _S_q.pack(obj.max_lifetime_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest")
-
-
-def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
-    """Decode CreateDelegationTokenRequest.CreatableRenewers (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal_type, pos, end)
-    n_principal_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal_name, pos, end)
-    n_principal_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal_type, pos, end)
+        n_principal_type = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal_name, pos, end)
+        n_principal_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
+    else:
+        n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
+        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
+        n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
+        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateDelegationTokenRequest_CreatableRenewers)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
-    """Append the v0 layout of a CreateDelegationTokenRequest.CreatableRenewers to ``out``."""
+def _enc_CreateDelegationTokenRequest_CreatableRenewers(obj, out, version):
+    """Append in ``version`` a CreateDelegationTokenRequest.CreatableRenewers to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("CreateDelegationTokenRequest.CreatableRenewers expected, got None")
     f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "CreateDelegationTokenRequest.CreatableRenewers.principal_type", False)
-    out += _S_h.pack(n_principal_type)
+    if v1_down:
+        out += _S_h.pack(n_principal_type)
+    else:
+        _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
     f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "CreateDelegationTokenRequest.CreatableRenewers.principal_name", False)
-    out += _S_h.pack(n_principal_name)
+    if v1_down:
+        out += _S_h.pack(n_principal_name)
+    else:
+        _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest.CreatableRenewers")
 
 
-def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
-    """Decode CreateDelegationTokenRequest.CreatableRenewers (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateDelegationTokenResponse(buf, cur, end, version):
+    """Decode CreateDelegationTokenResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_up = version >= 2
+    v3_up = version >= 3
     pos = cur.pos
-    n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-    n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateDelegationTokenRequest_CreatableRenewers)
-    obj.principal_type = f_principal_type
-    obj.principal_name = f_principal_name
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
-    """Append the v2 layout of a CreateDelegationTokenRequest.CreatableRenewers to ``out``."""
-    if obj is None:
-        raise TypeError("CreateDelegationTokenRequest.CreatableRenewers expected, got None")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "CreateDelegationTokenRequest.CreatableRenewers.principal_type", False)
-    _w.put_uvarint(out, n_principal_type + 1)
-    if n_principal_type > 0:
-        out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "CreateDelegationTokenRequest.CreatableRenewers.principal_name", False)
-    _w.put_uvarint(out, n_principal_name + 1)
-    if n_principal_name > 0:
-        out += f_principal_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest.CreatableRenewers")
-
-
-def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
-    """Decode CreateDelegationTokenResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__principal_type, pos, end)
-    f_error_code, n_principal_type = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__principal_type, pos, end)
+        f_error_code, n_principal_type = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
     if end - pos < 2:
-        raise _w.short_run(_RUN_principal_name, pos, end)
-    n_principal_name = _S_h.unpack_from(buf, pos)[0]
+        if v1_down:
+            raise _w.short_run(_RUN_principal_name, pos, end)
+        else:
+            raise _w.short_run(_RUN_error_code, pos, end)
+    if v1_down:
+        n_principal_name = _S_h.unpack_from(buf, pos)[0]
+    else:
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
-    if end - pos < 26:
-        raise _w.short_run(_RUN_issue_timestamp_ms__token_id, pos, end)
-    f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, n_token_id = _S_qqqh.unpack_from(buf, pos)
-    pos += 26
-    f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_hmac, pos, end)
-    n_hmac = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 4, False, False)
+    if v1_down:
+        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
+        if end - pos < 26:
+            raise _w.short_run(_RUN_issue_timestamp_ms__token_id, pos, end)
+        f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, n_token_id = _S_qqqh.unpack_from(buf, pos)
+        pos += 26
+        f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_hmac, pos, end)
+        n_hmac = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 4, False, False)
+    else:
+        n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
+        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
+        n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
+        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
+    if v3_up:
+        n_token_requester_principal_type, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_type')
+        f_token_requester_principal_type, pos = _w.read_sized(buf, pos, n_token_requester_principal_type, end, 'token_requester_principal_type', 1, False, True)
+        n_token_requester_principal_name, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_name')
+        f_token_requester_principal_name, pos = _w.read_sized(buf, pos, n_token_requester_principal_name, end, 'token_requester_principal_name', 1, False, True)
+    if v2_up:
+        if end - pos < 24:
+            raise _w.short_run(_RUN_issue_timestamp_ms__max_timestamp_ms, pos, end)
+        f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms = _S_qqq.unpack_from(buf, pos)
+        pos += 24
+        n_token_id, pos = _w.read_compact_length(buf, pos, end, 'token_id')
+        f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 1, False, True)
+        n_hmac, pos = _w.read_compact_length(buf, pos, end, 'hmac')
+        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 1, False, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
-    obj.token_requester_principal_type = ''
-    obj.token_requester_principal_name = ''
+    if v2_down:
+        obj.token_requester_principal_type = ''
+        obj.token_requester_principal_name = ''
+    else:
+        obj.token_requester_principal_type = f_token_requester_principal_type
+        obj.token_requester_principal_name = f_token_requester_principal_name
     obj.issue_timestamp_ms = f_issue_timestamp_ms
     obj.expiry_timestamp_ms = f_expiry_timestamp_ms
     obj.max_timestamp_ms = f_max_timestamp_ms
     obj.token_id = f_token_id
     obj.hmac = f_hmac
     obj.throttle_time_ms = f_throttle_time_ms
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateDelegationTokenResponse_v0(obj, out):
-    """Append the v0 layout of a CreateDelegationTokenResponse to ``out``."""
+def _enc_CreateDelegationTokenResponse(obj, out, version):
+    """Append in ``version`` a CreateDelegationTokenResponse to ``out``."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_up = version >= 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("CreateDelegationTokenResponse expected, got None")
-    if obj.token_requester_principal_type != '':
-        raise _w.not_in_version("CreateDelegationTokenResponse.token_requester_principal_type", 0, "3")
-    if obj.token_requester_principal_name != '':
-        raise _w.not_in_version("CreateDelegationTokenResponse.token_requester_principal_name", 0, "3")
+    if v2_down:
+        if obj.token_requester_principal_type != '':
+            if v1_down:
+                raise _w.not_in_version("CreateDelegationTokenResponse.token_requester_principal_type", 0, "3")
+            else:
+                raise _w.not_in_version("CreateDelegationTokenResponse.token_requester_principal_type", 2, "3")
+        if obj.token_requester_principal_name != '':
+            if v1_down:
+                raise _w.not_in_version("CreateDelegationTokenResponse.token_requester_principal_name", 0, "3")
+            else:
+                raise _w.not_in_version("CreateDelegationTokenResponse.token_requester_principal_name", 2, "3")
+    if v2_up:
+        out += _S_h.pack(obj.error_code)
     f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "CreateDelegationTokenResponse.principal_type", False)
-    out += _S_hh.pack(obj.error_code, n_principal_type)
+    if v1_down:
+        out += _S_hh.pack(obj.error_code, n_principal_type)
+    else:
+        _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
     f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "CreateDelegationTokenResponse.principal_name", False)
-    out += _S_h.pack(n_principal_name)
+    if v1_down:
+        out += _S_h.pack(n_principal_name)
+    else:
+        _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
+    if v3_up:
+        f_token_requester_principal_type, n_token_requester_principal_type = _w.encode_text(obj.token_requester_principal_type, "CreateDelegationTokenResponse.token_requester_principal_type", False)
+        _w.put_uvarint(out, n_token_requester_principal_type + 1)
+        if n_token_requester_principal_type > 0:
+            out += f_token_requester_principal_type
+        f_token_requester_principal_name, n_token_requester_principal_name = _w.encode_text(obj.token_requester_principal_name, "CreateDelegationTokenResponse.token_requester_principal_name", False)
+        _w.put_uvarint(out, n_token_requester_principal_name + 1)
+        if n_token_requester_principal_name > 0:
+            out += f_token_requester_principal_name
+    if v2_up:
+        out += _S_qqq.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms)
     f_token_id, n_token_id = _w.encode_text(obj.token_id, "CreateDelegationTokenResponse.token_id", False)
-    out += _S_qqqh.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms, n_token_id)
+    if v1_down:
+        out += _S_qqqh.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms, n_token_id)
+    else:
+        _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         out += f_token_id
     f_hmac = obj.hmac
@@ -286,168 +324,15 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
         raise _w.not_nullable("CreateDelegationTokenResponse.hmac")
     else:
         n_hmac = len(f_hmac)
-    out += _S_i.pack(n_hmac)
-    if n_hmac > 0:
-        out += f_hmac
-    out += _S_i.pack(obj.throttle_time_ms)
-
-
-def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
-    """Decode CreateDelegationTokenResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-    n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-    if end - pos < 24:
-        raise _w.short_run(_RUN_issue_timestamp_ms__max_timestamp_ms, pos, end)
-    f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms = _S_qqq.unpack_from(buf, pos)
-    pos += 24
-    n_token_id, pos = _w.read_compact_length(buf, pos, end, 'token_id')
-    f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 1, False, True)
-    n_hmac, pos = _w.read_compact_length(buf, pos, end, 'hmac')
-    f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 1, False, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateDelegationTokenResponse)
-    obj.error_code = f_error_code
-    obj.principal_type = f_principal_type
-    obj.principal_name = f_principal_name
-    obj.token_requester_principal_type = ''
-    obj.token_requester_principal_name = ''
-    obj.issue_timestamp_ms = f_issue_timestamp_ms
-    obj.expiry_timestamp_ms = f_expiry_timestamp_ms
-    obj.max_timestamp_ms = f_max_timestamp_ms
-    obj.token_id = f_token_id
-    obj.hmac = f_hmac
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateDelegationTokenResponse_v2(obj, out):
-    """Append the v2 layout of a CreateDelegationTokenResponse to ``out``."""
-    if obj is None:
-        raise TypeError("CreateDelegationTokenResponse expected, got None")
-    if obj.token_requester_principal_type != '':
-        raise _w.not_in_version("CreateDelegationTokenResponse.token_requester_principal_type", 2, "3")
-    if obj.token_requester_principal_name != '':
-        raise _w.not_in_version("CreateDelegationTokenResponse.token_requester_principal_name", 2, "3")
-    out += _S_h.pack(obj.error_code)
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "CreateDelegationTokenResponse.principal_type", False)
-    _w.put_uvarint(out, n_principal_type + 1)
-    if n_principal_type > 0:
-        out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "CreateDelegationTokenResponse.principal_name", False)
-    _w.put_uvarint(out, n_principal_name + 1)
-    if n_principal_name > 0:
-        out += f_principal_name
-    out += _S_qqq.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms)
-    f_token_id, n_token_id = _w.encode_text(obj.token_id, "CreateDelegationTokenResponse.token_id", False)
-    _w.put_uvarint(out, n_token_id + 1)
-    if n_token_id > 0:
-        out += f_token_id
-    f_hmac = obj.hmac
-    if f_hmac is None:
-        raise _w.not_nullable("CreateDelegationTokenResponse.hmac")
+    if v1_down:
+        out += _S_i.pack(n_hmac)
     else:
-        n_hmac = len(f_hmac)
-    _w.put_uvarint(out, n_hmac + 1)
+        _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
         out += f_hmac
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenResponse")
-
-
-def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
-    """Decode CreateDelegationTokenResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-    n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-    n_token_requester_principal_type, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_type')
-    f_token_requester_principal_type, pos = _w.read_sized(buf, pos, n_token_requester_principal_type, end, 'token_requester_principal_type', 1, False, True)
-    n_token_requester_principal_name, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_name')
-    f_token_requester_principal_name, pos = _w.read_sized(buf, pos, n_token_requester_principal_name, end, 'token_requester_principal_name', 1, False, True)
-    if end - pos < 24:
-        raise _w.short_run(_RUN_issue_timestamp_ms__max_timestamp_ms, pos, end)
-    f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms = _S_qqq.unpack_from(buf, pos)
-    pos += 24
-    n_token_id, pos = _w.read_compact_length(buf, pos, end, 'token_id')
-    f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 1, False, True)
-    n_hmac, pos = _w.read_compact_length(buf, pos, end, 'hmac')
-    f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 1, False, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateDelegationTokenResponse)
-    obj.error_code = f_error_code
-    obj.principal_type = f_principal_type
-    obj.principal_name = f_principal_name
-    obj.token_requester_principal_type = f_token_requester_principal_type
-    obj.token_requester_principal_name = f_token_requester_principal_name
-    obj.issue_timestamp_ms = f_issue_timestamp_ms
-    obj.expiry_timestamp_ms = f_expiry_timestamp_ms
-    obj.max_timestamp_ms = f_max_timestamp_ms
-    obj.token_id = f_token_id
-    obj.hmac = f_hmac
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateDelegationTokenResponse_v3(obj, out):
-    """Append the v3 layout of a CreateDelegationTokenResponse to ``out``."""
-    if obj is None:
-        raise TypeError("CreateDelegationTokenResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "CreateDelegationTokenResponse.principal_type", False)
-    _w.put_uvarint(out, n_principal_type + 1)
-    if n_principal_type > 0:
-        out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "CreateDelegationTokenResponse.principal_name", False)
-    _w.put_uvarint(out, n_principal_name + 1)
-    if n_principal_name > 0:
-        out += f_principal_name
-    f_token_requester_principal_type, n_token_requester_principal_type = _w.encode_text(obj.token_requester_principal_type, "CreateDelegationTokenResponse.token_requester_principal_type", False)
-    _w.put_uvarint(out, n_token_requester_principal_type + 1)
-    if n_token_requester_principal_type > 0:
-        out += f_token_requester_principal_type
-    f_token_requester_principal_name, n_token_requester_principal_name = _w.encode_text(obj.token_requester_principal_name, "CreateDelegationTokenResponse.token_requester_principal_name", False)
-    _w.put_uvarint(out, n_token_requester_principal_name + 1)
-    if n_token_requester_principal_name > 0:
-        out += f_token_requester_principal_name
-    out += _S_qqq.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms)
-    f_token_id, n_token_id = _w.encode_text(obj.token_id, "CreateDelegationTokenResponse.token_id", False)
-    _w.put_uvarint(out, n_token_id + 1)
-    if n_token_id > 0:
-        out += f_token_id
-    f_hmac = obj.hmac
-    if f_hmac is None:
-        raise _w.not_nullable("CreateDelegationTokenResponse.hmac")
-    else:
-        n_hmac = len(f_hmac)
-    _w.put_uvarint(out, n_hmac + 1)
-    if n_hmac > 0:
-        out += f_hmac
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenResponse")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenResponse")
 
 
 class CreateDelegationTokenRequest_CreatableRenewers(Struct):
@@ -504,9 +389,8 @@ class CreateDelegationTokenRequest(Message):
         FieldInfo('max_lifetime_ms', (0, 3), None, None, False, None, None, 'int64'),
     )
     CreatableRenewers = CreateDelegationTokenRequest_CreatableRenewers
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_CreateDelegationTokenRequest_v0, 1: _dec_CreateDelegationTokenRequest_v0, 2: _dec_CreateDelegationTokenRequest_v2, 3: _dec_CreateDelegationTokenRequest_v3}
-    _ENCODERS = {0: _enc_CreateDelegationTokenRequest_v0, 1: _enc_CreateDelegationTokenRequest_v0, 2: _enc_CreateDelegationTokenRequest_v2, 3: _enc_CreateDelegationTokenRequest_v3}
+    _DECODERS = _decoders(_dec_CreateDelegationTokenRequest, range(0, 4))
+    _ENCODERS = _encoders(_enc_CreateDelegationTokenRequest, range(0, 4))
     API_KEY = 38
     KIND = 'request'
     VALID_VERSIONS = (0, 3)
@@ -569,9 +453,8 @@ class CreateDelegationTokenResponse(Message):
         FieldInfo('hmac', (0, 3), None, None, False, None, None, 'bytes'),
         FieldInfo('throttle_time_ms', (0, 3), None, None, False, None, None, 'int32'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_CreateDelegationTokenResponse_v0, 1: _dec_CreateDelegationTokenResponse_v0, 2: _dec_CreateDelegationTokenResponse_v2, 3: _dec_CreateDelegationTokenResponse_v3}
-    _ENCODERS = {0: _enc_CreateDelegationTokenResponse_v0, 1: _enc_CreateDelegationTokenResponse_v0, 2: _enc_CreateDelegationTokenResponse_v2, 3: _enc_CreateDelegationTokenResponse_v3}
+    _DECODERS = _decoders(_dec_CreateDelegationTokenResponse, range(0, 4))
+    _ENCODERS = _encoders(_enc_CreateDelegationTokenResponse, range(0, 4))
     API_KEY = 38
     KIND = 'response'
     VALID_VERSIONS = (0, 3)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['CreatePartitionsRequest', 'CreatePartitionsResponse']
@@ -39,14 +41,20 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_CreatePartitionsRequest_v0(buf, cur, end):
-    """Decode CreatePartitionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreatePartitionsRequest(buf, cur, end, version):
+    """Decode CreatePartitionsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_CreatePartitionsRequest_CreatePartitionsTopic_v0, buf, cur, pos, end, n_topics, 'topics', 10, 4, False)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_topics, pos, end)
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_topics, pos = _w.read_structs(_partial(_dec_CreatePartitionsRequest_CreatePartitionsTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 10, 4, False)
+    else:
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_CreatePartitionsRequest_CreatePartitionsTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 7, 1, False)
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     f_timeout_ms, f_validate_only = _S_ib.unpack_from(buf, pos)
@@ -54,159 +62,145 @@ def _dec_CreatePartitionsRequest_v0(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreatePartitionsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.validate_only = b_validate_only
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreatePartitionsRequest_v0(obj, out):
-    """Append the v0 layout of a CreatePartitionsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("CreatePartitionsRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("CreatePartitionsRequest.topics")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_CreatePartitionsRequest_CreatePartitionsTopic_v0(item, out)
-    out += _S_iB.pack(obj.timeout_ms, obj.validate_only)
-
-
-def _dec_CreatePartitionsRequest_v2(buf, cur, end):
-    """Decode CreatePartitionsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_CreatePartitionsRequest_CreatePartitionsTopic_v2, buf, cur, pos, end, n_topics, 'topics', 7, 1, False)
-    if end - pos < 5:
-        raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
-    f_timeout_ms, f_validate_only = _S_ib.unpack_from(buf, pos)
-    pos += 5
-    if f_validate_only != 0 and f_validate_only != 1:
-        raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
-    b_validate_only = f_validate_only == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreatePartitionsRequest)
-    obj.topics = f_topics
-    obj.timeout_ms = f_timeout_ms
-    obj.validate_only = b_validate_only
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreatePartitionsRequest_v2(obj, out):
-    """Append the v2 layout of a CreatePartitionsRequest to ``out``."""
+def _enc_CreatePartitionsRequest(obj, out, version):
+    """Append in ``version`` a CreatePartitionsRequest to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("CreatePartitionsRequest expected, got None")
-    _w.put_structs(out, obj.topics, _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2, "CreatePartitionsRequest.topics", False)
+    if v1_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("CreatePartitionsRequest.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_i.pack(n_topics)
+        for item in f_topics:
+            _enc_CreatePartitionsRequest_CreatePartitionsTopic(item, out, version)
+    else:
+        _w.put_structs(out, obj.topics, _partial(_enc_CreatePartitionsRequest_CreatePartitionsTopic, version=version), "CreatePartitionsRequest.topics", False)
     out += _S_iB.pack(obj.timeout_ms, obj.validate_only)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest")
 
 
-def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
-    """Decode CreatePartitionsRequest.CreatePartitionsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreatePartitionsRequest_CreatePartitionsTopic(buf, cur, end, version):
+    """Decode CreatePartitionsRequest.CreatePartitionsTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_count__assignments, pos, end)
-    f_count, n_assignments = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_assignments, pos = _w.read_structs(_dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0, buf, cur, pos, end, n_assignments, 'assignments', 4, 4, True)
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 8:
+            raise _w.short_run(_RUN_count__assignments, pos, end)
+        f_count, n_assignments = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_assignments, pos = _w.read_structs(_partial(_dec_CreatePartitionsRequest_CreatePartitionsAssignment, version=version), buf, cur, pos, end, n_assignments, 'assignments', 4, 4, True)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_count, pos, end)
+        f_count = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_assignments, pos = _w.read_compact_length(buf, pos, end, 'assignments')
+        f_assignments, pos = _w.read_structs(_partial(_dec_CreatePartitionsRequest_CreatePartitionsAssignment, version=version), buf, cur, pos, end, n_assignments, 'assignments', 2, 1, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreatePartitionsRequest_CreatePartitionsTopic)
     obj.name = f_name
     obj.count = f_count
     obj.assignments = f_assignments
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v0(obj, out):
-    """Append the v0 layout of a CreatePartitionsRequest.CreatePartitionsTopic to ``out``."""
-    if obj is None:
-        raise TypeError("CreatePartitionsRequest.CreatePartitionsTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreatePartitionsRequest.CreatePartitionsTopic.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_assignments = obj.assignments
-    if f_assignments is None:
-        n_assignments = -1
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_assignments = len(f_assignments)
-    out += _S_ii.pack(obj.count, n_assignments)
-    if n_assignments > 0:
-        for item in f_assignments:
-            _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v0(item, out)
-
-
-def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
-    """Decode CreatePartitionsRequest.CreatePartitionsTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_count, pos, end)
-    f_count = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_assignments, pos = _w.read_compact_length(buf, pos, end, 'assignments')
-    f_assignments, pos = _w.read_structs(_dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2, buf, cur, pos, end, n_assignments, 'assignments', 2, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreatePartitionsRequest_CreatePartitionsTopic)
-    obj.name = f_name
-    obj.count = f_count
-    obj.assignments = f_assignments
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(obj, out):
-    """Append the v2 layout of a CreatePartitionsRequest.CreatePartitionsTopic to ``out``."""
+def _enc_CreatePartitionsRequest_CreatePartitionsTopic(obj, out, version):
+    """Append in ``version`` a CreatePartitionsRequest.CreatePartitionsTopic to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("CreatePartitionsRequest.CreatePartitionsTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "CreatePartitionsRequest.CreatePartitionsTopic.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    if v1_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    out += _S_i.pack(obj.count)
-    _w.put_structs(out, obj.assignments, _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v2, "CreatePartitionsRequest.CreatePartitionsTopic.assignments", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic")
+    if v1_down:
+        f_assignments = obj.assignments
+        if f_assignments is None:
+            n_assignments = -1
+        else:
+            n_assignments = len(f_assignments)
+        out += _S_ii.pack(obj.count, n_assignments)
+        if n_assignments > 0:
+            for item in f_assignments:
+                _enc_CreatePartitionsRequest_CreatePartitionsAssignment(item, out, version)
+    else:
+        out += _S_i.pack(obj.count)
+        _w.put_structs(out, obj.assignments, _partial(_enc_CreatePartitionsRequest_CreatePartitionsAssignment, version=version), "CreatePartitionsRequest.CreatePartitionsTopic.assignments", True)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic")
 
 
-def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf, cur, end):
-    """Decode CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreatePartitionsRequest_CreatePartitionsAssignment(buf, cur, end, version):
+    """Decode CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_broker_ids, pos, end)
-    n_broker_ids = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_broker_ids, pos, end)
+        n_broker_ids = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        n_broker_ids, pos = _w.read_compact_length(buf, pos, end, 'broker_ids')
     if n_broker_ids < 0 or n_broker_ids > (end - pos) // 4:
-        raise _w.bad_count('broker_ids', pos - 4, n_broker_ids, end, 4, 4)
+        if v1_down:
+            raise _w.bad_count('broker_ids', pos - 4, n_broker_ids, end, 4, 4)
+        else:
+            raise _w.bad_count('broker_ids', pos - 1, n_broker_ids, end, 4, 1)
     if n_broker_ids < _w.SMALL_ARRAY_MAX:
         f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
     else:
         f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
     pos += n_broker_ids * 4
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
     obj.broker_ids = f_broker_ids
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v0(obj, out):
-    """Append the v0 layout of a CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment to ``out``."""
+def _enc_CreatePartitionsRequest_CreatePartitionsAssignment(obj, out, version):
+    """Append in ``version`` a CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment expected, got None")
     f_broker_ids = obj.broker_ids
@@ -214,171 +208,129 @@ def _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v0(obj, out):
         raise _w.not_nullable("CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment.broker_ids")
     else:
         n_broker_ids = len(f_broker_ids)
-    out += _S_i.pack(n_broker_ids)
-    out += _pack(">%di" % n_broker_ids, *f_broker_ids)
-
-
-def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end):
-    """Decode CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_broker_ids, pos = _w.read_compact_length(buf, pos, end, 'broker_ids')
-    if n_broker_ids < 0 or n_broker_ids > (end - pos) // 4:
-        raise _w.bad_count('broker_ids', pos - 1, n_broker_ids, end, 4, 1)
-    if n_broker_ids < _w.SMALL_ARRAY_MAX:
-        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
+    if v1_down:
+        out += _S_i.pack(n_broker_ids)
     else:
-        f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
-    pos += n_broker_ids * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
-    obj.broker_ids = f_broker_ids
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v2(obj, out):
-    """Append the v2 layout of a CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment to ``out``."""
-    if obj is None:
-        raise TypeError("CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment expected, got None")
-    f_broker_ids = obj.broker_ids
-    if f_broker_ids is None:
-        raise _w.not_nullable("CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment.broker_ids")
-    else:
-        n_broker_ids = len(f_broker_ids)
-    _w.put_uvarint(out, n_broker_ids + 1)
+        _w.put_uvarint(out, n_broker_ids + 1)
     out += _pack(">%di" % n_broker_ids, *f_broker_ids)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment")
 
 
-def _dec_CreatePartitionsResponse_v0(buf, cur, end):
-    """Decode CreatePartitionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreatePartitionsResponse(buf, cur, end, version):
+    """Decode CreatePartitionsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
-    f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_results, pos = _w.read_structs(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0, buf, cur, pos, end, n_results, 'results', 6, 4, False)
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
+        f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_results, pos = _w.read_structs(_partial(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult, version=version), buf, cur, pos, end, n_results, 'results', 6, 4, False)
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
+        f_results, pos = _w.read_structs(_partial(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult, version=version), buf, cur, pos, end, n_results, 'results', 5, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreatePartitionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreatePartitionsResponse_v0(obj, out):
-    """Append the v0 layout of a CreatePartitionsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("CreatePartitionsResponse expected, got None")
-    f_results = obj.results
-    if f_results is None:
-        raise _w.not_nullable("CreatePartitionsResponse.results")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_results = len(f_results)
-    out += _S_ii.pack(obj.throttle_time_ms, n_results)
-    for item in f_results:
-        _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(item, out)
-
-
-def _dec_CreatePartitionsResponse_v2(buf, cur, end):
-    """Decode CreatePartitionsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2, buf, cur, pos, end, n_results, 'results', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreatePartitionsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.results = f_results
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreatePartitionsResponse_v2(obj, out):
-    """Append the v2 layout of a CreatePartitionsResponse to ``out``."""
+def _enc_CreatePartitionsResponse(obj, out, version):
+    """Append in ``version`` a CreatePartitionsResponse to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("CreatePartitionsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.results, _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2, "CreatePartitionsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse")
+    if v1_down:
+        f_results = obj.results
+        if f_results is None:
+            raise _w.not_nullable("CreatePartitionsResponse.results")
+        else:
+            n_results = len(f_results)
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+        for item in f_results:
+            _enc_CreatePartitionsResponse_CreatePartitionsTopicResult(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.results, _partial(_enc_CreatePartitionsResponse_CreatePartitionsTopicResult, version=version), "CreatePartitionsResponse.results", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse")
 
 
-def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
-    """Decode CreatePartitionsResponse.CreatePartitionsTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult(buf, cur, end, version):
+    """Decode CreatePartitionsResponse.CreatePartitionsTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
+    if v2_up:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
     if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+        if v1_down:
+            raise _w.short_run(_RUN_name, pos, end)
+        else:
+            raise _w.short_run(_RUN_error_code, pos, end)
+    if v1_down:
+        n_name = _S_h.unpack_from(buf, pos)[0]
+    else:
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+    if v1_down:
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__error_message, pos, end)
+        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+    else:
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreatePartitionsResponse_CreatePartitionsTopicResult)
     obj.name = f_name
     obj.error_code = f_error_code
     obj.error_message = f_error_message
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(obj, out):
-    """Append the v0 layout of a CreatePartitionsResponse.CreatePartitionsTopicResult to ``out``."""
+def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult(obj, out, version):
+    """Append in ``version`` a CreatePartitionsResponse.CreatePartitionsTopicResult to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("CreatePartitionsResponse.CreatePartitionsTopicResult expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "CreatePartitionsResponse.CreatePartitionsTopicResult.name", False)
-    out += _S_h.pack(n_name)
+    if v1_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
+    if v2_up:
+        out += _S_h.pack(obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreatePartitionsResponse.CreatePartitionsTopicResult.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
+    if v1_down:
+        out += _S_hh.pack(obj.error_code, n_error_message)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-
-
-def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
-    """Decode CreatePartitionsResponse.CreatePartitionsTopicResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreatePartitionsResponse_CreatePartitionsTopicResult)
-    obj.name = f_name
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(obj, out):
-    """Append the v2 layout of a CreatePartitionsResponse.CreatePartitionsTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("CreatePartitionsResponse.CreatePartitionsTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreatePartitionsResponse.CreatePartitionsTopicResult.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreatePartitionsResponse.CreatePartitionsTopicResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse.CreatePartitionsTopicResult")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse.CreatePartitionsTopicResult")
 
 
 class CreatePartitionsRequest_CreatePartitionsAssignment(Struct):
@@ -462,10 +414,8 @@ class CreatePartitionsRequest(Message):
         FieldInfo('validate_only', (0, 3), None, None, False, None, None, 'bool'),
     )
     CreatePartitionsTopic = CreatePartitionsRequest_CreatePartitionsTopic
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_CreatePartitionsRequest_v0, 1: _dec_CreatePartitionsRequest_v0, 2: _dec_CreatePartitionsRequest_v2, 3: _dec_CreatePartitionsRequest_v2}
-    _ENCODERS = {0: _enc_CreatePartitionsRequest_v0, 1: _enc_CreatePartitionsRequest_v0, 2: _enc_CreatePartitionsRequest_v2, 3: _enc_CreatePartitionsRequest_v2}
+    _DECODERS = _decoders(_dec_CreatePartitionsRequest, range(0, 4))
+    _ENCODERS = _encoders(_enc_CreatePartitionsRequest, range(0, 4))
     API_KEY = 37
     KIND = 'request'
     VALID_VERSIONS = (0, 3)
@@ -541,10 +491,8 @@ class CreatePartitionsResponse(Message):
         FieldInfo('results', (0, 3), None, None, True, CreatePartitionsResponse_CreatePartitionsTopicResult, None, '[]CreatePartitionsTopicResult'),
     )
     CreatePartitionsTopicResult = CreatePartitionsResponse_CreatePartitionsTopicResult
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_CreatePartitionsResponse_v0, 1: _dec_CreatePartitionsResponse_v0, 2: _dec_CreatePartitionsResponse_v2, 3: _dec_CreatePartitionsResponse_v2}
-    _ENCODERS = {0: _enc_CreatePartitionsResponse_v0, 1: _enc_CreatePartitionsResponse_v0, 2: _enc_CreatePartitionsResponse_v2, 3: _enc_CreatePartitionsResponse_v2}
+    _DECODERS = _decoders(_dec_CreatePartitionsResponse, range(0, 4))
+    _ENCODERS = _encoders(_enc_CreatePartitionsResponse, range(0, 4))
     API_KEY = 37
     KIND = 'response'
     VALID_VERSIONS = (0, 3)

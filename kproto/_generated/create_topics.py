@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['CreateTopicsRequest', 'CreateTopicsResponse']
@@ -50,721 +52,493 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_CreateTopicsRequest_v0(buf, cur, end):
-    """Decode CreateTopicsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateTopicsRequest(buf, cur, end, version):
+    """Decode CreateTopicsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
+    v4_down = version <= 4
+    v5_up = version >= 5
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_CreateTopicsRequest_CreatableTopic_v0, buf, cur, pos, end, n_topics, 'topics', 16, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_timeout_ms, pos, end)
-    f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if v4_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_topics, pos, end)
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 16, 4, False)
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_timeout_ms, pos, end)
+        f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    elif v5_up:
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 10, 1, False)
+    if v1_up:
+        if end - pos < 5:
+            raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
+        f_timeout_ms, f_validate_only = _S_ib.unpack_from(buf, pos)
+        pos += 5
+        if f_validate_only != 0 and f_validate_only != 1:
+            raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
+        b_validate_only = f_validate_only == 1
+    if v5_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateTopicsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
-    obj.validate_only = False
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsRequest_v0(obj, out):
-    """Append the v0 layout of a CreateTopicsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsRequest expected, got None")
-    if obj.validate_only != False:
-        raise _w.not_in_version("CreateTopicsRequest.validate_only", 0, "1-7")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("CreateTopicsRequest.topics")
+    if v0_down:
+        obj.validate_only = False
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_CreateTopicsRequest_CreatableTopic_v0(item, out)
-    out += _S_i.pack(obj.timeout_ms)
-
-
-def _dec_CreateTopicsRequest_v1(buf, cur, end):
-    """Decode CreateTopicsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_CreateTopicsRequest_CreatableTopic_v0, buf, cur, pos, end, n_topics, 'topics', 16, 4, False)
-    if end - pos < 5:
-        raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
-    f_timeout_ms, f_validate_only = _S_ib.unpack_from(buf, pos)
-    pos += 5
-    if f_validate_only != 0 and f_validate_only != 1:
-        raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
-    b_validate_only = f_validate_only == 1
-    obj = _new(CreateTopicsRequest)
-    obj.topics = f_topics
-    obj.timeout_ms = f_timeout_ms
-    obj.validate_only = b_validate_only
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsRequest_v1(obj, out):
-    """Append the v1 layout of a CreateTopicsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("CreateTopicsRequest.topics")
+        obj.validate_only = b_validate_only
+    if v4_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_CreateTopicsRequest_CreatableTopic_v0(item, out)
-    out += _S_iB.pack(obj.timeout_ms, obj.validate_only)
-
-
-def _dec_CreateTopicsRequest_v5(buf, cur, end):
-    """Decode CreateTopicsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_CreateTopicsRequest_CreatableTopic_v5, buf, cur, pos, end, n_topics, 'topics', 10, 1, False)
-    if end - pos < 5:
-        raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
-    f_timeout_ms, f_validate_only = _S_ib.unpack_from(buf, pos)
-    pos += 5
-    if f_validate_only != 0 and f_validate_only != 1:
-        raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
-    b_validate_only = f_validate_only == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateTopicsRequest)
-    obj.topics = f_topics
-    obj.timeout_ms = f_timeout_ms
-    obj.validate_only = b_validate_only
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateTopicsRequest_v5(obj, out):
-    """Append the v5 layout of a CreateTopicsRequest to ``out``."""
+def _enc_CreateTopicsRequest(obj, out, version):
+    """Append in ``version`` a CreateTopicsRequest to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
+    v4_down = version <= 4
+    v5_up = version >= 5
     if obj is None:
         raise TypeError("CreateTopicsRequest expected, got None")
-    _w.put_structs(out, obj.topics, _enc_CreateTopicsRequest_CreatableTopic_v5, "CreateTopicsRequest.topics", False)
-    out += _S_iB.pack(obj.timeout_ms, obj.validate_only)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest")
+    if v0_down:
+        if obj.validate_only != False:
+            raise _w.not_in_version("CreateTopicsRequest.validate_only", 0, "1-7")
+    if v4_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("CreateTopicsRequest.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_i.pack(n_topics)
+        for item in f_topics:
+            _enc_CreateTopicsRequest_CreatableTopic(item, out, version)
+    if v0_down:
+        out += _S_i.pack(obj.timeout_ms)
+    elif v5_up:
+        _w.put_structs(out, obj.topics, _partial(_enc_CreateTopicsRequest_CreatableTopic, version=version), "CreateTopicsRequest.topics", False)
+    if v1_up:
+        out += _S_iB.pack(obj.timeout_ms, obj.validate_only)
+    if v5_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest")
 
 
-def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
-    """Decode CreateTopicsRequest.CreatableTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateTopicsRequest_CreatableTopic(buf, cur, end, version):
+    """Decode CreateTopicsRequest.CreatableTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v4_down = version <= 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 10:
-        raise _w.short_run(_RUN_num_partitions__assignments, pos, end)
-    f_num_partitions, f_replication_factor, n_assignments = _S_ihi.unpack_from(buf, pos)
-    pos += 10
-    f_assignments, pos = _w.read_structs(_dec_CreateTopicsRequest_CreatableReplicaAssignment_v0, buf, cur, pos, end, n_assignments, 'assignments', 8, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_configs, pos, end)
-    n_configs = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_configs, pos = _w.read_structs(_dec_CreateTopicsRequest_CreatableTopicConfig_v0, buf, cur, pos, end, n_configs, 'configs', 4, 4, False)
+    if v4_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 10:
+            raise _w.short_run(_RUN_num_partitions__assignments, pos, end)
+        f_num_partitions, f_replication_factor, n_assignments = _S_ihi.unpack_from(buf, pos)
+        pos += 10
+        f_assignments, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableReplicaAssignment, version=version), buf, cur, pos, end, n_assignments, 'assignments', 8, 4, False)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_configs, pos, end)
+        n_configs = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_configs, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableTopicConfig, version=version), buf, cur, pos, end, n_configs, 'configs', 4, 4, False)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        if end - pos < 6:
+            raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
+        f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        n_assignments, pos = _w.read_compact_length(buf, pos, end, 'assignments')
+        f_assignments, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableReplicaAssignment, version=version), buf, cur, pos, end, n_assignments, 'assignments', 6, 1, False)
+        n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
+        f_configs, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableTopicConfig, version=version), buf, cur, pos, end, n_configs, 'configs', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateTopicsRequest_CreatableTopic)
     obj.name = f_name
     obj.num_partitions = f_num_partitions
     obj.replication_factor = f_replication_factor
     obj.assignments = f_assignments
     obj.configs = f_configs
-    obj.unknown_tagged_fields = []
+    if v4_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateTopicsRequest_CreatableTopic_v0(obj, out):
-    """Append the v0 layout of a CreateTopicsRequest.CreatableTopic to ``out``."""
+def _enc_CreateTopicsRequest_CreatableTopic(obj, out, version):
+    """Append in ``version`` a CreateTopicsRequest.CreatableTopic to ``out``."""
+    v4_down = version <= 4
     if obj is None:
         raise TypeError("CreateTopicsRequest.CreatableTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "CreateTopicsRequest.CreatableTopic.name", False)
-    out += _S_h.pack(n_name)
+    if v4_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_assignments = obj.assignments
-    if f_assignments is None:
-        raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.assignments")
+    if v4_down:
+        f_assignments = obj.assignments
+        if f_assignments is None:
+            raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.assignments")
+        else:
+            n_assignments = len(f_assignments)
+        out += _S_ihi.pack(obj.num_partitions, obj.replication_factor, n_assignments)
+        for item in f_assignments:
+            _enc_CreateTopicsRequest_CreatableReplicaAssignment(item, out, version)
+        f_configs = obj.configs
+        if f_configs is None:
+            raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.configs")
+        else:
+            n_configs = len(f_configs)
+        out += _S_i.pack(n_configs)
+        for item in f_configs:
+            _enc_CreateTopicsRequest_CreatableTopicConfig(item, out, version)
     else:
-        n_assignments = len(f_assignments)
-    out += _S_ihi.pack(obj.num_partitions, obj.replication_factor, n_assignments)
-    for item in f_assignments:
-        _enc_CreateTopicsRequest_CreatableReplicaAssignment_v0(item, out)
-    f_configs = obj.configs
-    if f_configs is None:
-        raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.configs")
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        _w.put_structs(out, obj.assignments, _partial(_enc_CreateTopicsRequest_CreatableReplicaAssignment, version=version), "CreateTopicsRequest.CreatableTopic.assignments", False)
+        _w.put_structs(out, obj.configs, _partial(_enc_CreateTopicsRequest_CreatableTopicConfig, version=version), "CreateTopicsRequest.CreatableTopic.configs", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic")
+
+
+def _dec_CreateTopicsRequest_CreatableReplicaAssignment(buf, cur, end, version):
+    """Decode CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v4_down = version <= 4
+    v5_up = version >= 5
+    pos = cur.pos
+    if v4_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_partition_index__broker_ids, pos, end)
+        f_partition_index, n_broker_ids = _S_ii.unpack_from(buf, pos)
+        pos += 8
     else:
-        n_configs = len(f_configs)
-    out += _S_i.pack(n_configs)
-    for item in f_configs:
-        _enc_CreateTopicsRequest_CreatableTopicConfig_v0(item, out)
-
-
-def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
-    """Decode CreateTopicsRequest.CreatableTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
-    f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_assignments, pos = _w.read_compact_length(buf, pos, end, 'assignments')
-    f_assignments, pos = _w.read_structs(_dec_CreateTopicsRequest_CreatableReplicaAssignment_v5, buf, cur, pos, end, n_assignments, 'assignments', 6, 1, False)
-    n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
-    f_configs, pos = _w.read_structs(_dec_CreateTopicsRequest_CreatableTopicConfig_v5, buf, cur, pos, end, n_configs, 'configs', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateTopicsRequest_CreatableTopic)
-    obj.name = f_name
-    obj.num_partitions = f_num_partitions
-    obj.replication_factor = f_replication_factor
-    obj.assignments = f_assignments
-    obj.configs = f_configs
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
-    """Append the v5 layout of a CreateTopicsRequest.CreatableTopic to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsRequest.CreatableTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsRequest.CreatableTopic.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    _w.put_structs(out, obj.assignments, _enc_CreateTopicsRequest_CreatableReplicaAssignment_v5, "CreateTopicsRequest.CreatableTopic.assignments", False)
-    _w.put_structs(out, obj.configs, _enc_CreateTopicsRequest_CreatableTopicConfig_v5, "CreateTopicsRequest.CreatableTopic.configs", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic")
-
-
-def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end):
-    """Decode CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition_index__broker_ids, pos, end)
-    f_partition_index, n_broker_ids = _S_ii.unpack_from(buf, pos)
-    pos += 8
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partition_index, pos, end)
+        f_partition_index = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_broker_ids, pos = _w.read_compact_length(buf, pos, end, 'broker_ids')
     if n_broker_ids < 0 or n_broker_ids > (end - pos) // 4:
-        raise _w.bad_count('broker_ids', pos - 4, n_broker_ids, end, 4, 4)
+        if v4_down:
+            raise _w.bad_count('broker_ids', pos - 4, n_broker_ids, end, 4, 4)
+        else:
+            raise _w.bad_count('broker_ids', pos - 1, n_broker_ids, end, 4, 1)
     if n_broker_ids < _w.SMALL_ARRAY_MAX:
         f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
     else:
         f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
     pos += n_broker_ids * 4
+    if v5_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateTopicsRequest_CreatableReplicaAssignment)
     obj.partition_index = f_partition_index
     obj.broker_ids = f_broker_ids
-    obj.unknown_tagged_fields = []
+    if v4_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateTopicsRequest_CreatableReplicaAssignment_v0(obj, out):
-    """Append the v0 layout of a CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment to ``out``."""
+def _enc_CreateTopicsRequest_CreatableReplicaAssignment(obj, out, version):
+    """Append in ``version`` a CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment to ``out``."""
+    v4_down = version <= 4
+    v5_up = version >= 5
     if obj is None:
         raise TypeError("CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment expected, got None")
+    if v5_up:
+        out += _S_i.pack(obj.partition_index)
     f_broker_ids = obj.broker_ids
     if f_broker_ids is None:
         raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment.broker_ids")
     else:
         n_broker_ids = len(f_broker_ids)
-    out += _S_ii.pack(obj.partition_index, n_broker_ids)
-    out += _pack(">%di" % n_broker_ids, *f_broker_ids)
-
-
-def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end):
-    """Decode CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_broker_ids, pos = _w.read_compact_length(buf, pos, end, 'broker_ids')
-    if n_broker_ids < 0 or n_broker_ids > (end - pos) // 4:
-        raise _w.bad_count('broker_ids', pos - 1, n_broker_ids, end, 4, 1)
-    if n_broker_ids < _w.SMALL_ARRAY_MAX:
-        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
+    if v4_down:
+        out += _S_ii.pack(obj.partition_index, n_broker_ids)
     else:
-        f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
-    pos += n_broker_ids * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateTopicsRequest_CreatableReplicaAssignment)
-    obj.partition_index = f_partition_index
-    obj.broker_ids = f_broker_ids
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsRequest_CreatableReplicaAssignment_v5(obj, out):
-    """Append the v5 layout of a CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment expected, got None")
-    out += _S_i.pack(obj.partition_index)
-    f_broker_ids = obj.broker_ids
-    if f_broker_ids is None:
-        raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment.broker_ids")
-    else:
-        n_broker_ids = len(f_broker_ids)
-    _w.put_uvarint(out, n_broker_ids + 1)
+        _w.put_uvarint(out, n_broker_ids + 1)
     out += _pack(">%di" % n_broker_ids, *f_broker_ids)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment")
+    if v5_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment")
 
 
-def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
-    """Decode CreateTopicsRequest.CreatableTopic.CreatableTopicConfig (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateTopicsRequest_CreatableTopicConfig(buf, cur, end, version):
+    """Decode CreateTopicsRequest.CreatableTopic.CreatableTopicConfig (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v4_down = version <= 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_value, pos, end)
-    n_value = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
+    if v4_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_value, pos, end)
+        n_value = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
+        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateTopicsRequest_CreatableTopicConfig)
     obj.name = f_name
     obj.value = f_value
-    obj.unknown_tagged_fields = []
+    if v4_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
-    """Append the v0 layout of a CreateTopicsRequest.CreatableTopic.CreatableTopicConfig to ``out``."""
+def _enc_CreateTopicsRequest_CreatableTopicConfig(obj, out, version):
+    """Append in ``version`` a CreateTopicsRequest.CreatableTopic.CreatableTopicConfig to ``out``."""
+    v4_down = version <= 4
+    v5_up = version >= 5
     if obj is None:
         raise TypeError("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name", False)
-    out += _S_h.pack(n_name)
+    if v4_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_value, n_value = _w.encode_text(obj.value, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.value", True)
-    out += _S_h.pack(n_value)
+    if v4_down:
+        out += _S_h.pack(n_value)
+    else:
+        _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
+    if v5_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig")
 
 
-def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
-    """Decode CreateTopicsRequest.CreatableTopic.CreatableTopicConfig (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateTopicsResponse(buf, cur, end, version):
+    """Decode CreateTopicsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_1_5_6_7 = version in (0, 1, 5, 6, 7)
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_to_4 = 1 <= version <= 4
+    v2_to_4 = 2 <= version <= 4
+    v4_down = version <= 4
+    v5_to_6 = 5 <= version <= 6
+    v5_up = version >= 5
+    v7_up = version >= 7
     pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateTopicsRequest_CreatableTopicConfig)
-    obj.name = f_name
-    obj.value = f_value
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
-    """Append the v5 layout of a CreateTopicsRequest.CreatableTopic.CreatableTopicConfig to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.value", True)
-    _w.put_uvarint(out, n_value + 1)
-    if n_value > 0:
-        out += f_value
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig")
-
-
-def _dec_CreateTopicsResponse_v0(buf, cur, end):
-    """Decode CreateTopicsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_CreateTopicsResponse_CreatableTopicResult_v0, buf, cur, pos, end, n_topics, 'topics', 4, 4, False)
+    if v0_1_5_6_7:
+        if end - pos < 4:
+            if v1_down:
+                raise _w.short_run(_RUN_topics, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+    if v1_down:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+    elif v5_up:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+    if v0_1_5_6_7:
+        pos += 4
+    if v0_down:
+        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsResponse_CreatableTopicResult, version=version), buf, cur, pos, end, n_topics, 'topics', 4, 4, False)
+    elif v2_to_4:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
+        f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    if v1_to_4:
+        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsResponse_CreatableTopicResult, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    elif v5_up:
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+    if v5_to_6:
+        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsResponse_CreatableTopicResult, version=version), buf, cur, pos, end, n_topics, 'topics', 12, 1, False)
+    elif v7_up:
+        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsResponse_CreatableTopicResult, version=version), buf, cur, pos, end, n_topics, 'topics', 28, 1, False)
+    if v5_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateTopicsResponse)
-    obj.throttle_time_ms = 0
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsResponse_v0(obj, out):
-    """Append the v0 layout of a CreateTopicsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("CreateTopicsResponse.topics")
+    if v1_down:
+        obj.throttle_time_ms = 0
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_CreateTopicsResponse_CreatableTopicResult_v0(item, out)
-
-
-def _dec_CreateTopicsResponse_v1(buf, cur, end):
-    """Decode CreateTopicsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_CreateTopicsResponse_CreatableTopicResult_v1, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    obj = _new(CreateTopicsResponse)
-    obj.throttle_time_ms = 0
+        obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsResponse_v1(obj, out):
-    """Append the v1 layout of a CreateTopicsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("CreateTopicsResponse.topics")
+    if v4_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_CreateTopicsResponse_CreatableTopicResult_v1(item, out)
-
-
-def _dec_CreateTopicsResponse_v2(buf, cur, end):
-    """Decode CreateTopicsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
-    f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_topics, pos = _w.read_structs(_dec_CreateTopicsResponse_CreatableTopicResult_v1, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    obj = _new(CreateTopicsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateTopicsResponse_v2(obj, out):
-    """Append the v2 layout of a CreateTopicsResponse to ``out``."""
+def _enc_CreateTopicsResponse(obj, out, version):
+    """Append in ``version`` a CreateTopicsResponse to ``out``."""
+    v1_down = version <= 1
+    v2_to_4 = 2 <= version <= 4
+    v4_down = version <= 4
     if obj is None:
         raise TypeError("CreateTopicsResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("CreateTopicsResponse.topics")
+    if v4_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("CreateTopicsResponse.topics")
+        else:
+            n_topics = len(f_topics)
+    if v1_down:
+        out += _S_i.pack(n_topics)
+    elif v2_to_4:
+        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
+    if v4_down:
+        for item in f_topics:
+            _enc_CreateTopicsResponse_CreatableTopicResult(item, out, version)
     else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    for item in f_topics:
-        _enc_CreateTopicsResponse_CreatableTopicResult_v1(item, out)
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.topics, _partial(_enc_CreateTopicsResponse_CreatableTopicResult, version=version), "CreateTopicsResponse.topics", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse")
 
 
-def _dec_CreateTopicsResponse_v5(buf, cur, end):
-    """Decode CreateTopicsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateTopicsResponse_CreatableTopicResult(buf, cur, end, version):
+    """Decode CreateTopicsResponse.CreatableTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_5_6_7 = version in (0, 5, 6, 7)
+    v0_down = version <= 0
+    v4_down = version <= 4
+    v5_up = version >= 5
+    v6_down = version <= 6
+    v7_up = version >= 7
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_CreateTopicsResponse_CreatableTopicResult_v5, buf, cur, pos, end, n_topics, 'topics', 12, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateTopicsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsResponse_v5(obj, out):
-    """Append the v5 layout of a CreateTopicsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.topics, _enc_CreateTopicsResponse_CreatableTopicResult_v5, "CreateTopicsResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse")
-
-
-def _dec_CreateTopicsResponse_v7(buf, cur, end):
-    """Decode CreateTopicsResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_CreateTopicsResponse_CreatableTopicResult_v7, buf, cur, pos, end, n_topics, 'topics', 28, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateTopicsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsResponse_v7(obj, out):
-    """Append the v7 layout of a CreateTopicsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.topics, _enc_CreateTopicsResponse_CreatableTopicResult_v7, "CreateTopicsResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse")
-
-
-def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
-    """Decode CreateTopicsResponse.CreatableTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
+    if v4_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+    if v7_up:
+        if end - pos < 16:
+            raise _w.short_read('topic_id', pos, 16, end)
+        f_topic_id = _w.uuid_at(buf, pos)
+        pos += 16
+    if v0_5_6_7:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__error_message, pos, end)
+        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+    if v5_up:
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        if end - pos < 6:
+            raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
+        f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
+        f_configs, pos = _w.read_structs(_partial(_dec_CreateTopicsResponse_CreatableTopicConfigs, version=version), buf, cur, pos, end, n_configs, 'configs', 6, 1, True)
+        f_topic_config_error_code = 0
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+            for tag, pos, t_end in spans:
+                if tag == 0:
+                    if t_end - pos < 2:
+                        raise _w.short_run(_RUN_topic_config_error_code, pos, t_end)
+                    f_topic_config_error_code = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('topic_config_error_code', 0, pos, t_end)
+            pos = after
     obj = _new(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
-    obj.topic_id = _w.ZERO_UUID
+    if v6_down:
+        obj.topic_id = _w.ZERO_UUID
+    else:
+        obj.topic_id = f_topic_id
     obj.error_code = f_error_code
-    obj.error_message = ''
-    obj.topic_config_error_code = 0
-    obj.num_partitions = -1
-    obj.replication_factor = -1
-    obj.configs = []
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.error_message = ''
+    else:
+        obj.error_message = f_error_message
+    if v4_down:
+        obj.topic_config_error_code = 0
+        obj.num_partitions = -1
+        obj.replication_factor = -1
+        obj.configs = []
+        obj.unknown_tagged_fields = []
+    else:
+        obj.topic_config_error_code = f_topic_config_error_code
+        obj.num_partitions = f_num_partitions
+        obj.replication_factor = f_replication_factor
+        obj.configs = f_configs
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_CreateTopicsResponse_CreatableTopicResult_v0(obj, out):
-    """Append the v0 layout of a CreateTopicsResponse.CreatableTopicResult to ``out``."""
+def _enc_CreateTopicsResponse_CreatableTopicResult(obj, out, version):
+    """Append in ``version`` a CreateTopicsResponse.CreatableTopicResult to ``out``."""
+    v0_5_6_7 = version in (0, 5, 6, 7)
+    v1_to_4 = 1 <= version <= 4
+    v1_up = version >= 1
+    v4_down = version <= 4
+    v5_up = version >= 5
+    v7_up = version >= 7
     if obj is None:
         raise TypeError("CreateTopicsResponse.CreatableTopicResult expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "CreateTopicsResponse.CreatableTopicResult.name", False)
-    out += _S_h.pack(n_name)
+    if v4_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    out += _S_h.pack(obj.error_code)
+    if v7_up:
+        out += obj.topic_id.bytes
+    if v0_5_6_7:
+        out += _S_h.pack(obj.error_code)
+    if v1_up:
+        f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreateTopicsResponse.CreatableTopicResult.error_message", True)
+    if v1_to_4:
+        out += _S_hh.pack(obj.error_code, n_error_message)
+    elif v5_up:
+        _w.put_uvarint(out, n_error_message + 1)
+    if v1_up:
+        if n_error_message > 0:
+            out += f_error_message
+    if v5_up:
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        _w.put_structs(out, obj.configs, _partial(_enc_CreateTopicsResponse_CreatableTopicConfigs, version=version), "CreateTopicsResponse.CreatableTopicResult.configs", True)
+        known = []
+        if obj.topic_config_error_code != 0:
+            t = bytearray()
+            t += _S_h.pack(obj.topic_config_error_code)
+            known.append((0, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult")
+        else:
+            out.append(0)
 
 
-def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
-    """Decode CreateTopicsResponse.CreatableTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    obj = _new(CreateTopicsResponse_CreatableTopicResult)
-    obj.name = f_name
-    obj.topic_id = _w.ZERO_UUID
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.topic_config_error_code = 0
-    obj.num_partitions = -1
-    obj.replication_factor = -1
-    obj.configs = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
-    """Append the v1 layout of a CreateTopicsResponse.CreatableTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsResponse.CreatableTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsResponse.CreatableTopicResult.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreateTopicsResponse.CreatableTopicResult.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-
-
-def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
-    """Decode CreateTopicsResponse.CreatableTopicResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
-    f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
-    f_configs, pos = _w.read_structs(_dec_CreateTopicsResponse_CreatableTopicConfigs_v5, buf, cur, pos, end, n_configs, 'configs', 6, 1, True)
-    f_topic_config_error_code = 0
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if t_end - pos < 2:
-                    raise _w.short_run(_RUN_topic_config_error_code, pos, t_end)
-                f_topic_config_error_code = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('topic_config_error_code', 0, pos, t_end)
-        pos = after
-    obj = _new(CreateTopicsResponse_CreatableTopicResult)
-    obj.name = f_name
-    obj.topic_id = _w.ZERO_UUID
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.topic_config_error_code = f_topic_config_error_code
-    obj.num_partitions = f_num_partitions
-    obj.replication_factor = f_replication_factor
-    obj.configs = f_configs
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
-    """Append the v5 layout of a CreateTopicsResponse.CreatableTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsResponse.CreatableTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsResponse.CreatableTopicResult.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreateTopicsResponse.CreatableTopicResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    _w.put_structs(out, obj.configs, _enc_CreateTopicsResponse_CreatableTopicConfigs_v5, "CreateTopicsResponse.CreatableTopicResult.configs", True)
-    known = []
-    if obj.topic_config_error_code != 0:
-        t = bytearray()
-        t += _S_h.pack(obj.topic_config_error_code)
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult")
-    else:
-        out.append(0)
-
-
-def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
-    """Decode CreateTopicsResponse.CreatableTopicResult (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
-    f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
-    f_configs, pos = _w.read_structs(_dec_CreateTopicsResponse_CreatableTopicConfigs_v5, buf, cur, pos, end, n_configs, 'configs', 6, 1, True)
-    f_topic_config_error_code = 0
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if t_end - pos < 2:
-                    raise _w.short_run(_RUN_topic_config_error_code, pos, t_end)
-                f_topic_config_error_code = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('topic_config_error_code', 0, pos, t_end)
-        pos = after
-    obj = _new(CreateTopicsResponse_CreatableTopicResult)
-    obj.name = f_name
-    obj.topic_id = f_topic_id
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.topic_config_error_code = f_topic_config_error_code
-    obj.num_partitions = f_num_partitions
-    obj.replication_factor = f_replication_factor
-    obj.configs = f_configs
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
-    """Append the v7 layout of a CreateTopicsResponse.CreatableTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("CreateTopicsResponse.CreatableTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsResponse.CreatableTopicResult.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    out += obj.topic_id.bytes
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreateTopicsResponse.CreatableTopicResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    _w.put_structs(out, obj.configs, _enc_CreateTopicsResponse_CreatableTopicConfigs_v5, "CreateTopicsResponse.CreatableTopicResult.configs", True)
-    known = []
-    if obj.topic_config_error_code != 0:
-        t = bytearray()
-        t += _S_h.pack(obj.topic_config_error_code)
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult")
-    else:
-        out.append(0)
-
-
-def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
-    """Decode CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_CreateTopicsResponse_CreatableTopicConfigs(buf, cur, end, version):
+    """Decode CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -792,8 +566,8 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
     return obj
 
 
-def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
-    """Append the v5 layout of a CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs to ``out``."""
+def _enc_CreateTopicsResponse_CreatableTopicConfigs(obj, out, version):
+    """Append in ``version`` a CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs to ``out``."""
     if obj is None:
         raise TypeError("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name", False)
@@ -932,13 +706,8 @@ class CreateTopicsRequest(Message):
         FieldInfo('validate_only', (1, 7), None, None, False, None, None, 'bool'),
     )
     CreatableTopic = CreateTopicsRequest_CreatableTopic
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed the response only.
-    # v3 uses the v1 codecs: the bytes are the same; v3 changed the response only.
-    # v4 uses the v1 codecs: the bytes are the same; v4 changed the response only.
-    # v6 uses the v5 codecs: the bytes are the same; v6 changed what the broker may do or answer, not the layout.
-    # v7 uses the v5 codecs: the bytes are the same; v7 changed the response only.
-    _DECODERS = {0: _dec_CreateTopicsRequest_v0, 1: _dec_CreateTopicsRequest_v1, 2: _dec_CreateTopicsRequest_v1, 3: _dec_CreateTopicsRequest_v1, 4: _dec_CreateTopicsRequest_v1, 5: _dec_CreateTopicsRequest_v5, 6: _dec_CreateTopicsRequest_v5, 7: _dec_CreateTopicsRequest_v5}
-    _ENCODERS = {0: _enc_CreateTopicsRequest_v0, 1: _enc_CreateTopicsRequest_v1, 2: _enc_CreateTopicsRequest_v1, 3: _enc_CreateTopicsRequest_v1, 4: _enc_CreateTopicsRequest_v1, 5: _enc_CreateTopicsRequest_v5, 6: _enc_CreateTopicsRequest_v5, 7: _enc_CreateTopicsRequest_v5}
+    _DECODERS = _decoders(_dec_CreateTopicsRequest, range(0, 8))
+    _ENCODERS = _encoders(_enc_CreateTopicsRequest, range(0, 8))
     API_KEY = 19
     KIND = 'request'
     VALID_VERSIONS = (0, 7)
@@ -1077,11 +846,8 @@ class CreateTopicsResponse(Message):
         FieldInfo('topics', (0, 7), None, None, True, CreateTopicsResponse_CreatableTopicResult, None, '[]CreatableTopicResult'),
     )
     CreatableTopicResult = CreateTopicsResponse_CreatableTopicResult
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    # v4 uses the v2 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    # v6 uses the v5 codecs: the bytes are the same; v6 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_CreateTopicsResponse_v0, 1: _dec_CreateTopicsResponse_v1, 2: _dec_CreateTopicsResponse_v2, 3: _dec_CreateTopicsResponse_v2, 4: _dec_CreateTopicsResponse_v2, 5: _dec_CreateTopicsResponse_v5, 6: _dec_CreateTopicsResponse_v5, 7: _dec_CreateTopicsResponse_v7}
-    _ENCODERS = {0: _enc_CreateTopicsResponse_v0, 1: _enc_CreateTopicsResponse_v1, 2: _enc_CreateTopicsResponse_v2, 3: _enc_CreateTopicsResponse_v2, 4: _enc_CreateTopicsResponse_v2, 5: _enc_CreateTopicsResponse_v5, 6: _enc_CreateTopicsResponse_v5, 7: _enc_CreateTopicsResponse_v7}
+    _DECODERS = _decoders(_dec_CreateTopicsResponse, range(0, 8))
+    _ENCODERS = _encoders(_enc_CreateTopicsResponse, range(0, 8))
     API_KEY = 19
     KIND = 'response'
     VALID_VERSIONS = (0, 7)

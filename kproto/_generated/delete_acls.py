@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteAclsRequest', 'DeleteAclsResponse']
@@ -46,653 +48,423 @@ _RUN_throttle_time_ms__filter_results = (('throttle_time_ms', 0, 4), ('filter_re
 _new = Struct.__new__
 
 
-def _dec_DeleteAclsRequest_v0(buf, cur, end):
-    """Decode DeleteAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteAclsRequest(buf, cur, end, version):
+    """Decode DeleteAclsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_filters, pos, end)
-    n_filters = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_filters, pos = _w.read_structs(_dec_DeleteAclsRequest_DeleteAclsFilter_v0, buf, cur, pos, end, n_filters, 'filters', 9, 4, False)
-    obj = _new(DeleteAclsRequest)
-    obj.filters = f_filters
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteAclsRequest_v0(obj, out):
-    """Append the v0 layout of a DeleteAclsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteAclsRequest expected, got None")
-    f_filters = obj.filters
-    if f_filters is None:
-        raise _w.not_nullable("DeleteAclsRequest.filters")
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_filters, pos, end)
+        n_filters = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v0_down:
+        f_filters, pos = _w.read_structs(_partial(_dec_DeleteAclsRequest_DeleteAclsFilter, version=version), buf, cur, pos, end, n_filters, 'filters', 9, 4, False)
+    elif v1_only:
+        f_filters, pos = _w.read_structs(_partial(_dec_DeleteAclsRequest_DeleteAclsFilter, version=version), buf, cur, pos, end, n_filters, 'filters', 10, 4, False)
     else:
-        n_filters = len(f_filters)
-    out += _S_i.pack(n_filters)
-    for item in f_filters:
-        _enc_DeleteAclsRequest_DeleteAclsFilter_v0(item, out)
-
-
-def _dec_DeleteAclsRequest_v1(buf, cur, end):
-    """Decode DeleteAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_filters, pos, end)
-    n_filters = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_filters, pos = _w.read_structs(_dec_DeleteAclsRequest_DeleteAclsFilter_v1, buf, cur, pos, end, n_filters, 'filters', 10, 4, False)
+        n_filters, pos = _w.read_compact_length(buf, pos, end, 'filters')
+        f_filters, pos = _w.read_structs(_partial(_dec_DeleteAclsRequest_DeleteAclsFilter, version=version), buf, cur, pos, end, n_filters, 'filters', 8, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteAclsRequest)
     obj.filters = f_filters
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteAclsRequest_v1(obj, out):
-    """Append the v1 layout of a DeleteAclsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteAclsRequest expected, got None")
-    f_filters = obj.filters
-    if f_filters is None:
-        raise _w.not_nullable("DeleteAclsRequest.filters")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_filters = len(f_filters)
-    out += _S_i.pack(n_filters)
-    for item in f_filters:
-        _enc_DeleteAclsRequest_DeleteAclsFilter_v1(item, out)
-
-
-def _dec_DeleteAclsRequest_v2(buf, cur, end):
-    """Decode DeleteAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_filters, pos = _w.read_compact_length(buf, pos, end, 'filters')
-    f_filters, pos = _w.read_structs(_dec_DeleteAclsRequest_DeleteAclsFilter_v2, buf, cur, pos, end, n_filters, 'filters', 8, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteAclsRequest)
-    obj.filters = f_filters
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteAclsRequest_v2(obj, out):
-    """Append the v2 layout of a DeleteAclsRequest to ``out``."""
+def _enc_DeleteAclsRequest(obj, out, version):
+    """Append in ``version`` a DeleteAclsRequest to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("DeleteAclsRequest expected, got None")
-    _w.put_structs(out, obj.filters, _enc_DeleteAclsRequest_DeleteAclsFilter_v2, "DeleteAclsRequest.filters", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest")
+    if v1_down:
+        f_filters = obj.filters
+        if f_filters is None:
+            raise _w.not_nullable("DeleteAclsRequest.filters")
+        else:
+            n_filters = len(f_filters)
+        out += _S_i.pack(n_filters)
+        for item in f_filters:
+            _enc_DeleteAclsRequest_DeleteAclsFilter(item, out, version)
+    else:
+        _w.put_structs(out, obj.filters, _partial(_enc_DeleteAclsRequest_DeleteAclsFilter, version=version), "DeleteAclsRequest.filters", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest")
 
 
-def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
-    """Decode DeleteAclsRequest.DeleteAclsFilter (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteAclsRequest_DeleteAclsFilter(buf, cur, end, version):
+    """Decode DeleteAclsRequest.DeleteAclsFilter (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
-    f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 2, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal_filter, pos, end)
-    n_principal_filter = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 2, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_host_filter, pos, end)
-    n_host_filter = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 2, True, True)
+    if v1_down:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
+        f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 2, True, True)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal_filter, pos, end)
+        n_principal_filter = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    elif v1_only:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
+        f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
+        pos += 3
+    if v1_down:
+        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 2, True, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_host_filter, pos, end)
+        n_host_filter = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 2, True, True)
+    else:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type_filter, pos, end)
+        f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_resource_name_filter, pos = _w.read_compact_length(buf, pos, end, 'resource_name_filter')
+        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 1, True, True)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_pattern_type_filter, pos, end)
+        f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_principal_filter, pos = _w.read_compact_length(buf, pos, end, 'principal_filter')
+        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 1, True, True)
+        n_host_filter, pos = _w.read_compact_length(buf, pos, end, 'host_filter')
+        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 1, True, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteAclsRequest_DeleteAclsFilter)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
-    obj.pattern_type_filter = 3
+    if v0_down:
+        obj.pattern_type_filter = 3
+    else:
+        obj.pattern_type_filter = f_pattern_type_filter
     obj.principal_filter = f_principal_filter
     obj.host_filter = f_host_filter
     obj.operation = f_operation
     obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
-    """Append the v0 layout of a DeleteAclsRequest.DeleteAclsFilter to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteAclsRequest.DeleteAclsFilter expected, got None")
-    if obj.pattern_type_filter != 3:
-        raise _w.not_in_version("DeleteAclsRequest.DeleteAclsFilter.pattern_type_filter", 0, "1-3")
-    f_resource_name_filter, n_resource_name_filter = _w.encode_text(obj.resource_name_filter, "DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", True)
-    out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
-    if n_resource_name_filter > 0:
-        out += f_resource_name_filter
-    f_principal_filter, n_principal_filter = _w.encode_text(obj.principal_filter, "DeleteAclsRequest.DeleteAclsFilter.principal_filter", True)
-    out += _S_h.pack(n_principal_filter)
-    if n_principal_filter > 0:
-        out += f_principal_filter
-    f_host_filter, n_host_filter = _w.encode_text(obj.host_filter, "DeleteAclsRequest.DeleteAclsFilter.host_filter", True)
-    out += _S_h.pack(n_host_filter)
-    if n_host_filter > 0:
-        out += f_host_filter
-    out += _S_bb.pack(obj.operation, obj.permission_type)
-
-
-def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
-    """Decode DeleteAclsRequest.DeleteAclsFilter (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
-    f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 2, True, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
-    f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 2, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_host_filter, pos, end)
-    n_host_filter = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 2, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    obj = _new(DeleteAclsRequest_DeleteAclsFilter)
-    obj.resource_type_filter = f_resource_type_filter
-    obj.resource_name_filter = f_resource_name_filter
-    obj.pattern_type_filter = f_pattern_type_filter
-    obj.principal_filter = f_principal_filter
-    obj.host_filter = f_host_filter
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
-    """Append the v1 layout of a DeleteAclsRequest.DeleteAclsFilter to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteAclsRequest.DeleteAclsFilter expected, got None")
-    f_resource_name_filter, n_resource_name_filter = _w.encode_text(obj.resource_name_filter, "DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", True)
-    out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
-    if n_resource_name_filter > 0:
-        out += f_resource_name_filter
-    f_principal_filter, n_principal_filter = _w.encode_text(obj.principal_filter, "DeleteAclsRequest.DeleteAclsFilter.principal_filter", True)
-    out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
-    if n_principal_filter > 0:
-        out += f_principal_filter
-    f_host_filter, n_host_filter = _w.encode_text(obj.host_filter, "DeleteAclsRequest.DeleteAclsFilter.host_filter", True)
-    out += _S_h.pack(n_host_filter)
-    if n_host_filter > 0:
-        out += f_host_filter
-    out += _S_bb.pack(obj.operation, obj.permission_type)
-
-
-def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
-    """Decode DeleteAclsRequest.DeleteAclsFilter (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_resource_type_filter, pos, end)
-    f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_resource_name_filter, pos = _w.read_compact_length(buf, pos, end, 'resource_name_filter')
-    f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_pattern_type_filter, pos, end)
-    f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_principal_filter, pos = _w.read_compact_length(buf, pos, end, 'principal_filter')
-    f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 1, True, True)
-    n_host_filter, pos = _w.read_compact_length(buf, pos, end, 'host_filter')
-    f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 1, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteAclsRequest_DeleteAclsFilter)
-    obj.resource_type_filter = f_resource_type_filter
-    obj.resource_name_filter = f_resource_name_filter
-    obj.pattern_type_filter = f_pattern_type_filter
-    obj.principal_filter = f_principal_filter
-    obj.host_filter = f_host_filter
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
-    """Append the v2 layout of a DeleteAclsRequest.DeleteAclsFilter to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteAclsRequest.DeleteAclsFilter expected, got None")
-    out += _S_b.pack(obj.resource_type_filter)
-    f_resource_name_filter, n_resource_name_filter = _w.encode_text(obj.resource_name_filter, "DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", True)
-    _w.put_uvarint(out, n_resource_name_filter + 1)
-    if n_resource_name_filter > 0:
-        out += f_resource_name_filter
-    out += _S_b.pack(obj.pattern_type_filter)
-    f_principal_filter, n_principal_filter = _w.encode_text(obj.principal_filter, "DeleteAclsRequest.DeleteAclsFilter.principal_filter", True)
-    _w.put_uvarint(out, n_principal_filter + 1)
-    if n_principal_filter > 0:
-        out += f_principal_filter
-    f_host_filter, n_host_filter = _w.encode_text(obj.host_filter, "DeleteAclsRequest.DeleteAclsFilter.host_filter", True)
-    _w.put_uvarint(out, n_host_filter + 1)
-    if n_host_filter > 0:
-        out += f_host_filter
-    out += _S_bb.pack(obj.operation, obj.permission_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest.DeleteAclsFilter")
-
-
-def _dec_DeleteAclsResponse_v0(buf, cur, end):
-    """Decode DeleteAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__filter_results, pos, end)
-    f_throttle_time_ms, n_filter_results = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_filter_results, pos = _w.read_structs(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v0, buf, cur, pos, end, n_filter_results, 'filter_results', 8, 4, False)
-    obj = _new(DeleteAclsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.filter_results = f_filter_results
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteAclsResponse_v0(obj, out):
-    """Append the v0 layout of a DeleteAclsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteAclsResponse expected, got None")
-    f_filter_results = obj.filter_results
-    if f_filter_results is None:
-        raise _w.not_nullable("DeleteAclsResponse.filter_results")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_filter_results = len(f_filter_results)
-    out += _S_ii.pack(obj.throttle_time_ms, n_filter_results)
-    for item in f_filter_results:
-        _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(item, out)
-
-
-def _dec_DeleteAclsResponse_v1(buf, cur, end):
-    """Decode DeleteAclsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__filter_results, pos, end)
-    f_throttle_time_ms, n_filter_results = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_filter_results, pos = _w.read_structs(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v1, buf, cur, pos, end, n_filter_results, 'filter_results', 8, 4, False)
-    obj = _new(DeleteAclsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.filter_results = f_filter_results
-    obj.unknown_tagged_fields = []
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteAclsResponse_v1(obj, out):
-    """Append the v1 layout of a DeleteAclsResponse to ``out``."""
+def _enc_DeleteAclsRequest_DeleteAclsFilter(obj, out, version):
+    """Append in ``version`` a DeleteAclsRequest.DeleteAclsFilter to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     if obj is None:
-        raise TypeError("DeleteAclsResponse expected, got None")
-    f_filter_results = obj.filter_results
-    if f_filter_results is None:
-        raise _w.not_nullable("DeleteAclsResponse.filter_results")
+        raise TypeError("DeleteAclsRequest.DeleteAclsFilter expected, got None")
+    if v0_down:
+        if obj.pattern_type_filter != 3:
+            raise _w.not_in_version("DeleteAclsRequest.DeleteAclsFilter.pattern_type_filter", 0, "1-3")
+    elif v2_up:
+        out += _S_b.pack(obj.resource_type_filter)
+    f_resource_name_filter, n_resource_name_filter = _w.encode_text(obj.resource_name_filter, "DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", True)
+    if v1_down:
+        out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     else:
-        n_filter_results = len(f_filter_results)
-    out += _S_ii.pack(obj.throttle_time_ms, n_filter_results)
-    for item in f_filter_results:
-        _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(item, out)
+        _w.put_uvarint(out, n_resource_name_filter + 1)
+    if n_resource_name_filter > 0:
+        out += f_resource_name_filter
+    if v2_up:
+        out += _S_b.pack(obj.pattern_type_filter)
+    f_principal_filter, n_principal_filter = _w.encode_text(obj.principal_filter, "DeleteAclsRequest.DeleteAclsFilter.principal_filter", True)
+    if v0_down:
+        out += _S_h.pack(n_principal_filter)
+    elif v1_only:
+        out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
+    else:
+        _w.put_uvarint(out, n_principal_filter + 1)
+    if n_principal_filter > 0:
+        out += f_principal_filter
+    f_host_filter, n_host_filter = _w.encode_text(obj.host_filter, "DeleteAclsRequest.DeleteAclsFilter.host_filter", True)
+    if v1_down:
+        out += _S_h.pack(n_host_filter)
+    else:
+        _w.put_uvarint(out, n_host_filter + 1)
+    if n_host_filter > 0:
+        out += f_host_filter
+    out += _S_bb.pack(obj.operation, obj.permission_type)
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest.DeleteAclsFilter")
 
 
-def _dec_DeleteAclsResponse_v2(buf, cur, end):
-    """Decode DeleteAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteAclsResponse(buf, cur, end, version):
+    """Decode DeleteAclsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_filter_results, pos = _w.read_compact_length(buf, pos, end, 'filter_results')
-    f_filter_results, pos = _w.read_structs(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v2, buf, cur, pos, end, n_filter_results, 'filter_results', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__filter_results, pos, end)
+        f_throttle_time_ms, n_filter_results = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_filter_results, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsFilterResult, version=version), buf, cur, pos, end, n_filter_results, 'filter_results', 8, 4, False)
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_filter_results, pos = _w.read_compact_length(buf, pos, end, 'filter_results')
+        f_filter_results, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsFilterResult, version=version), buf, cur, pos, end, n_filter_results, 'filter_results', 5, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.filter_results = f_filter_results
-    obj.unknown_tagged_fields = unknown
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteAclsResponse_v2(obj, out):
-    """Append the v2 layout of a DeleteAclsResponse to ``out``."""
+def _enc_DeleteAclsResponse(obj, out, version):
+    """Append in ``version`` a DeleteAclsResponse to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("DeleteAclsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.filter_results, _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2, "DeleteAclsResponse.filter_results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse")
+    if v1_down:
+        f_filter_results = obj.filter_results
+        if f_filter_results is None:
+            raise _w.not_nullable("DeleteAclsResponse.filter_results")
+        else:
+            n_filter_results = len(f_filter_results)
+        out += _S_ii.pack(obj.throttle_time_ms, n_filter_results)
+        for item in f_filter_results:
+            _enc_DeleteAclsResponse_DeleteAclsFilterResult(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.filter_results, _partial(_enc_DeleteAclsResponse_DeleteAclsFilterResult, version=version), "DeleteAclsResponse.filter_results", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse")
 
 
-def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
-    """Decode DeleteAclsResponse.DeleteAclsFilterResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteAclsResponse_DeleteAclsFilterResult(buf, cur, end, version):
+    """Decode DeleteAclsResponse.DeleteAclsFilterResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_matching_acls, pos, end)
-    n_matching_acls = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_matching_acls, pos = _w.read_structs(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0, buf, cur, pos, end, n_matching_acls, 'matching_acls', 13, 4, False)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__error_message, pos, end)
+        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_matching_acls, pos, end)
+        n_matching_acls = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v0_down:
+        f_matching_acls, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl, version=version), buf, cur, pos, end, n_matching_acls, 'matching_acls', 13, 4, False)
+    elif v1_only:
+        f_matching_acls, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl, version=version), buf, cur, pos, end, n_matching_acls, 'matching_acls', 14, 4, False)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        n_matching_acls, pos = _w.read_compact_length(buf, pos, end, 'matching_acls')
+        f_matching_acls, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl, version=version), buf, cur, pos, end, n_matching_acls, 'matching_acls', 11, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteAclsResponse_DeleteAclsFilterResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.matching_acls = f_matching_acls
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(obj, out):
-    """Append the v0 layout of a DeleteAclsResponse.DeleteAclsFilterResult to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteAclsResponse.DeleteAclsFilterResult expected, got None")
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteAclsResponse.DeleteAclsFilterResult.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-    f_matching_acls = obj.matching_acls
-    if f_matching_acls is None:
-        raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_matching_acls = len(f_matching_acls)
-    out += _S_i.pack(n_matching_acls)
-    for item in f_matching_acls:
-        _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(item, out)
-
-
-def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
-    """Decode DeleteAclsResponse.DeleteAclsFilterResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_matching_acls, pos, end)
-    n_matching_acls = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_matching_acls, pos = _w.read_structs(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1, buf, cur, pos, end, n_matching_acls, 'matching_acls', 14, 4, False)
-    obj = _new(DeleteAclsResponse_DeleteAclsFilterResult)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.matching_acls = f_matching_acls
-    obj.unknown_tagged_fields = []
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(obj, out):
-    """Append the v1 layout of a DeleteAclsResponse.DeleteAclsFilterResult to ``out``."""
+def _enc_DeleteAclsResponse_DeleteAclsFilterResult(obj, out, version):
+    """Append in ``version`` a DeleteAclsResponse.DeleteAclsFilterResult to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DeleteAclsResponse.DeleteAclsFilterResult expected, got None")
+    if v2_up:
+        out += _S_h.pack(obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteAclsResponse.DeleteAclsFilterResult.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-    f_matching_acls = obj.matching_acls
-    if f_matching_acls is None:
-        raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
+    if v1_down:
+        out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        n_matching_acls = len(f_matching_acls)
-    out += _S_i.pack(n_matching_acls)
-    for item in f_matching_acls:
-        _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(item, out)
-
-
-def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
-    """Decode DeleteAclsResponse.DeleteAclsFilterResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_matching_acls, pos = _w.read_compact_length(buf, pos, end, 'matching_acls')
-    f_matching_acls, pos = _w.read_structs(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2, buf, cur, pos, end, n_matching_acls, 'matching_acls', 11, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteAclsResponse_DeleteAclsFilterResult)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.matching_acls = f_matching_acls
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
-    """Append the v2 layout of a DeleteAclsResponse.DeleteAclsFilterResult to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteAclsResponse.DeleteAclsFilterResult expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteAclsResponse.DeleteAclsFilterResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.matching_acls, _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2, "DeleteAclsResponse.DeleteAclsFilterResult.matching_acls", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult")
+    if v1_down:
+        f_matching_acls = obj.matching_acls
+        if f_matching_acls is None:
+            raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
+        else:
+            n_matching_acls = len(f_matching_acls)
+        out += _S_i.pack(n_matching_acls)
+        for item in f_matching_acls:
+            _enc_DeleteAclsResponse_DeleteAclsMatchingAcl(item, out, version)
+    else:
+        _w.put_structs(out, obj.matching_acls, _partial(_enc_DeleteAclsResponse_DeleteAclsMatchingAcl, version=version), "DeleteAclsResponse.DeleteAclsFilterResult.matching_acls", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult")
 
 
-def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
-    """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl(buf, cur, end, version):
+    """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_2_3 = version in (0, 2, 3)
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal, pos, end)
-    n_principal = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_host, pos, end)
-    n_host = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__error_message, pos, end)
+        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+        if end - pos < 3:
+            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
+    if v0_2_3:
+        if end - pos < 2:
+            if v0_down:
+                raise _w.short_run(_RUN_principal, pos, end)
+            else:
+                raise _w.short_run(_RUN_error_code, pos, end)
+    if v0_down:
+        n_principal = _S_h.unpack_from(buf, pos)[0]
+    elif v2_up:
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+    if v0_2_3:
+        pos += 2
+    else:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_pattern_type__principal, pos, end)
+        f_pattern_type, n_principal = _S_bh.unpack_from(buf, pos)
+        pos += 3
+    if v1_down:
+        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_host, pos, end)
+        n_host = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
+    else:
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type, pos, end)
+        f_resource_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_pattern_type, pos, end)
+        f_pattern_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_principal, pos = _w.read_compact_length(buf, pos, end, 'principal')
+        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 1, False, True)
+        n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
+        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
-    obj.pattern_type = 3
+    if v0_down:
+        obj.pattern_type = 3
+    else:
+        obj.pattern_type = f_pattern_type
     obj.principal = f_principal
     obj.host = f_host
     obj.operation = f_operation
     obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
-    """Append the v0 layout of a DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl to ``out``."""
+def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl(obj, out, version):
+    """Append in ``version`` a DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl expected, got None")
-    if obj.pattern_type != 3:
-        raise _w.not_in_version("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.pattern_type", 0, "1-3")
+    if v0_down:
+        if obj.pattern_type != 3:
+            raise _w.not_in_version("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.pattern_type", 0, "1-3")
+    elif v2_up:
+        out += _S_h.pack(obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
+    if v1_down:
+        out += _S_hh.pack(obj.error_code, n_error_message)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
+    if v2_up:
+        out += _S_b.pack(obj.resource_type)
     f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
+    if v1_down:
+        out += _S_bh.pack(obj.resource_type, n_resource_name)
+    else:
+        _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
+    if v2_up:
+        out += _S_b.pack(obj.pattern_type)
     f_principal, n_principal = _w.encode_text(obj.principal, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", False)
-    out += _S_h.pack(n_principal)
+    if v0_down:
+        out += _S_h.pack(n_principal)
+    elif v1_only:
+        out += _S_bh.pack(obj.pattern_type, n_principal)
+    else:
+        _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         out += f_principal
     f_host, n_host = _w.encode_text(obj.host, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", False)
-    out += _S_h.pack(n_host)
+    if v1_down:
+        out += _S_h.pack(n_host)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_bb.pack(obj.operation, obj.permission_type)
-
-
-def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
-    """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_pattern_type__principal, pos, end)
-    f_pattern_type, n_principal = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_host, pos, end)
-    n_host = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    obj = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.pattern_type = f_pattern_type
-    obj.principal = f_principal
-    obj.host = f_host
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
-    """Append the v1 layout of a DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl expected, got None")
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
-    if n_resource_name > 0:
-        out += f_resource_name
-    f_principal, n_principal = _w.encode_text(obj.principal, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", False)
-    out += _S_bh.pack(obj.pattern_type, n_principal)
-    if n_principal > 0:
-        out += f_principal
-    f_host, n_host = _w.encode_text(obj.host, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", False)
-    out += _S_h.pack(n_host)
-    if n_host > 0:
-        out += f_host
-    out += _S_bb.pack(obj.operation, obj.permission_type)
-
-
-def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
-    """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_resource_type, pos, end)
-    f_resource_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_pattern_type, pos, end)
-    f_pattern_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_principal, pos = _w.read_compact_length(buf, pos, end, 'principal')
-    f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 1, False, True)
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.pattern_type = f_pattern_type
-    obj.principal = f_principal
-    obj.host = f_host
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
-    """Append the v2 layout of a DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", False)
-    _w.put_uvarint(out, n_resource_name + 1)
-    if n_resource_name > 0:
-        out += f_resource_name
-    out += _S_b.pack(obj.pattern_type)
-    f_principal, n_principal = _w.encode_text(obj.principal, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", False)
-    _w.put_uvarint(out, n_principal + 1)
-    if n_principal > 0:
-        out += f_principal
-    f_host, n_host = _w.encode_text(obj.host, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", False)
-    _w.put_uvarint(out, n_host + 1)
-    if n_host > 0:
-        out += f_host
-    out += _S_bb.pack(obj.operation, obj.permission_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl")
 
 
 class DeleteAclsRequest_DeleteAclsFilter(Struct):
@@ -763,9 +535,8 @@ class DeleteAclsRequest(Message):
         FieldInfo('filters', (0, 3), None, None, True, DeleteAclsRequest_DeleteAclsFilter, None, '[]DeleteAclsFilter'),
     )
     DeleteAclsFilter = DeleteAclsRequest_DeleteAclsFilter
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DeleteAclsRequest_v0, 1: _dec_DeleteAclsRequest_v1, 2: _dec_DeleteAclsRequest_v2, 3: _dec_DeleteAclsRequest_v2}
-    _ENCODERS = {0: _enc_DeleteAclsRequest_v0, 1: _enc_DeleteAclsRequest_v1, 2: _enc_DeleteAclsRequest_v2, 3: _enc_DeleteAclsRequest_v2}
+    _DECODERS = _decoders(_dec_DeleteAclsRequest, range(0, 4))
+    _ENCODERS = _encoders(_enc_DeleteAclsRequest, range(0, 4))
     API_KEY = 31
     KIND = 'request'
     VALID_VERSIONS = (0, 3)
@@ -896,9 +667,8 @@ class DeleteAclsResponse(Message):
         FieldInfo('filter_results', (0, 3), None, None, True, DeleteAclsResponse_DeleteAclsFilterResult, None, '[]DeleteAclsFilterResult'),
     )
     DeleteAclsFilterResult = DeleteAclsResponse_DeleteAclsFilterResult
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DeleteAclsResponse_v0, 1: _dec_DeleteAclsResponse_v1, 2: _dec_DeleteAclsResponse_v2, 3: _dec_DeleteAclsResponse_v2}
-    _ENCODERS = {0: _enc_DeleteAclsResponse_v0, 1: _enc_DeleteAclsResponse_v1, 2: _enc_DeleteAclsResponse_v2, 3: _enc_DeleteAclsResponse_v2}
+    _DECODERS = _decoders(_dec_DeleteAclsResponse, range(0, 4))
+    _ENCODERS = _encoders(_enc_DeleteAclsResponse, range(0, 4))
     API_KEY = 31
     KIND = 'response'
     VALID_VERSIONS = (0, 3)

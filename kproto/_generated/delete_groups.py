@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteGroupsRequest', 'DeleteGroupsResponse']
@@ -28,216 +30,176 @@ _RUN_throttle_time_ms__results = (('throttle_time_ms', 0, 4), ('results', 4, 4))
 _new = Struct.__new__
 
 
-def _dec_DeleteGroupsRequest_v0(buf, cur, end):
-    """Decode DeleteGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteGroupsRequest(buf, cur, end, version):
+    """Decode DeleteGroupsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_groups_names, pos, end)
-    n_groups_names = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_groups_names < 0 or n_groups_names > (end - pos) // 2:
-        raise _w.bad_count('groups_names', pos - 4, n_groups_names, end, 2, 4)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_groups_names, pos, end)
+        n_groups_names = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if n_groups_names < 0 or n_groups_names > (end - pos) // 2:
+            raise _w.bad_count('groups_names', pos - 4, n_groups_names, end, 2, 4)
+    else:
+        n_groups_names, pos = _w.read_compact_length(buf, pos, end, 'groups_names')
+        if n_groups_names < 0 or n_groups_names > (end - pos) // 1:
+            raise _w.bad_count('groups_names', pos - 1, n_groups_names, end, 1, 1)
     f_groups_names = []
     for i in range(n_groups_names):
+        if v1_down:
+            if end - pos < 2:
+                raise _w.short_read("groups_names[%d]" % i, pos, 2, end)
+            m = _S_h.unpack_from(buf, pos)[0]
+            pos += 2
+        else:
+            m, pos = _w.read_compact_length(buf, pos, end, "groups_names[%d]" % i)
+        if m < 0 or end - pos < m:
+            raise _w.bad_sized("groups_names[%d]" % i, pos, m, end, 1, False)
+        try:
+            s = buf[pos:pos + m].decode() if m else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8("groups_names[%d]" % i, pos, exc) from None
+        f_groups_names.append(s)
+        pos += m
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    obj = _new(DeleteGroupsRequest)
+    obj.groups_names = f_groups_names
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_DeleteGroupsRequest(obj, out, version):
+    """Append in ``version`` a DeleteGroupsRequest to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
+    if obj is None:
+        raise TypeError("DeleteGroupsRequest expected, got None")
+    f_groups_names = obj.groups_names
+    if f_groups_names is None:
+        raise _w.not_nullable("DeleteGroupsRequest.groups_names")
+    else:
+        n_groups_names = len(f_groups_names)
+    if v1_down:
+        out += _S_i.pack(n_groups_names)
+    else:
+        _w.put_uvarint(out, n_groups_names + 1)
+    for item in f_groups_names:
+        data = item.encode("utf-8")
+        m = len(data)
+        if m > 32767:
+            raise _w.string_too_long("DeleteGroupsRequest.groups_names[]", m)
+        if v1_down:
+            out += _S_h.pack(m)
+        else:
+            _w.put_uvarint(out, m + 1)
+        out += data
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsRequest")
+
+
+def _dec_DeleteGroupsResponse(buf, cur, end, version):
+    """Decode DeleteGroupsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    pos = cur.pos
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
+        f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_results, pos = _w.read_structs(_partial(_dec_DeleteGroupsResponse_DeletableGroupResult, version=version), buf, cur, pos, end, n_results, 'results', 4, 4, False)
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
+        f_results, pos = _w.read_structs(_partial(_dec_DeleteGroupsResponse_DeletableGroupResult, version=version), buf, cur, pos, end, n_results, 'results', 4, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    obj = _new(DeleteGroupsResponse)
+    obj.throttle_time_ms = f_throttle_time_ms
+    obj.results = f_results
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_DeleteGroupsResponse(obj, out, version):
+    """Append in ``version`` a DeleteGroupsResponse to ``out``."""
+    v1_down = version <= 1
+    if obj is None:
+        raise TypeError("DeleteGroupsResponse expected, got None")
+    if v1_down:
+        f_results = obj.results
+        if f_results is None:
+            raise _w.not_nullable("DeleteGroupsResponse.results")
+        else:
+            n_results = len(f_results)
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+        for item in f_results:
+            _enc_DeleteGroupsResponse_DeletableGroupResult(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.results, _partial(_enc_DeleteGroupsResponse_DeletableGroupResult, version=version), "DeleteGroupsResponse.results", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse")
+
+
+def _dec_DeleteGroupsResponse_DeletableGroupResult(buf, cur, end, version):
+    """Decode DeleteGroupsResponse.DeletableGroupResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
+    pos = cur.pos
+    if v1_down:
         if end - pos < 2:
-            raise _w.short_read("groups_names[%d]" % i, pos, 2, end)
-        m = _S_h.unpack_from(buf, pos)[0]
+            raise _w.short_run(_RUN_group_id, pos, end)
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("groups_names[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("groups_names[%d]" % i, pos, exc) from None
-        f_groups_names.append(s)
-        pos += m
-    obj = _new(DeleteGroupsRequest)
-    obj.groups_names = f_groups_names
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteGroupsRequest_v0(obj, out):
-    """Append the v0 layout of a DeleteGroupsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteGroupsRequest expected, got None")
-    f_groups_names = obj.groups_names
-    if f_groups_names is None:
-        raise _w.not_nullable("DeleteGroupsRequest.groups_names")
+        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
     else:
-        n_groups_names = len(f_groups_names)
-    out += _S_i.pack(n_groups_names)
-    for item in f_groups_names:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("DeleteGroupsRequest.groups_names[]", m)
-        out += _S_h.pack(m)
-        out += data
-
-
-def _dec_DeleteGroupsRequest_v2(buf, cur, end):
-    """Decode DeleteGroupsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_groups_names, pos = _w.read_compact_length(buf, pos, end, 'groups_names')
-    if n_groups_names < 0 or n_groups_names > (end - pos) // 1:
-        raise _w.bad_count('groups_names', pos - 1, n_groups_names, end, 1, 1)
-    f_groups_names = []
-    for i in range(n_groups_names):
-        m, pos = _w.read_compact_length(buf, pos, end, "groups_names[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("groups_names[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("groups_names[%d]" % i, pos, exc) from None
-        f_groups_names.append(s)
-        pos += m
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteGroupsRequest)
-    obj.groups_names = f_groups_names
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteGroupsRequest_v2(obj, out):
-    """Append the v2 layout of a DeleteGroupsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteGroupsRequest expected, got None")
-    f_groups_names = obj.groups_names
-    if f_groups_names is None:
-        raise _w.not_nullable("DeleteGroupsRequest.groups_names")
-    else:
-        n_groups_names = len(f_groups_names)
-    _w.put_uvarint(out, n_groups_names + 1)
-    for item in f_groups_names:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("DeleteGroupsRequest.groups_names[]", m)
-        _w.put_uvarint(out, m + 1)
-        out += data
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsRequest")
-
-
-def _dec_DeleteGroupsResponse_v0(buf, cur, end):
-    """Decode DeleteGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
-    f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_results, pos = _w.read_structs(_dec_DeleteGroupsResponse_DeletableGroupResult_v0, buf, cur, pos, end, n_results, 'results', 4, 4, False)
-    obj = _new(DeleteGroupsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.results = f_results
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteGroupsResponse_v0(obj, out):
-    """Append the v0 layout of a DeleteGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteGroupsResponse expected, got None")
-    f_results = obj.results
-    if f_results is None:
-        raise _w.not_nullable("DeleteGroupsResponse.results")
-    else:
-        n_results = len(f_results)
-    out += _S_ii.pack(obj.throttle_time_ms, n_results)
-    for item in f_results:
-        _enc_DeleteGroupsResponse_DeletableGroupResult_v0(item, out)
-
-
-def _dec_DeleteGroupsResponse_v2(buf, cur, end):
-    """Decode DeleteGroupsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_DeleteGroupsResponse_DeletableGroupResult_v2, buf, cur, pos, end, n_results, 'results', 4, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteGroupsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.results = f_results
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteGroupsResponse_v2(obj, out):
-    """Append the v2 layout of a DeleteGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteGroupsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.results, _enc_DeleteGroupsResponse_DeletableGroupResult_v2, "DeleteGroupsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse")
-
-
-def _dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end):
-    """Decode DeleteGroupsResponse.DeletableGroupResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
+        n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
+        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteGroupsResponse_DeletableGroupResult)
     obj.group_id = f_group_id
     obj.error_code = f_error_code
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteGroupsResponse_DeletableGroupResult_v0(obj, out):
-    """Append the v0 layout of a DeleteGroupsResponse.DeletableGroupResult to ``out``."""
+def _enc_DeleteGroupsResponse_DeletableGroupResult(obj, out, version):
+    """Append in ``version`` a DeleteGroupsResponse.DeletableGroupResult to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DeleteGroupsResponse.DeletableGroupResult expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "DeleteGroupsResponse.DeletableGroupResult.group_id", False)
-    out += _S_h.pack(n_group_id)
+    if v1_down:
+        out += _S_h.pack(n_group_id)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
     out += _S_h.pack(obj.error_code)
-
-
-def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
-    """Decode DeleteGroupsResponse.DeletableGroupResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteGroupsResponse_DeletableGroupResult)
-    obj.group_id = f_group_id
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteGroupsResponse_DeletableGroupResult_v2(obj, out):
-    """Append the v2 layout of a DeleteGroupsResponse.DeletableGroupResult to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteGroupsResponse.DeletableGroupResult expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DeleteGroupsResponse.DeletableGroupResult.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    out += _S_h.pack(obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse.DeletableGroupResult")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse.DeletableGroupResult")
 
 
 class DeleteGroupsRequest(Message):
@@ -257,9 +219,8 @@ class DeleteGroupsRequest(Message):
     FIELDS = (
         FieldInfo('groups_names', (0, 2), None, 'groupId', True, None, None, '[]string'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DeleteGroupsRequest_v0, 1: _dec_DeleteGroupsRequest_v0, 2: _dec_DeleteGroupsRequest_v2}
-    _ENCODERS = {0: _enc_DeleteGroupsRequest_v0, 1: _enc_DeleteGroupsRequest_v0, 2: _enc_DeleteGroupsRequest_v2}
+    _DECODERS = _decoders(_dec_DeleteGroupsRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_DeleteGroupsRequest, range(0, 3))
     API_KEY = 42
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -327,9 +288,8 @@ class DeleteGroupsResponse(Message):
         FieldInfo('results', (0, 2), None, None, True, DeleteGroupsResponse_DeletableGroupResult, None, '[]DeletableGroupResult'),
     )
     DeletableGroupResult = DeleteGroupsResponse_DeletableGroupResult
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DeleteGroupsResponse_v0, 1: _dec_DeleteGroupsResponse_v0, 2: _dec_DeleteGroupsResponse_v2}
-    _ENCODERS = {0: _enc_DeleteGroupsResponse_v0, 1: _enc_DeleteGroupsResponse_v0, 2: _enc_DeleteGroupsResponse_v2}
+    _DECODERS = _decoders(_dec_DeleteGroupsResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_DeleteGroupsResponse, range(0, 3))
     API_KEY = 42
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteRecordsRequest', 'DeleteRecordsResponse']
@@ -33,351 +35,287 @@ _RUN_topics = (('topics', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_DeleteRecordsRequest_v0(buf, cur, end):
-    """Decode DeleteRecordsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteRecordsRequest(buf, cur, end, version):
+    """Decode DeleteRecordsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_DeleteRecordsRequest_DeleteRecordsTopic_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_topics, pos, end)
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_topics, pos = _w.read_structs(_partial(_dec_DeleteRecordsRequest_DeleteRecordsTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_DeleteRecordsRequest_DeleteRecordsTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteRecordsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteRecordsRequest_v0(obj, out):
-    """Append the v0 layout of a DeleteRecordsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteRecordsRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("DeleteRecordsRequest.topics")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(item, out)
-    out += _S_i.pack(obj.timeout_ms)
-
-
-def _dec_DeleteRecordsRequest_v2(buf, cur, end):
-    """Decode DeleteRecordsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DeleteRecordsRequest_DeleteRecordsTopic_v2, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_timeout_ms, pos, end)
-    f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteRecordsRequest)
-    obj.topics = f_topics
-    obj.timeout_ms = f_timeout_ms
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteRecordsRequest_v2(obj, out):
-    """Append the v2 layout of a DeleteRecordsRequest to ``out``."""
+def _enc_DeleteRecordsRequest(obj, out, version):
+    """Append in ``version`` a DeleteRecordsRequest to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DeleteRecordsRequest expected, got None")
-    _w.put_structs(out, obj.topics, _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2, "DeleteRecordsRequest.topics", False)
+    if v1_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("DeleteRecordsRequest.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_i.pack(n_topics)
+        for item in f_topics:
+            _enc_DeleteRecordsRequest_DeleteRecordsTopic(item, out, version)
+    else:
+        _w.put_structs(out, obj.topics, _partial(_enc_DeleteRecordsRequest_DeleteRecordsTopic, version=version), "DeleteRecordsRequest.topics", False)
     out += _S_i.pack(obj.timeout_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest")
 
 
-def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
-    """Decode DeleteRecordsRequest.DeleteRecordsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteRecordsRequest_DeleteRecordsTopic(buf, cur, end, version):
+    """Decode DeleteRecordsRequest.DeleteRecordsTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_DeleteRecordsRequest_DeleteRecordsPartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 12, 4, False)
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partitions, pos = _w.read_structs(_partial(_dec_DeleteRecordsRequest_DeleteRecordsPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 12, 4, False)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_DeleteRecordsRequest_DeleteRecordsPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 13, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteRecordsRequest_DeleteRecordsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(obj, out):
-    """Append the v0 layout of a DeleteRecordsRequest.DeleteRecordsTopic to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteRecordsRequest.DeleteRecordsTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteRecordsRequest.DeleteRecordsTopic.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.partitions")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_DeleteRecordsRequest_DeleteRecordsPartition_v0(item, out)
-
-
-def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end):
-    """Decode DeleteRecordsRequest.DeleteRecordsTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DeleteRecordsRequest_DeleteRecordsPartition_v2, buf, cur, pos, end, n_partitions, 'partitions', 13, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteRecordsRequest_DeleteRecordsTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(obj, out):
-    """Append the v2 layout of a DeleteRecordsRequest.DeleteRecordsTopic to ``out``."""
+def _enc_DeleteRecordsRequest_DeleteRecordsTopic(obj, out, version):
+    """Append in ``version`` a DeleteRecordsRequest.DeleteRecordsTopic to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("DeleteRecordsRequest.DeleteRecordsTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "DeleteRecordsRequest.DeleteRecordsTopic.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    if v1_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_DeleteRecordsRequest_DeleteRecordsPartition_v2, "DeleteRecordsRequest.DeleteRecordsTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic")
+    if v1_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_DeleteRecordsRequest_DeleteRecordsPartition(item, out, version)
+    else:
+        _w.put_structs(out, obj.partitions, _partial(_enc_DeleteRecordsRequest_DeleteRecordsPartition, version=version), "DeleteRecordsRequest.DeleteRecordsTopic.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic")
 
 
-def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf, cur, end):
-    """Decode DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteRecordsRequest_DeleteRecordsPartition(buf, cur, end, version):
+    """Decode DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__offset, pos, end)
     f_partition_index, f_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteRecordsRequest_DeleteRecordsPartition)
     obj.partition_index = f_partition_index
     obj.offset = f_offset
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteRecordsRequest_DeleteRecordsPartition_v0(obj, out):
-    """Append the v0 layout of a DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition to ``out``."""
+def _enc_DeleteRecordsRequest_DeleteRecordsPartition(obj, out, version):
+    """Append in ``version`` a DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition to ``out``."""
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition expected, got None")
     out += _S_iq.pack(obj.partition_index, obj.offset)
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition")
 
 
-def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf, cur, end):
-    """Decode DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteRecordsResponse(buf, cur, end, version):
+    """Decode DeleteRecordsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_partition_index__offset, pos, end)
-    f_partition_index, f_offset = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteRecordsRequest_DeleteRecordsPartition)
-    obj.partition_index = f_partition_index
-    obj.offset = f_offset
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteRecordsRequest_DeleteRecordsPartition_v2(obj, out):
-    """Append the v2 layout of a DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition expected, got None")
-    out += _S_iq.pack(obj.partition_index, obj.offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition")
-
-
-def _dec_DeleteRecordsResponse_v0(buf, cur, end):
-    """Decode DeleteRecordsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
-    f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_topics, pos = _w.read_structs(_dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
+        f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_topics, pos = _w.read_structs(_partial(_dec_DeleteRecordsResponse_DeleteRecordsTopicResult, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_DeleteRecordsResponse_DeleteRecordsTopicResult, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteRecordsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteRecordsResponse_v0(obj, out):
-    """Append the v0 layout of a DeleteRecordsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteRecordsResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("DeleteRecordsResponse.topics")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    for item in f_topics:
-        _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(item, out)
-
-
-def _dec_DeleteRecordsResponse_v2(buf, cur, end):
-    """Decode DeleteRecordsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteRecordsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteRecordsResponse_v2(obj, out):
-    """Append the v2 layout of a DeleteRecordsResponse to ``out``."""
+def _enc_DeleteRecordsResponse(obj, out, version):
+    """Append in ``version`` a DeleteRecordsResponse to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("DeleteRecordsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.topics, _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2, "DeleteRecordsResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse")
+    if v1_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("DeleteRecordsResponse.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
+        for item in f_topics:
+            _enc_DeleteRecordsResponse_DeleteRecordsTopicResult(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.topics, _partial(_enc_DeleteRecordsResponse_DeleteRecordsTopicResult, version=version), "DeleteRecordsResponse.topics", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse")
 
 
-def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
-    """Decode DeleteRecordsResponse.DeleteRecordsTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult(buf, cur, end, version):
+    """Decode DeleteRecordsResponse.DeleteRecordsTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0, buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partitions, pos = _w.read_structs(_partial(_dec_DeleteRecordsResponse_DeleteRecordsPartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_DeleteRecordsResponse_DeleteRecordsPartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteRecordsResponse_DeleteRecordsTopicResult)
     obj.name = f_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(obj, out):
-    """Append the v0 layout of a DeleteRecordsResponse.DeleteRecordsTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteRecordsResponse.DeleteRecordsTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteRecordsResponse.DeleteRecordsTopicResult.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.partitions")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(item, out)
-
-
-def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end):
-    """Decode DeleteRecordsResponse.DeleteRecordsTopicResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2, buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteRecordsResponse_DeleteRecordsTopicResult)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(obj, out):
-    """Append the v2 layout of a DeleteRecordsResponse.DeleteRecordsTopicResult to ``out``."""
+def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult(obj, out, version):
+    """Append in ``version`` a DeleteRecordsResponse.DeleteRecordsTopicResult to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("DeleteRecordsResponse.DeleteRecordsTopicResult expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "DeleteRecordsResponse.DeleteRecordsTopicResult.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    if v1_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2, "DeleteRecordsResponse.DeleteRecordsTopicResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult")
+    if v1_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult(item, out, version)
+    else:
+        _w.put_structs(out, obj.partitions, _partial(_enc_DeleteRecordsResponse_DeleteRecordsPartitionResult, version=version), "DeleteRecordsResponse.DeleteRecordsTopicResult.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult")
 
 
-def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf, cur, end):
-    """Decode DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult(buf, cur, end, version):
+    """Decode DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     f_partition_index, f_low_watermark, f_error_code = _S_iqh.unpack_from(buf, pos)
     pos += 14
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
     obj.partition_index = f_partition_index
     obj.low_watermark = f_low_watermark
     obj.error_code = f_error_code
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(obj, out):
-    """Append the v0 layout of a DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult to ``out``."""
+def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult(obj, out, version):
+    """Append in ``version`` a DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult to ``out``."""
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult expected, got None")
     out += _S_iqh.pack(obj.partition_index, obj.low_watermark, obj.error_code)
-
-
-def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf, cur, end):
-    """Decode DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_low_watermark, f_error_code = _S_iqh.unpack_from(buf, pos)
-    pos += 14
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
-    obj.partition_index = f_partition_index
-    obj.low_watermark = f_low_watermark
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(obj, out):
-    """Append the v2 layout of a DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult expected, got None")
-    out += _S_iqh.pack(obj.partition_index, obj.low_watermark, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult")
 
 
 class DeleteRecordsRequest_DeleteRecordsPartition(Struct):
@@ -459,9 +397,8 @@ class DeleteRecordsRequest(Message):
         FieldInfo('timeout_ms', (0, 2), None, None, False, None, None, 'int32'),
     )
     DeleteRecordsTopic = DeleteRecordsRequest_DeleteRecordsTopic
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DeleteRecordsRequest_v0, 1: _dec_DeleteRecordsRequest_v0, 2: _dec_DeleteRecordsRequest_v2}
-    _ENCODERS = {0: _enc_DeleteRecordsRequest_v0, 1: _enc_DeleteRecordsRequest_v0, 2: _enc_DeleteRecordsRequest_v2}
+    _DECODERS = _decoders(_dec_DeleteRecordsRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_DeleteRecordsRequest, range(0, 3))
     API_KEY = 21
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -565,9 +502,8 @@ class DeleteRecordsResponse(Message):
         FieldInfo('topics', (0, 2), None, None, True, DeleteRecordsResponse_DeleteRecordsTopicResult, None, '[]DeleteRecordsTopicResult'),
     )
     DeleteRecordsTopicResult = DeleteRecordsResponse_DeleteRecordsTopicResult
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DeleteRecordsResponse_v0, 1: _dec_DeleteRecordsResponse_v0, 2: _dec_DeleteRecordsResponse_v2}
-    _ENCODERS = {0: _enc_DeleteRecordsResponse_v0, 1: _enc_DeleteRecordsResponse_v0, 2: _enc_DeleteRecordsResponse_v2}
+    _DECODERS = _decoders(_dec_DeleteRecordsResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_DeleteRecordsResponse, range(0, 3))
     API_KEY = 21
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

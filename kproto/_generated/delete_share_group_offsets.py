@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteShareGroupOffsetsRequest', 'DeleteShareGroupOffsetsResponse']
@@ -25,13 +27,13 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _new = Struct.__new__
 
 
-def _dec_DeleteShareGroupOffsetsRequest_v0(buf, cur, end):
-    """Decode DeleteShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteShareGroupOffsetsRequest(buf, cur, end, version):
+    """Decode DeleteShareGroupOffsetsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0, buf, cur, pos, end, n_topics, 'topics', 2, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 2, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteShareGroupOffsetsRequest)
     obj.group_id = f_group_id
@@ -41,20 +43,20 @@ def _dec_DeleteShareGroupOffsetsRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_DeleteShareGroupOffsetsRequest_v0(obj, out):
-    """Append the v0 layout of a DeleteShareGroupOffsetsRequest to ``out``."""
+def _enc_DeleteShareGroupOffsetsRequest(obj, out, version):
+    """Append in ``version`` a DeleteShareGroupOffsetsRequest to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupOffsetsRequest expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "DeleteShareGroupOffsetsRequest.group_id", False)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0, "DeleteShareGroupOffsetsRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic, version=version), "DeleteShareGroupOffsetsRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsRequest")
 
 
-def _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(buf, cur, end):
-    """Decode DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic(buf, cur, end, version):
+    """Decode DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
@@ -66,8 +68,8 @@ def _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(b
     return obj
 
 
-def _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(obj, out):
-    """Append the v0 layout of a DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic to ``out``."""
+def _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic(obj, out, version):
+    """Append in ``version`` a DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic.topic_name", False)
@@ -77,8 +79,8 @@ def _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(o
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic")
 
 
-def _dec_DeleteShareGroupOffsetsResponse_v0(buf, cur, end):
-    """Decode DeleteShareGroupOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteShareGroupOffsetsResponse(buf, cur, end, version):
+    """Decode DeleteShareGroupOffsetsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -87,7 +89,7 @@ def _dec_DeleteShareGroupOffsetsResponse_v0(buf, cur, end):
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
     n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0, buf, cur, pos, end, n_responses, 'responses', 21, 1, False)
+    f_responses, pos = _w.read_structs(_partial(_dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic, version=version), buf, cur, pos, end, n_responses, 'responses', 21, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -99,8 +101,8 @@ def _dec_DeleteShareGroupOffsetsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_DeleteShareGroupOffsetsResponse_v0(obj, out):
-    """Append the v0 layout of a DeleteShareGroupOffsetsResponse to ``out``."""
+def _enc_DeleteShareGroupOffsetsResponse(obj, out, version):
+    """Append in ``version`` a DeleteShareGroupOffsetsResponse to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupOffsetsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -108,12 +110,12 @@ def _enc_DeleteShareGroupOffsetsResponse_v0(obj, out):
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.responses, _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0, "DeleteShareGroupOffsetsResponse.responses", False)
+    _w.put_structs(out, obj.responses, _partial(_enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic, version=version), "DeleteShareGroupOffsetsResponse.responses", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsResponse")
 
 
-def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(buf, cur, end):
-    """Decode DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic(buf, cur, end, version):
+    """Decode DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
@@ -138,8 +140,8 @@ def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
     return obj
 
 
-def _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(obj, out):
-    """Append the v0 layout of a DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic to ``out``."""
+def _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic(obj, out, version):
+    """Append in ``version`` a DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic.topic_name", False)
@@ -200,8 +202,8 @@ class DeleteShareGroupOffsetsRequest(Message):
         FieldInfo('topics', (0, 0), None, None, True, DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic, None, '[]DeleteShareGroupOffsetsRequestTopic'),
     )
     DeleteShareGroupOffsetsRequestTopic = DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic
-    _DECODERS = {0: _dec_DeleteShareGroupOffsetsRequest_v0}
-    _ENCODERS = {0: _enc_DeleteShareGroupOffsetsRequest_v0}
+    _DECODERS = _decoders(_dec_DeleteShareGroupOffsetsRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_DeleteShareGroupOffsetsRequest, range(0, 1))
     API_KEY = 92
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -283,8 +285,8 @@ class DeleteShareGroupOffsetsResponse(Message):
         FieldInfo('responses', (0, 0), None, None, True, DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic, None, '[]DeleteShareGroupOffsetsResponseTopic'),
     )
     DeleteShareGroupOffsetsResponseTopic = DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic
-    _DECODERS = {0: _dec_DeleteShareGroupOffsetsResponse_v0}
-    _ENCODERS = {0: _enc_DeleteShareGroupOffsetsResponse_v0}
+    _DECODERS = _decoders(_dec_DeleteShareGroupOffsetsResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_DeleteShareGroupOffsetsResponse, range(0, 1))
     API_KEY = 92
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

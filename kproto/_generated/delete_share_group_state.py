@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse']
@@ -25,13 +27,13 @@ _RUN_partition__error_code = (('partition', 0, 4), ('error_code', 4, 2))
 _new = Struct.__new__
 
 
-def _dec_DeleteShareGroupStateRequest_v0(buf, cur, end):
-    """Decode DeleteShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteShareGroupStateRequest(buf, cur, end, version):
+    """Decode DeleteShareGroupStateRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DeleteShareGroupStateRequest_DeleteStateData_v0, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_DeleteShareGroupStateRequest_DeleteStateData, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteShareGroupStateRequest)
     obj.group_id = f_group_id
@@ -41,27 +43,27 @@ def _dec_DeleteShareGroupStateRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_DeleteShareGroupStateRequest_v0(obj, out):
-    """Append the v0 layout of a DeleteShareGroupStateRequest to ``out``."""
+def _enc_DeleteShareGroupStateRequest(obj, out, version):
+    """Append in ``version`` a DeleteShareGroupStateRequest to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupStateRequest expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "DeleteShareGroupStateRequest.group_id", False)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _enc_DeleteShareGroupStateRequest_DeleteStateData_v0, "DeleteShareGroupStateRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_DeleteShareGroupStateRequest_DeleteStateData, version=version), "DeleteShareGroupStateRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateRequest")
 
 
-def _dec_DeleteShareGroupStateRequest_DeleteStateData_v0(buf, cur, end):
-    """Decode DeleteShareGroupStateRequest.DeleteStateData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteShareGroupStateRequest_DeleteStateData(buf, cur, end, version):
+    """Decode DeleteShareGroupStateRequest.DeleteStateData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DeleteShareGroupStateRequest_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 5, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_DeleteShareGroupStateRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 5, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteShareGroupStateRequest_DeleteStateData)
     obj.topic_id = f_topic_id
@@ -71,17 +73,17 @@ def _dec_DeleteShareGroupStateRequest_DeleteStateData_v0(buf, cur, end):
     return obj
 
 
-def _enc_DeleteShareGroupStateRequest_DeleteStateData_v0(obj, out):
-    """Append the v0 layout of a DeleteShareGroupStateRequest.DeleteStateData to ``out``."""
+def _enc_DeleteShareGroupStateRequest_DeleteStateData(obj, out, version):
+    """Append in ``version`` a DeleteShareGroupStateRequest.DeleteStateData to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupStateRequest.DeleteStateData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_DeleteShareGroupStateRequest_PartitionData_v0, "DeleteShareGroupStateRequest.DeleteStateData.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_DeleteShareGroupStateRequest_PartitionData, version=version), "DeleteShareGroupStateRequest.DeleteStateData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateRequest.DeleteStateData")
 
 
-def _dec_DeleteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
-    """Decode DeleteShareGroupStateRequest.DeleteStateData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteShareGroupStateRequest_PartitionData(buf, cur, end, version):
+    """Decode DeleteShareGroupStateRequest.DeleteStateData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition, pos, end)
@@ -95,19 +97,19 @@ def _dec_DeleteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     return obj
 
 
-def _enc_DeleteShareGroupStateRequest_PartitionData_v0(obj, out):
-    """Append the v0 layout of a DeleteShareGroupStateRequest.DeleteStateData.PartitionData to ``out``."""
+def _enc_DeleteShareGroupStateRequest_PartitionData(obj, out, version):
+    """Append in ``version`` a DeleteShareGroupStateRequest.DeleteStateData.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupStateRequest.DeleteStateData.PartitionData expected, got None")
     out += _S_i.pack(obj.partition)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateRequest.DeleteStateData.PartitionData")
 
 
-def _dec_DeleteShareGroupStateResponse_v0(buf, cur, end):
-    """Decode DeleteShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteShareGroupStateResponse(buf, cur, end, version):
+    """Decode DeleteShareGroupStateResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_DeleteShareGroupStateResponse_DeleteStateResult_v0, buf, cur, pos, end, n_results, 'results', 18, 1, False)
+    f_results, pos = _w.read_structs(_partial(_dec_DeleteShareGroupStateResponse_DeleteStateResult, version=version), buf, cur, pos, end, n_results, 'results', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteShareGroupStateResponse)
     obj.results = f_results
@@ -116,23 +118,23 @@ def _dec_DeleteShareGroupStateResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_DeleteShareGroupStateResponse_v0(obj, out):
-    """Append the v0 layout of a DeleteShareGroupStateResponse to ``out``."""
+def _enc_DeleteShareGroupStateResponse(obj, out, version):
+    """Append in ``version`` a DeleteShareGroupStateResponse to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupStateResponse expected, got None")
-    _w.put_structs(out, obj.results, _enc_DeleteShareGroupStateResponse_DeleteStateResult_v0, "DeleteShareGroupStateResponse.results", False)
+    _w.put_structs(out, obj.results, _partial(_enc_DeleteShareGroupStateResponse_DeleteStateResult, version=version), "DeleteShareGroupStateResponse.results", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateResponse")
 
 
-def _dec_DeleteShareGroupStateResponse_DeleteStateResult_v0(buf, cur, end):
-    """Decode DeleteShareGroupStateResponse.DeleteStateResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteShareGroupStateResponse_DeleteStateResult(buf, cur, end, version):
+    """Decode DeleteShareGroupStateResponse.DeleteStateResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DeleteShareGroupStateResponse_PartitionResult_v0, buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_DeleteShareGroupStateResponse_PartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteShareGroupStateResponse_DeleteStateResult)
     obj.topic_id = f_topic_id
@@ -142,17 +144,17 @@ def _dec_DeleteShareGroupStateResponse_DeleteStateResult_v0(buf, cur, end):
     return obj
 
 
-def _enc_DeleteShareGroupStateResponse_DeleteStateResult_v0(obj, out):
-    """Append the v0 layout of a DeleteShareGroupStateResponse.DeleteStateResult to ``out``."""
+def _enc_DeleteShareGroupStateResponse_DeleteStateResult(obj, out, version):
+    """Append in ``version`` a DeleteShareGroupStateResponse.DeleteStateResult to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupStateResponse.DeleteStateResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_DeleteShareGroupStateResponse_PartitionResult_v0, "DeleteShareGroupStateResponse.DeleteStateResult.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_DeleteShareGroupStateResponse_PartitionResult, version=version), "DeleteShareGroupStateResponse.DeleteStateResult.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateResponse.DeleteStateResult")
 
 
-def _dec_DeleteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
-    """Decode DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteShareGroupStateResponse_PartitionResult(buf, cur, end, version):
+    """Decode DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
@@ -170,8 +172,8 @@ def _dec_DeleteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     return obj
 
 
-def _enc_DeleteShareGroupStateResponse_PartitionResult_v0(obj, out):
-    """Append the v0 layout of a DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult to ``out``."""
+def _enc_DeleteShareGroupStateResponse_PartitionResult(obj, out, version):
+    """Append in ``version`` a DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult expected, got None")
     out += _S_ih.pack(obj.partition, obj.error_code)
@@ -257,8 +259,8 @@ class DeleteShareGroupStateRequest(Message):
         FieldInfo('topics', (0, 0), None, None, True, DeleteShareGroupStateRequest_DeleteStateData, None, '[]DeleteStateData'),
     )
     DeleteStateData = DeleteShareGroupStateRequest_DeleteStateData
-    _DECODERS = {0: _dec_DeleteShareGroupStateRequest_v0}
-    _ENCODERS = {0: _enc_DeleteShareGroupStateRequest_v0}
+    _DECODERS = _decoders(_dec_DeleteShareGroupStateRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_DeleteShareGroupStateRequest, range(0, 1))
     API_KEY = 86
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -360,8 +362,8 @@ class DeleteShareGroupStateResponse(Message):
         FieldInfo('results', (0, 0), None, None, True, DeleteShareGroupStateResponse_DeleteStateResult, None, '[]DeleteStateResult'),
     )
     DeleteStateResult = DeleteShareGroupStateResponse_DeleteStateResult
-    _DECODERS = {0: _dec_DeleteShareGroupStateResponse_v0}
-    _ENCODERS = {0: _enc_DeleteShareGroupStateResponse_v0}
+    _DECODERS = _decoders(_dec_DeleteShareGroupStateResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_DeleteShareGroupStateResponse, range(0, 1))
     API_KEY = 86
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteTopicsRequest', 'DeleteTopicsResponse']
@@ -31,148 +33,110 @@ _RUN_topic_names = (('topic_names', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_DeleteTopicsRequest_v0(buf, cur, end):
-    """Decode DeleteTopicsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteTopicsRequest(buf, cur, end, version):
+    """Decode DeleteTopicsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
+    v4_to_5 = 4 <= version <= 5
+    v4_up = version >= 4
+    v5_down = version <= 5
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topic_names, pos, end)
-    n_topic_names = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topic_names < 0 or n_topic_names > (end - pos) // 2:
-        raise _w.bad_count('topic_names', pos - 4, n_topic_names, end, 2, 4)
-    f_topic_names = []
-    for i in range(n_topic_names):
-        if end - pos < 2:
-            raise _w.short_read("topic_names[%d]" % i, pos, 2, end)
-        m = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("topic_names[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("topic_names[%d]" % i, pos, exc) from None
-        f_topic_names.append(s)
-        pos += m
-    if end - pos < 4:
-        raise _w.short_run(_RUN_timeout_ms, pos, end)
-    f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(DeleteTopicsRequest)
-    obj.topics = []
-    obj.topic_names = f_topic_names
-    obj.timeout_ms = f_timeout_ms
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteTopicsRequest_v0(obj, out):
-    """Append the v0 layout of a DeleteTopicsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteTopicsRequest expected, got None")
-    if obj.topics:
-        raise _w.not_in_version("DeleteTopicsRequest.topics", 0, "6")
-    f_topic_names = obj.topic_names
-    if f_topic_names is None:
-        raise _w.not_nullable("DeleteTopicsRequest.topic_names")
+    if v3_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_topic_names, pos, end)
+        n_topic_names = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if n_topic_names < 0 or n_topic_names > (end - pos) // 2:
+            raise _w.bad_count('topic_names', pos - 4, n_topic_names, end, 2, 4)
+    elif v4_to_5:
+        n_topic_names, pos = _w.read_compact_length(buf, pos, end, 'topic_names')
+        if n_topic_names < 0 or n_topic_names > (end - pos) // 1:
+            raise _w.bad_count('topic_names', pos - 1, n_topic_names, end, 1, 1)
+    if v5_down:
+        f_topic_names = []
+        for i in range(n_topic_names):
+            if v3_down:
+                if end - pos < 2:
+                    raise _w.short_read("topic_names[%d]" % i, pos, 2, end)
+                m = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+            else:
+                m, pos = _w.read_compact_length(buf, pos, end, "topic_names[%d]" % i)
+            if m < 0 or end - pos < m:
+                raise _w.bad_sized("topic_names[%d]" % i, pos, m, end, 1, False)
+            try:
+                s = buf[pos:pos + m].decode() if m else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("topic_names[%d]" % i, pos, exc) from None
+            f_topic_names.append(s)
+            pos += m
     else:
-        n_topic_names = len(f_topic_names)
-    out += _S_i.pack(n_topic_names)
-    for item in f_topic_names:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("DeleteTopicsRequest.topic_names[]", m)
-        out += _S_h.pack(m)
-        out += data
-    out += _S_i.pack(obj.timeout_ms)
-
-
-def _dec_DeleteTopicsRequest_v4(buf, cur, end):
-    """Decode DeleteTopicsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_names, pos = _w.read_compact_length(buf, pos, end, 'topic_names')
-    if n_topic_names < 0 or n_topic_names > (end - pos) // 1:
-        raise _w.bad_count('topic_names', pos - 1, n_topic_names, end, 1, 1)
-    f_topic_names = []
-    for i in range(n_topic_names):
-        m, pos = _w.read_compact_length(buf, pos, end, "topic_names[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("topic_names[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("topic_names[%d]" % i, pos, exc) from None
-        f_topic_names.append(s)
-        pos += m
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_DeleteTopicsRequest_DeleteTopicState, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteTopicsRequest)
-    obj.topics = []
-    obj.topic_names = f_topic_names
-    obj.timeout_ms = f_timeout_ms
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteTopicsRequest_v4(obj, out):
-    """Append the v4 layout of a DeleteTopicsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteTopicsRequest expected, got None")
-    if obj.topics:
-        raise _w.not_in_version("DeleteTopicsRequest.topics", 4, "6")
-    f_topic_names = obj.topic_names
-    if f_topic_names is None:
-        raise _w.not_nullable("DeleteTopicsRequest.topic_names")
+    if v5_down:
+        obj.topics = []
+        obj.topic_names = f_topic_names
     else:
-        n_topic_names = len(f_topic_names)
-    _w.put_uvarint(out, n_topic_names + 1)
-    for item in f_topic_names:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("DeleteTopicsRequest.topic_names[]", m)
-        _w.put_uvarint(out, m + 1)
-        out += data
-    out += _S_i.pack(obj.timeout_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest")
-
-
-def _dec_DeleteTopicsRequest_v6(buf, cur, end):
-    """Decode DeleteTopicsRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DeleteTopicsRequest_DeleteTopicState_v6, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_timeout_ms, pos, end)
-    f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteTopicsRequest)
-    obj.topics = f_topics
-    obj.topic_names = []
+        obj.topics = f_topics
+        obj.topic_names = []
     obj.timeout_ms = f_timeout_ms
-    obj.unknown_tagged_fields = unknown
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteTopicsRequest_v6(obj, out):
-    """Append the v6 layout of a DeleteTopicsRequest to ``out``."""
+def _enc_DeleteTopicsRequest(obj, out, version):
+    """Append in ``version`` a DeleteTopicsRequest to ``out``."""
+    v3_down = version <= 3
+    v4_to_5 = 4 <= version <= 5
+    v4_up = version >= 4
+    v5_down = version <= 5
     if obj is None:
         raise TypeError("DeleteTopicsRequest expected, got None")
-    _w.put_structs(out, obj.topics, _enc_DeleteTopicsRequest_DeleteTopicState_v6, "DeleteTopicsRequest.topics", False)
+    if v5_down:
+        if obj.topics:
+            if v3_down:
+                raise _w.not_in_version("DeleteTopicsRequest.topics", 0, "6")
+            else:
+                raise _w.not_in_version("DeleteTopicsRequest.topics", 4, "6")
+        f_topic_names = obj.topic_names
+        if f_topic_names is None:
+            raise _w.not_nullable("DeleteTopicsRequest.topic_names")
+        else:
+            n_topic_names = len(f_topic_names)
+    if v3_down:
+        out += _S_i.pack(n_topic_names)
+    elif v4_to_5:
+        _w.put_uvarint(out, n_topic_names + 1)
+    if v5_down:
+        for item in f_topic_names:
+            data = item.encode("utf-8")
+            m = len(data)
+            if m > 32767:
+                raise _w.string_too_long("DeleteTopicsRequest.topic_names[]", m)
+            if v3_down:
+                out += _S_h.pack(m)
+            else:
+                _w.put_uvarint(out, m + 1)
+            out += data
+    else:
+        _w.put_structs(out, obj.topics, _partial(_enc_DeleteTopicsRequest_DeleteTopicState, version=version), "DeleteTopicsRequest.topics", False)
     out += _S_i.pack(obj.timeout_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest")
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest")
 
 
-def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
-    """Decode DeleteTopicsRequest.DeleteTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteTopicsRequest_DeleteTopicState(buf, cur, end, version):
+    """Decode DeleteTopicsRequest.DeleteTopicState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, True, True)
@@ -189,8 +153,8 @@ def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
     return obj
 
 
-def _enc_DeleteTopicsRequest_DeleteTopicState_v6(obj, out):
-    """Append the v6 layout of a DeleteTopicsRequest.DeleteTopicState to ``out``."""
+def _enc_DeleteTopicsRequest_DeleteTopicState(obj, out, version):
+    """Append in ``version`` a DeleteTopicsRequest.DeleteTopicState to ``out``."""
     if obj is None:
         raise TypeError("DeleteTopicsRequest.DeleteTopicState expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsRequest.DeleteTopicState.name", True)
@@ -201,291 +165,168 @@ def _enc_DeleteTopicsRequest_DeleteTopicState_v6(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest.DeleteTopicState")
 
 
-def _dec_DeleteTopicsResponse_v0(buf, cur, end):
-    """Decode DeleteTopicsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteTopicsResponse(buf, cur, end, version):
+    """Decode DeleteTopicsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_4_5_6 = version in (0, 4, 5, 6)
+    v0_down = version <= 0
+    v3_down = version <= 3
+    v4_only = version == 4
+    v4_up = version >= 4
+    v5_only = version == 5
+    v6_up = version >= 6
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_responses, pos, end)
-    n_responses = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_responses, pos = _w.read_structs(_dec_DeleteTopicsResponse_DeletableTopicResult_v0, buf, cur, pos, end, n_responses, 'responses', 4, 4, False)
-    obj = _new(DeleteTopicsResponse)
-    obj.throttle_time_ms = 0
-    obj.responses = f_responses
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteTopicsResponse_v0(obj, out):
-    """Append the v0 layout of a DeleteTopicsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteTopicsResponse expected, got None")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("DeleteTopicsResponse.responses")
+    if v0_4_5_6:
+        if end - pos < 4:
+            if v0_down:
+                raise _w.short_run(_RUN_responses, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+    if v0_down:
+        n_responses = _S_i.unpack_from(buf, pos)[0]
+    elif v4_up:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+    if v0_4_5_6:
+        pos += 4
     else:
-        n_responses = len(f_responses)
-    out += _S_i.pack(n_responses)
-    for item in f_responses:
-        _enc_DeleteTopicsResponse_DeletableTopicResult_v0(item, out)
-
-
-def _dec_DeleteTopicsResponse_v1(buf, cur, end):
-    """Decode DeleteTopicsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
-    f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_responses, pos = _w.read_structs(_dec_DeleteTopicsResponse_DeletableTopicResult_v0, buf, cur, pos, end, n_responses, 'responses', 4, 4, False)
-    obj = _new(DeleteTopicsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.responses = f_responses
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteTopicsResponse_v1(obj, out):
-    """Append the v1 layout of a DeleteTopicsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteTopicsResponse expected, got None")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("DeleteTopicsResponse.responses")
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
+        f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    if v3_down:
+        f_responses, pos = _w.read_structs(_partial(_dec_DeleteTopicsResponse_DeletableTopicResult, version=version), buf, cur, pos, end, n_responses, 'responses', 4, 4, False)
     else:
-        n_responses = len(f_responses)
-    out += _S_ii.pack(obj.throttle_time_ms, n_responses)
-    for item in f_responses:
-        _enc_DeleteTopicsResponse_DeletableTopicResult_v0(item, out)
-
-
-def _dec_DeleteTopicsResponse_v4(buf, cur, end):
-    """Decode DeleteTopicsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_DeleteTopicsResponse_DeletableTopicResult_v4, buf, cur, pos, end, n_responses, 'responses', 4, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
+    if v4_only:
+        f_responses, pos = _w.read_structs(_partial(_dec_DeleteTopicsResponse_DeletableTopicResult, version=version), buf, cur, pos, end, n_responses, 'responses', 4, 1, False)
+    elif v5_only:
+        f_responses, pos = _w.read_structs(_partial(_dec_DeleteTopicsResponse_DeletableTopicResult, version=version), buf, cur, pos, end, n_responses, 'responses', 5, 1, False)
+    elif v6_up:
+        f_responses, pos = _w.read_structs(_partial(_dec_DeleteTopicsResponse_DeletableTopicResult, version=version), buf, cur, pos, end, n_responses, 'responses', 21, 1, False)
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteTopicsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
+    if v0_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
-    obj.unknown_tagged_fields = unknown
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteTopicsResponse_v4(obj, out):
-    """Append the v4 layout of a DeleteTopicsResponse to ``out``."""
+def _enc_DeleteTopicsResponse(obj, out, version):
+    """Append in ``version`` a DeleteTopicsResponse to ``out``."""
+    v0_down = version <= 0
+    v1_to_3 = 1 <= version <= 3
+    v3_down = version <= 3
     if obj is None:
         raise TypeError("DeleteTopicsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.responses, _enc_DeleteTopicsResponse_DeletableTopicResult_v4, "DeleteTopicsResponse.responses", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse")
+    if v3_down:
+        f_responses = obj.responses
+        if f_responses is None:
+            raise _w.not_nullable("DeleteTopicsResponse.responses")
+        else:
+            n_responses = len(f_responses)
+    if v0_down:
+        out += _S_i.pack(n_responses)
+    elif v1_to_3:
+        out += _S_ii.pack(obj.throttle_time_ms, n_responses)
+    if v3_down:
+        for item in f_responses:
+            _enc_DeleteTopicsResponse_DeletableTopicResult(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.responses, _partial(_enc_DeleteTopicsResponse_DeletableTopicResult, version=version), "DeleteTopicsResponse.responses", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse")
 
 
-def _dec_DeleteTopicsResponse_v5(buf, cur, end):
-    """Decode DeleteTopicsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DeleteTopicsResponse_DeletableTopicResult(buf, cur, end, version):
+    """Decode DeleteTopicsResponse.DeletableTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
+    v4_down = version <= 4
+    v4_to_5 = 4 <= version <= 5
+    v4_up = version >= 4
+    v5_down = version <= 5
+    v5_up = version >= 5
+    v6_up = version >= 6
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_DeleteTopicsResponse_DeletableTopicResult_v5, buf, cur, pos, end, n_responses, 'responses', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteTopicsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.responses = f_responses
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteTopicsResponse_v5(obj, out):
-    """Append the v5 layout of a DeleteTopicsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteTopicsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.responses, _enc_DeleteTopicsResponse_DeletableTopicResult_v5, "DeleteTopicsResponse.responses", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse")
-
-
-def _dec_DeleteTopicsResponse_v6(buf, cur, end):
-    """Decode DeleteTopicsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_DeleteTopicsResponse_DeletableTopicResult_v6, buf, cur, pos, end, n_responses, 'responses', 21, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteTopicsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.responses = f_responses
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteTopicsResponse_v6(obj, out):
-    """Append the v6 layout of a DeleteTopicsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteTopicsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.responses, _enc_DeleteTopicsResponse_DeletableTopicResult_v6, "DeleteTopicsResponse.responses", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse")
-
-
-def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
-    """Decode DeleteTopicsResponse.DeletableTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+    if v3_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+    if v4_to_5:
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+    elif v6_up:
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, True, True)
+        if end - pos < 16:
+            raise _w.short_read('topic_id', pos, 16, end)
+        f_topic_id = _w.uuid_at(buf, pos)
+        pos += 16
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
+    if v5_up:
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
-    obj.topic_id = _w.ZERO_UUID
+    if v5_down:
+        obj.topic_id = _w.ZERO_UUID
+    else:
+        obj.topic_id = f_topic_id
     obj.error_code = f_error_code
-    obj.error_message = None
-    obj.unknown_tagged_fields = []
+    if v4_down:
+        obj.error_message = None
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    elif v5_up:
+        obj.error_message = f_error_message
+    if v4_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DeleteTopicsResponse_DeletableTopicResult_v0(obj, out):
-    """Append the v0 layout of a DeleteTopicsResponse.DeletableTopicResult to ``out``."""
+def _enc_DeleteTopicsResponse_DeletableTopicResult(obj, out, version):
+    """Append in ``version`` a DeleteTopicsResponse.DeletableTopicResult to ``out``."""
+    v3_down = version <= 3
+    v4_up = version >= 4
+    v5_down = version <= 5
+    v5_up = version >= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("DeleteTopicsResponse.DeletableTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsResponse.DeletableTopicResult.name", False)
-    out += _S_h.pack(n_name)
+    if v5_down:
+        f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsResponse.DeletableTopicResult.name", False)
+    if v3_down:
+        out += _S_h.pack(n_name)
+    elif v6_up:
+        f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsResponse.DeletableTopicResult.name", True)
+    if v4_up:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
+    if v6_up:
+        out += obj.topic_id.bytes
     out += _S_h.pack(obj.error_code)
-
-
-def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
-    """Decode DeleteTopicsResponse.DeletableTopicResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteTopicsResponse_DeletableTopicResult)
-    obj.name = f_name
-    obj.topic_id = _w.ZERO_UUID
-    obj.error_code = f_error_code
-    obj.error_message = None
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteTopicsResponse_DeletableTopicResult_v4(obj, out):
-    """Append the v4 layout of a DeleteTopicsResponse.DeletableTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteTopicsResponse.DeletableTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsResponse.DeletableTopicResult.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    out += _S_h.pack(obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
-
-
-def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
-    """Decode DeleteTopicsResponse.DeletableTopicResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteTopicsResponse_DeletableTopicResult)
-    obj.name = f_name
-    obj.topic_id = _w.ZERO_UUID
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
-    """Append the v5 layout of a DeleteTopicsResponse.DeletableTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteTopicsResponse.DeletableTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsResponse.DeletableTopicResult.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteTopicsResponse.DeletableTopicResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
-
-
-def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
-    """Decode DeleteTopicsResponse.DeletableTopicResult (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, True, True)
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteTopicsResponse_DeletableTopicResult)
-    obj.name = f_name
-    obj.topic_id = f_topic_id
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DeleteTopicsResponse_DeletableTopicResult_v6(obj, out):
-    """Append the v6 layout of a DeleteTopicsResponse.DeletableTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("DeleteTopicsResponse.DeletableTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsResponse.DeletableTopicResult.name", True)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    out += obj.topic_id.bytes
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteTopicsResponse.DeletableTopicResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
+    if v5_up:
+        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteTopicsResponse.DeletableTopicResult.error_message", True)
+        _w.put_uvarint(out, n_error_message + 1)
+        if n_error_message > 0:
+            out += f_error_message
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
 
 
 class DeleteTopicsRequest_DeleteTopicState(Struct):
@@ -540,12 +381,8 @@ class DeleteTopicsRequest(Message):
         FieldInfo('timeout_ms', (0, 6), None, None, False, None, None, 'int32'),
     )
     DeleteTopicState = DeleteTopicsRequest_DeleteTopicState
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the response only.
-    # v3 uses the v0 codecs: the bytes are the same; v3 changed the response only.
-    # v5 uses the v4 codecs: the bytes are the same; v5 changed the response only.
-    _DECODERS = {0: _dec_DeleteTopicsRequest_v0, 1: _dec_DeleteTopicsRequest_v0, 2: _dec_DeleteTopicsRequest_v0, 3: _dec_DeleteTopicsRequest_v0, 4: _dec_DeleteTopicsRequest_v4, 5: _dec_DeleteTopicsRequest_v4, 6: _dec_DeleteTopicsRequest_v6}
-    _ENCODERS = {0: _enc_DeleteTopicsRequest_v0, 1: _enc_DeleteTopicsRequest_v0, 2: _enc_DeleteTopicsRequest_v0, 3: _enc_DeleteTopicsRequest_v0, 4: _enc_DeleteTopicsRequest_v4, 5: _enc_DeleteTopicsRequest_v4, 6: _enc_DeleteTopicsRequest_v6}
+    _DECODERS = _decoders(_dec_DeleteTopicsRequest, range(0, 7))
+    _ENCODERS = _encoders(_enc_DeleteTopicsRequest, range(0, 7))
     API_KEY = 20
     KIND = 'request'
     VALID_VERSIONS = (0, 6)
@@ -626,10 +463,8 @@ class DeleteTopicsResponse(Message):
         FieldInfo('responses', (0, 6), None, None, True, DeleteTopicsResponse_DeletableTopicResult, None, '[]DeletableTopicResult'),
     )
     DeletableTopicResult = DeleteTopicsResponse_DeletableTopicResult
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v3 uses the v1 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DeleteTopicsResponse_v0, 1: _dec_DeleteTopicsResponse_v1, 2: _dec_DeleteTopicsResponse_v1, 3: _dec_DeleteTopicsResponse_v1, 4: _dec_DeleteTopicsResponse_v4, 5: _dec_DeleteTopicsResponse_v5, 6: _dec_DeleteTopicsResponse_v6}
-    _ENCODERS = {0: _enc_DeleteTopicsResponse_v0, 1: _enc_DeleteTopicsResponse_v1, 2: _enc_DeleteTopicsResponse_v1, 3: _enc_DeleteTopicsResponse_v1, 4: _enc_DeleteTopicsResponse_v4, 5: _enc_DeleteTopicsResponse_v5, 6: _enc_DeleteTopicsResponse_v6}
+    _DECODERS = _decoders(_dec_DeleteTopicsResponse, range(0, 7))
+    _ENCODERS = _encoders(_enc_DeleteTopicsResponse, range(0, 7))
     API_KEY = 20
     KIND = 'response'
     VALID_VERSIONS = (0, 6)

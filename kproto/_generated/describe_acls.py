@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeAclsRequest', 'DescribeAclsResponse']
@@ -45,492 +47,347 @@ _RUN_throttle_time_ms__error_message = (('throttle_time_ms', 0, 4), ('error_code
 _new = Struct.__new__
 
 
-def _dec_DescribeAclsRequest_v0(buf, cur, end):
-    """Decode DescribeAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeAclsRequest(buf, cur, end, version):
+    """Decode DescribeAclsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
-    f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 2, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal_filter, pos, end)
-    n_principal_filter = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 2, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_host_filter, pos, end)
-    n_host_filter = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 2, True, True)
+    if v1_down:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
+        f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 2, True, True)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal_filter, pos, end)
+        n_principal_filter = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    elif v1_only:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
+        f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
+        pos += 3
+    if v1_down:
+        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 2, True, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_host_filter, pos, end)
+        n_host_filter = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 2, True, True)
+    else:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type_filter, pos, end)
+        f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_resource_name_filter, pos = _w.read_compact_length(buf, pos, end, 'resource_name_filter')
+        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 1, True, True)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_pattern_type_filter, pos, end)
+        f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_principal_filter, pos = _w.read_compact_length(buf, pos, end, 'principal_filter')
+        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 1, True, True)
+        n_host_filter, pos = _w.read_compact_length(buf, pos, end, 'host_filter')
+        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 1, True, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeAclsRequest)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
-    obj.pattern_type_filter = 3
+    if v0_down:
+        obj.pattern_type_filter = 3
+    else:
+        obj.pattern_type_filter = f_pattern_type_filter
     obj.principal_filter = f_principal_filter
     obj.host_filter = f_host_filter
     obj.operation = f_operation
     obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeAclsRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeAclsRequest to ``out``."""
+def _enc_DescribeAclsRequest(obj, out, version):
+    """Append in ``version`` a DescribeAclsRequest to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DescribeAclsRequest expected, got None")
-    if obj.pattern_type_filter != 3:
-        raise _w.not_in_version("DescribeAclsRequest.pattern_type_filter", 0, "1-3")
+    if v0_down:
+        if obj.pattern_type_filter != 3:
+            raise _w.not_in_version("DescribeAclsRequest.pattern_type_filter", 0, "1-3")
+    elif v2_up:
+        out += _S_b.pack(obj.resource_type_filter)
     f_resource_name_filter, n_resource_name_filter = _w.encode_text(obj.resource_name_filter, "DescribeAclsRequest.resource_name_filter", True)
-    out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
+    if v1_down:
+        out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
+    else:
+        _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
         out += f_resource_name_filter
+    if v2_up:
+        out += _S_b.pack(obj.pattern_type_filter)
     f_principal_filter, n_principal_filter = _w.encode_text(obj.principal_filter, "DescribeAclsRequest.principal_filter", True)
-    out += _S_h.pack(n_principal_filter)
+    if v0_down:
+        out += _S_h.pack(n_principal_filter)
+    elif v1_only:
+        out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
+    else:
+        _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
         out += f_principal_filter
     f_host_filter, n_host_filter = _w.encode_text(obj.host_filter, "DescribeAclsRequest.host_filter", True)
-    out += _S_h.pack(n_host_filter)
+    if v1_down:
+        out += _S_h.pack(n_host_filter)
+    else:
+        _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
         out += f_host_filter
     out += _S_bb.pack(obj.operation, obj.permission_type)
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsRequest")
 
 
-def _dec_DescribeAclsRequest_v1(buf, cur, end):
-    """Decode DescribeAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeAclsResponse(buf, cur, end, version):
+    """Decode DescribeAclsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     pos = cur.pos
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
-    f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 2, True, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
-    f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 2, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_host_filter, pos, end)
-    n_host_filter = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 2, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    obj = _new(DescribeAclsRequest)
-    obj.resource_type_filter = f_resource_type_filter
-    obj.resource_name_filter = f_resource_name_filter
-    obj.pattern_type_filter = f_pattern_type_filter
-    obj.principal_filter = f_principal_filter
-    obj.host_filter = f_host_filter
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeAclsRequest_v1(obj, out):
-    """Append the v1 layout of a DescribeAclsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeAclsRequest expected, got None")
-    f_resource_name_filter, n_resource_name_filter = _w.encode_text(obj.resource_name_filter, "DescribeAclsRequest.resource_name_filter", True)
-    out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
-    if n_resource_name_filter > 0:
-        out += f_resource_name_filter
-    f_principal_filter, n_principal_filter = _w.encode_text(obj.principal_filter, "DescribeAclsRequest.principal_filter", True)
-    out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
-    if n_principal_filter > 0:
-        out += f_principal_filter
-    f_host_filter, n_host_filter = _w.encode_text(obj.host_filter, "DescribeAclsRequest.host_filter", True)
-    out += _S_h.pack(n_host_filter)
-    if n_host_filter > 0:
-        out += f_host_filter
-    out += _S_bb.pack(obj.operation, obj.permission_type)
-
-
-def _dec_DescribeAclsRequest_v2(buf, cur, end):
-    """Decode DescribeAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_resource_type_filter, pos, end)
-    f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_resource_name_filter, pos = _w.read_compact_length(buf, pos, end, 'resource_name_filter')
-    f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_pattern_type_filter, pos, end)
-    f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_principal_filter, pos = _w.read_compact_length(buf, pos, end, 'principal_filter')
-    f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 1, True, True)
-    n_host_filter, pos = _w.read_compact_length(buf, pos, end, 'host_filter')
-    f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 1, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeAclsRequest)
-    obj.resource_type_filter = f_resource_type_filter
-    obj.resource_name_filter = f_resource_name_filter
-    obj.pattern_type_filter = f_pattern_type_filter
-    obj.principal_filter = f_principal_filter
-    obj.host_filter = f_host_filter
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeAclsRequest_v2(obj, out):
-    """Append the v2 layout of a DescribeAclsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeAclsRequest expected, got None")
-    out += _S_b.pack(obj.resource_type_filter)
-    f_resource_name_filter, n_resource_name_filter = _w.encode_text(obj.resource_name_filter, "DescribeAclsRequest.resource_name_filter", True)
-    _w.put_uvarint(out, n_resource_name_filter + 1)
-    if n_resource_name_filter > 0:
-        out += f_resource_name_filter
-    out += _S_b.pack(obj.pattern_type_filter)
-    f_principal_filter, n_principal_filter = _w.encode_text(obj.principal_filter, "DescribeAclsRequest.principal_filter", True)
-    _w.put_uvarint(out, n_principal_filter + 1)
-    if n_principal_filter > 0:
-        out += f_principal_filter
-    f_host_filter, n_host_filter = _w.encode_text(obj.host_filter, "DescribeAclsRequest.host_filter", True)
-    _w.put_uvarint(out, n_host_filter + 1)
-    if n_host_filter > 0:
-        out += f_host_filter
-    out += _S_bb.pack(obj.operation, obj.permission_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsRequest")
-
-
-def _dec_DescribeAclsResponse_v0(buf, cur, end):
-    """Decode DescribeAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
-    f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
-    pos += 8
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_resources, pos, end)
-    n_resources = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_resources, pos = _w.read_structs(_dec_DescribeAclsResponse_DescribeAclsResource_v0, buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
+        f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
+        pos += 8
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_resources, pos, end)
+        n_resources = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v0_down:
+        f_resources, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_DescribeAclsResource, version=version), buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
+    elif v1_only:
+        f_resources, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_DescribeAclsResource, version=version), buf, cur, pos, end, n_resources, 'resources', 8, 4, False)
+    else:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        n_resources, pos = _w.read_compact_length(buf, pos, end, 'resources')
+        f_resources, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_DescribeAclsResource, version=version), buf, cur, pos, end, n_resources, 'resources', 5, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resources = f_resources
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeAclsResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeAclsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeAclsResponse expected, got None")
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeAclsResponse.error_message", True)
-    out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-    f_resources = obj.resources
-    if f_resources is None:
-        raise _w.not_nullable("DescribeAclsResponse.resources")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_resources = len(f_resources)
-    out += _S_i.pack(n_resources)
-    for item in f_resources:
-        _enc_DescribeAclsResponse_DescribeAclsResource_v0(item, out)
-
-
-def _dec_DescribeAclsResponse_v1(buf, cur, end):
-    """Decode DescribeAclsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
-    f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
-    pos += 8
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_resources, pos, end)
-    n_resources = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_resources, pos = _w.read_structs(_dec_DescribeAclsResponse_DescribeAclsResource_v1, buf, cur, pos, end, n_resources, 'resources', 8, 4, False)
-    obj = _new(DescribeAclsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resources = f_resources
-    obj.unknown_tagged_fields = []
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeAclsResponse_v1(obj, out):
-    """Append the v1 layout of a DescribeAclsResponse to ``out``."""
+def _enc_DescribeAclsResponse(obj, out, version):
+    """Append in ``version`` a DescribeAclsResponse to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DescribeAclsResponse expected, got None")
+    if v2_up:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeAclsResponse.error_message", True)
-    out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-    f_resources = obj.resources
-    if f_resources is None:
-        raise _w.not_nullable("DescribeAclsResponse.resources")
+    if v1_down:
+        out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     else:
-        n_resources = len(f_resources)
-    out += _S_i.pack(n_resources)
-    for item in f_resources:
-        _enc_DescribeAclsResponse_DescribeAclsResource_v1(item, out)
-
-
-def _dec_DescribeAclsResponse_v2(buf, cur, end):
-    """Decode DescribeAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_resources, pos = _w.read_compact_length(buf, pos, end, 'resources')
-    f_resources, pos = _w.read_structs(_dec_DescribeAclsResponse_DescribeAclsResource_v2, buf, cur, pos, end, n_resources, 'resources', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeAclsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resources = f_resources
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeAclsResponse_v2(obj, out):
-    """Append the v2 layout of a DescribeAclsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeAclsResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeAclsResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.resources, _enc_DescribeAclsResponse_DescribeAclsResource_v2, "DescribeAclsResponse.resources", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse")
+    if v1_down:
+        f_resources = obj.resources
+        if f_resources is None:
+            raise _w.not_nullable("DescribeAclsResponse.resources")
+        else:
+            n_resources = len(f_resources)
+        out += _S_i.pack(n_resources)
+        for item in f_resources:
+            _enc_DescribeAclsResponse_DescribeAclsResource(item, out, version)
+    else:
+        _w.put_structs(out, obj.resources, _partial(_enc_DescribeAclsResponse_DescribeAclsResource, version=version), "DescribeAclsResponse.resources", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse")
 
 
-def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
-    """Decode DescribeAclsResponse.DescribeAclsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeAclsResponse_DescribeAclsResource(buf, cur, end, version):
+    """Decode DescribeAclsResponse.DescribeAclsResource (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     pos = cur.pos
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_acls, pos, end)
-    n_acls = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_acls, pos = _w.read_structs(_dec_DescribeAclsResponse_AclDescription_v0, buf, cur, pos, end, n_acls, 'acls', 6, 4, False)
+    if v1_down:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_acls, pos, end)
+        n_acls = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    elif v1_only:
+        if end - pos < 5:
+            raise _w.short_run(_RUN_pattern_type__acls, pos, end)
+        f_pattern_type, n_acls = _S_bi.unpack_from(buf, pos)
+        pos += 5
+    if v1_down:
+        f_acls, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_AclDescription, version=version), buf, cur, pos, end, n_acls, 'acls', 6, 4, False)
+    else:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type, pos, end)
+        f_resource_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_pattern_type, pos, end)
+        f_pattern_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_acls, pos = _w.read_compact_length(buf, pos, end, 'acls')
+        f_acls, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_AclDescription, version=version), buf, cur, pos, end, n_acls, 'acls', 5, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeAclsResponse_DescribeAclsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
-    obj.pattern_type = 3
-    obj.acls = f_acls
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeAclsResponse_DescribeAclsResource_v0(obj, out):
-    """Append the v0 layout of a DescribeAclsResponse.DescribeAclsResource to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeAclsResponse.DescribeAclsResource expected, got None")
-    if obj.pattern_type != 3:
-        raise _w.not_in_version("DescribeAclsResponse.DescribeAclsResource.pattern_type", 0, "1-3")
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeAclsResponse.DescribeAclsResource.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
-    if n_resource_name > 0:
-        out += f_resource_name
-    f_acls = obj.acls
-    if f_acls is None:
-        raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.acls")
+    if v0_down:
+        obj.pattern_type = 3
     else:
-        n_acls = len(f_acls)
-    out += _S_i.pack(n_acls)
-    for item in f_acls:
-        _enc_DescribeAclsResponse_AclDescription_v0(item, out)
-
-
-def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
-    """Decode DescribeAclsResponse.DescribeAclsResource (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if end - pos < 5:
-        raise _w.short_run(_RUN_pattern_type__acls, pos, end)
-    f_pattern_type, n_acls = _S_bi.unpack_from(buf, pos)
-    pos += 5
-    f_acls, pos = _w.read_structs(_dec_DescribeAclsResponse_AclDescription_v0, buf, cur, pos, end, n_acls, 'acls', 6, 4, False)
-    obj = _new(DescribeAclsResponse_DescribeAclsResource)
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.pattern_type = f_pattern_type
+        obj.pattern_type = f_pattern_type
     obj.acls = f_acls
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeAclsResponse_DescribeAclsResource_v1(obj, out):
-    """Append the v1 layout of a DescribeAclsResponse.DescribeAclsResource to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeAclsResponse.DescribeAclsResource expected, got None")
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeAclsResponse.DescribeAclsResource.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
-    if n_resource_name > 0:
-        out += f_resource_name
-    f_acls = obj.acls
-    if f_acls is None:
-        raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.acls")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_acls = len(f_acls)
-    out += _S_bi.pack(obj.pattern_type, n_acls)
-    for item in f_acls:
-        _enc_DescribeAclsResponse_AclDescription_v0(item, out)
-
-
-def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
-    """Decode DescribeAclsResponse.DescribeAclsResource (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_resource_type, pos, end)
-    f_resource_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_pattern_type, pos, end)
-    f_pattern_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_acls, pos = _w.read_compact_length(buf, pos, end, 'acls')
-    f_acls, pos = _w.read_structs(_dec_DescribeAclsResponse_AclDescription_v2, buf, cur, pos, end, n_acls, 'acls', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeAclsResponse_DescribeAclsResource)
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.pattern_type = f_pattern_type
-    obj.acls = f_acls
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeAclsResponse_DescribeAclsResource_v2(obj, out):
-    """Append the v2 layout of a DescribeAclsResponse.DescribeAclsResource to ``out``."""
+def _enc_DescribeAclsResponse_DescribeAclsResource(obj, out, version):
+    """Append in ``version`` a DescribeAclsResponse.DescribeAclsResource to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DescribeAclsResponse.DescribeAclsResource expected, got None")
-    out += _S_b.pack(obj.resource_type)
+    if v0_down:
+        if obj.pattern_type != 3:
+            raise _w.not_in_version("DescribeAclsResponse.DescribeAclsResource.pattern_type", 0, "1-3")
+    elif v2_up:
+        out += _S_b.pack(obj.resource_type)
     f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeAclsResponse.DescribeAclsResource.resource_name", False)
-    _w.put_uvarint(out, n_resource_name + 1)
+    if v1_down:
+        out += _S_bh.pack(obj.resource_type, n_resource_name)
+    else:
+        _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
-    out += _S_b.pack(obj.pattern_type)
-    _w.put_structs(out, obj.acls, _enc_DescribeAclsResponse_AclDescription_v2, "DescribeAclsResponse.DescribeAclsResource.acls", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource")
+    if v1_down:
+        f_acls = obj.acls
+        if f_acls is None:
+            raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.acls")
+        else:
+            n_acls = len(f_acls)
+    if v0_down:
+        out += _S_i.pack(n_acls)
+    elif v1_only:
+        out += _S_bi.pack(obj.pattern_type, n_acls)
+    if v1_down:
+        for item in f_acls:
+            _enc_DescribeAclsResponse_AclDescription(item, out, version)
+    else:
+        out += _S_b.pack(obj.pattern_type)
+        _w.put_structs(out, obj.acls, _partial(_enc_DescribeAclsResponse_AclDescription, version=version), "DescribeAclsResponse.DescribeAclsResource.acls", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource")
 
 
-def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
-    """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeAclsResponse_AclDescription(buf, cur, end, version):
+    """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal, pos, end)
-    n_principal = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_host, pos, end)
-    n_host = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal, pos, end)
+        n_principal = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_host, pos, end)
+        n_host = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
+    else:
+        n_principal, pos = _w.read_compact_length(buf, pos, end, 'principal')
+        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 1, False, True)
+        n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
+        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeAclsResponse_AclDescription)
     obj.principal = f_principal
     obj.host = f_host
     obj.operation = f_operation
     obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
-    """Append the v0 layout of a DescribeAclsResponse.DescribeAclsResource.AclDescription to ``out``."""
+def _enc_DescribeAclsResponse_AclDescription(obj, out, version):
+    """Append in ``version`` a DescribeAclsResponse.DescribeAclsResource.AclDescription to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DescribeAclsResponse.DescribeAclsResource.AclDescription expected, got None")
     f_principal, n_principal = _w.encode_text(obj.principal, "DescribeAclsResponse.DescribeAclsResource.AclDescription.principal", False)
-    out += _S_h.pack(n_principal)
+    if v1_down:
+        out += _S_h.pack(n_principal)
+    else:
+        _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         out += f_principal
     f_host, n_host = _w.encode_text(obj.host, "DescribeAclsResponse.DescribeAclsResource.AclDescription.host", False)
-    out += _S_h.pack(n_host)
+    if v1_down:
+        out += _S_h.pack(n_host)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_bb.pack(obj.operation, obj.permission_type)
-
-
-def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
-    """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_principal, pos = _w.read_compact_length(buf, pos, end, 'principal')
-    f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 1, False, True)
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeAclsResponse_AclDescription)
-    obj.principal = f_principal
-    obj.host = f_host
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeAclsResponse_AclDescription_v2(obj, out):
-    """Append the v2 layout of a DescribeAclsResponse.DescribeAclsResource.AclDescription to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeAclsResponse.DescribeAclsResource.AclDescription expected, got None")
-    f_principal, n_principal = _w.encode_text(obj.principal, "DescribeAclsResponse.DescribeAclsResource.AclDescription.principal", False)
-    _w.put_uvarint(out, n_principal + 1)
-    if n_principal > 0:
-        out += f_principal
-    f_host, n_host = _w.encode_text(obj.host, "DescribeAclsResponse.DescribeAclsResource.AclDescription.host", False)
-    _w.put_uvarint(out, n_host + 1)
-    if n_host > 0:
-        out += f_host
-    out += _S_bb.pack(obj.operation, obj.permission_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource.AclDescription")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource.AclDescription")
 
 
 class DescribeAclsRequest(Message):
@@ -563,9 +420,8 @@ class DescribeAclsRequest(Message):
         FieldInfo('operation', (0, 3), None, None, False, None, None, 'int8'),
         FieldInfo('permission_type', (0, 3), None, None, False, None, None, 'int8'),
     )
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DescribeAclsRequest_v0, 1: _dec_DescribeAclsRequest_v1, 2: _dec_DescribeAclsRequest_v2, 3: _dec_DescribeAclsRequest_v2}
-    _ENCODERS = {0: _enc_DescribeAclsRequest_v0, 1: _enc_DescribeAclsRequest_v1, 2: _enc_DescribeAclsRequest_v2, 3: _enc_DescribeAclsRequest_v2}
+    _DECODERS = _decoders(_dec_DescribeAclsRequest, range(0, 4))
+    _ENCODERS = _encoders(_enc_DescribeAclsRequest, range(0, 4))
     API_KEY = 29
     KIND = 'request'
     VALID_VERSIONS = (0, 3)
@@ -696,9 +552,8 @@ class DescribeAclsResponse(Message):
         FieldInfo('resources', (0, 3), None, None, True, DescribeAclsResponse_DescribeAclsResource, None, '[]DescribeAclsResource'),
     )
     DescribeAclsResource = DescribeAclsResponse_DescribeAclsResource
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DescribeAclsResponse_v0, 1: _dec_DescribeAclsResponse_v1, 2: _dec_DescribeAclsResponse_v2, 3: _dec_DescribeAclsResponse_v2}
-    _ENCODERS = {0: _enc_DescribeAclsResponse_v0, 1: _enc_DescribeAclsResponse_v1, 2: _enc_DescribeAclsResponse_v2, 3: _enc_DescribeAclsResponse_v2}
+    _DECODERS = _decoders(_dec_DescribeAclsResponse, range(0, 4))
+    _ENCODERS = _encoders(_enc_DescribeAclsResponse, range(0, 4))
     API_KEY = 29
     KIND = 'response'
     VALID_VERSIONS = (0, 3)

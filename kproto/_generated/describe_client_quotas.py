@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeClientQuotasRequest', 'DescribeClientQuotasResponse']
@@ -41,14 +43,20 @@ _RUN_values = (('values', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_DescribeClientQuotasRequest_v0(buf, cur, end):
-    """Decode DescribeClientQuotasRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeClientQuotasRequest(buf, cur, end, version):
+    """Decode DescribeClientQuotasRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_components, pos, end)
-    n_components = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_components, pos = _w.read_structs(_dec_DescribeClientQuotasRequest_ComponentData_v0, buf, cur, pos, end, n_components, 'components', 5, 4, False)
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_components, pos, end)
+        n_components = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_components, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasRequest_ComponentData, version=version), buf, cur, pos, end, n_components, 'components', 5, 4, False)
+    else:
+        n_components, pos = _w.read_compact_length(buf, pos, end, 'components')
+        f_components, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasRequest_ComponentData, version=version), buf, cur, pos, end, n_components, 'components', 4, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_strict, pos, end)
     f_strict = _S_b.unpack_from(buf, pos)[0]
@@ -56,402 +64,335 @@ def _dec_DescribeClientQuotasRequest_v0(buf, cur, end):
     if f_strict != 0 and f_strict != 1:
         raise _w.bad_bool('strict', pos - 1, f_strict)
     b_strict = f_strict == 1
+    if v1_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClientQuotasRequest)
     obj.components = f_components
     obj.strict = b_strict
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeClientQuotasRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeClientQuotasRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeClientQuotasRequest expected, got None")
-    f_components = obj.components
-    if f_components is None:
-        raise _w.not_nullable("DescribeClientQuotasRequest.components")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_components = len(f_components)
-    out += _S_i.pack(n_components)
-    for item in f_components:
-        _enc_DescribeClientQuotasRequest_ComponentData_v0(item, out)
-    out += _S_B.pack(obj.strict)
-
-
-def _dec_DescribeClientQuotasRequest_v1(buf, cur, end):
-    """Decode DescribeClientQuotasRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_components, pos = _w.read_compact_length(buf, pos, end, 'components')
-    f_components, pos = _w.read_structs(_dec_DescribeClientQuotasRequest_ComponentData_v1, buf, cur, pos, end, n_components, 'components', 4, 1, False)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_strict, pos, end)
-    f_strict = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_strict != 0 and f_strict != 1:
-        raise _w.bad_bool('strict', pos - 1, f_strict)
-    b_strict = f_strict == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClientQuotasRequest)
-    obj.components = f_components
-    obj.strict = b_strict
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeClientQuotasRequest_v1(obj, out):
-    """Append the v1 layout of a DescribeClientQuotasRequest to ``out``."""
+def _enc_DescribeClientQuotasRequest(obj, out, version):
+    """Append in ``version`` a DescribeClientQuotasRequest to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("DescribeClientQuotasRequest expected, got None")
-    _w.put_structs(out, obj.components, _enc_DescribeClientQuotasRequest_ComponentData_v1, "DescribeClientQuotasRequest.components", False)
+    if v0_down:
+        f_components = obj.components
+        if f_components is None:
+            raise _w.not_nullable("DescribeClientQuotasRequest.components")
+        else:
+            n_components = len(f_components)
+        out += _S_i.pack(n_components)
+        for item in f_components:
+            _enc_DescribeClientQuotasRequest_ComponentData(item, out, version)
+    else:
+        _w.put_structs(out, obj.components, _partial(_enc_DescribeClientQuotasRequest_ComponentData, version=version), "DescribeClientQuotasRequest.components", False)
     out += _S_B.pack(obj.strict)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest")
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest")
 
 
-def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
-    """Decode DescribeClientQuotasRequest.ComponentData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeClientQuotasRequest_ComponentData(buf, cur, end, version):
+    """Decode DescribeClientQuotasRequest.ComponentData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_entity_type, pos, end)
-    n_entity_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_match_type__match, pos, end)
-    f_match_type, n_match = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_match, pos = _w.read_sized(buf, pos, n_match, end, 'match', 2, True, True)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_entity_type, pos, end)
+        n_entity_type = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
+        if end - pos < 3:
+            raise _w.short_run(_RUN_match_type__match, pos, end)
+        f_match_type, n_match = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_match, pos = _w.read_sized(buf, pos, n_match, end, 'match', 2, True, True)
+    else:
+        n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
+        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_match_type, pos, end)
+        f_match_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_match, pos = _w.read_compact_length(buf, pos, end, 'match')
+        f_match, pos = _w.read_sized(buf, pos, n_match, end, 'match', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClientQuotasRequest_ComponentData)
     obj.entity_type = f_entity_type
     obj.match_type = f_match_type
     obj.match = f_match
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
-    """Append the v0 layout of a DescribeClientQuotasRequest.ComponentData to ``out``."""
+def _enc_DescribeClientQuotasRequest_ComponentData(obj, out, version):
+    """Append in ``version`` a DescribeClientQuotasRequest.ComponentData to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("DescribeClientQuotasRequest.ComponentData expected, got None")
     f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "DescribeClientQuotasRequest.ComponentData.entity_type", False)
-    out += _S_h.pack(n_entity_type)
+    if v0_down:
+        out += _S_h.pack(n_entity_type)
+    else:
+        _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
+    if v1_up:
+        out += _S_b.pack(obj.match_type)
     f_match, n_match = _w.encode_text(obj.match, "DescribeClientQuotasRequest.ComponentData.match", True)
-    out += _S_bh.pack(obj.match_type, n_match)
+    if v0_down:
+        out += _S_bh.pack(obj.match_type, n_match)
+    else:
+        _w.put_uvarint(out, n_match + 1)
     if n_match > 0:
         out += f_match
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest.ComponentData")
 
 
-def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
-    """Decode DescribeClientQuotasRequest.ComponentData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeClientQuotasResponse(buf, cur, end, version):
+    """Decode DescribeClientQuotasResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
-    f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_match_type, pos, end)
-    f_match_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_match, pos = _w.read_compact_length(buf, pos, end, 'match')
-    f_match, pos = _w.read_sized(buf, pos, n_match, end, 'match', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClientQuotasRequest_ComponentData)
-    obj.entity_type = f_entity_type
-    obj.match_type = f_match_type
-    obj.match = f_match
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
-    """Append the v1 layout of a DescribeClientQuotasRequest.ComponentData to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeClientQuotasRequest.ComponentData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "DescribeClientQuotasRequest.ComponentData.entity_type", False)
-    _w.put_uvarint(out, n_entity_type + 1)
-    if n_entity_type > 0:
-        out += f_entity_type
-    out += _S_b.pack(obj.match_type)
-    f_match, n_match = _w.encode_text(obj.match, "DescribeClientQuotasRequest.ComponentData.match", True)
-    _w.put_uvarint(out, n_match + 1)
-    if n_match > 0:
-        out += f_match
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest.ComponentData")
-
-
-def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
-    """Decode DescribeClientQuotasResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
-    f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
-    pos += 8
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_entries, pos, end)
-    n_entries = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_entries, pos = _w.read_structs(_dec_DescribeClientQuotasResponse_EntryData_v0, buf, cur, pos, end, n_entries, 'entries', 8, 4, True)
+    if v0_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
+        f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
+        pos += 8
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_entries, pos, end)
+        n_entries = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_entries, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_EntryData, version=version), buf, cur, pos, end, n_entries, 'entries', 8, 4, True)
+    else:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        n_entries, pos = _w.read_compact_length(buf, pos, end, 'entries')
+        f_entries, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_EntryData, version=version), buf, cur, pos, end, n_entries, 'entries', 3, 1, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClientQuotasResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.entries = f_entries
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeClientQuotasResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeClientQuotasResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeClientQuotasResponse expected, got None")
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeClientQuotasResponse.error_message", True)
-    out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-    f_entries = obj.entries
-    if f_entries is None:
-        n_entries = -1
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_entries = len(f_entries)
-    out += _S_i.pack(n_entries)
-    if n_entries > 0:
-        for item in f_entries:
-            _enc_DescribeClientQuotasResponse_EntryData_v0(item, out)
-
-
-def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
-    """Decode DescribeClientQuotasResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_entries, pos = _w.read_compact_length(buf, pos, end, 'entries')
-    f_entries, pos = _w.read_structs(_dec_DescribeClientQuotasResponse_EntryData_v1, buf, cur, pos, end, n_entries, 'entries', 3, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClientQuotasResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.entries = f_entries
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeClientQuotasResponse_v1(obj, out):
-    """Append the v1 layout of a DescribeClientQuotasResponse to ``out``."""
+def _enc_DescribeClientQuotasResponse(obj, out, version):
+    """Append in ``version`` a DescribeClientQuotasResponse to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("DescribeClientQuotasResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    if v1_up:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeClientQuotasResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    if v0_down:
+        out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.entries, _enc_DescribeClientQuotasResponse_EntryData_v1, "DescribeClientQuotasResponse.entries", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse")
+    if v0_down:
+        f_entries = obj.entries
+        if f_entries is None:
+            n_entries = -1
+        else:
+            n_entries = len(f_entries)
+        out += _S_i.pack(n_entries)
+        if n_entries > 0:
+            for item in f_entries:
+                _enc_DescribeClientQuotasResponse_EntryData(item, out, version)
+    else:
+        _w.put_structs(out, obj.entries, _partial(_enc_DescribeClientQuotasResponse_EntryData, version=version), "DescribeClientQuotasResponse.entries", True)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse")
 
 
-def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
-    """Decode DescribeClientQuotasResponse.EntryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeClientQuotasResponse_EntryData(buf, cur, end, version):
+    """Decode DescribeClientQuotasResponse.EntryData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_entity, pos, end)
-    n_entity = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_entity, pos = _w.read_structs(_dec_DescribeClientQuotasResponse_EntityData_v0, buf, cur, pos, end, n_entity, 'entity', 4, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_values, pos, end)
-    n_values = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_values, pos = _w.read_structs(_dec_DescribeClientQuotasResponse_ValueData_v0, buf, cur, pos, end, n_values, 'values', 10, 4, False)
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_entity, pos, end)
+        n_entity = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_entity, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_EntityData, version=version), buf, cur, pos, end, n_entity, 'entity', 4, 4, False)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_values, pos, end)
+        n_values = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_values, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_ValueData, version=version), buf, cur, pos, end, n_values, 'values', 10, 4, False)
+    else:
+        n_entity, pos = _w.read_compact_length(buf, pos, end, 'entity')
+        f_entity, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_EntityData, version=version), buf, cur, pos, end, n_entity, 'entity', 3, 1, False)
+        n_values, pos = _w.read_compact_length(buf, pos, end, 'values')
+        f_values, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_ValueData, version=version), buf, cur, pos, end, n_values, 'values', 10, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClientQuotasResponse_EntryData)
     obj.entity = f_entity
     obj.values = f_values
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeClientQuotasResponse_EntryData_v0(obj, out):
-    """Append the v0 layout of a DescribeClientQuotasResponse.EntryData to ``out``."""
+def _enc_DescribeClientQuotasResponse_EntryData(obj, out, version):
+    """Append in ``version`` a DescribeClientQuotasResponse.EntryData to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("DescribeClientQuotasResponse.EntryData expected, got None")
-    f_entity = obj.entity
-    if f_entity is None:
-        raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.entity")
+    if v0_down:
+        f_entity = obj.entity
+        if f_entity is None:
+            raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.entity")
+        else:
+            n_entity = len(f_entity)
+        out += _S_i.pack(n_entity)
+        for item in f_entity:
+            _enc_DescribeClientQuotasResponse_EntityData(item, out, version)
+        f_values = obj.values
+        if f_values is None:
+            raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.values")
+        else:
+            n_values = len(f_values)
+        out += _S_i.pack(n_values)
+        for item in f_values:
+            _enc_DescribeClientQuotasResponse_ValueData(item, out, version)
     else:
-        n_entity = len(f_entity)
-    out += _S_i.pack(n_entity)
-    for item in f_entity:
-        _enc_DescribeClientQuotasResponse_EntityData_v0(item, out)
-    f_values = obj.values
-    if f_values is None:
-        raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.values")
+        _w.put_structs(out, obj.entity, _partial(_enc_DescribeClientQuotasResponse_EntityData, version=version), "DescribeClientQuotasResponse.EntryData.entity", False)
+        _w.put_structs(out, obj.values, _partial(_enc_DescribeClientQuotasResponse_ValueData, version=version), "DescribeClientQuotasResponse.EntryData.values", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData")
+
+
+def _dec_DescribeClientQuotasResponse_EntityData(buf, cur, end, version):
+    """Decode DescribeClientQuotasResponse.EntryData.EntityData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    pos = cur.pos
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_entity_type, pos, end)
+        n_entity_type = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_entity_name, pos, end)
+        n_entity_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 2, True, True)
     else:
-        n_values = len(f_values)
-    out += _S_i.pack(n_values)
-    for item in f_values:
-        _enc_DescribeClientQuotasResponse_ValueData_v0(item, out)
-
-
-def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
-    """Decode DescribeClientQuotasResponse.EntryData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_entity, pos = _w.read_compact_length(buf, pos, end, 'entity')
-    f_entity, pos = _w.read_structs(_dec_DescribeClientQuotasResponse_EntityData_v1, buf, cur, pos, end, n_entity, 'entity', 3, 1, False)
-    n_values, pos = _w.read_compact_length(buf, pos, end, 'values')
-    f_values, pos = _w.read_structs(_dec_DescribeClientQuotasResponse_ValueData_v1, buf, cur, pos, end, n_values, 'values', 10, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClientQuotasResponse_EntryData)
-    obj.entity = f_entity
-    obj.values = f_values
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeClientQuotasResponse_EntryData_v1(obj, out):
-    """Append the v1 layout of a DescribeClientQuotasResponse.EntryData to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeClientQuotasResponse.EntryData expected, got None")
-    _w.put_structs(out, obj.entity, _enc_DescribeClientQuotasResponse_EntityData_v1, "DescribeClientQuotasResponse.EntryData.entity", False)
-    _w.put_structs(out, obj.values, _enc_DescribeClientQuotasResponse_ValueData_v1, "DescribeClientQuotasResponse.EntryData.values", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData")
-
-
-def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
-    """Decode DescribeClientQuotasResponse.EntryData.EntityData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_entity_type, pos, end)
-    n_entity_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_entity_name, pos, end)
-    n_entity_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 2, True, True)
+        n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
+        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
+        n_entity_name, pos = _w.read_compact_length(buf, pos, end, 'entity_name')
+        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
-    """Append the v0 layout of a DescribeClientQuotasResponse.EntryData.EntityData to ``out``."""
+def _enc_DescribeClientQuotasResponse_EntityData(obj, out, version):
+    """Append in ``version`` a DescribeClientQuotasResponse.EntryData.EntityData to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("DescribeClientQuotasResponse.EntryData.EntityData expected, got None")
     f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "DescribeClientQuotasResponse.EntryData.EntityData.entity_type", False)
-    out += _S_h.pack(n_entity_type)
+    if v0_down:
+        out += _S_h.pack(n_entity_type)
+    else:
+        _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
     f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "DescribeClientQuotasResponse.EntryData.EntityData.entity_name", True)
-    out += _S_h.pack(n_entity_name)
+    if v0_down:
+        out += _S_h.pack(n_entity_name)
+    else:
+        _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         out += f_entity_name
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.EntityData")
 
 
-def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
-    """Decode DescribeClientQuotasResponse.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeClientQuotasResponse_ValueData(buf, cur, end, version):
+    """Decode DescribeClientQuotasResponse.EntryData.ValueData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
-    n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
-    f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
-    n_entity_name, pos = _w.read_compact_length(buf, pos, end, 'entity_name')
-    f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClientQuotasResponse_EntityData)
-    obj.entity_type = f_entity_type
-    obj.entity_name = f_entity_name
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
-    """Append the v1 layout of a DescribeClientQuotasResponse.EntryData.EntityData to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeClientQuotasResponse.EntryData.EntityData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "DescribeClientQuotasResponse.EntryData.EntityData.entity_type", False)
-    _w.put_uvarint(out, n_entity_type + 1)
-    if n_entity_type > 0:
-        out += f_entity_type
-    f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "DescribeClientQuotasResponse.EntryData.EntityData.entity_name", True)
-    _w.put_uvarint(out, n_entity_name + 1)
-    if n_entity_name > 0:
-        out += f_entity_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.EntityData")
-
-
-def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
-    """Decode DescribeClientQuotasResponse.EntryData.ValueData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_key, pos, end)
-    n_key = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 2, False, True)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_key, pos, end)
+        n_key = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 2, False, True)
+    else:
+        n_key, pos = _w.read_compact_length(buf, pos, end, 'key')
+        f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 1, False, True)
     if end - pos < 8:
         raise _w.short_run(_RUN_value, pos, end)
     f_value = _S_d.unpack_from(buf, pos)[0]
     pos += 8
+    if v1_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClientQuotasResponse_ValueData)
     obj.key = f_key
     obj.value = f_value
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeClientQuotasResponse_ValueData_v0(obj, out):
-    """Append the v0 layout of a DescribeClientQuotasResponse.EntryData.ValueData to ``out``."""
+def _enc_DescribeClientQuotasResponse_ValueData(obj, out, version):
+    """Append in ``version`` a DescribeClientQuotasResponse.EntryData.ValueData to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("DescribeClientQuotasResponse.EntryData.ValueData expected, got None")
     f_key, n_key = _w.encode_text(obj.key, "DescribeClientQuotasResponse.EntryData.ValueData.key", False)
-    out += _S_h.pack(n_key)
+    if v0_down:
+        out += _S_h.pack(n_key)
+    else:
+        _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         out += f_key
     out += _S_d.pack(obj.value)
-
-
-def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
-    """Decode DescribeClientQuotasResponse.EntryData.ValueData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_key, pos = _w.read_compact_length(buf, pos, end, 'key')
-    f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 1, False, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_value, pos, end)
-    f_value = _S_d.unpack_from(buf, pos)[0]
-    pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClientQuotasResponse_ValueData)
-    obj.key = f_key
-    obj.value = f_value
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeClientQuotasResponse_ValueData_v1(obj, out):
-    """Append the v1 layout of a DescribeClientQuotasResponse.EntryData.ValueData to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeClientQuotasResponse.EntryData.ValueData expected, got None")
-    f_key, n_key = _w.encode_text(obj.key, "DescribeClientQuotasResponse.EntryData.ValueData.key", False)
-    _w.put_uvarint(out, n_key + 1)
-    if n_key > 0:
-        out += f_key
-    out += _S_d.pack(obj.value)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.ValueData")
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.ValueData")
 
 
 class DescribeClientQuotasRequest_ComponentData(Struct):
@@ -507,8 +448,8 @@ class DescribeClientQuotasRequest(Message):
         FieldInfo('strict', (0, 1), None, None, False, None, None, 'bool'),
     )
     ComponentData = DescribeClientQuotasRequest_ComponentData
-    _DECODERS = {0: _dec_DescribeClientQuotasRequest_v0, 1: _dec_DescribeClientQuotasRequest_v1}
-    _ENCODERS = {0: _enc_DescribeClientQuotasRequest_v0, 1: _enc_DescribeClientQuotasRequest_v1}
+    _DECODERS = _decoders(_dec_DescribeClientQuotasRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_DescribeClientQuotasRequest, range(0, 2))
     API_KEY = 48
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -642,8 +583,8 @@ class DescribeClientQuotasResponse(Message):
         FieldInfo('entries', (0, 1), None, None, True, DescribeClientQuotasResponse_EntryData, (0, 1), '[]EntryData'),
     )
     EntryData = DescribeClientQuotasResponse_EntryData
-    _DECODERS = {0: _dec_DescribeClientQuotasResponse_v0, 1: _dec_DescribeClientQuotasResponse_v1}
-    _ENCODERS = {0: _enc_DescribeClientQuotasResponse_v0, 1: _enc_DescribeClientQuotasResponse_v1}
+    _DECODERS = _decoders(_dec_DescribeClientQuotasResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_DescribeClientQuotasResponse, range(0, 2))
     API_KEY = 48
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

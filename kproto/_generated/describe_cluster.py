@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeClusterRequest', 'DescribeClusterResponse']
@@ -38,101 +40,86 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _new = Struct.__new__
 
 
-def _dec_DescribeClusterRequest_v0(buf, cur, end):
-    """Decode DescribeClusterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeClusterRequest(buf, cur, end, version):
+    """Decode DescribeClusterRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_include_cluster_authorized_operations, pos, end)
-    f_include_cluster_authorized_operations = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
+    if v0_down:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_include_cluster_authorized_operations, pos, end)
+        f_include_cluster_authorized_operations = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+    elif v1_only:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_include_cluster_authorized_operations__endpoint_type, pos, end)
+        f_include_cluster_authorized_operations, f_endpoint_type = _S_bb.unpack_from(buf, pos)
+        pos += 2
+    else:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_include_cluster_authorized_operations__include_fenced_brokers, pos, end)
+        f_include_cluster_authorized_operations, f_endpoint_type, f_include_fenced_brokers = _S_bbb.unpack_from(buf, pos)
+        pos += 3
     if f_include_cluster_authorized_operations != 0 and f_include_cluster_authorized_operations != 1:
-        raise _w.bad_bool('include_cluster_authorized_operations', pos - 1, f_include_cluster_authorized_operations)
+        if v0_down:
+            raise _w.bad_bool('include_cluster_authorized_operations', pos - 1, f_include_cluster_authorized_operations)
+        elif v1_only:
+            raise _w.bad_bool('include_cluster_authorized_operations', pos - 2, f_include_cluster_authorized_operations)
+        else:
+            raise _w.bad_bool('include_cluster_authorized_operations', pos - 3, f_include_cluster_authorized_operations)
     b_include_cluster_authorized_operations = f_include_cluster_authorized_operations == 1
+    if v2_up:
+        if f_include_fenced_brokers != 0 and f_include_fenced_brokers != 1:
+            raise _w.bad_bool('include_fenced_brokers', pos - 1, f_include_fenced_brokers)
+        b_include_fenced_brokers = f_include_fenced_brokers == 1
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClusterRequest)
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
-    obj.endpoint_type = 1
-    obj.include_fenced_brokers = False
+    if v0_down:
+        obj.endpoint_type = 1
+    else:
+        obj.endpoint_type = f_endpoint_type
+    if v1_down:
+        obj.include_fenced_brokers = False
+    else:
+        obj.include_fenced_brokers = b_include_fenced_brokers
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeClusterRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeClusterRequest to ``out``."""
+def _enc_DescribeClusterRequest(obj, out, version):
+    """Append in ``version`` a DescribeClusterRequest to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     if obj is None:
         raise TypeError("DescribeClusterRequest expected, got None")
-    if obj.endpoint_type != 1:
-        raise _w.not_in_version("DescribeClusterRequest.endpoint_type", 0, "1-2")
-    if obj.include_fenced_brokers != False:
-        raise _w.not_in_version("DescribeClusterRequest.include_fenced_brokers", 0, "2")
-    out += _S_B.pack(obj.include_cluster_authorized_operations)
+    if v0_down:
+        if obj.endpoint_type != 1:
+            raise _w.not_in_version("DescribeClusterRequest.endpoint_type", 0, "1-2")
+    if v1_down:
+        if obj.include_fenced_brokers != False:
+            if v0_down:
+                raise _w.not_in_version("DescribeClusterRequest.include_fenced_brokers", 0, "2")
+            else:
+                raise _w.not_in_version("DescribeClusterRequest.include_fenced_brokers", 1, "2")
+    if v0_down:
+        out += _S_B.pack(obj.include_cluster_authorized_operations)
+    elif v1_only:
+        out += _S_Bb.pack(obj.include_cluster_authorized_operations, obj.endpoint_type)
+    else:
+        out += _S_BbB.pack(obj.include_cluster_authorized_operations, obj.endpoint_type, obj.include_fenced_brokers)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterRequest")
 
 
-def _dec_DescribeClusterRequest_v1(buf, cur, end):
-    """Decode DescribeClusterRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_include_cluster_authorized_operations__endpoint_type, pos, end)
-    f_include_cluster_authorized_operations, f_endpoint_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    if f_include_cluster_authorized_operations != 0 and f_include_cluster_authorized_operations != 1:
-        raise _w.bad_bool('include_cluster_authorized_operations', pos - 2, f_include_cluster_authorized_operations)
-    b_include_cluster_authorized_operations = f_include_cluster_authorized_operations == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClusterRequest)
-    obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
-    obj.endpoint_type = f_endpoint_type
-    obj.include_fenced_brokers = False
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeClusterRequest_v1(obj, out):
-    """Append the v1 layout of a DescribeClusterRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeClusterRequest expected, got None")
-    if obj.include_fenced_brokers != False:
-        raise _w.not_in_version("DescribeClusterRequest.include_fenced_brokers", 1, "2")
-    out += _S_Bb.pack(obj.include_cluster_authorized_operations, obj.endpoint_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterRequest")
-
-
-def _dec_DescribeClusterRequest_v2(buf, cur, end):
-    """Decode DescribeClusterRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 3:
-        raise _w.short_run(_RUN_include_cluster_authorized_operations__include_fenced_brokers, pos, end)
-    f_include_cluster_authorized_operations, f_endpoint_type, f_include_fenced_brokers = _S_bbb.unpack_from(buf, pos)
-    pos += 3
-    if f_include_cluster_authorized_operations != 0 and f_include_cluster_authorized_operations != 1:
-        raise _w.bad_bool('include_cluster_authorized_operations', pos - 3, f_include_cluster_authorized_operations)
-    b_include_cluster_authorized_operations = f_include_cluster_authorized_operations == 1
-    if f_include_fenced_brokers != 0 and f_include_fenced_brokers != 1:
-        raise _w.bad_bool('include_fenced_brokers', pos - 1, f_include_fenced_brokers)
-    b_include_fenced_brokers = f_include_fenced_brokers == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClusterRequest)
-    obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
-    obj.endpoint_type = f_endpoint_type
-    obj.include_fenced_brokers = b_include_fenced_brokers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeClusterRequest_v2(obj, out):
-    """Append the v2 layout of a DescribeClusterRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeClusterRequest expected, got None")
-    out += _S_BbB.pack(obj.include_cluster_authorized_operations, obj.endpoint_type, obj.include_fenced_brokers)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterRequest")
-
-
-def _dec_DescribeClusterResponse_v0(buf, cur, end):
-    """Decode DescribeClusterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeClusterResponse(buf, cur, end, version):
+    """Decode DescribeClusterResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_up = version >= 1
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -140,6 +127,11 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
     pos += 6
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+    if v1_up:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_endpoint_type, pos, end)
+        f_endpoint_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
     n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
     f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, False, True)
     if end - pos < 4:
@@ -147,7 +139,10 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
     f_controller_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_brokers, pos = _w.read_compact_length(buf, pos, end, 'brokers')
-    f_brokers, pos = _w.read_structs(_dec_DescribeClusterResponse_DescribeClusterBroker_v0, buf, cur, pos, end, n_brokers, 'brokers', 11, 1, False)
+    if v1_down:
+        f_brokers, pos = _w.read_structs(_partial(_dec_DescribeClusterResponse_DescribeClusterBroker, version=version), buf, cur, pos, end, n_brokers, 'brokers', 11, 1, False)
+    else:
+        f_brokers, pos = _w.read_structs(_partial(_dec_DescribeClusterResponse_DescribeClusterBroker, version=version), buf, cur, pos, end, n_brokers, 'brokers', 12, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     f_cluster_authorized_operations = _S_i.unpack_from(buf, pos)[0]
@@ -157,7 +152,10 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
-    obj.endpoint_type = 1
+    if v0_down:
+        obj.endpoint_type = 1
+    else:
+        obj.endpoint_type = f_endpoint_type
     obj.cluster_id = f_cluster_id
     obj.controller_id = f_controller_id
     obj.brokers = f_brokers
@@ -167,149 +165,36 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeClusterResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeClusterResponse to ``out``."""
+def _enc_DescribeClusterResponse(obj, out, version):
+    """Append in ``version`` a DescribeClusterResponse to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("DescribeClusterResponse expected, got None")
-    if obj.endpoint_type != 1:
-        raise _w.not_in_version("DescribeClusterResponse.endpoint_type", 0, "1-2")
+    if v0_down:
+        if obj.endpoint_type != 1:
+            raise _w.not_in_version("DescribeClusterResponse.endpoint_type", 0, "1-2")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeClusterResponse.error_message", True)
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
+    if v1_up:
+        out += _S_b.pack(obj.endpoint_type)
     f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "DescribeClusterResponse.cluster_id", False)
     _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += _S_i.pack(obj.controller_id)
-    _w.put_structs(out, obj.brokers, _enc_DescribeClusterResponse_DescribeClusterBroker_v0, "DescribeClusterResponse.brokers", False)
+    _w.put_structs(out, obj.brokers, _partial(_enc_DescribeClusterResponse_DescribeClusterBroker, version=version), "DescribeClusterResponse.brokers", False)
     out += _S_i.pack(obj.cluster_authorized_operations)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse")
 
 
-def _dec_DescribeClusterResponse_v1(buf, cur, end):
-    """Decode DescribeClusterResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_endpoint_type, pos, end)
-    f_endpoint_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_controller_id, pos, end)
-    f_controller_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_brokers, pos = _w.read_compact_length(buf, pos, end, 'brokers')
-    f_brokers, pos = _w.read_structs(_dec_DescribeClusterResponse_DescribeClusterBroker_v0, buf, cur, pos, end, n_brokers, 'brokers', 11, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
-    f_cluster_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClusterResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.endpoint_type = f_endpoint_type
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.brokers = f_brokers
-    obj.cluster_authorized_operations = f_cluster_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeClusterResponse_v1(obj, out):
-    """Append the v1 layout of a DescribeClusterResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeClusterResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeClusterResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_b.pack(obj.endpoint_type)
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "DescribeClusterResponse.cluster_id", False)
-    _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += _S_i.pack(obj.controller_id)
-    _w.put_structs(out, obj.brokers, _enc_DescribeClusterResponse_DescribeClusterBroker_v0, "DescribeClusterResponse.brokers", False)
-    out += _S_i.pack(obj.cluster_authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse")
-
-
-def _dec_DescribeClusterResponse_v2(buf, cur, end):
-    """Decode DescribeClusterResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_endpoint_type, pos, end)
-    f_endpoint_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_controller_id, pos, end)
-    f_controller_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_brokers, pos = _w.read_compact_length(buf, pos, end, 'brokers')
-    f_brokers, pos = _w.read_structs(_dec_DescribeClusterResponse_DescribeClusterBroker_v2, buf, cur, pos, end, n_brokers, 'brokers', 12, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
-    f_cluster_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClusterResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.endpoint_type = f_endpoint_type
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.brokers = f_brokers
-    obj.cluster_authorized_operations = f_cluster_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeClusterResponse_v2(obj, out):
-    """Append the v2 layout of a DescribeClusterResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeClusterResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeClusterResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_b.pack(obj.endpoint_type)
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "DescribeClusterResponse.cluster_id", False)
-    _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += _S_i.pack(obj.controller_id)
-    _w.put_structs(out, obj.brokers, _enc_DescribeClusterResponse_DescribeClusterBroker_v2, "DescribeClusterResponse.brokers", False)
-    out += _S_i.pack(obj.cluster_authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse")
-
-
-def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
-    """Decode DescribeClusterResponse.DescribeClusterBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeClusterResponse_DescribeClusterBroker(buf, cur, end, version):
+    """Decode DescribeClusterResponse.DescribeClusterBroker (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
@@ -323,24 +208,38 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
     pos += 4
     n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
     f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
+    if v2_up:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_is_fenced, pos, end)
+        f_is_fenced = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        if f_is_fenced != 0 and f_is_fenced != 1:
+            raise _w.bad_bool('is_fenced', pos - 1, f_is_fenced)
+        b_is_fenced = f_is_fenced == 1
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClusterResponse_DescribeClusterBroker)
     obj.broker_id = f_broker_id
     obj.host = f_host
     obj.port = f_port
     obj.rack = f_rack
-    obj.is_fenced = False
+    if v1_down:
+        obj.is_fenced = False
+    else:
+        obj.is_fenced = b_is_fenced
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeClusterResponse_DescribeClusterBroker_v0(obj, out):
-    """Append the v0 layout of a DescribeClusterResponse.DescribeClusterBroker to ``out``."""
+def _enc_DescribeClusterResponse_DescribeClusterBroker(obj, out, version):
+    """Append in ``version`` a DescribeClusterResponse.DescribeClusterBroker to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DescribeClusterResponse.DescribeClusterBroker expected, got None")
-    if obj.is_fenced != False:
-        raise _w.not_in_version("DescribeClusterResponse.DescribeClusterBroker.is_fenced", 0, "2")
+    if v1_down:
+        if obj.is_fenced != False:
+            raise _w.not_in_version("DescribeClusterResponse.DescribeClusterBroker.is_fenced", 0, "2")
     out += _S_i.pack(obj.broker_id)
     f_host, n_host = _w.encode_text(obj.host, "DescribeClusterResponse.DescribeClusterBroker.host", False)
     _w.put_uvarint(out, n_host + 1)
@@ -351,58 +250,8 @@ def _enc_DescribeClusterResponse_DescribeClusterBroker_v0(obj, out):
     _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         out += f_rack
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse.DescribeClusterBroker")
-
-
-def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
-    """Decode DescribeClusterResponse.DescribeClusterBroker (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_broker_id, pos, end)
-    f_broker_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_is_fenced, pos, end)
-    f_is_fenced = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_is_fenced != 0 and f_is_fenced != 1:
-        raise _w.bad_bool('is_fenced', pos - 1, f_is_fenced)
-    b_is_fenced = f_is_fenced == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClusterResponse_DescribeClusterBroker)
-    obj.broker_id = f_broker_id
-    obj.host = f_host
-    obj.port = f_port
-    obj.rack = f_rack
-    obj.is_fenced = b_is_fenced
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeClusterResponse_DescribeClusterBroker_v2(obj, out):
-    """Append the v2 layout of a DescribeClusterResponse.DescribeClusterBroker to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeClusterResponse.DescribeClusterBroker expected, got None")
-    out += _S_i.pack(obj.broker_id)
-    f_host, n_host = _w.encode_text(obj.host, "DescribeClusterResponse.DescribeClusterBroker.host", False)
-    _w.put_uvarint(out, n_host + 1)
-    if n_host > 0:
-        out += f_host
-    out += _S_i.pack(obj.port)
-    f_rack, n_rack = _w.encode_text(obj.rack, "DescribeClusterResponse.DescribeClusterBroker.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
-    if n_rack > 0:
-        out += f_rack
-    out += _S_B.pack(obj.is_fenced)
+    if v2_up:
+        out += _S_B.pack(obj.is_fenced)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse.DescribeClusterBroker")
 
 
@@ -427,8 +276,8 @@ class DescribeClusterRequest(Message):
         FieldInfo('endpoint_type', (1, 2), None, None, False, None, None, 'int8'),
         FieldInfo('include_fenced_brokers', (2, 2), None, None, False, None, None, 'bool'),
     )
-    _DECODERS = {0: _dec_DescribeClusterRequest_v0, 1: _dec_DescribeClusterRequest_v1, 2: _dec_DescribeClusterRequest_v2}
-    _ENCODERS = {0: _enc_DescribeClusterRequest_v0, 1: _enc_DescribeClusterRequest_v1, 2: _enc_DescribeClusterRequest_v2}
+    _DECODERS = _decoders(_dec_DescribeClusterRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_DescribeClusterRequest, range(0, 3))
     API_KEY = 60
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -524,8 +373,8 @@ class DescribeClusterResponse(Message):
         FieldInfo('cluster_authorized_operations', (0, 2), None, None, False, None, None, 'int32'),
     )
     DescribeClusterBroker = DescribeClusterResponse_DescribeClusterBroker
-    _DECODERS = {0: _dec_DescribeClusterResponse_v0, 1: _dec_DescribeClusterResponse_v1, 2: _dec_DescribeClusterResponse_v2}
-    _ENCODERS = {0: _enc_DescribeClusterResponse_v0, 1: _enc_DescribeClusterResponse_v1, 2: _enc_DescribeClusterResponse_v2}
+    _DECODERS = _decoders(_dec_DescribeClusterResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_DescribeClusterResponse, range(0, 3))
     API_KEY = 60
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeConfigsRequest', 'DescribeConfigsResponse']
@@ -53,204 +55,187 @@ _RUN_value = (('value', 0, 2),)
 _new = Struct.__new__
 
 
-def _dec_DescribeConfigsRequest_v0(buf, cur, end):
-    """Decode DescribeConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeConfigsRequest(buf, cur, end, version):
+    """Decode DescribeConfigsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_to_2 = 1 <= version <= 2
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_resources, pos, end)
-    n_resources = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_resources, pos = _w.read_structs(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0, buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
+    if v3_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_resources, pos, end)
+        n_resources = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_resources, pos = _w.read_structs(_partial(_dec_DescribeConfigsRequest_DescribeConfigsResource, version=version), buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
+    if v1_to_2:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_include_synonyms, pos, end)
+        f_include_synonyms = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+    elif v4_up:
+        n_resources, pos = _w.read_compact_length(buf, pos, end, 'resources')
+        f_resources, pos = _w.read_structs(_partial(_dec_DescribeConfigsRequest_DescribeConfigsResource, version=version), buf, cur, pos, end, n_resources, 'resources', 4, 1, False)
+    if v3_up:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_include_synonyms__include_documentation, pos, end)
+        f_include_synonyms, f_include_documentation = _S_bb.unpack_from(buf, pos)
+        pos += 2
+    if v1_up:
+        if f_include_synonyms != 0 and f_include_synonyms != 1:
+            if v2_down:
+                raise _w.bad_bool('include_synonyms', pos - 1, f_include_synonyms)
+            else:
+                raise _w.bad_bool('include_synonyms', pos - 2, f_include_synonyms)
+        b_include_synonyms = f_include_synonyms == 1
+    if v3_up:
+        if f_include_documentation != 0 and f_include_documentation != 1:
+            raise _w.bad_bool('include_documentation', pos - 1, f_include_documentation)
+        b_include_documentation = f_include_documentation == 1
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeConfigsRequest)
     obj.resources = f_resources
-    obj.include_synonyms = False
-    obj.include_documentation = False
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.include_synonyms = False
+    else:
+        obj.include_synonyms = b_include_synonyms
+    if v2_down:
+        obj.include_documentation = False
+    else:
+        obj.include_documentation = b_include_documentation
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeConfigsRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeConfigsRequest to ``out``."""
+def _enc_DescribeConfigsRequest(obj, out, version):
+    """Append in ``version`` a DescribeConfigsRequest to ``out``."""
+    v0_down = version <= 0
+    v1_to_2 = 1 <= version <= 2
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("DescribeConfigsRequest expected, got None")
-    if obj.include_synonyms != False:
-        raise _w.not_in_version("DescribeConfigsRequest.include_synonyms", 0, "1-4")
-    if obj.include_documentation != False:
-        raise _w.not_in_version("DescribeConfigsRequest.include_documentation", 0, "3-4")
-    f_resources = obj.resources
-    if f_resources is None:
-        raise _w.not_nullable("DescribeConfigsRequest.resources")
-    else:
-        n_resources = len(f_resources)
-    out += _S_i.pack(n_resources)
-    for item in f_resources:
-        _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(item, out)
+    if v0_down:
+        if obj.include_synonyms != False:
+            raise _w.not_in_version("DescribeConfigsRequest.include_synonyms", 0, "1-4")
+    if v2_down:
+        if obj.include_documentation != False:
+            if v0_down:
+                raise _w.not_in_version("DescribeConfigsRequest.include_documentation", 0, "3-4")
+            else:
+                raise _w.not_in_version("DescribeConfigsRequest.include_documentation", 1, "3-4")
+    if v3_down:
+        f_resources = obj.resources
+        if f_resources is None:
+            raise _w.not_nullable("DescribeConfigsRequest.resources")
+        else:
+            n_resources = len(f_resources)
+        out += _S_i.pack(n_resources)
+        for item in f_resources:
+            _enc_DescribeConfigsRequest_DescribeConfigsResource(item, out, version)
+    if v1_to_2:
+        out += _S_B.pack(obj.include_synonyms)
+    elif v4_up:
+        _w.put_structs(out, obj.resources, _partial(_enc_DescribeConfigsRequest_DescribeConfigsResource, version=version), "DescribeConfigsRequest.resources", False)
+    if v3_up:
+        out += _S_BB.pack(obj.include_synonyms, obj.include_documentation)
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest")
 
 
-def _dec_DescribeConfigsRequest_v1(buf, cur, end):
-    """Decode DescribeConfigsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeConfigsRequest_DescribeConfigsResource(buf, cur, end, version):
+    """Decode DescribeConfigsRequest.DescribeConfigsResource (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_resources, pos, end)
-    n_resources = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_resources, pos = _w.read_structs(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0, buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_include_synonyms, pos, end)
-    f_include_synonyms = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_include_synonyms != 0 and f_include_synonyms != 1:
-        raise _w.bad_bool('include_synonyms', pos - 1, f_include_synonyms)
-    b_include_synonyms = f_include_synonyms == 1
-    obj = _new(DescribeConfigsRequest)
-    obj.resources = f_resources
-    obj.include_synonyms = b_include_synonyms
-    obj.include_documentation = False
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsRequest_v1(obj, out):
-    """Append the v1 layout of a DescribeConfigsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsRequest expected, got None")
-    if obj.include_documentation != False:
-        raise _w.not_in_version("DescribeConfigsRequest.include_documentation", 1, "3-4")
-    f_resources = obj.resources
-    if f_resources is None:
-        raise _w.not_nullable("DescribeConfigsRequest.resources")
+    if v3_down:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_configuration_keys, pos, end)
+        n_configuration_keys = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if n_configuration_keys == -1:
+            f_configuration_keys = None
+        elif n_configuration_keys < 0 or n_configuration_keys > (end - pos) // 2:
+            raise _w.bad_count('configuration_keys', pos - 4, n_configuration_keys, end, 2, 4)
+        else:
+            f_configuration_keys = []
+            for i in range(n_configuration_keys):
+                if end - pos < 2:
+                    raise _w.short_read("configuration_keys[%d]" % i, pos, 2, end)
+                m = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if m < 0 or end - pos < m:
+                    raise _w.bad_sized("configuration_keys[%d]" % i, pos, m, end, 1, False)
+                try:
+                    s = buf[pos:pos + m].decode() if m else ""
+                except UnicodeDecodeError as exc:
+                    raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
+                f_configuration_keys.append(s)
+                pos += m
     else:
-        n_resources = len(f_resources)
-    out += _S_i.pack(n_resources)
-    for item in f_resources:
-        _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(item, out)
-    out += _S_B.pack(obj.include_synonyms)
-
-
-def _dec_DescribeConfigsRequest_v3(buf, cur, end):
-    """Decode DescribeConfigsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_resources, pos, end)
-    n_resources = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_resources, pos = _w.read_structs(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0, buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_include_synonyms__include_documentation, pos, end)
-    f_include_synonyms, f_include_documentation = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    if f_include_synonyms != 0 and f_include_synonyms != 1:
-        raise _w.bad_bool('include_synonyms', pos - 2, f_include_synonyms)
-    b_include_synonyms = f_include_synonyms == 1
-    if f_include_documentation != 0 and f_include_documentation != 1:
-        raise _w.bad_bool('include_documentation', pos - 1, f_include_documentation)
-    b_include_documentation = f_include_documentation == 1
-    obj = _new(DescribeConfigsRequest)
-    obj.resources = f_resources
-    obj.include_synonyms = b_include_synonyms
-    obj.include_documentation = b_include_documentation
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsRequest_v3(obj, out):
-    """Append the v3 layout of a DescribeConfigsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsRequest expected, got None")
-    f_resources = obj.resources
-    if f_resources is None:
-        raise _w.not_nullable("DescribeConfigsRequest.resources")
-    else:
-        n_resources = len(f_resources)
-    out += _S_i.pack(n_resources)
-    for item in f_resources:
-        _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(item, out)
-    out += _S_BB.pack(obj.include_synonyms, obj.include_documentation)
-
-
-def _dec_DescribeConfigsRequest_v4(buf, cur, end):
-    """Decode DescribeConfigsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_resources, pos = _w.read_compact_length(buf, pos, end, 'resources')
-    f_resources, pos = _w.read_structs(_dec_DescribeConfigsRequest_DescribeConfigsResource_v4, buf, cur, pos, end, n_resources, 'resources', 4, 1, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_include_synonyms__include_documentation, pos, end)
-    f_include_synonyms, f_include_documentation = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    if f_include_synonyms != 0 and f_include_synonyms != 1:
-        raise _w.bad_bool('include_synonyms', pos - 2, f_include_synonyms)
-    b_include_synonyms = f_include_synonyms == 1
-    if f_include_documentation != 0 and f_include_documentation != 1:
-        raise _w.bad_bool('include_documentation', pos - 1, f_include_documentation)
-    b_include_documentation = f_include_documentation == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeConfigsRequest)
-    obj.resources = f_resources
-    obj.include_synonyms = b_include_synonyms
-    obj.include_documentation = b_include_documentation
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsRequest_v4(obj, out):
-    """Append the v4 layout of a DescribeConfigsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsRequest expected, got None")
-    _w.put_structs(out, obj.resources, _enc_DescribeConfigsRequest_DescribeConfigsResource_v4, "DescribeConfigsRequest.resources", False)
-    out += _S_BB.pack(obj.include_synonyms, obj.include_documentation)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest")
-
-
-def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
-    """Decode DescribeConfigsRequest.DescribeConfigsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_configuration_keys, pos, end)
-    n_configuration_keys = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_configuration_keys == -1:
-        f_configuration_keys = None
-    elif n_configuration_keys < 0 or n_configuration_keys > (end - pos) // 2:
-        raise _w.bad_count('configuration_keys', pos - 4, n_configuration_keys, end, 2, 4)
-    else:
-        f_configuration_keys = []
-        for i in range(n_configuration_keys):
-            if end - pos < 2:
-                raise _w.short_read("configuration_keys[%d]" % i, pos, 2, end)
-            m = _S_h.unpack_from(buf, pos)[0]
-            pos += 2
-            if m < 0 or end - pos < m:
-                raise _w.bad_sized("configuration_keys[%d]" % i, pos, m, end, 1, False)
-            try:
-                s = buf[pos:pos + m].decode() if m else ""
-            except UnicodeDecodeError as exc:
-                raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
-            f_configuration_keys.append(s)
-            pos += m
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type, pos, end)
+        f_resource_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
+        n_configuration_keys, pos = _w.read_compact_length(buf, pos, end, 'configuration_keys')
+        if n_configuration_keys == -1:
+            f_configuration_keys = None
+        elif n_configuration_keys < 0 or n_configuration_keys > (end - pos) // 1:
+            raise _w.bad_count('configuration_keys', pos - 1, n_configuration_keys, end, 1, 1)
+        else:
+            f_configuration_keys = []
+            for i in range(n_configuration_keys):
+                m, pos = _w.read_compact_length(buf, pos, end, "configuration_keys[%d]" % i)
+                if m < 0 or end - pos < m:
+                    raise _w.bad_sized("configuration_keys[%d]" % i, pos, m, end, 1, False)
+                try:
+                    s = buf[pos:pos + m].decode() if m else ""
+                except UnicodeDecodeError as exc:
+                    raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
+                f_configuration_keys.append(s)
+                pos += m
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeConfigsRequest_DescribeConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configuration_keys = f_configuration_keys
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(obj, out):
-    """Append the v0 layout of a DescribeConfigsRequest.DescribeConfigsResource to ``out``."""
+def _enc_DescribeConfigsRequest_DescribeConfigsResource(obj, out, version):
+    """Append in ``version`` a DescribeConfigsRequest.DescribeConfigsResource to ``out``."""
+    v3_down = version <= 3
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("DescribeConfigsRequest.DescribeConfigsResource expected, got None")
+    if v4_up:
+        out += _S_b.pack(obj.resource_type)
     f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeConfigsRequest.DescribeConfigsResource.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
+    if v3_down:
+        out += _S_bh.pack(obj.resource_type, n_resource_name)
+    else:
+        _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     f_configuration_keys = obj.configuration_keys
@@ -258,728 +243,400 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(obj, out):
         n_configuration_keys = -1
     else:
         n_configuration_keys = len(f_configuration_keys)
-    out += _S_i.pack(n_configuration_keys)
+    if v3_down:
+        out += _S_i.pack(n_configuration_keys)
+    else:
+        _w.put_uvarint(out, n_configuration_keys + 1)
     if n_configuration_keys > 0:
         for item in f_configuration_keys:
             data = item.encode("utf-8")
             m = len(data)
             if m > 32767:
                 raise _w.string_too_long("DescribeConfigsRequest.DescribeConfigsResource.configuration_keys[]", m)
-            out += _S_h.pack(m)
+            if v3_down:
+                out += _S_h.pack(m)
+            else:
+                _w.put_uvarint(out, m + 1)
             out += data
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest.DescribeConfigsResource")
 
 
-def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
-    """Decode DescribeConfigsRequest.DescribeConfigsResource (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeConfigsResponse(buf, cur, end, version):
+    """Decode DescribeConfigsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
     pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_resource_type, pos, end)
-    f_resource_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-    n_configuration_keys, pos = _w.read_compact_length(buf, pos, end, 'configuration_keys')
-    if n_configuration_keys == -1:
-        f_configuration_keys = None
-    elif n_configuration_keys < 0 or n_configuration_keys > (end - pos) // 1:
-        raise _w.bad_count('configuration_keys', pos - 1, n_configuration_keys, end, 1, 1)
+    if v3_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
+        f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_results, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResult, version=version), buf, cur, pos, end, n_results, 'results', 11, 4, False)
     else:
-        f_configuration_keys = []
-        for i in range(n_configuration_keys):
-            m, pos = _w.read_compact_length(buf, pos, end, "configuration_keys[%d]" % i)
-            if m < 0 or end - pos < m:
-                raise _w.bad_sized("configuration_keys[%d]" % i, pos, m, end, 1, False)
-            try:
-                s = buf[pos:pos + m].decode() if m else ""
-            except UnicodeDecodeError as exc:
-                raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
-            f_configuration_keys.append(s)
-            pos += m
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeConfigsRequest_DescribeConfigsResource)
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.configuration_keys = f_configuration_keys
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
-    """Append the v4 layout of a DescribeConfigsRequest.DescribeConfigsResource to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsRequest.DescribeConfigsResource expected, got None")
-    out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeConfigsRequest.DescribeConfigsResource.resource_name", False)
-    _w.put_uvarint(out, n_resource_name + 1)
-    if n_resource_name > 0:
-        out += f_resource_name
-    f_configuration_keys = obj.configuration_keys
-    if f_configuration_keys is None:
-        n_configuration_keys = -1
-    else:
-        n_configuration_keys = len(f_configuration_keys)
-    _w.put_uvarint(out, n_configuration_keys + 1)
-    if n_configuration_keys > 0:
-        for item in f_configuration_keys:
-            data = item.encode("utf-8")
-            m = len(data)
-            if m > 32767:
-                raise _w.string_too_long("DescribeConfigsRequest.DescribeConfigsResource.configuration_keys[]", m)
-            _w.put_uvarint(out, m + 1)
-            out += data
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest.DescribeConfigsResource")
-
-
-def _dec_DescribeConfigsResponse_v0(buf, cur, end):
-    """Decode DescribeConfigsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
-    f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_results, pos = _w.read_structs(_dec_DescribeConfigsResponse_DescribeConfigsResult_v0, buf, cur, pos, end, n_results, 'results', 11, 4, False)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
+        f_results, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResult, version=version), buf, cur, pos, end, n_results, 'results', 7, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeConfigsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsResponse expected, got None")
-    f_results = obj.results
-    if f_results is None:
-        raise _w.not_nullable("DescribeConfigsResponse.results")
+    if v3_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_results = len(f_results)
-    out += _S_ii.pack(obj.throttle_time_ms, n_results)
-    for item in f_results:
-        _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(item, out)
-
-
-def _dec_DescribeConfigsResponse_v1(buf, cur, end):
-    """Decode DescribeConfigsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
-    f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_results, pos = _w.read_structs(_dec_DescribeConfigsResponse_DescribeConfigsResult_v1, buf, cur, pos, end, n_results, 'results', 11, 4, False)
-    obj = _new(DescribeConfigsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.results = f_results
-    obj.unknown_tagged_fields = []
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeConfigsResponse_v1(obj, out):
-    """Append the v1 layout of a DescribeConfigsResponse to ``out``."""
+def _enc_DescribeConfigsResponse(obj, out, version):
+    """Append in ``version`` a DescribeConfigsResponse to ``out``."""
+    v3_down = version <= 3
     if obj is None:
         raise TypeError("DescribeConfigsResponse expected, got None")
-    f_results = obj.results
-    if f_results is None:
-        raise _w.not_nullable("DescribeConfigsResponse.results")
+    if v3_down:
+        f_results = obj.results
+        if f_results is None:
+            raise _w.not_nullable("DescribeConfigsResponse.results")
+        else:
+            n_results = len(f_results)
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+        for item in f_results:
+            _enc_DescribeConfigsResponse_DescribeConfigsResult(item, out, version)
     else:
-        n_results = len(f_results)
-    out += _S_ii.pack(obj.throttle_time_ms, n_results)
-    for item in f_results:
-        _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(item, out)
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.results, _partial(_enc_DescribeConfigsResponse_DescribeConfigsResult, version=version), "DescribeConfigsResponse.results", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse")
 
 
-def _dec_DescribeConfigsResponse_v3(buf, cur, end):
-    """Decode DescribeConfigsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeConfigsResponse_DescribeConfigsResult(buf, cur, end, version):
+    """Decode DescribeConfigsResponse.DescribeConfigsResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_to_2 = 1 <= version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
     pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
-    f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_results, pos = _w.read_structs(_dec_DescribeConfigsResponse_DescribeConfigsResult_v3, buf, cur, pos, end, n_results, 'results', 11, 4, False)
-    obj = _new(DescribeConfigsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.results = f_results
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsResponse_v3(obj, out):
-    """Append the v3 layout of a DescribeConfigsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsResponse expected, got None")
-    f_results = obj.results
-    if f_results is None:
-        raise _w.not_nullable("DescribeConfigsResponse.results")
+    if v3_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__error_message, pos, end)
+        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+        if end - pos < 3:
+            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_configs, pos, end)
+        n_configs = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v0_down:
+        f_configs, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult, version=version), buf, cur, pos, end, n_configs, 'configs', 7, 4, False)
+    elif v1_to_2:
+        f_configs, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult, version=version), buf, cur, pos, end, n_configs, 'configs', 11, 4, False)
+    elif v3_only:
+        f_configs, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult, version=version), buf, cur, pos, end, n_configs, 'configs', 14, 4, False)
     else:
-        n_results = len(f_results)
-    out += _S_ii.pack(obj.throttle_time_ms, n_results)
-    for item in f_results:
-        _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(item, out)
-
-
-def _dec_DescribeConfigsResponse_v4(buf, cur, end):
-    """Decode DescribeConfigsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_DescribeConfigsResponse_DescribeConfigsResult_v4, buf, cur, pos, end, n_results, 'results', 7, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeConfigsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.results = f_results
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsResponse_v4(obj, out):
-    """Append the v4 layout of a DescribeConfigsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.results, _enc_DescribeConfigsResponse_DescribeConfigsResult_v4, "DescribeConfigsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse")
-
-
-def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_configs, pos, end)
-    n_configs = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_configs, pos = _w.read_structs(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0, buf, cur, pos, end, n_configs, 'configs', 7, 4, False)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type, pos, end)
+        f_resource_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
+        n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
+        f_configs, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult, version=version), buf, cur, pos, end, n_configs, 'configs', 9, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configs = f_configs
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
-    """Append the v0 layout of a DescribeConfigsResponse.DescribeConfigsResult to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsResponse.DescribeConfigsResult expected, got None")
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeConfigsResponse.DescribeConfigsResult.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeConfigsResponse.DescribeConfigsResult.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
-    if n_resource_name > 0:
-        out += f_resource_name
-    f_configs = obj.configs
-    if f_configs is None:
-        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
+    if v3_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_configs = len(f_configs)
-    out += _S_i.pack(n_configs)
-    for item in f_configs:
-        _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(item, out)
-
-
-def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_configs, pos, end)
-    n_configs = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_configs, pos = _w.read_structs(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1, buf, cur, pos, end, n_configs, 'configs', 11, 4, False)
-    obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.configs = f_configs
-    obj.unknown_tagged_fields = []
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
-    """Append the v1 layout of a DescribeConfigsResponse.DescribeConfigsResult to ``out``."""
+def _enc_DescribeConfigsResponse_DescribeConfigsResult(obj, out, version):
+    """Append in ``version`` a DescribeConfigsResponse.DescribeConfigsResult to ``out``."""
+    v3_down = version <= 3
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("DescribeConfigsResponse.DescribeConfigsResult expected, got None")
+    if v4_up:
+        out += _S_h.pack(obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeConfigsResponse.DescribeConfigsResult.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeConfigsResponse.DescribeConfigsResult.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
-    if n_resource_name > 0:
-        out += f_resource_name
-    f_configs = obj.configs
-    if f_configs is None:
-        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
+    if v3_down:
+        out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        n_configs = len(f_configs)
-    out += _S_i.pack(n_configs)
-    for item in f_configs:
-        _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(item, out)
-
-
-def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_configs, pos, end)
-    n_configs = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_configs, pos = _w.read_structs(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3, buf, cur, pos, end, n_configs, 'configs', 14, 4, False)
-    obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.configs = f_configs
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
-    """Append the v3 layout of a DescribeConfigsResponse.DescribeConfigsResult to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsResponse.DescribeConfigsResult expected, got None")
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeConfigsResponse.DescribeConfigsResult.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
+    if v4_up:
+        out += _S_b.pack(obj.resource_type)
     f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeConfigsResponse.DescribeConfigsResult.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
-    if n_resource_name > 0:
-        out += f_resource_name
-    f_configs = obj.configs
-    if f_configs is None:
-        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
+    if v3_down:
+        out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        n_configs = len(f_configs)
-    out += _S_i.pack(n_configs)
-    for item in f_configs:
-        _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(item, out)
-
-
-def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_resource_type, pos, end)
-    f_resource_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-    n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
-    f_configs, pos = _w.read_structs(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4, buf, cur, pos, end, n_configs, 'configs', 9, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.configs = f_configs
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
-    """Append the v4 layout of a DescribeConfigsResponse.DescribeConfigsResult to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsResponse.DescribeConfigsResult expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeConfigsResponse.DescribeConfigsResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeConfigsResponse.DescribeConfigsResult.resource_name", False)
-    _w.put_uvarint(out, n_resource_name + 1)
+        _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
-    _w.put_structs(out, obj.configs, _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4, "DescribeConfigsResponse.DescribeConfigsResult.configs", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult")
+    if v3_down:
+        f_configs = obj.configs
+        if f_configs is None:
+            raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
+        else:
+            n_configs = len(f_configs)
+        out += _S_i.pack(n_configs)
+        for item in f_configs:
+            _enc_DescribeConfigsResponse_DescribeConfigsResourceResult(item, out, version)
+    else:
+        _w.put_structs(out, obj.configs, _partial(_enc_DescribeConfigsResponse_DescribeConfigsResourceResult, version=version), "DescribeConfigsResponse.DescribeConfigsResult.configs", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult")
 
 
-def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult(buf, cur, end, version):
+    """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_4 = version in (0, 4)
+    v0_down = version <= 0
+    v1_to_3 = 1 <= version <= 3
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_value, pos, end)
-    n_value = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
-    f_read_only, f_is_default, f_is_sensitive = _S_bbb.unpack_from(buf, pos)
-    pos += 3
+    if v3_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_value, pos, end)
+        n_value = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
+        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
+    if v0_4:
+        if end - pos < 3:
+            if v0_down:
+                raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
+            else:
+                raise _w.short_run(_RUN_read_only__is_sensitive_2, pos, end)
+    if v0_down:
+        f_read_only, f_is_default, f_is_sensitive = _S_bbb.unpack_from(buf, pos)
+    elif v4_up:
+        f_read_only, f_config_source, f_is_sensitive = _S_bbb.unpack_from(buf, pos)
+    if v0_4:
+        pos += 3
+    else:
+        if end - pos < 7:
+            raise _w.short_run(_RUN_read_only__synonyms, pos, end)
+        f_read_only, f_config_source, f_is_sensitive, n_synonyms = _S_bbbi.unpack_from(buf, pos)
+        pos += 7
     if f_read_only != 0 and f_read_only != 1:
-        raise _w.bad_bool('read_only', pos - 3, f_read_only)
+        if v0_4:
+            raise _w.bad_bool('read_only', pos - 3, f_read_only)
+        else:
+            raise _w.bad_bool('read_only', pos - 7, f_read_only)
     b_read_only = f_read_only == 1
-    if f_is_default != 0 and f_is_default != 1:
-        raise _w.bad_bool('is_default', pos - 2, f_is_default)
-    b_is_default = f_is_default == 1
+    if v0_down:
+        if f_is_default != 0 and f_is_default != 1:
+            raise _w.bad_bool('is_default', pos - 2, f_is_default)
+        b_is_default = f_is_default == 1
     if f_is_sensitive != 0 and f_is_sensitive != 1:
-        raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive)
+        if v0_4:
+            raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive)
+        else:
+            raise _w.bad_bool('is_sensitive', pos - 5, f_is_sensitive)
     b_is_sensitive = f_is_sensitive == 1
+    if v1_to_3:
+        f_synonyms, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsSynonym, version=version), buf, cur, pos, end, n_synonyms, 'synonyms', 5, 4, False)
+    if v3_only:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_config_type__documentation, pos, end)
+        f_config_type, n_documentation = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_documentation, pos = _w.read_sized(buf, pos, n_documentation, end, 'documentation', 2, True, True)
+    elif v4_up:
+        n_synonyms, pos = _w.read_compact_length(buf, pos, end, 'synonyms')
+        f_synonyms, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsSynonym, version=version), buf, cur, pos, end, n_synonyms, 'synonyms', 4, 1, False)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_config_type, pos, end)
+        f_config_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_documentation, pos = _w.read_compact_length(buf, pos, end, 'documentation')
+        f_documentation, pos = _w.read_sized(buf, pos, n_documentation, end, 'documentation', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
     obj.name = f_name
     obj.value = f_value
     obj.read_only = b_read_only
-    obj.config_source = -1
-    obj.is_default = b_is_default
-    obj.is_sensitive = b_is_sensitive
-    obj.synonyms = []
-    obj.config_type = 0
-    obj.documentation = ''
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
-    """Append the v0 layout of a DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", True)
-    out += _S_h.pack(n_value)
-    if n_value > 0:
-        out += f_value
-    out += _S_BBB.pack(obj.read_only, obj.is_default, obj.is_sensitive)
-
-
-def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_value, pos, end)
-    n_value = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
-    if end - pos < 7:
-        raise _w.short_run(_RUN_read_only__synonyms, pos, end)
-    f_read_only, f_config_source, f_is_sensitive, n_synonyms = _S_bbbi.unpack_from(buf, pos)
-    pos += 7
-    if f_read_only != 0 and f_read_only != 1:
-        raise _w.bad_bool('read_only', pos - 7, f_read_only)
-    b_read_only = f_read_only == 1
-    if f_is_sensitive != 0 and f_is_sensitive != 1:
-        raise _w.bad_bool('is_sensitive', pos - 5, f_is_sensitive)
-    b_is_sensitive = f_is_sensitive == 1
-    f_synonyms, pos = _w.read_structs(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1, buf, cur, pos, end, n_synonyms, 'synonyms', 5, 4, False)
-    obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
-    obj.name = f_name
-    obj.value = f_value
-    obj.read_only = b_read_only
-    obj.config_source = f_config_source
-    obj.is_default = False
-    obj.is_sensitive = b_is_sensitive
-    obj.synonyms = f_synonyms
-    obj.config_type = 0
-    obj.documentation = ''
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
-    """Append the v1 layout of a DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult expected, got None")
-    if obj.is_default != False:
-        raise _w.not_in_version("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.is_default", 1, "0")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", True)
-    out += _S_h.pack(n_value)
-    if n_value > 0:
-        out += f_value
-    f_synonyms = obj.synonyms
-    if f_synonyms is None:
-        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms")
+    if v0_down:
+        obj.config_source = -1
+        obj.is_default = b_is_default
     else:
-        n_synonyms = len(f_synonyms)
-    out += _S_BbBi.pack(obj.read_only, obj.config_source, obj.is_sensitive, n_synonyms)
-    for item in f_synonyms:
-        _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(item, out)
-
-
-def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_value, pos, end)
-    n_value = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
-    if end - pos < 7:
-        raise _w.short_run(_RUN_read_only__synonyms, pos, end)
-    f_read_only, f_config_source, f_is_sensitive, n_synonyms = _S_bbbi.unpack_from(buf, pos)
-    pos += 7
-    if f_read_only != 0 and f_read_only != 1:
-        raise _w.bad_bool('read_only', pos - 7, f_read_only)
-    b_read_only = f_read_only == 1
-    if f_is_sensitive != 0 and f_is_sensitive != 1:
-        raise _w.bad_bool('is_sensitive', pos - 5, f_is_sensitive)
-    b_is_sensitive = f_is_sensitive == 1
-    f_synonyms, pos = _w.read_structs(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1, buf, cur, pos, end, n_synonyms, 'synonyms', 5, 4, False)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_config_type__documentation, pos, end)
-    f_config_type, n_documentation = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_documentation, pos = _w.read_sized(buf, pos, n_documentation, end, 'documentation', 2, True, True)
-    obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
-    obj.name = f_name
-    obj.value = f_value
-    obj.read_only = b_read_only
-    obj.config_source = f_config_source
-    obj.is_default = False
+        obj.config_source = f_config_source
+        obj.is_default = False
     obj.is_sensitive = b_is_sensitive
-    obj.synonyms = f_synonyms
-    obj.config_type = f_config_type
-    obj.documentation = f_documentation
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
-    """Append the v3 layout of a DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult expected, got None")
-    if obj.is_default != False:
-        raise _w.not_in_version("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.is_default", 3, "0")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", True)
-    out += _S_h.pack(n_value)
-    if n_value > 0:
-        out += f_value
-    f_synonyms = obj.synonyms
-    if f_synonyms is None:
-        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms")
+    if v0_down:
+        obj.synonyms = []
     else:
-        n_synonyms = len(f_synonyms)
-    out += _S_BbBi.pack(obj.read_only, obj.config_source, obj.is_sensitive, n_synonyms)
-    for item in f_synonyms:
-        _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(item, out)
-    f_documentation, n_documentation = _w.encode_text(obj.documentation, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", True)
-    out += _S_bh.pack(obj.config_type, n_documentation)
-    if n_documentation > 0:
-        out += f_documentation
-
-
-def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_read_only__is_sensitive_2, pos, end)
-    f_read_only, f_config_source, f_is_sensitive = _S_bbb.unpack_from(buf, pos)
-    pos += 3
-    if f_read_only != 0 and f_read_only != 1:
-        raise _w.bad_bool('read_only', pos - 3, f_read_only)
-    b_read_only = f_read_only == 1
-    if f_is_sensitive != 0 and f_is_sensitive != 1:
-        raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive)
-    b_is_sensitive = f_is_sensitive == 1
-    n_synonyms, pos = _w.read_compact_length(buf, pos, end, 'synonyms')
-    f_synonyms, pos = _w.read_structs(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4, buf, cur, pos, end, n_synonyms, 'synonyms', 4, 1, False)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_config_type, pos, end)
-    f_config_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_documentation, pos = _w.read_compact_length(buf, pos, end, 'documentation')
-    f_documentation, pos = _w.read_sized(buf, pos, n_documentation, end, 'documentation', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
-    obj.name = f_name
-    obj.value = f_value
-    obj.read_only = b_read_only
-    obj.config_source = f_config_source
-    obj.is_default = False
-    obj.is_sensitive = b_is_sensitive
-    obj.synonyms = f_synonyms
-    obj.config_type = f_config_type
-    obj.documentation = f_documentation
-    obj.unknown_tagged_fields = unknown
+        obj.synonyms = f_synonyms
+    if v2_down:
+        obj.config_type = 0
+        obj.documentation = ''
+    else:
+        obj.config_type = f_config_type
+        obj.documentation = f_documentation
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
-    """Append the v4 layout of a DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult to ``out``."""
+def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult(obj, out, version):
+    """Append in ``version`` a DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult to ``out``."""
+    v0_down = version <= 0
+    v1_to_3 = 1 <= version <= 3
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult expected, got None")
-    if obj.is_default != False:
-        raise _w.not_in_version("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.is_default", 4, "0")
+    if v1_up:
+        if obj.is_default != False:
+            if v2_down:
+                raise _w.not_in_version("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.is_default", 1, "0")
+            elif v3_only:
+                raise _w.not_in_version("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.is_default", 3, "0")
+            else:
+                raise _w.not_in_version("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.is_default", 4, "0")
     f_name, n_name = _w.encode_text(obj.name, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    if v3_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_value, n_value = _w.encode_text(obj.value, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", True)
-    _w.put_uvarint(out, n_value + 1)
+    if v3_down:
+        out += _S_h.pack(n_value)
+    else:
+        _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
-    out += _S_BbB.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    _w.put_structs(out, obj.synonyms, _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms", False)
-    out += _S_b.pack(obj.config_type)
-    f_documentation, n_documentation = _w.encode_text(obj.documentation, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", True)
-    _w.put_uvarint(out, n_documentation + 1)
-    if n_documentation > 0:
-        out += f_documentation
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult")
+    if v0_down:
+        out += _S_BBB.pack(obj.read_only, obj.is_default, obj.is_sensitive)
+    elif v1_to_3:
+        f_synonyms = obj.synonyms
+        if f_synonyms is None:
+            raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms")
+        else:
+            n_synonyms = len(f_synonyms)
+        out += _S_BbBi.pack(obj.read_only, obj.config_source, obj.is_sensitive, n_synonyms)
+        for item in f_synonyms:
+            _enc_DescribeConfigsResponse_DescribeConfigsSynonym(item, out, version)
+    else:
+        out += _S_BbB.pack(obj.read_only, obj.config_source, obj.is_sensitive)
+        _w.put_structs(out, obj.synonyms, _partial(_enc_DescribeConfigsResponse_DescribeConfigsSynonym, version=version), "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms", False)
+        out += _S_b.pack(obj.config_type)
+    if v3_up:
+        f_documentation, n_documentation = _w.encode_text(obj.documentation, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", True)
+    if v3_only:
+        out += _S_bh.pack(obj.config_type, n_documentation)
+    elif v4_up:
+        _w.put_uvarint(out, n_documentation + 1)
+    if v3_up:
+        if n_documentation > 0:
+            out += f_documentation
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult")
 
 
-def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeConfigsResponse_DescribeConfigsSynonym(buf, cur, end, version):
+    """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_value, pos, end)
-    n_value = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
+    if v3_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_value, pos, end)
+        n_value = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
+        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_source, pos, end)
     f_source = _S_b.unpack_from(buf, pos)[0]
     pos += 1
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
     obj.name = f_name
     obj.value = f_value
     obj.source = f_source
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
-    """Append the v1 layout of a DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym to ``out``."""
+def _enc_DescribeConfigsResponse_DescribeConfigsSynonym(obj, out, version):
+    """Append in ``version`` a DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym to ``out``."""
+    v3_down = version <= 3
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name", False)
-    out += _S_h.pack(n_name)
+    if v3_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_value, n_value = _w.encode_text(obj.value, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.value", True)
-    out += _S_h.pack(n_value)
+    if v3_down:
+        out += _S_h.pack(n_value)
+    else:
+        _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     out += _S_b.pack(obj.source)
-
-
-def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_source, pos, end)
-    f_source = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
-    obj.name = f_name
-    obj.value = f_value
-    obj.source = f_source
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
-    """Append the v4 layout of a DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.value", True)
-    _w.put_uvarint(out, n_value + 1)
-    if n_value > 0:
-        out += f_value
-    out += _S_b.pack(obj.source)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym")
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym")
 
 
 class DescribeConfigsRequest_DescribeConfigsResource(Struct):
@@ -1038,9 +695,8 @@ class DescribeConfigsRequest(Message):
         FieldInfo('include_documentation', (3, 4), None, None, False, None, None, 'bool'),
     )
     DescribeConfigsResource = DescribeConfigsRequest_DescribeConfigsResource
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DescribeConfigsRequest_v0, 1: _dec_DescribeConfigsRequest_v1, 2: _dec_DescribeConfigsRequest_v1, 3: _dec_DescribeConfigsRequest_v3, 4: _dec_DescribeConfigsRequest_v4}
-    _ENCODERS = {0: _enc_DescribeConfigsRequest_v0, 1: _enc_DescribeConfigsRequest_v1, 2: _enc_DescribeConfigsRequest_v1, 3: _enc_DescribeConfigsRequest_v3, 4: _enc_DescribeConfigsRequest_v4}
+    _DECODERS = _decoders(_dec_DescribeConfigsRequest, range(0, 5))
+    _ENCODERS = _encoders(_enc_DescribeConfigsRequest, range(0, 5))
     API_KEY = 32
     KIND = 'request'
     VALID_VERSIONS = (0, 4)
@@ -1217,9 +873,8 @@ class DescribeConfigsResponse(Message):
         FieldInfo('results', (0, 4), None, None, True, DescribeConfigsResponse_DescribeConfigsResult, None, '[]DescribeConfigsResult'),
     )
     DescribeConfigsResult = DescribeConfigsResponse_DescribeConfigsResult
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DescribeConfigsResponse_v0, 1: _dec_DescribeConfigsResponse_v1, 2: _dec_DescribeConfigsResponse_v1, 3: _dec_DescribeConfigsResponse_v3, 4: _dec_DescribeConfigsResponse_v4}
-    _ENCODERS = {0: _enc_DescribeConfigsResponse_v0, 1: _enc_DescribeConfigsResponse_v1, 2: _enc_DescribeConfigsResponse_v1, 3: _enc_DescribeConfigsResponse_v3, 4: _enc_DescribeConfigsResponse_v4}
+    _DECODERS = _decoders(_dec_DescribeConfigsResponse, range(0, 5))
+    _ENCODERS = _encoders(_enc_DescribeConfigsResponse, range(0, 5))
     API_KEY = 32
     KIND = 'response'
     VALID_VERSIONS = (0, 4)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeDelegationTokenRequest', 'DescribeDelegationTokenResponse']
@@ -35,287 +37,297 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_DescribeDelegationTokenRequest_v0(buf, cur, end):
-    """Decode DescribeDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeDelegationTokenRequest(buf, cur, end, version):
+    """Decode DescribeDelegationTokenRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_owners, pos, end)
-    n_owners = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_owners, pos = _w.read_structs(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0, buf, cur, pos, end, n_owners, 'owners', 4, 4, True)
-    obj = _new(DescribeDelegationTokenRequest)
-    obj.owners = f_owners
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeDelegationTokenRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeDelegationTokenRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeDelegationTokenRequest expected, got None")
-    f_owners = obj.owners
-    if f_owners is None:
-        n_owners = -1
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_owners, pos, end)
+        n_owners = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_owners, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, version=version), buf, cur, pos, end, n_owners, 'owners', 4, 4, True)
     else:
-        n_owners = len(f_owners)
-    out += _S_i.pack(n_owners)
-    if n_owners > 0:
-        for item in f_owners:
-            _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(item, out)
-
-
-def _dec_DescribeDelegationTokenRequest_v2(buf, cur, end):
-    """Decode DescribeDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_owners, pos = _w.read_compact_length(buf, pos, end, 'owners')
-    f_owners, pos = _w.read_structs(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2, buf, cur, pos, end, n_owners, 'owners', 3, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        n_owners, pos = _w.read_compact_length(buf, pos, end, 'owners')
+        f_owners, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, version=version), buf, cur, pos, end, n_owners, 'owners', 3, 1, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeDelegationTokenRequest)
     obj.owners = f_owners
-    obj.unknown_tagged_fields = unknown
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeDelegationTokenRequest_v2(obj, out):
-    """Append the v2 layout of a DescribeDelegationTokenRequest to ``out``."""
+def _enc_DescribeDelegationTokenRequest(obj, out, version):
+    """Append in ``version`` a DescribeDelegationTokenRequest to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("DescribeDelegationTokenRequest expected, got None")
-    _w.put_structs(out, obj.owners, _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2, "DescribeDelegationTokenRequest.owners", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest")
+    if v1_down:
+        f_owners = obj.owners
+        if f_owners is None:
+            n_owners = -1
+        else:
+            n_owners = len(f_owners)
+        out += _S_i.pack(n_owners)
+        if n_owners > 0:
+            for item in f_owners:
+                _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(item, out, version)
+    else:
+        _w.put_structs(out, obj.owners, _partial(_enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, version=version), "DescribeDelegationTokenRequest.owners", True)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest")
 
 
-def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur, end):
-    """Decode DescribeDelegationTokenRequest.DescribeDelegationTokenOwner (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(buf, cur, end, version):
+    """Decode DescribeDelegationTokenRequest.DescribeDelegationTokenOwner (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal_type, pos, end)
-    n_principal_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal_name, pos, end)
-    n_principal_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal_type, pos, end)
+        n_principal_type = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal_name, pos, end)
+        n_principal_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
+    else:
+        n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
+        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
+        n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
+        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(obj, out):
-    """Append the v0 layout of a DescribeDelegationTokenRequest.DescribeDelegationTokenOwner to ``out``."""
+def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(obj, out, version):
+    """Append in ``version`` a DescribeDelegationTokenRequest.DescribeDelegationTokenOwner to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner expected, got None")
     f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type", False)
-    out += _S_h.pack(n_principal_type)
+    if v1_down:
+        out += _S_h.pack(n_principal_type)
+    else:
+        _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
     f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name", False)
-    out += _S_h.pack(n_principal_name)
-    if n_principal_name > 0:
-        out += f_principal_name
-
-
-def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur, end):
-    """Decode DescribeDelegationTokenRequest.DescribeDelegationTokenOwner (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-    n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
-    obj.principal_type = f_principal_type
-    obj.principal_name = f_principal_name
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out):
-    """Append the v2 layout of a DescribeDelegationTokenRequest.DescribeDelegationTokenOwner to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner expected, got None")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type", False)
-    _w.put_uvarint(out, n_principal_type + 1)
-    if n_principal_type > 0:
-        out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name", False)
-    _w.put_uvarint(out, n_principal_name + 1)
-    if n_principal_name > 0:
-        out += f_principal_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner")
-
-
-def _dec_DescribeDelegationTokenResponse_v0(buf, cur, end):
-    """Decode DescribeDelegationTokenResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_error_code__tokens, pos, end)
-    f_error_code, n_tokens = _S_hi.unpack_from(buf, pos)
-    pos += 6
-    f_tokens, pos = _w.read_structs(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0, buf, cur, pos, end, n_tokens, 'tokens', 38, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(DescribeDelegationTokenResponse)
-    obj.error_code = f_error_code
-    obj.tokens = f_tokens
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeDelegationTokenResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeDelegationTokenResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeDelegationTokenResponse expected, got None")
-    f_tokens = obj.tokens
-    if f_tokens is None:
-        raise _w.not_nullable("DescribeDelegationTokenResponse.tokens")
+    if v1_down:
+        out += _S_h.pack(n_principal_name)
     else:
-        n_tokens = len(f_tokens)
-    out += _S_hi.pack(obj.error_code, n_tokens)
-    for item in f_tokens:
-        _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(item, out)
-    out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_uvarint(out, n_principal_name + 1)
+    if n_principal_name > 0:
+        out += f_principal_name
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner")
 
 
-def _dec_DescribeDelegationTokenResponse_v2(buf, cur, end):
-    """Decode DescribeDelegationTokenResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeDelegationTokenResponse(buf, cur, end, version):
+    """Decode DescribeDelegationTokenResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_only = version == 2
+    v2_up = version >= 2
+    v3_up = version >= 3
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_tokens, pos = _w.read_compact_length(buf, pos, end, 'tokens')
-    f_tokens, pos = _w.read_structs(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2, buf, cur, pos, end, n_tokens, 'tokens', 30, 1, False)
+    if v1_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_error_code__tokens, pos, end)
+        f_error_code, n_tokens = _S_hi.unpack_from(buf, pos)
+        pos += 6
+        f_tokens, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken, version=version), buf, cur, pos, end, n_tokens, 'tokens', 38, 4, False)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_tokens, pos = _w.read_compact_length(buf, pos, end, 'tokens')
+    if v2_only:
+        f_tokens, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken, version=version), buf, cur, pos, end, n_tokens, 'tokens', 30, 1, False)
+    elif v3_up:
+        f_tokens, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken, version=version), buf, cur, pos, end, n_tokens, 'tokens', 32, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.tokens = f_tokens
     obj.throttle_time_ms = f_throttle_time_ms
-    obj.unknown_tagged_fields = unknown
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeDelegationTokenResponse_v2(obj, out):
-    """Append the v2 layout of a DescribeDelegationTokenResponse to ``out``."""
+def _enc_DescribeDelegationTokenResponse(obj, out, version):
+    """Append in ``version`` a DescribeDelegationTokenResponse to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DescribeDelegationTokenResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.tokens, _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2, "DescribeDelegationTokenResponse.tokens", False)
+    if v1_down:
+        f_tokens = obj.tokens
+        if f_tokens is None:
+            raise _w.not_nullable("DescribeDelegationTokenResponse.tokens")
+        else:
+            n_tokens = len(f_tokens)
+        out += _S_hi.pack(obj.error_code, n_tokens)
+        for item in f_tokens:
+            _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(item, out, version)
+    else:
+        out += _S_h.pack(obj.error_code)
+        _w.put_structs(out, obj.tokens, _partial(_enc_DescribeDelegationTokenResponse_DescribedDelegationToken, version=version), "DescribeDelegationTokenResponse.tokens", False)
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse")
 
 
-def _dec_DescribeDelegationTokenResponse_v3(buf, cur, end):
-    """Decode DescribeDelegationTokenResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken(buf, cur, end, version):
+    """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_up = version >= 2
+    v3_up = version >= 3
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_tokens, pos = _w.read_compact_length(buf, pos, end, 'tokens')
-    f_tokens, pos = _w.read_structs(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3, buf, cur, pos, end, n_tokens, 'tokens', 32, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeDelegationTokenResponse)
-    obj.error_code = f_error_code
-    obj.tokens = f_tokens
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeDelegationTokenResponse_v3(obj, out):
-    """Append the v3 layout of a DescribeDelegationTokenResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeDelegationTokenResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.tokens, _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3, "DescribeDelegationTokenResponse.tokens", False)
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse")
-
-
-def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, end):
-    """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal_type, pos, end)
-    n_principal_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal_name, pos, end)
-    n_principal_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
-    if end - pos < 26:
-        raise _w.short_run(_RUN_issue_timestamp__token_id, pos, end)
-    f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, n_token_id = _S_qqqh.unpack_from(buf, pos)
-    pos += 26
-    f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_hmac, pos, end)
-    n_hmac = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 4, False, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_renewers, pos, end)
-    n_renewers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_renewers, pos = _w.read_structs(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0, buf, cur, pos, end, n_renewers, 'renewers', 4, 4, False)
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal_type, pos, end)
+        n_principal_type = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal_name, pos, end)
+        n_principal_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
+        if end - pos < 26:
+            raise _w.short_run(_RUN_issue_timestamp__token_id, pos, end)
+        f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, n_token_id = _S_qqqh.unpack_from(buf, pos)
+        pos += 26
+        f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_hmac, pos, end)
+        n_hmac = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 4, False, False)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_renewers, pos, end)
+        n_renewers = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_renewers, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, version=version), buf, cur, pos, end, n_renewers, 'renewers', 4, 4, False)
+    else:
+        n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
+        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
+        n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
+        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
+    if v3_up:
+        n_token_requester_principal_type, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_type')
+        f_token_requester_principal_type, pos = _w.read_sized(buf, pos, n_token_requester_principal_type, end, 'token_requester_principal_type', 1, False, True)
+        n_token_requester_principal_name, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_name')
+        f_token_requester_principal_name, pos = _w.read_sized(buf, pos, n_token_requester_principal_name, end, 'token_requester_principal_name', 1, False, True)
+    if v2_up:
+        if end - pos < 24:
+            raise _w.short_run(_RUN_issue_timestamp__max_timestamp, pos, end)
+        f_issue_timestamp, f_expiry_timestamp, f_max_timestamp = _S_qqq.unpack_from(buf, pos)
+        pos += 24
+        n_token_id, pos = _w.read_compact_length(buf, pos, end, 'token_id')
+        f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 1, False, True)
+        n_hmac, pos = _w.read_compact_length(buf, pos, end, 'hmac')
+        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 1, False, False)
+        n_renewers, pos = _w.read_compact_length(buf, pos, end, 'renewers')
+        f_renewers, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, version=version), buf, cur, pos, end, n_renewers, 'renewers', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
-    obj.token_requester_principal_type = ''
-    obj.token_requester_principal_name = ''
+    if v2_down:
+        obj.token_requester_principal_type = ''
+        obj.token_requester_principal_name = ''
+    else:
+        obj.token_requester_principal_type = f_token_requester_principal_type
+        obj.token_requester_principal_name = f_token_requester_principal_name
     obj.issue_timestamp = f_issue_timestamp
     obj.expiry_timestamp = f_expiry_timestamp
     obj.max_timestamp = f_max_timestamp
     obj.token_id = f_token_id
     obj.hmac = f_hmac
     obj.renewers = f_renewers
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
-    """Append the v0 layout of a DescribeDelegationTokenResponse.DescribedDelegationToken to ``out``."""
+def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(obj, out, version):
+    """Append in ``version`` a DescribeDelegationTokenResponse.DescribedDelegationToken to ``out``."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_up = version >= 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("DescribeDelegationTokenResponse.DescribedDelegationToken expected, got None")
-    if obj.token_requester_principal_type != '':
-        raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", 0, "3")
-    if obj.token_requester_principal_name != '':
-        raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", 0, "3")
+    if v2_down:
+        if obj.token_requester_principal_type != '':
+            if v1_down:
+                raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", 0, "3")
+            else:
+                raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", 2, "3")
+        if obj.token_requester_principal_name != '':
+            if v1_down:
+                raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", 0, "3")
+            else:
+                raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", 2, "3")
     f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", False)
-    out += _S_h.pack(n_principal_type)
+    if v1_down:
+        out += _S_h.pack(n_principal_type)
+    else:
+        _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
     f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", False)
-    out += _S_h.pack(n_principal_name)
+    if v1_down:
+        out += _S_h.pack(n_principal_name)
+    else:
+        _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
+    if v3_up:
+        f_token_requester_principal_type, n_token_requester_principal_type = _w.encode_text(obj.token_requester_principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", False)
+        _w.put_uvarint(out, n_token_requester_principal_type + 1)
+        if n_token_requester_principal_type > 0:
+            out += f_token_requester_principal_type
+        f_token_requester_principal_name, n_token_requester_principal_name = _w.encode_text(obj.token_requester_principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", False)
+        _w.put_uvarint(out, n_token_requester_principal_name + 1)
+        if n_token_requester_principal_name > 0:
+            out += f_token_requester_principal_name
+    if v2_up:
+        out += _S_qqq.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp)
     f_token_id, n_token_id = _w.encode_text(obj.token_id, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", False)
-    out += _S_qqqh.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp, n_token_id)
+    if v1_down:
+        out += _S_qqqh.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp, n_token_id)
+    else:
+        _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         out += f_token_id
     f_hmac = obj.hmac
@@ -323,225 +335,80 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
         raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.hmac")
     else:
         n_hmac = len(f_hmac)
-    out += _S_i.pack(n_hmac)
+    if v1_down:
+        out += _S_i.pack(n_hmac)
+    else:
+        _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
         out += f_hmac
-    f_renewers = obj.renewers
-    if f_renewers is None:
-        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
+    if v1_down:
+        f_renewers = obj.renewers
+        if f_renewers is None:
+            raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
+        else:
+            n_renewers = len(f_renewers)
+        out += _S_i.pack(n_renewers)
+        for item in f_renewers:
+            _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(item, out, version)
     else:
-        n_renewers = len(f_renewers)
-    out += _S_i.pack(n_renewers)
-    for item in f_renewers:
-        _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(item, out)
+        _w.put_structs(out, obj.renewers, _partial(_enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, version=version), "DescribeDelegationTokenResponse.DescribedDelegationToken.renewers", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken")
 
 
-def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, end):
-    """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(buf, cur, end, version):
+    """Decode DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-    n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-    if end - pos < 24:
-        raise _w.short_run(_RUN_issue_timestamp__max_timestamp, pos, end)
-    f_issue_timestamp, f_expiry_timestamp, f_max_timestamp = _S_qqq.unpack_from(buf, pos)
-    pos += 24
-    n_token_id, pos = _w.read_compact_length(buf, pos, end, 'token_id')
-    f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 1, False, True)
-    n_hmac, pos = _w.read_compact_length(buf, pos, end, 'hmac')
-    f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 1, False, False)
-    n_renewers, pos = _w.read_compact_length(buf, pos, end, 'renewers')
-    f_renewers, pos = _w.read_structs(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2, buf, cur, pos, end, n_renewers, 'renewers', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
-    obj.principal_type = f_principal_type
-    obj.principal_name = f_principal_name
-    obj.token_requester_principal_type = ''
-    obj.token_requester_principal_name = ''
-    obj.issue_timestamp = f_issue_timestamp
-    obj.expiry_timestamp = f_expiry_timestamp
-    obj.max_timestamp = f_max_timestamp
-    obj.token_id = f_token_id
-    obj.hmac = f_hmac
-    obj.renewers = f_renewers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
-    """Append the v2 layout of a DescribeDelegationTokenResponse.DescribedDelegationToken to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeDelegationTokenResponse.DescribedDelegationToken expected, got None")
-    if obj.token_requester_principal_type != '':
-        raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", 2, "3")
-    if obj.token_requester_principal_name != '':
-        raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", 2, "3")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", False)
-    _w.put_uvarint(out, n_principal_type + 1)
-    if n_principal_type > 0:
-        out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", False)
-    _w.put_uvarint(out, n_principal_name + 1)
-    if n_principal_name > 0:
-        out += f_principal_name
-    out += _S_qqq.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp)
-    f_token_id, n_token_id = _w.encode_text(obj.token_id, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", False)
-    _w.put_uvarint(out, n_token_id + 1)
-    if n_token_id > 0:
-        out += f_token_id
-    f_hmac = obj.hmac
-    if f_hmac is None:
-        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.hmac")
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal_type, pos, end)
+        n_principal_type = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_principal_name, pos, end)
+        n_principal_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
     else:
-        n_hmac = len(f_hmac)
-    _w.put_uvarint(out, n_hmac + 1)
-    if n_hmac > 0:
-        out += f_hmac
-    _w.put_structs(out, obj.renewers, _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2, "DescribeDelegationTokenResponse.DescribedDelegationToken.renewers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken")
-
-
-def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, end):
-    """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-    n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-    n_token_requester_principal_type, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_type')
-    f_token_requester_principal_type, pos = _w.read_sized(buf, pos, n_token_requester_principal_type, end, 'token_requester_principal_type', 1, False, True)
-    n_token_requester_principal_name, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_name')
-    f_token_requester_principal_name, pos = _w.read_sized(buf, pos, n_token_requester_principal_name, end, 'token_requester_principal_name', 1, False, True)
-    if end - pos < 24:
-        raise _w.short_run(_RUN_issue_timestamp__max_timestamp, pos, end)
-    f_issue_timestamp, f_expiry_timestamp, f_max_timestamp = _S_qqq.unpack_from(buf, pos)
-    pos += 24
-    n_token_id, pos = _w.read_compact_length(buf, pos, end, 'token_id')
-    f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 1, False, True)
-    n_hmac, pos = _w.read_compact_length(buf, pos, end, 'hmac')
-    f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 1, False, False)
-    n_renewers, pos = _w.read_compact_length(buf, pos, end, 'renewers')
-    f_renewers, pos = _w.read_structs(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2, buf, cur, pos, end, n_renewers, 'renewers', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
-    obj.principal_type = f_principal_type
-    obj.principal_name = f_principal_name
-    obj.token_requester_principal_type = f_token_requester_principal_type
-    obj.token_requester_principal_name = f_token_requester_principal_name
-    obj.issue_timestamp = f_issue_timestamp
-    obj.expiry_timestamp = f_expiry_timestamp
-    obj.max_timestamp = f_max_timestamp
-    obj.token_id = f_token_id
-    obj.hmac = f_hmac
-    obj.renewers = f_renewers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
-    """Append the v3 layout of a DescribeDelegationTokenResponse.DescribedDelegationToken to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeDelegationTokenResponse.DescribedDelegationToken expected, got None")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", False)
-    _w.put_uvarint(out, n_principal_type + 1)
-    if n_principal_type > 0:
-        out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", False)
-    _w.put_uvarint(out, n_principal_name + 1)
-    if n_principal_name > 0:
-        out += f_principal_name
-    f_token_requester_principal_type, n_token_requester_principal_type = _w.encode_text(obj.token_requester_principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", False)
-    _w.put_uvarint(out, n_token_requester_principal_type + 1)
-    if n_token_requester_principal_type > 0:
-        out += f_token_requester_principal_type
-    f_token_requester_principal_name, n_token_requester_principal_name = _w.encode_text(obj.token_requester_principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", False)
-    _w.put_uvarint(out, n_token_requester_principal_name + 1)
-    if n_token_requester_principal_name > 0:
-        out += f_token_requester_principal_name
-    out += _S_qqq.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp)
-    f_token_id, n_token_id = _w.encode_text(obj.token_id, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", False)
-    _w.put_uvarint(out, n_token_id + 1)
-    if n_token_id > 0:
-        out += f_token_id
-    f_hmac = obj.hmac
-    if f_hmac is None:
-        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.hmac")
-    else:
-        n_hmac = len(f_hmac)
-    _w.put_uvarint(out, n_hmac + 1)
-    if n_hmac > 0:
-        out += f_hmac
-    _w.put_structs(out, obj.renewers, _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2, "DescribeDelegationTokenResponse.DescribedDelegationToken.renewers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken")
-
-
-def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf, cur, end):
-    """Decode DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal_type, pos, end)
-    n_principal_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_principal_name, pos, end)
-    n_principal_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
+        n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
+        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
+        n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
+        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(obj, out):
-    """Append the v0 layout of a DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer to ``out``."""
+def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(obj, out, version):
+    """Append in ``version`` a DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer expected, got None")
     f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type", False)
-    out += _S_h.pack(n_principal_type)
+    if v1_down:
+        out += _S_h.pack(n_principal_type)
+    else:
+        _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
     f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name", False)
-    out += _S_h.pack(n_principal_name)
+    if v1_down:
+        out += _S_h.pack(n_principal_name)
+    else:
+        _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
-
-
-def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end):
-    """Decode DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-    f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-    n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-    f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
-    obj.principal_type = f_principal_type
-    obj.principal_name = f_principal_name
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(obj, out):
-    """Append the v2 layout of a DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer expected, got None")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type", False)
-    _w.put_uvarint(out, n_principal_type + 1)
-    if n_principal_type > 0:
-        out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name", False)
-    _w.put_uvarint(out, n_principal_name + 1)
-    if n_principal_name > 0:
-        out += f_principal_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer")
 
 
 class DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(Struct):
@@ -592,10 +459,8 @@ class DescribeDelegationTokenRequest(Message):
         FieldInfo('owners', (0, 3), None, None, True, DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, (0, 3), '[]DescribeDelegationTokenOwner'),
     )
     DescribeDelegationTokenOwner = DescribeDelegationTokenRequest_DescribeDelegationTokenOwner
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed the response only.
-    _DECODERS = {0: _dec_DescribeDelegationTokenRequest_v0, 1: _dec_DescribeDelegationTokenRequest_v0, 2: _dec_DescribeDelegationTokenRequest_v2, 3: _dec_DescribeDelegationTokenRequest_v2}
-    _ENCODERS = {0: _enc_DescribeDelegationTokenRequest_v0, 1: _enc_DescribeDelegationTokenRequest_v0, 2: _enc_DescribeDelegationTokenRequest_v2, 3: _enc_DescribeDelegationTokenRequest_v2}
+    _DECODERS = _decoders(_dec_DescribeDelegationTokenRequest, range(0, 4))
+    _ENCODERS = _encoders(_enc_DescribeDelegationTokenRequest, range(0, 4))
     API_KEY = 41
     KIND = 'request'
     VALID_VERSIONS = (0, 3)
@@ -728,9 +593,8 @@ class DescribeDelegationTokenResponse(Message):
         FieldInfo('throttle_time_ms', (0, 3), None, None, False, None, None, 'int32'),
     )
     DescribedDelegationToken = DescribeDelegationTokenResponse_DescribedDelegationToken
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DescribeDelegationTokenResponse_v0, 1: _dec_DescribeDelegationTokenResponse_v0, 2: _dec_DescribeDelegationTokenResponse_v2, 3: _dec_DescribeDelegationTokenResponse_v3}
-    _ENCODERS = {0: _enc_DescribeDelegationTokenResponse_v0, 1: _enc_DescribeDelegationTokenResponse_v0, 2: _enc_DescribeDelegationTokenResponse_v2, 3: _enc_DescribeDelegationTokenResponse_v3}
+    _DECODERS = _decoders(_dec_DescribeDelegationTokenResponse, range(0, 4))
+    _ENCODERS = _encoders(_enc_DescribeDelegationTokenResponse, range(0, 4))
     API_KEY = 41
     KIND = 'response'
     VALID_VERSIONS = (0, 3)

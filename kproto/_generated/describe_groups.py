@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeGroupsRequest', 'DescribeGroupsResponse']
@@ -43,764 +45,456 @@ _RUN_throttle_time_ms__groups = (('throttle_time_ms', 0, 4), ('groups', 4, 4))
 _new = Struct.__new__
 
 
-def _dec_DescribeGroupsRequest_v0(buf, cur, end):
-    """Decode DescribeGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeGroupsRequest(buf, cur, end, version):
+    """Decode DescribeGroupsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
+    v4_down = version <= 4
+    v5_up = version >= 5
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_groups, pos, end)
-    n_groups = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_groups < 0 or n_groups > (end - pos) // 2:
-        raise _w.bad_count('groups', pos - 4, n_groups, end, 2, 4)
+    if v4_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_groups, pos, end)
+        n_groups = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if n_groups < 0 or n_groups > (end - pos) // 2:
+            raise _w.bad_count('groups', pos - 4, n_groups, end, 2, 4)
+    else:
+        n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
+        if n_groups < 0 or n_groups > (end - pos) // 1:
+            raise _w.bad_count('groups', pos - 1, n_groups, end, 1, 1)
     f_groups = []
     for i in range(n_groups):
+        if v4_down:
+            if end - pos < 2:
+                raise _w.short_read("groups[%d]" % i, pos, 2, end)
+            m = _S_h.unpack_from(buf, pos)[0]
+            pos += 2
+        else:
+            m, pos = _w.read_compact_length(buf, pos, end, "groups[%d]" % i)
+        if m < 0 or end - pos < m:
+            raise _w.bad_sized("groups[%d]" % i, pos, m, end, 1, False)
+        try:
+            s = buf[pos:pos + m].decode() if m else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
+        f_groups.append(s)
+        pos += m
+    if v3_up:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_include_authorized_operations, pos, end)
+        f_include_authorized_operations = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        if f_include_authorized_operations != 0 and f_include_authorized_operations != 1:
+            raise _w.bad_bool('include_authorized_operations', pos - 1, f_include_authorized_operations)
+        b_include_authorized_operations = f_include_authorized_operations == 1
+    if v5_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    obj = _new(DescribeGroupsRequest)
+    obj.groups = f_groups
+    if v2_down:
+        obj.include_authorized_operations = False
+    else:
+        obj.include_authorized_operations = b_include_authorized_operations
+    if v4_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_DescribeGroupsRequest(obj, out, version):
+    """Append in ``version`` a DescribeGroupsRequest to ``out``."""
+    v2_down = version <= 2
+    v3_up = version >= 3
+    v4_down = version <= 4
+    v5_up = version >= 5
+    if obj is None:
+        raise TypeError("DescribeGroupsRequest expected, got None")
+    if v2_down:
+        if obj.include_authorized_operations != False:
+            raise _w.not_in_version("DescribeGroupsRequest.include_authorized_operations", 0, "3-6")
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("DescribeGroupsRequest.groups")
+    else:
+        n_groups = len(f_groups)
+    if v4_down:
+        out += _S_i.pack(n_groups)
+    else:
+        _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        data = item.encode("utf-8")
+        m = len(data)
+        if m > 32767:
+            raise _w.string_too_long("DescribeGroupsRequest.groups[]", m)
+        if v4_down:
+            out += _S_h.pack(m)
+        else:
+            _w.put_uvarint(out, m + 1)
+        out += data
+    if v3_up:
+        out += _S_B.pack(obj.include_authorized_operations)
+    if v5_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsRequest")
+
+
+def _dec_DescribeGroupsResponse(buf, cur, end, version):
+    """Decode DescribeGroupsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_5_6 = version in (0, 5, 6)
+    v0_down = version <= 0
+    v2_down = version <= 2
+    v3_to_4 = 3 <= version <= 4
+    v4_down = version <= 4
+    v5_only = version == 5
+    v5_up = version >= 5
+    v6_up = version >= 6
+    pos = cur.pos
+    if v0_5_6:
+        if end - pos < 4:
+            if v0_down:
+                raise _w.short_run(_RUN_groups, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+    if v0_down:
+        n_groups = _S_i.unpack_from(buf, pos)[0]
+    elif v5_up:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+    if v0_5_6:
+        pos += 4
+    else:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
+        f_throttle_time_ms, n_groups = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    if v2_down:
+        f_groups, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 14, 4, False)
+    elif v3_to_4:
+        f_groups, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 18, 4, False)
+    else:
+        n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
+    if v5_only:
+        f_groups, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 12, 1, False)
+    elif v6_up:
+        f_groups, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 13, 1, False)
+    if v5_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    obj = _new(DescribeGroupsResponse)
+    if v0_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
+    obj.groups = f_groups
+    if v4_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_DescribeGroupsResponse(obj, out, version):
+    """Append in ``version`` a DescribeGroupsResponse to ``out``."""
+    v0_down = version <= 0
+    v1_to_4 = 1 <= version <= 4
+    v4_down = version <= 4
+    if obj is None:
+        raise TypeError("DescribeGroupsResponse expected, got None")
+    if v4_down:
+        f_groups = obj.groups
+        if f_groups is None:
+            raise _w.not_nullable("DescribeGroupsResponse.groups")
+        else:
+            n_groups = len(f_groups)
+    if v0_down:
+        out += _S_i.pack(n_groups)
+    elif v1_to_4:
+        out += _S_ii.pack(obj.throttle_time_ms, n_groups)
+    if v4_down:
+        for item in f_groups:
+            _enc_DescribeGroupsResponse_DescribedGroup(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.groups, _partial(_enc_DescribeGroupsResponse_DescribedGroup, version=version), "DescribeGroupsResponse.groups", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse")
+
+
+def _dec_DescribeGroupsResponse_DescribedGroup(buf, cur, end, version):
+    """Decode DescribeGroupsResponse.DescribedGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_up = version >= 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v5_down = version <= 5
+    v5_up = version >= 5
+    v6_up = version >= 6
+    pos = cur.pos
+    if v4_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__group_id, pos, end)
+        f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
+    if end - pos < 2:
+        if v4_down:
+            raise _w.short_run(_RUN_group_state, pos, end)
+        else:
+            raise _w.short_run(_RUN_error_code, pos, end)
+    if v4_down:
+        n_group_state = _S_h.unpack_from(buf, pos)[0]
+    else:
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+    pos += 2
+    if v4_down:
+        f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 2, False, True)
         if end - pos < 2:
-            raise _w.short_read("groups[%d]" % i, pos, 2, end)
-        m = _S_h.unpack_from(buf, pos)[0]
+            raise _w.short_run(_RUN_protocol_type, pos, end)
+        n_protocol_type = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("groups[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
-        f_groups.append(s)
-        pos += m
-    obj = _new(DescribeGroupsRequest)
-    obj.groups = f_groups
-    obj.include_authorized_operations = False
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeGroupsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsRequest expected, got None")
-    if obj.include_authorized_operations != False:
-        raise _w.not_in_version("DescribeGroupsRequest.include_authorized_operations", 0, "3-6")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("DescribeGroupsRequest.groups")
-    else:
-        n_groups = len(f_groups)
-    out += _S_i.pack(n_groups)
-    for item in f_groups:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("DescribeGroupsRequest.groups[]", m)
-        out += _S_h.pack(m)
-        out += data
-
-
-def _dec_DescribeGroupsRequest_v3(buf, cur, end):
-    """Decode DescribeGroupsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_groups, pos, end)
-    n_groups = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_groups < 0 or n_groups > (end - pos) // 2:
-        raise _w.bad_count('groups', pos - 4, n_groups, end, 2, 4)
-    f_groups = []
-    for i in range(n_groups):
+        f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 2, False, True)
         if end - pos < 2:
-            raise _w.short_read("groups[%d]" % i, pos, 2, end)
-        m = _S_h.unpack_from(buf, pos)[0]
+            raise _w.short_run(_RUN_protocol_data, pos, end)
+        n_protocol_data = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("groups[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
-        f_groups.append(s)
-        pos += m
-    if end - pos < 1:
-        raise _w.short_run(_RUN_include_authorized_operations, pos, end)
-    f_include_authorized_operations = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_include_authorized_operations != 0 and f_include_authorized_operations != 1:
-        raise _w.bad_bool('include_authorized_operations', pos - 1, f_include_authorized_operations)
-    b_include_authorized_operations = f_include_authorized_operations == 1
-    obj = _new(DescribeGroupsRequest)
-    obj.groups = f_groups
-    obj.include_authorized_operations = b_include_authorized_operations
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsRequest_v3(obj, out):
-    """Append the v3 layout of a DescribeGroupsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsRequest expected, got None")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("DescribeGroupsRequest.groups")
-    else:
-        n_groups = len(f_groups)
-    out += _S_i.pack(n_groups)
-    for item in f_groups:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("DescribeGroupsRequest.groups[]", m)
-        out += _S_h.pack(m)
-        out += data
-    out += _S_B.pack(obj.include_authorized_operations)
-
-
-def _dec_DescribeGroupsRequest_v5(buf, cur, end):
-    """Decode DescribeGroupsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    if n_groups < 0 or n_groups > (end - pos) // 1:
-        raise _w.bad_count('groups', pos - 1, n_groups, end, 1, 1)
-    f_groups = []
-    for i in range(n_groups):
-        m, pos = _w.read_compact_length(buf, pos, end, "groups[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("groups[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
-        f_groups.append(s)
-        pos += m
-    if end - pos < 1:
-        raise _w.short_run(_RUN_include_authorized_operations, pos, end)
-    f_include_authorized_operations = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_include_authorized_operations != 0 and f_include_authorized_operations != 1:
-        raise _w.bad_bool('include_authorized_operations', pos - 1, f_include_authorized_operations)
-    b_include_authorized_operations = f_include_authorized_operations == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeGroupsRequest)
-    obj.groups = f_groups
-    obj.include_authorized_operations = b_include_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsRequest_v5(obj, out):
-    """Append the v5 layout of a DescribeGroupsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsRequest expected, got None")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("DescribeGroupsRequest.groups")
-    else:
-        n_groups = len(f_groups)
-    _w.put_uvarint(out, n_groups + 1)
-    for item in f_groups:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("DescribeGroupsRequest.groups[]", m)
-        _w.put_uvarint(out, m + 1)
-        out += data
-    out += _S_B.pack(obj.include_authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsRequest")
-
-
-def _dec_DescribeGroupsResponse_v0(buf, cur, end):
-    """Decode DescribeGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_groups, pos, end)
-    n_groups = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_groups, pos = _w.read_structs(_dec_DescribeGroupsResponse_DescribedGroup_v0, buf, cur, pos, end, n_groups, 'groups', 14, 4, False)
-    obj = _new(DescribeGroupsResponse)
-    obj.throttle_time_ms = 0
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse expected, got None")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("DescribeGroupsResponse.groups")
-    else:
-        n_groups = len(f_groups)
-    out += _S_i.pack(n_groups)
-    for item in f_groups:
-        _enc_DescribeGroupsResponse_DescribedGroup_v0(item, out)
-
-
-def _dec_DescribeGroupsResponse_v1(buf, cur, end):
-    """Decode DescribeGroupsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
-    f_throttle_time_ms, n_groups = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_groups, pos = _w.read_structs(_dec_DescribeGroupsResponse_DescribedGroup_v0, buf, cur, pos, end, n_groups, 'groups', 14, 4, False)
-    obj = _new(DescribeGroupsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_v1(obj, out):
-    """Append the v1 layout of a DescribeGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse expected, got None")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("DescribeGroupsResponse.groups")
-    else:
-        n_groups = len(f_groups)
-    out += _S_ii.pack(obj.throttle_time_ms, n_groups)
-    for item in f_groups:
-        _enc_DescribeGroupsResponse_DescribedGroup_v0(item, out)
-
-
-def _dec_DescribeGroupsResponse_v3(buf, cur, end):
-    """Decode DescribeGroupsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
-    f_throttle_time_ms, n_groups = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_groups, pos = _w.read_structs(_dec_DescribeGroupsResponse_DescribedGroup_v3, buf, cur, pos, end, n_groups, 'groups', 18, 4, False)
-    obj = _new(DescribeGroupsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_v3(obj, out):
-    """Append the v3 layout of a DescribeGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse expected, got None")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("DescribeGroupsResponse.groups")
-    else:
-        n_groups = len(f_groups)
-    out += _S_ii.pack(obj.throttle_time_ms, n_groups)
-    for item in f_groups:
-        _enc_DescribeGroupsResponse_DescribedGroup_v3(item, out)
-
-
-def _dec_DescribeGroupsResponse_v4(buf, cur, end):
-    """Decode DescribeGroupsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
-    f_throttle_time_ms, n_groups = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_groups, pos = _w.read_structs(_dec_DescribeGroupsResponse_DescribedGroup_v4, buf, cur, pos, end, n_groups, 'groups', 18, 4, False)
-    obj = _new(DescribeGroupsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_v4(obj, out):
-    """Append the v4 layout of a DescribeGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse expected, got None")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("DescribeGroupsResponse.groups")
-    else:
-        n_groups = len(f_groups)
-    out += _S_ii.pack(obj.throttle_time_ms, n_groups)
-    for item in f_groups:
-        _enc_DescribeGroupsResponse_DescribedGroup_v4(item, out)
-
-
-def _dec_DescribeGroupsResponse_v5(buf, cur, end):
-    """Decode DescribeGroupsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_DescribeGroupsResponse_DescribedGroup_v5, buf, cur, pos, end, n_groups, 'groups', 12, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeGroupsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_v5(obj, out):
-    """Append the v5 layout of a DescribeGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _enc_DescribeGroupsResponse_DescribedGroup_v5, "DescribeGroupsResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse")
-
-
-def _dec_DescribeGroupsResponse_v6(buf, cur, end):
-    """Decode DescribeGroupsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_DescribeGroupsResponse_DescribedGroup_v6, buf, cur, pos, end, n_groups, 'groups', 13, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeGroupsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_v6(obj, out):
-    """Append the v6 layout of a DescribeGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _enc_DescribeGroupsResponse_DescribedGroup_v6, "DescribeGroupsResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse")
-
-
-def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
-    """Decode DescribeGroupsResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__group_id, pos, end)
-    f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_state, pos, end)
-    n_group_state = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_protocol_type, pos, end)
-    n_protocol_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_protocol_data, pos, end)
-    n_protocol_data = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_protocol_data, pos = _w.read_sized(buf, pos, n_protocol_data, end, 'protocol_data', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_members, pos, end)
-    n_members = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_members, pos = _w.read_structs(_dec_DescribeGroupsResponse_DescribedGroupMember_v0, buf, cur, pos, end, n_members, 'members', 14, 4, False)
+        f_protocol_data, pos = _w.read_sized(buf, pos, n_protocol_data, end, 'protocol_data', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_members, pos, end)
+        n_members = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v3_down:
+        f_members, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroupMember, version=version), buf, cur, pos, end, n_members, 'members', 14, 4, False)
+    elif v4_only:
+        f_members, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroupMember, version=version), buf, cur, pos, end, n_members, 'members', 16, 4, False)
+    elif v6_up:
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+    if v5_up:
+        n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
+        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
+        n_group_state, pos = _w.read_compact_length(buf, pos, end, 'group_state')
+        f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 1, False, True)
+        n_protocol_type, pos = _w.read_compact_length(buf, pos, end, 'protocol_type')
+        f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 1, False, True)
+        n_protocol_data, pos = _w.read_compact_length(buf, pos, end, 'protocol_data')
+        f_protocol_data, pos = _w.read_sized(buf, pos, n_protocol_data, end, 'protocol_data', 1, False, True)
+        n_members, pos = _w.read_compact_length(buf, pos, end, 'members')
+        f_members, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroupMember, version=version), buf, cur, pos, end, n_members, 'members', 7, 1, False)
+    if v3_up:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_authorized_operations, pos, end)
+        f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v5_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
-    obj.error_message = None
+    if v5_down:
+        obj.error_message = None
+    else:
+        obj.error_message = f_error_message
     obj.group_id = f_group_id
     obj.group_state = f_group_state
     obj.protocol_type = f_protocol_type
     obj.protocol_data = f_protocol_data
     obj.members = f_members
-    obj.authorized_operations = -2147483648
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
-    """Append the v0 layout of a DescribeGroupsResponse.DescribedGroup to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse.DescribedGroup expected, got None")
-    if obj.error_message is not None:
-        raise _w.not_in_version("DescribeGroupsResponse.DescribedGroup.error_message", 0, "6")
-    if obj.authorized_operations != -2147483648:
-        raise _w.not_in_version("DescribeGroupsResponse.DescribedGroup.authorized_operations", 0, "3-6")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeGroupsResponse.DescribedGroup.group_id", False)
-    out += _S_hh.pack(obj.error_code, n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "DescribeGroupsResponse.DescribedGroup.group_state", False)
-    out += _S_h.pack(n_group_state)
-    if n_group_state > 0:
-        out += f_group_state
-    f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "DescribeGroupsResponse.DescribedGroup.protocol_type", False)
-    out += _S_h.pack(n_protocol_type)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocol_data, n_protocol_data = _w.encode_text(obj.protocol_data, "DescribeGroupsResponse.DescribedGroup.protocol_data", False)
-    out += _S_h.pack(n_protocol_data)
-    if n_protocol_data > 0:
-        out += f_protocol_data
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
+    if v2_down:
+        obj.authorized_operations = -2147483648
     else:
-        n_members = len(f_members)
-    out += _S_i.pack(n_members)
-    for item in f_members:
-        _enc_DescribeGroupsResponse_DescribedGroupMember_v0(item, out)
-
-
-def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
-    """Decode DescribeGroupsResponse.DescribedGroup (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__group_id, pos, end)
-    f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_state, pos, end)
-    n_group_state = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_protocol_type, pos, end)
-    n_protocol_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_protocol_data, pos, end)
-    n_protocol_data = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_protocol_data, pos = _w.read_sized(buf, pos, n_protocol_data, end, 'protocol_data', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_members, pos, end)
-    n_members = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_members, pos = _w.read_structs(_dec_DescribeGroupsResponse_DescribedGroupMember_v0, buf, cur, pos, end, n_members, 'members', 14, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_authorized_operations, pos, end)
-    f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(DescribeGroupsResponse_DescribedGroup)
-    obj.error_code = f_error_code
-    obj.error_message = None
-    obj.group_id = f_group_id
-    obj.group_state = f_group_state
-    obj.protocol_type = f_protocol_type
-    obj.protocol_data = f_protocol_data
-    obj.members = f_members
-    obj.authorized_operations = f_authorized_operations
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
-    """Append the v3 layout of a DescribeGroupsResponse.DescribedGroup to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse.DescribedGroup expected, got None")
-    if obj.error_message is not None:
-        raise _w.not_in_version("DescribeGroupsResponse.DescribedGroup.error_message", 3, "6")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeGroupsResponse.DescribedGroup.group_id", False)
-    out += _S_hh.pack(obj.error_code, n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "DescribeGroupsResponse.DescribedGroup.group_state", False)
-    out += _S_h.pack(n_group_state)
-    if n_group_state > 0:
-        out += f_group_state
-    f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "DescribeGroupsResponse.DescribedGroup.protocol_type", False)
-    out += _S_h.pack(n_protocol_type)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocol_data, n_protocol_data = _w.encode_text(obj.protocol_data, "DescribeGroupsResponse.DescribedGroup.protocol_data", False)
-    out += _S_h.pack(n_protocol_data)
-    if n_protocol_data > 0:
-        out += f_protocol_data
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
+        obj.authorized_operations = f_authorized_operations
+    if v4_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_members = len(f_members)
-    out += _S_i.pack(n_members)
-    for item in f_members:
-        _enc_DescribeGroupsResponse_DescribedGroupMember_v0(item, out)
-    out += _S_i.pack(obj.authorized_operations)
-
-
-def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
-    """Decode DescribeGroupsResponse.DescribedGroup (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__group_id, pos, end)
-    f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_state, pos, end)
-    n_group_state = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_protocol_type, pos, end)
-    n_protocol_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_protocol_data, pos, end)
-    n_protocol_data = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_protocol_data, pos = _w.read_sized(buf, pos, n_protocol_data, end, 'protocol_data', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_members, pos, end)
-    n_members = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_members, pos = _w.read_structs(_dec_DescribeGroupsResponse_DescribedGroupMember_v4, buf, cur, pos, end, n_members, 'members', 16, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_authorized_operations, pos, end)
-    f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(DescribeGroupsResponse_DescribedGroup)
-    obj.error_code = f_error_code
-    obj.error_message = None
-    obj.group_id = f_group_id
-    obj.group_state = f_group_state
-    obj.protocol_type = f_protocol_type
-    obj.protocol_data = f_protocol_data
-    obj.members = f_members
-    obj.authorized_operations = f_authorized_operations
-    obj.unknown_tagged_fields = []
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
-    """Append the v4 layout of a DescribeGroupsResponse.DescribedGroup to ``out``."""
+def _enc_DescribeGroupsResponse_DescribedGroup(obj, out, version):
+    """Append in ``version`` a DescribeGroupsResponse.DescribedGroup to ``out``."""
+    v2_down = version <= 2
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v5_down = version <= 5
+    v5_up = version >= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("DescribeGroupsResponse.DescribedGroup expected, got None")
-    if obj.error_message is not None:
-        raise _w.not_in_version("DescribeGroupsResponse.DescribedGroup.error_message", 4, "6")
+    if v5_down:
+        if obj.error_message is not None:
+            if v2_down:
+                raise _w.not_in_version("DescribeGroupsResponse.DescribedGroup.error_message", 0, "6")
+            elif v3_only:
+                raise _w.not_in_version("DescribeGroupsResponse.DescribedGroup.error_message", 3, "6")
+            elif v4_only:
+                raise _w.not_in_version("DescribeGroupsResponse.DescribedGroup.error_message", 4, "6")
+            else:
+                raise _w.not_in_version("DescribeGroupsResponse.DescribedGroup.error_message", 5, "6")
+    if v2_down:
+        if obj.authorized_operations != -2147483648:
+            raise _w.not_in_version("DescribeGroupsResponse.DescribedGroup.authorized_operations", 0, "3-6")
+    elif v5_up:
+        out += _S_h.pack(obj.error_code)
+    if v6_up:
+        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeGroupsResponse.DescribedGroup.error_message", True)
+        _w.put_uvarint(out, n_error_message + 1)
+        if n_error_message > 0:
+            out += f_error_message
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeGroupsResponse.DescribedGroup.group_id", False)
-    out += _S_hh.pack(obj.error_code, n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "DescribeGroupsResponse.DescribedGroup.group_state", False)
-    out += _S_h.pack(n_group_state)
-    if n_group_state > 0:
-        out += f_group_state
-    f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "DescribeGroupsResponse.DescribedGroup.protocol_type", False)
-    out += _S_h.pack(n_protocol_type)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocol_data, n_protocol_data = _w.encode_text(obj.protocol_data, "DescribeGroupsResponse.DescribedGroup.protocol_data", False)
-    out += _S_h.pack(n_protocol_data)
-    if n_protocol_data > 0:
-        out += f_protocol_data
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
+    if v4_down:
+        out += _S_hh.pack(obj.error_code, n_group_id)
     else:
-        n_members = len(f_members)
-    out += _S_i.pack(n_members)
-    for item in f_members:
-        _enc_DescribeGroupsResponse_DescribedGroupMember_v4(item, out)
-    out += _S_i.pack(obj.authorized_operations)
-
-
-def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
-    """Decode DescribeGroupsResponse.DescribedGroup (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_group_state, pos = _w.read_compact_length(buf, pos, end, 'group_state')
-    f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 1, False, True)
-    n_protocol_type, pos = _w.read_compact_length(buf, pos, end, 'protocol_type')
-    f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 1, False, True)
-    n_protocol_data, pos = _w.read_compact_length(buf, pos, end, 'protocol_data')
-    f_protocol_data, pos = _w.read_sized(buf, pos, n_protocol_data, end, 'protocol_data', 1, False, True)
-    n_members, pos = _w.read_compact_length(buf, pos, end, 'members')
-    f_members, pos = _w.read_structs(_dec_DescribeGroupsResponse_DescribedGroupMember_v5, buf, cur, pos, end, n_members, 'members', 7, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_authorized_operations, pos, end)
-    f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeGroupsResponse_DescribedGroup)
-    obj.error_code = f_error_code
-    obj.error_message = None
-    obj.group_id = f_group_id
-    obj.group_state = f_group_state
-    obj.protocol_type = f_protocol_type
-    obj.protocol_data = f_protocol_data
-    obj.members = f_members
-    obj.authorized_operations = f_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
-    """Append the v5 layout of a DescribeGroupsResponse.DescribedGroup to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse.DescribedGroup expected, got None")
-    if obj.error_message is not None:
-        raise _w.not_in_version("DescribeGroupsResponse.DescribedGroup.error_message", 5, "6")
-    out += _S_h.pack(obj.error_code)
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeGroupsResponse.DescribedGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
     f_group_state, n_group_state = _w.encode_text(obj.group_state, "DescribeGroupsResponse.DescribedGroup.group_state", False)
-    _w.put_uvarint(out, n_group_state + 1)
+    if v4_down:
+        out += _S_h.pack(n_group_state)
+    else:
+        _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         out += f_group_state
     f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "DescribeGroupsResponse.DescribedGroup.protocol_type", False)
-    _w.put_uvarint(out, n_protocol_type + 1)
+    if v4_down:
+        out += _S_h.pack(n_protocol_type)
+    else:
+        _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         out += f_protocol_type
     f_protocol_data, n_protocol_data = _w.encode_text(obj.protocol_data, "DescribeGroupsResponse.DescribedGroup.protocol_data", False)
-    _w.put_uvarint(out, n_protocol_data + 1)
+    if v4_down:
+        out += _S_h.pack(n_protocol_data)
+    else:
+        _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
         out += f_protocol_data
-    _w.put_structs(out, obj.members, _enc_DescribeGroupsResponse_DescribedGroupMember_v5, "DescribeGroupsResponse.DescribedGroup.members", False)
-    out += _S_i.pack(obj.authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup")
+    if v4_down:
+        f_members = obj.members
+        if f_members is None:
+            raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
+        else:
+            n_members = len(f_members)
+        out += _S_i.pack(n_members)
+        for item in f_members:
+            _enc_DescribeGroupsResponse_DescribedGroupMember(item, out, version)
+    else:
+        _w.put_structs(out, obj.members, _partial(_enc_DescribeGroupsResponse_DescribedGroupMember, version=version), "DescribeGroupsResponse.DescribedGroup.members", False)
+    if v3_up:
+        out += _S_i.pack(obj.authorized_operations)
+    if v5_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup")
 
 
-def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
-    """Decode DescribeGroupsResponse.DescribedGroup (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeGroupsResponse_DescribedGroupMember(buf, cur, end, version):
+    """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
+    v4_down = version <= 4
+    v4_only = version == 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_group_state, pos = _w.read_compact_length(buf, pos, end, 'group_state')
-    f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 1, False, True)
-    n_protocol_type, pos = _w.read_compact_length(buf, pos, end, 'protocol_type')
-    f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 1, False, True)
-    n_protocol_data, pos = _w.read_compact_length(buf, pos, end, 'protocol_data')
-    f_protocol_data, pos = _w.read_sized(buf, pos, n_protocol_data, end, 'protocol_data', 1, False, True)
-    n_members, pos = _w.read_compact_length(buf, pos, end, 'members')
-    f_members, pos = _w.read_structs(_dec_DescribeGroupsResponse_DescribedGroupMember_v5, buf, cur, pos, end, n_members, 'members', 7, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_authorized_operations, pos, end)
-    f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeGroupsResponse_DescribedGroup)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.group_id = f_group_id
-    obj.group_state = f_group_state
-    obj.protocol_type = f_protocol_type
-    obj.protocol_data = f_protocol_data
-    obj.members = f_members
-    obj.authorized_operations = f_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
-    """Append the v6 layout of a DescribeGroupsResponse.DescribedGroup to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse.DescribedGroup expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeGroupsResponse.DescribedGroup.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeGroupsResponse.DescribedGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "DescribeGroupsResponse.DescribedGroup.group_state", False)
-    _w.put_uvarint(out, n_group_state + 1)
-    if n_group_state > 0:
-        out += f_group_state
-    f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "DescribeGroupsResponse.DescribedGroup.protocol_type", False)
-    _w.put_uvarint(out, n_protocol_type + 1)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocol_data, n_protocol_data = _w.encode_text(obj.protocol_data, "DescribeGroupsResponse.DescribedGroup.protocol_data", False)
-    _w.put_uvarint(out, n_protocol_data + 1)
-    if n_protocol_data > 0:
-        out += f_protocol_data
-    _w.put_structs(out, obj.members, _enc_DescribeGroupsResponse_DescribedGroupMember_v5, "DescribeGroupsResponse.DescribedGroup.members", False)
-    out += _S_i.pack(obj.authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup")
-
-
-def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
-    """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_member_id, pos, end)
-    n_member_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_client_id, pos, end)
-    n_client_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_client_id, pos = _w.read_sized(buf, pos, n_client_id, end, 'client_id', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_client_host, pos, end)
-    n_client_host = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_client_host, pos = _w.read_sized(buf, pos, n_client_host, end, 'client_host', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_member_metadata, pos, end)
-    n_member_metadata = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_member_metadata, pos = _w.read_sized(buf, pos, n_member_metadata, end, 'member_metadata', 4, False, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_member_assignment, pos, end)
-    n_member_assignment = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_member_assignment, pos = _w.read_sized(buf, pos, n_member_assignment, end, 'member_assignment', 4, False, False)
+    if v4_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_member_id, pos, end)
+        n_member_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 2, False, True)
+    if v4_only:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_instance_id, pos, end)
+        n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_group_instance_id, pos = _w.read_sized(buf, pos, n_group_instance_id, end, 'group_instance_id', 2, True, True)
+    if v4_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_client_id, pos, end)
+        n_client_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_client_id, pos = _w.read_sized(buf, pos, n_client_id, end, 'client_id', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_client_host, pos, end)
+        n_client_host = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_client_host, pos = _w.read_sized(buf, pos, n_client_host, end, 'client_host', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_member_metadata, pos, end)
+        n_member_metadata = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_member_metadata, pos = _w.read_sized(buf, pos, n_member_metadata, end, 'member_metadata', 4, False, False)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_member_assignment, pos, end)
+        n_member_assignment = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_member_assignment, pos = _w.read_sized(buf, pos, n_member_assignment, end, 'member_assignment', 4, False, False)
+    else:
+        n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
+        f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
+        n_group_instance_id, pos = _w.read_compact_length(buf, pos, end, 'group_instance_id')
+        f_group_instance_id, pos = _w.read_sized(buf, pos, n_group_instance_id, end, 'group_instance_id', 1, True, True)
+        n_client_id, pos = _w.read_compact_length(buf, pos, end, 'client_id')
+        f_client_id, pos = _w.read_sized(buf, pos, n_client_id, end, 'client_id', 1, False, True)
+        n_client_host, pos = _w.read_compact_length(buf, pos, end, 'client_host')
+        f_client_host, pos = _w.read_sized(buf, pos, n_client_host, end, 'client_host', 1, False, True)
+        n_member_metadata, pos = _w.read_compact_length(buf, pos, end, 'member_metadata')
+        f_member_metadata, pos = _w.read_sized(buf, pos, n_member_metadata, end, 'member_metadata', 1, False, False)
+        n_member_assignment, pos = _w.read_compact_length(buf, pos, end, 'member_assignment')
+        f_member_assignment, pos = _w.read_sized(buf, pos, n_member_assignment, end, 'member_assignment', 1, False, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeGroupsResponse_DescribedGroupMember)
     obj.member_id = f_member_id
-    obj.group_instance_id = None
+    if v3_down:
+        obj.group_instance_id = None
+    else:
+        obj.group_instance_id = f_group_instance_id
     obj.client_id = f_client_id
     obj.client_host = f_client_host
     obj.member_metadata = f_member_metadata
     obj.member_assignment = f_member_assignment
-    obj.unknown_tagged_fields = []
+    if v4_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
-    """Append the v0 layout of a DescribeGroupsResponse.DescribedGroup.DescribedGroupMember to ``out``."""
+def _enc_DescribeGroupsResponse_DescribedGroupMember(obj, out, version):
+    """Append in ``version`` a DescribeGroupsResponse.DescribedGroup.DescribedGroupMember to ``out``."""
+    v4_down = version <= 4
+    v4_only = version == 4
+    v4_up = version >= 4
+    v5_up = version >= 5
     if obj is None:
         raise TypeError("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember expected, got None")
     f_member_id, n_member_id = _w.encode_text(obj.member_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", False)
-    out += _S_h.pack(n_member_id)
+    if v4_down:
+        out += _S_h.pack(n_member_id)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
+    if v4_up:
+        f_group_instance_id, n_group_instance_id = _w.encode_text(obj.group_instance_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", True)
+    if v4_only:
+        out += _S_h.pack(n_group_instance_id)
+    elif v5_up:
+        _w.put_uvarint(out, n_group_instance_id + 1)
+    if v4_up:
+        if n_group_instance_id > 0:
+            out += f_group_instance_id
     f_client_id, n_client_id = _w.encode_text(obj.client_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", False)
-    out += _S_h.pack(n_client_id)
+    if v4_down:
+        out += _S_h.pack(n_client_id)
+    else:
+        _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         out += f_client_id
     f_client_host, n_client_host = _w.encode_text(obj.client_host, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", False)
-    out += _S_h.pack(n_client_host)
+    if v4_down:
+        out += _S_h.pack(n_client_host)
+    else:
+        _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         out += f_client_host
     f_member_metadata = obj.member_metadata
@@ -808,7 +502,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_metadata")
     else:
         n_member_metadata = len(f_member_metadata)
-    out += _S_i.pack(n_member_metadata)
+    if v4_down:
+        out += _S_i.pack(n_member_metadata)
+    else:
+        _w.put_uvarint(out, n_member_metadata + 1)
     if n_member_metadata > 0:
         out += f_member_metadata
     f_member_assignment = obj.member_assignment
@@ -816,159 +513,14 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_assignment")
     else:
         n_member_assignment = len(f_member_assignment)
-    out += _S_i.pack(n_member_assignment)
+    if v4_down:
+        out += _S_i.pack(n_member_assignment)
+    else:
+        _w.put_uvarint(out, n_member_assignment + 1)
     if n_member_assignment > 0:
         out += f_member_assignment
-
-
-def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
-    """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_member_id, pos, end)
-    n_member_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_instance_id, pos, end)
-    n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_group_instance_id, pos = _w.read_sized(buf, pos, n_group_instance_id, end, 'group_instance_id', 2, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_client_id, pos, end)
-    n_client_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_client_id, pos = _w.read_sized(buf, pos, n_client_id, end, 'client_id', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_client_host, pos, end)
-    n_client_host = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_client_host, pos = _w.read_sized(buf, pos, n_client_host, end, 'client_host', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_member_metadata, pos, end)
-    n_member_metadata = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_member_metadata, pos = _w.read_sized(buf, pos, n_member_metadata, end, 'member_metadata', 4, False, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_member_assignment, pos, end)
-    n_member_assignment = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_member_assignment, pos = _w.read_sized(buf, pos, n_member_assignment, end, 'member_assignment', 4, False, False)
-    obj = _new(DescribeGroupsResponse_DescribedGroupMember)
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.client_id = f_client_id
-    obj.client_host = f_client_host
-    obj.member_metadata = f_member_metadata
-    obj.member_assignment = f_member_assignment
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
-    """Append the v4 layout of a DescribeGroupsResponse.DescribedGroup.DescribedGroupMember to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember expected, got None")
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", False)
-    out += _S_h.pack(n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id, n_group_instance_id = _w.encode_text(obj.group_instance_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", True)
-    out += _S_h.pack(n_group_instance_id)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_client_id, n_client_id = _w.encode_text(obj.client_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", False)
-    out += _S_h.pack(n_client_id)
-    if n_client_id > 0:
-        out += f_client_id
-    f_client_host, n_client_host = _w.encode_text(obj.client_host, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", False)
-    out += _S_h.pack(n_client_host)
-    if n_client_host > 0:
-        out += f_client_host
-    f_member_metadata = obj.member_metadata
-    if f_member_metadata is None:
-        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_metadata")
-    else:
-        n_member_metadata = len(f_member_metadata)
-    out += _S_i.pack(n_member_metadata)
-    if n_member_metadata > 0:
-        out += f_member_metadata
-    f_member_assignment = obj.member_assignment
-    if f_member_assignment is None:
-        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_assignment")
-    else:
-        n_member_assignment = len(f_member_assignment)
-    out += _S_i.pack(n_member_assignment)
-    if n_member_assignment > 0:
-        out += f_member_assignment
-
-
-def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
-    """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
-    n_group_instance_id, pos = _w.read_compact_length(buf, pos, end, 'group_instance_id')
-    f_group_instance_id, pos = _w.read_sized(buf, pos, n_group_instance_id, end, 'group_instance_id', 1, True, True)
-    n_client_id, pos = _w.read_compact_length(buf, pos, end, 'client_id')
-    f_client_id, pos = _w.read_sized(buf, pos, n_client_id, end, 'client_id', 1, False, True)
-    n_client_host, pos = _w.read_compact_length(buf, pos, end, 'client_host')
-    f_client_host, pos = _w.read_sized(buf, pos, n_client_host, end, 'client_host', 1, False, True)
-    n_member_metadata, pos = _w.read_compact_length(buf, pos, end, 'member_metadata')
-    f_member_metadata, pos = _w.read_sized(buf, pos, n_member_metadata, end, 'member_metadata', 1, False, False)
-    n_member_assignment, pos = _w.read_compact_length(buf, pos, end, 'member_assignment')
-    f_member_assignment, pos = _w.read_sized(buf, pos, n_member_assignment, end, 'member_assignment', 1, False, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeGroupsResponse_DescribedGroupMember)
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.client_id = f_client_id
-    obj.client_host = f_client_host
-    obj.member_metadata = f_member_metadata
-    obj.member_assignment = f_member_assignment
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
-    """Append the v5 layout of a DescribeGroupsResponse.DescribedGroup.DescribedGroupMember to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember expected, got None")
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id, n_group_instance_id = _w.encode_text(obj.group_instance_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", True)
-    _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_client_id, n_client_id = _w.encode_text(obj.client_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", False)
-    _w.put_uvarint(out, n_client_id + 1)
-    if n_client_id > 0:
-        out += f_client_id
-    f_client_host, n_client_host = _w.encode_text(obj.client_host, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", False)
-    _w.put_uvarint(out, n_client_host + 1)
-    if n_client_host > 0:
-        out += f_client_host
-    f_member_metadata = obj.member_metadata
-    if f_member_metadata is None:
-        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_metadata")
-    else:
-        n_member_metadata = len(f_member_metadata)
-    _w.put_uvarint(out, n_member_metadata + 1)
-    if n_member_metadata > 0:
-        out += f_member_metadata
-    f_member_assignment = obj.member_assignment
-    if f_member_assignment is None:
-        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_assignment")
-    else:
-        n_member_assignment = len(f_member_assignment)
-    _w.put_uvarint(out, n_member_assignment + 1)
-    if n_member_assignment > 0:
-        out += f_member_assignment
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember")
+    if v5_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember")
 
 
 class DescribeGroupsRequest(Message):
@@ -990,12 +542,8 @@ class DescribeGroupsRequest(Message):
         FieldInfo('groups', (0, 6), None, 'groupId', True, None, None, '[]string'),
         FieldInfo('include_authorized_operations', (3, 6), None, None, False, None, None, 'bool'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the response only.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed the response only.
-    # v6 uses the v5 codecs: the bytes are the same; v6 changed the response only.
-    _DECODERS = {0: _dec_DescribeGroupsRequest_v0, 1: _dec_DescribeGroupsRequest_v0, 2: _dec_DescribeGroupsRequest_v0, 3: _dec_DescribeGroupsRequest_v3, 4: _dec_DescribeGroupsRequest_v3, 5: _dec_DescribeGroupsRequest_v5, 6: _dec_DescribeGroupsRequest_v5}
-    _ENCODERS = {0: _enc_DescribeGroupsRequest_v0, 1: _enc_DescribeGroupsRequest_v0, 2: _enc_DescribeGroupsRequest_v0, 3: _enc_DescribeGroupsRequest_v3, 4: _enc_DescribeGroupsRequest_v3, 5: _enc_DescribeGroupsRequest_v5, 6: _enc_DescribeGroupsRequest_v5}
+    _DECODERS = _decoders(_dec_DescribeGroupsRequest, range(0, 7))
+    _ENCODERS = _encoders(_enc_DescribeGroupsRequest, range(0, 7))
     API_KEY = 15
     KIND = 'request'
     VALID_VERSIONS = (0, 6)
@@ -1135,9 +683,8 @@ class DescribeGroupsResponse(Message):
         FieldInfo('groups', (0, 6), None, None, True, DescribeGroupsResponse_DescribedGroup, None, '[]DescribedGroup'),
     )
     DescribedGroup = DescribeGroupsResponse_DescribedGroup
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DescribeGroupsResponse_v0, 1: _dec_DescribeGroupsResponse_v1, 2: _dec_DescribeGroupsResponse_v1, 3: _dec_DescribeGroupsResponse_v3, 4: _dec_DescribeGroupsResponse_v4, 5: _dec_DescribeGroupsResponse_v5, 6: _dec_DescribeGroupsResponse_v6}
-    _ENCODERS = {0: _enc_DescribeGroupsResponse_v0, 1: _enc_DescribeGroupsResponse_v1, 2: _enc_DescribeGroupsResponse_v1, 3: _enc_DescribeGroupsResponse_v3, 4: _enc_DescribeGroupsResponse_v4, 5: _enc_DescribeGroupsResponse_v5, 6: _enc_DescribeGroupsResponse_v6}
+    _DECODERS = _decoders(_dec_DescribeGroupsResponse, range(0, 7))
+    _ENCODERS = _encoders(_enc_DescribeGroupsResponse, range(0, 7))
     API_KEY = 15
     KIND = 'response'
     VALID_VERSIONS = (0, 6)

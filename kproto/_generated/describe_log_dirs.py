@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeLogDirsRequest', 'DescribeLogDirsResponse']
@@ -45,520 +47,359 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_DescribeLogDirsRequest_v0(buf, cur, end):
-    """Decode DescribeLogDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeLogDirsRequest(buf, cur, end, version):
+    """Decode DescribeLogDirsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, True)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_topics, pos, end)
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_topics, pos = _w.read_structs(_partial(_dec_DescribeLogDirsRequest_DescribableLogDirTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, True)
+    else:
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_DescribeLogDirsRequest_DescribableLogDirTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeLogDirsRequest)
     obj.topics = f_topics
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeLogDirsRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeLogDirsRequest to ``out``."""
+def _enc_DescribeLogDirsRequest(obj, out, version):
+    """Append in ``version`` a DescribeLogDirsRequest to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("DescribeLogDirsRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
+    if v1_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            n_topics = -1
+        else:
+            n_topics = len(f_topics)
+        out += _S_i.pack(n_topics)
+        if n_topics > 0:
+            for item in f_topics:
+                _enc_DescribeLogDirsRequest_DescribableLogDirTopic(item, out, version)
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    if n_topics > 0:
+        _w.put_structs(out, obj.topics, _partial(_enc_DescribeLogDirsRequest_DescribableLogDirTopic, version=version), "DescribeLogDirsRequest.topics", True)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest")
+
+
+def _dec_DescribeLogDirsRequest_DescribableLogDirTopic(buf, cur, end, version):
+    """Decode DescribeLogDirsRequest.DescribableLogDirTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
+    pos = cur.pos
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic, pos, end)
+        n_topic = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
+        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+    if n_partitions < 0 or n_partitions > (end - pos) // 4:
+        if v1_down:
+            raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
+        else:
+            raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
+    if n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    else:
+        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
+    pos += n_partitions * 4
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    obj = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
+    obj.topic = f_topic
+    obj.partitions = f_partitions
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_DescribeLogDirsRequest_DescribableLogDirTopic(obj, out, version):
+    """Append in ``version`` a DescribeLogDirsRequest.DescribableLogDirTopic to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
+    if obj is None:
+        raise TypeError("DescribeLogDirsRequest.DescribableLogDirTopic expected, got None")
+    f_topic, n_topic = _w.encode_text(obj.topic, "DescribeLogDirsRequest.DescribableLogDirTopic.topic", False)
+    if v1_down:
+        out += _S_h.pack(n_topic)
+    else:
+        _w.put_uvarint(out, n_topic + 1)
+    if n_topic > 0:
+        out += f_topic
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeLogDirsRequest.DescribableLogDirTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if v1_down:
+        out += _S_i.pack(n_partitions)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    out += _pack(">%di" % n_partitions, *f_partitions)
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest.DescribableLogDirTopic")
+
+
+def _dec_DescribeLogDirsResponse(buf, cur, end, version):
+    """Decode DescribeLogDirsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_only = version == 2
+    v2_to_3 = 2 <= version <= 3
+    v2_up = version >= 2
+    v4_only = version == 4
+    v5_up = version >= 5
+    pos = cur.pos
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
+        f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_results, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsResult, version=version), buf, cur, pos, end, n_results, 'results', 8, 4, False)
+    elif v2_only:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+        pos += 6
+    if v2_up:
+        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
+    if v2_to_3:
+        f_results, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsResult, version=version), buf, cur, pos, end, n_results, 'results', 5, 1, False)
+    elif v4_only:
+        f_results, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsResult, version=version), buf, cur, pos, end, n_results, 'results', 21, 1, False)
+    elif v5_up:
+        f_results, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsResult, version=version), buf, cur, pos, end, n_results, 'results', 22, 1, False)
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    obj = _new(DescribeLogDirsResponse)
+    obj.throttle_time_ms = f_throttle_time_ms
+    if v2_down:
+        obj.error_code = 0
+    else:
+        obj.error_code = f_error_code
+    obj.results = f_results
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_DescribeLogDirsResponse(obj, out, version):
+    """Append in ``version`` a DescribeLogDirsResponse to ``out``."""
+    v1_down = version <= 1
+    v2_only = version == 2
+    v2_up = version >= 2
+    if obj is None:
+        raise TypeError("DescribeLogDirsResponse expected, got None")
+    if v1_down:
+        f_results = obj.results
+        if f_results is None:
+            raise _w.not_nullable("DescribeLogDirsResponse.results")
+        else:
+            n_results = len(f_results)
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+        for item in f_results:
+            _enc_DescribeLogDirsResponse_DescribeLogDirsResult(item, out, version)
+    elif v2_only:
+        out += _S_i.pack(obj.throttle_time_ms)
+    else:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    if v2_up:
+        _w.put_structs(out, obj.results, _partial(_enc_DescribeLogDirsResponse_DescribeLogDirsResult, version=version), "DescribeLogDirsResponse.results", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
+
+
+def _dec_DescribeLogDirsResponse_DescribeLogDirsResult(buf, cur, end, version):
+    """Decode DescribeLogDirsResponse.DescribeLogDirsResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
+    v3_down = version <= 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v5_up = version >= 5
+    pos = cur.pos
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__log_dir, pos, end)
+        f_error_code, n_log_dir = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_log_dir, pos = _w.read_sized(buf, pos, n_log_dir, end, 'log_dir', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_topics, pos, end)
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_topics, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_log_dir, pos = _w.read_compact_length(buf, pos, end, 'log_dir')
+        f_log_dir, pos = _w.read_sized(buf, pos, n_log_dir, end, 'log_dir', 1, False, True)
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    if v4_only:
+        if end - pos < 16:
+            raise _w.short_run(_RUN_total_bytes__usable_bytes, pos, end)
+        f_total_bytes, f_usable_bytes = _S_qq.unpack_from(buf, pos)
+        pos += 16
+    elif v5_up:
+        if end - pos < 17:
+            raise _w.short_run(_RUN_total_bytes__is_cordoned, pos, end)
+        f_total_bytes, f_usable_bytes, f_is_cordoned = _S_qqb.unpack_from(buf, pos)
+        pos += 17
+        if f_is_cordoned != 0 and f_is_cordoned != 1:
+            raise _w.bad_bool('is_cordoned', pos - 1, f_is_cordoned)
+        b_is_cordoned = f_is_cordoned == 1
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
+    obj.error_code = f_error_code
+    obj.log_dir = f_log_dir
+    obj.topics = f_topics
+    if v3_down:
+        obj.total_bytes = -1
+        obj.usable_bytes = -1
+    else:
+        obj.total_bytes = f_total_bytes
+        obj.usable_bytes = f_usable_bytes
+    if v4_down:
+        obj.is_cordoned = False
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    elif v5_up:
+        obj.is_cordoned = b_is_cordoned
+    if v2_up:
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_DescribeLogDirsResponse_DescribeLogDirsResult(obj, out, version):
+    """Append in ``version`` a DescribeLogDirsResponse.DescribeLogDirsResult to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
+    v4_only = version == 4
+    v5_up = version >= 5
+    if obj is None:
+        raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult expected, got None")
+    if v2_up:
+        out += _S_h.pack(obj.error_code)
+    f_log_dir, n_log_dir = _w.encode_text(obj.log_dir, "DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", False)
+    if v1_down:
+        out += _S_hh.pack(obj.error_code, n_log_dir)
+    else:
+        _w.put_uvarint(out, n_log_dir + 1)
+    if n_log_dir > 0:
+        out += f_log_dir
+    if v1_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_i.pack(n_topics)
         for item in f_topics:
-            _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v0(item, out)
-
-
-def _dec_DescribeLogDirsRequest_v2(buf, cur, end):
-    """Decode DescribeLogDirsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2, buf, cur, pos, end, n_topics, 'topics', 3, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsRequest)
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsRequest_v2(obj, out):
-    """Append the v2 layout of a DescribeLogDirsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsRequest expected, got None")
-    _w.put_structs(out, obj.topics, _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2, "DescribeLogDirsRequest.topics", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest")
-
-
-def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end):
-    """Decode DescribeLogDirsRequest.DescribableLogDirTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic, pos, end)
-    n_topic = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+            _enc_DescribeLogDirsResponse_DescribeLogDirsTopic(item, out, version)
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    obj = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
+        _w.put_structs(out, obj.topics, _partial(_enc_DescribeLogDirsResponse_DescribeLogDirsTopic, version=version), "DescribeLogDirsResponse.DescribeLogDirsResult.topics", False)
+    if v4_only:
+        out += _S_qq.pack(obj.total_bytes, obj.usable_bytes)
+    elif v5_up:
+        out += _S_qqB.pack(obj.total_bytes, obj.usable_bytes, obj.is_cordoned)
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult")
 
 
-def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v0(obj, out):
-    """Append the v0 layout of a DescribeLogDirsRequest.DescribableLogDirTopic to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsRequest.DescribableLogDirTopic expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "DescribeLogDirsRequest.DescribableLogDirTopic.topic", False)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("DescribeLogDirsRequest.DescribableLogDirTopic.partitions")
+def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic(buf, cur, end, version):
+    """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    pos = cur.pos
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 21, 4, False)
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    out += _pack(">%di" % n_partitions, *f_partitions)
-
-
-def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
-    """Decode DescribeLogDirsRequest.DescribableLogDirTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
-    else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2(obj, out):
-    """Append the v2 layout of a DescribeLogDirsRequest.DescribableLogDirTopic to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsRequest.DescribableLogDirTopic expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "DescribeLogDirsRequest.DescribableLogDirTopic.topic", False)
-    _w.put_uvarint(out, n_topic + 1)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("DescribeLogDirsRequest.DescribableLogDirTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
-    out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest.DescribableLogDirTopic")
-
-
-def _dec_DescribeLogDirsResponse_v0(buf, cur, end):
-    """Decode DescribeLogDirsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
-    f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_results, pos = _w.read_structs(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0, buf, cur, pos, end, n_results, 'results', 8, 4, False)
-    obj = _new(DescribeLogDirsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = 0
-    obj.results = f_results
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeLogDirsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsResponse expected, got None")
-    f_results = obj.results
-    if f_results is None:
-        raise _w.not_nullable("DescribeLogDirsResponse.results")
-    else:
-        n_results = len(f_results)
-    out += _S_ii.pack(obj.throttle_time_ms, n_results)
-    for item in f_results:
-        _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v0(item, out)
-
-
-def _dec_DescribeLogDirsResponse_v2(buf, cur, end):
-    """Decode DescribeLogDirsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2, buf, cur, pos, end, n_results, 'results', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = 0
-    obj.results = f_results
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsResponse_v2(obj, out):
-    """Append the v2 layout of a DescribeLogDirsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.results, _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2, "DescribeLogDirsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
-
-
-def _dec_DescribeLogDirsResponse_v3(buf, cur, end):
-    """Decode DescribeLogDirsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2, buf, cur, pos, end, n_results, 'results', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.results = f_results
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsResponse_v3(obj, out):
-    """Append the v3 layout of a DescribeLogDirsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.results, _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2, "DescribeLogDirsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
-
-
-def _dec_DescribeLogDirsResponse_v4(buf, cur, end):
-    """Decode DescribeLogDirsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4, buf, cur, pos, end, n_results, 'results', 21, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.results = f_results
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsResponse_v4(obj, out):
-    """Append the v4 layout of a DescribeLogDirsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.results, _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4, "DescribeLogDirsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
-
-
-def _dec_DescribeLogDirsResponse_v5(buf, cur, end):
-    """Decode DescribeLogDirsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5, buf, cur, pos, end, n_results, 'results', 22, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.results = f_results
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsResponse_v5(obj, out):
-    """Append the v5 layout of a DescribeLogDirsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.results, _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5, "DescribeLogDirsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
-
-
-def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
-    """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__log_dir, pos, end)
-    f_error_code, n_log_dir = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_log_dir, pos = _w.read_sized(buf, pos, n_log_dir, end, 'log_dir', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
-    obj.error_code = f_error_code
-    obj.log_dir = f_log_dir
-    obj.topics = f_topics
-    obj.total_bytes = -1
-    obj.usable_bytes = -1
-    obj.is_cordoned = False
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v0(obj, out):
-    """Append the v0 layout of a DescribeLogDirsResponse.DescribeLogDirsResult to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult expected, got None")
-    f_log_dir, n_log_dir = _w.encode_text(obj.log_dir, "DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", False)
-    out += _S_hh.pack(obj.error_code, n_log_dir)
-    if n_log_dir > 0:
-        out += f_log_dir
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(item, out)
-
-
-def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
-    """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_log_dir, pos = _w.read_compact_length(buf, pos, end, 'log_dir')
-    f_log_dir, pos = _w.read_sized(buf, pos, n_log_dir, end, 'log_dir', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
-    obj.error_code = f_error_code
-    obj.log_dir = f_log_dir
-    obj.topics = f_topics
-    obj.total_bytes = -1
-    obj.usable_bytes = -1
-    obj.is_cordoned = False
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2(obj, out):
-    """Append the v2 layout of a DescribeLogDirsResponse.DescribeLogDirsResult to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_log_dir, n_log_dir = _w.encode_text(obj.log_dir, "DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", False)
-    _w.put_uvarint(out, n_log_dir + 1)
-    if n_log_dir > 0:
-        out += f_log_dir
-    _w.put_structs(out, obj.topics, _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2, "DescribeLogDirsResponse.DescribeLogDirsResult.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult")
-
-
-def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
-    """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_log_dir, pos = _w.read_compact_length(buf, pos, end, 'log_dir')
-    f_log_dir, pos = _w.read_sized(buf, pos, n_log_dir, end, 'log_dir', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    if end - pos < 16:
-        raise _w.short_run(_RUN_total_bytes__usable_bytes, pos, end)
-    f_total_bytes, f_usable_bytes = _S_qq.unpack_from(buf, pos)
-    pos += 16
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
-    obj.error_code = f_error_code
-    obj.log_dir = f_log_dir
-    obj.topics = f_topics
-    obj.total_bytes = f_total_bytes
-    obj.usable_bytes = f_usable_bytes
-    obj.is_cordoned = False
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4(obj, out):
-    """Append the v4 layout of a DescribeLogDirsResponse.DescribeLogDirsResult to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_log_dir, n_log_dir = _w.encode_text(obj.log_dir, "DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", False)
-    _w.put_uvarint(out, n_log_dir + 1)
-    if n_log_dir > 0:
-        out += f_log_dir
-    _w.put_structs(out, obj.topics, _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2, "DescribeLogDirsResponse.DescribeLogDirsResult.topics", False)
-    out += _S_qq.pack(obj.total_bytes, obj.usable_bytes)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult")
-
-
-def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
-    """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_log_dir, pos = _w.read_compact_length(buf, pos, end, 'log_dir')
-    f_log_dir, pos = _w.read_sized(buf, pos, n_log_dir, end, 'log_dir', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    if end - pos < 17:
-        raise _w.short_run(_RUN_total_bytes__is_cordoned, pos, end)
-    f_total_bytes, f_usable_bytes, f_is_cordoned = _S_qqb.unpack_from(buf, pos)
-    pos += 17
-    if f_is_cordoned != 0 and f_is_cordoned != 1:
-        raise _w.bad_bool('is_cordoned', pos - 1, f_is_cordoned)
-    b_is_cordoned = f_is_cordoned == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
-    obj.error_code = f_error_code
-    obj.log_dir = f_log_dir
-    obj.topics = f_topics
-    obj.total_bytes = f_total_bytes
-    obj.usable_bytes = f_usable_bytes
-    obj.is_cordoned = b_is_cordoned
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5(obj, out):
-    """Append the v5 layout of a DescribeLogDirsResponse.DescribeLogDirsResult to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_log_dir, n_log_dir = _w.encode_text(obj.log_dir, "DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", False)
-    _w.put_uvarint(out, n_log_dir + 1)
-    if n_log_dir > 0:
-        out += f_log_dir
-    _w.put_structs(out, obj.topics, _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2, "DescribeLogDirsResponse.DescribeLogDirsResult.topics", False)
-    out += _S_qqB.pack(obj.total_bytes, obj.usable_bytes, obj.is_cordoned)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult")
-
-
-def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
-    """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 21, 4, False)
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 22, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(obj, out):
-    """Append the v0 layout of a DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(item, out)
-
-
-def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
-    """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2, buf, cur, pos, end, n_partitions, 'partitions', 22, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(obj, out):
-    """Append the v2 layout of a DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic to ``out``."""
+def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic(obj, out, version):
+    """Append in ``version`` a DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    if v1_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_DescribeLogDirsResponse_DescribeLogDirsPartition_v2, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic")
+    if v1_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_DescribeLogDirsResponse_DescribeLogDirsPartition(item, out, version)
+    else:
+        _w.put_structs(out, obj.partitions, _partial(_enc_DescribeLogDirsResponse_DescribeLogDirsPartition, version=version), "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic")
 
 
-def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, cur, end):
-    """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition(buf, cur, end, version):
+    """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
@@ -567,50 +408,29 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, cur, end):
     if f_is_future_key != 0 and f_is_future_key != 1:
         raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key)
     b_is_future_key = f_is_future_key == 1
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
     obj.partition_index = f_partition_index
     obj.partition_size = f_partition_size
     obj.offset_lag = f_offset_lag
     obj.is_future_key = b_is_future_key
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(obj, out):
-    """Append the v0 layout of a DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition to ``out``."""
+def _enc_DescribeLogDirsResponse_DescribeLogDirsPartition(obj, out, version):
+    """Append in ``version`` a DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition to ``out``."""
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition expected, got None")
     out += _S_iqqB.pack(obj.partition_index, obj.partition_size, obj.offset_lag, obj.is_future_key)
-
-
-def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf, cur, end):
-    """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 21:
-        raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
-    f_partition_index, f_partition_size, f_offset_lag, f_is_future_key = _S_iqqb.unpack_from(buf, pos)
-    pos += 21
-    if f_is_future_key != 0 and f_is_future_key != 1:
-        raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key)
-    b_is_future_key = f_is_future_key == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
-    obj.partition_index = f_partition_index
-    obj.partition_size = f_partition_size
-    obj.offset_lag = f_offset_lag
-    obj.is_future_key = b_is_future_key
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(obj, out):
-    """Append the v2 layout of a DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition expected, got None")
-    out += _S_iqqB.pack(obj.partition_index, obj.partition_size, obj.offset_lag, obj.is_future_key)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition")
 
 
 class DescribeLogDirsRequest_DescribableLogDirTopic(Struct):
@@ -661,12 +481,8 @@ class DescribeLogDirsRequest(Message):
         FieldInfo('topics', (0, 5), None, None, True, DescribeLogDirsRequest_DescribableLogDirTopic, (0, 5), '[]DescribableLogDirTopic'),
     )
     DescribableLogDirTopic = DescribeLogDirsRequest_DescribableLogDirTopic
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed the response only.
-    # v4 uses the v2 codecs: the bytes are the same; v4 changed the response only.
-    # v5 uses the v2 codecs: the bytes are the same; v5 changed the response only.
-    _DECODERS = {0: _dec_DescribeLogDirsRequest_v0, 1: _dec_DescribeLogDirsRequest_v0, 2: _dec_DescribeLogDirsRequest_v2, 3: _dec_DescribeLogDirsRequest_v2, 4: _dec_DescribeLogDirsRequest_v2, 5: _dec_DescribeLogDirsRequest_v2}
-    _ENCODERS = {0: _enc_DescribeLogDirsRequest_v0, 1: _enc_DescribeLogDirsRequest_v0, 2: _enc_DescribeLogDirsRequest_v2, 3: _enc_DescribeLogDirsRequest_v2, 4: _enc_DescribeLogDirsRequest_v2, 5: _enc_DescribeLogDirsRequest_v2}
+    _DECODERS = _decoders(_dec_DescribeLogDirsRequest, range(0, 6))
+    _ENCODERS = _encoders(_enc_DescribeLogDirsRequest, range(0, 6))
     API_KEY = 35
     KIND = 'request'
     VALID_VERSIONS = (0, 5)
@@ -821,9 +637,8 @@ class DescribeLogDirsResponse(Message):
         FieldInfo('results', (0, 5), None, None, True, DescribeLogDirsResponse_DescribeLogDirsResult, None, '[]DescribeLogDirsResult'),
     )
     DescribeLogDirsResult = DescribeLogDirsResponse_DescribeLogDirsResult
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_DescribeLogDirsResponse_v0, 1: _dec_DescribeLogDirsResponse_v0, 2: _dec_DescribeLogDirsResponse_v2, 3: _dec_DescribeLogDirsResponse_v3, 4: _dec_DescribeLogDirsResponse_v4, 5: _dec_DescribeLogDirsResponse_v5}
-    _ENCODERS = {0: _enc_DescribeLogDirsResponse_v0, 1: _enc_DescribeLogDirsResponse_v0, 2: _enc_DescribeLogDirsResponse_v2, 3: _enc_DescribeLogDirsResponse_v3, 4: _enc_DescribeLogDirsResponse_v4, 5: _enc_DescribeLogDirsResponse_v5}
+    _DECODERS = _decoders(_dec_DescribeLogDirsResponse, range(0, 6))
+    _ENCODERS = _encoders(_enc_DescribeLogDirsResponse, range(0, 6))
     API_KEY = 35
     KIND = 'response'
     VALID_VERSIONS = (0, 5)

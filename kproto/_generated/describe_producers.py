@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeProducersRequest', 'DescribeProducersResponse']
@@ -29,11 +31,11 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_DescribeProducersRequest_v0(buf, cur, end):
-    """Decode DescribeProducersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeProducersRequest(buf, cur, end, version):
+    """Decode DescribeProducersRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeProducersRequest_TopicRequest_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_DescribeProducersRequest_TopicRequest, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeProducersRequest)
     obj.topics = f_topics
@@ -42,16 +44,16 @@ def _dec_DescribeProducersRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeProducersRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeProducersRequest to ``out``."""
+def _enc_DescribeProducersRequest(obj, out, version):
+    """Append in ``version`` a DescribeProducersRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersRequest expected, got None")
-    _w.put_structs(out, obj.topics, _enc_DescribeProducersRequest_TopicRequest_v0, "DescribeProducersRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_DescribeProducersRequest_TopicRequest, version=version), "DescribeProducersRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest")
 
 
-def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
-    """Decode DescribeProducersRequest.TopicRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeProducersRequest_TopicRequest(buf, cur, end, version):
+    """Decode DescribeProducersRequest.TopicRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -72,8 +74,8 @@ def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeProducersRequest_TopicRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeProducersRequest.TopicRequest to ``out``."""
+def _enc_DescribeProducersRequest_TopicRequest(obj, out, version):
+    """Append in ``version`` a DescribeProducersRequest.TopicRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersRequest.TopicRequest expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "DescribeProducersRequest.TopicRequest.name", False)
@@ -90,15 +92,15 @@ def _enc_DescribeProducersRequest_TopicRequest_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest.TopicRequest")
 
 
-def _dec_DescribeProducersResponse_v0(buf, cur, end):
-    """Decode DescribeProducersResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeProducersResponse(buf, cur, end, version):
+    """Decode DescribeProducersResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeProducersResponse_TopicResponse_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_DescribeProducersResponse_TopicResponse, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeProducersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -108,22 +110,22 @@ def _dec_DescribeProducersResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeProducersResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeProducersResponse to ``out``."""
+def _enc_DescribeProducersResponse(obj, out, version):
+    """Append in ``version`` a DescribeProducersResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.topics, _enc_DescribeProducersResponse_TopicResponse_v0, "DescribeProducersResponse.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_DescribeProducersResponse_TopicResponse, version=version), "DescribeProducersResponse.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse")
 
 
-def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
-    """Decode DescribeProducersResponse.TopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeProducersResponse_TopicResponse(buf, cur, end, version):
+    """Decode DescribeProducersResponse.TopicResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DescribeProducersResponse_PartitionResponse_v0, buf, cur, pos, end, n_partitions, 'partitions', 9, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_DescribeProducersResponse_PartitionResponse, version=version), buf, cur, pos, end, n_partitions, 'partitions', 9, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeProducersResponse_TopicResponse)
     obj.name = f_name
@@ -133,20 +135,20 @@ def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeProducersResponse_TopicResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeProducersResponse.TopicResponse to ``out``."""
+def _enc_DescribeProducersResponse_TopicResponse(obj, out, version):
+    """Append in ``version`` a DescribeProducersResponse.TopicResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersResponse.TopicResponse expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "DescribeProducersResponse.TopicResponse.name", False)
     _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_DescribeProducersResponse_PartitionResponse_v0, "DescribeProducersResponse.TopicResponse.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeProducersResponse_PartitionResponse, version=version), "DescribeProducersResponse.TopicResponse.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse")
 
 
-def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
-    """Decode DescribeProducersResponse.TopicResponse.PartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeProducersResponse_PartitionResponse(buf, cur, end, version):
+    """Decode DescribeProducersResponse.TopicResponse.PartitionResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
@@ -155,7 +157,7 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
     n_active_producers, pos = _w.read_compact_length(buf, pos, end, 'active_producers')
-    f_active_producers, pos = _w.read_structs(_dec_DescribeProducersResponse_ProducerState_v0, buf, cur, pos, end, n_active_producers, 'active_producers', 37, 1, False)
+    f_active_producers, pos = _w.read_structs(_partial(_dec_DescribeProducersResponse_ProducerState, version=version), buf, cur, pos, end, n_active_producers, 'active_producers', 37, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeProducersResponse_PartitionResponse)
     obj.partition_index = f_partition_index
@@ -167,8 +169,8 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeProducersResponse_PartitionResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeProducersResponse.TopicResponse.PartitionResponse to ``out``."""
+def _enc_DescribeProducersResponse_PartitionResponse(obj, out, version):
+    """Append in ``version`` a DescribeProducersResponse.TopicResponse.PartitionResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersResponse.TopicResponse.PartitionResponse expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
@@ -176,12 +178,12 @@ def _enc_DescribeProducersResponse_PartitionResponse_v0(obj, out):
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.active_producers, _enc_DescribeProducersResponse_ProducerState_v0, "DescribeProducersResponse.TopicResponse.PartitionResponse.active_producers", False)
+    _w.put_structs(out, obj.active_producers, _partial(_enc_DescribeProducersResponse_ProducerState, version=version), "DescribeProducersResponse.TopicResponse.PartitionResponse.active_producers", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse.PartitionResponse")
 
 
-def _dec_DescribeProducersResponse_ProducerState_v0(buf, cur, end):
-    """Decode DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeProducersResponse_ProducerState(buf, cur, end, version):
+    """Decode DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 36:
         raise _w.short_run(_RUN_producer_id__current_txn_start_offset, pos, end)
@@ -200,8 +202,8 @@ def _dec_DescribeProducersResponse_ProducerState_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeProducersResponse_ProducerState_v0(obj, out):
-    """Append the v0 layout of a DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState to ``out``."""
+def _enc_DescribeProducersResponse_ProducerState(obj, out, version):
+    """Append in ``version`` a DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState expected, got None")
     out += _S_qiiqiq.pack(obj.producer_id, obj.producer_epoch, obj.last_sequence, obj.last_timestamp, obj.coordinator_epoch, obj.current_txn_start_offset)
@@ -255,8 +257,8 @@ class DescribeProducersRequest(Message):
         FieldInfo('topics', (0, 0), None, None, True, DescribeProducersRequest_TopicRequest, None, '[]TopicRequest'),
     )
     TopicRequest = DescribeProducersRequest_TopicRequest
-    _DECODERS = {0: _dec_DescribeProducersRequest_v0}
-    _ENCODERS = {0: _enc_DescribeProducersRequest_v0}
+    _DECODERS = _decoders(_dec_DescribeProducersRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_DescribeProducersRequest, range(0, 1))
     API_KEY = 61
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -408,8 +410,8 @@ class DescribeProducersResponse(Message):
         FieldInfo('topics', (0, 0), None, None, True, DescribeProducersResponse_TopicResponse, None, '[]TopicResponse'),
     )
     TopicResponse = DescribeProducersResponse_TopicResponse
-    _DECODERS = {0: _dec_DescribeProducersResponse_v0}
-    _ENCODERS = {0: _enc_DescribeProducersResponse_v0}
+    _DECODERS = _decoders(_dec_DescribeProducersResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_DescribeProducersResponse, range(0, 1))
     API_KEY = 61
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeQuorumRequest', 'DescribeQuorumResponse']
@@ -41,11 +43,11 @@ _RUN_replica_id__log_end_offset = (('replica_id', 0, 4), ('log_end_offset', 4, 8
 _new = Struct.__new__
 
 
-def _dec_DescribeQuorumRequest_v0(buf, cur, end):
-    """Decode DescribeQuorumRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeQuorumRequest(buf, cur, end, version):
+    """Decode DescribeQuorumRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeQuorumRequest_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_DescribeQuorumRequest_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeQuorumRequest)
     obj.topics = f_topics
@@ -54,21 +56,21 @@ def _dec_DescribeQuorumRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeQuorumRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeQuorumRequest to ``out``."""
+def _enc_DescribeQuorumRequest(obj, out, version):
+    """Append in ``version`` a DescribeQuorumRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumRequest expected, got None")
-    _w.put_structs(out, obj.topics, _enc_DescribeQuorumRequest_TopicData_v0, "DescribeQuorumRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_DescribeQuorumRequest_TopicData, version=version), "DescribeQuorumRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest")
 
 
-def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
-    """Decode DescribeQuorumRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeQuorumRequest_TopicData(buf, cur, end, version):
+    """Decode DescribeQuorumRequest.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DescribeQuorumRequest_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 5, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_DescribeQuorumRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 5, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeQuorumRequest_TopicData)
     obj.topic_name = f_topic_name
@@ -78,20 +80,20 @@ def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeQuorumRequest_TopicData_v0(obj, out):
-    """Append the v0 layout of a DescribeQuorumRequest.TopicData to ``out``."""
+def _enc_DescribeQuorumRequest_TopicData(obj, out, version):
+    """Append in ``version`` a DescribeQuorumRequest.TopicData to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumRequest.TopicData expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeQuorumRequest.TopicData.topic_name", False)
     _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_DescribeQuorumRequest_PartitionData_v0, "DescribeQuorumRequest.TopicData.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeQuorumRequest_PartitionData, version=version), "DescribeQuorumRequest.TopicData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData")
 
 
-def _dec_DescribeQuorumRequest_PartitionData_v0(buf, cur, end):
-    """Decode DescribeQuorumRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeQuorumRequest_PartitionData(buf, cur, end, version):
+    """Decode DescribeQuorumRequest.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
@@ -105,121 +107,84 @@ def _dec_DescribeQuorumRequest_PartitionData_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeQuorumRequest_PartitionData_v0(obj, out):
-    """Append the v0 layout of a DescribeQuorumRequest.TopicData.PartitionData to ``out``."""
+def _enc_DescribeQuorumRequest_PartitionData(obj, out, version):
+    """Append in ``version`` a DescribeQuorumRequest.TopicData.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumRequest.TopicData.PartitionData expected, got None")
     out += _S_i.pack(obj.partition_index)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData.PartitionData")
 
 
-def _dec_DescribeQuorumResponse_v0(buf, cur, end):
-    """Decode DescribeQuorumResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeQuorumResponse(buf, cur, end, version):
+    """Decode DescribeQuorumResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
+    if v2_up:
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeQuorumResponse_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    if v2_up:
+        n_nodes, pos = _w.read_compact_length(buf, pos, end, 'nodes')
+        f_nodes, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_Node, version=version), buf, cur, pos, end, n_nodes, 'nodes', 6, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeQuorumResponse)
     obj.error_code = f_error_code
-    obj.error_message = ''
+    if v1_down:
+        obj.error_message = ''
+    else:
+        obj.error_message = f_error_message
     obj.topics = f_topics
-    obj.nodes = []
+    if v1_down:
+        obj.nodes = []
+    else:
+        obj.nodes = f_nodes
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeQuorumResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeQuorumResponse to ``out``."""
+def _enc_DescribeQuorumResponse(obj, out, version):
+    """Append in ``version`` a DescribeQuorumResponse to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("DescribeQuorumResponse expected, got None")
-    if obj.nodes:
-        raise _w.not_in_version("DescribeQuorumResponse.nodes", 0, "2")
+    if v1_down:
+        if obj.nodes:
+            if v0_down:
+                raise _w.not_in_version("DescribeQuorumResponse.nodes", 0, "2")
+            else:
+                raise _w.not_in_version("DescribeQuorumResponse.nodes", 1, "2")
     out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_DescribeQuorumResponse_TopicData_v0, "DescribeQuorumResponse.topics", False)
+    if v2_up:
+        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeQuorumResponse.error_message", True)
+        _w.put_uvarint(out, n_error_message + 1)
+        if n_error_message > 0:
+            out += f_error_message
+    _w.put_structs(out, obj.topics, _partial(_enc_DescribeQuorumResponse_TopicData, version=version), "DescribeQuorumResponse.topics", False)
+    if v2_up:
+        _w.put_structs(out, obj.nodes, _partial(_enc_DescribeQuorumResponse_Node, version=version), "DescribeQuorumResponse.nodes", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse")
 
 
-def _dec_DescribeQuorumResponse_v1(buf, cur, end):
-    """Decode DescribeQuorumResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeQuorumResponse_TopicData_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse)
-    obj.error_code = f_error_code
-    obj.error_message = ''
-    obj.topics = f_topics
-    obj.nodes = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeQuorumResponse_v1(obj, out):
-    """Append the v1 layout of a DescribeQuorumResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeQuorumResponse expected, got None")
-    if obj.nodes:
-        raise _w.not_in_version("DescribeQuorumResponse.nodes", 1, "2")
-    out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_DescribeQuorumResponse_TopicData_v1, "DescribeQuorumResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse")
-
-
-def _dec_DescribeQuorumResponse_v2(buf, cur, end):
-    """Decode DescribeQuorumResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeQuorumResponse_TopicData_v2, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    n_nodes, pos = _w.read_compact_length(buf, pos, end, 'nodes')
-    f_nodes, pos = _w.read_structs(_dec_DescribeQuorumResponse_Node_v2, buf, cur, pos, end, n_nodes, 'nodes', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.topics = f_topics
-    obj.nodes = f_nodes
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeQuorumResponse_v2(obj, out):
-    """Append the v2 layout of a DescribeQuorumResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeQuorumResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeQuorumResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    _w.put_structs(out, obj.topics, _enc_DescribeQuorumResponse_TopicData_v2, "DescribeQuorumResponse.topics", False)
-    _w.put_structs(out, obj.nodes, _enc_DescribeQuorumResponse_Node_v2, "DescribeQuorumResponse.nodes", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse")
-
-
-def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeQuorumResponse_TopicData(buf, cur, end, version):
+    """Decode DescribeQuorumResponse.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DescribeQuorumResponse_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 25, 1, False)
+    if v1_down:
+        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 25, 1, False)
+    else:
+        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 26, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeQuorumResponse_TopicData)
     obj.topic_name = f_topic_name
@@ -229,90 +194,62 @@ def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeQuorumResponse_TopicData_v0(obj, out):
-    """Append the v0 layout of a DescribeQuorumResponse.TopicData to ``out``."""
+def _enc_DescribeQuorumResponse_TopicData(obj, out, version):
+    """Append in ``version`` a DescribeQuorumResponse.TopicData to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumResponse.TopicData expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeQuorumResponse.TopicData.topic_name", False)
     _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_DescribeQuorumResponse_PartitionData_v0, "DescribeQuorumResponse.TopicData.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeQuorumResponse_PartitionData, version=version), "DescribeQuorumResponse.TopicData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData")
 
 
-def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeQuorumResponse_PartitionData(buf, cur, end, version):
+    """Decode DescribeQuorumResponse.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DescribeQuorumResponse_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 25, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeQuorumResponse_TopicData_v1(obj, out):
-    """Append the v1 layout of a DescribeQuorumResponse.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeQuorumResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeQuorumResponse.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_DescribeQuorumResponse_PartitionData_v1, "DescribeQuorumResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData")
-
-
-def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DescribeQuorumResponse_PartitionData_v2, buf, cur, pos, end, n_partitions, 'partitions', 26, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeQuorumResponse_TopicData_v2(obj, out):
-    """Append the v2 layout of a DescribeQuorumResponse.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeQuorumResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeQuorumResponse.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_DescribeQuorumResponse_PartitionData_v2, "DescribeQuorumResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData")
-
-
-def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 22:
-        raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
-    f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark = _S_ihiiq.unpack_from(buf, pos)
-    pos += 22
+    if v1_down:
+        if end - pos < 22:
+            raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
+        f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark = _S_ihiiq.unpack_from(buf, pos)
+        pos += 22
+    else:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+        f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        if end - pos < 16:
+            raise _w.short_run(_RUN_leader_id__high_watermark, pos, end)
+        f_leader_id, f_leader_epoch, f_high_watermark = _S_iiq.unpack_from(buf, pos)
+        pos += 16
     n_current_voters, pos = _w.read_compact_length(buf, pos, end, 'current_voters')
-    f_current_voters, pos = _w.read_structs(_dec_DescribeQuorumResponse_ReplicaState_v0, buf, cur, pos, end, n_current_voters, 'current_voters', 13, 1, False)
+    if v0_down:
+        f_current_voters, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version=version), buf, cur, pos, end, n_current_voters, 'current_voters', 13, 1, False)
+    elif v1_only:
+        f_current_voters, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version=version), buf, cur, pos, end, n_current_voters, 'current_voters', 29, 1, False)
+    else:
+        f_current_voters, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version=version), buf, cur, pos, end, n_current_voters, 'current_voters', 45, 1, False)
     n_observers, pos = _w.read_compact_length(buf, pos, end, 'observers')
-    f_observers, pos = _w.read_structs(_dec_DescribeQuorumResponse_ReplicaState_v0, buf, cur, pos, end, n_observers, 'observers', 13, 1, False)
+    if v0_down:
+        f_observers, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version=version), buf, cur, pos, end, n_observers, 'observers', 13, 1, False)
+    elif v1_only:
+        f_observers, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version=version), buf, cur, pos, end, n_observers, 'observers', 29, 1, False)
+    else:
+        f_observers, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version=version), buf, cur, pos, end, n_observers, 'observers', 45, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeQuorumResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
-    obj.error_message = ''
+    if v1_down:
+        obj.error_message = ''
+    else:
+        obj.error_message = f_error_message
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.high_watermark = f_high_watermark
@@ -323,203 +260,106 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeQuorumResponse_PartitionData_v0(obj, out):
-    """Append the v0 layout of a DescribeQuorumResponse.TopicData.PartitionData to ``out``."""
+def _enc_DescribeQuorumResponse_PartitionData(obj, out, version):
+    """Append in ``version`` a DescribeQuorumResponse.TopicData.PartitionData to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("DescribeQuorumResponse.TopicData.PartitionData expected, got None")
-    out += _S_ihiiq.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.high_watermark)
-    _w.put_structs(out, obj.current_voters, _enc_DescribeQuorumResponse_ReplicaState_v0, "DescribeQuorumResponse.TopicData.PartitionData.current_voters", False)
-    _w.put_structs(out, obj.observers, _enc_DescribeQuorumResponse_ReplicaState_v0, "DescribeQuorumResponse.TopicData.PartitionData.observers", False)
+    if v1_down:
+        out += _S_ihiiq.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.high_watermark)
+    else:
+        out += _S_ih.pack(obj.partition_index, obj.error_code)
+        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeQuorumResponse.TopicData.PartitionData.error_message", True)
+        _w.put_uvarint(out, n_error_message + 1)
+        if n_error_message > 0:
+            out += f_error_message
+        out += _S_iiq.pack(obj.leader_id, obj.leader_epoch, obj.high_watermark)
+    _w.put_structs(out, obj.current_voters, _partial(_enc_DescribeQuorumResponse_ReplicaState, version=version), "DescribeQuorumResponse.TopicData.PartitionData.current_voters", False)
+    _w.put_structs(out, obj.observers, _partial(_enc_DescribeQuorumResponse_ReplicaState, version=version), "DescribeQuorumResponse.TopicData.PartitionData.observers", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData")
 
 
-def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeQuorumResponse_ReplicaState(buf, cur, end, version):
+    """Decode DescribeQuorumResponse.TopicData.PartitionData.ReplicaState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     pos = cur.pos
-    if end - pos < 22:
-        raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
-    f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark = _S_ihiiq.unpack_from(buf, pos)
-    pos += 22
-    n_current_voters, pos = _w.read_compact_length(buf, pos, end, 'current_voters')
-    f_current_voters, pos = _w.read_structs(_dec_DescribeQuorumResponse_ReplicaState_v1, buf, cur, pos, end, n_current_voters, 'current_voters', 29, 1, False)
-    n_observers, pos = _w.read_compact_length(buf, pos, end, 'observers')
-    f_observers, pos = _w.read_structs(_dec_DescribeQuorumResponse_ReplicaState_v1, buf, cur, pos, end, n_observers, 'observers', 29, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.error_message = ''
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    obj.high_watermark = f_high_watermark
-    obj.current_voters = f_current_voters
-    obj.observers = f_observers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeQuorumResponse_PartitionData_v1(obj, out):
-    """Append the v1 layout of a DescribeQuorumResponse.TopicData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeQuorumResponse.TopicData.PartitionData expected, got None")
-    out += _S_ihiiq.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.high_watermark)
-    _w.put_structs(out, obj.current_voters, _enc_DescribeQuorumResponse_ReplicaState_v1, "DescribeQuorumResponse.TopicData.PartitionData.current_voters", False)
-    _w.put_structs(out, obj.observers, _enc_DescribeQuorumResponse_ReplicaState_v1, "DescribeQuorumResponse.TopicData.PartitionData.observers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData")
-
-
-def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData.PartitionData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 16:
-        raise _w.short_run(_RUN_leader_id__high_watermark, pos, end)
-    f_leader_id, f_leader_epoch, f_high_watermark = _S_iiq.unpack_from(buf, pos)
-    pos += 16
-    n_current_voters, pos = _w.read_compact_length(buf, pos, end, 'current_voters')
-    f_current_voters, pos = _w.read_structs(_dec_DescribeQuorumResponse_ReplicaState_v2, buf, cur, pos, end, n_current_voters, 'current_voters', 45, 1, False)
-    n_observers, pos = _w.read_compact_length(buf, pos, end, 'observers')
-    f_observers, pos = _w.read_structs(_dec_DescribeQuorumResponse_ReplicaState_v2, buf, cur, pos, end, n_observers, 'observers', 45, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    obj.high_watermark = f_high_watermark
-    obj.current_voters = f_current_voters
-    obj.observers = f_observers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeQuorumResponse_PartitionData_v2(obj, out):
-    """Append the v2 layout of a DescribeQuorumResponse.TopicData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeQuorumResponse.TopicData.PartitionData expected, got None")
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeQuorumResponse.TopicData.PartitionData.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_iiq.pack(obj.leader_id, obj.leader_epoch, obj.high_watermark)
-    _w.put_structs(out, obj.current_voters, _enc_DescribeQuorumResponse_ReplicaState_v2, "DescribeQuorumResponse.TopicData.PartitionData.current_voters", False)
-    _w.put_structs(out, obj.observers, _enc_DescribeQuorumResponse_ReplicaState_v2, "DescribeQuorumResponse.TopicData.PartitionData.observers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData")
-
-
-def _dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData.PartitionData.ReplicaState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
-    f_replica_id, f_log_end_offset = _S_iq.unpack_from(buf, pos)
-    pos += 12
+    if v0_down:
+        if end - pos < 12:
+            raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
+        f_replica_id, f_log_end_offset = _S_iq.unpack_from(buf, pos)
+        pos += 12
+    elif v1_only:
+        if end - pos < 28:
+            raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
+        f_replica_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp = _S_iqqq.unpack_from(buf, pos)
+        pos += 28
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_replica_id, pos, end)
+        f_replica_id = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if end - pos < 16:
+            raise _w.short_read('replica_directory_id', pos, 16, end)
+        f_replica_directory_id = _w.uuid_at(buf, pos)
+        pos += 16
+        if end - pos < 24:
+            raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
+        f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp = _S_qqq.unpack_from(buf, pos)
+        pos += 24
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeQuorumResponse_ReplicaState)
     obj.replica_id = f_replica_id
-    obj.replica_directory_id = _w.ZERO_UUID
+    if v1_down:
+        obj.replica_directory_id = _w.ZERO_UUID
+    else:
+        obj.replica_directory_id = f_replica_directory_id
     obj.log_end_offset = f_log_end_offset
-    obj.last_fetch_timestamp = -1
-    obj.last_caught_up_timestamp = -1
+    if v0_down:
+        obj.last_fetch_timestamp = -1
+        obj.last_caught_up_timestamp = -1
+    else:
+        obj.last_fetch_timestamp = f_last_fetch_timestamp
+        obj.last_caught_up_timestamp = f_last_caught_up_timestamp
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_DescribeQuorumResponse_ReplicaState_v0(obj, out):
-    """Append the v0 layout of a DescribeQuorumResponse.TopicData.PartitionData.ReplicaState to ``out``."""
+def _enc_DescribeQuorumResponse_ReplicaState(obj, out, version):
+    """Append in ``version`` a DescribeQuorumResponse.TopicData.PartitionData.ReplicaState to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     if obj is None:
         raise TypeError("DescribeQuorumResponse.TopicData.PartitionData.ReplicaState expected, got None")
-    if obj.replica_directory_id != _w.ZERO_UUID:
-        raise _w.not_in_version("DescribeQuorumResponse.TopicData.PartitionData.ReplicaState.replica_directory_id", 0, "2")
-    out += _S_iq.pack(obj.replica_id, obj.log_end_offset)
+    if v1_down:
+        if obj.replica_directory_id != _w.ZERO_UUID:
+            if v0_down:
+                raise _w.not_in_version("DescribeQuorumResponse.TopicData.PartitionData.ReplicaState.replica_directory_id", 0, "2")
+            else:
+                raise _w.not_in_version("DescribeQuorumResponse.TopicData.PartitionData.ReplicaState.replica_directory_id", 1, "2")
+    if v0_down:
+        out += _S_iq.pack(obj.replica_id, obj.log_end_offset)
+    elif v1_only:
+        out += _S_iqqq.pack(obj.replica_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp)
+    else:
+        out += _S_i.pack(obj.replica_id)
+        out += obj.replica_directory_id.bytes
+        out += _S_qqq.pack(obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData.ReplicaState")
 
 
-def _dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData.PartitionData.ReplicaState (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 28:
-        raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
-    f_replica_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp = _S_iqqq.unpack_from(buf, pos)
-    pos += 28
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse_ReplicaState)
-    obj.replica_id = f_replica_id
-    obj.replica_directory_id = _w.ZERO_UUID
-    obj.log_end_offset = f_log_end_offset
-    obj.last_fetch_timestamp = f_last_fetch_timestamp
-    obj.last_caught_up_timestamp = f_last_caught_up_timestamp
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeQuorumResponse_ReplicaState_v1(obj, out):
-    """Append the v1 layout of a DescribeQuorumResponse.TopicData.PartitionData.ReplicaState to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeQuorumResponse.TopicData.PartitionData.ReplicaState expected, got None")
-    if obj.replica_directory_id != _w.ZERO_UUID:
-        raise _w.not_in_version("DescribeQuorumResponse.TopicData.PartitionData.ReplicaState.replica_directory_id", 1, "2")
-    out += _S_iqqq.pack(obj.replica_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData.ReplicaState")
-
-
-def _dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData.PartitionData.ReplicaState (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_replica_id, pos, end)
-    f_replica_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if end - pos < 16:
-        raise _w.short_read('replica_directory_id', pos, 16, end)
-    f_replica_directory_id = _w.uuid_at(buf, pos)
-    pos += 16
-    if end - pos < 24:
-        raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
-    f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp = _S_qqq.unpack_from(buf, pos)
-    pos += 24
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse_ReplicaState)
-    obj.replica_id = f_replica_id
-    obj.replica_directory_id = f_replica_directory_id
-    obj.log_end_offset = f_log_end_offset
-    obj.last_fetch_timestamp = f_last_fetch_timestamp
-    obj.last_caught_up_timestamp = f_last_caught_up_timestamp
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeQuorumResponse_ReplicaState_v2(obj, out):
-    """Append the v2 layout of a DescribeQuorumResponse.TopicData.PartitionData.ReplicaState to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeQuorumResponse.TopicData.PartitionData.ReplicaState expected, got None")
-    out += _S_i.pack(obj.replica_id)
-    out += obj.replica_directory_id.bytes
-    out += _S_qqq.pack(obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData.ReplicaState")
-
-
-def _dec_DescribeQuorumResponse_Node_v2(buf, cur, end):
-    """Decode DescribeQuorumResponse.Node (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeQuorumResponse_Node(buf, cur, end, version):
+    """Decode DescribeQuorumResponse.Node (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_dec_DescribeQuorumResponse_Listener_v2, buf, cur, pos, end, n_listeners, 'listeners', 5, 1, False)
+    f_listeners, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_Listener, version=version), buf, cur, pos, end, n_listeners, 'listeners', 5, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeQuorumResponse_Node)
     obj.node_id = f_node_id
@@ -529,17 +369,17 @@ def _dec_DescribeQuorumResponse_Node_v2(buf, cur, end):
     return obj
 
 
-def _enc_DescribeQuorumResponse_Node_v2(obj, out):
-    """Append the v2 layout of a DescribeQuorumResponse.Node to ``out``."""
+def _enc_DescribeQuorumResponse_Node(obj, out, version):
+    """Append in ``version`` a DescribeQuorumResponse.Node to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumResponse.Node expected, got None")
     out += _S_i.pack(obj.node_id)
-    _w.put_structs(out, obj.listeners, _enc_DescribeQuorumResponse_Listener_v2, "DescribeQuorumResponse.Node.listeners", False)
+    _w.put_structs(out, obj.listeners, _partial(_enc_DescribeQuorumResponse_Listener, version=version), "DescribeQuorumResponse.Node.listeners", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.Node")
 
 
-def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
-    """Decode DescribeQuorumResponse.Node.Listener (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeQuorumResponse_Listener(buf, cur, end, version):
+    """Decode DescribeQuorumResponse.Node.Listener (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -559,8 +399,8 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
     return obj
 
 
-def _enc_DescribeQuorumResponse_Listener_v2(obj, out):
-    """Append the v2 layout of a DescribeQuorumResponse.Node.Listener to ``out``."""
+def _enc_DescribeQuorumResponse_Listener(obj, out, version):
+    """Append in ``version`` a DescribeQuorumResponse.Node.Listener to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumResponse.Node.Listener expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "DescribeQuorumResponse.Node.Listener.name", False)
@@ -648,10 +488,8 @@ class DescribeQuorumRequest(Message):
         FieldInfo('topics', (0, 2), None, None, True, DescribeQuorumRequest_TopicData, None, '[]TopicData'),
     )
     TopicData = DescribeQuorumRequest_TopicData
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the response only.
-    _DECODERS = {0: _dec_DescribeQuorumRequest_v0, 1: _dec_DescribeQuorumRequest_v0, 2: _dec_DescribeQuorumRequest_v0}
-    _ENCODERS = {0: _enc_DescribeQuorumRequest_v0, 1: _enc_DescribeQuorumRequest_v0, 2: _enc_DescribeQuorumRequest_v0}
+    _DECODERS = _decoders(_dec_DescribeQuorumRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_DescribeQuorumRequest, range(0, 3))
     API_KEY = 55
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -883,8 +721,8 @@ class DescribeQuorumResponse(Message):
     )
     TopicData = DescribeQuorumResponse_TopicData
     Node = DescribeQuorumResponse_Node
-    _DECODERS = {0: _dec_DescribeQuorumResponse_v0, 1: _dec_DescribeQuorumResponse_v1, 2: _dec_DescribeQuorumResponse_v2}
-    _ENCODERS = {0: _enc_DescribeQuorumResponse_v0, 1: _enc_DescribeQuorumResponse_v1, 2: _enc_DescribeQuorumResponse_v2}
+    _DECODERS = _decoders(_dec_DescribeQuorumResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_DescribeQuorumResponse, range(0, 3))
     API_KEY = 55
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

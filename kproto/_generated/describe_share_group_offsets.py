@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse']
@@ -32,11 +34,11 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_DescribeShareGroupOffsetsRequest_v0(buf, cur, end):
-    """Decode DescribeShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeShareGroupOffsetsRequest(buf, cur, end, version):
+    """Decode DescribeShareGroupOffsetsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0, buf, cur, pos, end, n_groups, 'groups', 3, 1, False)
+    f_groups, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeShareGroupOffsetsRequest)
     obj.groups = f_groups
@@ -45,21 +47,21 @@ def _dec_DescribeShareGroupOffsetsRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeShareGroupOffsetsRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeShareGroupOffsetsRequest to ``out``."""
+def _enc_DescribeShareGroupOffsetsRequest(obj, out, version):
+    """Append in ``version`` a DescribeShareGroupOffsetsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsRequest expected, got None")
-    _w.put_structs(out, obj.groups, _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0, "DescribeShareGroupOffsetsRequest.groups", False)
+    _w.put_structs(out, obj.groups, _partial(_enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup, version=version), "DescribeShareGroupOffsetsRequest.groups", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest")
 
 
-def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(buf, cur, end):
-    """Decode DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup(buf, cur, end, version):
+    """Decode DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, True)
+    f_topics, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, True)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup)
     obj.group_id = f_group_id
@@ -69,20 +71,20 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_
     return obj
 
 
-def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(obj, out):
-    """Append the v0 layout of a DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup to ``out``."""
+def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup(obj, out, version):
+    """Append in ``version`` a DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.group_id", False)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.topics", True)
+    _w.put_structs(out, obj.topics, _partial(_enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic, version=version), "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.topics", True)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup")
 
 
-def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(buf, cur, end):
-    """Decode DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(buf, cur, end, version):
+    """Decode DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
@@ -103,8 +105,8 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
     return obj
 
 
-def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(obj, out):
-    """Append the v0 layout of a DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic to ``out``."""
+def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(obj, out, version):
+    """Append in ``version`` a DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic.topic_name", False)
@@ -121,15 +123,15 @@ def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic")
 
 
-def _dec_DescribeShareGroupOffsetsResponse_v0(buf, cur, end):
-    """Decode DescribeShareGroupOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeShareGroupOffsetsResponse(buf, cur, end, version):
+    """Decode DescribeShareGroupOffsetsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0, buf, cur, pos, end, n_groups, 'groups', 6, 1, False)
+    f_groups, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 6, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -139,49 +141,22 @@ def _dec_DescribeShareGroupOffsetsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeShareGroupOffsetsResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeShareGroupOffsetsResponse to ``out``."""
+def _enc_DescribeShareGroupOffsetsResponse(obj, out, version):
+    """Append in ``version`` a DescribeShareGroupOffsetsResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0, "DescribeShareGroupOffsetsResponse.groups", False)
+    _w.put_structs(out, obj.groups, _partial(_enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, version=version), "DescribeShareGroupOffsetsResponse.groups", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse")
 
 
-def _dec_DescribeShareGroupOffsetsResponse_v1(buf, cur, end):
-    """Decode DescribeShareGroupOffsetsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1, buf, cur, pos, end, n_groups, 'groups', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeShareGroupOffsetsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeShareGroupOffsetsResponse_v1(obj, out):
-    """Append the v1 layout of a DescribeShareGroupOffsetsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeShareGroupOffsetsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1, "DescribeShareGroupOffsetsResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse")
-
-
-def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(buf, cur, end):
-    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup(buf, cur, end, version):
+    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0, buf, cur, pos, end, n_topics, 'topics', 19, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 19, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     f_error_code = _S_h.unpack_from(buf, pos)[0]
@@ -199,15 +174,15 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
     return obj
 
 
-def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(obj, out):
-    """Append the v0 layout of a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup to ``out``."""
+def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup(obj, out, version):
+    """Append in ``version`` a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.group_id", False)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic, version=version), "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.topics", False)
     out += _S_h.pack(obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.error_message", True)
     _w.put_uvarint(out, n_error_message + 1)
@@ -216,49 +191,9 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup")
 
 
-def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(buf, cur, end):
-    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1, buf, cur, pos, end, n_topics, 'topics', 19, 1, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
-    obj.group_id = f_group_id
-    obj.topics = f_topics
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(obj, out):
-    """Append the v1 layout of a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    _w.put_structs(out, obj.topics, _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.topics", False)
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup")
-
-
-def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(buf, cur, end):
-    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic(buf, cur, end, version):
+    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
@@ -267,7 +202,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 20, 1, False)
+    if v0_down:
+        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 20, 1, False)
+    else:
+        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 28, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
     obj.topic_name = f_topic_name
@@ -278,8 +216,8 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
     return obj
 
 
-def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(obj, out):
-    """Append the v0 layout of a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic to ``out``."""
+def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic(obj, out, version):
+    """Append in ``version`` a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.topic_name", False)
@@ -287,51 +225,24 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
     if n_topic_name > 0:
         out += f_topic_name
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, version=version), "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic")
 
 
-def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(buf, cur, end):
-    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition(buf, cur, end, version):
+    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1, buf, cur, pos, end, n_partitions, 'partitions', 28, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
-    obj.topic_name = f_topic_name
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(obj, out):
-    """Append the v1 layout of a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic")
-
-
-def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(buf, cur, end):
-    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 18:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_start_offset, f_leader_epoch, f_error_code = _S_iqih.unpack_from(buf, pos)
-    pos += 18
+    if v0_down:
+        if end - pos < 18:
+            raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+        f_partition_index, f_start_offset, f_leader_epoch, f_error_code = _S_iqih.unpack_from(buf, pos)
+        pos += 18
+    else:
+        if end - pos < 26:
+            raise _w.short_run(_RUN_partition_index__error_code_2, pos, end)
+        f_partition_index, f_start_offset, f_leader_epoch, f_lag, f_error_code = _S_iqiqh.unpack_from(buf, pos)
+        pos += 26
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
@@ -339,7 +250,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
     obj.partition_index = f_partition_index
     obj.start_offset = f_start_offset
     obj.leader_epoch = f_leader_epoch
-    obj.lag = -1
+    if v0_down:
+        obj.lag = -1
+    else:
+        obj.lag = f_lag
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.unknown_tagged_fields = unknown
@@ -347,47 +261,17 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
     return obj
 
 
-def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(obj, out):
-    """Append the v0 layout of a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition to ``out``."""
+def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition(obj, out, version):
+    """Append in ``version`` a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition expected, got None")
-    if obj.lag != -1:
-        raise _w.not_in_version("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition.lag", 0, "1")
-    out += _S_iqih.pack(obj.partition_index, obj.start_offset, obj.leader_epoch, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition")
-
-
-def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(buf, cur, end):
-    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 26:
-        raise _w.short_run(_RUN_partition_index__error_code_2, pos, end)
-    f_partition_index, f_start_offset, f_leader_epoch, f_lag, f_error_code = _S_iqiqh.unpack_from(buf, pos)
-    pos += 26
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
-    obj.partition_index = f_partition_index
-    obj.start_offset = f_start_offset
-    obj.leader_epoch = f_leader_epoch
-    obj.lag = f_lag
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(obj, out):
-    """Append the v1 layout of a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition to ``out``."""
-    if obj is None:
-        raise TypeError("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition expected, got None")
-    out += _S_iqiqh.pack(obj.partition_index, obj.start_offset, obj.leader_epoch, obj.lag, obj.error_code)
+    if v0_down:
+        if obj.lag != -1:
+            raise _w.not_in_version("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition.lag", 0, "1")
+        out += _S_iqih.pack(obj.partition_index, obj.start_offset, obj.leader_epoch, obj.error_code)
+    else:
+        out += _S_iqiqh.pack(obj.partition_index, obj.start_offset, obj.leader_epoch, obj.lag, obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition.error_message", True)
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -472,9 +356,8 @@ class DescribeShareGroupOffsetsRequest(Message):
         FieldInfo('groups', (0, 1), None, None, True, DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup, None, '[]DescribeShareGroupOffsetsRequestGroup'),
     )
     DescribeShareGroupOffsetsRequestGroup = DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    _DECODERS = {0: _dec_DescribeShareGroupOffsetsRequest_v0, 1: _dec_DescribeShareGroupOffsetsRequest_v0}
-    _ENCODERS = {0: _enc_DescribeShareGroupOffsetsRequest_v0, 1: _enc_DescribeShareGroupOffsetsRequest_v0}
+    _DECODERS = _decoders(_dec_DescribeShareGroupOffsetsRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_DescribeShareGroupOffsetsRequest, range(0, 2))
     API_KEY = 90
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -630,8 +513,8 @@ class DescribeShareGroupOffsetsResponse(Message):
         FieldInfo('groups', (0, 1), None, None, True, DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, None, '[]DescribeShareGroupOffsetsResponseGroup'),
     )
     DescribeShareGroupOffsetsResponseGroup = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup
-    _DECODERS = {0: _dec_DescribeShareGroupOffsetsResponse_v0, 1: _dec_DescribeShareGroupOffsetsResponse_v1}
-    _ENCODERS = {0: _enc_DescribeShareGroupOffsetsResponse_v0, 1: _enc_DescribeShareGroupOffsetsResponse_v1}
+    _DECODERS = _decoders(_dec_DescribeShareGroupOffsetsResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_DescribeShareGroupOffsetsResponse, range(0, 2))
     API_KEY = 90
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

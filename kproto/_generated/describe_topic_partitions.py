@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCT, STRUCTS, FieldInfo, Message, Struct
 
@@ -39,11 +41,11 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
-    """Decode DescribeTopicPartitionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeTopicPartitionsRequest(buf, cur, end, version):
+    """Decode DescribeTopicPartitionsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeTopicPartitionsRequest_TopicRequest_v0, buf, cur, pos, end, n_topics, 'topics', 2, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_DescribeTopicPartitionsRequest_TopicRequest, version=version), buf, cur, pos, end, n_topics, 'topics', 2, 1, False)
     if end - pos < 5:
         raise _w.short_run(_RUN_response_partition_limit__cursor, pos, end)
     f_response_partition_limit, n_cursor = _S_ib.unpack_from(buf, pos)
@@ -55,7 +57,7 @@ def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
     else:
         cur.pos = pos
         try:
-            f_cursor = _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end)
+            f_cursor = _dec_DescribeTopicPartitionsRequest_Cursor(buf, cur, end, version)
         except DecodeError as exc:
             raise exc.within('cursor')
         pos = cur.pos
@@ -69,21 +71,21 @@ def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeTopicPartitionsRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeTopicPartitionsRequest to ``out``."""
+def _enc_DescribeTopicPartitionsRequest(obj, out, version):
+    """Append in ``version`` a DescribeTopicPartitionsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsRequest expected, got None")
-    _w.put_structs(out, obj.topics, _enc_DescribeTopicPartitionsRequest_TopicRequest_v0, "DescribeTopicPartitionsRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_DescribeTopicPartitionsRequest_TopicRequest, version=version), "DescribeTopicPartitionsRequest.topics", False)
     f_cursor = obj.cursor
     n_cursor = -1 if f_cursor is None else 1
     out += _S_ib.pack(obj.response_partition_limit, n_cursor)
     if f_cursor is not None:
-        _enc_DescribeTopicPartitionsRequest_Cursor_v0(f_cursor, out)
+        _enc_DescribeTopicPartitionsRequest_Cursor(f_cursor, out, version)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest")
 
 
-def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
-    """Decode DescribeTopicPartitionsRequest.TopicRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeTopicPartitionsRequest_TopicRequest(buf, cur, end, version):
+    """Decode DescribeTopicPartitionsRequest.TopicRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -95,8 +97,8 @@ def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeTopicPartitionsRequest_TopicRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeTopicPartitionsRequest.TopicRequest to ``out``."""
+def _enc_DescribeTopicPartitionsRequest_TopicRequest(obj, out, version):
+    """Append in ``version`` a DescribeTopicPartitionsRequest.TopicRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsRequest.TopicRequest expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "DescribeTopicPartitionsRequest.TopicRequest.name", False)
@@ -106,8 +108,8 @@ def _enc_DescribeTopicPartitionsRequest_TopicRequest_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest.TopicRequest")
 
 
-def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
-    """Decode DescribeTopicPartitionsRequest.Cursor (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeTopicPartitionsRequest_Cursor(buf, cur, end, version):
+    """Decode DescribeTopicPartitionsRequest.Cursor (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
@@ -124,8 +126,8 @@ def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeTopicPartitionsRequest_Cursor_v0(obj, out):
-    """Append the v0 layout of a DescribeTopicPartitionsRequest.Cursor to ``out``."""
+def _enc_DescribeTopicPartitionsRequest_Cursor(obj, out, version):
+    """Append in ``version`` a DescribeTopicPartitionsRequest.Cursor to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsRequest.Cursor expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeTopicPartitionsRequest.Cursor.topic_name", False)
@@ -136,15 +138,15 @@ def _enc_DescribeTopicPartitionsRequest_Cursor_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest.Cursor")
 
 
-def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
-    """Decode DescribeTopicPartitionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeTopicPartitionsResponse(buf, cur, end, version):
+    """Decode DescribeTopicPartitionsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0, buf, cur, pos, end, n_topics, 'topics', 26, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 26, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_next_cursor, pos, end)
     n_next_cursor = _S_b.unpack_from(buf, pos)[0]
@@ -156,7 +158,7 @@ def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
     else:
         cur.pos = pos
         try:
-            f_next_cursor = _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end)
+            f_next_cursor = _dec_DescribeTopicPartitionsResponse_Cursor(buf, cur, end, version)
         except DecodeError as exc:
             raise exc.within('next_cursor')
         pos = cur.pos
@@ -170,22 +172,22 @@ def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeTopicPartitionsResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeTopicPartitionsResponse to ``out``."""
+def _enc_DescribeTopicPartitionsResponse(obj, out, version):
+    """Append in ``version`` a DescribeTopicPartitionsResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.topics, _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0, "DescribeTopicPartitionsResponse.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic, version=version), "DescribeTopicPartitionsResponse.topics", False)
     f_next_cursor = obj.next_cursor
     n_next_cursor = -1 if f_next_cursor is None else 1
     out += _S_b.pack(n_next_cursor)
     if f_next_cursor is not None:
-        _enc_DescribeTopicPartitionsResponse_Cursor_v0(f_next_cursor, out)
+        _enc_DescribeTopicPartitionsResponse_Cursor(f_next_cursor, out, version)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse")
 
 
-def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(buf, cur, end):
-    """Decode DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(buf, cur, end, version):
+    """Decode DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
@@ -205,7 +207,7 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
         raise _w.bad_bool('is_internal', pos - 1, f_is_internal)
     b_is_internal = f_is_internal == 1
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 20, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 20, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     f_topic_authorized_operations = _S_i.unpack_from(buf, pos)[0]
@@ -223,8 +225,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
     return obj
 
 
-def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(obj, out):
-    """Append the v0 layout of a DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic to ``out``."""
+def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(obj, out, version):
+    """Append in ``version`` a DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic expected, got None")
     out += _S_h.pack(obj.error_code)
@@ -234,13 +236,13 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
         out += f_name
     out += obj.topic_id.bytes
     out += _S_B.pack(obj.is_internal)
-    _w.put_structs(out, obj.partitions, _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition, version=version), "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.partitions", False)
     out += _S_i.pack(obj.topic_authorized_operations)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic")
 
 
-def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(buf, cur, end):
-    """Decode DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(buf, cur, end, version):
+    """Decode DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
@@ -308,8 +310,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
     return obj
 
 
-def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(obj, out):
-    """Append the v0 layout of a DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition to ``out``."""
+def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(obj, out, version):
+    """Append in ``version`` a DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition expected, got None")
     out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
@@ -353,8 +355,8 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition")
 
 
-def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
-    """Decode DescribeTopicPartitionsResponse.Cursor (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeTopicPartitionsResponse_Cursor(buf, cur, end, version):
+    """Decode DescribeTopicPartitionsResponse.Cursor (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
@@ -371,8 +373,8 @@ def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeTopicPartitionsResponse_Cursor_v0(obj, out):
-    """Append the v0 layout of a DescribeTopicPartitionsResponse.Cursor to ``out``."""
+def _enc_DescribeTopicPartitionsResponse_Cursor(obj, out, version):
+    """Append in ``version`` a DescribeTopicPartitionsResponse.Cursor to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsResponse.Cursor expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeTopicPartitionsResponse.Cursor.topic_name", False)
@@ -460,8 +462,8 @@ class DescribeTopicPartitionsRequest(Message):
     )
     TopicRequest = DescribeTopicPartitionsRequest_TopicRequest
     Cursor = DescribeTopicPartitionsRequest_Cursor
-    _DECODERS = {0: _dec_DescribeTopicPartitionsRequest_v0}
-    _ENCODERS = {0: _enc_DescribeTopicPartitionsRequest_v0}
+    _DECODERS = _decoders(_dec_DescribeTopicPartitionsRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_DescribeTopicPartitionsRequest, range(0, 1))
     API_KEY = 75
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -639,8 +641,8 @@ class DescribeTopicPartitionsResponse(Message):
     )
     DescribeTopicPartitionsResponseTopic = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic
     Cursor = DescribeTopicPartitionsResponse_Cursor
-    _DECODERS = {0: _dec_DescribeTopicPartitionsResponse_v0}
-    _ENCODERS = {0: _enc_DescribeTopicPartitionsResponse_v0}
+    _DECODERS = _decoders(_dec_DescribeTopicPartitionsResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_DescribeTopicPartitionsResponse, range(0, 1))
     API_KEY = 75
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeTransactionsRequest', 'DescribeTransactionsResponse']
@@ -29,8 +31,8 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
-    """Decode DescribeTransactionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeTransactionsRequest(buf, cur, end, version):
+    """Decode DescribeTransactionsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_transactional_ids, pos = _w.read_compact_length(buf, pos, end, 'transactional_ids')
     if n_transactional_ids < 0 or n_transactional_ids > (end - pos) // 1:
@@ -54,8 +56,8 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeTransactionsRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeTransactionsRequest to ``out``."""
+def _enc_DescribeTransactionsRequest(obj, out, version):
+    """Append in ``version`` a DescribeTransactionsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeTransactionsRequest expected, got None")
     f_transactional_ids = obj.transactional_ids
@@ -74,15 +76,15 @@ def _enc_DescribeTransactionsRequest_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsRequest")
 
 
-def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
-    """Decode DescribeTransactionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeTransactionsResponse(buf, cur, end, version):
+    """Decode DescribeTransactionsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_transaction_states, pos = _w.read_compact_length(buf, pos, end, 'transaction_states')
-    f_transaction_states, pos = _w.read_structs(_dec_DescribeTransactionsResponse_TransactionState_v0, buf, cur, pos, end, n_transaction_states, 'transaction_states', 28, 1, False)
+    f_transaction_states, pos = _w.read_structs(_partial(_dec_DescribeTransactionsResponse_TransactionState, version=version), buf, cur, pos, end, n_transaction_states, 'transaction_states', 28, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeTransactionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -92,17 +94,17 @@ def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeTransactionsResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeTransactionsResponse to ``out``."""
+def _enc_DescribeTransactionsResponse(obj, out, version):
+    """Append in ``version`` a DescribeTransactionsResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeTransactionsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.transaction_states, _enc_DescribeTransactionsResponse_TransactionState_v0, "DescribeTransactionsResponse.transaction_states", False)
+    _w.put_structs(out, obj.transaction_states, _partial(_enc_DescribeTransactionsResponse_TransactionState, version=version), "DescribeTransactionsResponse.transaction_states", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse")
 
 
-def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
-    """Decode DescribeTransactionsResponse.TransactionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeTransactionsResponse_TransactionState(buf, cur, end, version):
+    """Decode DescribeTransactionsResponse.TransactionState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
@@ -117,7 +119,7 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
     f_transaction_timeout_ms, f_transaction_start_time_ms, f_producer_id, f_producer_epoch = _S_iqqh.unpack_from(buf, pos)
     pos += 22
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_DescribeTransactionsResponse_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_DescribeTransactionsResponse_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeTransactionsResponse_TransactionState)
     obj.error_code = f_error_code
@@ -133,8 +135,8 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
-    """Append the v0 layout of a DescribeTransactionsResponse.TransactionState to ``out``."""
+def _enc_DescribeTransactionsResponse_TransactionState(obj, out, version):
+    """Append in ``version`` a DescribeTransactionsResponse.TransactionState to ``out``."""
     if obj is None:
         raise TypeError("DescribeTransactionsResponse.TransactionState expected, got None")
     out += _S_h.pack(obj.error_code)
@@ -147,12 +149,12 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
     if n_transaction_state > 0:
         out += f_transaction_state
     out += _S_iqqh.pack(obj.transaction_timeout_ms, obj.transaction_start_time_ms, obj.producer_id, obj.producer_epoch)
-    _w.put_structs(out, obj.topics, _enc_DescribeTransactionsResponse_TopicData_v0, "DescribeTransactionsResponse.TransactionState.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_DescribeTransactionsResponse_TopicData, version=version), "DescribeTransactionsResponse.TransactionState.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse.TransactionState")
 
 
-def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
-    """Decode DescribeTransactionsResponse.TransactionState.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeTransactionsResponse_TopicData(buf, cur, end, version):
+    """Decode DescribeTransactionsResponse.TransactionState.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
     f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
@@ -173,8 +175,8 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeTransactionsResponse_TopicData_v0(obj, out):
-    """Append the v0 layout of a DescribeTransactionsResponse.TransactionState.TopicData to ``out``."""
+def _enc_DescribeTransactionsResponse_TopicData(obj, out, version):
+    """Append in ``version`` a DescribeTransactionsResponse.TransactionState.TopicData to ``out``."""
     if obj is None:
         raise TypeError("DescribeTransactionsResponse.TransactionState.TopicData expected, got None")
     f_topic, n_topic = _w.encode_text(obj.topic, "DescribeTransactionsResponse.TransactionState.TopicData.topic", False)
@@ -208,8 +210,8 @@ class DescribeTransactionsRequest(Message):
     FIELDS = (
         FieldInfo('transactional_ids', (0, 0), None, 'transactionalId', True, None, None, '[]string'),
     )
-    _DECODERS = {0: _dec_DescribeTransactionsRequest_v0}
-    _ENCODERS = {0: _enc_DescribeTransactionsRequest_v0}
+    _DECODERS = _decoders(_dec_DescribeTransactionsRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_DescribeTransactionsRequest, range(0, 1))
     API_KEY = 65
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -331,8 +333,8 @@ class DescribeTransactionsResponse(Message):
         FieldInfo('transaction_states', (0, 0), None, None, True, DescribeTransactionsResponse_TransactionState, None, '[]TransactionState'),
     )
     TransactionState = DescribeTransactionsResponse_TransactionState
-    _DECODERS = {0: _dec_DescribeTransactionsResponse_v0}
-    _ENCODERS = {0: _enc_DescribeTransactionsResponse_v0}
+    _DECODERS = _decoders(_dec_DescribeTransactionsResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_DescribeTransactionsResponse, range(0, 1))
     API_KEY = 65
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

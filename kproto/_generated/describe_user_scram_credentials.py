@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse']
@@ -26,11 +28,11 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _new = Struct.__new__
 
 
-def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
-    """Decode DescribeUserScramCredentialsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeUserScramCredentialsRequest(buf, cur, end, version):
+    """Decode DescribeUserScramCredentialsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_users, pos = _w.read_compact_length(buf, pos, end, 'users')
-    f_users, pos = _w.read_structs(_dec_DescribeUserScramCredentialsRequest_UserName_v0, buf, cur, pos, end, n_users, 'users', 2, 1, True)
+    f_users, pos = _w.read_structs(_partial(_dec_DescribeUserScramCredentialsRequest_UserName, version=version), buf, cur, pos, end, n_users, 'users', 2, 1, True)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeUserScramCredentialsRequest)
     obj.users = f_users
@@ -39,16 +41,16 @@ def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeUserScramCredentialsRequest_v0(obj, out):
-    """Append the v0 layout of a DescribeUserScramCredentialsRequest to ``out``."""
+def _enc_DescribeUserScramCredentialsRequest(obj, out, version):
+    """Append in ``version`` a DescribeUserScramCredentialsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsRequest expected, got None")
-    _w.put_structs(out, obj.users, _enc_DescribeUserScramCredentialsRequest_UserName_v0, "DescribeUserScramCredentialsRequest.users", True)
+    _w.put_structs(out, obj.users, _partial(_enc_DescribeUserScramCredentialsRequest_UserName, version=version), "DescribeUserScramCredentialsRequest.users", True)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest")
 
 
-def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
-    """Decode DescribeUserScramCredentialsRequest.UserName (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeUserScramCredentialsRequest_UserName(buf, cur, end, version):
+    """Decode DescribeUserScramCredentialsRequest.UserName (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -60,8 +62,8 @@ def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeUserScramCredentialsRequest_UserName_v0(obj, out):
-    """Append the v0 layout of a DescribeUserScramCredentialsRequest.UserName to ``out``."""
+def _enc_DescribeUserScramCredentialsRequest_UserName(obj, out, version):
+    """Append in ``version`` a DescribeUserScramCredentialsRequest.UserName to ``out``."""
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsRequest.UserName expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "DescribeUserScramCredentialsRequest.UserName.name", False)
@@ -71,8 +73,8 @@ def _enc_DescribeUserScramCredentialsRequest_UserName_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest.UserName")
 
 
-def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
-    """Decode DescribeUserScramCredentialsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeUserScramCredentialsResponse(buf, cur, end, version):
+    """Decode DescribeUserScramCredentialsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -81,7 +83,7 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
     n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0, buf, cur, pos, end, n_results, 'results', 6, 1, False)
+    f_results, pos = _w.read_structs(_partial(_dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, version=version), buf, cur, pos, end, n_results, 'results', 6, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeUserScramCredentialsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -93,8 +95,8 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeUserScramCredentialsResponse_v0(obj, out):
-    """Append the v0 layout of a DescribeUserScramCredentialsResponse to ``out``."""
+def _enc_DescribeUserScramCredentialsResponse(obj, out, version):
+    """Append in ``version`` a DescribeUserScramCredentialsResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -102,12 +104,12 @@ def _enc_DescribeUserScramCredentialsResponse_v0(obj, out):
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.results, _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0, "DescribeUserScramCredentialsResponse.results", False)
+    _w.put_structs(out, obj.results, _partial(_enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, version=version), "DescribeUserScramCredentialsResponse.results", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse")
 
 
-def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(buf, cur, end):
-    """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(buf, cur, end, version):
+    """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_user, pos = _w.read_compact_length(buf, pos, end, 'user')
     f_user, pos = _w.read_sized(buf, pos, n_user, end, 'user', 1, False, True)
@@ -118,7 +120,7 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
     n_credential_infos, pos = _w.read_compact_length(buf, pos, end, 'credential_infos')
-    f_credential_infos, pos = _w.read_structs(_dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0, buf, cur, pos, end, n_credential_infos, 'credential_infos', 6, 1, False)
+    f_credential_infos, pos = _w.read_structs(_partial(_dec_DescribeUserScramCredentialsResponse_CredentialInfo, version=version), buf, cur, pos, end, n_credential_infos, 'credential_infos', 6, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
     obj.user = f_user
@@ -130,8 +132,8 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     return obj
 
 
-def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(obj, out):
-    """Append the v0 layout of a DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult to ``out``."""
+def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(obj, out, version):
+    """Append in ``version`` a DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult to ``out``."""
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult expected, got None")
     f_user, n_user = _w.encode_text(obj.user, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.user", False)
@@ -143,12 +145,12 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.credential_infos, _enc_DescribeUserScramCredentialsResponse_CredentialInfo_v0, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.credential_infos", False)
+    _w.put_structs(out, obj.credential_infos, _partial(_enc_DescribeUserScramCredentialsResponse_CredentialInfo, version=version), "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.credential_infos", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult")
 
 
-def _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, cur, end):
-    """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_DescribeUserScramCredentialsResponse_CredentialInfo(buf, cur, end, version):
+    """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_mechanism__iterations, pos, end)
@@ -163,8 +165,8 @@ def _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, cur, end):
     return obj
 
 
-def _enc_DescribeUserScramCredentialsResponse_CredentialInfo_v0(obj, out):
-    """Append the v0 layout of a DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo to ``out``."""
+def _enc_DescribeUserScramCredentialsResponse_CredentialInfo(obj, out, version):
+    """Append in ``version`` a DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo to ``out``."""
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo expected, got None")
     out += _S_bi.pack(obj.mechanism, obj.iterations)
@@ -214,8 +216,8 @@ class DescribeUserScramCredentialsRequest(Message):
         FieldInfo('users', (0, 0), None, None, True, DescribeUserScramCredentialsRequest_UserName, (0, 0), '[]UserName'),
     )
     UserName = DescribeUserScramCredentialsRequest_UserName
-    _DECODERS = {0: _dec_DescribeUserScramCredentialsRequest_v0}
-    _ENCODERS = {0: _enc_DescribeUserScramCredentialsRequest_v0}
+    _DECODERS = _decoders(_dec_DescribeUserScramCredentialsRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_DescribeUserScramCredentialsRequest, range(0, 1))
     API_KEY = 50
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -325,8 +327,8 @@ class DescribeUserScramCredentialsResponse(Message):
         FieldInfo('results', (0, 0), None, None, True, DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, None, '[]DescribeUserScramCredentialsResult'),
     )
     DescribeUserScramCredentialsResult = DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
-    _DECODERS = {0: _dec_DescribeUserScramCredentialsResponse_v0}
-    _ENCODERS = {0: _enc_DescribeUserScramCredentialsResponse_v0}
+    _DECODERS = _decoders(_dec_DescribeUserScramCredentialsResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_DescribeUserScramCredentialsResponse, range(0, 1))
     API_KEY = 50
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ElectLeadersRequest', 'ElectLeadersResponse']
@@ -43,148 +45,139 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_ElectLeadersRequest_v0(buf, cur, end):
-    """Decode ElectLeadersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ElectLeadersRequest(buf, cur, end, version):
+    """Decode ElectLeadersRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topic_partitions, pos, end)
-    n_topic_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topic_partitions, pos = _w.read_structs(_dec_ElectLeadersRequest_TopicPartitions_v0, buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 6, 4, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_timeout_ms, pos, end)
-    f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(ElectLeadersRequest)
-    obj.election_type = 0
-    obj.topic_partitions = f_topic_partitions
-    obj.timeout_ms = f_timeout_ms
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ElectLeadersRequest_v0(obj, out):
-    """Append the v0 layout of a ElectLeadersRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ElectLeadersRequest expected, got None")
-    if obj.election_type != 0:
-        raise _w.not_in_version("ElectLeadersRequest.election_type", 0, "1-2")
-    f_topic_partitions = obj.topic_partitions
-    if f_topic_partitions is None:
-        n_topic_partitions = -1
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_topic_partitions, pos, end)
+        n_topic_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    elif v1_only:
+        if end - pos < 5:
+            raise _w.short_run(_RUN_election_type__topic_partitions, pos, end)
+        f_election_type, n_topic_partitions = _S_bi.unpack_from(buf, pos)
+        pos += 5
+    if v1_down:
+        f_topic_partitions, pos = _w.read_structs(_partial(_dec_ElectLeadersRequest_TopicPartitions, version=version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 6, 4, True)
     else:
-        n_topic_partitions = len(f_topic_partitions)
-    out += _S_i.pack(n_topic_partitions)
-    if n_topic_partitions > 0:
-        for item in f_topic_partitions:
-            _enc_ElectLeadersRequest_TopicPartitions_v0(item, out)
-    out += _S_i.pack(obj.timeout_ms)
-
-
-def _dec_ElectLeadersRequest_v1(buf, cur, end):
-    """Decode ElectLeadersRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 5:
-        raise _w.short_run(_RUN_election_type__topic_partitions, pos, end)
-    f_election_type, n_topic_partitions = _S_bi.unpack_from(buf, pos)
-    pos += 5
-    f_topic_partitions, pos = _w.read_structs(_dec_ElectLeadersRequest_TopicPartitions_v0, buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 6, 4, True)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_election_type, pos, end)
+        f_election_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
+        f_topic_partitions, pos = _w.read_structs(_partial(_dec_ElectLeadersRequest_TopicPartitions, version=version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 3, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ElectLeadersRequest)
-    obj.election_type = f_election_type
-    obj.topic_partitions = f_topic_partitions
-    obj.timeout_ms = f_timeout_ms
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ElectLeadersRequest_v1(obj, out):
-    """Append the v1 layout of a ElectLeadersRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ElectLeadersRequest expected, got None")
-    f_topic_partitions = obj.topic_partitions
-    if f_topic_partitions is None:
-        n_topic_partitions = -1
+    if v0_down:
+        obj.election_type = 0
     else:
-        n_topic_partitions = len(f_topic_partitions)
-    out += _S_bi.pack(obj.election_type, n_topic_partitions)
-    if n_topic_partitions > 0:
-        for item in f_topic_partitions:
-            _enc_ElectLeadersRequest_TopicPartitions_v0(item, out)
-    out += _S_i.pack(obj.timeout_ms)
-
-
-def _dec_ElectLeadersRequest_v2(buf, cur, end):
-    """Decode ElectLeadersRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_election_type, pos, end)
-    f_election_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-    f_topic_partitions, pos = _w.read_structs(_dec_ElectLeadersRequest_TopicPartitions_v2, buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 3, 1, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_timeout_ms, pos, end)
-    f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ElectLeadersRequest)
-    obj.election_type = f_election_type
+        obj.election_type = f_election_type
     obj.topic_partitions = f_topic_partitions
     obj.timeout_ms = f_timeout_ms
-    obj.unknown_tagged_fields = unknown
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ElectLeadersRequest_v2(obj, out):
-    """Append the v2 layout of a ElectLeadersRequest to ``out``."""
+def _enc_ElectLeadersRequest(obj, out, version):
+    """Append in ``version`` a ElectLeadersRequest to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("ElectLeadersRequest expected, got None")
-    out += _S_b.pack(obj.election_type)
-    _w.put_structs(out, obj.topic_partitions, _enc_ElectLeadersRequest_TopicPartitions_v2, "ElectLeadersRequest.topic_partitions", True)
+    if v0_down:
+        if obj.election_type != 0:
+            raise _w.not_in_version("ElectLeadersRequest.election_type", 0, "1-2")
+    if v1_down:
+        f_topic_partitions = obj.topic_partitions
+        if f_topic_partitions is None:
+            n_topic_partitions = -1
+        else:
+            n_topic_partitions = len(f_topic_partitions)
+    if v0_down:
+        out += _S_i.pack(n_topic_partitions)
+    elif v1_only:
+        out += _S_bi.pack(obj.election_type, n_topic_partitions)
+    if v1_down:
+        if n_topic_partitions > 0:
+            for item in f_topic_partitions:
+                _enc_ElectLeadersRequest_TopicPartitions(item, out, version)
+    else:
+        out += _S_b.pack(obj.election_type)
+        _w.put_structs(out, obj.topic_partitions, _partial(_enc_ElectLeadersRequest_TopicPartitions, version=version), "ElectLeadersRequest.topic_partitions", True)
     out += _S_i.pack(obj.timeout_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest")
 
 
-def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
-    """Decode ElectLeadersRequest.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ElectLeadersRequest_TopicPartitions(buf, cur, end, version):
+    """Decode ElectLeadersRequest.TopicPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic, pos, end)
-    n_topic = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic, pos, end)
+        n_topic = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
+        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
     if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
+        if v1_down:
+            raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
+        else:
+            raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if n_partitions < _w.SMALL_ARRAY_MAX:
         f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ElectLeadersRequest_TopicPartitions)
     obj.topic = f_topic
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ElectLeadersRequest_TopicPartitions_v0(obj, out):
-    """Append the v0 layout of a ElectLeadersRequest.TopicPartitions to ``out``."""
+def _enc_ElectLeadersRequest_TopicPartitions(obj, out, version):
+    """Append in ``version`` a ElectLeadersRequest.TopicPartitions to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("ElectLeadersRequest.TopicPartitions expected, got None")
     f_topic, n_topic = _w.encode_text(obj.topic, "ElectLeadersRequest.TopicPartitions.topic", False)
-    out += _S_h.pack(n_topic)
+    if v1_down:
+        out += _S_h.pack(n_topic)
+    else:
+        _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
     f_partitions = obj.partitions
@@ -192,265 +185,190 @@ def _enc_ElectLeadersRequest_TopicPartitions_v0(obj, out):
         raise _w.not_nullable("ElectLeadersRequest.TopicPartitions.partitions")
     else:
         n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
+    if v1_down:
+        out += _S_i.pack(n_partitions)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest.TopicPartitions")
 
 
-def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
-    """Decode ElectLeadersRequest.TopicPartitions (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ElectLeadersResponse(buf, cur, end, version):
+    """Decode ElectLeadersResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     pos = cur.pos
-    n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    if v0_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__replica_election_results, pos, end)
+        f_throttle_time_ms, n_replica_election_results = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    elif v1_only:
+        if end - pos < 10:
+            raise _w.short_run(_RUN_throttle_time_ms__replica_election_results_2, pos, end)
+        f_throttle_time_ms, f_error_code, n_replica_election_results = _S_ihi.unpack_from(buf, pos)
+        pos += 10
+    if v1_down:
+        f_replica_election_results, pos = _w.read_structs(_partial(_dec_ElectLeadersResponse_ReplicaElectionResult, version=version), buf, cur, pos, end, n_replica_election_results, 'replica_election_results', 6, 4, False)
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ElectLeadersRequest_TopicPartitions)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
-    """Append the v2 layout of a ElectLeadersRequest.TopicPartitions to ``out``."""
-    if obj is None:
-        raise TypeError("ElectLeadersRequest.TopicPartitions expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "ElectLeadersRequest.TopicPartitions.topic", False)
-    _w.put_uvarint(out, n_topic + 1)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("ElectLeadersRequest.TopicPartitions.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
-    out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest.TopicPartitions")
-
-
-def _dec_ElectLeadersResponse_v0(buf, cur, end):
-    """Decode ElectLeadersResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__replica_election_results, pos, end)
-    f_throttle_time_ms, n_replica_election_results = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_replica_election_results, pos = _w.read_structs(_dec_ElectLeadersResponse_ReplicaElectionResult_v0, buf, cur, pos, end, n_replica_election_results, 'replica_election_results', 6, 4, False)
+        if end - pos < 6:
+            raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        n_replica_election_results, pos = _w.read_compact_length(buf, pos, end, 'replica_election_results')
+        f_replica_election_results, pos = _w.read_structs(_partial(_dec_ElectLeadersResponse_ReplicaElectionResult, version=version), buf, cur, pos, end, n_replica_election_results, 'replica_election_results', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ElectLeadersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = 0
-    obj.replica_election_results = f_replica_election_results
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ElectLeadersResponse_v0(obj, out):
-    """Append the v0 layout of a ElectLeadersResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ElectLeadersResponse expected, got None")
-    if obj.error_code != 0:
-        raise _w.not_in_version("ElectLeadersResponse.error_code", 0, "1-2")
-    f_replica_election_results = obj.replica_election_results
-    if f_replica_election_results is None:
-        raise _w.not_nullable("ElectLeadersResponse.replica_election_results")
+    if v0_down:
+        obj.error_code = 0
     else:
-        n_replica_election_results = len(f_replica_election_results)
-    out += _S_ii.pack(obj.throttle_time_ms, n_replica_election_results)
-    for item in f_replica_election_results:
-        _enc_ElectLeadersResponse_ReplicaElectionResult_v0(item, out)
-
-
-def _dec_ElectLeadersResponse_v1(buf, cur, end):
-    """Decode ElectLeadersResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_throttle_time_ms__replica_election_results_2, pos, end)
-    f_throttle_time_ms, f_error_code, n_replica_election_results = _S_ihi.unpack_from(buf, pos)
-    pos += 10
-    f_replica_election_results, pos = _w.read_structs(_dec_ElectLeadersResponse_ReplicaElectionResult_v0, buf, cur, pos, end, n_replica_election_results, 'replica_election_results', 6, 4, False)
-    obj = _new(ElectLeadersResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
+        obj.error_code = f_error_code
     obj.replica_election_results = f_replica_election_results
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ElectLeadersResponse_v1(obj, out):
-    """Append the v1 layout of a ElectLeadersResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ElectLeadersResponse expected, got None")
-    f_replica_election_results = obj.replica_election_results
-    if f_replica_election_results is None:
-        raise _w.not_nullable("ElectLeadersResponse.replica_election_results")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_replica_election_results = len(f_replica_election_results)
-    out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_replica_election_results)
-    for item in f_replica_election_results:
-        _enc_ElectLeadersResponse_ReplicaElectionResult_v0(item, out)
-
-
-def _dec_ElectLeadersResponse_v2(buf, cur, end):
-    """Decode ElectLeadersResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_replica_election_results, pos = _w.read_compact_length(buf, pos, end, 'replica_election_results')
-    f_replica_election_results, pos = _w.read_structs(_dec_ElectLeadersResponse_ReplicaElectionResult_v2, buf, cur, pos, end, n_replica_election_results, 'replica_election_results', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ElectLeadersResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.replica_election_results = f_replica_election_results
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ElectLeadersResponse_v2(obj, out):
-    """Append the v2 layout of a ElectLeadersResponse to ``out``."""
+def _enc_ElectLeadersResponse(obj, out, version):
+    """Append in ``version`` a ElectLeadersResponse to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     if obj is None:
         raise TypeError("ElectLeadersResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.replica_election_results, _enc_ElectLeadersResponse_ReplicaElectionResult_v2, "ElectLeadersResponse.replica_election_results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse")
+    if v0_down:
+        if obj.error_code != 0:
+            raise _w.not_in_version("ElectLeadersResponse.error_code", 0, "1-2")
+    if v1_down:
+        f_replica_election_results = obj.replica_election_results
+        if f_replica_election_results is None:
+            raise _w.not_nullable("ElectLeadersResponse.replica_election_results")
+        else:
+            n_replica_election_results = len(f_replica_election_results)
+    if v0_down:
+        out += _S_ii.pack(obj.throttle_time_ms, n_replica_election_results)
+    elif v1_only:
+        out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_replica_election_results)
+    if v1_down:
+        for item in f_replica_election_results:
+            _enc_ElectLeadersResponse_ReplicaElectionResult(item, out, version)
+    else:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+        _w.put_structs(out, obj.replica_election_results, _partial(_enc_ElectLeadersResponse_ReplicaElectionResult, version=version), "ElectLeadersResponse.replica_election_results", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse")
 
 
-def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
-    """Decode ElectLeadersResponse.ReplicaElectionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ElectLeadersResponse_ReplicaElectionResult(buf, cur, end, version):
+    """Decode ElectLeadersResponse.ReplicaElectionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic, pos, end)
-    n_topic = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_result, pos, end)
-    n_partition_result = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partition_result, pos = _w.read_structs(_dec_ElectLeadersResponse_PartitionResult_v0, buf, cur, pos, end, n_partition_result, 'partition_result', 8, 4, False)
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic, pos, end)
+        n_topic = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partition_result, pos, end)
+        n_partition_result = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partition_result, pos = _w.read_structs(_partial(_dec_ElectLeadersResponse_PartitionResult, version=version), buf, cur, pos, end, n_partition_result, 'partition_result', 8, 4, False)
+    else:
+        n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
+        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
+        n_partition_result, pos = _w.read_compact_length(buf, pos, end, 'partition_result')
+        f_partition_result, pos = _w.read_structs(_partial(_dec_ElectLeadersResponse_PartitionResult, version=version), buf, cur, pos, end, n_partition_result, 'partition_result', 8, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ElectLeadersResponse_ReplicaElectionResult)
     obj.topic = f_topic
     obj.partition_result = f_partition_result
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ElectLeadersResponse_ReplicaElectionResult_v0(obj, out):
-    """Append the v0 layout of a ElectLeadersResponse.ReplicaElectionResult to ``out``."""
-    if obj is None:
-        raise TypeError("ElectLeadersResponse.ReplicaElectionResult expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "ElectLeadersResponse.ReplicaElectionResult.topic", False)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partition_result = obj.partition_result
-    if f_partition_result is None:
-        raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.partition_result")
+    if v1_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partition_result = len(f_partition_result)
-    out += _S_i.pack(n_partition_result)
-    for item in f_partition_result:
-        _enc_ElectLeadersResponse_PartitionResult_v0(item, out)
-
-
-def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
-    """Decode ElectLeadersResponse.ReplicaElectionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-    n_partition_result, pos = _w.read_compact_length(buf, pos, end, 'partition_result')
-    f_partition_result, pos = _w.read_structs(_dec_ElectLeadersResponse_PartitionResult_v2, buf, cur, pos, end, n_partition_result, 'partition_result', 8, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ElectLeadersResponse_ReplicaElectionResult)
-    obj.topic = f_topic
-    obj.partition_result = f_partition_result
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
-    """Append the v2 layout of a ElectLeadersResponse.ReplicaElectionResult to ``out``."""
+def _enc_ElectLeadersResponse_ReplicaElectionResult(obj, out, version):
+    """Append in ``version`` a ElectLeadersResponse.ReplicaElectionResult to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("ElectLeadersResponse.ReplicaElectionResult expected, got None")
     f_topic, n_topic = _w.encode_text(obj.topic, "ElectLeadersResponse.ReplicaElectionResult.topic", False)
-    _w.put_uvarint(out, n_topic + 1)
+    if v1_down:
+        out += _S_h.pack(n_topic)
+    else:
+        _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
-    _w.put_structs(out, obj.partition_result, _enc_ElectLeadersResponse_PartitionResult_v2, "ElectLeadersResponse.ReplicaElectionResult.partition_result", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult")
+    if v1_down:
+        f_partition_result = obj.partition_result
+        if f_partition_result is None:
+            raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.partition_result")
+        else:
+            n_partition_result = len(f_partition_result)
+        out += _S_i.pack(n_partition_result)
+        for item in f_partition_result:
+            _enc_ElectLeadersResponse_PartitionResult(item, out, version)
+    else:
+        _w.put_structs(out, obj.partition_result, _partial(_enc_ElectLeadersResponse_PartitionResult, version=version), "ElectLeadersResponse.ReplicaElectionResult.partition_result", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult")
 
 
-def _dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end):
-    """Decode ElectLeadersResponse.ReplicaElectionResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ElectLeadersResponse_PartitionResult(buf, cur, end, version):
+    """Decode ElectLeadersResponse.ReplicaElectionResult.PartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition_id__error_message, pos, end)
-    f_partition_id, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
-    pos += 8
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_partition_id__error_message, pos, end)
+        f_partition_id, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
+        pos += 8
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+    else:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_partition_id__error_code, pos, end)
+        f_partition_id, f_error_code = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ElectLeadersResponse_PartitionResult)
     obj.partition_id = f_partition_id
     obj.error_code = f_error_code
     obj.error_message = f_error_message
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ElectLeadersResponse_PartitionResult_v0(obj, out):
-    """Append the v0 layout of a ElectLeadersResponse.ReplicaElectionResult.PartitionResult to ``out``."""
+def _enc_ElectLeadersResponse_PartitionResult(obj, out, version):
+    """Append in ``version`` a ElectLeadersResponse.ReplicaElectionResult.PartitionResult to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("ElectLeadersResponse.ReplicaElectionResult.PartitionResult expected, got None")
+    if v2_up:
+        out += _S_ih.pack(obj.partition_id, obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult.error_message", True)
-    out += _S_ihh.pack(obj.partition_id, obj.error_code, n_error_message)
+    if v1_down:
+        out += _S_ihh.pack(obj.partition_id, obj.error_code, n_error_message)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-
-
-def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
-    """Decode ElectLeadersResponse.ReplicaElectionResult.PartitionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_id__error_code, pos, end)
-    f_partition_id, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ElectLeadersResponse_PartitionResult)
-    obj.partition_id = f_partition_id
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ElectLeadersResponse_PartitionResult_v2(obj, out):
-    """Append the v2 layout of a ElectLeadersResponse.ReplicaElectionResult.PartitionResult to ``out``."""
-    if obj is None:
-        raise TypeError("ElectLeadersResponse.ReplicaElectionResult.PartitionResult expected, got None")
-    out += _S_ih.pack(obj.partition_id, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult")
 
 
 class ElectLeadersRequest_TopicPartitions(Struct):
@@ -504,8 +422,8 @@ class ElectLeadersRequest(Message):
         FieldInfo('timeout_ms', (0, 2), None, None, False, None, None, 'int32'),
     )
     TopicPartitions = ElectLeadersRequest_TopicPartitions
-    _DECODERS = {0: _dec_ElectLeadersRequest_v0, 1: _dec_ElectLeadersRequest_v1, 2: _dec_ElectLeadersRequest_v2}
-    _ENCODERS = {0: _enc_ElectLeadersRequest_v0, 1: _enc_ElectLeadersRequest_v1, 2: _enc_ElectLeadersRequest_v2}
+    _DECODERS = _decoders(_dec_ElectLeadersRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_ElectLeadersRequest, range(0, 3))
     API_KEY = 43
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -613,8 +531,8 @@ class ElectLeadersResponse(Message):
         FieldInfo('replica_election_results', (0, 2), None, None, True, ElectLeadersResponse_ReplicaElectionResult, None, '[]ReplicaElectionResult'),
     )
     ReplicaElectionResult = ElectLeadersResponse_ReplicaElectionResult
-    _DECODERS = {0: _dec_ElectLeadersResponse_v0, 1: _dec_ElectLeadersResponse_v1, 2: _dec_ElectLeadersResponse_v2}
-    _ENCODERS = {0: _enc_ElectLeadersResponse_v0, 1: _enc_ElectLeadersResponse_v1, 2: _enc_ElectLeadersResponse_v2}
+    _DECODERS = _decoders(_dec_ElectLeadersResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_ElectLeadersResponse, range(0, 3))
     API_KEY = 43
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

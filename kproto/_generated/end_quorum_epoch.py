@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['EndQuorumEpochRequest', 'EndQuorumEpochResponse']
@@ -43,215 +45,188 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
-    """Decode EndQuorumEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EndQuorumEpochRequest(buf, cur, end, version):
+    """Decode EndQuorumEpochRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_cluster_id, pos, end)
-    n_cluster_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 2, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_EndQuorumEpochRequest_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_cluster_id, pos, end)
+        n_cluster_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 2, True, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_topics, pos, end)
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_topics, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
+        f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        n_leader_endpoints, pos = _w.read_compact_length(buf, pos, end, 'leader_endpoints')
+        f_leader_endpoints, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_LeaderEndpoint, version=version), buf, cur, pos, end, n_leader_endpoints, 'leader_endpoints', 5, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EndQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
     obj.topics = f_topics
-    obj.leader_endpoints = []
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.leader_endpoints = []
+        obj.unknown_tagged_fields = []
+    else:
+        obj.leader_endpoints = f_leader_endpoints
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_EndQuorumEpochRequest_v0(obj, out):
-    """Append the v0 layout of a EndQuorumEpochRequest to ``out``."""
+def _enc_EndQuorumEpochRequest(obj, out, version):
+    """Append in ``version`` a EndQuorumEpochRequest to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("EndQuorumEpochRequest expected, got None")
     f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "EndQuorumEpochRequest.cluster_id", True)
-    out += _S_h.pack(n_cluster_id)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("EndQuorumEpochRequest.topics")
+    if v0_down:
+        out += _S_h.pack(n_cluster_id)
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_EndQuorumEpochRequest_TopicData_v0(item, out)
-
-
-def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
-    """Decode EndQuorumEpochRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_EndQuorumEpochRequest_TopicData_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    n_leader_endpoints, pos = _w.read_compact_length(buf, pos, end, 'leader_endpoints')
-    f_leader_endpoints, pos = _w.read_structs(_dec_EndQuorumEpochRequest_LeaderEndpoint_v1, buf, cur, pos, end, n_leader_endpoints, 'leader_endpoints', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndQuorumEpochRequest)
-    obj.cluster_id = f_cluster_id
-    obj.topics = f_topics
-    obj.leader_endpoints = f_leader_endpoints
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_EndQuorumEpochRequest_v1(obj, out):
-    """Append the v1 layout of a EndQuorumEpochRequest to ``out``."""
-    if obj is None:
-        raise TypeError("EndQuorumEpochRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "EndQuorumEpochRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
-    _w.put_structs(out, obj.topics, _enc_EndQuorumEpochRequest_TopicData_v1, "EndQuorumEpochRequest.topics", False)
-    _w.put_structs(out, obj.leader_endpoints, _enc_EndQuorumEpochRequest_LeaderEndpoint_v1, "EndQuorumEpochRequest.leader_endpoints", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest")
+    if v0_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("EndQuorumEpochRequest.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_i.pack(n_topics)
+        for item in f_topics:
+            _enc_EndQuorumEpochRequest_TopicData(item, out, version)
+    else:
+        _w.put_structs(out, obj.topics, _partial(_enc_EndQuorumEpochRequest_TopicData, version=version), "EndQuorumEpochRequest.topics", False)
+        _w.put_structs(out, obj.leader_endpoints, _partial(_enc_EndQuorumEpochRequest_LeaderEndpoint, version=version), "EndQuorumEpochRequest.leader_endpoints", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest")
 
 
-def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
-    """Decode EndQuorumEpochRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EndQuorumEpochRequest_TopicData(buf, cur, end, version):
+    """Decode EndQuorumEpochRequest.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_EndQuorumEpochRequest_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 16, 4, False)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partitions, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 16, 4, False)
+    else:
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 14, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EndQuorumEpochRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_EndQuorumEpochRequest_TopicData_v0(obj, out):
-    """Append the v0 layout of a EndQuorumEpochRequest.TopicData to ``out``."""
+def _enc_EndQuorumEpochRequest_TopicData(obj, out, version):
+    """Append in ``version`` a EndQuorumEpochRequest.TopicData to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("EndQuorumEpochRequest.TopicData expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "EndQuorumEpochRequest.TopicData.topic_name", False)
-    out += _S_h.pack(n_topic_name)
+    if v0_down:
+        out += _S_h.pack(n_topic_name)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("EndQuorumEpochRequest.TopicData.partitions")
+    if v0_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("EndQuorumEpochRequest.TopicData.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_EndQuorumEpochRequest_PartitionData(item, out, version)
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_EndQuorumEpochRequest_PartitionData_v0(item, out)
+        _w.put_structs(out, obj.partitions, _partial(_enc_EndQuorumEpochRequest_PartitionData, version=version), "EndQuorumEpochRequest.TopicData.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData")
 
 
-def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
-    """Decode EndQuorumEpochRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EndQuorumEpochRequest_PartitionData(buf, cur, end, version):
+    """Decode EndQuorumEpochRequest.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_EndQuorumEpochRequest_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 14, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndQuorumEpochRequest_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_EndQuorumEpochRequest_TopicData_v1(obj, out):
-    """Append the v1 layout of a EndQuorumEpochRequest.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("EndQuorumEpochRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "EndQuorumEpochRequest.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_EndQuorumEpochRequest_PartitionData_v1, "EndQuorumEpochRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData")
-
-
-def _dec_EndQuorumEpochRequest_PartitionData_v0(buf, cur, end):
-    """Decode EndQuorumEpochRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_partition_index__preferred_successors, pos, end)
-    f_partition_index, f_leader_id, f_leader_epoch, n_preferred_successors = _S_iiii.unpack_from(buf, pos)
-    pos += 16
-    if n_preferred_successors < 0 or n_preferred_successors > (end - pos) // 4:
-        raise _w.bad_count('preferred_successors', pos - 4, n_preferred_successors, end, 4, 4)
-    if n_preferred_successors < _w.SMALL_ARRAY_MAX:
-        f_preferred_successors = list(_A_i[n_preferred_successors].unpack_from(buf, pos))
+    if v0_down:
+        if end - pos < 16:
+            raise _w.short_run(_RUN_partition_index__preferred_successors, pos, end)
+        f_partition_index, f_leader_id, f_leader_epoch, n_preferred_successors = _S_iiii.unpack_from(buf, pos)
+        pos += 16
+        if n_preferred_successors < 0 or n_preferred_successors > (end - pos) // 4:
+            raise _w.bad_count('preferred_successors', pos - 4, n_preferred_successors, end, 4, 4)
+        if n_preferred_successors < _w.SMALL_ARRAY_MAX:
+            f_preferred_successors = list(_A_i[n_preferred_successors].unpack_from(buf, pos))
+        else:
+            f_preferred_successors = list(_unpack_from(">%di" % n_preferred_successors, buf, pos))
+        pos += n_preferred_successors * 4
     else:
-        f_preferred_successors = list(_unpack_from(">%di" % n_preferred_successors, buf, pos))
-    pos += n_preferred_successors * 4
+        if end - pos < 12:
+            raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+        f_partition_index, f_leader_id, f_leader_epoch = _S_iii.unpack_from(buf, pos)
+        pos += 12
+        n_preferred_candidates, pos = _w.read_compact_length(buf, pos, end, 'preferred_candidates')
+        f_preferred_candidates, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_ReplicaInfo, version=version), buf, cur, pos, end, n_preferred_candidates, 'preferred_candidates', 21, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EndQuorumEpochRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
-    obj.preferred_successors = f_preferred_successors
-    obj.preferred_candidates = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_EndQuorumEpochRequest_PartitionData_v0(obj, out):
-    """Append the v0 layout of a EndQuorumEpochRequest.TopicData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("EndQuorumEpochRequest.TopicData.PartitionData expected, got None")
-    f_preferred_successors = obj.preferred_successors
-    if f_preferred_successors is None:
-        raise _w.not_nullable("EndQuorumEpochRequest.TopicData.PartitionData.preferred_successors")
+    if v0_down:
+        obj.preferred_successors = f_preferred_successors
+        obj.preferred_candidates = []
+        obj.unknown_tagged_fields = []
     else:
-        n_preferred_successors = len(f_preferred_successors)
-    out += _S_iiii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch, n_preferred_successors)
-    out += _pack(">%di" % n_preferred_successors, *f_preferred_successors)
-
-
-def _dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end):
-    """Decode EndQuorumEpochRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-    f_partition_index, f_leader_id, f_leader_epoch = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    n_preferred_candidates, pos = _w.read_compact_length(buf, pos, end, 'preferred_candidates')
-    f_preferred_candidates, pos = _w.read_structs(_dec_EndQuorumEpochRequest_ReplicaInfo_v1, buf, cur, pos, end, n_preferred_candidates, 'preferred_candidates', 21, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndQuorumEpochRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    obj.preferred_successors = []
-    obj.preferred_candidates = f_preferred_candidates
-    obj.unknown_tagged_fields = unknown
+        obj.preferred_successors = []
+        obj.preferred_candidates = f_preferred_candidates
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_EndQuorumEpochRequest_PartitionData_v1(obj, out):
-    """Append the v1 layout of a EndQuorumEpochRequest.TopicData.PartitionData to ``out``."""
+def _enc_EndQuorumEpochRequest_PartitionData(obj, out, version):
+    """Append in ``version`` a EndQuorumEpochRequest.TopicData.PartitionData to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("EndQuorumEpochRequest.TopicData.PartitionData expected, got None")
-    out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
-    _w.put_structs(out, obj.preferred_candidates, _enc_EndQuorumEpochRequest_ReplicaInfo_v1, "EndQuorumEpochRequest.TopicData.PartitionData.preferred_candidates", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData")
+    if v0_down:
+        f_preferred_successors = obj.preferred_successors
+        if f_preferred_successors is None:
+            raise _w.not_nullable("EndQuorumEpochRequest.TopicData.PartitionData.preferred_successors")
+        else:
+            n_preferred_successors = len(f_preferred_successors)
+        out += _S_iiii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch, n_preferred_successors)
+        out += _pack(">%di" % n_preferred_successors, *f_preferred_successors)
+    else:
+        out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
+        _w.put_structs(out, obj.preferred_candidates, _partial(_enc_EndQuorumEpochRequest_ReplicaInfo, version=version), "EndQuorumEpochRequest.TopicData.PartitionData.preferred_candidates", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData")
 
 
-def _dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end):
-    """Decode EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EndQuorumEpochRequest_ReplicaInfo(buf, cur, end, version):
+    """Decode EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_candidate_id, pos, end)
@@ -270,8 +245,8 @@ def _dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end):
     return obj
 
 
-def _enc_EndQuorumEpochRequest_ReplicaInfo_v1(obj, out):
-    """Append the v1 layout of a EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo to ``out``."""
+def _enc_EndQuorumEpochRequest_ReplicaInfo(obj, out, version):
+    """Append in ``version`` a EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo to ``out``."""
     if obj is None:
         raise TypeError("EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo expected, got None")
     out += _S_i.pack(obj.candidate_id)
@@ -279,8 +254,8 @@ def _enc_EndQuorumEpochRequest_ReplicaInfo_v1(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo")
 
 
-def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
-    """Decode EndQuorumEpochRequest.LeaderEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EndQuorumEpochRequest_LeaderEndpoint(buf, cur, end, version):
+    """Decode EndQuorumEpochRequest.LeaderEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -300,8 +275,8 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
     return obj
 
 
-def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
-    """Append the v1 layout of a EndQuorumEpochRequest.LeaderEndpoint to ``out``."""
+def _enc_EndQuorumEpochRequest_LeaderEndpoint(obj, out, version):
+    """Append in ``version`` a EndQuorumEpochRequest.LeaderEndpoint to ``out``."""
     if obj is None:
         raise TypeError("EndQuorumEpochRequest.LeaderEndpoint expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "EndQuorumEpochRequest.LeaderEndpoint.name", False)
@@ -316,206 +291,173 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.LeaderEndpoint")
 
 
-def _dec_EndQuorumEpochResponse_v0(buf, cur, end):
-    """Decode EndQuorumEpochResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EndQuorumEpochResponse(buf, cur, end, version):
+    """Decode EndQuorumEpochResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_error_code__topics, pos, end)
-    f_error_code, n_topics = _S_hi.unpack_from(buf, pos)
-    pos += 6
-    f_topics, pos = _w.read_structs(_dec_EndQuorumEpochResponse_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if v0_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_error_code__topics, pos, end)
+        f_error_code, n_topics = _S_hi.unpack_from(buf, pos)
+        pos += 6
+        f_topics, pos = _w.read_structs(_partial(_dec_EndQuorumEpochResponse_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_EndQuorumEpochResponse_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        f_node_endpoints = []
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+            for tag, pos, t_end in spans:
+                if tag == 0:
+                    n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
+                    f_node_endpoints, pos = _w.read_structs(_partial(_dec_EndQuorumEpochResponse_NodeEndpoint, version=version), buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
+            pos = after
     obj = _new(EndQuorumEpochResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.node_endpoints = []
+        obj.unknown_tagged_fields = []
+    else:
+        obj.node_endpoints = f_node_endpoints
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_EndQuorumEpochResponse_v0(obj, out):
-    """Append the v0 layout of a EndQuorumEpochResponse to ``out``."""
+def _enc_EndQuorumEpochResponse(obj, out, version):
+    """Append in ``version`` a EndQuorumEpochResponse to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("EndQuorumEpochResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("EndQuorumEpochResponse.node_endpoints", 0, "1")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("EndQuorumEpochResponse.topics")
+    if v0_down:
+        if obj.node_endpoints:
+            raise _w.not_in_version("EndQuorumEpochResponse.node_endpoints", 0, "1")
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("EndQuorumEpochResponse.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_hi.pack(obj.error_code, n_topics)
+        for item in f_topics:
+            _enc_EndQuorumEpochResponse_TopicData(item, out, version)
     else:
-        n_topics = len(f_topics)
-    out += _S_hi.pack(obj.error_code, n_topics)
-    for item in f_topics:
-        _enc_EndQuorumEpochResponse_TopicData_v0(item, out)
+        out += _S_h.pack(obj.error_code)
+        _w.put_structs(out, obj.topics, _partial(_enc_EndQuorumEpochResponse_TopicData, version=version), "EndQuorumEpochResponse.topics", False)
+        known = []
+        if obj.node_endpoints != []:
+            t = bytearray()
+            _w.put_structs(t, obj.node_endpoints, _partial(_enc_EndQuorumEpochResponse_NodeEndpoint, version=version), "EndQuorumEpochResponse.node_endpoints", False)
+            known.append((0, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "EndQuorumEpochResponse")
+        else:
+            out.append(0)
 
 
-def _dec_EndQuorumEpochResponse_v1(buf, cur, end):
-    """Decode EndQuorumEpochResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EndQuorumEpochResponse_TopicData(buf, cur, end, version):
+    """Decode EndQuorumEpochResponse.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_EndQuorumEpochResponse_TopicData_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    f_node_endpoints = []
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partitions, pos = _w.read_structs(_partial(_dec_EndQuorumEpochResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
-                f_node_endpoints, pos = _w.read_structs(_dec_EndQuorumEpochResponse_NodeEndpoint_v1, buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
-        pos = after
-    obj = _new(EndQuorumEpochResponse)
-    obj.error_code = f_error_code
-    obj.topics = f_topics
-    obj.node_endpoints = f_node_endpoints
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_EndQuorumEpochResponse_v1(obj, out):
-    """Append the v1 layout of a EndQuorumEpochResponse to ``out``."""
-    if obj is None:
-        raise TypeError("EndQuorumEpochResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_EndQuorumEpochResponse_TopicData_v1, "EndQuorumEpochResponse.topics", False)
-    known = []
-    if obj.node_endpoints != []:
-        t = bytearray()
-        _w.put_structs(t, obj.node_endpoints, _enc_EndQuorumEpochResponse_NodeEndpoint_v1, "EndQuorumEpochResponse.node_endpoints", False)
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "EndQuorumEpochResponse")
-    else:
-        out.append(0)
-
-
-def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
-    """Decode EndQuorumEpochResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_EndQuorumEpochResponse_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_EndQuorumEpochResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EndQuorumEpochResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_EndQuorumEpochResponse_TopicData_v0(obj, out):
-    """Append the v0 layout of a EndQuorumEpochResponse.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("EndQuorumEpochResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "EndQuorumEpochResponse.TopicData.topic_name", False)
-    out += _S_h.pack(n_topic_name)
-    if n_topic_name > 0:
-        out += f_topic_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("EndQuorumEpochResponse.TopicData.partitions")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_EndQuorumEpochResponse_PartitionData_v0(item, out)
-
-
-def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
-    """Decode EndQuorumEpochResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_EndQuorumEpochResponse_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndQuorumEpochResponse_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_EndQuorumEpochResponse_TopicData_v1(obj, out):
-    """Append the v1 layout of a EndQuorumEpochResponse.TopicData to ``out``."""
+def _enc_EndQuorumEpochResponse_TopicData(obj, out, version):
+    """Append in ``version`` a EndQuorumEpochResponse.TopicData to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("EndQuorumEpochResponse.TopicData expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "EndQuorumEpochResponse.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    if v0_down:
+        out += _S_h.pack(n_topic_name)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_EndQuorumEpochResponse_PartitionData_v1, "EndQuorumEpochResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData")
+    if v0_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("EndQuorumEpochResponse.TopicData.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_EndQuorumEpochResponse_PartitionData(item, out, version)
+    else:
+        _w.put_structs(out, obj.partitions, _partial(_enc_EndQuorumEpochResponse_PartitionData, version=version), "EndQuorumEpochResponse.TopicData.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData")
 
 
-def _dec_EndQuorumEpochResponse_PartitionData_v0(buf, cur, end):
-    """Decode EndQuorumEpochResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EndQuorumEpochResponse_PartitionData(buf, cur, end, version):
+    """Decode EndQuorumEpochResponse.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
+    if v1_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EndQuorumEpochResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_EndQuorumEpochResponse_PartitionData_v0(obj, out):
-    """Append the v0 layout of a EndQuorumEpochResponse.TopicData.PartitionData to ``out``."""
+def _enc_EndQuorumEpochResponse_PartitionData(obj, out, version):
+    """Append in ``version`` a EndQuorumEpochResponse.TopicData.PartitionData to ``out``."""
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("EndQuorumEpochResponse.TopicData.PartitionData expected, got None")
     out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData.PartitionData")
 
 
-def _dec_EndQuorumEpochResponse_PartitionData_v1(buf, cur, end):
-    """Decode EndQuorumEpochResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
-    f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
-    pos += 14
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndQuorumEpochResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_EndQuorumEpochResponse_PartitionData_v1(obj, out):
-    """Append the v1 layout of a EndQuorumEpochResponse.TopicData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("EndQuorumEpochResponse.TopicData.PartitionData expected, got None")
-    out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData.PartitionData")
-
-
-def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
-    """Decode EndQuorumEpochResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EndQuorumEpochResponse_NodeEndpoint(buf, cur, end, version):
+    """Decode EndQuorumEpochResponse.NodeEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
@@ -537,8 +479,8 @@ def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
     return obj
 
 
-def _enc_EndQuorumEpochResponse_NodeEndpoint_v1(obj, out):
-    """Append the v1 layout of a EndQuorumEpochResponse.NodeEndpoint to ``out``."""
+def _enc_EndQuorumEpochResponse_NodeEndpoint(obj, out, version):
+    """Append in ``version`` a EndQuorumEpochResponse.NodeEndpoint to ``out``."""
     if obj is None:
         raise TypeError("EndQuorumEpochResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
@@ -707,8 +649,8 @@ class EndQuorumEpochRequest(Message):
     )
     TopicData = EndQuorumEpochRequest_TopicData
     LeaderEndpoint = EndQuorumEpochRequest_LeaderEndpoint
-    _DECODERS = {0: _dec_EndQuorumEpochRequest_v0, 1: _dec_EndQuorumEpochRequest_v1}
-    _ENCODERS = {0: _enc_EndQuorumEpochRequest_v0, 1: _enc_EndQuorumEpochRequest_v1}
+    _DECODERS = _decoders(_dec_EndQuorumEpochRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_EndQuorumEpochRequest, range(0, 2))
     API_KEY = 54
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -854,8 +796,8 @@ class EndQuorumEpochResponse(Message):
     )
     TopicData = EndQuorumEpochResponse_TopicData
     NodeEndpoint = EndQuorumEpochResponse_NodeEndpoint
-    _DECODERS = {0: _dec_EndQuorumEpochResponse_v0, 1: _dec_EndQuorumEpochResponse_v1}
-    _ENCODERS = {0: _enc_EndQuorumEpochResponse_v0, 1: _enc_EndQuorumEpochResponse_v1}
+    _DECODERS = _decoders(_dec_EndQuorumEpochResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_EndQuorumEpochResponse, range(0, 2))
     API_KEY = 54
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

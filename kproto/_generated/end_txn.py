@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['EndTxnRequest', 'EndTxnResponse']
@@ -29,14 +30,20 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 _new = Struct.__new__
 
 
-def _dec_EndTxnRequest_v0(buf, cur, end):
-    """Decode EndTxnRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EndTxnRequest(buf, cur, end, version):
+    """Decode EndTxnRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_transactional_id, pos, end)
-    n_transactional_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 2, False, True)
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_transactional_id, pos, end)
+        n_transactional_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 2, False, True)
+    else:
+        n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
+        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
     if end - pos < 11:
         raise _w.short_run(_RUN_producer_id__committed, pos, end)
     f_producer_id, f_producer_epoch, f_committed = _S_qhb.unpack_from(buf, pos)
@@ -44,136 +51,87 @@ def _dec_EndTxnRequest_v0(buf, cur, end):
     if f_committed != 0 and f_committed != 1:
         raise _w.bad_bool('committed', pos - 1, f_committed)
     b_committed = f_committed == 1
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EndTxnRequest)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
     obj.committed = b_committed
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_EndTxnRequest_v0(obj, out):
-    """Append the v0 layout of a EndTxnRequest to ``out``."""
+def _enc_EndTxnRequest(obj, out, version):
+    """Append in ``version`` a EndTxnRequest to ``out``."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("EndTxnRequest expected, got None")
     f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "EndTxnRequest.transactional_id", False)
-    out += _S_h.pack(n_transactional_id)
+    if v2_down:
+        out += _S_h.pack(n_transactional_id)
+    else:
+        _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
     out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.committed)
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnRequest")
 
 
-def _dec_EndTxnRequest_v3(buf, cur, end):
-    """Decode EndTxnRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EndTxnResponse(buf, cur, end, version):
+    """Decode EndTxnResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
+    v4_down = version <= 4
+    v5_up = version >= 5
     pos = cur.pos
-    n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
-    f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
-    if end - pos < 11:
-        raise _w.short_run(_RUN_producer_id__committed, pos, end)
-    f_producer_id, f_producer_epoch, f_committed = _S_qhb.unpack_from(buf, pos)
-    pos += 11
-    if f_committed != 0 and f_committed != 1:
-        raise _w.bad_bool('committed', pos - 1, f_committed)
-    b_committed = f_committed == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndTxnRequest)
-    obj.transactional_id = f_transactional_id
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.committed = b_committed
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_EndTxnRequest_v3(obj, out):
-    """Append the v3 layout of a EndTxnRequest to ``out``."""
-    if obj is None:
-        raise TypeError("EndTxnRequest expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "EndTxnRequest.transactional_id", False)
-    _w.put_uvarint(out, n_transactional_id + 1)
-    if n_transactional_id > 0:
-        out += f_transactional_id
-    out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.committed)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnRequest")
-
-
-def _dec_EndTxnResponse_v0(buf, cur, end):
-    """Decode EndTxnResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
+    if v4_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+        pos += 6
+    else:
+        if end - pos < 16:
+            raise _w.short_run(_RUN_throttle_time_ms__producer_epoch, pos, end)
+        f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _S_ihqh.unpack_from(buf, pos)
+        pos += 16
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EndTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
-    obj.producer_id = -1
-    obj.producer_epoch = -1
-    obj.unknown_tagged_fields = []
+    if v4_down:
+        obj.producer_id = -1
+        obj.producer_epoch = -1
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    elif v5_up:
+        obj.producer_id = f_producer_id
+        obj.producer_epoch = f_producer_epoch
+    if v3_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_EndTxnResponse_v0(obj, out):
-    """Append the v0 layout of a EndTxnResponse to ``out``."""
+def _enc_EndTxnResponse(obj, out, version):
+    """Append in ``version`` a EndTxnResponse to ``out``."""
+    v3_up = version >= 3
+    v4_down = version <= 4
     if obj is None:
         raise TypeError("EndTxnResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-
-
-def _dec_EndTxnResponse_v3(buf, cur, end):
-    """Decode EndTxnResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndTxnResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.producer_id = -1
-    obj.producer_epoch = -1
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_EndTxnResponse_v3(obj, out):
-    """Append the v3 layout of a EndTxnResponse to ``out``."""
-    if obj is None:
-        raise TypeError("EndTxnResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnResponse")
-
-
-def _dec_EndTxnResponse_v5(buf, cur, end):
-    """Decode EndTxnResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_throttle_time_ms__producer_epoch, pos, end)
-    f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _S_ihqh.unpack_from(buf, pos)
-    pos += 16
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndTxnResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_EndTxnResponse_v5(obj, out):
-    """Append the v5 layout of a EndTxnResponse to ``out``."""
-    if obj is None:
-        raise TypeError("EndTxnResponse expected, got None")
-    out += _S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnResponse")
+    if v4_down:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    else:
+        out += _S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch)
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnResponse")
 
 
 class EndTxnRequest(Message):
@@ -199,12 +157,8 @@ class EndTxnRequest(Message):
         FieldInfo('producer_epoch', (0, 5), None, None, False, None, None, 'int16'),
         FieldInfo('committed', (0, 5), None, None, False, None, None, 'bool'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    # v5 uses the v3 codecs: the bytes are the same; v5 changed the response only.
-    _DECODERS = {0: _dec_EndTxnRequest_v0, 1: _dec_EndTxnRequest_v0, 2: _dec_EndTxnRequest_v0, 3: _dec_EndTxnRequest_v3, 4: _dec_EndTxnRequest_v3, 5: _dec_EndTxnRequest_v3}
-    _ENCODERS = {0: _enc_EndTxnRequest_v0, 1: _enc_EndTxnRequest_v0, 2: _enc_EndTxnRequest_v0, 3: _enc_EndTxnRequest_v3, 4: _enc_EndTxnRequest_v3, 5: _enc_EndTxnRequest_v3}
+    _DECODERS = _decoders(_dec_EndTxnRequest, range(0, 6))
+    _ENCODERS = _encoders(_enc_EndTxnRequest, range(0, 6))
     API_KEY = 26
     KIND = 'request'
     VALID_VERSIONS = (0, 5)
@@ -252,11 +206,8 @@ class EndTxnResponse(Message):
         FieldInfo('producer_id', (5, 5), None, 'producerId', False, None, None, 'int64'),
         FieldInfo('producer_epoch', (5, 5), None, None, False, None, None, 'int16'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_EndTxnResponse_v0, 1: _dec_EndTxnResponse_v0, 2: _dec_EndTxnResponse_v0, 3: _dec_EndTxnResponse_v3, 4: _dec_EndTxnResponse_v3, 5: _dec_EndTxnResponse_v5}
-    _ENCODERS = {0: _enc_EndTxnResponse_v0, 1: _enc_EndTxnResponse_v0, 2: _enc_EndTxnResponse_v0, 3: _enc_EndTxnResponse_v3, 4: _enc_EndTxnResponse_v3, 5: _enc_EndTxnResponse_v5}
+    _DECODERS = _decoders(_dec_EndTxnResponse, range(0, 6))
+    _ENCODERS = _encoders(_enc_EndTxnResponse, range(0, 6))
     API_KEY = 26
     KIND = 'response'
     VALID_VERSIONS = (0, 5)

@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['EnvelopeRequest', 'EnvelopeResponse']
@@ -22,8 +23,8 @@ _RUN_error_code = (('error_code', 0, 2),)
 _new = Struct.__new__
 
 
-def _dec_EnvelopeRequest_v0(buf, cur, end):
-    """Decode EnvelopeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EnvelopeRequest(buf, cur, end, version):
+    """Decode EnvelopeRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_request_data, pos = _w.read_compact_length(buf, pos, end, 'request_data')
     f_request_data, pos = _w.read_sized(buf, pos, n_request_data, end, 'request_data', 1, False, False)
@@ -41,8 +42,8 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_EnvelopeRequest_v0(obj, out):
-    """Append the v0 layout of a EnvelopeRequest to ``out``."""
+def _enc_EnvelopeRequest(obj, out, version):
+    """Append in ``version`` a EnvelopeRequest to ``out``."""
     if obj is None:
         raise TypeError("EnvelopeRequest expected, got None")
     f_request_data = obj.request_data
@@ -72,8 +73,8 @@ def _enc_EnvelopeRequest_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EnvelopeRequest")
 
 
-def _dec_EnvelopeResponse_v0(buf, cur, end):
-    """Decode EnvelopeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_EnvelopeResponse(buf, cur, end, version):
+    """Decode EnvelopeResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_response_data, pos = _w.read_compact_length(buf, pos, end, 'response_data')
     f_response_data, pos = _w.read_sized(buf, pos, n_response_data, end, 'response_data', 1, True, False)
@@ -90,8 +91,8 @@ def _dec_EnvelopeResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_EnvelopeResponse_v0(obj, out):
-    """Append the v0 layout of a EnvelopeResponse to ``out``."""
+def _enc_EnvelopeResponse(obj, out, version):
+    """Append in ``version`` a EnvelopeResponse to ``out``."""
     if obj is None:
         raise TypeError("EnvelopeResponse expected, got None")
     f_response_data = obj.response_data
@@ -127,8 +128,8 @@ class EnvelopeRequest(Message):
         FieldInfo('request_principal', (0, 0), None, None, False, None, (0, 0), 'bytes'),
         FieldInfo('client_host_address', (0, 0), None, None, False, None, None, 'bytes'),
     )
-    _DECODERS = {0: _dec_EnvelopeRequest_v0}
-    _ENCODERS = {0: _enc_EnvelopeRequest_v0}
+    _DECODERS = _decoders(_dec_EnvelopeRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_EnvelopeRequest, range(0, 1))
     API_KEY = 58
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -170,8 +171,8 @@ class EnvelopeResponse(Message):
         FieldInfo('response_data', (0, 0), None, None, False, None, (0, 0), 'bytes'),
         FieldInfo('error_code', (0, 0), None, 'errorCode', False, None, None, 'int16'),
     )
-    _DECODERS = {0: _dec_EnvelopeResponse_v0}
-    _ENCODERS = {0: _enc_EnvelopeResponse_v0}
+    _DECODERS = _decoders(_dec_EnvelopeResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_EnvelopeResponse, range(0, 1))
     API_KEY = 58
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['ExpireDelegationTokenRequest', 'ExpireDelegationTokenResponse']
@@ -26,28 +27,41 @@ _RUN_hmac = (('hmac', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_ExpireDelegationTokenRequest_v0(buf, cur, end):
-    """Decode ExpireDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ExpireDelegationTokenRequest(buf, cur, end, version):
+    """Decode ExpireDelegationTokenRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_hmac, pos, end)
-    n_hmac = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 4, False, False)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_hmac, pos, end)
+        n_hmac = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 4, False, False)
+    else:
+        n_hmac, pos = _w.read_compact_length(buf, pos, end, 'hmac')
+        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 1, False, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_expiry_time_period_ms, pos, end)
     f_expiry_time_period_ms = _S_q.unpack_from(buf, pos)[0]
     pos += 8
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ExpireDelegationTokenRequest)
     obj.hmac = f_hmac
     obj.expiry_time_period_ms = f_expiry_time_period_ms
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ExpireDelegationTokenRequest_v0(obj, out):
-    """Append the v0 layout of a ExpireDelegationTokenRequest to ``out``."""
+def _enc_ExpireDelegationTokenRequest(obj, out, version):
+    """Append in ``version`` a ExpireDelegationTokenRequest to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("ExpireDelegationTokenRequest expected, got None")
     f_hmac = obj.hmac
@@ -55,92 +69,48 @@ def _enc_ExpireDelegationTokenRequest_v0(obj, out):
         raise _w.not_nullable("ExpireDelegationTokenRequest.hmac")
     else:
         n_hmac = len(f_hmac)
-    out += _S_i.pack(n_hmac)
-    if n_hmac > 0:
-        out += f_hmac
-    out += _S_q.pack(obj.expiry_time_period_ms)
-
-
-def _dec_ExpireDelegationTokenRequest_v2(buf, cur, end):
-    """Decode ExpireDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_hmac, pos = _w.read_compact_length(buf, pos, end, 'hmac')
-    f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 1, False, False)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_expiry_time_period_ms, pos, end)
-    f_expiry_time_period_ms = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ExpireDelegationTokenRequest)
-    obj.hmac = f_hmac
-    obj.expiry_time_period_ms = f_expiry_time_period_ms
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ExpireDelegationTokenRequest_v2(obj, out):
-    """Append the v2 layout of a ExpireDelegationTokenRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ExpireDelegationTokenRequest expected, got None")
-    f_hmac = obj.hmac
-    if f_hmac is None:
-        raise _w.not_nullable("ExpireDelegationTokenRequest.hmac")
+    if v1_down:
+        out += _S_i.pack(n_hmac)
     else:
-        n_hmac = len(f_hmac)
-    _w.put_uvarint(out, n_hmac + 1)
+        _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
         out += f_hmac
     out += _S_q.pack(obj.expiry_time_period_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ExpireDelegationTokenRequest")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ExpireDelegationTokenRequest")
 
 
-def _dec_ExpireDelegationTokenResponse_v0(buf, cur, end):
-    """Decode ExpireDelegationTokenResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ExpireDelegationTokenResponse(buf, cur, end, version):
+    """Decode ExpireDelegationTokenResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__throttle_time_ms, pos, end)
     f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms = _S_hqi.unpack_from(buf, pos)
     pos += 14
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ExpireDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.expiry_timestamp_ms = f_expiry_timestamp_ms
     obj.throttle_time_ms = f_throttle_time_ms
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ExpireDelegationTokenResponse_v0(obj, out):
-    """Append the v0 layout of a ExpireDelegationTokenResponse to ``out``."""
+def _enc_ExpireDelegationTokenResponse(obj, out, version):
+    """Append in ``version`` a ExpireDelegationTokenResponse to ``out``."""
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("ExpireDelegationTokenResponse expected, got None")
     out += _S_hqi.pack(obj.error_code, obj.expiry_timestamp_ms, obj.throttle_time_ms)
-
-
-def _dec_ExpireDelegationTokenResponse_v2(buf, cur, end):
-    """Decode ExpireDelegationTokenResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_error_code__throttle_time_ms, pos, end)
-    f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms = _S_hqi.unpack_from(buf, pos)
-    pos += 14
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ExpireDelegationTokenResponse)
-    obj.error_code = f_error_code
-    obj.expiry_timestamp_ms = f_expiry_timestamp_ms
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ExpireDelegationTokenResponse_v2(obj, out):
-    """Append the v2 layout of a ExpireDelegationTokenResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ExpireDelegationTokenResponse expected, got None")
-    out += _S_hqi.pack(obj.error_code, obj.expiry_timestamp_ms, obj.throttle_time_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ExpireDelegationTokenResponse")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ExpireDelegationTokenResponse")
 
 
 class ExpireDelegationTokenRequest(Message):
@@ -163,9 +133,8 @@ class ExpireDelegationTokenRequest(Message):
         FieldInfo('hmac', (0, 2), None, None, False, None, None, 'bytes'),
         FieldInfo('expiry_time_period_ms', (0, 2), None, None, False, None, None, 'int64'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ExpireDelegationTokenRequest_v0, 1: _dec_ExpireDelegationTokenRequest_v0, 2: _dec_ExpireDelegationTokenRequest_v2}
-    _ENCODERS = {0: _enc_ExpireDelegationTokenRequest_v0, 1: _enc_ExpireDelegationTokenRequest_v0, 2: _enc_ExpireDelegationTokenRequest_v2}
+    _DECODERS = _decoders(_dec_ExpireDelegationTokenRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_ExpireDelegationTokenRequest, range(0, 3))
     API_KEY = 40
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -208,9 +177,8 @@ class ExpireDelegationTokenResponse(Message):
         FieldInfo('expiry_timestamp_ms', (0, 2), None, None, False, None, None, 'int64'),
         FieldInfo('throttle_time_ms', (0, 2), None, None, False, None, None, 'int32'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ExpireDelegationTokenResponse_v0, 1: _dec_ExpireDelegationTokenResponse_v0, 2: _dec_ExpireDelegationTokenResponse_v2}
-    _ENCODERS = {0: _enc_ExpireDelegationTokenResponse_v0, 1: _enc_ExpireDelegationTokenResponse_v0, 2: _enc_ExpireDelegationTokenResponse_v2}
+    _DECODERS = _decoders(_dec_ExpireDelegationTokenResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_ExpireDelegationTokenResponse, range(0, 3))
     API_KEY = 40
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

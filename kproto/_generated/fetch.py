@@ -12,6 +12,7 @@ from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import (
     RECORDS, SCALAR, SCALARS, STRUCT, STRUCTS, FieldInfo, Message, Struct, as_record_set,
@@ -84,2315 +85,682 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_FetchRequest_v0(buf, cur, end):
-    """Decode FetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchRequest(buf, cur, end, version):
+    """Decode FetchRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v10_down = version <= 10
+    v11_down = version <= 11
+    v11_only = version == 11
+    v11_up = version >= 11
+    v12_down = version <= 12
+    v12_only = version == 12
+    v12_to_14 = 12 <= version <= 14
+    v12_up = version >= 12
+    v13_up = version >= 13
+    v14_down = version <= 14
+    v15_up = version >= 15
+    v16_down = version <= 16
+    v17_down = version <= 17
+    v17_only = version == 17
+    v17_up = version >= 17
+    v18_up = version >= 18
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v4_5_6_15_16_17_18 = version in (4, 5, 6, 15, 16, 17, 18)
+    v4_down = version <= 4
+    v4_to_6 = 4 <= version <= 6
+    v5_to_8 = 5 <= version <= 8
+    v5_up = version >= 5
+    v6_down = version <= 6
+    v7_to_11 = 7 <= version <= 11
+    v7_up = version >= 7
+    v8_down = version <= 8
+    v9_to_11 = 9 <= version <= 11
     pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_replica_id__topics, pos, end)
-    f_replica_id, f_max_wait_ms, f_min_bytes, n_topics = _S_iiii.unpack_from(buf, pos)
-    pos += 16
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+    if v2_down:
+        if end - pos < 16:
+            raise _w.short_run(_RUN_replica_id__topics, pos, end)
+        f_replica_id, f_max_wait_ms, f_min_bytes, n_topics = _S_iiii.unpack_from(buf, pos)
+        pos += 16
+    elif v3_only:
+        if end - pos < 20:
+            raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
+        f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, n_topics = _S_iiiii.unpack_from(buf, pos)
+        pos += 20
+    elif v4_5_6_15_16_17_18:
+        if end - pos < 21:
+            if v6_down:
+                raise _w.short_run(_RUN_replica_id__topics_3, pos, end)
+            else:
+                raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
+    if v4_to_6:
+        f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, n_topics = _S_iiiibi.unpack_from(buf, pos)
+    elif v15_up:
+        f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiibii.unpack_from(buf, pos)
+    if v4_5_6_15_16_17_18:
+        pos += 21
+    elif v7_to_11:
+        if end - pos < 29:
+            raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
+        f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, n_topics = _S_iiiibiii.unpack_from(buf, pos)
+        pos += 29
+    if v11_down:
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+    elif v12_to_14:
+        if end - pos < 25:
+            raise _w.short_run(_RUN_replica_id__session_epoch, pos, end)
+        f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiiibii.unpack_from(buf, pos)
+        pos += 25
+    if v12_up:
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+    if v12_only:
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    elif v13_up:
+        if n_topics < 0 or n_topics > (end - pos) // 18:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
     if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v0 is.
+        # Each element read inline.
         try:
             for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v0 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 16:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes, pos, end)
-                            f_partition__2, f_fetch_offset__2, f_partition_max_bytes__2 = _S_iqi.unpack_from(buf, pos)
-                            pos += 16
-                            obj__2 = _new(FetchRequest_FetchPartition)
-                            obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = -1
-                            obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = -1
-                            obj__2.log_start_offset = -1
-                            obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = _w.ZERO_UUID
-                            obj__2.high_watermark = 9223372036854775807
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(FetchRequest)
-    obj.cluster_id = None
-    obj.replica_id = f_replica_id
-    d = _new(FetchRequest_ReplicaState)
-    d.replica_id = -1
-    d.replica_epoch = -1
-    d.unknown_tagged_fields = []
-    obj.replica_state = d
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = 2147483647
-    obj.isolation_level = 0
-    obj.session_id = 0
-    obj.session_epoch = -1
-    obj.topics = f_topics
-    obj.forgotten_topics_data = []
-    obj.rack_id = ''
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchRequest_v0(obj, out):
-    """Append the v0 layout of a FetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest expected, got None")
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        raise _w.not_in_version("FetchRequest.replica_state", 0, "15-18")
-    if obj.forgotten_topics_data:
-        raise _w.not_in_version("FetchRequest.forgotten_topics_data", 0, "7-18")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("FetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_iiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, n_topics)
-    for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v0(item, out)
-
-
-def _dec_FetchRequest_v3(buf, cur, end):
-    """Decode FetchRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 20:
-        raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
-    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, n_topics = _S_iiiii.unpack_from(buf, pos)
-    pos += 20
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v3 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v3 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 16:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes, pos, end)
-                            f_partition__2, f_fetch_offset__2, f_partition_max_bytes__2 = _S_iqi.unpack_from(buf, pos)
-                            pos += 16
-                            obj__2 = _new(FetchRequest_FetchPartition)
-                            obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = -1
-                            obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = -1
-                            obj__2.log_start_offset = -1
-                            obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = _w.ZERO_UUID
-                            obj__2.high_watermark = 9223372036854775807
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(FetchRequest)
-    obj.cluster_id = None
-    obj.replica_id = f_replica_id
-    d = _new(FetchRequest_ReplicaState)
-    d.replica_id = -1
-    d.replica_epoch = -1
-    d.unknown_tagged_fields = []
-    obj.replica_state = d
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.isolation_level = 0
-    obj.session_id = 0
-    obj.session_epoch = -1
-    obj.topics = f_topics
-    obj.forgotten_topics_data = []
-    obj.rack_id = ''
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchRequest_v3(obj, out):
-    """Append the v3 layout of a FetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest expected, got None")
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        raise _w.not_in_version("FetchRequest.replica_state", 3, "15-18")
-    if obj.forgotten_topics_data:
-        raise _w.not_in_version("FetchRequest.forgotten_topics_data", 3, "7-18")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("FetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_iiiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, n_topics)
-    for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v0(item, out)
-
-
-def _dec_FetchRequest_v4(buf, cur, end):
-    """Decode FetchRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 21:
-        raise _w.short_run(_RUN_replica_id__topics_3, pos, end)
-    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, n_topics = _S_iiiibi.unpack_from(buf, pos)
-    pos += 21
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v4 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v4 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 16:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes, pos, end)
-                            f_partition__2, f_fetch_offset__2, f_partition_max_bytes__2 = _S_iqi.unpack_from(buf, pos)
-                            pos += 16
-                            obj__2 = _new(FetchRequest_FetchPartition)
-                            obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = -1
-                            obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = -1
-                            obj__2.log_start_offset = -1
-                            obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = _w.ZERO_UUID
-                            obj__2.high_watermark = 9223372036854775807
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(FetchRequest)
-    obj.cluster_id = None
-    obj.replica_id = f_replica_id
-    d = _new(FetchRequest_ReplicaState)
-    d.replica_id = -1
-    d.replica_epoch = -1
-    d.unknown_tagged_fields = []
-    obj.replica_state = d
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.isolation_level = f_isolation_level
-    obj.session_id = 0
-    obj.session_epoch = -1
-    obj.topics = f_topics
-    obj.forgotten_topics_data = []
-    obj.rack_id = ''
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchRequest_v4(obj, out):
-    """Append the v4 layout of a FetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest expected, got None")
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        raise _w.not_in_version("FetchRequest.replica_state", 4, "15-18")
-    if obj.forgotten_topics_data:
-        raise _w.not_in_version("FetchRequest.forgotten_topics_data", 4, "7-18")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("FetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_iiiibi.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, n_topics)
-    for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v0(item, out)
-
-
-def _dec_FetchRequest_v5(buf, cur, end):
-    """Decode FetchRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 21:
-        raise _w.short_run(_RUN_replica_id__topics_3, pos, end)
-    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, n_topics = _S_iiiibi.unpack_from(buf, pos)
-    pos += 21
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v5 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 24:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 24, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v5 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 24:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes_2, pos, end)
-                            f_partition__2, f_fetch_offset__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iqqi.unpack_from(buf, pos)
-                            pos += 24
-                            obj__2 = _new(FetchRequest_FetchPartition)
-                            obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = -1
-                            obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = -1
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = _w.ZERO_UUID
-                            obj__2.high_watermark = 9223372036854775807
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(FetchRequest)
-    obj.cluster_id = None
-    obj.replica_id = f_replica_id
-    d = _new(FetchRequest_ReplicaState)
-    d.replica_id = -1
-    d.replica_epoch = -1
-    d.unknown_tagged_fields = []
-    obj.replica_state = d
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.isolation_level = f_isolation_level
-    obj.session_id = 0
-    obj.session_epoch = -1
-    obj.topics = f_topics
-    obj.forgotten_topics_data = []
-    obj.rack_id = ''
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchRequest_v5(obj, out):
-    """Append the v5 layout of a FetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest expected, got None")
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        raise _w.not_in_version("FetchRequest.replica_state", 5, "15-18")
-    if obj.forgotten_topics_data:
-        raise _w.not_in_version("FetchRequest.forgotten_topics_data", 5, "7-18")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("FetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_iiiibi.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, n_topics)
-    for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v5(item, out)
-
-
-def _dec_FetchRequest_v7(buf, cur, end):
-    """Decode FetchRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 29:
-        raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
-    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, n_topics = _S_iiiibiii.unpack_from(buf, pos)
-    pos += 29
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v7 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 24:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 24, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v7 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 24:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes_2, pos, end)
-                            f_partition__2, f_fetch_offset__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iqqi.unpack_from(buf, pos)
-                            pos += 24
-                            obj__2 = _new(FetchRequest_FetchPartition)
-                            obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = -1
-                            obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = -1
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = _w.ZERO_UUID
-                            obj__2.high_watermark = 9223372036854775807
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
-    n_forgotten_topics_data = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
-        raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
-    f_forgotten_topics_data = []
-    if n_forgotten_topics_data:
-        # Each element read inline, as FetchRequest.ForgottenTopic v7 is.
-        try:
-            for i in range(n_forgotten_topics_data):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
-                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
-                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
-                else:
-                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
-                pos += n_partitions__1 * 4
-                obj__1 = _new(FetchRequest_ForgottenTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_forgotten_topics_data.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("forgotten_topics_data[%d]" % i)
-    obj = _new(FetchRequest)
-    obj.cluster_id = None
-    obj.replica_id = f_replica_id
-    d = _new(FetchRequest_ReplicaState)
-    d.replica_id = -1
-    d.replica_epoch = -1
-    d.unknown_tagged_fields = []
-    obj.replica_state = d
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.isolation_level = f_isolation_level
-    obj.session_id = f_session_id
-    obj.session_epoch = f_session_epoch
-    obj.topics = f_topics
-    obj.forgotten_topics_data = f_forgotten_topics_data
-    obj.rack_id = ''
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchRequest_v7(obj, out):
-    """Append the v7 layout of a FetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest expected, got None")
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        raise _w.not_in_version("FetchRequest.replica_state", 7, "15-18")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("FetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_iiiibiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch, n_topics)
-    for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v5(item, out)
-    f_forgotten_topics_data = obj.forgotten_topics_data
-    if f_forgotten_topics_data is None:
-        raise _w.not_nullable("FetchRequest.forgotten_topics_data")
-    else:
-        n_forgotten_topics_data = len(f_forgotten_topics_data)
-    out += _S_i.pack(n_forgotten_topics_data)
-    for item in f_forgotten_topics_data:
-        _enc_FetchRequest_ForgottenTopic_v7(item, out)
-
-
-def _dec_FetchRequest_v9(buf, cur, end):
-    """Decode FetchRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 29:
-        raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
-    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, n_topics = _S_iiiibiii.unpack_from(buf, pos)
-    pos += 29
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v9 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 28:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 28, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v9 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 28:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes_3, pos, end)
-                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqqi.unpack_from(buf, pos)
-                            pos += 28
-                            obj__2 = _new(FetchRequest_FetchPartition)
-                            obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = f_current_leader_epoch__2
-                            obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = -1
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = _w.ZERO_UUID
-                            obj__2.high_watermark = 9223372036854775807
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
-    n_forgotten_topics_data = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
-        raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
-    f_forgotten_topics_data = []
-    if n_forgotten_topics_data:
-        # Each element read inline, as FetchRequest.ForgottenTopic v9 is.
-        try:
-            for i in range(n_forgotten_topics_data):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
-                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
-                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
-                else:
-                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
-                pos += n_partitions__1 * 4
-                obj__1 = _new(FetchRequest_ForgottenTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_forgotten_topics_data.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("forgotten_topics_data[%d]" % i)
-    obj = _new(FetchRequest)
-    obj.cluster_id = None
-    obj.replica_id = f_replica_id
-    d = _new(FetchRequest_ReplicaState)
-    d.replica_id = -1
-    d.replica_epoch = -1
-    d.unknown_tagged_fields = []
-    obj.replica_state = d
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.isolation_level = f_isolation_level
-    obj.session_id = f_session_id
-    obj.session_epoch = f_session_epoch
-    obj.topics = f_topics
-    obj.forgotten_topics_data = f_forgotten_topics_data
-    obj.rack_id = ''
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchRequest_v9(obj, out):
-    """Append the v9 layout of a FetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest expected, got None")
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        raise _w.not_in_version("FetchRequest.replica_state", 9, "15-18")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("FetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_iiiibiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch, n_topics)
-    for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v9(item, out)
-    f_forgotten_topics_data = obj.forgotten_topics_data
-    if f_forgotten_topics_data is None:
-        raise _w.not_nullable("FetchRequest.forgotten_topics_data")
-    else:
-        n_forgotten_topics_data = len(f_forgotten_topics_data)
-    out += _S_i.pack(n_forgotten_topics_data)
-    for item in f_forgotten_topics_data:
-        _enc_FetchRequest_ForgottenTopic_v7(item, out)
-
-
-def _dec_FetchRequest_v11(buf, cur, end):
-    """Decode FetchRequest (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 29:
-        raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
-    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, n_topics = _S_iiiibiii.unpack_from(buf, pos)
-    pos += 29
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v11 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 28:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 28, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v11 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 28:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes_3, pos, end)
-                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqqi.unpack_from(buf, pos)
-                            pos += 28
-                            obj__2 = _new(FetchRequest_FetchPartition)
-                            obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = f_current_leader_epoch__2
-                            obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = -1
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = _w.ZERO_UUID
-                            obj__2.high_watermark = 9223372036854775807
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
-    n_forgotten_topics_data = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
-        raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
-    f_forgotten_topics_data = []
-    if n_forgotten_topics_data:
-        # Each element read inline, as FetchRequest.ForgottenTopic v11 is.
-        try:
-            for i in range(n_forgotten_topics_data):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
-                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
-                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
-                else:
-                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
-                pos += n_partitions__1 * 4
-                obj__1 = _new(FetchRequest_ForgottenTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_forgotten_topics_data.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("forgotten_topics_data[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_rack_id, pos, end)
-    n_rack_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_rack_id <= end - pos:
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
-        pos += n_rack_id
-    else:
-        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 2, False)
-    obj = _new(FetchRequest)
-    obj.cluster_id = None
-    obj.replica_id = f_replica_id
-    d = _new(FetchRequest_ReplicaState)
-    d.replica_id = -1
-    d.replica_epoch = -1
-    d.unknown_tagged_fields = []
-    obj.replica_state = d
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.isolation_level = f_isolation_level
-    obj.session_id = f_session_id
-    obj.session_epoch = f_session_epoch
-    obj.topics = f_topics
-    obj.forgotten_topics_data = f_forgotten_topics_data
-    obj.rack_id = f_rack_id
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchRequest_v11(obj, out):
-    """Append the v11 layout of a FetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest expected, got None")
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        raise _w.not_in_version("FetchRequest.replica_state", 11, "15-18")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("FetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_iiiibiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch, n_topics)
-    for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v9(item, out)
-    f_forgotten_topics_data = obj.forgotten_topics_data
-    if f_forgotten_topics_data is None:
-        raise _w.not_nullable("FetchRequest.forgotten_topics_data")
-    else:
-        n_forgotten_topics_data = len(f_forgotten_topics_data)
-    out += _S_i.pack(n_forgotten_topics_data)
-    for item in f_forgotten_topics_data:
-        _enc_FetchRequest_ForgottenTopic_v7(item, out)
-    f_rack_id = obj.rack_id
-    if f_rack_id is None:
-        raise _w.not_nullable("FetchRequest.rack_id")
-    else:
-        f_rack_id = f_rack_id.encode("utf-8")
-        n_rack_id = len(f_rack_id)
-        if n_rack_id > 32767:
-            raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
-    out += _S_h.pack(n_rack_id)
-    if n_rack_id > 0:
-        out += f_rack_id
-
-
-def _dec_FetchRequest_v12(buf, cur, end):
-    """Decode FetchRequest (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 25:
-        raise _w.short_run(_RUN_replica_id__session_epoch, pos, end)
-    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiiibii.unpack_from(buf, pos)
-    pos += 25
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 3:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v12 is.
-        try:
-            for i in range(n_topics):
-                if pos < end and buf[pos] < 128:
-                    n_topic__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                if v11_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic, pos, end)
+                    n_topic__1 = _S_h.unpack_from(buf, pos)[0]
                     pos += 2
-                else:
-                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
-                    n_topic__1 -= 1
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 33:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 33, 1)
+                elif v12_only:
+                    if pos < end and buf[pos] < 128:
+                        n_topic__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                        n_topic__1 -= 1
+                if v12_down:
+                    if 0 <= n_topic__1 <= end - pos:
+                        try:
+                            f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic', pos, exc) from None
+                        pos += n_topic__1
+                    else:
+                        if v11_down:
+                            raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if v11_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v4_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                elif v5_to_8:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 24:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 24, 4)
+                elif v9_to_11:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 28:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 28, 4)
+                elif v13_up:
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                if v12_up:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 33:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 33, 1)
                 f_partitions__1 = []
                 if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v12 is.
+                    # Each element read inline.
                     try:
                         for i__1 in range(n_partitions__1):
-                            if end - pos < 32:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
-                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_last_fetched_epoch__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqiqi.unpack_from(buf, pos)
-                            pos += 32
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
+                            if v4_down:
+                                if end - pos < 16:
+                                    raise _w.short_run(_RUN_partition__partition_max_bytes, pos, end)
+                                f_partition__2, f_fetch_offset__2, f_partition_max_bytes__2 = _S_iqi.unpack_from(buf, pos)
+                                pos += 16
+                            elif v5_to_8:
+                                if end - pos < 24:
+                                    raise _w.short_run(_RUN_partition__partition_max_bytes_2, pos, end)
+                                f_partition__2, f_fetch_offset__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iqqi.unpack_from(buf, pos)
+                                pos += 24
+                            elif v9_to_11:
+                                if end - pos < 28:
+                                    raise _w.short_run(_RUN_partition__partition_max_bytes_3, pos, end)
+                                f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqqi.unpack_from(buf, pos)
+                                pos += 28
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
+                                if end - pos < 32:
+                                    raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
+                                f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_last_fetched_epoch__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqiqi.unpack_from(buf, pos)
+                                pos += 32
+                            if v17_up:
+                                f_replica_directory_id__2 = _w.ZERO_UUID
+                            if v18_up:
+                                f_high_watermark__2 = 9223372036854775807
+                            if v12_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    if v16_down:
+                                        unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
+                                    elif v17_only:
+                                        unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,), (1,))
+                                    else:
+                                        unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0, 1))
+                                    if v17_up:
+                                        for tag__2, pos, t_end__2 in spans__2:
+                                            if v17_down:
+                                                if tag__2 == 0:
+                                                    if t_end__2 - pos < 16:
+                                                        raise _w.short_read('replica_directory_id', pos, 16, t_end__2)
+                                                    f_replica_directory_id__2 = _w.uuid_at(buf, pos)
+                                                    pos += 16
+                                                    if pos != t_end__2:
+                                                        raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end__2)
+                                            else:
+                                                if tag__2 == 0:
+                                                    if t_end__2 - pos < 16:
+                                                        raise _w.short_read('replica_directory_id', pos, 16, t_end__2)
+                                                    f_replica_directory_id__2 = _w.uuid_at(buf, pos)
+                                                    pos += 16
+                                                    if pos != t_end__2:
+                                                        raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end__2)
+                                                elif tag__2 == 1:
+                                                    if t_end__2 - pos < 8:
+                                                        raise _w.short_run(_RUN_high_watermark, pos, t_end__2)
+                                                    f_high_watermark__2 = _S_q.unpack_from(buf, pos)[0]
+                                                    pos += 8
+                                                    if pos != t_end__2:
+                                                        raise _w.tag_size_mismatch('high_watermark', 1, pos, t_end__2)
+                                        pos = after__2
                             obj__2 = _new(FetchRequest_FetchPartition)
                             obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = f_current_leader_epoch__2
-                            obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = f_last_fetched_epoch__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = _w.ZERO_UUID
-                            obj__2.high_watermark = 9223372036854775807
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_forgotten_topics_data = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
-        n_forgotten_topics_data -= 1
-    if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 3:
-        raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 3, 1)
-    f_forgotten_topics_data = []
-    if n_forgotten_topics_data:
-        # Each element read inline, as FetchRequest.ForgottenTopic v12 is.
-        try:
-            for i in range(n_forgotten_topics_data):
-                if pos < end and buf[pos] < 128:
-                    n_topic__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
-                    n_topic__1 -= 1
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
-                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
-                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
-                else:
-                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
-                pos += n_partitions__1 * 4
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchRequest_ForgottenTopic)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_forgotten_topics_data.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("forgotten_topics_data[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_rack_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
-        n_rack_id -= 1
-    if 0 <= n_rack_id <= end - pos:
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
-        pos += n_rack_id
-    else:
-        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
-    f_cluster_id = None
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if pos < t_end and buf[pos] < 128:
-                    n_cluster_id = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
-                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
-                    n_cluster_id -= 1
-                if 0 <= n_cluster_id <= t_end - pos:
-                    try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
-                    pos += n_cluster_id
-                elif n_cluster_id == -1:
-                    f_cluster_id = None
-                else:
-                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
-        pos = after
-    obj = _new(FetchRequest)
-    obj.cluster_id = f_cluster_id
-    obj.replica_id = f_replica_id
-    d = _new(FetchRequest_ReplicaState)
-    d.replica_id = -1
-    d.replica_epoch = -1
-    d.unknown_tagged_fields = []
-    obj.replica_state = d
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.isolation_level = f_isolation_level
-    obj.session_id = f_session_id
-    obj.session_epoch = f_session_epoch
-    obj.topics = f_topics
-    obj.forgotten_topics_data = f_forgotten_topics_data
-    obj.rack_id = f_rack_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchRequest_v12(obj, out):
-    """Append the v12 layout of a FetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest expected, got None")
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        raise _w.not_in_version("FetchRequest.replica_state", 12, "15-18")
-    out += _S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("FetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v12(item, out)
-    f_forgotten_topics_data = obj.forgotten_topics_data
-    if f_forgotten_topics_data is None:
-        raise _w.not_nullable("FetchRequest.forgotten_topics_data")
-    else:
-        n_forgotten_topics_data = len(f_forgotten_topics_data)
-    if 0 <= n_forgotten_topics_data + 1 < 128:
-        out.append(n_forgotten_topics_data + 1)
-    else:
-        _w.put_uvarint(out, n_forgotten_topics_data + 1)
-    for item in f_forgotten_topics_data:
-        _enc_FetchRequest_ForgottenTopic_v12(item, out)
-    f_rack_id = obj.rack_id
-    if f_rack_id is None:
-        raise _w.not_nullable("FetchRequest.rack_id")
-    else:
-        f_rack_id = f_rack_id.encode("utf-8")
-        n_rack_id = len(f_rack_id)
-        if n_rack_id > 32767:
-            raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
-    if 0 <= n_rack_id + 1 < 128:
-        out.append(n_rack_id + 1)
-    else:
-        _w.put_uvarint(out, n_rack_id + 1)
-    if n_rack_id > 0:
-        out += f_rack_id
-    known = []
-    if obj.cluster_id is not None:
-        t = bytearray()
-        f_cluster_id = obj.cluster_id
-        if f_cluster_id is None:
-            n_cluster_id = -1
-        else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
-            n_cluster_id = len(f_cluster_id)
-            if n_cluster_id > 32767:
-                raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
-        if 0 <= n_cluster_id + 1 < 128:
-            t.append(n_cluster_id + 1)
-        else:
-            _w.put_uvarint(t, n_cluster_id + 1)
-        if n_cluster_id > 0:
-            t += f_cluster_id
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
-    else:
-        out.append(0)
-
-
-def _dec_FetchRequest_v13(buf, cur, end):
-    """Decode FetchRequest (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 25:
-        raise _w.short_run(_RUN_replica_id__session_epoch, pos, end)
-    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiiibii.unpack_from(buf, pos)
-    pos += 25
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 18:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v13 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 33:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 33, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v13 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 32:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
-                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_last_fetched_epoch__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqiqi.unpack_from(buf, pos)
-                            pos += 32
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
+                            if v8_down:
+                                obj__2.current_leader_epoch = -1
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
-                            obj__2 = _new(FetchRequest_FetchPartition)
-                            obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                                obj__2.current_leader_epoch = f_current_leader_epoch__2
                             obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = f_last_fetched_epoch__2
-                            obj__2.log_start_offset = f_log_start_offset__2
+                            if v11_down:
+                                obj__2.last_fetched_epoch = -1
+                            if v4_down:
+                                obj__2.log_start_offset = -1
+                            elif v12_up:
+                                obj__2.last_fetched_epoch = f_last_fetched_epoch__2
+                            if v5_up:
+                                obj__2.log_start_offset = f_log_start_offset__2
                             obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = _w.ZERO_UUID
-                            obj__2.high_watermark = 9223372036854775807
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_forgotten_topics_data = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
-        n_forgotten_topics_data -= 1
-    if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
-        raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
-    f_forgotten_topics_data = []
-    if n_forgotten_topics_data:
-        # Each element read inline, as FetchRequest.ForgottenTopic v13 is.
-        try:
-            for i in range(n_forgotten_topics_data):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
-                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
-                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
-                else:
-                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
-                pos += n_partitions__1 * 4
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchRequest_ForgottenTopic)
-                obj__1.topic = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_forgotten_topics_data.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("forgotten_topics_data[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_rack_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
-        n_rack_id -= 1
-    if 0 <= n_rack_id <= end - pos:
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
-        pos += n_rack_id
-    else:
-        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
-    f_cluster_id = None
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if pos < t_end and buf[pos] < 128:
-                    n_cluster_id = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
-                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
-                    n_cluster_id -= 1
-                if 0 <= n_cluster_id <= t_end - pos:
-                    try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
-                    pos += n_cluster_id
-                elif n_cluster_id == -1:
-                    f_cluster_id = None
-                else:
-                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
-        pos = after
-    obj = _new(FetchRequest)
-    obj.cluster_id = f_cluster_id
-    obj.replica_id = f_replica_id
-    d = _new(FetchRequest_ReplicaState)
-    d.replica_id = -1
-    d.replica_epoch = -1
-    d.unknown_tagged_fields = []
-    obj.replica_state = d
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.isolation_level = f_isolation_level
-    obj.session_id = f_session_id
-    obj.session_epoch = f_session_epoch
-    obj.topics = f_topics
-    obj.forgotten_topics_data = f_forgotten_topics_data
-    obj.rack_id = f_rack_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchRequest_v13(obj, out):
-    """Append the v13 layout of a FetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest expected, got None")
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        raise _w.not_in_version("FetchRequest.replica_state", 13, "15-18")
-    out += _S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("FetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v13(item, out)
-    f_forgotten_topics_data = obj.forgotten_topics_data
-    if f_forgotten_topics_data is None:
-        raise _w.not_nullable("FetchRequest.forgotten_topics_data")
-    else:
-        n_forgotten_topics_data = len(f_forgotten_topics_data)
-    if 0 <= n_forgotten_topics_data + 1 < 128:
-        out.append(n_forgotten_topics_data + 1)
-    else:
-        _w.put_uvarint(out, n_forgotten_topics_data + 1)
-    for item in f_forgotten_topics_data:
-        _enc_FetchRequest_ForgottenTopic_v13(item, out)
-    f_rack_id = obj.rack_id
-    if f_rack_id is None:
-        raise _w.not_nullable("FetchRequest.rack_id")
-    else:
-        f_rack_id = f_rack_id.encode("utf-8")
-        n_rack_id = len(f_rack_id)
-        if n_rack_id > 32767:
-            raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
-    if 0 <= n_rack_id + 1 < 128:
-        out.append(n_rack_id + 1)
-    else:
-        _w.put_uvarint(out, n_rack_id + 1)
-    if n_rack_id > 0:
-        out += f_rack_id
-    known = []
-    if obj.cluster_id is not None:
-        t = bytearray()
-        f_cluster_id = obj.cluster_id
-        if f_cluster_id is None:
-            n_cluster_id = -1
-        else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
-            n_cluster_id = len(f_cluster_id)
-            if n_cluster_id > 32767:
-                raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
-        if 0 <= n_cluster_id + 1 < 128:
-            t.append(n_cluster_id + 1)
-        else:
-            _w.put_uvarint(t, n_cluster_id + 1)
-        if n_cluster_id > 0:
-            t += f_cluster_id
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
-    else:
-        out.append(0)
-
-
-def _dec_FetchRequest_v15(buf, cur, end):
-    """Decode FetchRequest (v15 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 21:
-        raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
-    f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiibii.unpack_from(buf, pos)
-    pos += 21
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 18:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v15 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 33:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 33, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v15 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 32:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
-                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_last_fetched_epoch__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqiqi.unpack_from(buf, pos)
-                            pos += 32
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
+                            if v16_down:
+                                obj__2.replica_directory_id = _w.ZERO_UUID
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
-                            obj__2 = _new(FetchRequest_FetchPartition)
-                            obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = f_current_leader_epoch__2
-                            obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = f_last_fetched_epoch__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = _w.ZERO_UUID
-                            obj__2.high_watermark = 9223372036854775807
-                            obj__2.unknown_tagged_fields = unknown__2
+                                obj__2.replica_directory_id = f_replica_directory_id__2
+                            if v17_down:
+                                obj__2.high_watermark = 9223372036854775807
+                            if v11_down:
+                                obj__2.unknown_tagged_fields = []
+                            elif v18_up:
+                                obj__2.high_watermark = f_high_watermark__2
+                            if v12_up:
+                                obj__2.unknown_tagged_fields = unknown__2
                             f_partitions__1.append(obj__2)
                     except DecodeError as exc:
                         raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                if v12_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = ''
-                obj__1.topic_id = f_topic_id__1
+                if v12_down:
+                    obj__1.topic = f_topic__1
+                    obj__1.topic_id = _w.ZERO_UUID
+                else:
+                    obj__1.topic = ''
+                    obj__1.topic_id = f_topic_id__1
                 obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
+                if v11_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
                 f_topics.append(obj__1)
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_forgotten_topics_data = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
-        n_forgotten_topics_data -= 1
-    if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
-        raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
-    f_forgotten_topics_data = []
-    if n_forgotten_topics_data:
-        # Each element read inline, as FetchRequest.ForgottenTopic v15 is.
-        try:
-            for i in range(n_forgotten_topics_data):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
-                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
-                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
-                else:
-                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
-                pos += n_partitions__1 * 4
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchRequest_ForgottenTopic)
-                obj__1.topic = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_forgotten_topics_data.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("forgotten_topics_data[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_rack_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
-        n_rack_id -= 1
-    if 0 <= n_rack_id <= end - pos:
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
-        pos += n_rack_id
-    else:
-        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
-    f_cluster_id = None
-    d = _new(FetchRequest_ReplicaState)
-    d.replica_id = -1
-    d.replica_epoch = -1
-    d.unknown_tagged_fields = []
-    f_replica_state = d
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if pos < t_end and buf[pos] < 128:
-                    n_cluster_id = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
-                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
-                    n_cluster_id -= 1
-                if 0 <= n_cluster_id <= t_end - pos:
-                    try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
-                    pos += n_cluster_id
-                elif n_cluster_id == -1:
-                    f_cluster_id = None
-                else:
-                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
-            elif tag == 1:
-                cur.pos = pos
-                try:
-                    f_replica_state = _dec_FetchRequest_ReplicaState_v15(buf, cur, t_end)
-                except DecodeError as exc:
-                    raise exc.within('replica_state')
-                pos = cur.pos
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('replica_state', 1, pos, t_end)
-        pos = after
-    obj = _new(FetchRequest)
-    obj.cluster_id = f_cluster_id
-    obj.replica_id = -1
-    obj.replica_state = f_replica_state
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.isolation_level = f_isolation_level
-    obj.session_id = f_session_id
-    obj.session_epoch = f_session_epoch
-    obj.topics = f_topics
-    obj.forgotten_topics_data = f_forgotten_topics_data
-    obj.rack_id = f_rack_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchRequest_v15(obj, out):
-    """Append the v15 layout of a FetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest expected, got None")
-    if obj.replica_id != -1:
-        raise _w.not_in_version("FetchRequest.replica_id", 15, "0-14")
-    out += _S_iiibii.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("FetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v13(item, out)
-    f_forgotten_topics_data = obj.forgotten_topics_data
-    if f_forgotten_topics_data is None:
-        raise _w.not_nullable("FetchRequest.forgotten_topics_data")
-    else:
-        n_forgotten_topics_data = len(f_forgotten_topics_data)
-    if 0 <= n_forgotten_topics_data + 1 < 128:
-        out.append(n_forgotten_topics_data + 1)
-    else:
-        _w.put_uvarint(out, n_forgotten_topics_data + 1)
-    for item in f_forgotten_topics_data:
-        _enc_FetchRequest_ForgottenTopic_v13(item, out)
-    f_rack_id = obj.rack_id
-    if f_rack_id is None:
-        raise _w.not_nullable("FetchRequest.rack_id")
-    else:
-        f_rack_id = f_rack_id.encode("utf-8")
-        n_rack_id = len(f_rack_id)
-        if n_rack_id > 32767:
-            raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
-    if 0 <= n_rack_id + 1 < 128:
-        out.append(n_rack_id + 1)
-    else:
-        _w.put_uvarint(out, n_rack_id + 1)
-    if n_rack_id > 0:
-        out += f_rack_id
-    known = []
-    if obj.cluster_id is not None:
-        t = bytearray()
-        f_cluster_id = obj.cluster_id
-        if f_cluster_id is None:
-            n_cluster_id = -1
+    if v7_to_11:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
+        n_forgotten_topics_data = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
+            raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
+    elif v12_up:
+        if pos < end and buf[pos] < 128:
+            n_forgotten_topics_data = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
-            n_cluster_id = len(f_cluster_id)
-            if n_cluster_id > 32767:
-                raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
-        if 0 <= n_cluster_id + 1 < 128:
-            t.append(n_cluster_id + 1)
-        else:
-            _w.put_uvarint(t, n_cluster_id + 1)
-        if n_cluster_id > 0:
-            t += f_cluster_id
-        known.append((0, t))
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        t = bytearray()
-        f_replica_state = obj.replica_state
-        _enc_FetchRequest_ReplicaState_v15(f_replica_state, t)
-        known.append((1, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
-    else:
-        out.append(0)
-
-
-def _dec_FetchRequest_v17(buf, cur, end):
-    """Decode FetchRequest (v17 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 21:
-        raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
-    f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiibii.unpack_from(buf, pos)
-    pos += 21
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 18:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v17 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 33:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 33, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v17 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 32:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
-                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_last_fetched_epoch__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqiqi.unpack_from(buf, pos)
-                            pos += 32
-                            f_replica_directory_id__2 = _w.ZERO_UUID
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
+            n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
+            n_forgotten_topics_data -= 1
+    if v12_only:
+        if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 3:
+            raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 3, 1)
+    elif v13_up:
+        if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
+            raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
+    if v7_up:
+        f_forgotten_topics_data = []
+        if n_forgotten_topics_data:
+            # Each element read inline.
+            try:
+                for i in range(n_forgotten_topics_data):
+                    if v11_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_topic, pos, end)
+                        n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    elif v12_only:
+                        if pos < end and buf[pos] < 128:
+                            n_topic__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                            n_topic__1 -= 1
+                    if v12_down:
+                        if 0 <= n_topic__1 <= end - pos:
+                            try:
+                                f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('topic', pos, exc) from None
+                            pos += n_topic__1
+                        else:
+                            if v11_down:
+                                raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
                             else:
-                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,), (1,))
-                                for tag__2, pos, t_end__2 in spans__2:
-                                    if tag__2 == 0:
-                                        if t_end__2 - pos < 16:
-                                            raise _w.short_read('replica_directory_id', pos, 16, t_end__2)
-                                        f_replica_directory_id__2 = _w.uuid_at(buf, pos)
-                                        pos += 16
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end__2)
-                                pos = after__2
-                            obj__2 = _new(FetchRequest_FetchPartition)
-                            obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = f_current_leader_epoch__2
-                            obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = f_last_fetched_epoch__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = f_replica_directory_id__2
-                            obj__2.high_watermark = 9223372036854775807
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_forgotten_topics_data = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                    if v11_down:
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_partitions, pos, end)
+                        n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                    elif v13_up:
+                        if end - pos < 16:
+                            raise _w.short_read('topic_id', pos, 16, end)
+                        f_topic_id__1 = _w.uuid_at(buf, pos)
+                        pos += 16
+                    if v12_up:
+                        if pos < end and buf[pos] < 128:
+                            n_partitions__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                            n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        if v11_down:
+                            raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                        else:
+                            raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if v12_up:
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(FetchRequest_ForgottenTopic)
+                    if v12_down:
+                        obj__1.topic = f_topic__1
+                        obj__1.topic_id = _w.ZERO_UUID
+                    else:
+                        obj__1.topic = ''
+                        obj__1.topic_id = f_topic_id__1
+                    obj__1.partitions = f_partitions__1
+                    if v11_down:
+                        obj__1.unknown_tagged_fields = []
+                    else:
+                        obj__1.unknown_tagged_fields = unknown__1
+                    f_forgotten_topics_data.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("forgotten_topics_data[%d]" % i)
+    if v11_only:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_rack_id, pos, end)
+        n_rack_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-    else:
-        n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
-        n_forgotten_topics_data -= 1
-    if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
-        raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
-    f_forgotten_topics_data = []
-    if n_forgotten_topics_data:
-        # Each element read inline, as FetchRequest.ForgottenTopic v17 is.
-        try:
-            for i in range(n_forgotten_topics_data):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
-                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
-                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
-                else:
-                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
-                pos += n_partitions__1 * 4
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchRequest_ForgottenTopic)
-                obj__1.topic = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_forgotten_topics_data.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("forgotten_topics_data[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_rack_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
-        n_rack_id -= 1
-    if 0 <= n_rack_id <= end - pos:
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
-        pos += n_rack_id
-    else:
-        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
-    f_cluster_id = None
+    elif v12_up:
+        if pos < end and buf[pos] < 128:
+            n_rack_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
+            n_rack_id -= 1
+    if v11_up:
+        if 0 <= n_rack_id <= end - pos:
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
+            pos += n_rack_id
+        else:
+            if v11_down:
+                raise _w.bad_sized('rack_id', pos, n_rack_id, end, 2, False)
+            else:
+                raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
+    if v12_up:
+        f_cluster_id = None
+    if v12_to_14:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
+            for tag, pos, t_end in spans:
+                if tag == 0:
+                    if pos < t_end and buf[pos] < 128:
+                        n_cluster_id = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
+                        n_cluster_id -= 1
+                    if 0 <= n_cluster_id <= t_end - pos:
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
+                        pos += n_cluster_id
+                    elif n_cluster_id == -1:
+                        f_cluster_id = None
+                    else:
+                        raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
+            pos = after
+    if v14_down:
+        obj = _new(FetchRequest)
+    if v11_down:
+        obj.cluster_id = None
+    elif v12_to_14:
+        obj.cluster_id = f_cluster_id
+    if v14_down:
+        obj.replica_id = f_replica_id
     d = _new(FetchRequest_ReplicaState)
     d.replica_id = -1
     d.replica_epoch = -1
     d.unknown_tagged_fields = []
-    f_replica_state = d
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
+    if v14_down:
+        obj.replica_state = d
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if pos < t_end and buf[pos] < 128:
-                    n_cluster_id = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
-                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
-                    n_cluster_id -= 1
-                if 0 <= n_cluster_id <= t_end - pos:
+        f_replica_state = d
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
+            for tag, pos, t_end in spans:
+                if tag == 0:
+                    if pos < t_end and buf[pos] < 128:
+                        n_cluster_id = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
+                        n_cluster_id -= 1
+                    if 0 <= n_cluster_id <= t_end - pos:
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
+                        pos += n_cluster_id
+                    elif n_cluster_id == -1:
+                        f_cluster_id = None
+                    else:
+                        raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
+                elif tag == 1:
+                    cur.pos = pos
                     try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
-                    pos += n_cluster_id
-                elif n_cluster_id == -1:
-                    f_cluster_id = None
-                else:
-                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
-            elif tag == 1:
-                cur.pos = pos
-                try:
-                    f_replica_state = _dec_FetchRequest_ReplicaState_v15(buf, cur, t_end)
-                except DecodeError as exc:
-                    raise exc.within('replica_state')
-                pos = cur.pos
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('replica_state', 1, pos, t_end)
-        pos = after
-    obj = _new(FetchRequest)
-    obj.cluster_id = f_cluster_id
-    obj.replica_id = -1
-    obj.replica_state = f_replica_state
+                        f_replica_state = _dec_FetchRequest_ReplicaState(buf, cur, t_end, version)
+                    except DecodeError as exc:
+                        raise exc.within('replica_state')
+                    pos = cur.pos
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('replica_state', 1, pos, t_end)
+            pos = after
+        obj = _new(FetchRequest)
+        obj.cluster_id = f_cluster_id
+        obj.replica_id = -1
+        obj.replica_state = f_replica_state
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.isolation_level = f_isolation_level
-    obj.session_id = f_session_id
-    obj.session_epoch = f_session_epoch
+    if v2_down:
+        obj.max_bytes = 2147483647
+    else:
+        obj.max_bytes = f_max_bytes
+    if v3_down:
+        obj.isolation_level = 0
+    else:
+        obj.isolation_level = f_isolation_level
+    if v6_down:
+        obj.session_id = 0
+        obj.session_epoch = -1
+    else:
+        obj.session_id = f_session_id
+        obj.session_epoch = f_session_epoch
     obj.topics = f_topics
-    obj.forgotten_topics_data = f_forgotten_topics_data
-    obj.rack_id = f_rack_id
-    obj.unknown_tagged_fields = unknown
+    if v6_down:
+        obj.forgotten_topics_data = []
+    else:
+        obj.forgotten_topics_data = f_forgotten_topics_data
+    if v10_down:
+        obj.rack_id = ''
+    else:
+        obj.rack_id = f_rack_id
+    if v11_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_FetchRequest_v17(obj, out):
-    """Append the v17 layout of a FetchRequest to ``out``."""
+def _enc_FetchRequest(obj, out, version):
+    """Append in ``version`` a FetchRequest to ``out``."""
+    v11_only = version == 11
+    v11_up = version >= 11
+    v12_only = version == 12
+    v12_to_14 = 12 <= version <= 14
+    v12_up = version >= 12
+    v14_down = version <= 14
+    v15_up = version >= 15
+    v16_down = version <= 16
+    v17_only = version == 17
+    v2_down = version <= 2
+    v3_only = version == 3
+    v4_only = version == 4
+    v4_to_6 = 4 <= version <= 6
+    v5_to_6 = 5 <= version <= 6
+    v6_down = version <= 6
+    v7_to_11 = 7 <= version <= 11
+    v7_to_8 = 7 <= version <= 8
+    v7_up = version >= 7
+    v9_to_10 = 9 <= version <= 10
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
-    if obj.replica_id != -1:
-        raise _w.not_in_version("FetchRequest.replica_id", 17, "0-14")
-    out += _S_iiibii.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
+    if v14_down:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+        if differs:
+            if v2_down:
+                raise _w.not_in_version("FetchRequest.replica_state", 0, "15-18")
+            elif v3_only:
+                raise _w.not_in_version("FetchRequest.replica_state", 3, "15-18")
+            elif v4_only:
+                raise _w.not_in_version("FetchRequest.replica_state", 4, "15-18")
+            elif v5_to_6:
+                raise _w.not_in_version("FetchRequest.replica_state", 5, "15-18")
+            elif v7_to_8:
+                raise _w.not_in_version("FetchRequest.replica_state", 7, "15-18")
+            elif v9_to_10:
+                raise _w.not_in_version("FetchRequest.replica_state", 9, "15-18")
+            elif v11_only:
+                raise _w.not_in_version("FetchRequest.replica_state", 11, "15-18")
+            elif v12_only:
+                raise _w.not_in_version("FetchRequest.replica_state", 12, "15-18")
+            else:
+                raise _w.not_in_version("FetchRequest.replica_state", 13, "15-18")
+    if v6_down:
+        if obj.forgotten_topics_data:
+            if v2_down:
+                raise _w.not_in_version("FetchRequest.forgotten_topics_data", 0, "7-18")
+            elif v3_only:
+                raise _w.not_in_version("FetchRequest.forgotten_topics_data", 3, "7-18")
+            elif v4_only:
+                raise _w.not_in_version("FetchRequest.forgotten_topics_data", 4, "7-18")
+            else:
+                raise _w.not_in_version("FetchRequest.forgotten_topics_data", 5, "7-18")
+    elif v12_to_14:
+        out += _S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
+    elif v15_up:
+        if obj.replica_id != -1:
+            if v16_down:
+                raise _w.not_in_version("FetchRequest.replica_id", 15, "0-14")
+            elif v17_only:
+                raise _w.not_in_version("FetchRequest.replica_id", 17, "0-14")
+            else:
+                raise _w.not_in_version("FetchRequest.replica_id", 18, "0-14")
+        out += _S_iiibii.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("FetchRequest.topics")
     else:
         n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
+    if v2_down:
+        out += _S_iiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, n_topics)
+    elif v3_only:
+        out += _S_iiiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, n_topics)
+    elif v4_to_6:
+        out += _S_iiiibi.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, n_topics)
+    elif v7_to_11:
+        out += _S_iiiibiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch, n_topics)
     else:
-        _w.put_uvarint(out, n_topics + 1)
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v17(item, out)
-    f_forgotten_topics_data = obj.forgotten_topics_data
-    if f_forgotten_topics_data is None:
-        raise _w.not_nullable("FetchRequest.forgotten_topics_data")
-    else:
-        n_forgotten_topics_data = len(f_forgotten_topics_data)
-    if 0 <= n_forgotten_topics_data + 1 < 128:
-        out.append(n_forgotten_topics_data + 1)
-    else:
-        _w.put_uvarint(out, n_forgotten_topics_data + 1)
-    for item in f_forgotten_topics_data:
-        _enc_FetchRequest_ForgottenTopic_v13(item, out)
-    f_rack_id = obj.rack_id
-    if f_rack_id is None:
-        raise _w.not_nullable("FetchRequest.rack_id")
-    else:
-        f_rack_id = f_rack_id.encode("utf-8")
-        n_rack_id = len(f_rack_id)
-        if n_rack_id > 32767:
-            raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
-    if 0 <= n_rack_id + 1 < 128:
-        out.append(n_rack_id + 1)
-    else:
-        _w.put_uvarint(out, n_rack_id + 1)
-    if n_rack_id > 0:
-        out += f_rack_id
-    known = []
-    if obj.cluster_id is not None:
-        t = bytearray()
-        f_cluster_id = obj.cluster_id
-        if f_cluster_id is None:
-            n_cluster_id = -1
+        _enc_FetchRequest_FetchTopic(item, out, version)
+    if v7_up:
+        f_forgotten_topics_data = obj.forgotten_topics_data
+        if f_forgotten_topics_data is None:
+            raise _w.not_nullable("FetchRequest.forgotten_topics_data")
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
-            n_cluster_id = len(f_cluster_id)
-            if n_cluster_id > 32767:
-                raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
-        if 0 <= n_cluster_id + 1 < 128:
-            t.append(n_cluster_id + 1)
+            n_forgotten_topics_data = len(f_forgotten_topics_data)
+    if v7_to_11:
+        out += _S_i.pack(n_forgotten_topics_data)
+    elif v12_up:
+        if 0 <= n_forgotten_topics_data + 1 < 128:
+            out.append(n_forgotten_topics_data + 1)
         else:
-            _w.put_uvarint(t, n_cluster_id + 1)
-        if n_cluster_id > 0:
-            t += f_cluster_id
-        known.append((0, t))
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        t = bytearray()
-        f_replica_state = obj.replica_state
-        _enc_FetchRequest_ReplicaState_v15(f_replica_state, t)
-        known.append((1, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
-    else:
-        out.append(0)
-
-
-def _dec_FetchRequest_v18(buf, cur, end):
-    """Decode FetchRequest (v18 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 21:
-        raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
-    f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiibii.unpack_from(buf, pos)
-    pos += 21
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 18:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as FetchRequest.FetchTopic v18 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 33:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 33, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchRequest.FetchTopic.FetchPartition v18 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 32:
-                                raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
-                            f_partition__2, f_current_leader_epoch__2, f_fetch_offset__2, f_last_fetched_epoch__2, f_log_start_offset__2, f_partition_max_bytes__2 = _S_iiqiqi.unpack_from(buf, pos)
-                            pos += 32
-                            f_replica_directory_id__2 = _w.ZERO_UUID
-                            f_high_watermark__2 = 9223372036854775807
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0, 1))
-                                for tag__2, pos, t_end__2 in spans__2:
-                                    if tag__2 == 0:
-                                        if t_end__2 - pos < 16:
-                                            raise _w.short_read('replica_directory_id', pos, 16, t_end__2)
-                                        f_replica_directory_id__2 = _w.uuid_at(buf, pos)
-                                        pos += 16
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end__2)
-                                    elif tag__2 == 1:
-                                        if t_end__2 - pos < 8:
-                                            raise _w.short_run(_RUN_high_watermark, pos, t_end__2)
-                                        f_high_watermark__2 = _S_q.unpack_from(buf, pos)[0]
-                                        pos += 8
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('high_watermark', 1, pos, t_end__2)
-                                pos = after__2
-                            obj__2 = _new(FetchRequest_FetchPartition)
-                            obj__2.partition = f_partition__2
-                            obj__2.current_leader_epoch = f_current_leader_epoch__2
-                            obj__2.fetch_offset = f_fetch_offset__2
-                            obj__2.last_fetched_epoch = f_last_fetched_epoch__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.partition_max_bytes = f_partition_max_bytes__2
-                            obj__2.replica_directory_id = f_replica_directory_id__2
-                            obj__2.high_watermark = f_high_watermark__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchRequest_FetchTopic)
-                obj__1.topic = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_forgotten_topics_data = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
-        n_forgotten_topics_data -= 1
-    if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
-        raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
-    f_forgotten_topics_data = []
-    if n_forgotten_topics_data:
-        # Each element read inline, as FetchRequest.ForgottenTopic v18 is.
-        try:
-            for i in range(n_forgotten_topics_data):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
-                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
-                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
-                else:
-                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
-                pos += n_partitions__1 * 4
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchRequest_ForgottenTopic)
-                obj__1.topic = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_forgotten_topics_data.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("forgotten_topics_data[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_rack_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
-        n_rack_id -= 1
-    if 0 <= n_rack_id <= end - pos:
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
-        pos += n_rack_id
-    else:
-        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
-    f_cluster_id = None
-    d = _new(FetchRequest_ReplicaState)
-    d.replica_id = -1
-    d.replica_epoch = -1
-    d.unknown_tagged_fields = []
-    f_replica_state = d
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if pos < t_end and buf[pos] < 128:
-                    n_cluster_id = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
-                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
-                    n_cluster_id -= 1
-                if 0 <= n_cluster_id <= t_end - pos:
-                    try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
-                    pos += n_cluster_id
-                elif n_cluster_id == -1:
-                    f_cluster_id = None
-                else:
-                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
-            elif tag == 1:
-                cur.pos = pos
-                try:
-                    f_replica_state = _dec_FetchRequest_ReplicaState_v15(buf, cur, t_end)
-                except DecodeError as exc:
-                    raise exc.within('replica_state')
-                pos = cur.pos
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('replica_state', 1, pos, t_end)
-        pos = after
-    obj = _new(FetchRequest)
-    obj.cluster_id = f_cluster_id
-    obj.replica_id = -1
-    obj.replica_state = f_replica_state
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.isolation_level = f_isolation_level
-    obj.session_id = f_session_id
-    obj.session_epoch = f_session_epoch
-    obj.topics = f_topics
-    obj.forgotten_topics_data = f_forgotten_topics_data
-    obj.rack_id = f_rack_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchRequest_v18(obj, out):
-    """Append the v18 layout of a FetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest expected, got None")
-    if obj.replica_id != -1:
-        raise _w.not_in_version("FetchRequest.replica_id", 18, "0-14")
-    out += _S_iiibii.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("FetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_FetchRequest_FetchTopic_v18(item, out)
-    f_forgotten_topics_data = obj.forgotten_topics_data
-    if f_forgotten_topics_data is None:
-        raise _w.not_nullable("FetchRequest.forgotten_topics_data")
-    else:
-        n_forgotten_topics_data = len(f_forgotten_topics_data)
-    if 0 <= n_forgotten_topics_data + 1 < 128:
-        out.append(n_forgotten_topics_data + 1)
-    else:
-        _w.put_uvarint(out, n_forgotten_topics_data + 1)
-    for item in f_forgotten_topics_data:
-        _enc_FetchRequest_ForgottenTopic_v13(item, out)
-    f_rack_id = obj.rack_id
-    if f_rack_id is None:
-        raise _w.not_nullable("FetchRequest.rack_id")
-    else:
-        f_rack_id = f_rack_id.encode("utf-8")
-        n_rack_id = len(f_rack_id)
-        if n_rack_id > 32767:
-            raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
-    if 0 <= n_rack_id + 1 < 128:
-        out.append(n_rack_id + 1)
-    else:
-        _w.put_uvarint(out, n_rack_id + 1)
-    if n_rack_id > 0:
-        out += f_rack_id
-    known = []
-    if obj.cluster_id is not None:
-        t = bytearray()
-        f_cluster_id = obj.cluster_id
-        if f_cluster_id is None:
-            n_cluster_id = -1
+            _w.put_uvarint(out, n_forgotten_topics_data + 1)
+    if v7_up:
+        for item in f_forgotten_topics_data:
+            _enc_FetchRequest_ForgottenTopic(item, out, version)
+    if v11_up:
+        f_rack_id = obj.rack_id
+        if f_rack_id is None:
+            raise _w.not_nullable("FetchRequest.rack_id")
         else:
-            f_cluster_id = f_cluster_id.encode("utf-8")
-            n_cluster_id = len(f_cluster_id)
-            if n_cluster_id > 32767:
-                raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
-        if 0 <= n_cluster_id + 1 < 128:
-            t.append(n_cluster_id + 1)
+            f_rack_id = f_rack_id.encode("utf-8")
+            n_rack_id = len(f_rack_id)
+            if n_rack_id > 32767:
+                raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
+    if v11_only:
+        out += _S_h.pack(n_rack_id)
+    elif v12_up:
+        if 0 <= n_rack_id + 1 < 128:
+            out.append(n_rack_id + 1)
         else:
-            _w.put_uvarint(t, n_cluster_id + 1)
-        if n_cluster_id > 0:
-            t += f_cluster_id
-        known.append((0, t))
-    differs = obj.replica_state != FetchRequest_ReplicaState()
-    if differs:
-        t = bytearray()
-        f_replica_state = obj.replica_state
-        _enc_FetchRequest_ReplicaState_v15(f_replica_state, t)
-        known.append((1, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
-    else:
-        out.append(0)
+            _w.put_uvarint(out, n_rack_id + 1)
+    if v11_up:
+        if n_rack_id > 0:
+            out += f_rack_id
+    if v12_up:
+        known = []
+        if obj.cluster_id is not None:
+            t = bytearray()
+            f_cluster_id = obj.cluster_id
+            if f_cluster_id is None:
+                n_cluster_id = -1
+            else:
+                f_cluster_id = f_cluster_id.encode("utf-8")
+                n_cluster_id = len(f_cluster_id)
+                if n_cluster_id > 32767:
+                    raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
+            if 0 <= n_cluster_id + 1 < 128:
+                t.append(n_cluster_id + 1)
+            else:
+                _w.put_uvarint(t, n_cluster_id + 1)
+            if n_cluster_id > 0:
+                t += f_cluster_id
+            known.append((0, t))
+    if v15_up:
+        differs = obj.replica_state != FetchRequest_ReplicaState()
+        if differs:
+            t = bytearray()
+            f_replica_state = obj.replica_state
+            _enc_FetchRequest_ReplicaState(f_replica_state, t, version)
+            known.append((1, t))
+    if v12_up:
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest")
+        else:
+            out.append(0)
 
 
-def _dec_FetchRequest_ReplicaState_v15(buf, cur, end):
-    """Decode FetchRequest.ReplicaState (v15 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchRequest_ReplicaState(buf, cur, end, version):
+    """Decode FetchRequest.ReplicaState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_replica_id__replica_epoch, pos, end)
@@ -2411,8 +779,8 @@ def _dec_FetchRequest_ReplicaState_v15(buf, cur, end):
     return obj
 
 
-def _enc_FetchRequest_ReplicaState_v15(obj, out):
-    """Append the v15 layout of a FetchRequest.ReplicaState to ``out``."""
+def _enc_FetchRequest_ReplicaState(obj, out, version):
+    """Append in ``version`` a FetchRequest.ReplicaState to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest.ReplicaState expected, got None")
     out += _S_iq.pack(obj.replica_id, obj.replica_epoch)
@@ -2422,2165 +790,849 @@ def _enc_FetchRequest_ReplicaState_v15(obj, out):
         out.append(0)
 
 
-def _enc_FetchRequest_FetchTopic_v0(obj, out):
-    """Append the v0 layout of a FetchRequest.FetchTopic to ``out``."""
+def _enc_FetchRequest_FetchTopic(obj, out, version):
+    """Append in ``version`` a FetchRequest.FetchTopic to ``out``."""
+    v11_down = version <= 11
+    v12_down = version <= 12
+    v12_only = version == 12
+    v12_up = version >= 12
     if obj is None:
         raise TypeError("FetchRequest.FetchTopic expected, got None")
-    f_topic = obj.topic
-    if f_topic is None:
-        raise _w.not_nullable("FetchRequest.FetchTopic.topic")
-    else:
-        f_topic = f_topic.encode("utf-8")
-        n_topic = len(f_topic)
-        if n_topic > 32767:
-            raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_FetchRequest_FetchPartition_v0(item, out)
-
-
-def _enc_FetchRequest_FetchTopic_v5(obj, out):
-    """Append the v5 layout of a FetchRequest.FetchTopic to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic expected, got None")
-    f_topic = obj.topic
-    if f_topic is None:
-        raise _w.not_nullable("FetchRequest.FetchTopic.topic")
-    else:
-        f_topic = f_topic.encode("utf-8")
-        n_topic = len(f_topic)
-        if n_topic > 32767:
-            raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_FetchRequest_FetchPartition_v5(item, out)
-
-
-def _enc_FetchRequest_FetchTopic_v9(obj, out):
-    """Append the v9 layout of a FetchRequest.FetchTopic to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic expected, got None")
-    f_topic = obj.topic
-    if f_topic is None:
-        raise _w.not_nullable("FetchRequest.FetchTopic.topic")
-    else:
-        f_topic = f_topic.encode("utf-8")
-        n_topic = len(f_topic)
-        if n_topic > 32767:
-            raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_FetchRequest_FetchPartition_v9(item, out)
-
-
-def _enc_FetchRequest_FetchTopic_v12(obj, out):
-    """Append the v12 layout of a FetchRequest.FetchTopic to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic expected, got None")
-    f_topic = obj.topic
-    if f_topic is None:
-        raise _w.not_nullable("FetchRequest.FetchTopic.topic")
-    else:
-        f_topic = f_topic.encode("utf-8")
-        n_topic = len(f_topic)
-        if n_topic > 32767:
-            raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
-    if 0 <= n_topic + 1 < 128:
-        out.append(n_topic + 1)
-    else:
-        _w.put_uvarint(out, n_topic + 1)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_FetchRequest_FetchPartition_v12(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
-    else:
-        out.append(0)
-
-
-def _enc_FetchRequest_FetchTopic_v13(obj, out):
-    """Append the v13 layout of a FetchRequest.FetchTopic to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic expected, got None")
-    out += obj.topic_id.bytes
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_FetchRequest_FetchPartition_v12(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
-    else:
-        out.append(0)
-
-
-def _enc_FetchRequest_FetchTopic_v17(obj, out):
-    """Append the v17 layout of a FetchRequest.FetchTopic to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic expected, got None")
-    out += obj.topic_id.bytes
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_FetchRequest_FetchPartition_v17(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
-    else:
-        out.append(0)
-
-
-def _enc_FetchRequest_FetchTopic_v18(obj, out):
-    """Append the v18 layout of a FetchRequest.FetchTopic to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic expected, got None")
-    out += obj.topic_id.bytes
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_FetchRequest_FetchPartition_v18(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
-    else:
-        out.append(0)
-
-
-def _enc_FetchRequest_FetchPartition_v0(obj, out):
-    """Append the v0 layout of a FetchRequest.FetchTopic.FetchPartition to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic.FetchPartition expected, got None")
-    if obj.last_fetched_epoch != -1:
-        raise _w.not_in_version("FetchRequest.FetchTopic.FetchPartition.last_fetched_epoch", 0, "12-18")
-    out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
-
-
-def _enc_FetchRequest_FetchPartition_v5(obj, out):
-    """Append the v5 layout of a FetchRequest.FetchTopic.FetchPartition to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic.FetchPartition expected, got None")
-    if obj.last_fetched_epoch != -1:
-        raise _w.not_in_version("FetchRequest.FetchTopic.FetchPartition.last_fetched_epoch", 5, "12-18")
-    out += _S_iqqi.pack(obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
-
-
-def _enc_FetchRequest_FetchPartition_v9(obj, out):
-    """Append the v9 layout of a FetchRequest.FetchTopic.FetchPartition to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic.FetchPartition expected, got None")
-    if obj.last_fetched_epoch != -1:
-        raise _w.not_in_version("FetchRequest.FetchTopic.FetchPartition.last_fetched_epoch", 9, "12-18")
-    out += _S_iiqqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
-
-
-def _enc_FetchRequest_FetchPartition_v12(obj, out):
-    """Append the v12 layout of a FetchRequest.FetchTopic.FetchPartition to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic.FetchPartition expected, got None")
-    out += _S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic.FetchPartition")
-    else:
-        out.append(0)
-
-
-def _enc_FetchRequest_FetchPartition_v17(obj, out):
-    """Append the v17 layout of a FetchRequest.FetchTopic.FetchPartition to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic.FetchPartition expected, got None")
-    out += _S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes)
-    known = []
-    if obj.replica_directory_id != _w.ZERO_UUID:
-        t = bytearray()
-        t += obj.replica_directory_id.bytes
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest.FetchTopic.FetchPartition")
-    else:
-        out.append(0)
-
-
-def _enc_FetchRequest_FetchPartition_v18(obj, out):
-    """Append the v18 layout of a FetchRequest.FetchTopic.FetchPartition to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.FetchTopic.FetchPartition expected, got None")
-    out += _S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes)
-    known = []
-    if obj.replica_directory_id != _w.ZERO_UUID:
-        t = bytearray()
-        t += obj.replica_directory_id.bytes
-        known.append((0, t))
-    if obj.high_watermark != 9223372036854775807:
-        t = bytearray()
-        t += _S_q.pack(obj.high_watermark)
-        known.append((1, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest.FetchTopic.FetchPartition")
-    else:
-        out.append(0)
-
-
-def _enc_FetchRequest_ForgottenTopic_v7(obj, out):
-    """Append the v7 layout of a FetchRequest.ForgottenTopic to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.ForgottenTopic expected, got None")
-    f_topic = obj.topic
-    if f_topic is None:
-        raise _w.not_nullable("FetchRequest.ForgottenTopic.topic")
-    else:
-        f_topic = f_topic.encode("utf-8")
-        n_topic = len(f_topic)
-        if n_topic > 32767:
-            raise _w.string_too_long("FetchRequest.ForgottenTopic.topic", n_topic)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchRequest.ForgottenTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    out += _pack(">%di" % n_partitions, *f_partitions)
-
-
-def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
-    """Append the v12 layout of a FetchRequest.ForgottenTopic to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.ForgottenTopic expected, got None")
-    f_topic = obj.topic
-    if f_topic is None:
-        raise _w.not_nullable("FetchRequest.ForgottenTopic.topic")
-    else:
-        f_topic = f_topic.encode("utf-8")
-        n_topic = len(f_topic)
-        if n_topic > 32767:
-            raise _w.string_too_long("FetchRequest.ForgottenTopic.topic", n_topic)
-    if 0 <= n_topic + 1 < 128:
-        out.append(n_topic + 1)
-    else:
-        _w.put_uvarint(out, n_topic + 1)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchRequest.ForgottenTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    out += _pack(">%di" % n_partitions, *f_partitions)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.ForgottenTopic")
-    else:
-        out.append(0)
-
-
-def _enc_FetchRequest_ForgottenTopic_v13(obj, out):
-    """Append the v13 layout of a FetchRequest.ForgottenTopic to ``out``."""
-    if obj is None:
-        raise TypeError("FetchRequest.ForgottenTopic expected, got None")
-    out += obj.topic_id.bytes
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchRequest.ForgottenTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    out += _pack(">%di" % n_partitions, *f_partitions)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.ForgottenTopic")
-    else:
-        out.append(0)
-
-
-def _dec_FetchResponse_v0(buf, cur, end):
-    """Decode FetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_responses, pos, end)
-    n_responses = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_responses < 0 or n_responses > (end - pos) // 6:
-        raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as FetchResponse.FetchableTopicResponse v0 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData v0 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 18:
-                                raise _w.short_run(_RUN_partition_index__records, pos, end)
-                            f_partition_index__2, f_error_code__2, f_high_watermark__2, n_records__2 = _S_ihqi.unpack_from(buf, pos)
-                            pos += 18
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
-                            obj__2 = _new(FetchResponse_PartitionData)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.high_watermark = f_high_watermark__2
-                            obj__2.last_stable_offset = -1
-                            obj__2.log_start_offset = -1
-                            d = _new(FetchResponse_EpochEndOffset)
-                            d.epoch = -1
-                            d.end_offset = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.diverging_epoch = d
-                            d = _new(FetchResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            d = _new(FetchResponse_SnapshotId)
-                            d.end_offset = -1
-                            d.epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.snapshot_id = d
-                            obj__2.aborted_transactions = []
-                            obj__2.preferred_read_replica = -1
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchResponse_FetchableTopicResponse)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    obj = _new(FetchResponse)
-    obj.throttle_time_ms = 0
-    obj.error_code = 0
-    obj.session_id = 0
-    obj.responses = f_responses
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchResponse_v0(obj, out):
-    """Append the v0 layout of a FetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse expected, got None")
-    if obj.session_id != 0:
-        raise _w.not_in_version("FetchResponse.session_id", 0, "7-18")
-    if obj.node_endpoints:
-        raise _w.not_in_version("FetchResponse.node_endpoints", 0, "16-18")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("FetchResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    out += _S_i.pack(n_responses)
-    for item in f_responses:
-        _enc_FetchResponse_FetchableTopicResponse_v0(item, out)
-
-
-def _dec_FetchResponse_v1(buf, cur, end):
-    """Decode FetchResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
-    f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_responses < 0 or n_responses > (end - pos) // 6:
-        raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as FetchResponse.FetchableTopicResponse v1 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData v1 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 18:
-                                raise _w.short_run(_RUN_partition_index__records, pos, end)
-                            f_partition_index__2, f_error_code__2, f_high_watermark__2, n_records__2 = _S_ihqi.unpack_from(buf, pos)
-                            pos += 18
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
-                            obj__2 = _new(FetchResponse_PartitionData)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.high_watermark = f_high_watermark__2
-                            obj__2.last_stable_offset = -1
-                            obj__2.log_start_offset = -1
-                            d = _new(FetchResponse_EpochEndOffset)
-                            d.epoch = -1
-                            d.end_offset = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.diverging_epoch = d
-                            d = _new(FetchResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            d = _new(FetchResponse_SnapshotId)
-                            d.end_offset = -1
-                            d.epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.snapshot_id = d
-                            obj__2.aborted_transactions = []
-                            obj__2.preferred_read_replica = -1
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchResponse_FetchableTopicResponse)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    obj = _new(FetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = 0
-    obj.session_id = 0
-    obj.responses = f_responses
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchResponse_v1(obj, out):
-    """Append the v1 layout of a FetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse expected, got None")
-    if obj.session_id != 0:
-        raise _w.not_in_version("FetchResponse.session_id", 1, "7-18")
-    if obj.node_endpoints:
-        raise _w.not_in_version("FetchResponse.node_endpoints", 1, "16-18")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("FetchResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    out += _S_ii.pack(obj.throttle_time_ms, n_responses)
-    for item in f_responses:
-        _enc_FetchResponse_FetchableTopicResponse_v0(item, out)
-
-
-def _dec_FetchResponse_v4(buf, cur, end):
-    """Decode FetchResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
-    f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_responses < 0 or n_responses > (end - pos) // 6:
-        raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as FetchResponse.FetchableTopicResponse v4 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 30:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 30, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData v4 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 26:
-                                raise _w.short_run(_RUN_partition_index__aborted_transactions, pos, end)
-                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, n_aborted_transactions__2 = _S_ihqqi.unpack_from(buf, pos)
-                            pos += 26
-                            if n_aborted_transactions__2 == -1:
-                                f_aborted_transactions__2 = None
-                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 16:
-                                raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__2, end, 16, 4)
-                            else:
-                                f_aborted_transactions__2 = []
-                                if n_aborted_transactions__2:
-                                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction v4 is.
-                                    try:
-                                        for i__2 in range(n_aborted_transactions__2):
-                                            if end - pos < 16:
-                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
-                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
-                                            pos += 16
-                                            obj__3 = _new(FetchResponse_AbortedTransaction)
-                                            obj__3.producer_id = f_producer_id__3
-                                            obj__3.first_offset = f_first_offset__3
-                                            obj__3.unknown_tagged_fields = []
-                                            f_aborted_transactions__2.append(obj__3)
-                                    except DecodeError as exc:
-                                        raise exc.within("aborted_transactions[%d]" % i__2)
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_records, pos, end)
-                            n_records__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
-                            obj__2 = _new(FetchResponse_PartitionData)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.high_watermark = f_high_watermark__2
-                            obj__2.last_stable_offset = f_last_stable_offset__2
-                            obj__2.log_start_offset = -1
-                            d = _new(FetchResponse_EpochEndOffset)
-                            d.epoch = -1
-                            d.end_offset = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.diverging_epoch = d
-                            d = _new(FetchResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            d = _new(FetchResponse_SnapshotId)
-                            d.end_offset = -1
-                            d.epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.snapshot_id = d
-                            obj__2.aborted_transactions = f_aborted_transactions__2
-                            obj__2.preferred_read_replica = -1
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchResponse_FetchableTopicResponse)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    obj = _new(FetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = 0
-    obj.session_id = 0
-    obj.responses = f_responses
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchResponse_v4(obj, out):
-    """Append the v4 layout of a FetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse expected, got None")
-    if obj.session_id != 0:
-        raise _w.not_in_version("FetchResponse.session_id", 4, "7-18")
-    if obj.node_endpoints:
-        raise _w.not_in_version("FetchResponse.node_endpoints", 4, "16-18")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("FetchResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    out += _S_ii.pack(obj.throttle_time_ms, n_responses)
-    for item in f_responses:
-        _enc_FetchResponse_FetchableTopicResponse_v4(item, out)
-
-
-def _dec_FetchResponse_v5(buf, cur, end):
-    """Decode FetchResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
-    f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_responses < 0 or n_responses > (end - pos) // 6:
-        raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as FetchResponse.FetchableTopicResponse v5 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 38:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 38, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData v5 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 34:
-                                raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
-                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2, n_aborted_transactions__2 = _S_ihqqqi.unpack_from(buf, pos)
-                            pos += 34
-                            if n_aborted_transactions__2 == -1:
-                                f_aborted_transactions__2 = None
-                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 16:
-                                raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__2, end, 16, 4)
-                            else:
-                                f_aborted_transactions__2 = []
-                                if n_aborted_transactions__2:
-                                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction v5 is.
-                                    try:
-                                        for i__2 in range(n_aborted_transactions__2):
-                                            if end - pos < 16:
-                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
-                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
-                                            pos += 16
-                                            obj__3 = _new(FetchResponse_AbortedTransaction)
-                                            obj__3.producer_id = f_producer_id__3
-                                            obj__3.first_offset = f_first_offset__3
-                                            obj__3.unknown_tagged_fields = []
-                                            f_aborted_transactions__2.append(obj__3)
-                                    except DecodeError as exc:
-                                        raise exc.within("aborted_transactions[%d]" % i__2)
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_records, pos, end)
-                            n_records__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
-                            obj__2 = _new(FetchResponse_PartitionData)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.high_watermark = f_high_watermark__2
-                            obj__2.last_stable_offset = f_last_stable_offset__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            d = _new(FetchResponse_EpochEndOffset)
-                            d.epoch = -1
-                            d.end_offset = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.diverging_epoch = d
-                            d = _new(FetchResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            d = _new(FetchResponse_SnapshotId)
-                            d.end_offset = -1
-                            d.epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.snapshot_id = d
-                            obj__2.aborted_transactions = f_aborted_transactions__2
-                            obj__2.preferred_read_replica = -1
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchResponse_FetchableTopicResponse)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    obj = _new(FetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = 0
-    obj.session_id = 0
-    obj.responses = f_responses
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchResponse_v5(obj, out):
-    """Append the v5 layout of a FetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse expected, got None")
-    if obj.session_id != 0:
-        raise _w.not_in_version("FetchResponse.session_id", 5, "7-18")
-    if obj.node_endpoints:
-        raise _w.not_in_version("FetchResponse.node_endpoints", 5, "16-18")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("FetchResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    out += _S_ii.pack(obj.throttle_time_ms, n_responses)
-    for item in f_responses:
-        _enc_FetchResponse_FetchableTopicResponse_v5(item, out)
-
-
-def _dec_FetchResponse_v7(buf, cur, end):
-    """Decode FetchResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_throttle_time_ms__responses_2, pos, end)
-    f_throttle_time_ms, f_error_code, f_session_id, n_responses = _S_ihii.unpack_from(buf, pos)
-    pos += 14
-    if n_responses < 0 or n_responses > (end - pos) // 6:
-        raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as FetchResponse.FetchableTopicResponse v7 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 38:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 38, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData v7 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 34:
-                                raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
-                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2, n_aborted_transactions__2 = _S_ihqqqi.unpack_from(buf, pos)
-                            pos += 34
-                            if n_aborted_transactions__2 == -1:
-                                f_aborted_transactions__2 = None
-                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 16:
-                                raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__2, end, 16, 4)
-                            else:
-                                f_aborted_transactions__2 = []
-                                if n_aborted_transactions__2:
-                                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction v7 is.
-                                    try:
-                                        for i__2 in range(n_aborted_transactions__2):
-                                            if end - pos < 16:
-                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
-                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
-                                            pos += 16
-                                            obj__3 = _new(FetchResponse_AbortedTransaction)
-                                            obj__3.producer_id = f_producer_id__3
-                                            obj__3.first_offset = f_first_offset__3
-                                            obj__3.unknown_tagged_fields = []
-                                            f_aborted_transactions__2.append(obj__3)
-                                    except DecodeError as exc:
-                                        raise exc.within("aborted_transactions[%d]" % i__2)
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_records, pos, end)
-                            n_records__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
-                            obj__2 = _new(FetchResponse_PartitionData)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.high_watermark = f_high_watermark__2
-                            obj__2.last_stable_offset = f_last_stable_offset__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            d = _new(FetchResponse_EpochEndOffset)
-                            d.epoch = -1
-                            d.end_offset = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.diverging_epoch = d
-                            d = _new(FetchResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            d = _new(FetchResponse_SnapshotId)
-                            d.end_offset = -1
-                            d.epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.snapshot_id = d
-                            obj__2.aborted_transactions = f_aborted_transactions__2
-                            obj__2.preferred_read_replica = -1
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchResponse_FetchableTopicResponse)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    obj = _new(FetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.session_id = f_session_id
-    obj.responses = f_responses
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchResponse_v7(obj, out):
-    """Append the v7 layout of a FetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("FetchResponse.node_endpoints", 7, "16-18")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("FetchResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    out += _S_ihii.pack(obj.throttle_time_ms, obj.error_code, obj.session_id, n_responses)
-    for item in f_responses:
-        _enc_FetchResponse_FetchableTopicResponse_v5(item, out)
-
-
-def _dec_FetchResponse_v11(buf, cur, end):
-    """Decode FetchResponse (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_throttle_time_ms__responses_2, pos, end)
-    f_throttle_time_ms, f_error_code, f_session_id, n_responses = _S_ihii.unpack_from(buf, pos)
-    pos += 14
-    if n_responses < 0 or n_responses > (end - pos) // 6:
-        raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as FetchResponse.FetchableTopicResponse v11 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_topic, pos, end)
-                n_topic__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 42:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 42, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData v11 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 34:
-                                raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
-                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2, n_aborted_transactions__2 = _S_ihqqqi.unpack_from(buf, pos)
-                            pos += 34
-                            if n_aborted_transactions__2 == -1:
-                                f_aborted_transactions__2 = None
-                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 16:
-                                raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__2, end, 16, 4)
-                            else:
-                                f_aborted_transactions__2 = []
-                                if n_aborted_transactions__2:
-                                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction v11 is.
-                                    try:
-                                        for i__2 in range(n_aborted_transactions__2):
-                                            if end - pos < 16:
-                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
-                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
-                                            pos += 16
-                                            obj__3 = _new(FetchResponse_AbortedTransaction)
-                                            obj__3.producer_id = f_producer_id__3
-                                            obj__3.first_offset = f_first_offset__3
-                                            obj__3.unknown_tagged_fields = []
-                                            f_aborted_transactions__2.append(obj__3)
-                                    except DecodeError as exc:
-                                        raise exc.within("aborted_transactions[%d]" % i__2)
-                            if end - pos < 8:
-                                raise _w.short_run(_RUN_preferred_read_replica__records, pos, end)
-                            f_preferred_read_replica__2, n_records__2 = _S_ii.unpack_from(buf, pos)
-                            pos += 8
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
-                            obj__2 = _new(FetchResponse_PartitionData)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.high_watermark = f_high_watermark__2
-                            obj__2.last_stable_offset = f_last_stable_offset__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            d = _new(FetchResponse_EpochEndOffset)
-                            d.epoch = -1
-                            d.end_offset = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.diverging_epoch = d
-                            d = _new(FetchResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            d = _new(FetchResponse_SnapshotId)
-                            d.end_offset = -1
-                            d.epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.snapshot_id = d
-                            obj__2.aborted_transactions = f_aborted_transactions__2
-                            obj__2.preferred_read_replica = f_preferred_read_replica__2
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(FetchResponse_FetchableTopicResponse)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    obj = _new(FetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.session_id = f_session_id
-    obj.responses = f_responses
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchResponse_v11(obj, out):
-    """Append the v11 layout of a FetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("FetchResponse.node_endpoints", 11, "16-18")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("FetchResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    out += _S_ihii.pack(obj.throttle_time_ms, obj.error_code, obj.session_id, n_responses)
-    for item in f_responses:
-        _enc_FetchResponse_FetchableTopicResponse_v11(item, out)
-
-
-def _dec_FetchResponse_v12(buf, cur, end):
-    """Decode FetchResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
-    f_throttle_time_ms, f_error_code, f_session_id = _S_ihi.unpack_from(buf, pos)
-    pos += 10
-    if pos < end and buf[pos] < 128:
-        n_responses = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
-        n_responses -= 1
-    if n_responses < 0 or n_responses > (end - pos) // 3:
-        raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as FetchResponse.FetchableTopicResponse v12 is.
-        try:
-            for i in range(n_responses):
-                if pos < end and buf[pos] < 128:
-                    n_topic__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
-                    n_topic__1 -= 1
-                if 0 <= n_topic__1 <= end - pos:
-                    try:
-                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('topic', pos, exc) from None
-                    pos += n_topic__1
-                else:
-                    raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 37:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 37, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData v12 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 30:
-                                raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
-                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
-                            pos += 30
-                            if pos < end and buf[pos] < 128:
-                                n_aborted_transactions__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_aborted_transactions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_aborted_transactions__2, pos = _w.read_uvarint(buf, pos, end, 'aborted_transactions')
-                                n_aborted_transactions__2 -= 1
-                            if n_aborted_transactions__2 == -1:
-                                f_aborted_transactions__2 = None
-                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 17:
-                                raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions__2, end, 17, 1)
-                            else:
-                                f_aborted_transactions__2 = []
-                                if n_aborted_transactions__2:
-                                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction v12 is.
-                                    try:
-                                        for i__2 in range(n_aborted_transactions__2):
-                                            if end - pos < 16:
-                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
-                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
-                                            pos += 16
-                                            if pos < end and buf[pos] == 0:
-                                                pos += 1
-                                                unknown__3 = []
-                                            else:
-                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
-                                            obj__3 = _new(FetchResponse_AbortedTransaction)
-                                            obj__3.producer_id = f_producer_id__3
-                                            obj__3.first_offset = f_first_offset__3
-                                            obj__3.unknown_tagged_fields = unknown__3
-                                            f_aborted_transactions__2.append(obj__3)
-                                    except DecodeError as exc:
-                                        raise exc.within("aborted_transactions[%d]" % i__2)
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_preferred_read_replica, pos, end)
-                            f_preferred_read_replica__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if pos < end and buf[pos] < 128:
-                                n_records__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
-                                n_records__2 -= 1
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
-                            d = _new(FetchResponse_EpochEndOffset)
-                            d.epoch = -1
-                            d.end_offset = -1
-                            d.unknown_tagged_fields = []
-                            f_diverging_epoch__2 = d
-                            d = _new(FetchResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            f_current_leader__2 = d
-                            d = _new(FetchResponse_SnapshotId)
-                            d.end_offset = -1
-                            d.epoch = -1
-                            d.unknown_tagged_fields = []
-                            f_snapshot_id__2 = d
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0, 1, 2))
-                                for tag__2, pos, t_end__2 in spans__2:
-                                    if tag__2 == 0:
-                                        cur.pos = pos
-                                        try:
-                                            f_diverging_epoch__2 = _dec_FetchResponse_EpochEndOffset_v12(buf, cur, t_end__2)
-                                        except DecodeError as exc:
-                                            raise exc.within('diverging_epoch')
-                                        pos = cur.pos
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('diverging_epoch', 0, pos, t_end__2)
-                                    elif tag__2 == 1:
-                                        cur.pos = pos
-                                        try:
-                                            f_current_leader__2 = _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, t_end__2)
-                                        except DecodeError as exc:
-                                            raise exc.within('current_leader')
-                                        pos = cur.pos
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('current_leader', 1, pos, t_end__2)
-                                    elif tag__2 == 2:
-                                        cur.pos = pos
-                                        try:
-                                            f_snapshot_id__2 = _dec_FetchResponse_SnapshotId_v12(buf, cur, t_end__2)
-                                        except DecodeError as exc:
-                                            raise exc.within('snapshot_id')
-                                        pos = cur.pos
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('snapshot_id', 2, pos, t_end__2)
-                                pos = after__2
-                            obj__2 = _new(FetchResponse_PartitionData)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.high_watermark = f_high_watermark__2
-                            obj__2.last_stable_offset = f_last_stable_offset__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.diverging_epoch = f_diverging_epoch__2
-                            obj__2.current_leader = f_current_leader__2
-                            obj__2.snapshot_id = f_snapshot_id__2
-                            obj__2.aborted_transactions = f_aborted_transactions__2
-                            obj__2.preferred_read_replica = f_preferred_read_replica__2
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchResponse_FetchableTopicResponse)
-                obj__1.topic = f_topic__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
-    obj = _new(FetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.session_id = f_session_id
-    obj.responses = f_responses
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchResponse_v12(obj, out):
-    """Append the v12 layout of a FetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("FetchResponse.node_endpoints", 12, "16-18")
-    out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("FetchResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    if 0 <= n_responses + 1 < 128:
-        out.append(n_responses + 1)
-    else:
-        _w.put_uvarint(out, n_responses + 1)
-    for item in f_responses:
-        _enc_FetchResponse_FetchableTopicResponse_v12(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse")
-    else:
-        out.append(0)
-
-
-def _dec_FetchResponse_v13(buf, cur, end):
-    """Decode FetchResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
-    f_throttle_time_ms, f_error_code, f_session_id = _S_ihi.unpack_from(buf, pos)
-    pos += 10
-    if pos < end and buf[pos] < 128:
-        n_responses = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
-        n_responses -= 1
-    if n_responses < 0 or n_responses > (end - pos) // 18:
-        raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as FetchResponse.FetchableTopicResponse v13 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 37:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 37, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData v13 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 30:
-                                raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
-                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
-                            pos += 30
-                            if pos < end and buf[pos] < 128:
-                                n_aborted_transactions__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_aborted_transactions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_aborted_transactions__2, pos = _w.read_uvarint(buf, pos, end, 'aborted_transactions')
-                                n_aborted_transactions__2 -= 1
-                            if n_aborted_transactions__2 == -1:
-                                f_aborted_transactions__2 = None
-                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 17:
-                                raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions__2, end, 17, 1)
-                            else:
-                                f_aborted_transactions__2 = []
-                                if n_aborted_transactions__2:
-                                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction v13 is.
-                                    try:
-                                        for i__2 in range(n_aborted_transactions__2):
-                                            if end - pos < 16:
-                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
-                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
-                                            pos += 16
-                                            if pos < end and buf[pos] == 0:
-                                                pos += 1
-                                                unknown__3 = []
-                                            else:
-                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
-                                            obj__3 = _new(FetchResponse_AbortedTransaction)
-                                            obj__3.producer_id = f_producer_id__3
-                                            obj__3.first_offset = f_first_offset__3
-                                            obj__3.unknown_tagged_fields = unknown__3
-                                            f_aborted_transactions__2.append(obj__3)
-                                    except DecodeError as exc:
-                                        raise exc.within("aborted_transactions[%d]" % i__2)
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_preferred_read_replica, pos, end)
-                            f_preferred_read_replica__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if pos < end and buf[pos] < 128:
-                                n_records__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
-                                n_records__2 -= 1
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
-                            d = _new(FetchResponse_EpochEndOffset)
-                            d.epoch = -1
-                            d.end_offset = -1
-                            d.unknown_tagged_fields = []
-                            f_diverging_epoch__2 = d
-                            d = _new(FetchResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            f_current_leader__2 = d
-                            d = _new(FetchResponse_SnapshotId)
-                            d.end_offset = -1
-                            d.epoch = -1
-                            d.unknown_tagged_fields = []
-                            f_snapshot_id__2 = d
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0, 1, 2))
-                                for tag__2, pos, t_end__2 in spans__2:
-                                    if tag__2 == 0:
-                                        cur.pos = pos
-                                        try:
-                                            f_diverging_epoch__2 = _dec_FetchResponse_EpochEndOffset_v12(buf, cur, t_end__2)
-                                        except DecodeError as exc:
-                                            raise exc.within('diverging_epoch')
-                                        pos = cur.pos
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('diverging_epoch', 0, pos, t_end__2)
-                                    elif tag__2 == 1:
-                                        cur.pos = pos
-                                        try:
-                                            f_current_leader__2 = _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, t_end__2)
-                                        except DecodeError as exc:
-                                            raise exc.within('current_leader')
-                                        pos = cur.pos
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('current_leader', 1, pos, t_end__2)
-                                    elif tag__2 == 2:
-                                        cur.pos = pos
-                                        try:
-                                            f_snapshot_id__2 = _dec_FetchResponse_SnapshotId_v12(buf, cur, t_end__2)
-                                        except DecodeError as exc:
-                                            raise exc.within('snapshot_id')
-                                        pos = cur.pos
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('snapshot_id', 2, pos, t_end__2)
-                                pos = after__2
-                            obj__2 = _new(FetchResponse_PartitionData)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.high_watermark = f_high_watermark__2
-                            obj__2.last_stable_offset = f_last_stable_offset__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.diverging_epoch = f_diverging_epoch__2
-                            obj__2.current_leader = f_current_leader__2
-                            obj__2.snapshot_id = f_snapshot_id__2
-                            obj__2.aborted_transactions = f_aborted_transactions__2
-                            obj__2.preferred_read_replica = f_preferred_read_replica__2
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchResponse_FetchableTopicResponse)
-                obj__1.topic = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
-    obj = _new(FetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.session_id = f_session_id
-    obj.responses = f_responses
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchResponse_v13(obj, out):
-    """Append the v13 layout of a FetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("FetchResponse.node_endpoints", 13, "16-18")
-    out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("FetchResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    if 0 <= n_responses + 1 < 128:
-        out.append(n_responses + 1)
-    else:
-        _w.put_uvarint(out, n_responses + 1)
-    for item in f_responses:
-        _enc_FetchResponse_FetchableTopicResponse_v13(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse")
-    else:
-        out.append(0)
-
-
-def _dec_FetchResponse_v16(buf, cur, end):
-    """Decode FetchResponse (v16 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
-    f_throttle_time_ms, f_error_code, f_session_id = _S_ihi.unpack_from(buf, pos)
-    pos += 10
-    if pos < end and buf[pos] < 128:
-        n_responses = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
-        n_responses -= 1
-    if n_responses < 0 or n_responses > (end - pos) // 18:
-        raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as FetchResponse.FetchableTopicResponse v16 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 37:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 37, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData v16 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 30:
-                                raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
-                            f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
-                            pos += 30
-                            if pos < end and buf[pos] < 128:
-                                n_aborted_transactions__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_aborted_transactions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_aborted_transactions__2, pos = _w.read_uvarint(buf, pos, end, 'aborted_transactions')
-                                n_aborted_transactions__2 -= 1
-                            if n_aborted_transactions__2 == -1:
-                                f_aborted_transactions__2 = None
-                            elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 17:
-                                raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions__2, end, 17, 1)
-                            else:
-                                f_aborted_transactions__2 = []
-                                if n_aborted_transactions__2:
-                                    # Each element read inline, as FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction v16 is.
-                                    try:
-                                        for i__2 in range(n_aborted_transactions__2):
-                                            if end - pos < 16:
-                                                raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
-                                            f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
-                                            pos += 16
-                                            if pos < end and buf[pos] == 0:
-                                                pos += 1
-                                                unknown__3 = []
-                                            else:
-                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
-                                            obj__3 = _new(FetchResponse_AbortedTransaction)
-                                            obj__3.producer_id = f_producer_id__3
-                                            obj__3.first_offset = f_first_offset__3
-                                            obj__3.unknown_tagged_fields = unknown__3
-                                            f_aborted_transactions__2.append(obj__3)
-                                    except DecodeError as exc:
-                                        raise exc.within("aborted_transactions[%d]" % i__2)
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_preferred_read_replica, pos, end)
-                            f_preferred_read_replica__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if pos < end and buf[pos] < 128:
-                                n_records__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
-                                n_records__2 -= 1
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
-                            d = _new(FetchResponse_EpochEndOffset)
-                            d.epoch = -1
-                            d.end_offset = -1
-                            d.unknown_tagged_fields = []
-                            f_diverging_epoch__2 = d
-                            d = _new(FetchResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            f_current_leader__2 = d
-                            d = _new(FetchResponse_SnapshotId)
-                            d.end_offset = -1
-                            d.epoch = -1
-                            d.unknown_tagged_fields = []
-                            f_snapshot_id__2 = d
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0, 1, 2))
-                                for tag__2, pos, t_end__2 in spans__2:
-                                    if tag__2 == 0:
-                                        cur.pos = pos
-                                        try:
-                                            f_diverging_epoch__2 = _dec_FetchResponse_EpochEndOffset_v12(buf, cur, t_end__2)
-                                        except DecodeError as exc:
-                                            raise exc.within('diverging_epoch')
-                                        pos = cur.pos
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('diverging_epoch', 0, pos, t_end__2)
-                                    elif tag__2 == 1:
-                                        cur.pos = pos
-                                        try:
-                                            f_current_leader__2 = _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, t_end__2)
-                                        except DecodeError as exc:
-                                            raise exc.within('current_leader')
-                                        pos = cur.pos
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('current_leader', 1, pos, t_end__2)
-                                    elif tag__2 == 2:
-                                        cur.pos = pos
-                                        try:
-                                            f_snapshot_id__2 = _dec_FetchResponse_SnapshotId_v12(buf, cur, t_end__2)
-                                        except DecodeError as exc:
-                                            raise exc.within('snapshot_id')
-                                        pos = cur.pos
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('snapshot_id', 2, pos, t_end__2)
-                                pos = after__2
-                            obj__2 = _new(FetchResponse_PartitionData)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.high_watermark = f_high_watermark__2
-                            obj__2.last_stable_offset = f_last_stable_offset__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.diverging_epoch = f_diverging_epoch__2
-                            obj__2.current_leader = f_current_leader__2
-                            obj__2.snapshot_id = f_snapshot_id__2
-                            obj__2.aborted_transactions = f_aborted_transactions__2
-                            obj__2.preferred_read_replica = f_preferred_read_replica__2
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FetchResponse_FetchableTopicResponse)
-                obj__1.topic = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    f_node_endpoints = []
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if pos < t_end and buf[pos] < 128:
-                    n_node_endpoints = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
-                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
-                    n_node_endpoints -= 1
-                if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 11:
-                    raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 11, 1)
-                f_node_endpoints = []
-                if n_node_endpoints:
-                    i = 0
-                    cur.pos = pos
-                    try:
-                        for i in range(n_node_endpoints):
-                            f_node_endpoints.append(_dec_FetchResponse_NodeEndpoint_v16(buf, cur, t_end))
-                    except DecodeError as exc:
-                        raise exc.within("node_endpoints[%d]" % i)
-                    pos = cur.pos
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
-        pos = after
-    obj = _new(FetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.session_id = f_session_id
-    obj.responses = f_responses
-    obj.node_endpoints = f_node_endpoints
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchResponse_v16(obj, out):
-    """Append the v16 layout of a FetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse expected, got None")
-    out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("FetchResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    if 0 <= n_responses + 1 < 128:
-        out.append(n_responses + 1)
-    else:
-        _w.put_uvarint(out, n_responses + 1)
-    for item in f_responses:
-        _enc_FetchResponse_FetchableTopicResponse_v13(item, out)
-    known = []
-    if obj.node_endpoints != []:
-        t = bytearray()
-        f_node_endpoints = obj.node_endpoints
-        if f_node_endpoints is None:
-            raise _w.not_nullable("FetchResponse.node_endpoints")
+    if v12_down:
+        f_topic = obj.topic
+        if f_topic is None:
+            raise _w.not_nullable("FetchRequest.FetchTopic.topic")
         else:
-            n_node_endpoints = len(f_node_endpoints)
-        if 0 <= n_node_endpoints + 1 < 128:
-            t.append(n_node_endpoints + 1)
+            f_topic = f_topic.encode("utf-8")
+            n_topic = len(f_topic)
+            if n_topic > 32767:
+                raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
+    if v11_down:
+        out += _S_h.pack(n_topic)
+    elif v12_only:
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
         else:
-            _w.put_uvarint(t, n_node_endpoints + 1)
-        for item in f_node_endpoints:
-            _enc_FetchResponse_NodeEndpoint_v16(item, t)
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchResponse")
+            _w.put_uvarint(out, n_topic + 1)
+    if v12_down:
+        if n_topic > 0:
+            out += f_topic
     else:
-        out.append(0)
+        out += obj.topic_id.bytes
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("FetchRequest.FetchTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if v11_down:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_FetchRequest_FetchPartition(item, out, version)
+    if v12_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic")
+        else:
+            out.append(0)
 
 
-def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
-    """Append the v0 layout of a FetchResponse.FetchableTopicResponse to ``out``."""
+def _enc_FetchRequest_FetchPartition(obj, out, version):
+    """Append in ``version`` a FetchRequest.FetchTopic.FetchPartition to ``out``."""
+    v11_down = version <= 11
+    v12_to_16 = 12 <= version <= 16
+    v17_up = version >= 17
+    v18_up = version >= 18
+    v4_down = version <= 4
+    v5_to_8 = 5 <= version <= 8
+    v9_to_11 = 9 <= version <= 11
+    if obj is None:
+        raise TypeError("FetchRequest.FetchTopic.FetchPartition expected, got None")
+    if v11_down:
+        if obj.last_fetched_epoch != -1:
+            if v4_down:
+                raise _w.not_in_version("FetchRequest.FetchTopic.FetchPartition.last_fetched_epoch", 0, "12-18")
+            elif v5_to_8:
+                raise _w.not_in_version("FetchRequest.FetchTopic.FetchPartition.last_fetched_epoch", 5, "12-18")
+            else:
+                raise _w.not_in_version("FetchRequest.FetchTopic.FetchPartition.last_fetched_epoch", 9, "12-18")
+    if v4_down:
+        out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
+    elif v5_to_8:
+        out += _S_iqqi.pack(obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
+    elif v9_to_11:
+        out += _S_iiqqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
+    else:
+        out += _S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes)
+    if v12_to_16:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.FetchTopic.FetchPartition")
+        else:
+            out.append(0)
+    elif v17_up:
+        known = []
+        if obj.replica_directory_id != _w.ZERO_UUID:
+            t = bytearray()
+            t += obj.replica_directory_id.bytes
+            known.append((0, t))
+    if v18_up:
+        if obj.high_watermark != 9223372036854775807:
+            t = bytearray()
+            t += _S_q.pack(obj.high_watermark)
+            known.append((1, t))
+    if v17_up:
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchRequest.FetchTopic.FetchPartition")
+        else:
+            out.append(0)
+
+
+def _enc_FetchRequest_ForgottenTopic(obj, out, version):
+    """Append in ``version`` a FetchRequest.ForgottenTopic to ``out``."""
+    v11_down = version <= 11
+    v12_down = version <= 12
+    v12_only = version == 12
+    v12_up = version >= 12
+    if obj is None:
+        raise TypeError("FetchRequest.ForgottenTopic expected, got None")
+    if v12_down:
+        f_topic = obj.topic
+        if f_topic is None:
+            raise _w.not_nullable("FetchRequest.ForgottenTopic.topic")
+        else:
+            f_topic = f_topic.encode("utf-8")
+            n_topic = len(f_topic)
+            if n_topic > 32767:
+                raise _w.string_too_long("FetchRequest.ForgottenTopic.topic", n_topic)
+    if v11_down:
+        out += _S_h.pack(n_topic)
+    elif v12_only:
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
+    if v12_down:
+        if n_topic > 0:
+            out += f_topic
+    else:
+        out += obj.topic_id.bytes
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("FetchRequest.ForgottenTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if v11_down:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    out += _pack(">%di" % n_partitions, *f_partitions)
+    if v12_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchRequest.ForgottenTopic")
+        else:
+            out.append(0)
+
+
+def _dec_FetchResponse(buf, cur, end, version):
+    """Decode FetchResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v10_down = version <= 10
+    v11_down = version <= 11
+    v11_only = version == 11
+    v12_down = version <= 12
+    v12_only = version == 12
+    v12_up = version >= 12
+    v13_up = version >= 13
+    v15_down = version <= 15
+    v16_up = version >= 16
+    v1_to_6 = 1 <= version <= 6
+    v3_down = version <= 3
+    v4_5_6_7_8_9_10_12_13_14_15_16_17_18 = version in (4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15, 16, 17, 18)
+    v4_down = version <= 4
+    v4_only = version == 4
+    v4_to_10 = 4 <= version <= 10
+    v4_to_11 = 4 <= version <= 11
+    v4_up = version >= 4
+    v5_to_10 = 5 <= version <= 10
+    v5_to_11 = 5 <= version <= 11
+    v6_down = version <= 6
+    v7_to_11 = 7 <= version <= 11
+    pos = cur.pos
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_responses, pos, end)
+        n_responses = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    elif v1_to_6:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
+        f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    elif v7_to_11:
+        if end - pos < 14:
+            raise _w.short_run(_RUN_throttle_time_ms__responses_2, pos, end)
+        f_throttle_time_ms, f_error_code, f_session_id, n_responses = _S_ihii.unpack_from(buf, pos)
+        pos += 14
+    if v11_down:
+        if n_responses < 0 or n_responses > (end - pos) // 6:
+            raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
+    else:
+        if end - pos < 10:
+            raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
+        f_throttle_time_ms, f_error_code, f_session_id = _S_ihi.unpack_from(buf, pos)
+        pos += 10
+        if pos < end and buf[pos] < 128:
+            n_responses = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
+            n_responses -= 1
+    if v12_only:
+        if n_responses < 0 or n_responses > (end - pos) // 3:
+            raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
+    elif v13_up:
+        if n_responses < 0 or n_responses > (end - pos) // 18:
+            raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
+    f_responses = []
+    if n_responses:
+        # Each element read inline.
+        try:
+            for i in range(n_responses):
+                if v11_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic, pos, end)
+                    n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                elif v12_only:
+                    if pos < end and buf[pos] < 128:
+                        n_topic__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                        n_topic__1 -= 1
+                if v12_down:
+                    if 0 <= n_topic__1 <= end - pos:
+                        try:
+                            f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic', pos, exc) from None
+                        pos += n_topic__1
+                    else:
+                        if v11_down:
+                            raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if v11_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v3_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                elif v4_only:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 30:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 30, 4)
+                elif v5_to_10:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 38:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 38, 4)
+                elif v11_only:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 42:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 42, 4)
+                elif v13_up:
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                if v12_up:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 37:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 37, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v3_down:
+                                if end - pos < 18:
+                                    raise _w.short_run(_RUN_partition_index__records, pos, end)
+                                f_partition_index__2, f_error_code__2, f_high_watermark__2, n_records__2 = _S_ihqi.unpack_from(buf, pos)
+                                pos += 18
+                            elif v4_only:
+                                if end - pos < 26:
+                                    raise _w.short_run(_RUN_partition_index__aborted_transactions, pos, end)
+                                f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, n_aborted_transactions__2 = _S_ihqqi.unpack_from(buf, pos)
+                                pos += 26
+                            elif v5_to_11:
+                                if end - pos < 34:
+                                    raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
+                                f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2, n_aborted_transactions__2 = _S_ihqqqi.unpack_from(buf, pos)
+                                pos += 34
+                            if v4_to_11:
+                                if n_aborted_transactions__2 == -1:
+                                    f_aborted_transactions__2 = None
+                                elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 16:
+                                    raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions__2, end, 16, 4)
+                                else:
+                                    f_aborted_transactions__2 = []
+                                    if n_aborted_transactions__2:
+                                        # Each element read inline.
+                                        try:
+                                            for i__2 in range(n_aborted_transactions__2):
+                                                if end - pos < 16:
+                                                    raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                                f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
+                                                pos += 16
+                                                obj__3 = _new(FetchResponse_AbortedTransaction)
+                                                obj__3.producer_id = f_producer_id__3
+                                                obj__3.first_offset = f_first_offset__3
+                                                obj__3.unknown_tagged_fields = []
+                                                f_aborted_transactions__2.append(obj__3)
+                                        except DecodeError as exc:
+                                            raise exc.within("aborted_transactions[%d]" % i__2)
+                            elif v12_up:
+                                if end - pos < 30:
+                                    raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
+                                f_partition_index__2, f_error_code__2, f_high_watermark__2, f_last_stable_offset__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
+                                pos += 30
+                                if pos < end and buf[pos] < 128:
+                                    n_aborted_transactions__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_aborted_transactions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_aborted_transactions__2, pos = _w.read_uvarint(buf, pos, end, 'aborted_transactions')
+                                    n_aborted_transactions__2 -= 1
+                                if n_aborted_transactions__2 == -1:
+                                    f_aborted_transactions__2 = None
+                                elif n_aborted_transactions__2 < 0 or n_aborted_transactions__2 > (end - pos) // 17:
+                                    raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions__2, end, 17, 1)
+                                else:
+                                    f_aborted_transactions__2 = []
+                                    if n_aborted_transactions__2:
+                                        # Each element read inline.
+                                        try:
+                                            for i__2 in range(n_aborted_transactions__2):
+                                                if end - pos < 16:
+                                                    raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
+                                                f_producer_id__3, f_first_offset__3 = _S_qq.unpack_from(buf, pos)
+                                                pos += 16
+                                                if pos < end and buf[pos] == 0:
+                                                    pos += 1
+                                                    unknown__3 = []
+                                                else:
+                                                    unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                                obj__3 = _new(FetchResponse_AbortedTransaction)
+                                                obj__3.producer_id = f_producer_id__3
+                                                obj__3.first_offset = f_first_offset__3
+                                                obj__3.unknown_tagged_fields = unknown__3
+                                                f_aborted_transactions__2.append(obj__3)
+                                        except DecodeError as exc:
+                                            raise exc.within("aborted_transactions[%d]" % i__2)
+                            if v4_5_6_7_8_9_10_12_13_14_15_16_17_18:
+                                if end - pos < 4:
+                                    if v10_down:
+                                        raise _w.short_run(_RUN_records, pos, end)
+                                    else:
+                                        raise _w.short_run(_RUN_preferred_read_replica, pos, end)
+                            if v4_to_10:
+                                n_records__2 = _S_i.unpack_from(buf, pos)[0]
+                            elif v12_up:
+                                f_preferred_read_replica__2 = _S_i.unpack_from(buf, pos)[0]
+                            if v4_5_6_7_8_9_10_12_13_14_15_16_17_18:
+                                pos += 4
+                            elif v11_only:
+                                if end - pos < 8:
+                                    raise _w.short_run(_RUN_preferred_read_replica__records, pos, end)
+                                f_preferred_read_replica__2, n_records__2 = _S_ii.unpack_from(buf, pos)
+                                pos += 8
+                            if v12_up:
+                                if pos < end and buf[pos] < 128:
+                                    n_records__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
+                                    n_records__2 -= 1
+                            if 0 <= n_records__2 <= end - pos:
+                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                pos += n_records__2
+                            elif n_records__2 == -1:
+                                f_records__2 = None
+                            else:
+                                if v11_down:
+                                    raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
+                                else:
+                                    raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
+                            if v12_up:
+                                d = _new(FetchResponse_EpochEndOffset)
+                                d.epoch = -1
+                                d.end_offset = -1
+                                d.unknown_tagged_fields = []
+                                f_diverging_epoch__2 = d
+                                d = _new(FetchResponse_LeaderIdAndEpoch)
+                                d.leader_id = -1
+                                d.leader_epoch = -1
+                                d.unknown_tagged_fields = []
+                                f_current_leader__2 = d
+                                d = _new(FetchResponse_SnapshotId)
+                                d.end_offset = -1
+                                d.epoch = -1
+                                d.unknown_tagged_fields = []
+                                f_snapshot_id__2 = d
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0, 1, 2))
+                                    for tag__2, pos, t_end__2 in spans__2:
+                                        if tag__2 == 0:
+                                            cur.pos = pos
+                                            try:
+                                                f_diverging_epoch__2 = _dec_FetchResponse_EpochEndOffset(buf, cur, t_end__2, version)
+                                            except DecodeError as exc:
+                                                raise exc.within('diverging_epoch')
+                                            pos = cur.pos
+                                            if pos != t_end__2:
+                                                raise _w.tag_size_mismatch('diverging_epoch', 0, pos, t_end__2)
+                                        elif tag__2 == 1:
+                                            cur.pos = pos
+                                            try:
+                                                f_current_leader__2 = _dec_FetchResponse_LeaderIdAndEpoch(buf, cur, t_end__2, version)
+                                            except DecodeError as exc:
+                                                raise exc.within('current_leader')
+                                            pos = cur.pos
+                                            if pos != t_end__2:
+                                                raise _w.tag_size_mismatch('current_leader', 1, pos, t_end__2)
+                                        elif tag__2 == 2:
+                                            cur.pos = pos
+                                            try:
+                                                f_snapshot_id__2 = _dec_FetchResponse_SnapshotId(buf, cur, t_end__2, version)
+                                            except DecodeError as exc:
+                                                raise exc.within('snapshot_id')
+                                            pos = cur.pos
+                                            if pos != t_end__2:
+                                                raise _w.tag_size_mismatch('snapshot_id', 2, pos, t_end__2)
+                                    pos = after__2
+                            obj__2 = _new(FetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            if v3_down:
+                                obj__2.last_stable_offset = -1
+                            else:
+                                obj__2.last_stable_offset = f_last_stable_offset__2
+                            if v4_down:
+                                obj__2.log_start_offset = -1
+                            else:
+                                obj__2.log_start_offset = f_log_start_offset__2
+                            if v11_down:
+                                d = _new(FetchResponse_EpochEndOffset)
+                                d.epoch = -1
+                                d.end_offset = -1
+                                d.unknown_tagged_fields = []
+                                obj__2.diverging_epoch = d
+                                d = _new(FetchResponse_LeaderIdAndEpoch)
+                                d.leader_id = -1
+                                d.leader_epoch = -1
+                                d.unknown_tagged_fields = []
+                                obj__2.current_leader = d
+                                d = _new(FetchResponse_SnapshotId)
+                                d.end_offset = -1
+                                d.epoch = -1
+                                d.unknown_tagged_fields = []
+                                obj__2.snapshot_id = d
+                            if v3_down:
+                                obj__2.aborted_transactions = []
+                            elif v12_up:
+                                obj__2.diverging_epoch = f_diverging_epoch__2
+                                obj__2.current_leader = f_current_leader__2
+                                obj__2.snapshot_id = f_snapshot_id__2
+                            if v4_up:
+                                obj__2.aborted_transactions = f_aborted_transactions__2
+                            if v10_down:
+                                obj__2.preferred_read_replica = -1
+                            else:
+                                obj__2.preferred_read_replica = f_preferred_read_replica__2
+                            obj__2.records = f_records__2
+                            if v11_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v12_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchResponse_FetchableTopicResponse)
+                if v12_down:
+                    obj__1.topic = f_topic__1
+                    obj__1.topic_id = _w.ZERO_UUID
+                else:
+                    obj__1.topic = ''
+                    obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                if v11_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+    if v16_up:
+        f_node_endpoints = []
+    if v12_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            if v15_down:
+                unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+            else:
+                unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+                for tag, pos, t_end in spans:
+                    if tag == 0:
+                        if pos < t_end and buf[pos] < 128:
+                            n_node_endpoints = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                            n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
+                            n_node_endpoints -= 1
+                        if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 11:
+                            raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 11, 1)
+                        f_node_endpoints = []
+                        if n_node_endpoints:
+                            i = 0
+                            cur.pos = pos
+                            try:
+                                for i in range(n_node_endpoints):
+                                    f_node_endpoints.append(_dec_FetchResponse_NodeEndpoint(buf, cur, t_end, version))
+                            except DecodeError as exc:
+                                raise exc.within("node_endpoints[%d]" % i)
+                            pos = cur.pos
+                        if pos != t_end:
+                            raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
+                pos = after
+    obj = _new(FetchResponse)
+    if v0_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
+    if v6_down:
+        obj.error_code = 0
+        obj.session_id = 0
+    else:
+        obj.error_code = f_error_code
+        obj.session_id = f_session_id
+    obj.responses = f_responses
+    if v15_down:
+        obj.node_endpoints = []
+    if v11_down:
+        obj.unknown_tagged_fields = []
+    elif v16_up:
+        obj.node_endpoints = f_node_endpoints
+    if v12_up:
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_FetchResponse(obj, out, version):
+    """Append in ``version`` a FetchResponse to ``out``."""
+    v0_down = version <= 0
+    v11_only = version == 11
+    v12_only = version == 12
+    v12_to_15 = 12 <= version <= 15
+    v12_up = version >= 12
+    v15_down = version <= 15
+    v16_up = version >= 16
+    v1_to_3 = 1 <= version <= 3
+    v1_to_6 = 1 <= version <= 6
+    v4_only = version == 4
+    v5_to_6 = 5 <= version <= 6
+    v6_down = version <= 6
+    v7_to_10 = 7 <= version <= 10
+    v7_to_11 = 7 <= version <= 11
+    if obj is None:
+        raise TypeError("FetchResponse expected, got None")
+    if v6_down:
+        if obj.session_id != 0:
+            if v0_down:
+                raise _w.not_in_version("FetchResponse.session_id", 0, "7-18")
+            elif v1_to_3:
+                raise _w.not_in_version("FetchResponse.session_id", 1, "7-18")
+            elif v4_only:
+                raise _w.not_in_version("FetchResponse.session_id", 4, "7-18")
+            else:
+                raise _w.not_in_version("FetchResponse.session_id", 5, "7-18")
+    if v15_down:
+        if obj.node_endpoints:
+            if v0_down:
+                raise _w.not_in_version("FetchResponse.node_endpoints", 0, "16-18")
+            elif v1_to_3:
+                raise _w.not_in_version("FetchResponse.node_endpoints", 1, "16-18")
+            elif v4_only:
+                raise _w.not_in_version("FetchResponse.node_endpoints", 4, "16-18")
+            elif v5_to_6:
+                raise _w.not_in_version("FetchResponse.node_endpoints", 5, "16-18")
+            elif v7_to_10:
+                raise _w.not_in_version("FetchResponse.node_endpoints", 7, "16-18")
+            elif v11_only:
+                raise _w.not_in_version("FetchResponse.node_endpoints", 11, "16-18")
+            elif v12_only:
+                raise _w.not_in_version("FetchResponse.node_endpoints", 12, "16-18")
+            else:
+                raise _w.not_in_version("FetchResponse.node_endpoints", 13, "16-18")
+    if v12_up:
+        out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("FetchResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if v0_down:
+        out += _S_i.pack(n_responses)
+    elif v1_to_6:
+        out += _S_ii.pack(obj.throttle_time_ms, n_responses)
+    elif v7_to_11:
+        out += _S_ihii.pack(obj.throttle_time_ms, obj.error_code, obj.session_id, n_responses)
+    else:
+        if 0 <= n_responses + 1 < 128:
+            out.append(n_responses + 1)
+        else:
+            _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_FetchResponse_FetchableTopicResponse(item, out, version)
+    if v12_to_15:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse")
+        else:
+            out.append(0)
+    elif v16_up:
+        known = []
+        if obj.node_endpoints != []:
+            t = bytearray()
+            f_node_endpoints = obj.node_endpoints
+            if f_node_endpoints is None:
+                raise _w.not_nullable("FetchResponse.node_endpoints")
+            else:
+                n_node_endpoints = len(f_node_endpoints)
+            if 0 <= n_node_endpoints + 1 < 128:
+                t.append(n_node_endpoints + 1)
+            else:
+                _w.put_uvarint(t, n_node_endpoints + 1)
+            for item in f_node_endpoints:
+                _enc_FetchResponse_NodeEndpoint(item, t, version)
+            known.append((0, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchResponse")
+        else:
+            out.append(0)
+
+
+def _enc_FetchResponse_FetchableTopicResponse(obj, out, version):
+    """Append in ``version`` a FetchResponse.FetchableTopicResponse to ``out``."""
+    v11_down = version <= 11
+    v12_down = version <= 12
+    v12_only = version == 12
+    v12_up = version >= 12
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse expected, got None")
-    f_topic = obj.topic
-    if f_topic is None:
-        raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
+    if v12_down:
+        f_topic = obj.topic
+        if f_topic is None:
+            raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
+        else:
+            f_topic = f_topic.encode("utf-8")
+            n_topic = len(f_topic)
+            if n_topic > 32767:
+                raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
+    if v11_down:
+        out += _S_h.pack(n_topic)
+    elif v12_only:
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
+    if v12_down:
+        if n_topic > 0:
+            out += f_topic
     else:
-        f_topic = f_topic.encode("utf-8")
-        n_topic = len(f_topic)
-        if n_topic > 32767:
-            raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
+        out += obj.topic_id.bytes
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
     else:
         n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
+    if v11_down:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
-        _enc_FetchResponse_PartitionData_v0(item, out)
+        _enc_FetchResponse_PartitionData(item, out, version)
+    if v12_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse")
+        else:
+            out.append(0)
 
 
-def _enc_FetchResponse_FetchableTopicResponse_v4(obj, out):
-    """Append the v4 layout of a FetchResponse.FetchableTopicResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse.FetchableTopicResponse expected, got None")
-    f_topic = obj.topic
-    if f_topic is None:
-        raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
-    else:
-        f_topic = f_topic.encode("utf-8")
-        n_topic = len(f_topic)
-        if n_topic > 32767:
-            raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_FetchResponse_PartitionData_v4(item, out)
-
-
-def _enc_FetchResponse_FetchableTopicResponse_v5(obj, out):
-    """Append the v5 layout of a FetchResponse.FetchableTopicResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse.FetchableTopicResponse expected, got None")
-    f_topic = obj.topic
-    if f_topic is None:
-        raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
-    else:
-        f_topic = f_topic.encode("utf-8")
-        n_topic = len(f_topic)
-        if n_topic > 32767:
-            raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_FetchResponse_PartitionData_v5(item, out)
-
-
-def _enc_FetchResponse_FetchableTopicResponse_v11(obj, out):
-    """Append the v11 layout of a FetchResponse.FetchableTopicResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse.FetchableTopicResponse expected, got None")
-    f_topic = obj.topic
-    if f_topic is None:
-        raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
-    else:
-        f_topic = f_topic.encode("utf-8")
-        n_topic = len(f_topic)
-        if n_topic > 32767:
-            raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_FetchResponse_PartitionData_v11(item, out)
-
-
-def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
-    """Append the v12 layout of a FetchResponse.FetchableTopicResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse.FetchableTopicResponse expected, got None")
-    f_topic = obj.topic
-    if f_topic is None:
-        raise _w.not_nullable("FetchResponse.FetchableTopicResponse.topic")
-    else:
-        f_topic = f_topic.encode("utf-8")
-        n_topic = len(f_topic)
-        if n_topic > 32767:
-            raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
-    if 0 <= n_topic + 1 < 128:
-        out.append(n_topic + 1)
-    else:
-        _w.put_uvarint(out, n_topic + 1)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_FetchResponse_PartitionData_v12(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse")
-    else:
-        out.append(0)
-
-
-def _enc_FetchResponse_FetchableTopicResponse_v13(obj, out):
-    """Append the v13 layout of a FetchResponse.FetchableTopicResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse.FetchableTopicResponse expected, got None")
-    out += obj.topic_id.bytes
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("FetchResponse.FetchableTopicResponse.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_FetchResponse_PartitionData_v12(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse")
-    else:
-        out.append(0)
-
-
-def _enc_FetchResponse_PartitionData_v0(obj, out):
-    """Append the v0 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
+def _enc_FetchResponse_PartitionData(obj, out, version):
+    """Append in ``version`` a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
+    v10_down = version <= 10
+    v11_down = version <= 11
+    v11_only = version == 11
+    v12_up = version >= 12
+    v3_down = version <= 3
+    v4_only = version == 4
+    v4_to_10 = 4 <= version <= 10
+    v4_up = version >= 4
+    v5_to_10 = 5 <= version <= 10
+    v5_to_11 = 5 <= version <= 11
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 0, "12-18")
-    differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 0, "12-18")
-    differs = obj.snapshot_id != FetchResponse_SnapshotId()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 0, "12-18")
-    if obj.preferred_read_replica != -1:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 0, "11-18")
+    if v11_down:
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+        if differs:
+            if v3_down:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 0, "12-18")
+            elif v4_only:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 4, "12-18")
+            elif v5_to_10:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 5, "12-18")
+            else:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 11, "12-18")
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+        if differs:
+            if v3_down:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 0, "12-18")
+            elif v4_only:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 4, "12-18")
+            elif v5_to_10:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 5, "12-18")
+            else:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 11, "12-18")
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+        if differs:
+            if v3_down:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 0, "12-18")
+            elif v4_only:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 4, "12-18")
+            elif v5_to_10:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 5, "12-18")
+            else:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 11, "12-18")
+    if v10_down:
+        if obj.preferred_read_replica != -1:
+            if v3_down:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 0, "11-18")
+            elif v4_only:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 4, "11-18")
+            else:
+                raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 5, "11-18")
+    elif v12_up:
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+    if v4_up:
+        f_aborted_transactions = obj.aborted_transactions
+        if f_aborted_transactions is None:
+            n_aborted_transactions = -1
+        else:
+            n_aborted_transactions = len(f_aborted_transactions)
+    if v4_only:
+        out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, n_aborted_transactions)
+    elif v5_to_11:
+        out += _S_ihqqqi.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset, n_aborted_transactions)
+    elif v12_up:
+        if 0 <= n_aborted_transactions + 1 < 128:
+            out.append(n_aborted_transactions + 1)
+        else:
+            _w.put_uvarint(out, n_aborted_transactions + 1)
+    if v4_up:
+        if n_aborted_transactions > 0:
+            for item in f_aborted_transactions:
+                _enc_FetchResponse_AbortedTransaction(item, out, version)
+    if v12_up:
+        out += _S_i.pack(obj.preferred_read_replica)
     f_records = obj.records
     if f_records is None:
         n_records = -1
     else:
         f_records = as_record_set(f_records).raw
         n_records = len(f_records)
-    out += _S_ihqi.pack(obj.partition_index, obj.error_code, obj.high_watermark, n_records)
+    if v3_down:
+        out += _S_ihqi.pack(obj.partition_index, obj.error_code, obj.high_watermark, n_records)
+    elif v4_to_10:
+        out += _S_i.pack(n_records)
+    elif v11_only:
+        out += _S_ii.pack(obj.preferred_read_replica, n_records)
+    else:
+        if 0 <= n_records + 1 < 128:
+            out.append(n_records + 1)
+        else:
+            _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
         out += f_records
+    if v12_up:
+        known = []
+        differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
+        if differs:
+            t = bytearray()
+            f_diverging_epoch = obj.diverging_epoch
+            _enc_FetchResponse_EpochEndOffset(f_diverging_epoch, t, version)
+            known.append((0, t))
+        differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
+        if differs:
+            t = bytearray()
+            f_current_leader = obj.current_leader
+            _enc_FetchResponse_LeaderIdAndEpoch(f_current_leader, t, version)
+            known.append((1, t))
+        differs = obj.snapshot_id != FetchResponse_SnapshotId()
+        if differs:
+            t = bytearray()
+            f_snapshot_id = obj.snapshot_id
+            _enc_FetchResponse_SnapshotId(f_snapshot_id, t, version)
+            known.append((2, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData")
+        else:
+            out.append(0)
 
 
-def _enc_FetchResponse_PartitionData_v4(obj, out):
-    """Append the v4 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 4, "12-18")
-    differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 4, "12-18")
-    differs = obj.snapshot_id != FetchResponse_SnapshotId()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 4, "12-18")
-    if obj.preferred_read_replica != -1:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 4, "11-18")
-    f_aborted_transactions = obj.aborted_transactions
-    if f_aborted_transactions is None:
-        n_aborted_transactions = -1
-    else:
-        n_aborted_transactions = len(f_aborted_transactions)
-    out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, n_aborted_transactions)
-    if n_aborted_transactions > 0:
-        for item in f_aborted_transactions:
-            _enc_FetchResponse_AbortedTransaction_v4(item, out)
-    f_records = obj.records
-    if f_records is None:
-        n_records = -1
-    else:
-        f_records = as_record_set(f_records).raw
-        n_records = len(f_records)
-    out += _S_i.pack(n_records)
-    if n_records > 0:
-        out += f_records
-
-
-def _enc_FetchResponse_PartitionData_v5(obj, out):
-    """Append the v5 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 5, "12-18")
-    differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 5, "12-18")
-    differs = obj.snapshot_id != FetchResponse_SnapshotId()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 5, "12-18")
-    if obj.preferred_read_replica != -1:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.preferred_read_replica", 5, "11-18")
-    f_aborted_transactions = obj.aborted_transactions
-    if f_aborted_transactions is None:
-        n_aborted_transactions = -1
-    else:
-        n_aborted_transactions = len(f_aborted_transactions)
-    out += _S_ihqqqi.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset, n_aborted_transactions)
-    if n_aborted_transactions > 0:
-        for item in f_aborted_transactions:
-            _enc_FetchResponse_AbortedTransaction_v4(item, out)
-    f_records = obj.records
-    if f_records is None:
-        n_records = -1
-    else:
-        f_records = as_record_set(f_records).raw
-        n_records = len(f_records)
-    out += _S_i.pack(n_records)
-    if n_records > 0:
-        out += f_records
-
-
-def _enc_FetchResponse_PartitionData_v11(obj, out):
-    """Append the v11 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.diverging_epoch", 11, "12-18")
-    differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.current_leader", 11, "12-18")
-    differs = obj.snapshot_id != FetchResponse_SnapshotId()
-    if differs:
-        raise _w.not_in_version("FetchResponse.FetchableTopicResponse.PartitionData.snapshot_id", 11, "12-18")
-    f_aborted_transactions = obj.aborted_transactions
-    if f_aborted_transactions is None:
-        n_aborted_transactions = -1
-    else:
-        n_aborted_transactions = len(f_aborted_transactions)
-    out += _S_ihqqqi.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset, n_aborted_transactions)
-    if n_aborted_transactions > 0:
-        for item in f_aborted_transactions:
-            _enc_FetchResponse_AbortedTransaction_v4(item, out)
-    f_records = obj.records
-    if f_records is None:
-        n_records = -1
-    else:
-        f_records = as_record_set(f_records).raw
-        n_records = len(f_records)
-    out += _S_ii.pack(obj.preferred_read_replica, n_records)
-    if n_records > 0:
-        out += f_records
-
-
-def _enc_FetchResponse_PartitionData_v12(obj, out):
-    """Append the v12 layout of a FetchResponse.FetchableTopicResponse.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    f_aborted_transactions = obj.aborted_transactions
-    if f_aborted_transactions is None:
-        n_aborted_transactions = -1
-    else:
-        n_aborted_transactions = len(f_aborted_transactions)
-    if 0 <= n_aborted_transactions + 1 < 128:
-        out.append(n_aborted_transactions + 1)
-    else:
-        _w.put_uvarint(out, n_aborted_transactions + 1)
-    if n_aborted_transactions > 0:
-        for item in f_aborted_transactions:
-            _enc_FetchResponse_AbortedTransaction_v12(item, out)
-    out += _S_i.pack(obj.preferred_read_replica)
-    f_records = obj.records
-    if f_records is None:
-        n_records = -1
-    else:
-        f_records = as_record_set(f_records).raw
-        n_records = len(f_records)
-    if 0 <= n_records + 1 < 128:
-        out.append(n_records + 1)
-    else:
-        _w.put_uvarint(out, n_records + 1)
-    if n_records > 0:
-        out += f_records
-    known = []
-    differs = obj.diverging_epoch != FetchResponse_EpochEndOffset()
-    if differs:
-        t = bytearray()
-        f_diverging_epoch = obj.diverging_epoch
-        _enc_FetchResponse_EpochEndOffset_v12(f_diverging_epoch, t)
-        known.append((0, t))
-    differs = obj.current_leader != FetchResponse_LeaderIdAndEpoch()
-    if differs:
-        t = bytearray()
-        f_current_leader = obj.current_leader
-        _enc_FetchResponse_LeaderIdAndEpoch_v12(f_current_leader, t)
-        known.append((1, t))
-    differs = obj.snapshot_id != FetchResponse_SnapshotId()
-    if differs:
-        t = bytearray()
-        f_snapshot_id = obj.snapshot_id
-        _enc_FetchResponse_SnapshotId_v12(f_snapshot_id, t)
-        known.append((2, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData")
-    else:
-        out.append(0)
-
-
-def _dec_FetchResponse_EpochEndOffset_v12(buf, cur, end):
-    """Decode FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchResponse_EpochEndOffset(buf, cur, end, version):
+    """Decode FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_epoch__end_offset, pos, end)
@@ -4599,8 +1651,8 @@ def _dec_FetchResponse_EpochEndOffset_v12(buf, cur, end):
     return obj
 
 
-def _enc_FetchResponse_EpochEndOffset_v12(obj, out):
-    """Append the v12 layout of a FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset to ``out``."""
+def _enc_FetchResponse_EpochEndOffset(obj, out, version):
+    """Append in ``version`` a FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset expected, got None")
     out += _S_iq.pack(obj.epoch, obj.end_offset)
@@ -4610,8 +1662,8 @@ def _enc_FetchResponse_EpochEndOffset_v12(obj, out):
         out.append(0)
 
 
-def _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, end):
-    """Decode FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchResponse_LeaderIdAndEpoch(buf, cur, end, version):
+    """Decode FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
@@ -4630,8 +1682,8 @@ def _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, end):
     return obj
 
 
-def _enc_FetchResponse_LeaderIdAndEpoch_v12(obj, out):
-    """Append the v12 layout of a FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch to ``out``."""
+def _enc_FetchResponse_LeaderIdAndEpoch(obj, out, version):
+    """Append in ``version`` a FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
@@ -4641,8 +1693,8 @@ def _enc_FetchResponse_LeaderIdAndEpoch_v12(obj, out):
         out.append(0)
 
 
-def _dec_FetchResponse_SnapshotId_v12(buf, cur, end):
-    """Decode FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchResponse_SnapshotId(buf, cur, end, version):
+    """Decode FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
@@ -4661,8 +1713,8 @@ def _dec_FetchResponse_SnapshotId_v12(buf, cur, end):
     return obj
 
 
-def _enc_FetchResponse_SnapshotId_v12(obj, out):
-    """Append the v12 layout of a FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId to ``out``."""
+def _enc_FetchResponse_SnapshotId(obj, out, version):
+    """Append in ``version`` a FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId expected, got None")
     out += _S_qi.pack(obj.end_offset, obj.epoch)
@@ -4672,26 +1724,21 @@ def _enc_FetchResponse_SnapshotId_v12(obj, out):
         out.append(0)
 
 
-def _enc_FetchResponse_AbortedTransaction_v4(obj, out):
-    """Append the v4 layout of a FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction to ``out``."""
+def _enc_FetchResponse_AbortedTransaction(obj, out, version):
+    """Append in ``version`` a FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction to ``out``."""
+    v12_up = version >= 12
     if obj is None:
         raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction expected, got None")
     out += _S_qq.pack(obj.producer_id, obj.first_offset)
+    if v12_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction")
+        else:
+            out.append(0)
 
 
-def _enc_FetchResponse_AbortedTransaction_v12(obj, out):
-    """Append the v12 layout of a FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction to ``out``."""
-    if obj is None:
-        raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction expected, got None")
-    out += _S_qq.pack(obj.producer_id, obj.first_offset)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction")
-    else:
-        out.append(0)
-
-
-def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
-    """Decode FetchResponse.NodeEndpoint (v16 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchResponse_NodeEndpoint(buf, cur, end, version):
+    """Decode FetchResponse.NodeEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
@@ -4752,8 +1799,8 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
     return obj
 
 
-def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
-    """Append the v16 layout of a FetchResponse.NodeEndpoint to ``out``."""
+def _enc_FetchResponse_NodeEndpoint(obj, out, version):
+    """Append in ``version`` a FetchResponse.NodeEndpoint to ``out``."""
     if obj is None:
         raise TypeError("FetchResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
@@ -4984,15 +2031,8 @@ class FetchRequest(Message):
     ReplicaState = FetchRequest_ReplicaState
     FetchTopic = FetchRequest_FetchTopic
     ForgottenTopic = FetchRequest_ForgottenTopic
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the response only.
-    # v6 uses the v5 codecs: the bytes are the same; v6 changed what the broker may do or answer, not the layout.
-    # v8 uses the v7 codecs: the bytes are the same; v8 changed what the broker may do or answer, not the layout.
-    # v10 uses the v9 codecs: the bytes are the same; v10 changed what the broker may do or answer, not the layout.
-    # v14 uses the v13 codecs: the bytes are the same; v14 changed what the broker may do or answer, not the layout.
-    # v16 uses the v15 codecs: the bytes are the same; v16 changed the response only.
-    _DECODERS = {0: _dec_FetchRequest_v0, 1: _dec_FetchRequest_v0, 2: _dec_FetchRequest_v0, 3: _dec_FetchRequest_v3, 4: _dec_FetchRequest_v4, 5: _dec_FetchRequest_v5, 6: _dec_FetchRequest_v5, 7: _dec_FetchRequest_v7, 8: _dec_FetchRequest_v7, 9: _dec_FetchRequest_v9, 10: _dec_FetchRequest_v9, 11: _dec_FetchRequest_v11, 12: _dec_FetchRequest_v12, 13: _dec_FetchRequest_v13, 14: _dec_FetchRequest_v13, 15: _dec_FetchRequest_v15, 16: _dec_FetchRequest_v15, 17: _dec_FetchRequest_v17, 18: _dec_FetchRequest_v18}
-    _ENCODERS = {0: _enc_FetchRequest_v0, 1: _enc_FetchRequest_v0, 2: _enc_FetchRequest_v0, 3: _enc_FetchRequest_v3, 4: _enc_FetchRequest_v4, 5: _enc_FetchRequest_v5, 6: _enc_FetchRequest_v5, 7: _enc_FetchRequest_v7, 8: _enc_FetchRequest_v7, 9: _enc_FetchRequest_v9, 10: _enc_FetchRequest_v9, 11: _enc_FetchRequest_v11, 12: _enc_FetchRequest_v12, 13: _enc_FetchRequest_v13, 14: _enc_FetchRequest_v13, 15: _enc_FetchRequest_v15, 16: _enc_FetchRequest_v15, 17: _enc_FetchRequest_v17, 18: _enc_FetchRequest_v18}
+    _DECODERS = _decoders(_dec_FetchRequest, range(0, 19))
+    _ENCODERS = _encoders(_enc_FetchRequest, range(0, 19))
     API_KEY = 1
     KIND = 'request'
     VALID_VERSIONS = (0, 18)
@@ -5317,18 +2357,8 @@ class FetchResponse(Message):
     )
     FetchableTopicResponse = FetchResponse_FetchableTopicResponse
     NodeEndpoint = FetchResponse_NodeEndpoint
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v3 uses the v1 codecs: the bytes are the same; v3 changed the request only.
-    # v6 uses the v5 codecs: the bytes are the same; v6 changed what the broker may do or answer, not the layout.
-    # v8 uses the v7 codecs: the bytes are the same; v8 changed what the broker may do or answer, not the layout.
-    # v9 uses the v7 codecs: the bytes are the same; v9 changed the request only.
-    # v10 uses the v7 codecs: the bytes are the same; v10 changed the request only.
-    # v14 uses the v13 codecs: the bytes are the same; v14 changed what the broker may do or answer, not the layout.
-    # v15 uses the v13 codecs: the bytes are the same; v15 changed the request only.
-    # v17 uses the v16 codecs: the bytes are the same; v17 changed the request only.
-    # v18 uses the v16 codecs: the bytes are the same; v18 changed the request only.
-    _DECODERS = {0: _dec_FetchResponse_v0, 1: _dec_FetchResponse_v1, 2: _dec_FetchResponse_v1, 3: _dec_FetchResponse_v1, 4: _dec_FetchResponse_v4, 5: _dec_FetchResponse_v5, 6: _dec_FetchResponse_v5, 7: _dec_FetchResponse_v7, 8: _dec_FetchResponse_v7, 9: _dec_FetchResponse_v7, 10: _dec_FetchResponse_v7, 11: _dec_FetchResponse_v11, 12: _dec_FetchResponse_v12, 13: _dec_FetchResponse_v13, 14: _dec_FetchResponse_v13, 15: _dec_FetchResponse_v13, 16: _dec_FetchResponse_v16, 17: _dec_FetchResponse_v16, 18: _dec_FetchResponse_v16}
-    _ENCODERS = {0: _enc_FetchResponse_v0, 1: _enc_FetchResponse_v1, 2: _enc_FetchResponse_v1, 3: _enc_FetchResponse_v1, 4: _enc_FetchResponse_v4, 5: _enc_FetchResponse_v5, 6: _enc_FetchResponse_v5, 7: _enc_FetchResponse_v7, 8: _enc_FetchResponse_v7, 9: _enc_FetchResponse_v7, 10: _enc_FetchResponse_v7, 11: _enc_FetchResponse_v11, 12: _enc_FetchResponse_v12, 13: _enc_FetchResponse_v13, 14: _enc_FetchResponse_v13, 15: _enc_FetchResponse_v13, 16: _enc_FetchResponse_v16, 17: _enc_FetchResponse_v16, 18: _enc_FetchResponse_v16}
+    _DECODERS = _decoders(_dec_FetchResponse, range(0, 19))
+    _ENCODERS = _encoders(_enc_FetchResponse, range(0, 19))
     API_KEY = 1
     KIND = 'response'
     VALID_VERSIONS = (0, 18)

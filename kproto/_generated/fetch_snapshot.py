@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import RECORDS, SCALAR, STRUCT, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
@@ -40,15 +42,15 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _new = Struct.__new__
 
 
-def _dec_FetchSnapshotRequest_v0(buf, cur, end):
-    """Decode FetchSnapshotRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchSnapshotRequest(buf, cur, end, version):
+    """Decode FetchSnapshotRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__max_bytes, pos, end)
     f_replica_id, f_max_bytes = _S_ii.unpack_from(buf, pos)
     pos += 8
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_FetchSnapshotRequest_TopicSnapshot_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_FetchSnapshotRequest_TopicSnapshot, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
     f_cluster_id = None
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -72,12 +74,12 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_FetchSnapshotRequest_v0(obj, out):
-    """Append the v0 layout of a FetchSnapshotRequest to ``out``."""
+def _enc_FetchSnapshotRequest(obj, out, version):
+    """Append in ``version`` a FetchSnapshotRequest to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotRequest expected, got None")
     out += _S_ii.pack(obj.replica_id, obj.max_bytes)
-    _w.put_structs(out, obj.topics, _enc_FetchSnapshotRequest_TopicSnapshot_v0, "FetchSnapshotRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_FetchSnapshotRequest_TopicSnapshot, version=version), "FetchSnapshotRequest.topics", False)
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
@@ -92,65 +94,13 @@ def _enc_FetchSnapshotRequest_v0(obj, out):
         out.append(0)
 
 
-def _dec_FetchSnapshotRequest_v1(buf, cur, end):
-    """Decode FetchSnapshotRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_replica_id__max_bytes, pos, end)
-    f_replica_id, f_max_bytes = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_FetchSnapshotRequest_TopicSnapshot_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    f_cluster_id = None
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                n_cluster_id, pos = _w.read_compact_length(buf, pos, t_end, 'cluster_id')
-                f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, t_end, 'cluster_id', 1, True, True)
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
-        pos = after
-    obj = _new(FetchSnapshotRequest)
-    obj.cluster_id = f_cluster_id
-    obj.replica_id = f_replica_id
-    obj.max_bytes = f_max_bytes
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchSnapshotRequest_v1(obj, out):
-    """Append the v1 layout of a FetchSnapshotRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FetchSnapshotRequest expected, got None")
-    out += _S_ii.pack(obj.replica_id, obj.max_bytes)
-    _w.put_structs(out, obj.topics, _enc_FetchSnapshotRequest_TopicSnapshot_v1, "FetchSnapshotRequest.topics", False)
-    known = []
-    if obj.cluster_id is not None:
-        t = bytearray()
-        f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "FetchSnapshotRequest.cluster_id", True)
-        _w.put_uvarint(t, n_cluster_id + 1)
-        if n_cluster_id > 0:
-            t += f_cluster_id
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotRequest")
-    else:
-        out.append(0)
-
-
-def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
-    """Decode FetchSnapshotRequest.TopicSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchSnapshotRequest_TopicSnapshot(buf, cur, end, version):
+    """Decode FetchSnapshotRequest.TopicSnapshot (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_FetchSnapshotRequest_PartitionSnapshot_v0, buf, cur, pos, end, n_partitions, 'partitions', 30, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_FetchSnapshotRequest_PartitionSnapshot, version=version), buf, cur, pos, end, n_partitions, 'partitions', 30, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(FetchSnapshotRequest_TopicSnapshot)
     obj.name = f_name
@@ -160,48 +110,21 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
     return obj
 
 
-def _enc_FetchSnapshotRequest_TopicSnapshot_v0(obj, out):
-    """Append the v0 layout of a FetchSnapshotRequest.TopicSnapshot to ``out``."""
+def _enc_FetchSnapshotRequest_TopicSnapshot(obj, out, version):
+    """Append in ``version`` a FetchSnapshotRequest.TopicSnapshot to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotRequest.TopicSnapshot expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "FetchSnapshotRequest.TopicSnapshot.name", False)
     _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_FetchSnapshotRequest_PartitionSnapshot_v0, "FetchSnapshotRequest.TopicSnapshot.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_FetchSnapshotRequest_PartitionSnapshot, version=version), "FetchSnapshotRequest.TopicSnapshot.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot")
 
 
-def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
-    """Decode FetchSnapshotRequest.TopicSnapshot (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_FetchSnapshotRequest_PartitionSnapshot_v1, buf, cur, pos, end, n_partitions, 'partitions', 30, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(FetchSnapshotRequest_TopicSnapshot)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FetchSnapshotRequest_TopicSnapshot_v1(obj, out):
-    """Append the v1 layout of a FetchSnapshotRequest.TopicSnapshot to ``out``."""
-    if obj is None:
-        raise TypeError("FetchSnapshotRequest.TopicSnapshot expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "FetchSnapshotRequest.TopicSnapshot.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    _w.put_structs(out, obj.partitions, _enc_FetchSnapshotRequest_PartitionSnapshot_v1, "FetchSnapshotRequest.TopicSnapshot.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot")
-
-
-def _dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end):
-    """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchSnapshotRequest_PartitionSnapshot(buf, cur, end, version):
+    """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
@@ -209,7 +132,7 @@ def _dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end):
     pos += 8
     cur.pos = pos
     try:
-        f_snapshot_id = _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end)
+        f_snapshot_id = _dec_FetchSnapshotRequest_SnapshotId(buf, cur, end, version)
     except DecodeError as exc:
         raise exc.within('snapshot_id')
     pos = cur.pos
@@ -217,93 +140,63 @@ def _dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end):
         raise _w.short_run(_RUN_position, pos, end)
     f_position = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+    if v0_down:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+    else:
+        f_replica_directory_id = _w.ZERO_UUID
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+            for tag, pos, t_end in spans:
+                if tag == 0:
+                    if t_end - pos < 16:
+                        raise _w.short_read('replica_directory_id', pos, 16, t_end)
+                    f_replica_directory_id = _w.uuid_at(buf, pos)
+                    pos += 16
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end)
+            pos = after
     obj = _new(FetchSnapshotRequest_PartitionSnapshot)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.snapshot_id = f_snapshot_id
     obj.position = f_position
-    obj.replica_directory_id = _w.ZERO_UUID
+    if v0_down:
+        obj.replica_directory_id = _w.ZERO_UUID
+    else:
+        obj.replica_directory_id = f_replica_directory_id
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_FetchSnapshotRequest_PartitionSnapshot_v0(obj, out):
-    """Append the v0 layout of a FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot to ``out``."""
+def _enc_FetchSnapshotRequest_PartitionSnapshot(obj, out, version):
+    """Append in ``version`` a FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot expected, got None")
     out += _S_ii.pack(obj.partition, obj.current_leader_epoch)
     f_snapshot_id = obj.snapshot_id
-    _enc_FetchSnapshotRequest_SnapshotId_v0(f_snapshot_id, out)
+    _enc_FetchSnapshotRequest_SnapshotId(f_snapshot_id, out, version)
     out += _S_q.pack(obj.position)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot")
-
-
-def _dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end):
-    """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
-    f_partition, f_current_leader_epoch = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    cur.pos = pos
-    try:
-        f_snapshot_id = _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('snapshot_id')
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_position, pos, end)
-    f_position = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    f_replica_directory_id = _w.ZERO_UUID
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
+    if v0_down:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot")
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if t_end - pos < 16:
-                    raise _w.short_read('replica_directory_id', pos, 16, t_end)
-                f_replica_directory_id = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end)
-        pos = after
-    obj = _new(FetchSnapshotRequest_PartitionSnapshot)
-    obj.partition = f_partition
-    obj.current_leader_epoch = f_current_leader_epoch
-    obj.snapshot_id = f_snapshot_id
-    obj.position = f_position
-    obj.replica_directory_id = f_replica_directory_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        known = []
+        if obj.replica_directory_id != _w.ZERO_UUID:
+            t = bytearray()
+            t += obj.replica_directory_id.bytes
+            known.append((0, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot")
+        else:
+            out.append(0)
 
 
-def _enc_FetchSnapshotRequest_PartitionSnapshot_v1(obj, out):
-    """Append the v1 layout of a FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot to ``out``."""
-    if obj is None:
-        raise TypeError("FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot expected, got None")
-    out += _S_ii.pack(obj.partition, obj.current_leader_epoch)
-    f_snapshot_id = obj.snapshot_id
-    _enc_FetchSnapshotRequest_SnapshotId_v0(f_snapshot_id, out)
-    out += _S_q.pack(obj.position)
-    known = []
-    if obj.replica_directory_id != _w.ZERO_UUID:
-        t = bytearray()
-        t += obj.replica_directory_id.bytes
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot")
-    else:
-        out.append(0)
-
-
-def _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end):
-    """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchSnapshotRequest_SnapshotId(buf, cur, end, version):
+    """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
@@ -318,101 +211,84 @@ def _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end):
     return obj
 
 
-def _enc_FetchSnapshotRequest_SnapshotId_v0(obj, out):
-    """Append the v0 layout of a FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId to ``out``."""
+def _enc_FetchSnapshotRequest_SnapshotId(obj, out, version):
+    """Append in ``version`` a FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId expected, got None")
     out += _S_qi.pack(obj.end_offset, obj.epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId")
 
 
-def _dec_FetchSnapshotResponse_v0(buf, cur, end):
-    """Decode FetchSnapshotResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchSnapshotResponse(buf, cur, end, version):
+    """Decode FetchSnapshotResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_FetchSnapshotResponse_TopicSnapshot_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+    f_topics, pos = _w.read_structs(_partial(_dec_FetchSnapshotResponse_TopicSnapshot, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    if v0_down:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+    else:
+        f_node_endpoints = []
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+            for tag, pos, t_end in spans:
+                if tag == 0:
+                    n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
+                    f_node_endpoints, pos = _w.read_structs(_partial(_dec_FetchSnapshotResponse_NodeEndpoint, version=version), buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
+            pos = after
     obj = _new(FetchSnapshotResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.topics = f_topics
-    obj.node_endpoints = []
+    if v0_down:
+        obj.node_endpoints = []
+    else:
+        obj.node_endpoints = f_node_endpoints
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_FetchSnapshotResponse_v0(obj, out):
-    """Append the v0 layout of a FetchSnapshotResponse to ``out``."""
+def _enc_FetchSnapshotResponse(obj, out, version):
+    """Append in ``version`` a FetchSnapshotResponse to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("FetchSnapshotResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("FetchSnapshotResponse.node_endpoints", 0, "1")
+    if v0_down:
+        if obj.node_endpoints:
+            raise _w.not_in_version("FetchSnapshotResponse.node_endpoints", 0, "1")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_FetchSnapshotResponse_TopicSnapshot_v0, "FetchSnapshotResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse")
-
-
-def _dec_FetchSnapshotResponse_v1(buf, cur, end):
-    """Decode FetchSnapshotResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_FetchSnapshotResponse_TopicSnapshot_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    f_node_endpoints = []
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
+    _w.put_structs(out, obj.topics, _partial(_enc_FetchSnapshotResponse_TopicSnapshot, version=version), "FetchSnapshotResponse.topics", False)
+    if v0_down:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse")
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
-                f_node_endpoints, pos = _w.read_structs(_dec_FetchSnapshotResponse_NodeEndpoint_v1, buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
-        pos = after
-    obj = _new(FetchSnapshotResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.topics = f_topics
-    obj.node_endpoints = f_node_endpoints
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        known = []
+        if obj.node_endpoints != []:
+            t = bytearray()
+            _w.put_structs(t, obj.node_endpoints, _partial(_enc_FetchSnapshotResponse_NodeEndpoint, version=version), "FetchSnapshotResponse.node_endpoints", False)
+            known.append((0, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotResponse")
+        else:
+            out.append(0)
 
 
-def _enc_FetchSnapshotResponse_v1(obj, out):
-    """Append the v1 layout of a FetchSnapshotResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FetchSnapshotResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_FetchSnapshotResponse_TopicSnapshot_v0, "FetchSnapshotResponse.topics", False)
-    known = []
-    if obj.node_endpoints != []:
-        t = bytearray()
-        _w.put_structs(t, obj.node_endpoints, _enc_FetchSnapshotResponse_NodeEndpoint_v1, "FetchSnapshotResponse.node_endpoints", False)
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotResponse")
-    else:
-        out.append(0)
-
-
-def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
-    """Decode FetchSnapshotResponse.TopicSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchSnapshotResponse_TopicSnapshot(buf, cur, end, version):
+    """Decode FetchSnapshotResponse.TopicSnapshot (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_FetchSnapshotResponse_PartitionSnapshot_v0, buf, cur, pos, end, n_partitions, 'partitions', 37, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_FetchSnapshotResponse_PartitionSnapshot, version=version), buf, cur, pos, end, n_partitions, 'partitions', 37, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(FetchSnapshotResponse_TopicSnapshot)
     obj.name = f_name
@@ -422,20 +298,20 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
     return obj
 
 
-def _enc_FetchSnapshotResponse_TopicSnapshot_v0(obj, out):
-    """Append the v0 layout of a FetchSnapshotResponse.TopicSnapshot to ``out``."""
+def _enc_FetchSnapshotResponse_TopicSnapshot(obj, out, version):
+    """Append in ``version`` a FetchSnapshotResponse.TopicSnapshot to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotResponse.TopicSnapshot expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "FetchSnapshotResponse.TopicSnapshot.name", False)
     _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_FetchSnapshotResponse_PartitionSnapshot_v0, "FetchSnapshotResponse.TopicSnapshot.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_FetchSnapshotResponse_PartitionSnapshot, version=version), "FetchSnapshotResponse.TopicSnapshot.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot")
 
 
-def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
-    """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchSnapshotResponse_PartitionSnapshot(buf, cur, end, version):
+    """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_index__error_code, pos, end)
@@ -443,7 +319,7 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
     pos += 6
     cur.pos = pos
     try:
-        f_snapshot_id = _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end)
+        f_snapshot_id = _dec_FetchSnapshotResponse_SnapshotId(buf, cur, end, version)
     except DecodeError as exc:
         raise exc.within('snapshot_id')
     pos = cur.pos
@@ -471,7 +347,7 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
             if tag == 0:
                 cur.pos = pos
                 try:
-                    f_current_leader = _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, t_end)
+                    f_current_leader = _dec_FetchSnapshotResponse_LeaderIdAndEpoch(buf, cur, t_end, version)
                 except DecodeError as exc:
                     raise exc.within('current_leader')
                 pos = cur.pos
@@ -491,13 +367,13 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
     return obj
 
 
-def _enc_FetchSnapshotResponse_PartitionSnapshot_v0(obj, out):
-    """Append the v0 layout of a FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot to ``out``."""
+def _enc_FetchSnapshotResponse_PartitionSnapshot(obj, out, version):
+    """Append in ``version`` a FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot expected, got None")
     out += _S_ih.pack(obj.index, obj.error_code)
     f_snapshot_id = obj.snapshot_id
-    _enc_FetchSnapshotResponse_SnapshotId_v0(f_snapshot_id, out)
+    _enc_FetchSnapshotResponse_SnapshotId(f_snapshot_id, out, version)
     out += _S_qq.pack(obj.size, obj.position)
     f_unaligned_records = obj.unaligned_records
     if f_unaligned_records is None:
@@ -513,7 +389,7 @@ def _enc_FetchSnapshotResponse_PartitionSnapshot_v0(obj, out):
     if differs:
         t = bytearray()
         f_current_leader = obj.current_leader
-        _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(f_current_leader, t)
+        _enc_FetchSnapshotResponse_LeaderIdAndEpoch(f_current_leader, t, version)
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot")
@@ -521,8 +397,8 @@ def _enc_FetchSnapshotResponse_PartitionSnapshot_v0(obj, out):
         out.append(0)
 
 
-def _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end):
-    """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchSnapshotResponse_SnapshotId(buf, cur, end, version):
+    """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
@@ -537,16 +413,16 @@ def _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end):
     return obj
 
 
-def _enc_FetchSnapshotResponse_SnapshotId_v0(obj, out):
-    """Append the v0 layout of a FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId to ``out``."""
+def _enc_FetchSnapshotResponse_SnapshotId(obj, out, version):
+    """Append in ``version`` a FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId expected, got None")
     out += _S_qi.pack(obj.end_offset, obj.epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId")
 
 
-def _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, end):
-    """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchSnapshotResponse_LeaderIdAndEpoch(buf, cur, end, version):
+    """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
@@ -561,16 +437,16 @@ def _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, end):
     return obj
 
 
-def _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(obj, out):
-    """Append the v0 layout of a FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch to ``out``."""
+def _enc_FetchSnapshotResponse_LeaderIdAndEpoch(obj, out, version):
+    """Append in ``version`` a FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch")
 
 
-def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
-    """Decode FetchSnapshotResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FetchSnapshotResponse_NodeEndpoint(buf, cur, end, version):
+    """Decode FetchSnapshotResponse.NodeEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
@@ -592,8 +468,8 @@ def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
     return obj
 
 
-def _enc_FetchSnapshotResponse_NodeEndpoint_v1(obj, out):
-    """Append the v1 layout of a FetchSnapshotResponse.NodeEndpoint to ``out``."""
+def _enc_FetchSnapshotResponse_NodeEndpoint(obj, out, version):
+    """Append in ``version`` a FetchSnapshotResponse.NodeEndpoint to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
@@ -730,8 +606,8 @@ class FetchSnapshotRequest(Message):
         FieldInfo('topics', (0, 1), None, None, True, FetchSnapshotRequest_TopicSnapshot, None, '[]TopicSnapshot'),
     )
     TopicSnapshot = FetchSnapshotRequest_TopicSnapshot
-    _DECODERS = {0: _dec_FetchSnapshotRequest_v0, 1: _dec_FetchSnapshotRequest_v1}
-    _ENCODERS = {0: _enc_FetchSnapshotRequest_v0, 1: _enc_FetchSnapshotRequest_v1}
+    _DECODERS = _decoders(_dec_FetchSnapshotRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_FetchSnapshotRequest, range(0, 2))
     API_KEY = 59
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -953,8 +829,8 @@ class FetchSnapshotResponse(Message):
     )
     TopicSnapshot = FetchSnapshotResponse_TopicSnapshot
     NodeEndpoint = FetchSnapshotResponse_NodeEndpoint
-    _DECODERS = {0: _dec_FetchSnapshotResponse_v0, 1: _dec_FetchSnapshotResponse_v1}
-    _ENCODERS = {0: _enc_FetchSnapshotResponse_v0, 1: _enc_FetchSnapshotResponse_v1}
+    _DECODERS = _decoders(_dec_FetchSnapshotResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_FetchSnapshotResponse, range(0, 2))
     API_KEY = 59
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
@@ -37,638 +38,508 @@ _RUN_throttle_time_ms__error_message = (('throttle_time_ms', 0, 4), ('error_code
 _new = Struct.__new__
 
 
-def _dec_FindCoordinatorRequest_v0(buf, cur, end):
-    """Decode FindCoordinatorRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FindCoordinatorRequest(buf, cur, end, version):
+    """Decode FindCoordinatorRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_key, pos, end)
-    n_key = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_key <= end - pos:
-        try:
-            f_key = buf[pos:pos + n_key].decode() if n_key else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
-        pos += n_key
-    else:
-        raise _w.bad_sized('key', pos, n_key, end, 2, False)
-    obj = _new(FindCoordinatorRequest)
-    obj.key = f_key
-    obj.key_type = 0
-    obj.coordinator_keys = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FindCoordinatorRequest_v0(obj, out):
-    """Append the v0 layout of a FindCoordinatorRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FindCoordinatorRequest expected, got None")
-    if obj.key_type != 0:
-        raise _w.not_in_version("FindCoordinatorRequest.key_type", 0, "1-6")
-    if obj.coordinator_keys:
-        raise _w.not_in_version("FindCoordinatorRequest.coordinator_keys", 0, "4-6")
-    f_key = obj.key
-    if f_key is None:
-        raise _w.not_nullable("FindCoordinatorRequest.key")
-    else:
-        f_key = f_key.encode("utf-8")
-        n_key = len(f_key)
-        if n_key > 32767:
-            raise _w.string_too_long("FindCoordinatorRequest.key", n_key)
-    out += _S_h.pack(n_key)
-    if n_key > 0:
-        out += f_key
-
-
-def _dec_FindCoordinatorRequest_v1(buf, cur, end):
-    """Decode FindCoordinatorRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_key, pos, end)
-    n_key = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_key <= end - pos:
-        try:
-            f_key = buf[pos:pos + n_key].decode() if n_key else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
-        pos += n_key
-    else:
-        raise _w.bad_sized('key', pos, n_key, end, 2, False)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_key_type, pos, end)
-    f_key_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    obj = _new(FindCoordinatorRequest)
-    obj.key = f_key
-    obj.key_type = f_key_type
-    obj.coordinator_keys = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FindCoordinatorRequest_v1(obj, out):
-    """Append the v1 layout of a FindCoordinatorRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FindCoordinatorRequest expected, got None")
-    if obj.coordinator_keys:
-        raise _w.not_in_version("FindCoordinatorRequest.coordinator_keys", 1, "4-6")
-    f_key = obj.key
-    if f_key is None:
-        raise _w.not_nullable("FindCoordinatorRequest.key")
-    else:
-        f_key = f_key.encode("utf-8")
-        n_key = len(f_key)
-        if n_key > 32767:
-            raise _w.string_too_long("FindCoordinatorRequest.key", n_key)
-    out += _S_h.pack(n_key)
-    if n_key > 0:
-        out += f_key
-    out += _S_b.pack(obj.key_type)
-
-
-def _dec_FindCoordinatorRequest_v3(buf, cur, end):
-    """Decode FindCoordinatorRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_key = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_key, pos, end)
+        n_key = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-    else:
-        n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
-        n_key -= 1
-    if 0 <= n_key <= end - pos:
-        try:
-            f_key = buf[pos:pos + n_key].decode() if n_key else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
-        pos += n_key
-    else:
-        raise _w.bad_sized('key', pos, n_key, end, 1, False)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_key_type, pos, end)
-    f_key_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(FindCoordinatorRequest)
-    obj.key = f_key
-    obj.key_type = f_key_type
-    obj.coordinator_keys = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FindCoordinatorRequest_v3(obj, out):
-    """Append the v3 layout of a FindCoordinatorRequest to ``out``."""
-    if obj is None:
-        raise TypeError("FindCoordinatorRequest expected, got None")
-    if obj.coordinator_keys:
-        raise _w.not_in_version("FindCoordinatorRequest.coordinator_keys", 3, "4-6")
-    f_key = obj.key
-    if f_key is None:
-        raise _w.not_nullable("FindCoordinatorRequest.key")
-    else:
-        f_key = f_key.encode("utf-8")
-        n_key = len(f_key)
-        if n_key > 32767:
-            raise _w.string_too_long("FindCoordinatorRequest.key", n_key)
-    if 0 <= n_key + 1 < 128:
-        out.append(n_key + 1)
-    else:
-        _w.put_uvarint(out, n_key + 1)
-    if n_key > 0:
-        out += f_key
-    out += _S_b.pack(obj.key_type)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorRequest")
-    else:
-        out.append(0)
-
-
-def _dec_FindCoordinatorRequest_v4(buf, cur, end):
-    """Decode FindCoordinatorRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_key_type, pos, end)
-    f_key_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if pos < end and buf[pos] < 128:
-        n_coordinator_keys = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_coordinator_keys = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_coordinator_keys, pos = _w.read_uvarint(buf, pos, end, 'coordinator_keys')
-        n_coordinator_keys -= 1
-    if n_coordinator_keys < 0 or n_coordinator_keys > (end - pos) // 1:
-        raise _w.bad_count('coordinator_keys', pos - 1, n_coordinator_keys, end, 1, 1)
-    f_coordinator_keys = []
-    for i in range(n_coordinator_keys):
+    elif v3_only:
         if pos < end and buf[pos] < 128:
-            m = buf[pos] - 1
+            n_key = buf[pos] - 1
             pos += 1
         elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
             pos += 2
         else:
-            m, pos = _w.read_uvarint(buf, pos, end, "coordinator_keys[%d]" % i)
-            m -= 1
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("coordinator_keys[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("coordinator_keys[%d]" % i, pos, exc) from None
-        f_coordinator_keys.append(s)
-        pos += m
-    if pos < end and buf[pos] == 0:
+            n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
+            n_key -= 1
+    if v3_down:
+        if 0 <= n_key <= end - pos:
+            try:
+                f_key = buf[pos:pos + n_key].decode() if n_key else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
+            pos += n_key
+        else:
+            if v2_down:
+                raise _w.bad_sized('key', pos, n_key, end, 2, False)
+            else:
+                raise _w.bad_sized('key', pos, n_key, end, 1, False)
+    if v1_up:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_key_type, pos, end)
+        f_key_type = _S_b.unpack_from(buf, pos)[0]
         pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v4_up:
+        if pos < end and buf[pos] < 128:
+            n_coordinator_keys = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_coordinator_keys = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_coordinator_keys, pos = _w.read_uvarint(buf, pos, end, 'coordinator_keys')
+            n_coordinator_keys -= 1
+        if n_coordinator_keys < 0 or n_coordinator_keys > (end - pos) // 1:
+            raise _w.bad_count('coordinator_keys', pos - 1, n_coordinator_keys, end, 1, 1)
+        f_coordinator_keys = []
+        for i in range(n_coordinator_keys):
+            if pos < end and buf[pos] < 128:
+                m = buf[pos] - 1
+                pos += 1
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
+            else:
+                m, pos = _w.read_uvarint(buf, pos, end, "coordinator_keys[%d]" % i)
+                m -= 1
+            if m < 0 or end - pos < m:
+                raise _w.bad_sized("coordinator_keys[%d]" % i, pos, m, end, 1, False)
+            try:
+                s = buf[pos:pos + m].decode() if m else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("coordinator_keys[%d]" % i, pos, exc) from None
+            f_coordinator_keys.append(s)
+            pos += m
+    if v3_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(FindCoordinatorRequest)
-    obj.key = ''
-    obj.key_type = f_key_type
-    obj.coordinator_keys = f_coordinator_keys
-    obj.unknown_tagged_fields = unknown
+    if v3_down:
+        obj.key = f_key
+    if v0_down:
+        obj.key_type = 0
+    elif v4_up:
+        obj.key = ''
+    if v1_up:
+        obj.key_type = f_key_type
+    if v3_down:
+        obj.coordinator_keys = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    elif v4_up:
+        obj.coordinator_keys = f_coordinator_keys
+    if v3_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_FindCoordinatorRequest_v4(obj, out):
-    """Append the v4 layout of a FindCoordinatorRequest to ``out``."""
+def _enc_FindCoordinatorRequest(obj, out, version):
+    """Append in ``version`` a FindCoordinatorRequest to ``out``."""
+    v0_down = version <= 0
+    v1_to_2 = 1 <= version <= 2
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("FindCoordinatorRequest expected, got None")
-    if obj.key != '':
-        raise _w.not_in_version("FindCoordinatorRequest.key", 4, "0-3")
-    out += _S_b.pack(obj.key_type)
-    f_coordinator_keys = obj.coordinator_keys
-    if f_coordinator_keys is None:
-        raise _w.not_nullable("FindCoordinatorRequest.coordinator_keys")
-    else:
-        n_coordinator_keys = len(f_coordinator_keys)
-    if 0 <= n_coordinator_keys + 1 < 128:
-        out.append(n_coordinator_keys + 1)
-    else:
-        _w.put_uvarint(out, n_coordinator_keys + 1)
-    for item in f_coordinator_keys:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("FindCoordinatorRequest.coordinator_keys[]", m)
-        if 0 <= m + 1 < 128:
-            out.append(m + 1)
+    if v0_down:
+        if obj.key_type != 0:
+            raise _w.not_in_version("FindCoordinatorRequest.key_type", 0, "1-6")
+    if v3_down:
+        if obj.coordinator_keys:
+            if v0_down:
+                raise _w.not_in_version("FindCoordinatorRequest.coordinator_keys", 0, "4-6")
+            elif v1_to_2:
+                raise _w.not_in_version("FindCoordinatorRequest.coordinator_keys", 1, "4-6")
+            else:
+                raise _w.not_in_version("FindCoordinatorRequest.coordinator_keys", 3, "4-6")
+        f_key = obj.key
+        if f_key is None:
+            raise _w.not_nullable("FindCoordinatorRequest.key")
         else:
-            _w.put_uvarint(out, m + 1)
-        out += data
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorRequest")
+            f_key = f_key.encode("utf-8")
+            n_key = len(f_key)
+            if n_key > 32767:
+                raise _w.string_too_long("FindCoordinatorRequest.key", n_key)
+    if v2_down:
+        out += _S_h.pack(n_key)
+    elif v3_only:
+        if 0 <= n_key + 1 < 128:
+            out.append(n_key + 1)
+        else:
+            _w.put_uvarint(out, n_key + 1)
+    if v3_down:
+        if n_key > 0:
+            out += f_key
     else:
-        out.append(0)
+        if obj.key != '':
+            raise _w.not_in_version("FindCoordinatorRequest.key", 4, "0-3")
+    if v1_up:
+        out += _S_b.pack(obj.key_type)
+    if v4_up:
+        f_coordinator_keys = obj.coordinator_keys
+        if f_coordinator_keys is None:
+            raise _w.not_nullable("FindCoordinatorRequest.coordinator_keys")
+        else:
+            n_coordinator_keys = len(f_coordinator_keys)
+        if 0 <= n_coordinator_keys + 1 < 128:
+            out.append(n_coordinator_keys + 1)
+        else:
+            _w.put_uvarint(out, n_coordinator_keys + 1)
+        for item in f_coordinator_keys:
+            data = item.encode("utf-8")
+            m = len(data)
+            if m > 32767:
+                raise _w.string_too_long("FindCoordinatorRequest.coordinator_keys[]", m)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
+            out += data
+    if v3_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorRequest")
+        else:
+            out.append(0)
 
 
-def _dec_FindCoordinatorResponse_v0(buf, cur, end):
-    """Decode FindCoordinatorResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_FindCoordinatorResponse(buf, cur, end, version):
+    """Decode FindCoordinatorResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_4_5_6 = version in (0, 4, 5, 6)
+    v0_down = version <= 0
+    v1_to_2 = 1 <= version <= 2
+    v1_to_3 = 1 <= version <= 3
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_error_code__host, pos, end)
-    f_error_code, f_node_id, n_host = _S_hih.unpack_from(buf, pos)
-    pos += 8
-    if 0 <= n_host <= end - pos:
-        try:
-            f_host = buf[pos:pos + n_host].decode() if n_host else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
-        pos += n_host
+    if v2_down:
+        if end - pos < 8:
+            if v0_down:
+                raise _w.short_run(_RUN_error_code__host, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
+    if v0_down:
+        f_error_code, f_node_id, n_host = _S_hih.unpack_from(buf, pos)
+    elif v1_to_2:
+        f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
+    if v2_down:
+        pos += 8
+    if v1_to_2:
+        if 0 <= n_error_message <= end - pos:
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
+            pos += n_error_message
+        elif n_error_message == -1:
+            f_error_message = None
+        else:
+            raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
+    if v1_to_3:
+        if end - pos < 6:
+            if v2_down:
+                raise _w.short_run(_RUN_node_id__host, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+    if v1_to_2:
+        f_node_id, n_host = _S_ih.unpack_from(buf, pos)
+    elif v3_only:
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+    if v1_to_3:
+        pos += 6
+    if v3_only:
+        if pos < end and buf[pos] < 128:
+            n_error_message = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+            n_error_message -= 1
+        if 0 <= n_error_message <= end - pos:
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
+            pos += n_error_message
+        elif n_error_message == -1:
+            f_error_message = None
+        else:
+            raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if v3_up:
+        if end - pos < 4:
+            if v3_down:
+                raise _w.short_run(_RUN_node_id, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+    if v3_only:
+        f_node_id = _S_i.unpack_from(buf, pos)[0]
+    elif v4_up:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+    if v3_up:
+        pos += 4
+        if pos < end and buf[pos] < 128:
+            if v3_down:
+                n_host = buf[pos] - 1
+            else:
+                n_coordinators = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            if v3_down:
+                n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            else:
+                n_coordinators = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            if v3_down:
+                n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
+                n_host -= 1
+            else:
+                n_coordinators, pos = _w.read_uvarint(buf, pos, end, 'coordinators')
+                n_coordinators -= 1
+    if v3_down:
+        if 0 <= n_host <= end - pos:
+            try:
+                f_host = buf[pos:pos + n_host].decode() if n_host else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
+            pos += n_host
+        else:
+            if v2_down:
+                raise _w.bad_sized('host', pos, n_host, end, 2, False)
+            else:
+                raise _w.bad_sized('host', pos, n_host, end, 1, False)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_port, pos, end)
+        f_port = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     else:
-        raise _w.bad_sized('host', pos, n_host, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+        if n_coordinators < 0 or n_coordinators > (end - pos) // 14:
+            raise _w.bad_count('coordinators', pos - 1, n_coordinators, end, 14, 1)
+        f_coordinators = []
+        if n_coordinators:
+            # Each element read inline.
+            try:
+                for i in range(n_coordinators):
+                    if pos < end and buf[pos] < 128:
+                        n_key__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_key__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_key__1, pos = _w.read_uvarint(buf, pos, end, 'key')
+                        n_key__1 -= 1
+                    if 0 <= n_key__1 <= end - pos:
+                        try:
+                            f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('key', pos, exc) from None
+                        pos += n_key__1
+                    else:
+                        raise _w.bad_sized('key', pos, n_key__1, end, 1, False)
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_node_id, pos, end)
+                    f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if pos < end and buf[pos] < 128:
+                        n_host__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                        n_host__1 -= 1
+                    if 0 <= n_host__1 <= end - pos:
+                        try:
+                            f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('host', pos, exc) from None
+                        pos += n_host__1
+                    else:
+                        raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                    if end - pos < 6:
+                        raise _w.short_run(_RUN_port__error_code, pos, end)
+                    f_port__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                    pos += 6
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                    if 0 <= n_error_message__1 <= end - pos:
+                        try:
+                            f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('error_message', pos, exc) from None
+                        pos += n_error_message__1
+                    elif n_error_message__1 == -1:
+                        f_error_message__1 = None
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(FindCoordinatorResponse_Coordinator)
+                    obj__1.key = f_key__1
+                    obj__1.node_id = f_node_id__1
+                    obj__1.host = f_host__1
+                    obj__1.port = f_port__1
+                    obj__1.error_code = f_error_code__1
+                    obj__1.error_message = f_error_message__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_coordinators.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("coordinators[%d]" % i)
+    if v3_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(FindCoordinatorResponse)
-    obj.throttle_time_ms = 0
-    obj.error_code = f_error_code
-    obj.error_message = ''
-    obj.node_id = f_node_id
-    obj.host = f_host
-    obj.port = f_port
-    obj.coordinators = []
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
+    if v3_down:
+        obj.error_code = f_error_code
+    else:
+        obj.error_code = 0
+    if v0_4_5_6:
+        obj.error_message = ''
+    else:
+        obj.error_message = f_error_message
+    if v3_down:
+        obj.node_id = f_node_id
+        obj.host = f_host
+        obj.port = f_port
+        obj.coordinators = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    elif v4_up:
+        obj.node_id = 0
+        obj.host = ''
+        obj.port = 0
+        obj.coordinators = f_coordinators
+    if v3_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_FindCoordinatorResponse_v0(obj, out):
-    """Append the v0 layout of a FindCoordinatorResponse to ``out``."""
+def _enc_FindCoordinatorResponse(obj, out, version):
+    """Append in ``version`` a FindCoordinatorResponse to ``out``."""
+    v0_down = version <= 0
+    v1_to_2 = 1 <= version <= 2
+    v1_to_3 = 1 <= version <= 3
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("FindCoordinatorResponse expected, got None")
-    if obj.coordinators:
-        raise _w.not_in_version("FindCoordinatorResponse.coordinators", 0, "4-6")
-    f_host = obj.host
-    if f_host is None:
-        raise _w.not_nullable("FindCoordinatorResponse.host")
+    if v3_down:
+        if obj.coordinators:
+            if v0_down:
+                raise _w.not_in_version("FindCoordinatorResponse.coordinators", 0, "4-6")
+            elif v1_to_2:
+                raise _w.not_in_version("FindCoordinatorResponse.coordinators", 1, "4-6")
+            else:
+                raise _w.not_in_version("FindCoordinatorResponse.coordinators", 3, "4-6")
+    if v3_only:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    if v1_to_3:
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("FindCoordinatorResponse.error_message", n_error_message)
+    if v1_to_2:
+        out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
+    elif v3_only:
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
+    if v1_to_3:
+        if n_error_message > 0:
+            out += f_error_message
+    if v3_only:
+        out += _S_i.pack(obj.node_id)
+    if v3_down:
+        f_host = obj.host
+        if f_host is None:
+            raise _w.not_nullable("FindCoordinatorResponse.host")
+        else:
+            f_host = f_host.encode("utf-8")
+            n_host = len(f_host)
+            if n_host > 32767:
+                raise _w.string_too_long("FindCoordinatorResponse.host", n_host)
+    if v0_down:
+        out += _S_hih.pack(obj.error_code, obj.node_id, n_host)
+    elif v1_to_2:
+        out += _S_ih.pack(obj.node_id, n_host)
+    elif v3_only:
+        if 0 <= n_host + 1 < 128:
+            out.append(n_host + 1)
+        else:
+            _w.put_uvarint(out, n_host + 1)
+    if v3_down:
+        if n_host > 0:
+            out += f_host
+        out += _S_i.pack(obj.port)
     else:
-        f_host = f_host.encode("utf-8")
-        n_host = len(f_host)
-        if n_host > 32767:
-            raise _w.string_too_long("FindCoordinatorResponse.host", n_host)
-    out += _S_hih.pack(obj.error_code, obj.node_id, n_host)
-    if n_host > 0:
-        out += f_host
-    out += _S_i.pack(obj.port)
+        if obj.error_code != 0:
+            raise _w.not_in_version("FindCoordinatorResponse.error_code", 4, "0-3")
+        if obj.node_id != 0:
+            raise _w.not_in_version("FindCoordinatorResponse.node_id", 4, "0-3")
+        if obj.host != '':
+            raise _w.not_in_version("FindCoordinatorResponse.host", 4, "0-3")
+        if obj.port != 0:
+            raise _w.not_in_version("FindCoordinatorResponse.port", 4, "0-3")
+        out += _S_i.pack(obj.throttle_time_ms)
+        f_coordinators = obj.coordinators
+        if f_coordinators is None:
+            raise _w.not_nullable("FindCoordinatorResponse.coordinators")
+        else:
+            n_coordinators = len(f_coordinators)
+        if 0 <= n_coordinators + 1 < 128:
+            out.append(n_coordinators + 1)
+        else:
+            _w.put_uvarint(out, n_coordinators + 1)
+        for item in f_coordinators:
+            _enc_FindCoordinatorResponse_Coordinator(item, out, version)
+    if v3_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorResponse")
+        else:
+            out.append(0)
 
 
-def _dec_FindCoordinatorResponse_v1(buf, cur, end):
-    """Decode FindCoordinatorResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
-    f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
-    pos += 8
-    if 0 <= n_error_message <= end - pos:
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
-        pos += n_error_message
-    elif n_error_message == -1:
-        f_error_message = None
-    else:
-        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_node_id__host, pos, end)
-    f_node_id, n_host = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if 0 <= n_host <= end - pos:
-        try:
-            f_host = buf[pos:pos + n_host].decode() if n_host else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
-        pos += n_host
-    else:
-        raise _w.bad_sized('host', pos, n_host, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(FindCoordinatorResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.node_id = f_node_id
-    obj.host = f_host
-    obj.port = f_port
-    obj.coordinators = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_FindCoordinatorResponse_v1(obj, out):
-    """Append the v1 layout of a FindCoordinatorResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FindCoordinatorResponse expected, got None")
-    if obj.coordinators:
-        raise _w.not_in_version("FindCoordinatorResponse.coordinators", 1, "4-6")
-    f_error_message = obj.error_message
-    if f_error_message is None:
-        n_error_message = -1
-    else:
-        f_error_message = f_error_message.encode("utf-8")
-        n_error_message = len(f_error_message)
-        if n_error_message > 32767:
-            raise _w.string_too_long("FindCoordinatorResponse.error_message", n_error_message)
-    out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-    f_host = obj.host
-    if f_host is None:
-        raise _w.not_nullable("FindCoordinatorResponse.host")
-    else:
-        f_host = f_host.encode("utf-8")
-        n_host = len(f_host)
-        if n_host > 32767:
-            raise _w.string_too_long("FindCoordinatorResponse.host", n_host)
-    out += _S_ih.pack(obj.node_id, n_host)
-    if n_host > 0:
-        out += f_host
-    out += _S_i.pack(obj.port)
-
-
-def _dec_FindCoordinatorResponse_v3(buf, cur, end):
-    """Decode FindCoordinatorResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if pos < end and buf[pos] < 128:
-        n_error_message = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
-        n_error_message -= 1
-    if 0 <= n_error_message <= end - pos:
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
-        pos += n_error_message
-    elif n_error_message == -1:
-        f_error_message = None
-    else:
-        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_node_id, pos, end)
-    f_node_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_host = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
-        n_host -= 1
-    if 0 <= n_host <= end - pos:
-        try:
-            f_host = buf[pos:pos + n_host].decode() if n_host else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
-        pos += n_host
-    else:
-        raise _w.bad_sized('host', pos, n_host, end, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(FindCoordinatorResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.node_id = f_node_id
-    obj.host = f_host
-    obj.port = f_port
-    obj.coordinators = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FindCoordinatorResponse_v3(obj, out):
-    """Append the v3 layout of a FindCoordinatorResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FindCoordinatorResponse expected, got None")
-    if obj.coordinators:
-        raise _w.not_in_version("FindCoordinatorResponse.coordinators", 3, "4-6")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message = obj.error_message
-    if f_error_message is None:
-        n_error_message = -1
-    else:
-        f_error_message = f_error_message.encode("utf-8")
-        n_error_message = len(f_error_message)
-        if n_error_message > 32767:
-            raise _w.string_too_long("FindCoordinatorResponse.error_message", n_error_message)
-    if 0 <= n_error_message + 1 < 128:
-        out.append(n_error_message + 1)
-    else:
-        _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_i.pack(obj.node_id)
-    f_host = obj.host
-    if f_host is None:
-        raise _w.not_nullable("FindCoordinatorResponse.host")
-    else:
-        f_host = f_host.encode("utf-8")
-        n_host = len(f_host)
-        if n_host > 32767:
-            raise _w.string_too_long("FindCoordinatorResponse.host", n_host)
-    if 0 <= n_host + 1 < 128:
-        out.append(n_host + 1)
-    else:
-        _w.put_uvarint(out, n_host + 1)
-    if n_host > 0:
-        out += f_host
-    out += _S_i.pack(obj.port)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorResponse")
-    else:
-        out.append(0)
-
-
-def _dec_FindCoordinatorResponse_v4(buf, cur, end):
-    """Decode FindCoordinatorResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_coordinators = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_coordinators = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_coordinators, pos = _w.read_uvarint(buf, pos, end, 'coordinators')
-        n_coordinators -= 1
-    if n_coordinators < 0 or n_coordinators > (end - pos) // 14:
-        raise _w.bad_count('coordinators', pos - 1, n_coordinators, end, 14, 1)
-    f_coordinators = []
-    if n_coordinators:
-        # Each element read inline, as FindCoordinatorResponse.Coordinator v4 is.
-        try:
-            for i in range(n_coordinators):
-                if pos < end and buf[pos] < 128:
-                    n_key__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_key__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_key__1, pos = _w.read_uvarint(buf, pos, end, 'key')
-                    n_key__1 -= 1
-                if 0 <= n_key__1 <= end - pos:
-                    try:
-                        f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('key', pos, exc) from None
-                    pos += n_key__1
-                else:
-                    raise _w.bad_sized('key', pos, n_key__1, end, 1, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_node_id, pos, end)
-                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_host__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
-                    n_host__1 -= 1
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_port__error_code, pos, end)
-                f_port__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if pos < end and buf[pos] < 128:
-                    n_error_message__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
-                    n_error_message__1 -= 1
-                if 0 <= n_error_message__1 <= end - pos:
-                    try:
-                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('error_message', pos, exc) from None
-                    pos += n_error_message__1
-                elif n_error_message__1 == -1:
-                    f_error_message__1 = None
-                else:
-                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(FindCoordinatorResponse_Coordinator)
-                obj__1.key = f_key__1
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.error_code = f_error_code__1
-                obj__1.error_message = f_error_message__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_coordinators.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("coordinators[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(FindCoordinatorResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = 0
-    obj.error_message = ''
-    obj.node_id = 0
-    obj.host = ''
-    obj.port = 0
-    obj.coordinators = f_coordinators
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_FindCoordinatorResponse_v4(obj, out):
-    """Append the v4 layout of a FindCoordinatorResponse to ``out``."""
-    if obj is None:
-        raise TypeError("FindCoordinatorResponse expected, got None")
-    if obj.error_code != 0:
-        raise _w.not_in_version("FindCoordinatorResponse.error_code", 4, "0-3")
-    if obj.node_id != 0:
-        raise _w.not_in_version("FindCoordinatorResponse.node_id", 4, "0-3")
-    if obj.host != '':
-        raise _w.not_in_version("FindCoordinatorResponse.host", 4, "0-3")
-    if obj.port != 0:
-        raise _w.not_in_version("FindCoordinatorResponse.port", 4, "0-3")
-    out += _S_i.pack(obj.throttle_time_ms)
-    f_coordinators = obj.coordinators
-    if f_coordinators is None:
-        raise _w.not_nullable("FindCoordinatorResponse.coordinators")
-    else:
-        n_coordinators = len(f_coordinators)
-    if 0 <= n_coordinators + 1 < 128:
-        out.append(n_coordinators + 1)
-    else:
-        _w.put_uvarint(out, n_coordinators + 1)
-    for item in f_coordinators:
-        _enc_FindCoordinatorResponse_Coordinator_v4(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FindCoordinatorResponse")
-    else:
-        out.append(0)
-
-
-def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
-    """Append the v4 layout of a FindCoordinatorResponse.Coordinator to ``out``."""
+def _enc_FindCoordinatorResponse_Coordinator(obj, out, version):
+    """Append in ``version`` a FindCoordinatorResponse.Coordinator to ``out``."""
     if obj is None:
         raise TypeError("FindCoordinatorResponse.Coordinator expected, got None")
     f_key = obj.key
@@ -742,11 +613,8 @@ class FindCoordinatorRequest(Message):
         FieldInfo('key_type', (1, 6), None, None, False, None, None, 'int8'),
         FieldInfo('coordinator_keys', (4, 6), None, None, True, None, None, '[]string'),
     )
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v5 uses the v4 codecs: the bytes are the same; v5 changed what the broker may do or answer, not the layout.
-    # v6 uses the v4 codecs: the bytes are the same; v6 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_FindCoordinatorRequest_v0, 1: _dec_FindCoordinatorRequest_v1, 2: _dec_FindCoordinatorRequest_v1, 3: _dec_FindCoordinatorRequest_v3, 4: _dec_FindCoordinatorRequest_v4, 5: _dec_FindCoordinatorRequest_v4, 6: _dec_FindCoordinatorRequest_v4}
-    _ENCODERS = {0: _enc_FindCoordinatorRequest_v0, 1: _enc_FindCoordinatorRequest_v1, 2: _enc_FindCoordinatorRequest_v1, 3: _enc_FindCoordinatorRequest_v3, 4: _enc_FindCoordinatorRequest_v4, 5: _enc_FindCoordinatorRequest_v4, 6: _enc_FindCoordinatorRequest_v4}
+    _DECODERS = _decoders(_dec_FindCoordinatorRequest, range(0, 7))
+    _ENCODERS = _encoders(_enc_FindCoordinatorRequest, range(0, 7))
     API_KEY = 10
     KIND = 'request'
     VALID_VERSIONS = (0, 6)
@@ -844,11 +712,8 @@ class FindCoordinatorResponse(Message):
         FieldInfo('coordinators', (4, 6), None, None, True, FindCoordinatorResponse_Coordinator, None, '[]Coordinator'),
     )
     Coordinator = FindCoordinatorResponse_Coordinator
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v5 uses the v4 codecs: the bytes are the same; v5 changed what the broker may do or answer, not the layout.
-    # v6 uses the v4 codecs: the bytes are the same; v6 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_FindCoordinatorResponse_v0, 1: _dec_FindCoordinatorResponse_v1, 2: _dec_FindCoordinatorResponse_v1, 3: _dec_FindCoordinatorResponse_v3, 4: _dec_FindCoordinatorResponse_v4, 5: _dec_FindCoordinatorResponse_v4, 6: _dec_FindCoordinatorResponse_v4}
-    _ENCODERS = {0: _enc_FindCoordinatorResponse_v0, 1: _enc_FindCoordinatorResponse_v1, 2: _enc_FindCoordinatorResponse_v1, 3: _enc_FindCoordinatorResponse_v3, 4: _enc_FindCoordinatorResponse_v4, 5: _enc_FindCoordinatorResponse_v4, 6: _enc_FindCoordinatorResponse_v4}
+    _DECODERS = _decoders(_dec_FindCoordinatorResponse, range(0, 7))
+    _ENCODERS = _encoders(_enc_FindCoordinatorResponse, range(0, 7))
     API_KEY = 10
     KIND = 'response'
     VALID_VERSIONS = (0, 6)

@@ -12,6 +12,7 @@ from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, FieldInfo, Message, Struct
 
 __all__ = ['GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse']
@@ -31,8 +32,8 @@ _new = Struct.__new__
 _A_b = _w.SMALL_ARRAYS["b"]
 
 
-def _dec_GetTelemetrySubscriptionsRequest_v0(buf, cur, end):
-    """Decode GetTelemetrySubscriptionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_GetTelemetrySubscriptionsRequest(buf, cur, end, version):
+    """Decode GetTelemetrySubscriptionsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('client_instance_id', pos, 16, end)
@@ -46,16 +47,16 @@ def _dec_GetTelemetrySubscriptionsRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_GetTelemetrySubscriptionsRequest_v0(obj, out):
-    """Append the v0 layout of a GetTelemetrySubscriptionsRequest to ``out``."""
+def _enc_GetTelemetrySubscriptionsRequest(obj, out, version):
+    """Append in ``version`` a GetTelemetrySubscriptionsRequest to ``out``."""
     if obj is None:
         raise TypeError("GetTelemetrySubscriptionsRequest expected, got None")
     out += obj.client_instance_id.bytes
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "GetTelemetrySubscriptionsRequest")
 
 
-def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
-    """Decode GetTelemetrySubscriptionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_GetTelemetrySubscriptionsResponse(buf, cur, end, version):
+    """Decode GetTelemetrySubscriptionsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -114,8 +115,8 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_GetTelemetrySubscriptionsResponse_v0(obj, out):
-    """Append the v0 layout of a GetTelemetrySubscriptionsResponse to ``out``."""
+def _enc_GetTelemetrySubscriptionsResponse(obj, out, version):
+    """Append in ``version`` a GetTelemetrySubscriptionsResponse to ``out``."""
     if obj is None:
         raise TypeError("GetTelemetrySubscriptionsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -162,8 +163,8 @@ class GetTelemetrySubscriptionsRequest(Message):
     FIELDS = (
         FieldInfo('client_instance_id', (0, 0), None, None, False, None, None, 'uuid'),
     )
-    _DECODERS = {0: _dec_GetTelemetrySubscriptionsRequest_v0}
-    _ENCODERS = {0: _enc_GetTelemetrySubscriptionsRequest_v0}
+    _DECODERS = _decoders(_dec_GetTelemetrySubscriptionsRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_GetTelemetrySubscriptionsRequest, range(0, 1))
     API_KEY = 71
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -215,8 +216,8 @@ class GetTelemetrySubscriptionsResponse(Message):
         FieldInfo('delta_temporality', (0, 0), None, None, False, None, None, 'bool'),
         FieldInfo('requested_metrics', (0, 0), None, None, True, None, None, '[]string'),
     )
-    _DECODERS = {0: _dec_GetTelemetrySubscriptionsResponse_v0}
-    _ENCODERS = {0: _enc_GetTelemetrySubscriptionsResponse_v0}
+    _DECODERS = _decoders(_dec_GetTelemetrySubscriptionsResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_GetTelemetrySubscriptionsResponse, range(0, 1))
     API_KEY = 71
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

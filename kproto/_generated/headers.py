@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['RequestHeader', 'ResponseHeader']
@@ -26,176 +27,117 @@ _RUN_correlation_id = (('correlation_id', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_RequestHeader_v0(buf, cur, end):
-    """Decode RequestHeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_RequestHeader(buf, cur, end, version):
+    """Decode RequestHeader (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_api_key__correlation_id, pos, end)
-    f_api_key, f_api_version, f_correlation_id = _S_hhi.unpack_from(buf, pos)
-    pos += 8
+    if v0_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_api_key__correlation_id, pos, end)
+        f_api_key, f_api_version, f_correlation_id = _S_hhi.unpack_from(buf, pos)
+        pos += 8
+    else:
+        if end - pos < 10:
+            raise _w.short_run(_RUN_api_key__client_id, pos, end)
+        f_api_key, f_api_version, f_correlation_id, n_client_id = _S_hhih.unpack_from(buf, pos)
+        pos += 10
+        if 0 <= n_client_id <= end - pos:
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode() if n_client_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
+            pos += n_client_id
+        elif n_client_id == -1:
+            f_client_id = None
+        else:
+            raise _w.bad_sized('client_id', pos, n_client_id, end, 2, True)
+    if v2_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(RequestHeader)
     obj.api_key = f_api_key
     obj.api_version = f_api_version
     obj.correlation_id = f_correlation_id
-    obj.client_id = ''
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.client_id = ''
+    else:
+        obj.client_id = f_client_id
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_RequestHeader_v0(obj, out):
-    """Append the v0 layout of a RequestHeader to ``out``."""
+def _enc_RequestHeader(obj, out, version):
+    """Append in ``version`` a RequestHeader to ``out``."""
+    v0_down = version <= 0
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("RequestHeader expected, got None")
-    out += _S_hhi.pack(obj.api_key, obj.api_version, obj.correlation_id)
-
-
-def _dec_RequestHeader_v1(buf, cur, end):
-    """Decode RequestHeader (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_api_key__client_id, pos, end)
-    f_api_key, f_api_version, f_correlation_id, n_client_id = _S_hhih.unpack_from(buf, pos)
-    pos += 10
-    if 0 <= n_client_id <= end - pos:
-        try:
-            f_client_id = buf[pos:pos + n_client_id].decode() if n_client_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_id', pos, exc) from None
-        pos += n_client_id
-    elif n_client_id == -1:
-        f_client_id = None
+    if v0_down:
+        out += _S_hhi.pack(obj.api_key, obj.api_version, obj.correlation_id)
     else:
-        raise _w.bad_sized('client_id', pos, n_client_id, end, 2, True)
-    obj = _new(RequestHeader)
-    obj.api_key = f_api_key
-    obj.api_version = f_api_version
-    obj.correlation_id = f_correlation_id
-    obj.client_id = f_client_id
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
+        f_client_id = obj.client_id
+        if f_client_id is None:
+            n_client_id = -1
+        else:
+            f_client_id = f_client_id.encode("utf-8")
+            n_client_id = len(f_client_id)
+            if n_client_id > 32767:
+                raise _w.string_too_long("RequestHeader.client_id", n_client_id)
+        out += _S_hhih.pack(obj.api_key, obj.api_version, obj.correlation_id, n_client_id)
+        if n_client_id > 0:
+            out += f_client_id
+    if v2_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RequestHeader")
+        else:
+            out.append(0)
 
 
-def _enc_RequestHeader_v1(obj, out):
-    """Append the v1 layout of a RequestHeader to ``out``."""
-    if obj is None:
-        raise TypeError("RequestHeader expected, got None")
-    f_client_id = obj.client_id
-    if f_client_id is None:
-        n_client_id = -1
-    else:
-        f_client_id = f_client_id.encode("utf-8")
-        n_client_id = len(f_client_id)
-        if n_client_id > 32767:
-            raise _w.string_too_long("RequestHeader.client_id", n_client_id)
-    out += _S_hhih.pack(obj.api_key, obj.api_version, obj.correlation_id, n_client_id)
-    if n_client_id > 0:
-        out += f_client_id
-
-
-def _dec_RequestHeader_v2(buf, cur, end):
-    """Decode RequestHeader (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_api_key__client_id, pos, end)
-    f_api_key, f_api_version, f_correlation_id, n_client_id = _S_hhih.unpack_from(buf, pos)
-    pos += 10
-    if 0 <= n_client_id <= end - pos:
-        try:
-            f_client_id = buf[pos:pos + n_client_id].decode() if n_client_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_id', pos, exc) from None
-        pos += n_client_id
-    elif n_client_id == -1:
-        f_client_id = None
-    else:
-        raise _w.bad_sized('client_id', pos, n_client_id, end, 2, True)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(RequestHeader)
-    obj.api_key = f_api_key
-    obj.api_version = f_api_version
-    obj.correlation_id = f_correlation_id
-    obj.client_id = f_client_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_RequestHeader_v2(obj, out):
-    """Append the v2 layout of a RequestHeader to ``out``."""
-    if obj is None:
-        raise TypeError("RequestHeader expected, got None")
-    f_client_id = obj.client_id
-    if f_client_id is None:
-        n_client_id = -1
-    else:
-        f_client_id = f_client_id.encode("utf-8")
-        n_client_id = len(f_client_id)
-        if n_client_id > 32767:
-            raise _w.string_too_long("RequestHeader.client_id", n_client_id)
-    out += _S_hhih.pack(obj.api_key, obj.api_version, obj.correlation_id, n_client_id)
-    if n_client_id > 0:
-        out += f_client_id
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RequestHeader")
-    else:
-        out.append(0)
-
-
-def _dec_ResponseHeader_v0(buf, cur, end):
-    """Decode ResponseHeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ResponseHeader(buf, cur, end, version):
+    """Decode ResponseHeader (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_correlation_id, pos, end)
     f_correlation_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
+    if v1_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ResponseHeader)
     obj.correlation_id = f_correlation_id
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ResponseHeader_v0(obj, out):
-    """Append the v0 layout of a ResponseHeader to ``out``."""
+def _enc_ResponseHeader(obj, out, version):
+    """Append in ``version`` a ResponseHeader to ``out``."""
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("ResponseHeader expected, got None")
     out += _S_i.pack(obj.correlation_id)
-
-
-def _dec_ResponseHeader_v1(buf, cur, end):
-    """Decode ResponseHeader (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_correlation_id, pos, end)
-    f_correlation_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ResponseHeader)
-    obj.correlation_id = f_correlation_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ResponseHeader_v1(obj, out):
-    """Append the v1 layout of a ResponseHeader to ``out``."""
-    if obj is None:
-        raise TypeError("ResponseHeader expected, got None")
-    out += _S_i.pack(obj.correlation_id)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ResponseHeader")
-    else:
-        out.append(0)
+    if v1_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ResponseHeader")
+        else:
+            out.append(0)
 
 
 class RequestHeader(Message):
@@ -221,8 +163,8 @@ class RequestHeader(Message):
         FieldInfo('correlation_id', (0, 2), None, None, False, None, None, 'int32'),
         FieldInfo('client_id', (1, 2), None, None, False, None, (1, 2), 'string'),
     )
-    _DECODERS = {0: _dec_RequestHeader_v0, 1: _dec_RequestHeader_v1, 2: _dec_RequestHeader_v2}
-    _ENCODERS = {0: _enc_RequestHeader_v0, 1: _enc_RequestHeader_v1, 2: _enc_RequestHeader_v2}
+    _DECODERS = _decoders(_dec_RequestHeader, range(0, 3))
+    _ENCODERS = _encoders(_enc_RequestHeader, range(0, 3))
     API_KEY = None
     KIND = 'header'
     VALID_VERSIONS = (0, 2)
@@ -263,8 +205,8 @@ class ResponseHeader(Message):
     FIELDS = (
         FieldInfo('correlation_id', (0, 1), None, None, False, None, None, 'int32'),
     )
-    _DECODERS = {0: _dec_ResponseHeader_v0, 1: _dec_ResponseHeader_v1}
-    _ENCODERS = {0: _enc_ResponseHeader_v0, 1: _enc_ResponseHeader_v1}
+    _DECODERS = _decoders(_dec_ResponseHeader, range(0, 2))
+    _ENCODERS = _encoders(_enc_ResponseHeader, range(0, 2))
     API_KEY = None
     KIND = 'header'
     VALID_VERSIONS = (0, 1)

@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['HeartbeatRequest', 'HeartbeatResponse']
@@ -29,13 +30,29 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _new = Struct.__new__
 
 
-def _dec_HeartbeatRequest_v0(buf, cur, end):
-    """Decode HeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_HeartbeatRequest(buf, cur, end, version):
+    """Decode HeartbeatRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
+    if v3_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_id, pos, end)
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    else:
+        if pos < end and buf[pos] < 128:
+            n_group_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+            n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
         try:
             f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
@@ -43,11 +60,29 @@ def _dec_HeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_generation_id__member_id, pos, end)
-    f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
-    pos += 6
+        if v3_down:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
+        else:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if v3_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_generation_id__member_id, pos, end)
+        f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
+        pos += 6
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_generation_id, pos, end)
+        f_generation_id = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if pos < end and buf[pos] < 128:
+            n_member_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+            n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
         try:
             f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
@@ -55,23 +90,73 @@ def _dec_HeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
+        if v3_down:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
+        else:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if v3_only:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_instance_id, pos, end)
+        n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    elif v4_up:
+        if pos < end and buf[pos] < 128:
+            n_group_instance_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+            n_group_instance_id -= 1
+    if v3_up:
+        if 0 <= n_group_instance_id <= end - pos:
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
+            pos += n_group_instance_id
+        elif n_group_instance_id == -1:
+            f_group_instance_id = None
+        else:
+            if v3_down:
+                raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
+            else:
+                raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if v4_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(HeartbeatRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
-    obj.group_instance_id = None
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.group_instance_id = None
+    else:
+        obj.group_instance_id = f_group_instance_id
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_HeartbeatRequest_v0(obj, out):
-    """Append the v0 layout of a HeartbeatRequest to ``out``."""
+def _enc_HeartbeatRequest(obj, out, version):
+    """Append in ``version`` a HeartbeatRequest to ``out``."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("HeartbeatRequest expected, got None")
-    if obj.group_instance_id is not None:
-        raise _w.not_in_version("HeartbeatRequest.group_instance_id", 0, "3-4")
+    if v2_down:
+        if obj.group_instance_id is not None:
+            raise _w.not_in_version("HeartbeatRequest.group_instance_id", 0, "3-4")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("HeartbeatRequest.group_id")
@@ -80,9 +165,17 @@ def _enc_HeartbeatRequest_v0(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("HeartbeatRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
+    if v3_down:
+        out += _S_h.pack(n_group_id)
+    else:
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
+    if v4_up:
+        out += _S_i.pack(obj.generation_id)
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("HeartbeatRequest.member_id")
@@ -91,302 +184,92 @@ def _enc_HeartbeatRequest_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("HeartbeatRequest.member_id", n_member_id)
-    out += _S_ih.pack(obj.generation_id, n_member_id)
+    if v3_down:
+        out += _S_ih.pack(obj.generation_id, n_member_id)
+    else:
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
+    if v3_up:
+        f_group_instance_id = obj.group_instance_id
+        if f_group_instance_id is None:
+            n_group_instance_id = -1
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
+            n_group_instance_id = len(f_group_instance_id)
+            if n_group_instance_id > 32767:
+                raise _w.string_too_long("HeartbeatRequest.group_instance_id", n_group_instance_id)
+    if v3_only:
+        out += _S_h.pack(n_group_instance_id)
+    elif v4_up:
+        if 0 <= n_group_instance_id + 1 < 128:
+            out.append(n_group_instance_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_instance_id + 1)
+    if v3_up:
+        if n_group_instance_id > 0:
+            out += f_group_instance_id
+    if v4_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "HeartbeatRequest")
+        else:
+            out.append(0)
 
 
-def _dec_HeartbeatRequest_v3(buf, cur, end):
-    """Decode HeartbeatRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_HeartbeatResponse(buf, cur, end, version):
+    """Decode HeartbeatResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v3_down = version <= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_generation_id__member_id, pos, end)
-    f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_instance_id, pos, end)
-    n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_instance_id <= end - pos:
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
-        pos += n_group_instance_id
-    elif n_group_instance_id == -1:
-        f_group_instance_id = None
-    else:
-        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
-    obj = _new(HeartbeatRequest)
-    obj.group_id = f_group_id
-    obj.generation_id = f_generation_id
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_HeartbeatRequest_v3(obj, out):
-    """Append the v3 layout of a HeartbeatRequest to ``out``."""
-    if obj is None:
-        raise TypeError("HeartbeatRequest expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("HeartbeatRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("HeartbeatRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("HeartbeatRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("HeartbeatRequest.member_id", n_member_id)
-    out += _S_ih.pack(obj.generation_id, n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("HeartbeatRequest.group_instance_id", n_group_instance_id)
-    out += _S_h.pack(n_group_instance_id)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-
-
-def _dec_HeartbeatRequest_v4(buf, cur, end):
-    """Decode HeartbeatRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_group_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
         pos += 2
     else:
-        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-        n_group_id -= 1
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_generation_id, pos, end)
-    f_generation_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_member_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-        n_member_id -= 1
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_group_instance_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-        n_group_instance_id -= 1
-    if 0 <= n_group_instance_id <= end - pos:
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
-        pos += n_group_instance_id
-    elif n_group_instance_id == -1:
-        f_group_instance_id = None
-    else:
-        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(HeartbeatRequest)
-    obj.group_id = f_group_id
-    obj.generation_id = f_generation_id
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_HeartbeatRequest_v4(obj, out):
-    """Append the v4 layout of a HeartbeatRequest to ``out``."""
-    if obj is None:
-        raise TypeError("HeartbeatRequest expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("HeartbeatRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("HeartbeatRequest.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    out += _S_i.pack(obj.generation_id)
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("HeartbeatRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("HeartbeatRequest.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("HeartbeatRequest.group_instance_id", n_group_instance_id)
-    if 0 <= n_group_instance_id + 1 < 128:
-        out.append(n_group_instance_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "HeartbeatRequest")
-    else:
-        out.append(0)
-
-
-def _dec_HeartbeatResponse_v0(buf, cur, end):
-    """Decode HeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
+        if end - pos < 6:
+            raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+        pos += 6
+    if v4_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(HeartbeatResponse)
-    obj.throttle_time_ms = 0
+    if v0_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_HeartbeatResponse_v0(obj, out):
-    """Append the v0 layout of a HeartbeatResponse to ``out``."""
+def _enc_HeartbeatResponse(obj, out, version):
+    """Append in ``version`` a HeartbeatResponse to ``out``."""
+    v0_down = version <= 0
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("HeartbeatResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-
-
-def _dec_HeartbeatResponse_v1(buf, cur, end):
-    """Decode HeartbeatResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    obj = _new(HeartbeatResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_HeartbeatResponse_v1(obj, out):
-    """Append the v1 layout of a HeartbeatResponse to ``out``."""
-    if obj is None:
-        raise TypeError("HeartbeatResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-
-
-def _dec_HeartbeatResponse_v4(buf, cur, end):
-    """Decode HeartbeatResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
+    if v0_down:
+        out += _S_h.pack(obj.error_code)
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(HeartbeatResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_HeartbeatResponse_v4(obj, out):
-    """Append the v4 layout of a HeartbeatResponse to ``out``."""
-    if obj is None:
-        raise TypeError("HeartbeatResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "HeartbeatResponse")
-    else:
-        out.append(0)
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    if v4_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "HeartbeatResponse")
+        else:
+            out.append(0)
 
 
 class HeartbeatRequest(Message):
@@ -412,10 +295,8 @@ class HeartbeatRequest(Message):
         FieldInfo('member_id', (0, 4), None, None, False, None, None, 'string'),
         FieldInfo('group_instance_id', (3, 4), None, None, False, None, (3, 4), 'string'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the response only.
-    _DECODERS = {0: _dec_HeartbeatRequest_v0, 1: _dec_HeartbeatRequest_v0, 2: _dec_HeartbeatRequest_v0, 3: _dec_HeartbeatRequest_v3, 4: _dec_HeartbeatRequest_v4}
-    _ENCODERS = {0: _enc_HeartbeatRequest_v0, 1: _enc_HeartbeatRequest_v0, 2: _enc_HeartbeatRequest_v0, 3: _enc_HeartbeatRequest_v3, 4: _enc_HeartbeatRequest_v4}
+    _DECODERS = _decoders(_dec_HeartbeatRequest, range(0, 5))
+    _ENCODERS = _encoders(_enc_HeartbeatRequest, range(0, 5))
     API_KEY = 12
     KIND = 'request'
     VALID_VERSIONS = (0, 4)
@@ -459,10 +340,8 @@ class HeartbeatResponse(Message):
         FieldInfo('throttle_time_ms', (1, 4), None, None, False, None, None, 'int32'),
         FieldInfo('error_code', (0, 4), None, 'errorCode', False, None, None, 'int16'),
     )
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v3 uses the v1 codecs: the bytes are the same; v3 changed the request only.
-    _DECODERS = {0: _dec_HeartbeatResponse_v0, 1: _dec_HeartbeatResponse_v1, 2: _dec_HeartbeatResponse_v1, 3: _dec_HeartbeatResponse_v1, 4: _dec_HeartbeatResponse_v4}
-    _ENCODERS = {0: _enc_HeartbeatResponse_v0, 1: _enc_HeartbeatResponse_v1, 2: _enc_HeartbeatResponse_v1, 3: _enc_HeartbeatResponse_v1, 4: _enc_HeartbeatResponse_v4}
+    _DECODERS = _decoders(_dec_HeartbeatResponse, range(0, 5))
+    _ENCODERS = _encoders(_enc_HeartbeatResponse, range(0, 5))
     API_KEY = 12
     KIND = 'response'
     VALID_VERSIONS = (0, 4)

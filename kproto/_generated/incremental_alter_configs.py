@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse']
@@ -39,14 +41,20 @@ _RUN_validate_only = (('validate_only', 0, 1),)
 _new = Struct.__new__
 
 
-def _dec_IncrementalAlterConfigsRequest_v0(buf, cur, end):
-    """Decode IncrementalAlterConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_IncrementalAlterConfigsRequest(buf, cur, end, version):
+    """Decode IncrementalAlterConfigsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_resources, pos, end)
-    n_resources = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_resources, pos = _w.read_structs(_dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0, buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_resources, pos, end)
+        n_resources = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_resources, pos = _w.read_structs(_partial(_dec_IncrementalAlterConfigsRequest_AlterConfigsResource, version=version), buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
+    else:
+        n_resources, pos = _w.read_compact_length(buf, pos, end, 'resources')
+        f_resources, pos = _w.read_structs(_partial(_dec_IncrementalAlterConfigsRequest_AlterConfigsResource, version=version), buf, cur, pos, end, n_resources, 'resources', 4, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     f_validate_only = _S_b.unpack_from(buf, pos)[0]
@@ -54,341 +62,287 @@ def _dec_IncrementalAlterConfigsRequest_v0(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
+    if v1_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(IncrementalAlterConfigsRequest)
     obj.resources = f_resources
     obj.validate_only = b_validate_only
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_IncrementalAlterConfigsRequest_v0(obj, out):
-    """Append the v0 layout of a IncrementalAlterConfigsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("IncrementalAlterConfigsRequest expected, got None")
-    f_resources = obj.resources
-    if f_resources is None:
-        raise _w.not_nullable("IncrementalAlterConfigsRequest.resources")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_resources = len(f_resources)
-    out += _S_i.pack(n_resources)
-    for item in f_resources:
-        _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(item, out)
-    out += _S_B.pack(obj.validate_only)
-
-
-def _dec_IncrementalAlterConfigsRequest_v1(buf, cur, end):
-    """Decode IncrementalAlterConfigsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_resources, pos = _w.read_compact_length(buf, pos, end, 'resources')
-    f_resources, pos = _w.read_structs(_dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1, buf, cur, pos, end, n_resources, 'resources', 4, 1, False)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_validate_only, pos, end)
-    f_validate_only = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_validate_only != 0 and f_validate_only != 1:
-        raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
-    b_validate_only = f_validate_only == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(IncrementalAlterConfigsRequest)
-    obj.resources = f_resources
-    obj.validate_only = b_validate_only
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_IncrementalAlterConfigsRequest_v1(obj, out):
-    """Append the v1 layout of a IncrementalAlterConfigsRequest to ``out``."""
+def _enc_IncrementalAlterConfigsRequest(obj, out, version):
+    """Append in ``version`` a IncrementalAlterConfigsRequest to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("IncrementalAlterConfigsRequest expected, got None")
-    _w.put_structs(out, obj.resources, _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1, "IncrementalAlterConfigsRequest.resources", False)
+    if v0_down:
+        f_resources = obj.resources
+        if f_resources is None:
+            raise _w.not_nullable("IncrementalAlterConfigsRequest.resources")
+        else:
+            n_resources = len(f_resources)
+        out += _S_i.pack(n_resources)
+        for item in f_resources:
+            _enc_IncrementalAlterConfigsRequest_AlterConfigsResource(item, out, version)
+    else:
+        _w.put_structs(out, obj.resources, _partial(_enc_IncrementalAlterConfigsRequest_AlterConfigsResource, version=version), "IncrementalAlterConfigsRequest.resources", False)
     out += _S_B.pack(obj.validate_only)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest")
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest")
 
 
-def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
-    """Decode IncrementalAlterConfigsRequest.AlterConfigsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource(buf, cur, end, version):
+    """Decode IncrementalAlterConfigsRequest.AlterConfigsResource (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_configs, pos, end)
-    n_configs = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_configs, pos = _w.read_structs(_dec_IncrementalAlterConfigsRequest_AlterableConfig_v0, buf, cur, pos, end, n_configs, 'configs', 5, 4, False)
+    if v0_down:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_configs, pos, end)
+        n_configs = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_configs, pos = _w.read_structs(_partial(_dec_IncrementalAlterConfigsRequest_AlterableConfig, version=version), buf, cur, pos, end, n_configs, 'configs', 5, 4, False)
+    else:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type, pos, end)
+        f_resource_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
+        n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
+        f_configs, pos = _w.read_structs(_partial(_dec_IncrementalAlterConfigsRequest_AlterableConfig, version=version), buf, cur, pos, end, n_configs, 'configs', 4, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(IncrementalAlterConfigsRequest_AlterConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configs = f_configs
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(obj, out):
-    """Append the v0 layout of a IncrementalAlterConfigsRequest.AlterConfigsResource to ``out``."""
-    if obj is None:
-        raise TypeError("IncrementalAlterConfigsRequest.AlterConfigsResource expected, got None")
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "IncrementalAlterConfigsRequest.AlterConfigsResource.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
-    if n_resource_name > 0:
-        out += f_resource_name
-    f_configs = obj.configs
-    if f_configs is None:
-        raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.configs")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_configs = len(f_configs)
-    out += _S_i.pack(n_configs)
-    for item in f_configs:
-        _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(item, out)
-
-
-def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
-    """Decode IncrementalAlterConfigsRequest.AlterConfigsResource (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_resource_type, pos, end)
-    f_resource_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-    n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
-    f_configs, pos = _w.read_structs(_dec_IncrementalAlterConfigsRequest_AlterableConfig_v1, buf, cur, pos, end, n_configs, 'configs', 4, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(IncrementalAlterConfigsRequest_AlterConfigsResource)
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.configs = f_configs
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(obj, out):
-    """Append the v1 layout of a IncrementalAlterConfigsRequest.AlterConfigsResource to ``out``."""
+def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource(obj, out, version):
+    """Append in ``version`` a IncrementalAlterConfigsRequest.AlterConfigsResource to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("IncrementalAlterConfigsRequest.AlterConfigsResource expected, got None")
-    out += _S_b.pack(obj.resource_type)
+    if v1_up:
+        out += _S_b.pack(obj.resource_type)
     f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "IncrementalAlterConfigsRequest.AlterConfigsResource.resource_name", False)
-    _w.put_uvarint(out, n_resource_name + 1)
+    if v0_down:
+        out += _S_bh.pack(obj.resource_type, n_resource_name)
+    else:
+        _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
-    _w.put_structs(out, obj.configs, _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1, "IncrementalAlterConfigsRequest.AlterConfigsResource.configs", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource")
+    if v0_down:
+        f_configs = obj.configs
+        if f_configs is None:
+            raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.configs")
+        else:
+            n_configs = len(f_configs)
+        out += _S_i.pack(n_configs)
+        for item in f_configs:
+            _enc_IncrementalAlterConfigsRequest_AlterableConfig(item, out, version)
+    else:
+        _w.put_structs(out, obj.configs, _partial(_enc_IncrementalAlterConfigsRequest_AlterableConfig, version=version), "IncrementalAlterConfigsRequest.AlterConfigsResource.configs", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource")
 
 
-def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
-    """Decode IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_IncrementalAlterConfigsRequest_AlterableConfig(buf, cur, end, version):
+    """Decode IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_config_operation__value, pos, end)
-    f_config_operation, n_value = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 3:
+            raise _w.short_run(_RUN_config_operation__value, pos, end)
+        f_config_operation, n_value = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_config_operation, pos, end)
+        f_config_operation = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
+        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(IncrementalAlterConfigsRequest_AlterableConfig)
     obj.name = f_name
     obj.config_operation = f_config_operation
     obj.value = f_value
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(obj, out):
-    """Append the v0 layout of a IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig to ``out``."""
-    if obj is None:
-        raise TypeError("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", True)
-    out += _S_bh.pack(obj.config_operation, n_value)
-    if n_value > 0:
-        out += f_value
-
-
-def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
-    """Decode IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_config_operation, pos, end)
-    f_config_operation = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(IncrementalAlterConfigsRequest_AlterableConfig)
-    obj.name = f_name
-    obj.config_operation = f_config_operation
-    obj.value = f_value
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(obj, out):
-    """Append the v1 layout of a IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig to ``out``."""
-    if obj is None:
-        raise TypeError("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    out += _S_b.pack(obj.config_operation)
-    f_value, n_value = _w.encode_text(obj.value, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", True)
-    _w.put_uvarint(out, n_value + 1)
-    if n_value > 0:
-        out += f_value
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig")
-
-
-def _dec_IncrementalAlterConfigsResponse_v0(buf, cur, end):
-    """Decode IncrementalAlterConfigsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
-    f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_responses, pos = _w.read_structs(_dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0, buf, cur, pos, end, n_responses, 'responses', 7, 4, False)
-    obj = _new(IncrementalAlterConfigsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.responses = f_responses
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_IncrementalAlterConfigsResponse_v0(obj, out):
-    """Append the v0 layout of a IncrementalAlterConfigsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("IncrementalAlterConfigsResponse expected, got None")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("IncrementalAlterConfigsResponse.responses")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_responses = len(f_responses)
-    out += _S_ii.pack(obj.throttle_time_ms, n_responses)
-    for item in f_responses:
-        _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(item, out)
-
-
-def _dec_IncrementalAlterConfigsResponse_v1(buf, cur, end):
-    """Decode IncrementalAlterConfigsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1, buf, cur, pos, end, n_responses, 'responses', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(IncrementalAlterConfigsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.responses = f_responses
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_IncrementalAlterConfigsResponse_v1(obj, out):
-    """Append the v1 layout of a IncrementalAlterConfigsResponse to ``out``."""
+def _enc_IncrementalAlterConfigsRequest_AlterableConfig(obj, out, version):
+    """Append in ``version`` a IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
+    if obj is None:
+        raise TypeError("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig expected, got None")
+    f_name, n_name = _w.encode_text(obj.name, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", False)
+    if v0_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
+    if n_name > 0:
+        out += f_name
+    if v1_up:
+        out += _S_b.pack(obj.config_operation)
+    f_value, n_value = _w.encode_text(obj.value, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", True)
+    if v0_down:
+        out += _S_bh.pack(obj.config_operation, n_value)
+    else:
+        _w.put_uvarint(out, n_value + 1)
+    if n_value > 0:
+        out += f_value
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig")
+
+
+def _dec_IncrementalAlterConfigsResponse(buf, cur, end, version):
+    """Decode IncrementalAlterConfigsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    pos = cur.pos
+    if v0_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
+        f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_responses, pos = _w.read_structs(_partial(_dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, version=version), buf, cur, pos, end, n_responses, 'responses', 7, 4, False)
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
+        f_responses, pos = _w.read_structs(_partial(_dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, version=version), buf, cur, pos, end, n_responses, 'responses', 6, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    obj = _new(IncrementalAlterConfigsResponse)
+    obj.throttle_time_ms = f_throttle_time_ms
+    obj.responses = f_responses
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_IncrementalAlterConfigsResponse(obj, out, version):
+    """Append in ``version`` a IncrementalAlterConfigsResponse to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("IncrementalAlterConfigsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.responses, _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1, "IncrementalAlterConfigsResponse.responses", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse")
+    if v0_down:
+        f_responses = obj.responses
+        if f_responses is None:
+            raise _w.not_nullable("IncrementalAlterConfigsResponse.responses")
+        else:
+            n_responses = len(f_responses)
+        out += _S_ii.pack(obj.throttle_time_ms, n_responses)
+        for item in f_responses:
+            _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.responses, _partial(_enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, version=version), "IncrementalAlterConfigsResponse.responses", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse")
 
 
-def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
-    """Decode IncrementalAlterConfigsResponse.AlterConfigsResourceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(buf, cur, end, version):
+    """Decode IncrementalAlterConfigsResponse.AlterConfigsResourceResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-    f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-    pos += 3
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__error_message, pos, end)
+        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+        if end - pos < 3:
+            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
+        pos += 3
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type, pos, end)
+        f_resource_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
+        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, out):
-    """Append the v0 layout of a IncrementalAlterConfigsResponse.AlterConfigsResourceResponse to ``out``."""
+def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(obj, out, version):
+    """Append in ``version`` a IncrementalAlterConfigsResponse.AlterConfigsResourceResponse to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse expected, got None")
+    if v1_up:
+        out += _S_h.pack(obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
+    if v0_down:
+        out += _S_hh.pack(obj.error_code, n_error_message)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
+    if v1_up:
+        out += _S_b.pack(obj.resource_type)
     f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.resource_name", False)
-    out += _S_bh.pack(obj.resource_type, n_resource_name)
+    if v0_down:
+        out += _S_bh.pack(obj.resource_type, n_resource_name)
+    else:
+        _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
-
-
-def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cur, end):
-    """Decode IncrementalAlterConfigsResponse.AlterConfigsResourceResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_resource_type, pos, end)
-    f_resource_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(obj, out):
-    """Append the v1 layout of a IncrementalAlterConfigsResponse.AlterConfigsResourceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.resource_name", False)
-    _w.put_uvarint(out, n_resource_name + 1)
-    if n_resource_name > 0:
-        out += f_resource_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse")
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse")
 
 
 class IncrementalAlterConfigsRequest_AlterableConfig(Struct):
@@ -478,8 +432,8 @@ class IncrementalAlterConfigsRequest(Message):
         FieldInfo('validate_only', (0, 1), None, None, False, None, None, 'bool'),
     )
     AlterConfigsResource = IncrementalAlterConfigsRequest_AlterConfigsResource
-    _DECODERS = {0: _dec_IncrementalAlterConfigsRequest_v0, 1: _dec_IncrementalAlterConfigsRequest_v1}
-    _ENCODERS = {0: _enc_IncrementalAlterConfigsRequest_v0, 1: _enc_IncrementalAlterConfigsRequest_v1}
+    _DECODERS = _decoders(_dec_IncrementalAlterConfigsRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_IncrementalAlterConfigsRequest, range(0, 2))
     API_KEY = 44
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -557,8 +511,8 @@ class IncrementalAlterConfigsResponse(Message):
         FieldInfo('responses', (0, 1), None, None, True, IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, None, '[]AlterConfigsResourceResponse'),
     )
     AlterConfigsResourceResponse = IncrementalAlterConfigsResponse_AlterConfigsResourceResponse
-    _DECODERS = {0: _dec_IncrementalAlterConfigsResponse_v0, 1: _dec_IncrementalAlterConfigsResponse_v1}
-    _ENCODERS = {0: _enc_IncrementalAlterConfigsResponse_v0, 1: _enc_IncrementalAlterConfigsResponse_v1}
+    _DECODERS = _decoders(_dec_IncrementalAlterConfigsResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_IncrementalAlterConfigsResponse, range(0, 2))
     API_KEY = 44
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

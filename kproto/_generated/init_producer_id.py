@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['InitProducerIdRequest', 'InitProducerIdResponse']
@@ -33,77 +34,30 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 _new = Struct.__new__
 
 
-def _dec_InitProducerIdRequest_v0(buf, cur, end):
-    """Decode InitProducerIdRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_InitProducerIdRequest(buf, cur, end, version):
+    """Decode InitProducerIdRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_up = version >= 2
+    v3_to_5 = 3 <= version <= 5
+    v5_down = version <= 5
+    v6_up = version >= 6
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_transactional_id, pos, end)
-    n_transactional_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_transactional_id <= end - pos:
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
-        pos += n_transactional_id
-    elif n_transactional_id == -1:
-        f_transactional_id = None
-    else:
-        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_transaction_timeout_ms, pos, end)
-    f_transaction_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(InitProducerIdRequest)
-    obj.transactional_id = f_transactional_id
-    obj.transaction_timeout_ms = f_transaction_timeout_ms
-    obj.producer_id = -1
-    obj.producer_epoch = -1
-    obj.enable2_pc = False
-    obj.keep_prepared_txn = False
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_InitProducerIdRequest_v0(obj, out):
-    """Append the v0 layout of a InitProducerIdRequest to ``out``."""
-    if obj is None:
-        raise TypeError("InitProducerIdRequest expected, got None")
-    if obj.producer_id != -1:
-        raise _w.not_in_version("InitProducerIdRequest.producer_id", 0, "3-6")
-    if obj.producer_epoch != -1:
-        raise _w.not_in_version("InitProducerIdRequest.producer_epoch", 0, "3-6")
-    if obj.enable2_pc != False:
-        raise _w.not_in_version("InitProducerIdRequest.enable2_pc", 0, "6")
-    if obj.keep_prepared_txn != False:
-        raise _w.not_in_version("InitProducerIdRequest.keep_prepared_txn", 0, "6")
-    f_transactional_id = obj.transactional_id
-    if f_transactional_id is None:
-        n_transactional_id = -1
-    else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
-        n_transactional_id = len(f_transactional_id)
-        if n_transactional_id > 32767:
-            raise _w.string_too_long("InitProducerIdRequest.transactional_id", n_transactional_id)
-    out += _S_h.pack(n_transactional_id)
-    if n_transactional_id > 0:
-        out += f_transactional_id
-    out += _S_i.pack(obj.transaction_timeout_ms)
-
-
-def _dec_InitProducerIdRequest_v2(buf, cur, end):
-    """Decode InitProducerIdRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_transactional_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_transactional_id, pos, end)
+        n_transactional_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
     else:
-        n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
-        n_transactional_id -= 1
+        if pos < end and buf[pos] < 128:
+            n_transactional_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+            n_transactional_id -= 1
     if 0 <= n_transactional_id <= end - pos:
         try:
             f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
@@ -113,40 +67,96 @@ def _dec_InitProducerIdRequest_v2(buf, cur, end):
     elif n_transactional_id == -1:
         f_transactional_id = None
     else:
-        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_transaction_timeout_ms, pos, end)
-    f_transaction_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
+        if v1_down:
+            raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, True)
+        else:
+            raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
+    if v2_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_transaction_timeout_ms, pos, end)
+        f_transaction_timeout_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    elif v3_to_5:
+        if end - pos < 14:
+            raise _w.short_run(_RUN_transaction_timeout_ms__producer_epoch, pos, end)
+        f_transaction_timeout_ms, f_producer_id, f_producer_epoch = _S_iqh.unpack_from(buf, pos)
+        pos += 14
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if end - pos < 16:
+            raise _w.short_run(_RUN_transaction_timeout_ms__keep_prepared_txn, pos, end)
+        f_transaction_timeout_ms, f_producer_id, f_producer_epoch, f_enable2_pc, f_keep_prepared_txn = _S_iqhbb.unpack_from(buf, pos)
+        pos += 16
+        if f_enable2_pc != 0 and f_enable2_pc != 1:
+            raise _w.bad_bool('enable2_pc', pos - 2, f_enable2_pc)
+        b_enable2_pc = f_enable2_pc == 1
+        if f_keep_prepared_txn != 0 and f_keep_prepared_txn != 1:
+            raise _w.bad_bool('keep_prepared_txn', pos - 1, f_keep_prepared_txn)
+        b_keep_prepared_txn = f_keep_prepared_txn == 1
+    if v2_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(InitProducerIdRequest)
     obj.transactional_id = f_transactional_id
     obj.transaction_timeout_ms = f_transaction_timeout_ms
-    obj.producer_id = -1
-    obj.producer_epoch = -1
-    obj.enable2_pc = False
-    obj.keep_prepared_txn = False
-    obj.unknown_tagged_fields = unknown
+    if v2_down:
+        obj.producer_id = -1
+        obj.producer_epoch = -1
+    else:
+        obj.producer_id = f_producer_id
+        obj.producer_epoch = f_producer_epoch
+    if v5_down:
+        obj.enable2_pc = False
+        obj.keep_prepared_txn = False
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    elif v6_up:
+        obj.enable2_pc = b_enable2_pc
+        obj.keep_prepared_txn = b_keep_prepared_txn
+    if v2_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_InitProducerIdRequest_v2(obj, out):
-    """Append the v2 layout of a InitProducerIdRequest to ``out``."""
+def _enc_InitProducerIdRequest(obj, out, version):
+    """Append in ``version`` a InitProducerIdRequest to ``out``."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_only = version == 2
+    v2_up = version >= 2
+    v3_to_5 = 3 <= version <= 5
+    v5_down = version <= 5
     if obj is None:
         raise TypeError("InitProducerIdRequest expected, got None")
-    if obj.producer_id != -1:
-        raise _w.not_in_version("InitProducerIdRequest.producer_id", 2, "3-6")
-    if obj.producer_epoch != -1:
-        raise _w.not_in_version("InitProducerIdRequest.producer_epoch", 2, "3-6")
-    if obj.enable2_pc != False:
-        raise _w.not_in_version("InitProducerIdRequest.enable2_pc", 2, "6")
-    if obj.keep_prepared_txn != False:
-        raise _w.not_in_version("InitProducerIdRequest.keep_prepared_txn", 2, "6")
+    if v2_down:
+        if obj.producer_id != -1:
+            if v1_down:
+                raise _w.not_in_version("InitProducerIdRequest.producer_id", 0, "3-6")
+            else:
+                raise _w.not_in_version("InitProducerIdRequest.producer_id", 2, "3-6")
+        if obj.producer_epoch != -1:
+            if v1_down:
+                raise _w.not_in_version("InitProducerIdRequest.producer_epoch", 0, "3-6")
+            else:
+                raise _w.not_in_version("InitProducerIdRequest.producer_epoch", 2, "3-6")
+    if v5_down:
+        if obj.enable2_pc != False:
+            if v1_down:
+                raise _w.not_in_version("InitProducerIdRequest.enable2_pc", 0, "6")
+            elif v2_only:
+                raise _w.not_in_version("InitProducerIdRequest.enable2_pc", 2, "6")
+            else:
+                raise _w.not_in_version("InitProducerIdRequest.enable2_pc", 3, "6")
+        if obj.keep_prepared_txn != False:
+            if v1_down:
+                raise _w.not_in_version("InitProducerIdRequest.keep_prepared_txn", 0, "6")
+            elif v2_only:
+                raise _w.not_in_version("InitProducerIdRequest.keep_prepared_txn", 2, "6")
+            else:
+                raise _w.not_in_version("InitProducerIdRequest.keep_prepared_txn", 3, "6")
     f_transactional_id = obj.transactional_id
     if f_transactional_id is None:
         n_transactional_id = -1
@@ -155,267 +165,96 @@ def _enc_InitProducerIdRequest_v2(obj, out):
         n_transactional_id = len(f_transactional_id)
         if n_transactional_id > 32767:
             raise _w.string_too_long("InitProducerIdRequest.transactional_id", n_transactional_id)
-    if 0 <= n_transactional_id + 1 < 128:
-        out.append(n_transactional_id + 1)
+    if v1_down:
+        out += _S_h.pack(n_transactional_id)
     else:
-        _w.put_uvarint(out, n_transactional_id + 1)
+        if 0 <= n_transactional_id + 1 < 128:
+            out.append(n_transactional_id + 1)
+        else:
+            _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
-    out += _S_i.pack(obj.transaction_timeout_ms)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitProducerIdRequest")
+    if v2_down:
+        out += _S_i.pack(obj.transaction_timeout_ms)
+    elif v3_to_5:
+        out += _S_iqh.pack(obj.transaction_timeout_ms, obj.producer_id, obj.producer_epoch)
     else:
-        out.append(0)
+        out += _S_iqhBB.pack(obj.transaction_timeout_ms, obj.producer_id, obj.producer_epoch, obj.enable2_pc, obj.keep_prepared_txn)
+    if v2_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitProducerIdRequest")
+        else:
+            out.append(0)
 
 
-def _dec_InitProducerIdRequest_v3(buf, cur, end):
-    """Decode InitProducerIdRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_InitProducerIdResponse(buf, cur, end, version):
+    """Decode InitProducerIdResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
+    v5_down = version <= 5
+    v6_up = version >= 6
     pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_transactional_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
+    if v5_down:
+        if end - pos < 16:
+            raise _w.short_run(_RUN_throttle_time_ms__producer_epoch, pos, end)
+        f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _S_ihqh.unpack_from(buf, pos)
+        pos += 16
     else:
-        n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
-        n_transactional_id -= 1
-    if 0 <= n_transactional_id <= end - pos:
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
-        pos += n_transactional_id
-    elif n_transactional_id == -1:
-        f_transactional_id = None
-    else:
-        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
-    if end - pos < 14:
-        raise _w.short_run(_RUN_transaction_timeout_ms__producer_epoch, pos, end)
-    f_transaction_timeout_ms, f_producer_id, f_producer_epoch = _S_iqh.unpack_from(buf, pos)
-    pos += 14
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(InitProducerIdRequest)
-    obj.transactional_id = f_transactional_id
-    obj.transaction_timeout_ms = f_transaction_timeout_ms
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.enable2_pc = False
-    obj.keep_prepared_txn = False
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_InitProducerIdRequest_v3(obj, out):
-    """Append the v3 layout of a InitProducerIdRequest to ``out``."""
-    if obj is None:
-        raise TypeError("InitProducerIdRequest expected, got None")
-    if obj.enable2_pc != False:
-        raise _w.not_in_version("InitProducerIdRequest.enable2_pc", 3, "6")
-    if obj.keep_prepared_txn != False:
-        raise _w.not_in_version("InitProducerIdRequest.keep_prepared_txn", 3, "6")
-    f_transactional_id = obj.transactional_id
-    if f_transactional_id is None:
-        n_transactional_id = -1
-    else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
-        n_transactional_id = len(f_transactional_id)
-        if n_transactional_id > 32767:
-            raise _w.string_too_long("InitProducerIdRequest.transactional_id", n_transactional_id)
-    if 0 <= n_transactional_id + 1 < 128:
-        out.append(n_transactional_id + 1)
-    else:
-        _w.put_uvarint(out, n_transactional_id + 1)
-    if n_transactional_id > 0:
-        out += f_transactional_id
-    out += _S_iqh.pack(obj.transaction_timeout_ms, obj.producer_id, obj.producer_epoch)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitProducerIdRequest")
-    else:
-        out.append(0)
-
-
-def _dec_InitProducerIdRequest_v6(buf, cur, end):
-    """Decode InitProducerIdRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_transactional_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
-        n_transactional_id -= 1
-    if 0 <= n_transactional_id <= end - pos:
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
-        pos += n_transactional_id
-    elif n_transactional_id == -1:
-        f_transactional_id = None
-    else:
-        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
-    if end - pos < 16:
-        raise _w.short_run(_RUN_transaction_timeout_ms__keep_prepared_txn, pos, end)
-    f_transaction_timeout_ms, f_producer_id, f_producer_epoch, f_enable2_pc, f_keep_prepared_txn = _S_iqhbb.unpack_from(buf, pos)
-    pos += 16
-    if f_enable2_pc != 0 and f_enable2_pc != 1:
-        raise _w.bad_bool('enable2_pc', pos - 2, f_enable2_pc)
-    b_enable2_pc = f_enable2_pc == 1
-    if f_keep_prepared_txn != 0 and f_keep_prepared_txn != 1:
-        raise _w.bad_bool('keep_prepared_txn', pos - 1, f_keep_prepared_txn)
-    b_keep_prepared_txn = f_keep_prepared_txn == 1
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(InitProducerIdRequest)
-    obj.transactional_id = f_transactional_id
-    obj.transaction_timeout_ms = f_transaction_timeout_ms
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.enable2_pc = b_enable2_pc
-    obj.keep_prepared_txn = b_keep_prepared_txn
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_InitProducerIdRequest_v6(obj, out):
-    """Append the v6 layout of a InitProducerIdRequest to ``out``."""
-    if obj is None:
-        raise TypeError("InitProducerIdRequest expected, got None")
-    f_transactional_id = obj.transactional_id
-    if f_transactional_id is None:
-        n_transactional_id = -1
-    else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
-        n_transactional_id = len(f_transactional_id)
-        if n_transactional_id > 32767:
-            raise _w.string_too_long("InitProducerIdRequest.transactional_id", n_transactional_id)
-    if 0 <= n_transactional_id + 1 < 128:
-        out.append(n_transactional_id + 1)
-    else:
-        _w.put_uvarint(out, n_transactional_id + 1)
-    if n_transactional_id > 0:
-        out += f_transactional_id
-    out += _S_iqhBB.pack(obj.transaction_timeout_ms, obj.producer_id, obj.producer_epoch, obj.enable2_pc, obj.keep_prepared_txn)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitProducerIdRequest")
-    else:
-        out.append(0)
-
-
-def _dec_InitProducerIdResponse_v0(buf, cur, end):
-    """Decode InitProducerIdResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_throttle_time_ms__producer_epoch, pos, end)
-    f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _S_ihqh.unpack_from(buf, pos)
-    pos += 16
+        if end - pos < 26:
+            raise _w.short_run(_RUN_throttle_time_ms__ongoing_txn_producer_epoch, pos, end)
+        f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, f_ongoing_txn_producer_id, f_ongoing_txn_producer_epoch = _S_ihqhqh.unpack_from(buf, pos)
+        pos += 26
+    if v2_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(InitProducerIdResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
-    obj.ongoing_txn_producer_id = -1
-    obj.ongoing_txn_producer_epoch = -1
-    obj.unknown_tagged_fields = []
+    if v5_down:
+        obj.ongoing_txn_producer_id = -1
+        obj.ongoing_txn_producer_epoch = -1
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    elif v6_up:
+        obj.ongoing_txn_producer_id = f_ongoing_txn_producer_id
+        obj.ongoing_txn_producer_epoch = f_ongoing_txn_producer_epoch
+    if v2_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_InitProducerIdResponse_v0(obj, out):
-    """Append the v0 layout of a InitProducerIdResponse to ``out``."""
+def _enc_InitProducerIdResponse(obj, out, version):
+    """Append in ``version`` a InitProducerIdResponse to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
+    v5_down = version <= 5
     if obj is None:
         raise TypeError("InitProducerIdResponse expected, got None")
-    if obj.ongoing_txn_producer_id != -1:
-        raise _w.not_in_version("InitProducerIdResponse.ongoing_txn_producer_id", 0, "6")
-    if obj.ongoing_txn_producer_epoch != -1:
-        raise _w.not_in_version("InitProducerIdResponse.ongoing_txn_producer_epoch", 0, "6")
-    out += _S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch)
-
-
-def _dec_InitProducerIdResponse_v2(buf, cur, end):
-    """Decode InitProducerIdResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_throttle_time_ms__producer_epoch, pos, end)
-    f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _S_ihqh.unpack_from(buf, pos)
-    pos += 16
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
+    if v5_down:
+        if obj.ongoing_txn_producer_id != -1:
+            if v1_down:
+                raise _w.not_in_version("InitProducerIdResponse.ongoing_txn_producer_id", 0, "6")
+            else:
+                raise _w.not_in_version("InitProducerIdResponse.ongoing_txn_producer_id", 2, "6")
+        if obj.ongoing_txn_producer_epoch != -1:
+            if v1_down:
+                raise _w.not_in_version("InitProducerIdResponse.ongoing_txn_producer_epoch", 0, "6")
+            else:
+                raise _w.not_in_version("InitProducerIdResponse.ongoing_txn_producer_epoch", 2, "6")
+        out += _S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch)
     else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(InitProducerIdResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.ongoing_txn_producer_id = -1
-    obj.ongoing_txn_producer_epoch = -1
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_InitProducerIdResponse_v2(obj, out):
-    """Append the v2 layout of a InitProducerIdResponse to ``out``."""
-    if obj is None:
-        raise TypeError("InitProducerIdResponse expected, got None")
-    if obj.ongoing_txn_producer_id != -1:
-        raise _w.not_in_version("InitProducerIdResponse.ongoing_txn_producer_id", 2, "6")
-    if obj.ongoing_txn_producer_epoch != -1:
-        raise _w.not_in_version("InitProducerIdResponse.ongoing_txn_producer_epoch", 2, "6")
-    out += _S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitProducerIdResponse")
-    else:
-        out.append(0)
-
-
-def _dec_InitProducerIdResponse_v6(buf, cur, end):
-    """Decode InitProducerIdResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 26:
-        raise _w.short_run(_RUN_throttle_time_ms__ongoing_txn_producer_epoch, pos, end)
-    f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, f_ongoing_txn_producer_id, f_ongoing_txn_producer_epoch = _S_ihqhqh.unpack_from(buf, pos)
-    pos += 26
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(InitProducerIdResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.ongoing_txn_producer_id = f_ongoing_txn_producer_id
-    obj.ongoing_txn_producer_epoch = f_ongoing_txn_producer_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_InitProducerIdResponse_v6(obj, out):
-    """Append the v6 layout of a InitProducerIdResponse to ``out``."""
-    if obj is None:
-        raise TypeError("InitProducerIdResponse expected, got None")
-    out += _S_ihqhqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch, obj.ongoing_txn_producer_id, obj.ongoing_txn_producer_epoch)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitProducerIdResponse")
-    else:
-        out.append(0)
+        out += _S_ihqhqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch, obj.ongoing_txn_producer_id, obj.ongoing_txn_producer_epoch)
+    if v2_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitProducerIdResponse")
+        else:
+            out.append(0)
 
 
 class InitProducerIdRequest(Message):
@@ -445,11 +284,8 @@ class InitProducerIdRequest(Message):
         FieldInfo('enable2_pc', (6, 6), None, None, False, None, None, 'bool'),
         FieldInfo('keep_prepared_txn', (6, 6), None, None, False, None, None, 'bool'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    # v5 uses the v3 codecs: the bytes are the same; v5 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_InitProducerIdRequest_v0, 1: _dec_InitProducerIdRequest_v0, 2: _dec_InitProducerIdRequest_v2, 3: _dec_InitProducerIdRequest_v3, 4: _dec_InitProducerIdRequest_v3, 5: _dec_InitProducerIdRequest_v3, 6: _dec_InitProducerIdRequest_v6}
-    _ENCODERS = {0: _enc_InitProducerIdRequest_v0, 1: _enc_InitProducerIdRequest_v0, 2: _enc_InitProducerIdRequest_v2, 3: _enc_InitProducerIdRequest_v3, 4: _enc_InitProducerIdRequest_v3, 5: _enc_InitProducerIdRequest_v3, 6: _enc_InitProducerIdRequest_v6}
+    _DECODERS = _decoders(_dec_InitProducerIdRequest, range(0, 7))
+    _ENCODERS = _encoders(_enc_InitProducerIdRequest, range(0, 7))
     API_KEY = 22
     KIND = 'request'
     VALID_VERSIONS = (0, 6)
@@ -505,12 +341,8 @@ class InitProducerIdResponse(Message):
         FieldInfo('ongoing_txn_producer_id', (6, 6), None, 'producerId', False, None, None, 'int64'),
         FieldInfo('ongoing_txn_producer_epoch', (6, 6), None, None, False, None, None, 'int16'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed the request only.
-    # v4 uses the v2 codecs: the bytes are the same; v4 changed the request only.
-    # v5 uses the v2 codecs: the bytes are the same; v5 changed the request only.
-    _DECODERS = {0: _dec_InitProducerIdResponse_v0, 1: _dec_InitProducerIdResponse_v0, 2: _dec_InitProducerIdResponse_v2, 3: _dec_InitProducerIdResponse_v2, 4: _dec_InitProducerIdResponse_v2, 5: _dec_InitProducerIdResponse_v2, 6: _dec_InitProducerIdResponse_v6}
-    _ENCODERS = {0: _enc_InitProducerIdResponse_v0, 1: _enc_InitProducerIdResponse_v0, 2: _enc_InitProducerIdResponse_v2, 3: _enc_InitProducerIdResponse_v2, 4: _enc_InitProducerIdResponse_v2, 5: _enc_InitProducerIdResponse_v2, 6: _enc_InitProducerIdResponse_v6}
+    _DECODERS = _decoders(_dec_InitProducerIdResponse, range(0, 7))
+    _ENCODERS = _encoders(_enc_InitProducerIdResponse, range(0, 7))
     API_KEY = 22
     KIND = 'response'
     VALID_VERSIONS = (0, 6)

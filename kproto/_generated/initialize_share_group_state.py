@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['InitializeShareGroupStateRequest', 'InitializeShareGroupStateResponse']
@@ -25,13 +27,13 @@ _RUN_partition__start_offset = (('partition', 0, 4), ('state_epoch', 4, 4), ('st
 _new = Struct.__new__
 
 
-def _dec_InitializeShareGroupStateRequest_v0(buf, cur, end):
-    """Decode InitializeShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_InitializeShareGroupStateRequest(buf, cur, end, version):
+    """Decode InitializeShareGroupStateRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_InitializeShareGroupStateRequest_InitializeStateData_v0, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_InitializeShareGroupStateRequest_InitializeStateData, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(InitializeShareGroupStateRequest)
     obj.group_id = f_group_id
@@ -41,27 +43,27 @@ def _dec_InitializeShareGroupStateRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_InitializeShareGroupStateRequest_v0(obj, out):
-    """Append the v0 layout of a InitializeShareGroupStateRequest to ``out``."""
+def _enc_InitializeShareGroupStateRequest(obj, out, version):
+    """Append in ``version`` a InitializeShareGroupStateRequest to ``out``."""
     if obj is None:
         raise TypeError("InitializeShareGroupStateRequest expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "InitializeShareGroupStateRequest.group_id", False)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _enc_InitializeShareGroupStateRequest_InitializeStateData_v0, "InitializeShareGroupStateRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_InitializeShareGroupStateRequest_InitializeStateData, version=version), "InitializeShareGroupStateRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest")
 
 
-def _dec_InitializeShareGroupStateRequest_InitializeStateData_v0(buf, cur, end):
-    """Decode InitializeShareGroupStateRequest.InitializeStateData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_InitializeShareGroupStateRequest_InitializeStateData(buf, cur, end, version):
+    """Decode InitializeShareGroupStateRequest.InitializeStateData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_InitializeShareGroupStateRequest_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 17, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_InitializeShareGroupStateRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 17, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(InitializeShareGroupStateRequest_InitializeStateData)
     obj.topic_id = f_topic_id
@@ -71,17 +73,17 @@ def _dec_InitializeShareGroupStateRequest_InitializeStateData_v0(buf, cur, end):
     return obj
 
 
-def _enc_InitializeShareGroupStateRequest_InitializeStateData_v0(obj, out):
-    """Append the v0 layout of a InitializeShareGroupStateRequest.InitializeStateData to ``out``."""
+def _enc_InitializeShareGroupStateRequest_InitializeStateData(obj, out, version):
+    """Append in ``version`` a InitializeShareGroupStateRequest.InitializeStateData to ``out``."""
     if obj is None:
         raise TypeError("InitializeShareGroupStateRequest.InitializeStateData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_InitializeShareGroupStateRequest_PartitionData_v0, "InitializeShareGroupStateRequest.InitializeStateData.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_InitializeShareGroupStateRequest_PartitionData, version=version), "InitializeShareGroupStateRequest.InitializeStateData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest.InitializeStateData")
 
 
-def _dec_InitializeShareGroupStateRequest_PartitionData_v0(buf, cur, end):
-    """Decode InitializeShareGroupStateRequest.InitializeStateData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_InitializeShareGroupStateRequest_PartitionData(buf, cur, end, version):
+    """Decode InitializeShareGroupStateRequest.InitializeStateData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition__start_offset, pos, end)
@@ -97,19 +99,19 @@ def _dec_InitializeShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     return obj
 
 
-def _enc_InitializeShareGroupStateRequest_PartitionData_v0(obj, out):
-    """Append the v0 layout of a InitializeShareGroupStateRequest.InitializeStateData.PartitionData to ``out``."""
+def _enc_InitializeShareGroupStateRequest_PartitionData(obj, out, version):
+    """Append in ``version`` a InitializeShareGroupStateRequest.InitializeStateData.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("InitializeShareGroupStateRequest.InitializeStateData.PartitionData expected, got None")
     out += _S_iiq.pack(obj.partition, obj.state_epoch, obj.start_offset)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest.InitializeStateData.PartitionData")
 
 
-def _dec_InitializeShareGroupStateResponse_v0(buf, cur, end):
-    """Decode InitializeShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_InitializeShareGroupStateResponse(buf, cur, end, version):
+    """Decode InitializeShareGroupStateResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_InitializeShareGroupStateResponse_InitializeStateResult_v0, buf, cur, pos, end, n_results, 'results', 18, 1, False)
+    f_results, pos = _w.read_structs(_partial(_dec_InitializeShareGroupStateResponse_InitializeStateResult, version=version), buf, cur, pos, end, n_results, 'results', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(InitializeShareGroupStateResponse)
     obj.results = f_results
@@ -118,23 +120,23 @@ def _dec_InitializeShareGroupStateResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_InitializeShareGroupStateResponse_v0(obj, out):
-    """Append the v0 layout of a InitializeShareGroupStateResponse to ``out``."""
+def _enc_InitializeShareGroupStateResponse(obj, out, version):
+    """Append in ``version`` a InitializeShareGroupStateResponse to ``out``."""
     if obj is None:
         raise TypeError("InitializeShareGroupStateResponse expected, got None")
-    _w.put_structs(out, obj.results, _enc_InitializeShareGroupStateResponse_InitializeStateResult_v0, "InitializeShareGroupStateResponse.results", False)
+    _w.put_structs(out, obj.results, _partial(_enc_InitializeShareGroupStateResponse_InitializeStateResult, version=version), "InitializeShareGroupStateResponse.results", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse")
 
 
-def _dec_InitializeShareGroupStateResponse_InitializeStateResult_v0(buf, cur, end):
-    """Decode InitializeShareGroupStateResponse.InitializeStateResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_InitializeShareGroupStateResponse_InitializeStateResult(buf, cur, end, version):
+    """Decode InitializeShareGroupStateResponse.InitializeStateResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_InitializeShareGroupStateResponse_PartitionResult_v0, buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_InitializeShareGroupStateResponse_PartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(InitializeShareGroupStateResponse_InitializeStateResult)
     obj.topic_id = f_topic_id
@@ -144,17 +146,17 @@ def _dec_InitializeShareGroupStateResponse_InitializeStateResult_v0(buf, cur, en
     return obj
 
 
-def _enc_InitializeShareGroupStateResponse_InitializeStateResult_v0(obj, out):
-    """Append the v0 layout of a InitializeShareGroupStateResponse.InitializeStateResult to ``out``."""
+def _enc_InitializeShareGroupStateResponse_InitializeStateResult(obj, out, version):
+    """Append in ``version`` a InitializeShareGroupStateResponse.InitializeStateResult to ``out``."""
     if obj is None:
         raise TypeError("InitializeShareGroupStateResponse.InitializeStateResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_InitializeShareGroupStateResponse_PartitionResult_v0, "InitializeShareGroupStateResponse.InitializeStateResult.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_InitializeShareGroupStateResponse_PartitionResult, version=version), "InitializeShareGroupStateResponse.InitializeStateResult.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse.InitializeStateResult")
 
 
-def _dec_InitializeShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
-    """Decode InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_InitializeShareGroupStateResponse_PartitionResult(buf, cur, end, version):
+    """Decode InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
@@ -172,8 +174,8 @@ def _dec_InitializeShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     return obj
 
 
-def _enc_InitializeShareGroupStateResponse_PartitionResult_v0(obj, out):
-    """Append the v0 layout of a InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult to ``out``."""
+def _enc_InitializeShareGroupStateResponse_PartitionResult(obj, out, version):
+    """Append in ``version`` a InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult to ``out``."""
     if obj is None:
         raise TypeError("InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult expected, got None")
     out += _S_ih.pack(obj.partition, obj.error_code)
@@ -267,8 +269,8 @@ class InitializeShareGroupStateRequest(Message):
         FieldInfo('topics', (0, 0), None, None, True, InitializeShareGroupStateRequest_InitializeStateData, None, '[]InitializeStateData'),
     )
     InitializeStateData = InitializeShareGroupStateRequest_InitializeStateData
-    _DECODERS = {0: _dec_InitializeShareGroupStateRequest_v0}
-    _ENCODERS = {0: _enc_InitializeShareGroupStateRequest_v0}
+    _DECODERS = _decoders(_dec_InitializeShareGroupStateRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_InitializeShareGroupStateRequest, range(0, 1))
     API_KEY = 83
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -370,8 +372,8 @@ class InitializeShareGroupStateResponse(Message):
         FieldInfo('results', (0, 0), None, None, True, InitializeShareGroupStateResponse_InitializeStateResult, None, '[]InitializeStateResult'),
     )
     InitializeStateResult = InitializeShareGroupStateResponse_InitializeStateResult
-    _DECODERS = {0: _dec_InitializeShareGroupStateResponse_v0}
-    _ENCODERS = {0: _enc_InitializeShareGroupStateResponse_v0}
+    _DECODERS = _decoders(_dec_InitializeShareGroupStateResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_InitializeShareGroupStateResponse, range(0, 1))
     API_KEY = 83
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
@@ -47,13 +48,33 @@ _RUN_throttle_time_ms__protocol_name = (('throttle_time_ms', 0, 4), ('error_code
 _new = Struct.__new__
 
 
-def _dec_JoinGroupRequest_v0(buf, cur, end):
-    """Decode JoinGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_JoinGroupRequest(buf, cur, end, version):
+    """Decode JoinGroupRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_to_5 = 1 <= version <= 5
+    v4_down = version <= 4
+    v5_down = version <= 5
+    v5_only = version == 5
+    v5_up = version >= 5
+    v6_up = version >= 6
+    v7_down = version <= 7
+    v8_up = version >= 8
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
+    if v5_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_id, pos, end)
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    else:
+        if pos < end and buf[pos] < 128:
+            n_group_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+            n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
         try:
             f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
@@ -61,11 +82,34 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
             raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_session_timeout_ms__member_id, pos, end)
-    f_session_timeout_ms, n_member_id = _S_ih.unpack_from(buf, pos)
-    pos += 6
+        if v5_down:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
+        else:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if v0_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_session_timeout_ms__member_id, pos, end)
+        f_session_timeout_ms, n_member_id = _S_ih.unpack_from(buf, pos)
+        pos += 6
+    elif v1_to_5:
+        if end - pos < 10:
+            raise _w.short_run(_RUN_session_timeout_ms__member_id_2, pos, end)
+        f_session_timeout_ms, f_rebalance_timeout_ms, n_member_id = _S_iih.unpack_from(buf, pos)
+        pos += 10
+    else:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_session_timeout_ms__rebalance_timeout_ms, pos, end)
+        f_session_timeout_ms, f_rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        if pos < end and buf[pos] < 128:
+            n_member_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+            n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
         try:
             f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
@@ -73,11 +117,54 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
             raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_protocol_type, pos, end)
-    n_protocol_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
+        if v5_down:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
+        else:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if v5_only:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_instance_id, pos, end)
+        n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    elif v6_up:
+        if pos < end and buf[pos] < 128:
+            n_group_instance_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+            n_group_instance_id -= 1
+    if v5_up:
+        if 0 <= n_group_instance_id <= end - pos:
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
+            pos += n_group_instance_id
+        elif n_group_instance_id == -1:
+            f_group_instance_id = None
+        else:
+            if v5_down:
+                raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
+            else:
+                raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if v5_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_protocol_type, pos, end)
+        n_protocol_type = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    else:
+        if pos < end and buf[pos] < 128:
+            n_protocol_type = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
+            n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
         try:
             f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
@@ -85,516 +172,49 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
             raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
-        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_protocols, pos, end)
-    n_protocols = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_protocols < 0 or n_protocols > (end - pos) // 6:
-        raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
+        if v5_down:
+            raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
+        else:
+            raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
+    if v5_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_protocols, pos, end)
+        n_protocols = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if n_protocols < 0 or n_protocols > (end - pos) // 6:
+            raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_protocols = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_protocols = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_protocols, pos = _w.read_uvarint(buf, pos, end, 'protocols')
+            n_protocols -= 1
+        if n_protocols < 0 or n_protocols > (end - pos) // 3:
+            raise _w.bad_count('protocols', pos - 1, n_protocols, end, 3, 1)
     f_protocols = []
     if n_protocols:
-        # Each element read inline, as JoinGroupRequest.JoinGroupRequestProtocol v0 is.
+        # Each element read inline.
         try:
             for i in range(n_protocols):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_metadata, pos, end)
-                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if 0 <= n_metadata__1 <= end - pos:
-                    f_metadata__1 = buf[pos:pos + n_metadata__1]
-                    pos += n_metadata__1
-                else:
-                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
-                obj__1 = _new(JoinGroupRequest_JoinGroupRequestProtocol)
-                obj__1.name = f_name__1
-                obj__1.metadata = f_metadata__1
-                obj__1.unknown_tagged_fields = []
-                f_protocols.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("protocols[%d]" % i)
-    obj = _new(JoinGroupRequest)
-    obj.group_id = f_group_id
-    obj.session_timeout_ms = f_session_timeout_ms
-    obj.rebalance_timeout_ms = -1
-    obj.member_id = f_member_id
-    obj.group_instance_id = None
-    obj.protocol_type = f_protocol_type
-    obj.protocols = f_protocols
-    obj.reason = None
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_JoinGroupRequest_v0(obj, out):
-    """Append the v0 layout of a JoinGroupRequest to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupRequest expected, got None")
-    if obj.group_instance_id is not None:
-        raise _w.not_in_version("JoinGroupRequest.group_instance_id", 0, "5-9")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("JoinGroupRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("JoinGroupRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
-    out += _S_ih.pack(obj.session_timeout_ms, n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_protocol_type = obj.protocol_type
-    if f_protocol_type is None:
-        raise _w.not_nullable("JoinGroupRequest.protocol_type")
-    else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
-        n_protocol_type = len(f_protocol_type)
-        if n_protocol_type > 32767:
-            raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
-    out += _S_h.pack(n_protocol_type)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocols = obj.protocols
-    if f_protocols is None:
-        raise _w.not_nullable("JoinGroupRequest.protocols")
-    else:
-        n_protocols = len(f_protocols)
-    out += _S_i.pack(n_protocols)
-    for item in f_protocols:
-        _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(item, out)
-
-
-def _dec_JoinGroupRequest_v1(buf, cur, end):
-    """Decode JoinGroupRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 10:
-        raise _w.short_run(_RUN_session_timeout_ms__member_id_2, pos, end)
-    f_session_timeout_ms, f_rebalance_timeout_ms, n_member_id = _S_iih.unpack_from(buf, pos)
-    pos += 10
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_protocol_type, pos, end)
-    n_protocol_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_protocol_type <= end - pos:
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
-        pos += n_protocol_type
-    else:
-        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_protocols, pos, end)
-    n_protocols = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_protocols < 0 or n_protocols > (end - pos) // 6:
-        raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
-    f_protocols = []
-    if n_protocols:
-        # Each element read inline, as JoinGroupRequest.JoinGroupRequestProtocol v1 is.
-        try:
-            for i in range(n_protocols):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_metadata, pos, end)
-                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if 0 <= n_metadata__1 <= end - pos:
-                    f_metadata__1 = buf[pos:pos + n_metadata__1]
-                    pos += n_metadata__1
-                else:
-                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
-                obj__1 = _new(JoinGroupRequest_JoinGroupRequestProtocol)
-                obj__1.name = f_name__1
-                obj__1.metadata = f_metadata__1
-                obj__1.unknown_tagged_fields = []
-                f_protocols.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("protocols[%d]" % i)
-    obj = _new(JoinGroupRequest)
-    obj.group_id = f_group_id
-    obj.session_timeout_ms = f_session_timeout_ms
-    obj.rebalance_timeout_ms = f_rebalance_timeout_ms
-    obj.member_id = f_member_id
-    obj.group_instance_id = None
-    obj.protocol_type = f_protocol_type
-    obj.protocols = f_protocols
-    obj.reason = None
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_JoinGroupRequest_v1(obj, out):
-    """Append the v1 layout of a JoinGroupRequest to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupRequest expected, got None")
-    if obj.group_instance_id is not None:
-        raise _w.not_in_version("JoinGroupRequest.group_instance_id", 1, "5-9")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("JoinGroupRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("JoinGroupRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
-    out += _S_iih.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms, n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_protocol_type = obj.protocol_type
-    if f_protocol_type is None:
-        raise _w.not_nullable("JoinGroupRequest.protocol_type")
-    else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
-        n_protocol_type = len(f_protocol_type)
-        if n_protocol_type > 32767:
-            raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
-    out += _S_h.pack(n_protocol_type)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocols = obj.protocols
-    if f_protocols is None:
-        raise _w.not_nullable("JoinGroupRequest.protocols")
-    else:
-        n_protocols = len(f_protocols)
-    out += _S_i.pack(n_protocols)
-    for item in f_protocols:
-        _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(item, out)
-
-
-def _dec_JoinGroupRequest_v5(buf, cur, end):
-    """Decode JoinGroupRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 10:
-        raise _w.short_run(_RUN_session_timeout_ms__member_id_2, pos, end)
-    f_session_timeout_ms, f_rebalance_timeout_ms, n_member_id = _S_iih.unpack_from(buf, pos)
-    pos += 10
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_instance_id, pos, end)
-    n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_instance_id <= end - pos:
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
-        pos += n_group_instance_id
-    elif n_group_instance_id == -1:
-        f_group_instance_id = None
-    else:
-        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_protocol_type, pos, end)
-    n_protocol_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_protocol_type <= end - pos:
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
-        pos += n_protocol_type
-    else:
-        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_protocols, pos, end)
-    n_protocols = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_protocols < 0 or n_protocols > (end - pos) // 6:
-        raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
-    f_protocols = []
-    if n_protocols:
-        # Each element read inline, as JoinGroupRequest.JoinGroupRequestProtocol v5 is.
-        try:
-            for i in range(n_protocols):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_metadata, pos, end)
-                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if 0 <= n_metadata__1 <= end - pos:
-                    f_metadata__1 = buf[pos:pos + n_metadata__1]
-                    pos += n_metadata__1
-                else:
-                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
-                obj__1 = _new(JoinGroupRequest_JoinGroupRequestProtocol)
-                obj__1.name = f_name__1
-                obj__1.metadata = f_metadata__1
-                obj__1.unknown_tagged_fields = []
-                f_protocols.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("protocols[%d]" % i)
-    obj = _new(JoinGroupRequest)
-    obj.group_id = f_group_id
-    obj.session_timeout_ms = f_session_timeout_ms
-    obj.rebalance_timeout_ms = f_rebalance_timeout_ms
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.protocol_type = f_protocol_type
-    obj.protocols = f_protocols
-    obj.reason = None
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_JoinGroupRequest_v5(obj, out):
-    """Append the v5 layout of a JoinGroupRequest to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupRequest expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("JoinGroupRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("JoinGroupRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
-    out += _S_iih.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms, n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
-    out += _S_h.pack(n_group_instance_id)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_protocol_type = obj.protocol_type
-    if f_protocol_type is None:
-        raise _w.not_nullable("JoinGroupRequest.protocol_type")
-    else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
-        n_protocol_type = len(f_protocol_type)
-        if n_protocol_type > 32767:
-            raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
-    out += _S_h.pack(n_protocol_type)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocols = obj.protocols
-    if f_protocols is None:
-        raise _w.not_nullable("JoinGroupRequest.protocols")
-    else:
-        n_protocols = len(f_protocols)
-    out += _S_i.pack(n_protocols)
-    for item in f_protocols:
-        _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(item, out)
-
-
-def _dec_JoinGroupRequest_v6(buf, cur, end):
-    """Decode JoinGroupRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_group_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-        n_group_id -= 1
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_session_timeout_ms__rebalance_timeout_ms, pos, end)
-    f_session_timeout_ms, f_rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if pos < end and buf[pos] < 128:
-        n_member_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-        n_member_id -= 1
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_group_instance_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-        n_group_instance_id -= 1
-    if 0 <= n_group_instance_id <= end - pos:
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
-        pos += n_group_instance_id
-    elif n_group_instance_id == -1:
-        f_group_instance_id = None
-    else:
-        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_protocol_type = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
-        n_protocol_type -= 1
-    if 0 <= n_protocol_type <= end - pos:
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
-        pos += n_protocol_type
-    else:
-        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_protocols = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocols = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocols, pos = _w.read_uvarint(buf, pos, end, 'protocols')
-        n_protocols -= 1
-    if n_protocols < 0 or n_protocols > (end - pos) // 3:
-        raise _w.bad_count('protocols', pos - 1, n_protocols, end, 3, 1)
-    f_protocols = []
-    if n_protocols:
-        # Each element read inline, as JoinGroupRequest.JoinGroupRequestProtocol v6 is.
-        try:
-            for i in range(n_protocols):
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                if v5_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
                     pos += 2
                 else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
                 if 0 <= n_name__1 <= end - pos:
                     try:
                         f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
@@ -602,56 +222,119 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
                         raise _w.bad_utf8('name', pos, exc) from None
                     pos += n_name__1
                 else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_metadata__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
+                    if v5_down:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v5_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_metadata, pos, end)
+                    n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
                 else:
-                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
-                    n_metadata__1 -= 1
+                    if pos < end and buf[pos] < 128:
+                        n_metadata__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                        n_metadata__1 -= 1
                 if 0 <= n_metadata__1 <= end - pos:
                     f_metadata__1 = buf[pos:pos + n_metadata__1]
                     pos += n_metadata__1
                 else:
-                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    if v5_down:
+                        raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
+                    else:
+                        raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
+                if v6_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(JoinGroupRequest_JoinGroupRequestProtocol)
                 obj__1.name = f_name__1
                 obj__1.metadata = f_metadata__1
-                obj__1.unknown_tagged_fields = unknown__1
+                if v5_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
                 f_protocols.append(obj__1)
         except DecodeError as exc:
             raise exc.within("protocols[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v8_up:
+        if pos < end and buf[pos] < 128:
+            n_reason = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_reason = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_reason, pos = _w.read_uvarint(buf, pos, end, 'reason')
+            n_reason -= 1
+        if 0 <= n_reason <= end - pos:
+            try:
+                f_reason = buf[pos:pos + n_reason].decode() if n_reason else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('reason', pos, exc) from None
+            pos += n_reason
+        elif n_reason == -1:
+            f_reason = None
+        else:
+            raise _w.bad_sized('reason', pos, n_reason, end, 1, True)
+    if v6_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
-    obj.rebalance_timeout_ms = f_rebalance_timeout_ms
+    if v0_down:
+        obj.rebalance_timeout_ms = -1
+    else:
+        obj.rebalance_timeout_ms = f_rebalance_timeout_ms
     obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
+    if v4_down:
+        obj.group_instance_id = None
+    else:
+        obj.group_instance_id = f_group_instance_id
     obj.protocol_type = f_protocol_type
     obj.protocols = f_protocols
-    obj.reason = None
-    obj.unknown_tagged_fields = unknown
+    if v7_down:
+        obj.reason = None
+    if v5_down:
+        obj.unknown_tagged_fields = []
+    elif v8_up:
+        obj.reason = f_reason
+    if v6_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_JoinGroupRequest_v6(obj, out):
-    """Append the v6 layout of a JoinGroupRequest to ``out``."""
+def _enc_JoinGroupRequest(obj, out, version):
+    """Append in ``version`` a JoinGroupRequest to ``out``."""
+    v0_down = version <= 0
+    v1_to_5 = 1 <= version <= 5
+    v4_down = version <= 4
+    v5_down = version <= 5
+    v5_only = version == 5
+    v5_up = version >= 5
+    v6_up = version >= 6
+    v8_up = version >= 8
     if obj is None:
         raise TypeError("JoinGroupRequest expected, got None")
+    if v4_down:
+        if obj.group_instance_id is not None:
+            if v0_down:
+                raise _w.not_in_version("JoinGroupRequest.group_instance_id", 0, "5-9")
+            else:
+                raise _w.not_in_version("JoinGroupRequest.group_instance_id", 1, "5-9")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
@@ -660,13 +343,17 @@ def _enc_JoinGroupRequest_v6(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
+    if v5_down:
+        out += _S_h.pack(n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    out += _S_ii.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms)
+    if v6_up:
+        out += _S_ii.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms)
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
@@ -675,26 +362,36 @@ def _enc_JoinGroupRequest_v6(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
+    if v0_down:
+        out += _S_ih.pack(obj.session_timeout_ms, n_member_id)
+    elif v1_to_5:
+        out += _S_iih.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms, n_member_id)
     else:
-        _w.put_uvarint(out, n_member_id + 1)
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
-    if 0 <= n_group_instance_id + 1 < 128:
-        out.append(n_group_instance_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
+    if v5_up:
+        f_group_instance_id = obj.group_instance_id
+        if f_group_instance_id is None:
+            n_group_instance_id = -1
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
+            n_group_instance_id = len(f_group_instance_id)
+            if n_group_instance_id > 32767:
+                raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
+    if v5_only:
+        out += _S_h.pack(n_group_instance_id)
+    elif v6_up:
+        if 0 <= n_group_instance_id + 1 < 128:
+            out.append(n_group_instance_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_instance_id + 1)
+    if v5_up:
+        if n_group_instance_id > 0:
+            out += f_group_instance_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -703,10 +400,13 @@ def _enc_JoinGroupRequest_v6(obj, out):
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
-    if 0 <= n_protocol_type + 1 < 128:
-        out.append(n_protocol_type + 1)
+    if v5_down:
+        out += _S_h.pack(n_protocol_type)
     else:
-        _w.put_uvarint(out, n_protocol_type + 1)
+        if 0 <= n_protocol_type + 1 < 128:
+            out.append(n_protocol_type + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         out += f_protocol_type
     f_protocols = obj.protocols
@@ -714,286 +414,41 @@ def _enc_JoinGroupRequest_v6(obj, out):
         raise _w.not_nullable("JoinGroupRequest.protocols")
     else:
         n_protocols = len(f_protocols)
-    if 0 <= n_protocols + 1 < 128:
-        out.append(n_protocols + 1)
+    if v5_down:
+        out += _S_i.pack(n_protocols)
     else:
-        _w.put_uvarint(out, n_protocols + 1)
+        if 0 <= n_protocols + 1 < 128:
+            out.append(n_protocols + 1)
+        else:
+            _w.put_uvarint(out, n_protocols + 1)
     for item in f_protocols:
-        _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest")
-    else:
-        out.append(0)
+        _enc_JoinGroupRequest_JoinGroupRequestProtocol(item, out, version)
+    if v8_up:
+        f_reason = obj.reason
+        if f_reason is None:
+            n_reason = -1
+        else:
+            f_reason = f_reason.encode("utf-8")
+            n_reason = len(f_reason)
+            if n_reason > 32767:
+                raise _w.string_too_long("JoinGroupRequest.reason", n_reason)
+        if 0 <= n_reason + 1 < 128:
+            out.append(n_reason + 1)
+        else:
+            _w.put_uvarint(out, n_reason + 1)
+        if n_reason > 0:
+            out += f_reason
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest")
+        else:
+            out.append(0)
 
 
-def _dec_JoinGroupRequest_v8(buf, cur, end):
-    """Decode JoinGroupRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_group_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-        n_group_id -= 1
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_session_timeout_ms__rebalance_timeout_ms, pos, end)
-    f_session_timeout_ms, f_rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if pos < end and buf[pos] < 128:
-        n_member_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-        n_member_id -= 1
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_group_instance_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-        n_group_instance_id -= 1
-    if 0 <= n_group_instance_id <= end - pos:
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
-        pos += n_group_instance_id
-    elif n_group_instance_id == -1:
-        f_group_instance_id = None
-    else:
-        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_protocol_type = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
-        n_protocol_type -= 1
-    if 0 <= n_protocol_type <= end - pos:
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
-        pos += n_protocol_type
-    else:
-        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_protocols = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocols = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocols, pos = _w.read_uvarint(buf, pos, end, 'protocols')
-        n_protocols -= 1
-    if n_protocols < 0 or n_protocols > (end - pos) // 3:
-        raise _w.bad_count('protocols', pos - 1, n_protocols, end, 3, 1)
-    f_protocols = []
-    if n_protocols:
-        # Each element read inline, as JoinGroupRequest.JoinGroupRequestProtocol v8 is.
-        try:
-            for i in range(n_protocols):
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_metadata__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
-                    n_metadata__1 -= 1
-                if 0 <= n_metadata__1 <= end - pos:
-                    f_metadata__1 = buf[pos:pos + n_metadata__1]
-                    pos += n_metadata__1
-                else:
-                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(JoinGroupRequest_JoinGroupRequestProtocol)
-                obj__1.name = f_name__1
-                obj__1.metadata = f_metadata__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_protocols.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("protocols[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_reason = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_reason = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_reason, pos = _w.read_uvarint(buf, pos, end, 'reason')
-        n_reason -= 1
-    if 0 <= n_reason <= end - pos:
-        try:
-            f_reason = buf[pos:pos + n_reason].decode() if n_reason else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('reason', pos, exc) from None
-        pos += n_reason
-    elif n_reason == -1:
-        f_reason = None
-    else:
-        raise _w.bad_sized('reason', pos, n_reason, end, 1, True)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(JoinGroupRequest)
-    obj.group_id = f_group_id
-    obj.session_timeout_ms = f_session_timeout_ms
-    obj.rebalance_timeout_ms = f_rebalance_timeout_ms
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.protocol_type = f_protocol_type
-    obj.protocols = f_protocols
-    obj.reason = f_reason
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_JoinGroupRequest_v8(obj, out):
-    """Append the v8 layout of a JoinGroupRequest to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupRequest expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("JoinGroupRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    out += _S_ii.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms)
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("JoinGroupRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
-    if 0 <= n_group_instance_id + 1 < 128:
-        out.append(n_group_instance_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_protocol_type = obj.protocol_type
-    if f_protocol_type is None:
-        raise _w.not_nullable("JoinGroupRequest.protocol_type")
-    else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
-        n_protocol_type = len(f_protocol_type)
-        if n_protocol_type > 32767:
-            raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
-    if 0 <= n_protocol_type + 1 < 128:
-        out.append(n_protocol_type + 1)
-    else:
-        _w.put_uvarint(out, n_protocol_type + 1)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocols = obj.protocols
-    if f_protocols is None:
-        raise _w.not_nullable("JoinGroupRequest.protocols")
-    else:
-        n_protocols = len(f_protocols)
-    if 0 <= n_protocols + 1 < 128:
-        out.append(n_protocols + 1)
-    else:
-        _w.put_uvarint(out, n_protocols + 1)
-    for item in f_protocols:
-        _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(item, out)
-    f_reason = obj.reason
-    if f_reason is None:
-        n_reason = -1
-    else:
-        f_reason = f_reason.encode("utf-8")
-        n_reason = len(f_reason)
-        if n_reason > 32767:
-            raise _w.string_too_long("JoinGroupRequest.reason", n_reason)
-    if 0 <= n_reason + 1 < 128:
-        out.append(n_reason + 1)
-    else:
-        _w.put_uvarint(out, n_reason + 1)
-    if n_reason > 0:
-        out += f_reason
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest")
-    else:
-        out.append(0)
-
-
-def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
-    """Append the v0 layout of a JoinGroupRequest.JoinGroupRequestProtocol to ``out``."""
+def _enc_JoinGroupRequest_JoinGroupRequestProtocol(obj, out, version):
+    """Append in ``version`` a JoinGroupRequest.JoinGroupRequestProtocol to ``out``."""
+    v5_down = version <= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("JoinGroupRequest.JoinGroupRequestProtocol expected, got None")
     f_name = obj.name
@@ -1004,7 +459,13 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("JoinGroupRequest.JoinGroupRequestProtocol.name", n_name)
-    out += _S_h.pack(n_name)
+    if v5_down:
+        out += _S_h.pack(n_name)
+    else:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_metadata = obj.metadata
@@ -1012,65 +473,119 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
         raise _w.not_nullable("JoinGroupRequest.JoinGroupRequestProtocol.metadata")
     else:
         n_metadata = len(f_metadata)
-    out += _S_i.pack(n_metadata)
+    if v5_down:
+        out += _S_i.pack(n_metadata)
+    else:
+        if 0 <= n_metadata + 1 < 128:
+            out.append(n_metadata + 1)
+        else:
+            _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
         out += f_metadata
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest.JoinGroupRequestProtocol")
+        else:
+            out.append(0)
 
 
-def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
-    """Append the v6 layout of a JoinGroupRequest.JoinGroupRequestProtocol to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupRequest.JoinGroupRequestProtocol expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("JoinGroupRequest.JoinGroupRequestProtocol.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("JoinGroupRequest.JoinGroupRequestProtocol.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_metadata = obj.metadata
-    if f_metadata is None:
-        raise _w.not_nullable("JoinGroupRequest.JoinGroupRequestProtocol.metadata")
-    else:
-        n_metadata = len(f_metadata)
-    if 0 <= n_metadata + 1 < 128:
-        out.append(n_metadata + 1)
-    else:
-        _w.put_uvarint(out, n_metadata + 1)
-    if n_metadata > 0:
-        out += f_metadata
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupRequest.JoinGroupRequestProtocol")
-    else:
-        out.append(0)
-
-
-def _dec_JoinGroupResponse_v0(buf, cur, end):
-    """Decode JoinGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_JoinGroupResponse(buf, cur, end, version):
+    """Decode JoinGroupResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_to_5 = 2 <= version <= 5
+    v4_down = version <= 4
+    v5_down = version <= 5
+    v5_only = version == 5
+    v5_up = version >= 5
+    v6_down = version <= 6
+    v6_up = version >= 6
+    v7_up = version >= 7
+    v8_down = version <= 8
+    v9_up = version >= 9
     pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_error_code__protocol_name, pos, end)
-    f_error_code, f_generation_id, n_protocol_name = _S_hih.unpack_from(buf, pos)
-    pos += 8
-    if 0 <= n_protocol_name <= end - pos:
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
-        pos += n_protocol_name
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_error_code__protocol_name, pos, end)
+        f_error_code, f_generation_id, n_protocol_name = _S_hih.unpack_from(buf, pos)
+        pos += 8
+    elif v2_to_5:
+        if end - pos < 12:
+            raise _w.short_run(_RUN_throttle_time_ms__protocol_name, pos, end)
+        f_throttle_time_ms, f_error_code, f_generation_id, n_protocol_name = _S_ihih.unpack_from(buf, pos)
+        pos += 12
     else:
-        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_leader, pos, end)
-    n_leader = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
+        if end - pos < 10:
+            raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
+        f_throttle_time_ms, f_error_code, f_generation_id = _S_ihi.unpack_from(buf, pos)
+        pos += 10
+    if v7_up:
+        if pos < end and buf[pos] < 128:
+            n_protocol_type = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
+            n_protocol_type -= 1
+        if 0 <= n_protocol_type <= end - pos:
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
+            pos += n_protocol_type
+        elif n_protocol_type == -1:
+            f_protocol_type = None
+        else:
+            raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, True)
+    if v6_up:
+        if pos < end and buf[pos] < 128:
+            n_protocol_name = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
+            n_protocol_name -= 1
+    if v6_down:
+        if 0 <= n_protocol_name <= end - pos:
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
+            pos += n_protocol_name
+        else:
+            if v5_down:
+                raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
+            else:
+                raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, False)
+    if v5_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_leader, pos, end)
+        n_leader = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    elif v7_up:
+        if 0 <= n_protocol_name <= end - pos:
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
+            pos += n_protocol_name
+        elif n_protocol_name == -1:
+            f_protocol_name = None
+        else:
+            raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, True)
+    if v6_up:
+        if pos < end and buf[pos] < 128:
+            n_leader = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_leader = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
+            n_leader -= 1
     if 0 <= n_leader <= end - pos:
         try:
             f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
@@ -1078,11 +593,33 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
             raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
-        raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_member_id, pos, end)
-    n_member_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
+        if v5_down:
+            raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
+        else:
+            raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
+    if v5_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_member_id, pos, end)
+        n_member_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    elif v9_up:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_skip_assignment, pos, end)
+        f_skip_assignment = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        if f_skip_assignment != 0 and f_skip_assignment != 1:
+            raise _w.bad_bool('skip_assignment', pos - 1, f_skip_assignment)
+        b_skip_assignment = f_skip_assignment == 1
+    if v6_up:
+        if pos < end and buf[pos] < 128:
+            n_member_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+            n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
         try:
             f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
@@ -1090,22 +627,53 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
             raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_members, pos, end)
-    n_members = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_members < 0 or n_members > (end - pos) // 6:
-        raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
+        if v5_down:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
+        else:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if v5_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_members, pos, end)
+        n_members = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v4_down:
+        if n_members < 0 or n_members > (end - pos) // 6:
+            raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
+    elif v5_only:
+        if n_members < 0 or n_members > (end - pos) // 8:
+            raise _w.bad_count('members', pos - 4, n_members, end, 8, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_members = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
+            n_members -= 1
+        if n_members < 0 or n_members > (end - pos) // 4:
+            raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
     if n_members:
-        # Each element read inline, as JoinGroupResponse.JoinGroupResponseMember v0 is.
+        # Each element read inline.
         try:
             for i in range(n_members):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_member_id, pos, end)
-                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
+                if v5_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_member_id, pos, end)
+                    n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_member_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                        n_member_id__1 -= 1
                 if 0 <= n_member_id__1 <= end - pos:
                     try:
                         f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
@@ -1113,54 +681,179 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
                         raise _w.bad_utf8('member_id', pos, exc) from None
                     pos += n_member_id__1
                 else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_metadata, pos, end)
-                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
+                    if v5_down:
+                        raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if v5_only:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_group_instance_id, pos, end)
+                    n_group_instance_id__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                elif v6_up:
+                    if pos < end and buf[pos] < 128:
+                        n_group_instance_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                        n_group_instance_id__1 -= 1
+                if v5_up:
+                    if 0 <= n_group_instance_id__1 <= end - pos:
+                        try:
+                            f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                        pos += n_group_instance_id__1
+                    elif n_group_instance_id__1 == -1:
+                        f_group_instance_id__1 = None
+                    else:
+                        if v5_down:
+                            raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 2, True)
+                        else:
+                            raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
+                if v5_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_metadata, pos, end)
+                    n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_metadata__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                        n_metadata__1 -= 1
                 if 0 <= n_metadata__1 <= end - pos:
                     f_metadata__1 = buf[pos:pos + n_metadata__1]
                     pos += n_metadata__1
                 else:
-                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
+                    if v5_down:
+                        raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
+                    else:
+                        raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
+                if v6_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
                 obj__1.member_id = f_member_id__1
-                obj__1.group_instance_id = None
+                if v4_down:
+                    obj__1.group_instance_id = None
+                else:
+                    obj__1.group_instance_id = f_group_instance_id__1
                 obj__1.metadata = f_metadata__1
-                obj__1.unknown_tagged_fields = []
+                if v5_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
                 f_members.append(obj__1)
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
+    if v6_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(JoinGroupResponse)
-    obj.throttle_time_ms = 0
+    if v1_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
-    obj.protocol_type = None
+    if v6_down:
+        obj.protocol_type = None
+    else:
+        obj.protocol_type = f_protocol_type
     obj.protocol_name = f_protocol_name
     obj.leader = f_leader
-    obj.skip_assignment = False
+    if v8_down:
+        obj.skip_assignment = False
+    else:
+        obj.skip_assignment = b_skip_assignment
     obj.member_id = f_member_id
     obj.members = f_members
-    obj.unknown_tagged_fields = []
+    if v5_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_JoinGroupResponse_v0(obj, out):
-    """Append the v0 layout of a JoinGroupResponse to ``out``."""
+def _enc_JoinGroupResponse(obj, out, version):
+    """Append in ``version`` a JoinGroupResponse to ``out``."""
+    v1_down = version <= 1
+    v2_to_4 = 2 <= version <= 4
+    v2_to_5 = 2 <= version <= 5
+    v5_down = version <= 5
+    v5_only = version == 5
+    v6_down = version <= 6
+    v6_only = version == 6
+    v6_up = version >= 6
+    v7_up = version >= 7
+    v8_down = version <= 8
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("JoinGroupResponse expected, got None")
-    if obj.skip_assignment != False:
-        raise _w.not_in_version("JoinGroupResponse.skip_assignment", 0, "9")
+    if v8_down:
+        if obj.skip_assignment != False:
+            if v1_down:
+                raise _w.not_in_version("JoinGroupResponse.skip_assignment", 0, "9")
+            elif v2_to_4:
+                raise _w.not_in_version("JoinGroupResponse.skip_assignment", 2, "9")
+            elif v5_only:
+                raise _w.not_in_version("JoinGroupResponse.skip_assignment", 5, "9")
+            elif v6_only:
+                raise _w.not_in_version("JoinGroupResponse.skip_assignment", 6, "9")
+            else:
+                raise _w.not_in_version("JoinGroupResponse.skip_assignment", 7, "9")
+    if v6_up:
+        out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id)
+    if v7_up:
+        f_protocol_type = obj.protocol_type
+        if f_protocol_type is None:
+            n_protocol_type = -1
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
+            n_protocol_type = len(f_protocol_type)
+            if n_protocol_type > 32767:
+                raise _w.string_too_long("JoinGroupResponse.protocol_type", n_protocol_type)
+        if 0 <= n_protocol_type + 1 < 128:
+            out.append(n_protocol_type + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_type + 1)
+        if n_protocol_type > 0:
+            out += f_protocol_type
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
-        raise _w.not_nullable("JoinGroupResponse.protocol_name")
+        if v6_down:
+            raise _w.not_nullable("JoinGroupResponse.protocol_name")
+        else:
+            n_protocol_name = -1
     else:
         f_protocol_name = f_protocol_name.encode("utf-8")
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
-    out += _S_hih.pack(obj.error_code, obj.generation_id, n_protocol_name)
+    if v1_down:
+        out += _S_hih.pack(obj.error_code, obj.generation_id, n_protocol_name)
+    elif v2_to_5:
+        out += _S_ihih.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id, n_protocol_name)
+    else:
+        if 0 <= n_protocol_name + 1 < 128:
+            out.append(n_protocol_name + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
         out += f_protocol_name
     f_leader = obj.leader
@@ -1171,9 +864,17 @@ def _enc_JoinGroupResponse_v0(obj, out):
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
-    out += _S_h.pack(n_leader)
+    if v5_down:
+        out += _S_h.pack(n_leader)
+    else:
+        if 0 <= n_leader + 1 < 128:
+            out.append(n_leader + 1)
+        else:
+            _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
         out += f_leader
+    if v9_up:
+        out += _S_B.pack(obj.skip_assignment)
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -1182,7 +883,13 @@ def _enc_JoinGroupResponse_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
-    out += _S_h.pack(n_member_id)
+    if v5_down:
+        out += _S_h.pack(n_member_id)
+    else:
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     f_members = obj.members
@@ -1190,1058 +897,28 @@ def _enc_JoinGroupResponse_v0(obj, out):
         raise _w.not_nullable("JoinGroupResponse.members")
     else:
         n_members = len(f_members)
-    out += _S_i.pack(n_members)
+    if v5_down:
+        out += _S_i.pack(n_members)
+    else:
+        if 0 <= n_members + 1 < 128:
+            out.append(n_members + 1)
+        else:
+            _w.put_uvarint(out, n_members + 1)
     for item in f_members:
-        _enc_JoinGroupResponse_JoinGroupResponseMember_v0(item, out)
+        _enc_JoinGroupResponse_JoinGroupResponseMember(item, out, version)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse")
+        else:
+            out.append(0)
 
 
-def _dec_JoinGroupResponse_v2(buf, cur, end):
-    """Decode JoinGroupResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_throttle_time_ms__protocol_name, pos, end)
-    f_throttle_time_ms, f_error_code, f_generation_id, n_protocol_name = _S_ihih.unpack_from(buf, pos)
-    pos += 12
-    if 0 <= n_protocol_name <= end - pos:
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
-        pos += n_protocol_name
-    else:
-        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_leader, pos, end)
-    n_leader = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_leader <= end - pos:
-        try:
-            f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('leader', pos, exc) from None
-        pos += n_leader
-    else:
-        raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_member_id, pos, end)
-    n_member_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_members, pos, end)
-    n_members = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_members < 0 or n_members > (end - pos) // 6:
-        raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
-    f_members = []
-    if n_members:
-        # Each element read inline, as JoinGroupResponse.JoinGroupResponseMember v2 is.
-        try:
-            for i in range(n_members):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_member_id, pos, end)
-                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_metadata, pos, end)
-                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if 0 <= n_metadata__1 <= end - pos:
-                    f_metadata__1 = buf[pos:pos + n_metadata__1]
-                    pos += n_metadata__1
-                else:
-                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
-                obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
-                obj__1.member_id = f_member_id__1
-                obj__1.group_instance_id = None
-                obj__1.metadata = f_metadata__1
-                obj__1.unknown_tagged_fields = []
-                f_members.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-    obj = _new(JoinGroupResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.generation_id = f_generation_id
-    obj.protocol_type = None
-    obj.protocol_name = f_protocol_name
-    obj.leader = f_leader
-    obj.skip_assignment = False
-    obj.member_id = f_member_id
-    obj.members = f_members
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_JoinGroupResponse_v2(obj, out):
-    """Append the v2 layout of a JoinGroupResponse to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupResponse expected, got None")
-    if obj.skip_assignment != False:
-        raise _w.not_in_version("JoinGroupResponse.skip_assignment", 2, "9")
-    f_protocol_name = obj.protocol_name
-    if f_protocol_name is None:
-        raise _w.not_nullable("JoinGroupResponse.protocol_name")
-    else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
-        n_protocol_name = len(f_protocol_name)
-        if n_protocol_name > 32767:
-            raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
-    out += _S_ihih.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id, n_protocol_name)
-    if n_protocol_name > 0:
-        out += f_protocol_name
-    f_leader = obj.leader
-    if f_leader is None:
-        raise _w.not_nullable("JoinGroupResponse.leader")
-    else:
-        f_leader = f_leader.encode("utf-8")
-        n_leader = len(f_leader)
-        if n_leader > 32767:
-            raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
-    out += _S_h.pack(n_leader)
-    if n_leader > 0:
-        out += f_leader
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("JoinGroupResponse.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
-    out += _S_h.pack(n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("JoinGroupResponse.members")
-    else:
-        n_members = len(f_members)
-    out += _S_i.pack(n_members)
-    for item in f_members:
-        _enc_JoinGroupResponse_JoinGroupResponseMember_v0(item, out)
-
-
-def _dec_JoinGroupResponse_v5(buf, cur, end):
-    """Decode JoinGroupResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_throttle_time_ms__protocol_name, pos, end)
-    f_throttle_time_ms, f_error_code, f_generation_id, n_protocol_name = _S_ihih.unpack_from(buf, pos)
-    pos += 12
-    if 0 <= n_protocol_name <= end - pos:
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
-        pos += n_protocol_name
-    else:
-        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_leader, pos, end)
-    n_leader = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_leader <= end - pos:
-        try:
-            f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('leader', pos, exc) from None
-        pos += n_leader
-    else:
-        raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_member_id, pos, end)
-    n_member_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_members, pos, end)
-    n_members = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_members < 0 or n_members > (end - pos) // 8:
-        raise _w.bad_count('members', pos - 4, n_members, end, 8, 4)
-    f_members = []
-    if n_members:
-        # Each element read inline, as JoinGroupResponse.JoinGroupResponseMember v5 is.
-        try:
-            for i in range(n_members):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_member_id, pos, end)
-                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_group_instance_id, pos, end)
-                n_group_instance_id__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_group_instance_id__1 <= end - pos:
-                    try:
-                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
-                    pos += n_group_instance_id__1
-                elif n_group_instance_id__1 == -1:
-                    f_group_instance_id__1 = None
-                else:
-                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 2, True)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_metadata, pos, end)
-                n_metadata__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if 0 <= n_metadata__1 <= end - pos:
-                    f_metadata__1 = buf[pos:pos + n_metadata__1]
-                    pos += n_metadata__1
-                else:
-                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 4, False)
-                obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
-                obj__1.member_id = f_member_id__1
-                obj__1.group_instance_id = f_group_instance_id__1
-                obj__1.metadata = f_metadata__1
-                obj__1.unknown_tagged_fields = []
-                f_members.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-    obj = _new(JoinGroupResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.generation_id = f_generation_id
-    obj.protocol_type = None
-    obj.protocol_name = f_protocol_name
-    obj.leader = f_leader
-    obj.skip_assignment = False
-    obj.member_id = f_member_id
-    obj.members = f_members
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_JoinGroupResponse_v5(obj, out):
-    """Append the v5 layout of a JoinGroupResponse to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupResponse expected, got None")
-    if obj.skip_assignment != False:
-        raise _w.not_in_version("JoinGroupResponse.skip_assignment", 5, "9")
-    f_protocol_name = obj.protocol_name
-    if f_protocol_name is None:
-        raise _w.not_nullable("JoinGroupResponse.protocol_name")
-    else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
-        n_protocol_name = len(f_protocol_name)
-        if n_protocol_name > 32767:
-            raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
-    out += _S_ihih.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id, n_protocol_name)
-    if n_protocol_name > 0:
-        out += f_protocol_name
-    f_leader = obj.leader
-    if f_leader is None:
-        raise _w.not_nullable("JoinGroupResponse.leader")
-    else:
-        f_leader = f_leader.encode("utf-8")
-        n_leader = len(f_leader)
-        if n_leader > 32767:
-            raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
-    out += _S_h.pack(n_leader)
-    if n_leader > 0:
-        out += f_leader
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("JoinGroupResponse.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
-    out += _S_h.pack(n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("JoinGroupResponse.members")
-    else:
-        n_members = len(f_members)
-    out += _S_i.pack(n_members)
-    for item in f_members:
-        _enc_JoinGroupResponse_JoinGroupResponseMember_v5(item, out)
-
-
-def _dec_JoinGroupResponse_v6(buf, cur, end):
-    """Decode JoinGroupResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
-    f_throttle_time_ms, f_error_code, f_generation_id = _S_ihi.unpack_from(buf, pos)
-    pos += 10
-    if pos < end and buf[pos] < 128:
-        n_protocol_name = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
-        n_protocol_name -= 1
-    if 0 <= n_protocol_name <= end - pos:
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
-        pos += n_protocol_name
-    else:
-        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_leader = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_leader = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
-        n_leader -= 1
-    if 0 <= n_leader <= end - pos:
-        try:
-            f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('leader', pos, exc) from None
-        pos += n_leader
-    else:
-        raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_member_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-        n_member_id -= 1
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_members = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
-        n_members -= 1
-    if n_members < 0 or n_members > (end - pos) // 4:
-        raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
-    f_members = []
-    if n_members:
-        # Each element read inline, as JoinGroupResponse.JoinGroupResponseMember v6 is.
-        try:
-            for i in range(n_members):
-                if pos < end and buf[pos] < 128:
-                    n_member_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-                    n_member_id__1 -= 1
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_group_instance_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-                    n_group_instance_id__1 -= 1
-                if 0 <= n_group_instance_id__1 <= end - pos:
-                    try:
-                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
-                    pos += n_group_instance_id__1
-                elif n_group_instance_id__1 == -1:
-                    f_group_instance_id__1 = None
-                else:
-                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
-                if pos < end and buf[pos] < 128:
-                    n_metadata__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
-                    n_metadata__1 -= 1
-                if 0 <= n_metadata__1 <= end - pos:
-                    f_metadata__1 = buf[pos:pos + n_metadata__1]
-                    pos += n_metadata__1
-                else:
-                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
-                obj__1.member_id = f_member_id__1
-                obj__1.group_instance_id = f_group_instance_id__1
-                obj__1.metadata = f_metadata__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_members.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(JoinGroupResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.generation_id = f_generation_id
-    obj.protocol_type = None
-    obj.protocol_name = f_protocol_name
-    obj.leader = f_leader
-    obj.skip_assignment = False
-    obj.member_id = f_member_id
-    obj.members = f_members
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_JoinGroupResponse_v6(obj, out):
-    """Append the v6 layout of a JoinGroupResponse to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupResponse expected, got None")
-    if obj.skip_assignment != False:
-        raise _w.not_in_version("JoinGroupResponse.skip_assignment", 6, "9")
-    out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id)
-    f_protocol_name = obj.protocol_name
-    if f_protocol_name is None:
-        raise _w.not_nullable("JoinGroupResponse.protocol_name")
-    else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
-        n_protocol_name = len(f_protocol_name)
-        if n_protocol_name > 32767:
-            raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
-    if 0 <= n_protocol_name + 1 < 128:
-        out.append(n_protocol_name + 1)
-    else:
-        _w.put_uvarint(out, n_protocol_name + 1)
-    if n_protocol_name > 0:
-        out += f_protocol_name
-    f_leader = obj.leader
-    if f_leader is None:
-        raise _w.not_nullable("JoinGroupResponse.leader")
-    else:
-        f_leader = f_leader.encode("utf-8")
-        n_leader = len(f_leader)
-        if n_leader > 32767:
-            raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
-    if 0 <= n_leader + 1 < 128:
-        out.append(n_leader + 1)
-    else:
-        _w.put_uvarint(out, n_leader + 1)
-    if n_leader > 0:
-        out += f_leader
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("JoinGroupResponse.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("JoinGroupResponse.members")
-    else:
-        n_members = len(f_members)
-    if 0 <= n_members + 1 < 128:
-        out.append(n_members + 1)
-    else:
-        _w.put_uvarint(out, n_members + 1)
-    for item in f_members:
-        _enc_JoinGroupResponse_JoinGroupResponseMember_v6(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse")
-    else:
-        out.append(0)
-
-
-def _dec_JoinGroupResponse_v7(buf, cur, end):
-    """Decode JoinGroupResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
-    f_throttle_time_ms, f_error_code, f_generation_id = _S_ihi.unpack_from(buf, pos)
-    pos += 10
-    if pos < end and buf[pos] < 128:
-        n_protocol_type = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
-        n_protocol_type -= 1
-    if 0 <= n_protocol_type <= end - pos:
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
-        pos += n_protocol_type
-    elif n_protocol_type == -1:
-        f_protocol_type = None
-    else:
-        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_protocol_name = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
-        n_protocol_name -= 1
-    if 0 <= n_protocol_name <= end - pos:
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
-        pos += n_protocol_name
-    elif n_protocol_name == -1:
-        f_protocol_name = None
-    else:
-        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_leader = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_leader = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
-        n_leader -= 1
-    if 0 <= n_leader <= end - pos:
-        try:
-            f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('leader', pos, exc) from None
-        pos += n_leader
-    else:
-        raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_member_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-        n_member_id -= 1
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_members = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
-        n_members -= 1
-    if n_members < 0 or n_members > (end - pos) // 4:
-        raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
-    f_members = []
-    if n_members:
-        # Each element read inline, as JoinGroupResponse.JoinGroupResponseMember v7 is.
-        try:
-            for i in range(n_members):
-                if pos < end and buf[pos] < 128:
-                    n_member_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-                    n_member_id__1 -= 1
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_group_instance_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-                    n_group_instance_id__1 -= 1
-                if 0 <= n_group_instance_id__1 <= end - pos:
-                    try:
-                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
-                    pos += n_group_instance_id__1
-                elif n_group_instance_id__1 == -1:
-                    f_group_instance_id__1 = None
-                else:
-                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
-                if pos < end and buf[pos] < 128:
-                    n_metadata__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
-                    n_metadata__1 -= 1
-                if 0 <= n_metadata__1 <= end - pos:
-                    f_metadata__1 = buf[pos:pos + n_metadata__1]
-                    pos += n_metadata__1
-                else:
-                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
-                obj__1.member_id = f_member_id__1
-                obj__1.group_instance_id = f_group_instance_id__1
-                obj__1.metadata = f_metadata__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_members.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(JoinGroupResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.generation_id = f_generation_id
-    obj.protocol_type = f_protocol_type
-    obj.protocol_name = f_protocol_name
-    obj.leader = f_leader
-    obj.skip_assignment = False
-    obj.member_id = f_member_id
-    obj.members = f_members
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_JoinGroupResponse_v7(obj, out):
-    """Append the v7 layout of a JoinGroupResponse to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupResponse expected, got None")
-    if obj.skip_assignment != False:
-        raise _w.not_in_version("JoinGroupResponse.skip_assignment", 7, "9")
-    out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id)
-    f_protocol_type = obj.protocol_type
-    if f_protocol_type is None:
-        n_protocol_type = -1
-    else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
-        n_protocol_type = len(f_protocol_type)
-        if n_protocol_type > 32767:
-            raise _w.string_too_long("JoinGroupResponse.protocol_type", n_protocol_type)
-    if 0 <= n_protocol_type + 1 < 128:
-        out.append(n_protocol_type + 1)
-    else:
-        _w.put_uvarint(out, n_protocol_type + 1)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocol_name = obj.protocol_name
-    if f_protocol_name is None:
-        n_protocol_name = -1
-    else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
-        n_protocol_name = len(f_protocol_name)
-        if n_protocol_name > 32767:
-            raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
-    if 0 <= n_protocol_name + 1 < 128:
-        out.append(n_protocol_name + 1)
-    else:
-        _w.put_uvarint(out, n_protocol_name + 1)
-    if n_protocol_name > 0:
-        out += f_protocol_name
-    f_leader = obj.leader
-    if f_leader is None:
-        raise _w.not_nullable("JoinGroupResponse.leader")
-    else:
-        f_leader = f_leader.encode("utf-8")
-        n_leader = len(f_leader)
-        if n_leader > 32767:
-            raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
-    if 0 <= n_leader + 1 < 128:
-        out.append(n_leader + 1)
-    else:
-        _w.put_uvarint(out, n_leader + 1)
-    if n_leader > 0:
-        out += f_leader
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("JoinGroupResponse.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("JoinGroupResponse.members")
-    else:
-        n_members = len(f_members)
-    if 0 <= n_members + 1 < 128:
-        out.append(n_members + 1)
-    else:
-        _w.put_uvarint(out, n_members + 1)
-    for item in f_members:
-        _enc_JoinGroupResponse_JoinGroupResponseMember_v6(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse")
-    else:
-        out.append(0)
-
-
-def _dec_JoinGroupResponse_v9(buf, cur, end):
-    """Decode JoinGroupResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
-    f_throttle_time_ms, f_error_code, f_generation_id = _S_ihi.unpack_from(buf, pos)
-    pos += 10
-    if pos < end and buf[pos] < 128:
-        n_protocol_type = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
-        n_protocol_type -= 1
-    if 0 <= n_protocol_type <= end - pos:
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
-        pos += n_protocol_type
-    elif n_protocol_type == -1:
-        f_protocol_type = None
-    else:
-        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_protocol_name = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
-        n_protocol_name -= 1
-    if 0 <= n_protocol_name <= end - pos:
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
-        pos += n_protocol_name
-    elif n_protocol_name == -1:
-        f_protocol_name = None
-    else:
-        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_leader = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_leader = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
-        n_leader -= 1
-    if 0 <= n_leader <= end - pos:
-        try:
-            f_leader = buf[pos:pos + n_leader].decode() if n_leader else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('leader', pos, exc) from None
-        pos += n_leader
-    else:
-        raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_skip_assignment, pos, end)
-    f_skip_assignment = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_skip_assignment != 0 and f_skip_assignment != 1:
-        raise _w.bad_bool('skip_assignment', pos - 1, f_skip_assignment)
-    b_skip_assignment = f_skip_assignment == 1
-    if pos < end and buf[pos] < 128:
-        n_member_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-        n_member_id -= 1
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_members = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
-        n_members -= 1
-    if n_members < 0 or n_members > (end - pos) // 4:
-        raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
-    f_members = []
-    if n_members:
-        # Each element read inline, as JoinGroupResponse.JoinGroupResponseMember v9 is.
-        try:
-            for i in range(n_members):
-                if pos < end and buf[pos] < 128:
-                    n_member_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-                    n_member_id__1 -= 1
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_group_instance_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-                    n_group_instance_id__1 -= 1
-                if 0 <= n_group_instance_id__1 <= end - pos:
-                    try:
-                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
-                    pos += n_group_instance_id__1
-                elif n_group_instance_id__1 == -1:
-                    f_group_instance_id__1 = None
-                else:
-                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
-                if pos < end and buf[pos] < 128:
-                    n_metadata__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_metadata__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_metadata__1, pos = _w.read_uvarint(buf, pos, end, 'metadata')
-                    n_metadata__1 -= 1
-                if 0 <= n_metadata__1 <= end - pos:
-                    f_metadata__1 = buf[pos:pos + n_metadata__1]
-                    pos += n_metadata__1
-                else:
-                    raise _w.bad_sized('metadata', pos, n_metadata__1, end, 1, False)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(JoinGroupResponse_JoinGroupResponseMember)
-                obj__1.member_id = f_member_id__1
-                obj__1.group_instance_id = f_group_instance_id__1
-                obj__1.metadata = f_metadata__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_members.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(JoinGroupResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.generation_id = f_generation_id
-    obj.protocol_type = f_protocol_type
-    obj.protocol_name = f_protocol_name
-    obj.leader = f_leader
-    obj.skip_assignment = b_skip_assignment
-    obj.member_id = f_member_id
-    obj.members = f_members
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_JoinGroupResponse_v9(obj, out):
-    """Append the v9 layout of a JoinGroupResponse to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupResponse expected, got None")
-    out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id)
-    f_protocol_type = obj.protocol_type
-    if f_protocol_type is None:
-        n_protocol_type = -1
-    else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
-        n_protocol_type = len(f_protocol_type)
-        if n_protocol_type > 32767:
-            raise _w.string_too_long("JoinGroupResponse.protocol_type", n_protocol_type)
-    if 0 <= n_protocol_type + 1 < 128:
-        out.append(n_protocol_type + 1)
-    else:
-        _w.put_uvarint(out, n_protocol_type + 1)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocol_name = obj.protocol_name
-    if f_protocol_name is None:
-        n_protocol_name = -1
-    else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
-        n_protocol_name = len(f_protocol_name)
-        if n_protocol_name > 32767:
-            raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
-    if 0 <= n_protocol_name + 1 < 128:
-        out.append(n_protocol_name + 1)
-    else:
-        _w.put_uvarint(out, n_protocol_name + 1)
-    if n_protocol_name > 0:
-        out += f_protocol_name
-    f_leader = obj.leader
-    if f_leader is None:
-        raise _w.not_nullable("JoinGroupResponse.leader")
-    else:
-        f_leader = f_leader.encode("utf-8")
-        n_leader = len(f_leader)
-        if n_leader > 32767:
-            raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
-    if 0 <= n_leader + 1 < 128:
-        out.append(n_leader + 1)
-    else:
-        _w.put_uvarint(out, n_leader + 1)
-    if n_leader > 0:
-        out += f_leader
-    out += _S_B.pack(obj.skip_assignment)
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("JoinGroupResponse.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("JoinGroupResponse.members")
-    else:
-        n_members = len(f_members)
-    if 0 <= n_members + 1 < 128:
-        out.append(n_members + 1)
-    else:
-        _w.put_uvarint(out, n_members + 1)
-    for item in f_members:
-        _enc_JoinGroupResponse_JoinGroupResponseMember_v6(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse")
-    else:
-        out.append(0)
-
-
-def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
-    """Append the v0 layout of a JoinGroupResponse.JoinGroupResponseMember to ``out``."""
+def _enc_JoinGroupResponse_JoinGroupResponseMember(obj, out, version):
+    """Append in ``version`` a JoinGroupResponse.JoinGroupResponseMember to ``out``."""
+    v5_down = version <= 5
+    v5_only = version == 5
+    v5_up = version >= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("JoinGroupResponse.JoinGroupResponseMember expected, got None")
     f_member_id = obj.member_id
@@ -2252,102 +929,53 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.member_id", n_member_id)
-    out += _S_h.pack(n_member_id)
+    if v5_down:
+        out += _S_h.pack(n_member_id)
+    else:
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
+    if v5_up:
+        f_group_instance_id = obj.group_instance_id
+        if f_group_instance_id is None:
+            n_group_instance_id = -1
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
+            n_group_instance_id = len(f_group_instance_id)
+            if n_group_instance_id > 32767:
+                raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.group_instance_id", n_group_instance_id)
+    if v5_only:
+        out += _S_h.pack(n_group_instance_id)
+    elif v6_up:
+        if 0 <= n_group_instance_id + 1 < 128:
+            out.append(n_group_instance_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_instance_id + 1)
+    if v5_up:
+        if n_group_instance_id > 0:
+            out += f_group_instance_id
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.metadata")
     else:
         n_metadata = len(f_metadata)
-    out += _S_i.pack(n_metadata)
+    if v5_down:
+        out += _S_i.pack(n_metadata)
+    else:
+        if 0 <= n_metadata + 1 < 128:
+            out.append(n_metadata + 1)
+        else:
+            _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
         out += f_metadata
-
-
-def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
-    """Append the v5 layout of a JoinGroupResponse.JoinGroupResponseMember to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupResponse.JoinGroupResponseMember expected, got None")
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.member_id", n_member_id)
-    out += _S_h.pack(n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.group_instance_id", n_group_instance_id)
-    out += _S_h.pack(n_group_instance_id)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_metadata = obj.metadata
-    if f_metadata is None:
-        raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.metadata")
-    else:
-        n_metadata = len(f_metadata)
-    out += _S_i.pack(n_metadata)
-    if n_metadata > 0:
-        out += f_metadata
-
-
-def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
-    """Append the v6 layout of a JoinGroupResponse.JoinGroupResponseMember to ``out``."""
-    if obj is None:
-        raise TypeError("JoinGroupResponse.JoinGroupResponseMember expected, got None")
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.group_instance_id", n_group_instance_id)
-    if 0 <= n_group_instance_id + 1 < 128:
-        out.append(n_group_instance_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_metadata = obj.metadata
-    if f_metadata is None:
-        raise _w.not_nullable("JoinGroupResponse.JoinGroupResponseMember.metadata")
-    else:
-        n_metadata = len(f_metadata)
-    if 0 <= n_metadata + 1 < 128:
-        out.append(n_metadata + 1)
-    else:
-        _w.put_uvarint(out, n_metadata + 1)
-    if n_metadata > 0:
-        out += f_metadata
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse.JoinGroupResponseMember")
-    else:
-        out.append(0)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse.JoinGroupResponseMember")
+        else:
+            out.append(0)
 
 
 class JoinGroupRequest_JoinGroupRequestProtocol(Struct):
@@ -2411,13 +1039,8 @@ class JoinGroupRequest(Message):
         FieldInfo('reason', (8, 9), None, None, False, None, (8, 9), 'string'),
     )
     JoinGroupRequestProtocol = JoinGroupRequest_JoinGroupRequestProtocol
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed the response only.
-    # v3 uses the v1 codecs: the bytes are the same; v3 changed the response only.
-    # v4 uses the v1 codecs: the bytes are the same; v4 changed the response only.
-    # v7 uses the v6 codecs: the bytes are the same; v7 changed the response only.
-    # v9 uses the v8 codecs: the bytes are the same; v9 changed the response only.
-    _DECODERS = {0: _dec_JoinGroupRequest_v0, 1: _dec_JoinGroupRequest_v1, 2: _dec_JoinGroupRequest_v1, 3: _dec_JoinGroupRequest_v1, 4: _dec_JoinGroupRequest_v1, 5: _dec_JoinGroupRequest_v5, 6: _dec_JoinGroupRequest_v6, 7: _dec_JoinGroupRequest_v6, 8: _dec_JoinGroupRequest_v8, 9: _dec_JoinGroupRequest_v8}
-    _ENCODERS = {0: _enc_JoinGroupRequest_v0, 1: _enc_JoinGroupRequest_v1, 2: _enc_JoinGroupRequest_v1, 3: _enc_JoinGroupRequest_v1, 4: _enc_JoinGroupRequest_v1, 5: _enc_JoinGroupRequest_v5, 6: _enc_JoinGroupRequest_v6, 7: _enc_JoinGroupRequest_v6, 8: _enc_JoinGroupRequest_v8, 9: _enc_JoinGroupRequest_v8}
+    _DECODERS = _decoders(_dec_JoinGroupRequest, range(0, 10))
+    _ENCODERS = _encoders(_enc_JoinGroupRequest, range(0, 10))
     API_KEY = 11
     KIND = 'request'
     VALID_VERSIONS = (0, 9)
@@ -2517,12 +1140,8 @@ class JoinGroupResponse(Message):
         FieldInfo('members', (0, 9), None, None, True, JoinGroupResponse_JoinGroupResponseMember, None, '[]JoinGroupResponseMember'),
     )
     JoinGroupResponseMember = JoinGroupResponse_JoinGroupResponseMember
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    # v4 uses the v2 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    # v8 uses the v7 codecs: the bytes are the same; v8 changed the request only.
-    _DECODERS = {0: _dec_JoinGroupResponse_v0, 1: _dec_JoinGroupResponse_v0, 2: _dec_JoinGroupResponse_v2, 3: _dec_JoinGroupResponse_v2, 4: _dec_JoinGroupResponse_v2, 5: _dec_JoinGroupResponse_v5, 6: _dec_JoinGroupResponse_v6, 7: _dec_JoinGroupResponse_v7, 8: _dec_JoinGroupResponse_v7, 9: _dec_JoinGroupResponse_v9}
-    _ENCODERS = {0: _enc_JoinGroupResponse_v0, 1: _enc_JoinGroupResponse_v0, 2: _enc_JoinGroupResponse_v2, 3: _enc_JoinGroupResponse_v2, 4: _enc_JoinGroupResponse_v2, 5: _enc_JoinGroupResponse_v5, 6: _enc_JoinGroupResponse_v6, 7: _enc_JoinGroupResponse_v7, 8: _enc_JoinGroupResponse_v7, 9: _enc_JoinGroupResponse_v9}
+    _DECODERS = _decoders(_dec_JoinGroupResponse, range(0, 10))
+    _ENCODERS = _encoders(_enc_JoinGroupResponse, range(0, 10))
     API_KEY = 11
     KIND = 'response'
     VALID_VERSIONS = (0, 9)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['LeaderAndIsrRequest', 'LeaderAndIsrResponse']
@@ -63,421 +65,327 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
-    """Decode LeaderAndIsrRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_LeaderAndIsrRequest(buf, cur, end, version):
+    """Decode LeaderAndIsrRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_to_3 = 2 <= version <= 3
+    v2_up = version >= 2
+    v3_down = version <= 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v4_up = version >= 4
+    v5_to_6 = 5 <= version <= 6
+    v5_up = version >= 5
+    v6_down = version <= 6
     pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
-    f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    f_ungrouped_partition_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0, buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 30, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_live_leaders, pos, end)
-    n_live_leaders = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_live_leaders, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0, buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 4, False)
+    if v1_down:
+        if end - pos < 12:
+            raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
+        f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
+        pos += 12
+    if v0_down:
+        f_ungrouped_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version=version), buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 30, 4, False)
+    elif v1_only:
+        f_ungrouped_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version=version), buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 31, 4, False)
+    elif v2_to_3:
+        if end - pos < 20:
+            raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
+        f_controller_id, f_controller_epoch, f_broker_epoch, n_topic_states = _S_iiqi.unpack_from(buf, pos)
+        pos += 20
+        f_topic_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState, version=version), buf, cur, pos, end, n_topic_states, 'topic_states', 6, 4, False)
+    if v3_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_live_leaders, pos, end)
+        n_live_leaders = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_live_leaders, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader, version=version), buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 4, False)
+    elif v4_only:
+        if end - pos < 16:
+            raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
+        f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
+        pos += 16
+    elif v5_to_6:
+        if end - pos < 17:
+            raise _w.short_run(_RUN_controller_id__type, pos, end)
+        f_controller_id, f_controller_epoch, f_broker_epoch, f_type = _S_iiqb.unpack_from(buf, pos)
+        pos += 17
+    else:
+        if end - pos < 18:
+            raise _w.short_run(_RUN_controller_id__type_2, pos, end)
+        f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, f_type = _S_ibiqb.unpack_from(buf, pos)
+        pos += 18
+        if f_is_k_raft_controller != 0 and f_is_k_raft_controller != 1:
+            raise _w.bad_bool('is_k_raft_controller', pos - 14, f_is_k_raft_controller)
+        b_is_k_raft_controller = f_is_k_raft_controller == 1
+    if v4_up:
+        n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
+    if v4_only:
+        f_topic_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState, version=version), buf, cur, pos, end, n_topic_states, 'topic_states', 3, 1, False)
+    elif v5_up:
+        f_topic_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState, version=version), buf, cur, pos, end, n_topic_states, 'topic_states', 19, 1, False)
+    if v4_up:
+        n_live_leaders, pos = _w.read_compact_length(buf, pos, end, 'live_leaders')
+        f_live_leaders, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader, version=version), buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
+    if v6_down:
+        obj.is_k_raft_controller = False
+    else:
+        obj.is_k_raft_controller = b_is_k_raft_controller
     obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = -1
-    obj.type = 0
-    obj.ungrouped_partition_states = f_ungrouped_partition_states
-    obj.topic_states = []
+    if v1_down:
+        obj.broker_epoch = -1
+    else:
+        obj.broker_epoch = f_broker_epoch
+    if v4_down:
+        obj.type = 0
+    if v1_down:
+        obj.ungrouped_partition_states = f_ungrouped_partition_states
+        obj.topic_states = []
+    elif v5_up:
+        obj.type = f_type
+    if v2_up:
+        obj.ungrouped_partition_states = []
+        obj.topic_states = f_topic_states
     obj.live_leaders = f_live_leaders
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_LeaderAndIsrRequest_v0(obj, out):
-    """Append the v0 layout of a LeaderAndIsrRequest to ``out``."""
+def _enc_LeaderAndIsrRequest(obj, out, version):
+    """Append in ``version`` a LeaderAndIsrRequest to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_down = version <= 2
+    v2_only = version == 2
+    v2_to_3 = 2 <= version <= 3
+    v3_down = version <= 3
+    v3_only = version == 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v4_up = version >= 4
+    v5_only = version == 5
+    v5_to_6 = 5 <= version <= 6
+    v6_down = version <= 6
+    v6_only = version == 6
     if obj is None:
         raise TypeError("LeaderAndIsrRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 0, "7")
-    if obj.type != 0:
-        raise _w.not_in_version("LeaderAndIsrRequest.type", 0, "5-7")
-    if obj.topic_states:
-        raise _w.not_in_version("LeaderAndIsrRequest.topic_states", 0, "2-7")
-    f_ungrouped_partition_states = obj.ungrouped_partition_states
-    if f_ungrouped_partition_states is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.ungrouped_partition_states")
+    if v6_down:
+        if obj.is_k_raft_controller != False:
+            if v0_down:
+                raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 0, "7")
+            elif v1_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 1, "7")
+            elif v2_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 2, "7")
+            elif v3_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 3, "7")
+            elif v4_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 4, "7")
+            elif v5_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 5, "7")
+            else:
+                raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 6, "7")
+    if v4_down:
+        if obj.type != 0:
+            if v0_down:
+                raise _w.not_in_version("LeaderAndIsrRequest.type", 0, "5-7")
+            elif v1_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.type", 1, "5-7")
+            elif v2_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.type", 2, "5-7")
+            elif v3_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.type", 3, "5-7")
+            else:
+                raise _w.not_in_version("LeaderAndIsrRequest.type", 4, "5-7")
+    if v1_down:
+        if obj.topic_states:
+            if v0_down:
+                raise _w.not_in_version("LeaderAndIsrRequest.topic_states", 0, "2-7")
+            else:
+                raise _w.not_in_version("LeaderAndIsrRequest.topic_states", 1, "2-7")
+        f_ungrouped_partition_states = obj.ungrouped_partition_states
+        if f_ungrouped_partition_states is None:
+            raise _w.not_nullable("LeaderAndIsrRequest.ungrouped_partition_states")
+        else:
+            n_ungrouped_partition_states = len(f_ungrouped_partition_states)
+        out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
+        for item in f_ungrouped_partition_states:
+            _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(item, out, version)
     else:
-        n_ungrouped_partition_states = len(f_ungrouped_partition_states)
-    out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
-    for item in f_ungrouped_partition_states:
-        _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(item, out)
-    f_live_leaders = obj.live_leaders
-    if f_live_leaders is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.live_leaders")
+        if obj.ungrouped_partition_states:
+            if v2_down:
+                raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 2, "0-1")
+            elif v3_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 3, "0-1")
+            elif v4_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 4, "0-1")
+            elif v5_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 5, "0-1")
+            elif v6_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 6, "0-1")
+            else:
+                raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 7, "0-1")
+    if v2_to_3:
+        f_topic_states = obj.topic_states
+        if f_topic_states is None:
+            raise _w.not_nullable("LeaderAndIsrRequest.topic_states")
+        else:
+            n_topic_states = len(f_topic_states)
+        out += _S_iiqi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, n_topic_states)
+        for item in f_topic_states:
+            _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState(item, out, version)
+    if v3_down:
+        f_live_leaders = obj.live_leaders
+        if f_live_leaders is None:
+            raise _w.not_nullable("LeaderAndIsrRequest.live_leaders")
+        else:
+            n_live_leaders = len(f_live_leaders)
+        out += _S_i.pack(n_live_leaders)
+        for item in f_live_leaders:
+            _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(item, out, version)
+    elif v4_only:
+        out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
+    elif v5_to_6:
+        out += _S_iiqb.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.type)
     else:
-        n_live_leaders = len(f_live_leaders)
-    out += _S_i.pack(n_live_leaders)
-    for item in f_live_leaders:
-        _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(item, out)
+        out += _S_iBiqb.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch, obj.type)
+    if v4_up:
+        _w.put_structs(out, obj.topic_states, _partial(_enc_LeaderAndIsrRequest_LeaderAndIsrTopicState, version=version), "LeaderAndIsrRequest.topic_states", False)
+        _w.put_structs(out, obj.live_leaders, _partial(_enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader, version=version), "LeaderAndIsrRequest.live_leaders", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
 
 
-def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
-    """Decode LeaderAndIsrRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState(buf, cur, end, version):
+    """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_to_5 = 1 <= version <= 5
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
+    v5_down = version <= 5
+    v6_up = version >= 6
     pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
-    f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    f_ungrouped_partition_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1, buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 31, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_live_leaders, pos, end)
-    n_live_leaders = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_live_leaders, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0, buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 4, False)
-    obj = _new(LeaderAndIsrRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = -1
-    obj.type = 0
-    obj.ungrouped_partition_states = f_ungrouped_partition_states
-    obj.topic_states = []
-    obj.live_leaders = f_live_leaders
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_v1(obj, out):
-    """Append the v1 layout of a LeaderAndIsrRequest to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 1, "7")
-    if obj.type != 0:
-        raise _w.not_in_version("LeaderAndIsrRequest.type", 1, "5-7")
-    if obj.topic_states:
-        raise _w.not_in_version("LeaderAndIsrRequest.topic_states", 1, "2-7")
-    f_ungrouped_partition_states = obj.ungrouped_partition_states
-    if f_ungrouped_partition_states is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.ungrouped_partition_states")
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+    if v3_down:
+        if end - pos < 20:
+            raise _w.short_run(_RUN_partition_index__isr, pos, end)
+        f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
+        pos += 20
     else:
-        n_ungrouped_partition_states = len(f_ungrouped_partition_states)
-    out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
-    for item in f_ungrouped_partition_states:
-        _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(item, out)
-    f_live_leaders = obj.live_leaders
-    if f_live_leaders is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.live_leaders")
-    else:
-        n_live_leaders = len(f_live_leaders)
-    out += _S_i.pack(n_live_leaders)
-    for item in f_live_leaders:
-        _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(item, out)
-
-
-def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
-    """Decode LeaderAndIsrRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 20:
-        raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
-    f_controller_id, f_controller_epoch, f_broker_epoch, n_topic_states = _S_iiqi.unpack_from(buf, pos)
-    pos += 20
-    f_topic_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2, buf, cur, pos, end, n_topic_states, 'topic_states', 6, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_live_leaders, pos, end)
-    n_live_leaders = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_live_leaders, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0, buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 4, False)
-    obj = _new(LeaderAndIsrRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.type = 0
-    obj.ungrouped_partition_states = []
-    obj.topic_states = f_topic_states
-    obj.live_leaders = f_live_leaders
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_v2(obj, out):
-    """Append the v2 layout of a LeaderAndIsrRequest to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 2, "7")
-    if obj.type != 0:
-        raise _w.not_in_version("LeaderAndIsrRequest.type", 2, "5-7")
-    if obj.ungrouped_partition_states:
-        raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 2, "0-1")
-    f_topic_states = obj.topic_states
-    if f_topic_states is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.topic_states")
-    else:
-        n_topic_states = len(f_topic_states)
-    out += _S_iiqi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, n_topic_states)
-    for item in f_topic_states:
-        _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(item, out)
-    f_live_leaders = obj.live_leaders
-    if f_live_leaders is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.live_leaders")
-    else:
-        n_live_leaders = len(f_live_leaders)
-    out += _S_i.pack(n_live_leaders)
-    for item in f_live_leaders:
-        _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(item, out)
-
-
-def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
-    """Decode LeaderAndIsrRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 20:
-        raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
-    f_controller_id, f_controller_epoch, f_broker_epoch, n_topic_states = _S_iiqi.unpack_from(buf, pos)
-    pos += 20
-    f_topic_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3, buf, cur, pos, end, n_topic_states, 'topic_states', 6, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_live_leaders, pos, end)
-    n_live_leaders = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_live_leaders, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0, buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 4, False)
-    obj = _new(LeaderAndIsrRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.type = 0
-    obj.ungrouped_partition_states = []
-    obj.topic_states = f_topic_states
-    obj.live_leaders = f_live_leaders
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_v3(obj, out):
-    """Append the v3 layout of a LeaderAndIsrRequest to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 3, "7")
-    if obj.type != 0:
-        raise _w.not_in_version("LeaderAndIsrRequest.type", 3, "5-7")
-    if obj.ungrouped_partition_states:
-        raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 3, "0-1")
-    f_topic_states = obj.topic_states
-    if f_topic_states is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.topic_states")
-    else:
-        n_topic_states = len(f_topic_states)
-    out += _S_iiqi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, n_topic_states)
-    for item in f_topic_states:
-        _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(item, out)
-    f_live_leaders = obj.live_leaders
-    if f_live_leaders is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.live_leaders")
-    else:
-        n_live_leaders = len(f_live_leaders)
-    out += _S_i.pack(n_live_leaders)
-    for item in f_live_leaders:
-        _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(item, out)
-
-
-def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
-    """Decode LeaderAndIsrRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
-    f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
-    pos += 16
-    n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
-    f_topic_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4, buf, cur, pos, end, n_topic_states, 'topic_states', 3, 1, False)
-    n_live_leaders, pos = _w.read_compact_length(buf, pos, end, 'live_leaders')
-    f_live_leaders, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4, buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.type = 0
-    obj.ungrouped_partition_states = []
-    obj.topic_states = f_topic_states
-    obj.live_leaders = f_live_leaders
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_v4(obj, out):
-    """Append the v4 layout of a LeaderAndIsrRequest to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 4, "7")
-    if obj.type != 0:
-        raise _w.not_in_version("LeaderAndIsrRequest.type", 4, "5-7")
-    if obj.ungrouped_partition_states:
-        raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 4, "0-1")
-    out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
-    _w.put_structs(out, obj.topic_states, _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4, "LeaderAndIsrRequest.topic_states", False)
-    _w.put_structs(out, obj.live_leaders, _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4, "LeaderAndIsrRequest.live_leaders", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
-
-
-def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
-    """Decode LeaderAndIsrRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 17:
-        raise _w.short_run(_RUN_controller_id__type, pos, end)
-    f_controller_id, f_controller_epoch, f_broker_epoch, f_type = _S_iiqb.unpack_from(buf, pos)
-    pos += 17
-    n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
-    f_topic_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5, buf, cur, pos, end, n_topic_states, 'topic_states', 19, 1, False)
-    n_live_leaders, pos = _w.read_compact_length(buf, pos, end, 'live_leaders')
-    f_live_leaders, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4, buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.type = f_type
-    obj.ungrouped_partition_states = []
-    obj.topic_states = f_topic_states
-    obj.live_leaders = f_live_leaders
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_v5(obj, out):
-    """Append the v5 layout of a LeaderAndIsrRequest to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 5, "7")
-    if obj.ungrouped_partition_states:
-        raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 5, "0-1")
-    out += _S_iiqb.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.type)
-    _w.put_structs(out, obj.topic_states, _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5, "LeaderAndIsrRequest.topic_states", False)
-    _w.put_structs(out, obj.live_leaders, _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4, "LeaderAndIsrRequest.live_leaders", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
-
-
-def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
-    """Decode LeaderAndIsrRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 17:
-        raise _w.short_run(_RUN_controller_id__type, pos, end)
-    f_controller_id, f_controller_epoch, f_broker_epoch, f_type = _S_iiqb.unpack_from(buf, pos)
-    pos += 17
-    n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
-    f_topic_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6, buf, cur, pos, end, n_topic_states, 'topic_states', 19, 1, False)
-    n_live_leaders, pos = _w.read_compact_length(buf, pos, end, 'live_leaders')
-    f_live_leaders, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4, buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.type = f_type
-    obj.ungrouped_partition_states = []
-    obj.topic_states = f_topic_states
-    obj.live_leaders = f_live_leaders
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_v6(obj, out):
-    """Append the v6 layout of a LeaderAndIsrRequest to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("LeaderAndIsrRequest.is_k_raft_controller", 6, "7")
-    if obj.ungrouped_partition_states:
-        raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 6, "0-1")
-    out += _S_iiqb.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.type)
-    _w.put_structs(out, obj.topic_states, _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6, "LeaderAndIsrRequest.topic_states", False)
-    _w.put_structs(out, obj.live_leaders, _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4, "LeaderAndIsrRequest.live_leaders", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
-
-
-def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
-    """Decode LeaderAndIsrRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 18:
-        raise _w.short_run(_RUN_controller_id__type_2, pos, end)
-    f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, f_type = _S_ibiqb.unpack_from(buf, pos)
-    pos += 18
-    if f_is_k_raft_controller != 0 and f_is_k_raft_controller != 1:
-        raise _w.bad_bool('is_k_raft_controller', pos - 14, f_is_k_raft_controller)
-    b_is_k_raft_controller = f_is_k_raft_controller == 1
-    n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
-    f_topic_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6, buf, cur, pos, end, n_topic_states, 'topic_states', 19, 1, False)
-    n_live_leaders, pos = _w.read_compact_length(buf, pos, end, 'live_leaders')
-    f_live_leaders, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4, buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = b_is_k_raft_controller
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.type = f_type
-    obj.ungrouped_partition_states = []
-    obj.topic_states = f_topic_states
-    obj.live_leaders = f_live_leaders
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_v7(obj, out):
-    """Append the v7 layout of a LeaderAndIsrRequest to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest expected, got None")
-    if obj.ungrouped_partition_states:
-        raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 7, "0-1")
-    out += _S_iBiqb.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch, obj.type)
-    _w.put_structs(out, obj.topic_states, _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6, "LeaderAndIsrRequest.topic_states", False)
-    _w.put_structs(out, obj.live_leaders, _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4, "LeaderAndIsrRequest.live_leaders", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 20:
-        raise _w.short_run(_RUN_partition_index__isr, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
-    pos += 20
+        if end - pos < 16:
+            raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+        f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S_iiii.unpack_from(buf, pos)
+        pos += 16
+        n_isr, pos = _w.read_compact_length(buf, pos, end, 'isr')
     if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
+        if v3_down:
+            raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
+        else:
+            raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if n_isr < _w.SMALL_ARRAY_MAX:
         f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
-    f_partition_epoch, n_replicas = _S_ii.unpack_from(buf, pos)
-    pos += 8
+    if v3_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
+        f_partition_epoch, n_replicas = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partition_epoch, pos, end)
+        f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_replicas, pos = _w.read_compact_length(buf, pos, end, 'replicas')
     if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
+        if v3_down:
+            raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
+        else:
+            raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
     if n_replicas < _w.SMALL_ARRAY_MAX:
         f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
+    if v3_only:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_adding_replicas, pos, end)
+        n_adding_replicas = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    elif v4_up:
+        n_adding_replicas, pos = _w.read_compact_length(buf, pos, end, 'adding_replicas')
+    if v3_up:
+        if n_adding_replicas < 0 or n_adding_replicas > (end - pos) // 4:
+            if v3_down:
+                raise _w.bad_count('adding_replicas', pos - 4, n_adding_replicas, end, 4, 4)
+            else:
+                raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas, end, 4, 1)
+        if n_adding_replicas < _w.SMALL_ARRAY_MAX:
+            f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
+        else:
+            f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
+        pos += n_adding_replicas * 4
+    if v3_only:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_removing_replicas, pos, end)
+        n_removing_replicas = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    elif v4_up:
+        n_removing_replicas, pos = _w.read_compact_length(buf, pos, end, 'removing_replicas')
+    if v3_up:
+        if n_removing_replicas < 0 or n_removing_replicas > (end - pos) // 4:
+            if v3_down:
+                raise _w.bad_count('removing_replicas', pos - 4, n_removing_replicas, end, 4, 4)
+            else:
+                raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas, end, 4, 1)
+        if n_removing_replicas < _w.SMALL_ARRAY_MAX:
+            f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
+        else:
+            f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
+        pos += n_removing_replicas * 4
+    if v1_to_5:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_is_new, pos, end)
+        f_is_new = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+    elif v6_up:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_is_new__leader_recovery_state, pos, end)
+        f_is_new, f_leader_recovery_state = _S_bb.unpack_from(buf, pos)
+        pos += 2
+    if v1_up:
+        if f_is_new != 0 and f_is_new != 1:
+            if v5_down:
+                raise _w.bad_bool('is_new', pos - 1, f_is_new)
+            else:
+                raise _w.bad_bool('is_new', pos - 2, f_is_new)
+        b_is_new = f_is_new == 1
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
-    obj.topic_name = f_topic_name
+    if v1_down:
+        obj.topic_name = f_topic_name
+    else:
+        obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
     obj.leader = f_leader
@@ -485,956 +393,405 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
     obj.isr = f_isr
     obj.partition_epoch = f_partition_epoch
     obj.replicas = f_replicas
-    obj.adding_replicas = []
-    obj.removing_replicas = []
-    obj.is_new = False
-    obj.leader_recovery_state = 0
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.adding_replicas = []
+        obj.removing_replicas = []
+    if v0_down:
+        obj.is_new = False
+    elif v3_up:
+        obj.adding_replicas = f_adding_replicas
+        obj.removing_replicas = f_removing_replicas
+    if v1_up:
+        obj.is_new = b_is_new
+    if v5_down:
+        obj.leader_recovery_state = 0
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    elif v6_up:
+        obj.leader_recovery_state = f_leader_recovery_state
+    if v4_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
-    """Append the v0 layout of a LeaderAndIsrRequest.LeaderAndIsrPartitionState to ``out``."""
+def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(obj, out, version):
+    """Append in ``version`` a LeaderAndIsrRequest.LeaderAndIsrPartitionState to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v1_to_5 = 1 <= version <= 5
+    v2_only = version == 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
+    v5_down = version <= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("LeaderAndIsrRequest.LeaderAndIsrPartitionState expected, got None")
-    if obj.leader_recovery_state != 0:
-        raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 0, "6-7")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name", False)
-    out += _S_h.pack(n_topic_name)
-    if n_topic_name > 0:
-        out += f_topic_name
+    if v5_down:
+        if obj.leader_recovery_state != 0:
+            if v0_down:
+                raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 0, "6-7")
+            elif v1_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 1, "6-7")
+            elif v2_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 2, "6-7")
+            elif v3_only:
+                raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 3, "6-7")
+            else:
+                raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 4, "6-7")
+    if v1_down:
+        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name", False)
+        out += _S_h.pack(n_topic_name)
+        if n_topic_name > 0:
+            out += f_topic_name
+    elif v4_up:
+        out += _S_iiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch)
     f_isr = obj.isr
     if f_isr is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.isr")
     else:
         n_isr = len(f_isr)
-    out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
+    if v3_down:
+        out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
+    else:
+        _w.put_uvarint(out, n_isr + 1)
     out += _pack(">%di" % n_isr, *f_isr)
+    if v4_up:
+        out += _S_i.pack(obj.partition_epoch)
     f_replicas = obj.replicas
     if f_replicas is None:
         raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.replicas")
     else:
         n_replicas = len(f_replicas)
-    out += _S_ii.pack(obj.partition_epoch, n_replicas)
+    if v3_down:
+        out += _S_ii.pack(obj.partition_epoch, n_replicas)
+    else:
+        _w.put_uvarint(out, n_replicas + 1)
     out += _pack(">%di" % n_replicas, *f_replicas)
+    if v3_up:
+        f_adding_replicas = obj.adding_replicas
+        if f_adding_replicas is None:
+            raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.adding_replicas")
+        else:
+            n_adding_replicas = len(f_adding_replicas)
+    if v3_only:
+        out += _S_i.pack(n_adding_replicas)
+    elif v4_up:
+        _w.put_uvarint(out, n_adding_replicas + 1)
+    if v3_up:
+        out += _pack(">%di" % n_adding_replicas, *f_adding_replicas)
+        f_removing_replicas = obj.removing_replicas
+        if f_removing_replicas is None:
+            raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.removing_replicas")
+        else:
+            n_removing_replicas = len(f_removing_replicas)
+    if v3_only:
+        out += _S_i.pack(n_removing_replicas)
+    elif v4_up:
+        _w.put_uvarint(out, n_removing_replicas + 1)
+    if v3_up:
+        out += _pack(">%di" % n_removing_replicas, *f_removing_replicas)
+    if v1_to_5:
+        out += _S_B.pack(obj.is_new)
+    elif v6_up:
+        out += _S_Bb.pack(obj.is_new, obj.leader_recovery_state)
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrPartitionState")
 
 
-def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState(buf, cur, end, version):
+    """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v4_down = version <= 4
+    v4_to_5 = 4 <= version <= 5
+    v4_up = version >= 4
+    v5_up = version >= 5
+    v6_up = version >= 6
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 20:
-        raise _w.short_run(_RUN_partition_index__isr, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
-    pos += 20
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
+    if v3_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partition_states, pos, end)
+        n_partition_states = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v2_down:
+        f_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version=version), buf, cur, pos, end, n_partition_states, 'partition_states', 29, 4, False)
+    elif v3_only:
+        f_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version=version), buf, cur, pos, end, n_partition_states, 'partition_states', 37, 4, False)
     else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
-    f_partition_epoch, n_replicas = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
-    if n_replicas < _w.SMALL_ARRAY_MAX:
-        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
-    else:
-        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-    pos += n_replicas * 4
-    if end - pos < 1:
-        raise _w.short_run(_RUN_is_new, pos, end)
-    f_is_new = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_is_new != 0 and f_is_new != 1:
-        raise _w.bad_bool('is_new', pos - 1, f_is_new)
-    b_is_new = f_is_new == 1
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
-    obj.topic_name = f_topic_name
-    obj.partition_index = f_partition_index
-    obj.controller_epoch = f_controller_epoch
-    obj.leader = f_leader
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    obj.partition_epoch = f_partition_epoch
-    obj.replicas = f_replicas
-    obj.adding_replicas = []
-    obj.removing_replicas = []
-    obj.is_new = b_is_new
-    obj.leader_recovery_state = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(obj, out):
-    """Append the v1 layout of a LeaderAndIsrRequest.LeaderAndIsrPartitionState to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrPartitionState expected, got None")
-    if obj.leader_recovery_state != 0:
-        raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 1, "6-7")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name", False)
-    out += _S_h.pack(n_topic_name)
-    if n_topic_name > 0:
-        out += f_topic_name
-    f_isr = obj.isr
-    if f_isr is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.isr")
-    else:
-        n_isr = len(f_isr)
-    out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
-    out += _pack(">%di" % n_isr, *f_isr)
-    f_replicas = obj.replicas
-    if f_replicas is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.replicas")
-    else:
-        n_replicas = len(f_replicas)
-    out += _S_ii.pack(obj.partition_epoch, n_replicas)
-    out += _pack(">%di" % n_replicas, *f_replicas)
-    out += _S_B.pack(obj.is_new)
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 20:
-        raise _w.short_run(_RUN_partition_index__isr, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
-    pos += 20
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
-    else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
-    f_partition_epoch, n_replicas = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
-    if n_replicas < _w.SMALL_ARRAY_MAX:
-        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
-    else:
-        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-    pos += n_replicas * 4
-    if end - pos < 1:
-        raise _w.short_run(_RUN_is_new, pos, end)
-    f_is_new = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_is_new != 0 and f_is_new != 1:
-        raise _w.bad_bool('is_new', pos - 1, f_is_new)
-    b_is_new = f_is_new == 1
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
-    obj.topic_name = ''
-    obj.partition_index = f_partition_index
-    obj.controller_epoch = f_controller_epoch
-    obj.leader = f_leader
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    obj.partition_epoch = f_partition_epoch
-    obj.replicas = f_replicas
-    obj.adding_replicas = []
-    obj.removing_replicas = []
-    obj.is_new = b_is_new
-    obj.leader_recovery_state = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(obj, out):
-    """Append the v2 layout of a LeaderAndIsrRequest.LeaderAndIsrPartitionState to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrPartitionState expected, got None")
-    if obj.leader_recovery_state != 0:
-        raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 2, "6-7")
-    f_isr = obj.isr
-    if f_isr is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.isr")
-    else:
-        n_isr = len(f_isr)
-    out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
-    out += _pack(">%di" % n_isr, *f_isr)
-    f_replicas = obj.replicas
-    if f_replicas is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.replicas")
-    else:
-        n_replicas = len(f_replicas)
-    out += _S_ii.pack(obj.partition_epoch, n_replicas)
-    out += _pack(">%di" % n_replicas, *f_replicas)
-    out += _S_B.pack(obj.is_new)
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 20:
-        raise _w.short_run(_RUN_partition_index__isr, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
-    pos += 20
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
-    else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
-    f_partition_epoch, n_replicas = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
-    if n_replicas < _w.SMALL_ARRAY_MAX:
-        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
-    else:
-        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-    pos += n_replicas * 4
-    if end - pos < 4:
-        raise _w.short_run(_RUN_adding_replicas, pos, end)
-    n_adding_replicas = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_adding_replicas < 0 or n_adding_replicas > (end - pos) // 4:
-        raise _w.bad_count('adding_replicas', pos - 4, n_adding_replicas, end, 4, 4)
-    if n_adding_replicas < _w.SMALL_ARRAY_MAX:
-        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
-    else:
-        f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
-    pos += n_adding_replicas * 4
-    if end - pos < 4:
-        raise _w.short_run(_RUN_removing_replicas, pos, end)
-    n_removing_replicas = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_removing_replicas < 0 or n_removing_replicas > (end - pos) // 4:
-        raise _w.bad_count('removing_replicas', pos - 4, n_removing_replicas, end, 4, 4)
-    if n_removing_replicas < _w.SMALL_ARRAY_MAX:
-        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
-    else:
-        f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
-    pos += n_removing_replicas * 4
-    if end - pos < 1:
-        raise _w.short_run(_RUN_is_new, pos, end)
-    f_is_new = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_is_new != 0 and f_is_new != 1:
-        raise _w.bad_bool('is_new', pos - 1, f_is_new)
-    b_is_new = f_is_new == 1
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
-    obj.topic_name = ''
-    obj.partition_index = f_partition_index
-    obj.controller_epoch = f_controller_epoch
-    obj.leader = f_leader
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    obj.partition_epoch = f_partition_epoch
-    obj.replicas = f_replicas
-    obj.adding_replicas = f_adding_replicas
-    obj.removing_replicas = f_removing_replicas
-    obj.is_new = b_is_new
-    obj.leader_recovery_state = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(obj, out):
-    """Append the v3 layout of a LeaderAndIsrRequest.LeaderAndIsrPartitionState to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrPartitionState expected, got None")
-    if obj.leader_recovery_state != 0:
-        raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 3, "6-7")
-    f_isr = obj.isr
-    if f_isr is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.isr")
-    else:
-        n_isr = len(f_isr)
-    out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
-    out += _pack(">%di" % n_isr, *f_isr)
-    f_replicas = obj.replicas
-    if f_replicas is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.replicas")
-    else:
-        n_replicas = len(f_replicas)
-    out += _S_ii.pack(obj.partition_epoch, n_replicas)
-    out += _pack(">%di" % n_replicas, *f_replicas)
-    f_adding_replicas = obj.adding_replicas
-    if f_adding_replicas is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.adding_replicas")
-    else:
-        n_adding_replicas = len(f_adding_replicas)
-    out += _S_i.pack(n_adding_replicas)
-    out += _pack(">%di" % n_adding_replicas, *f_adding_replicas)
-    f_removing_replicas = obj.removing_replicas
-    if f_removing_replicas is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.removing_replicas")
-    else:
-        n_removing_replicas = len(f_removing_replicas)
-    out += _S_i.pack(n_removing_replicas)
-    out += _pack(">%di" % n_removing_replicas, *f_removing_replicas)
-    out += _S_B.pack(obj.is_new)
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S_iiii.unpack_from(buf, pos)
-    pos += 16
-    n_isr, pos = _w.read_compact_length(buf, pos, end, 'isr')
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
-    else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_epoch, pos, end)
-    f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_replicas, pos = _w.read_compact_length(buf, pos, end, 'replicas')
-    if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
-    if n_replicas < _w.SMALL_ARRAY_MAX:
-        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
-    else:
-        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-    pos += n_replicas * 4
-    n_adding_replicas, pos = _w.read_compact_length(buf, pos, end, 'adding_replicas')
-    if n_adding_replicas < 0 or n_adding_replicas > (end - pos) // 4:
-        raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas, end, 4, 1)
-    if n_adding_replicas < _w.SMALL_ARRAY_MAX:
-        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
-    else:
-        f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
-    pos += n_adding_replicas * 4
-    n_removing_replicas, pos = _w.read_compact_length(buf, pos, end, 'removing_replicas')
-    if n_removing_replicas < 0 or n_removing_replicas > (end - pos) // 4:
-        raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas, end, 4, 1)
-    if n_removing_replicas < _w.SMALL_ARRAY_MAX:
-        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
-    else:
-        f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
-    pos += n_removing_replicas * 4
-    if end - pos < 1:
-        raise _w.short_run(_RUN_is_new, pos, end)
-    f_is_new = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_is_new != 0 and f_is_new != 1:
-        raise _w.bad_bool('is_new', pos - 1, f_is_new)
-    b_is_new = f_is_new == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
-    obj.topic_name = ''
-    obj.partition_index = f_partition_index
-    obj.controller_epoch = f_controller_epoch
-    obj.leader = f_leader
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    obj.partition_epoch = f_partition_epoch
-    obj.replicas = f_replicas
-    obj.adding_replicas = f_adding_replicas
-    obj.removing_replicas = f_removing_replicas
-    obj.is_new = b_is_new
-    obj.leader_recovery_state = 0
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(obj, out):
-    """Append the v4 layout of a LeaderAndIsrRequest.LeaderAndIsrPartitionState to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrPartitionState expected, got None")
-    if obj.leader_recovery_state != 0:
-        raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 4, "6-7")
-    out += _S_iiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch)
-    f_isr = obj.isr
-    if f_isr is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.isr")
-    else:
-        n_isr = len(f_isr)
-    _w.put_uvarint(out, n_isr + 1)
-    out += _pack(">%di" % n_isr, *f_isr)
-    out += _S_i.pack(obj.partition_epoch)
-    f_replicas = obj.replicas
-    if f_replicas is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.replicas")
-    else:
-        n_replicas = len(f_replicas)
-    _w.put_uvarint(out, n_replicas + 1)
-    out += _pack(">%di" % n_replicas, *f_replicas)
-    f_adding_replicas = obj.adding_replicas
-    if f_adding_replicas is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.adding_replicas")
-    else:
-        n_adding_replicas = len(f_adding_replicas)
-    _w.put_uvarint(out, n_adding_replicas + 1)
-    out += _pack(">%di" % n_adding_replicas, *f_adding_replicas)
-    f_removing_replicas = obj.removing_replicas
-    if f_removing_replicas is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.removing_replicas")
-    else:
-        n_removing_replicas = len(f_removing_replicas)
-    _w.put_uvarint(out, n_removing_replicas + 1)
-    out += _pack(">%di" % n_removing_replicas, *f_removing_replicas)
-    out += _S_B.pack(obj.is_new)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrPartitionState")
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S_iiii.unpack_from(buf, pos)
-    pos += 16
-    n_isr, pos = _w.read_compact_length(buf, pos, end, 'isr')
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
-    else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_epoch, pos, end)
-    f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_replicas, pos = _w.read_compact_length(buf, pos, end, 'replicas')
-    if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
-    if n_replicas < _w.SMALL_ARRAY_MAX:
-        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
-    else:
-        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-    pos += n_replicas * 4
-    n_adding_replicas, pos = _w.read_compact_length(buf, pos, end, 'adding_replicas')
-    if n_adding_replicas < 0 or n_adding_replicas > (end - pos) // 4:
-        raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas, end, 4, 1)
-    if n_adding_replicas < _w.SMALL_ARRAY_MAX:
-        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
-    else:
-        f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
-    pos += n_adding_replicas * 4
-    n_removing_replicas, pos = _w.read_compact_length(buf, pos, end, 'removing_replicas')
-    if n_removing_replicas < 0 or n_removing_replicas > (end - pos) // 4:
-        raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas, end, 4, 1)
-    if n_removing_replicas < _w.SMALL_ARRAY_MAX:
-        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
-    else:
-        f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
-    pos += n_removing_replicas * 4
-    if end - pos < 2:
-        raise _w.short_run(_RUN_is_new__leader_recovery_state, pos, end)
-    f_is_new, f_leader_recovery_state = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    if f_is_new != 0 and f_is_new != 1:
-        raise _w.bad_bool('is_new', pos - 2, f_is_new)
-    b_is_new = f_is_new == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
-    obj.topic_name = ''
-    obj.partition_index = f_partition_index
-    obj.controller_epoch = f_controller_epoch
-    obj.leader = f_leader
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    obj.partition_epoch = f_partition_epoch
-    obj.replicas = f_replicas
-    obj.adding_replicas = f_adding_replicas
-    obj.removing_replicas = f_removing_replicas
-    obj.is_new = b_is_new
-    obj.leader_recovery_state = f_leader_recovery_state
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(obj, out):
-    """Append the v6 layout of a LeaderAndIsrRequest.LeaderAndIsrPartitionState to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrPartitionState expected, got None")
-    out += _S_iiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch)
-    f_isr = obj.isr
-    if f_isr is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.isr")
-    else:
-        n_isr = len(f_isr)
-    _w.put_uvarint(out, n_isr + 1)
-    out += _pack(">%di" % n_isr, *f_isr)
-    out += _S_i.pack(obj.partition_epoch)
-    f_replicas = obj.replicas
-    if f_replicas is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.replicas")
-    else:
-        n_replicas = len(f_replicas)
-    _w.put_uvarint(out, n_replicas + 1)
-    out += _pack(">%di" % n_replicas, *f_replicas)
-    f_adding_replicas = obj.adding_replicas
-    if f_adding_replicas is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.adding_replicas")
-    else:
-        n_adding_replicas = len(f_adding_replicas)
-    _w.put_uvarint(out, n_adding_replicas + 1)
-    out += _pack(">%di" % n_adding_replicas, *f_adding_replicas)
-    f_removing_replicas = obj.removing_replicas
-    if f_removing_replicas is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.removing_replicas")
-    else:
-        n_removing_replicas = len(f_removing_replicas)
-    _w.put_uvarint(out, n_removing_replicas + 1)
-    out += _pack(">%di" % n_removing_replicas, *f_removing_replicas)
-    out += _S_Bb.pack(obj.is_new, obj.leader_recovery_state)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrPartitionState")
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_states, pos, end)
-    n_partition_states = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partition_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2, buf, cur, pos, end, n_partition_states, 'partition_states', 29, 4, False)
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+    if v5_up:
+        if end - pos < 16:
+            raise _w.short_read('topic_id', pos, 16, end)
+        f_topic_id = _w.uuid_at(buf, pos)
+        pos += 16
+    if v4_up:
+        n_partition_states, pos = _w.read_compact_length(buf, pos, end, 'partition_states')
+    if v4_to_5:
+        f_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version=version), buf, cur, pos, end, n_partition_states, 'partition_states', 26, 1, False)
+    elif v6_up:
+        f_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version=version), buf, cur, pos, end, n_partition_states, 'partition_states', 27, 1, False)
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
-    obj.topic_id = _w.ZERO_UUID
+    if v4_down:
+        obj.topic_id = _w.ZERO_UUID
+    else:
+        obj.topic_id = f_topic_id
     obj.partition_states = f_partition_states
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(obj, out):
-    """Append the v2 layout of a LeaderAndIsrRequest.LeaderAndIsrTopicState to ``out``."""
+def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState(obj, out, version):
+    """Append in ``version`` a LeaderAndIsrRequest.LeaderAndIsrTopicState to ``out``."""
+    v3_down = version <= 3
+    v4_up = version >= 4
+    v5_up = version >= 5
     if obj is None:
         raise TypeError("LeaderAndIsrRequest.LeaderAndIsrTopicState expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", False)
-    out += _S_h.pack(n_topic_name)
-    if n_topic_name > 0:
-        out += f_topic_name
-    f_partition_states = obj.partition_states
-    if f_partition_states is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
+    if v3_down:
+        out += _S_h.pack(n_topic_name)
     else:
-        n_partition_states = len(f_partition_states)
-    out += _S_i.pack(n_partition_states)
-    for item in f_partition_states:
-        _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(item, out)
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_states, pos, end)
-    n_partition_states = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partition_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3, buf, cur, pos, end, n_partition_states, 'partition_states', 37, 4, False)
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
-    obj.topic_name = f_topic_name
-    obj.topic_id = _w.ZERO_UUID
-    obj.partition_states = f_partition_states
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(obj, out):
-    """Append the v3 layout of a LeaderAndIsrRequest.LeaderAndIsrTopicState to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", False)
-    out += _S_h.pack(n_topic_name)
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    f_partition_states = obj.partition_states
-    if f_partition_states is None:
-        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
+    if v3_down:
+        f_partition_states = obj.partition_states
+        if f_partition_states is None:
+            raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
+        else:
+            n_partition_states = len(f_partition_states)
+        out += _S_i.pack(n_partition_states)
+        for item in f_partition_states:
+            _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(item, out, version)
+    elif v5_up:
+        out += obj.topic_id.bytes
+    if v4_up:
+        _w.put_structs(out, obj.partition_states, _partial(_enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version=version), "LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
+
+
+def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(buf, cur, end, version):
+    """Decode LeaderAndIsrRequest.LeaderAndIsrLiveLeader (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
+    v4_up = version >= 4
+    pos = cur.pos
+    if v3_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_broker_id__host_name, pos, end)
+        f_broker_id, n_host_name = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        f_host_name, pos = _w.read_sized(buf, pos, n_host_name, end, 'host_name', 2, False, True)
     else:
-        n_partition_states = len(f_partition_states)
-    out += _S_i.pack(n_partition_states)
-    for item in f_partition_states:
-        _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(item, out)
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partition_states, pos = _w.read_compact_length(buf, pos, end, 'partition_states')
-    f_partition_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4, buf, cur, pos, end, n_partition_states, 'partition_states', 26, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
-    obj.topic_name = f_topic_name
-    obj.topic_id = _w.ZERO_UUID
-    obj.partition_states = f_partition_states
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
-    """Append the v4 layout of a LeaderAndIsrRequest.LeaderAndIsrTopicState to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    _w.put_structs(out, obj.partition_states, _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4, "LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partition_states, pos = _w.read_compact_length(buf, pos, end, 'partition_states')
-    f_partition_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4, buf, cur, pos, end, n_partition_states, 'partition_states', 26, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
-    obj.topic_name = f_topic_name
-    obj.topic_id = f_topic_id
-    obj.partition_states = f_partition_states
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
-    """Append the v5 layout of a LeaderAndIsrRequest.LeaderAndIsrTopicState to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partition_states, _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4, "LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partition_states, pos = _w.read_compact_length(buf, pos, end, 'partition_states')
-    f_partition_states, pos = _w.read_structs(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6, buf, cur, pos, end, n_partition_states, 'partition_states', 27, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
-    obj.topic_name = f_topic_name
-    obj.topic_id = f_topic_id
-    obj.partition_states = f_partition_states
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
-    """Append the v6 layout of a LeaderAndIsrRequest.LeaderAndIsrTopicState to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partition_states, _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6, "LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrLiveLeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_broker_id__host_name, pos, end)
-    f_broker_id, n_host_name = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    f_host_name, pos = _w.read_sized(buf, pos, n_host_name, end, 'host_name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_broker_id, pos, end)
+        f_broker_id = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_host_name, pos = _w.read_compact_length(buf, pos, end, 'host_name')
+        f_host_name, pos = _w.read_sized(buf, pos, n_host_name, end, 'host_name', 1, False, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
     obj.broker_id = f_broker_id
     obj.host_name = f_host_name
     obj.port = f_port
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
-    """Append the v0 layout of a LeaderAndIsrRequest.LeaderAndIsrLiveLeader to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrLiveLeader expected, got None")
-    f_host_name, n_host_name = _w.encode_text(obj.host_name, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", False)
-    out += _S_ih.pack(obj.broker_id, n_host_name)
-    if n_host_name > 0:
-        out += f_host_name
-    out += _S_i.pack(obj.port)
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrLiveLeader (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_broker_id, pos, end)
-    f_broker_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_host_name, pos = _w.read_compact_length(buf, pos, end, 'host_name')
-    f_host_name, pos = _w.read_sized(buf, pos, n_host_name, end, 'host_name', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
-    obj.broker_id = f_broker_id
-    obj.host_name = f_host_name
-    obj.port = f_port
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
-    """Append the v4 layout of a LeaderAndIsrRequest.LeaderAndIsrLiveLeader to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrLiveLeader expected, got None")
-    out += _S_i.pack(obj.broker_id)
-    f_host_name, n_host_name = _w.encode_text(obj.host_name, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", False)
-    _w.put_uvarint(out, n_host_name + 1)
-    if n_host_name > 0:
-        out += f_host_name
-    out += _S_i.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader")
-
-
-def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
-    """Decode LeaderAndIsrResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
-    f_error_code, n_partition_errors = _S_hi.unpack_from(buf, pos)
-    pos += 6
-    f_partition_errors, pos = _w.read_structs(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0, buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 4, False)
-    obj = _new(LeaderAndIsrResponse)
-    obj.error_code = f_error_code
-    obj.partition_errors = f_partition_errors
-    obj.topics = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrResponse_v0(obj, out):
-    """Append the v0 layout of a LeaderAndIsrResponse to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrResponse expected, got None")
-    if obj.topics:
-        raise _w.not_in_version("LeaderAndIsrResponse.topics", 0, "5-7")
-    f_partition_errors = obj.partition_errors
-    if f_partition_errors is None:
-        raise _w.not_nullable("LeaderAndIsrResponse.partition_errors")
+    if v3_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partition_errors = len(f_partition_errors)
-    out += _S_hi.pack(obj.error_code, n_partition_errors)
-    for item in f_partition_errors:
-        _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(item, out)
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
 
 
-def _dec_LeaderAndIsrResponse_v4(buf, cur, end):
-    """Decode LeaderAndIsrResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(obj, out, version):
+    """Append in ``version`` a LeaderAndIsrRequest.LeaderAndIsrLiveLeader to ``out``."""
+    v3_down = version <= 3
+    v4_up = version >= 4
+    if obj is None:
+        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrLiveLeader expected, got None")
+    if v4_up:
+        out += _S_i.pack(obj.broker_id)
+    f_host_name, n_host_name = _w.encode_text(obj.host_name, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", False)
+    if v3_down:
+        out += _S_ih.pack(obj.broker_id, n_host_name)
+    else:
+        _w.put_uvarint(out, n_host_name + 1)
+    if n_host_name > 0:
+        out += f_host_name
+    out += _S_i.pack(obj.port)
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader")
+
+
+def _dec_LeaderAndIsrResponse(buf, cur, end, version):
+    """Decode LeaderAndIsrResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v4_up = version >= 4
+    v5_up = version >= 5
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_partition_errors, pos = _w.read_compact_length(buf, pos, end, 'partition_errors')
-    f_partition_errors, pos = _w.read_structs(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4, buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v3_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
+        f_error_code, n_partition_errors = _S_hi.unpack_from(buf, pos)
+        pos += 6
+        f_partition_errors, pos = _w.read_structs(_partial(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version=version), buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 4, False)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    if v4_only:
+        n_partition_errors, pos = _w.read_compact_length(buf, pos, end, 'partition_errors')
+        f_partition_errors, pos = _w.read_structs(_partial(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version=version), buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 1, False)
+    elif v5_up:
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_LeaderAndIsrResponse_LeaderAndIsrTopicError, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(LeaderAndIsrResponse)
     obj.error_code = f_error_code
-    obj.partition_errors = f_partition_errors
-    obj.topics = []
-    obj.unknown_tagged_fields = unknown
+    if v4_down:
+        obj.partition_errors = f_partition_errors
+        obj.topics = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    elif v5_up:
+        obj.partition_errors = []
+        obj.topics = f_topics
+    if v4_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_LeaderAndIsrResponse_v4(obj, out):
-    """Append the v4 layout of a LeaderAndIsrResponse to ``out``."""
+def _enc_LeaderAndIsrResponse(obj, out, version):
+    """Append in ``version`` a LeaderAndIsrResponse to ``out``."""
+    v3_down = version <= 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v4_up = version >= 4
+    v5_up = version >= 5
     if obj is None:
         raise TypeError("LeaderAndIsrResponse expected, got None")
-    if obj.topics:
-        raise _w.not_in_version("LeaderAndIsrResponse.topics", 4, "5-7")
-    out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.partition_errors, _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4, "LeaderAndIsrResponse.partition_errors", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse")
+    if v4_down:
+        if obj.topics:
+            if v3_down:
+                raise _w.not_in_version("LeaderAndIsrResponse.topics", 0, "5-7")
+            else:
+                raise _w.not_in_version("LeaderAndIsrResponse.topics", 4, "5-7")
+    if v3_down:
+        f_partition_errors = obj.partition_errors
+        if f_partition_errors is None:
+            raise _w.not_nullable("LeaderAndIsrResponse.partition_errors")
+        else:
+            n_partition_errors = len(f_partition_errors)
+        out += _S_hi.pack(obj.error_code, n_partition_errors)
+        for item in f_partition_errors:
+            _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError(item, out, version)
+    elif v5_up:
+        if obj.partition_errors:
+            raise _w.not_in_version("LeaderAndIsrResponse.partition_errors", 5, "0-4")
+    if v4_up:
+        out += _S_h.pack(obj.error_code)
+    if v4_only:
+        _w.put_structs(out, obj.partition_errors, _partial(_enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version=version), "LeaderAndIsrResponse.partition_errors", False)
+    elif v5_up:
+        _w.put_structs(out, obj.topics, _partial(_enc_LeaderAndIsrResponse_LeaderAndIsrTopicError, version=version), "LeaderAndIsrResponse.topics", False)
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse")
 
 
-def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
-    """Decode LeaderAndIsrResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError(buf, cur, end, version):
+    """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrResponse)
-    obj.error_code = f_error_code
-    obj.partition_errors = []
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrResponse_v5(obj, out):
-    """Append the v5 layout of a LeaderAndIsrResponse to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrResponse expected, got None")
-    if obj.partition_errors:
-        raise _w.not_in_version("LeaderAndIsrResponse.partition_errors", 5, "0-4")
-    out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5, "LeaderAndIsrResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse")
-
-
-def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
-    """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+    if v3_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+    elif v4_only:
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
-    obj.topic_name = f_topic_name
+    if v4_down:
+        obj.topic_name = f_topic_name
+    else:
+        obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
-    """Append the v0 layout of a LeaderAndIsrResponse.LeaderAndIsrPartitionError to ``out``."""
+def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError(obj, out, version):
+    """Append in ``version`` a LeaderAndIsrResponse.LeaderAndIsrPartitionError to ``out``."""
+    v3_down = version <= 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("LeaderAndIsrResponse.LeaderAndIsrPartitionError expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", False)
-    out += _S_h.pack(n_topic_name)
-    if n_topic_name > 0:
-        out += f_topic_name
+    if v4_down:
+        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", False)
+    if v3_down:
+        out += _S_h.pack(n_topic_name)
+    elif v4_only:
+        _w.put_uvarint(out, n_topic_name + 1)
+    if v4_down:
+        if n_topic_name > 0:
+            out += f_topic_name
     out += _S_ih.pack(obj.partition_index, obj.error_code)
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrPartitionError")
 
 
-def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
-    """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
-    obj.topic_name = f_topic_name
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
-    """Append the v4 layout of a LeaderAndIsrResponse.LeaderAndIsrPartitionError to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrResponse.LeaderAndIsrPartitionError expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrPartitionError")
-
-
-def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end):
-    """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
-    obj.topic_name = ''
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(obj, out):
-    """Append the v5 layout of a LeaderAndIsrResponse.LeaderAndIsrPartitionError to ``out``."""
-    if obj is None:
-        raise TypeError("LeaderAndIsrResponse.LeaderAndIsrPartitionError expected, got None")
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrPartitionError")
-
-
-def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
-    """Decode LeaderAndIsrResponse.LeaderAndIsrTopicError (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError(buf, cur, end, version):
+    """Decode LeaderAndIsrResponse.LeaderAndIsrTopicError (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partition_errors, pos = _w.read_compact_length(buf, pos, end, 'partition_errors')
-    f_partition_errors, pos = _w.read_structs(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5, buf, cur, pos, end, n_partition_errors, 'partition_errors', 7, 1, False)
+    f_partition_errors, pos = _w.read_structs(_partial(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version=version), buf, cur, pos, end, n_partition_errors, 'partition_errors', 7, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(LeaderAndIsrResponse_LeaderAndIsrTopicError)
     obj.topic_id = f_topic_id
@@ -1444,12 +801,12 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
     return obj
 
 
-def _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(obj, out):
-    """Append the v5 layout of a LeaderAndIsrResponse.LeaderAndIsrTopicError to ``out``."""
+def _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError(obj, out, version):
+    """Append in ``version`` a LeaderAndIsrResponse.LeaderAndIsrTopicError to ``out``."""
     if obj is None:
         raise TypeError("LeaderAndIsrResponse.LeaderAndIsrTopicError expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partition_errors, _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5, "LeaderAndIsrResponse.LeaderAndIsrTopicError.partition_errors", False)
+    _w.put_structs(out, obj.partition_errors, _partial(_enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version=version), "LeaderAndIsrResponse.LeaderAndIsrTopicError.partition_errors", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrTopicError")
 
 
@@ -1624,8 +981,8 @@ class LeaderAndIsrRequest(Message):
     LeaderAndIsrPartitionState = LeaderAndIsrRequest_LeaderAndIsrPartitionState
     LeaderAndIsrTopicState = LeaderAndIsrRequest_LeaderAndIsrTopicState
     LeaderAndIsrLiveLeader = LeaderAndIsrRequest_LeaderAndIsrLiveLeader
-    _DECODERS = {0: _dec_LeaderAndIsrRequest_v0, 1: _dec_LeaderAndIsrRequest_v1, 2: _dec_LeaderAndIsrRequest_v2, 3: _dec_LeaderAndIsrRequest_v3, 4: _dec_LeaderAndIsrRequest_v4, 5: _dec_LeaderAndIsrRequest_v5, 6: _dec_LeaderAndIsrRequest_v6, 7: _dec_LeaderAndIsrRequest_v7}
-    _ENCODERS = {0: _enc_LeaderAndIsrRequest_v0, 1: _enc_LeaderAndIsrRequest_v1, 2: _enc_LeaderAndIsrRequest_v2, 3: _enc_LeaderAndIsrRequest_v3, 4: _enc_LeaderAndIsrRequest_v4, 5: _enc_LeaderAndIsrRequest_v5, 6: _enc_LeaderAndIsrRequest_v6, 7: _enc_LeaderAndIsrRequest_v7}
+    _DECODERS = _decoders(_dec_LeaderAndIsrRequest, range(0, 8))
+    _ENCODERS = _encoders(_enc_LeaderAndIsrRequest, range(0, 8))
     API_KEY = 4
     KIND = 'request'
     VALID_VERSIONS = (0, 7)
@@ -1745,13 +1102,8 @@ class LeaderAndIsrResponse(Message):
     )
     LeaderAndIsrPartitionError = LeaderAndIsrResponse_LeaderAndIsrPartitionError
     LeaderAndIsrTopicError = LeaderAndIsrResponse_LeaderAndIsrTopicError
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the request only.
-    # v3 uses the v0 codecs: the bytes are the same; v3 changed the request only.
-    # v6 uses the v5 codecs: the bytes are the same; v6 changed the request only.
-    # v7 uses the v5 codecs: the bytes are the same; v7 changed the request only.
-    _DECODERS = {0: _dec_LeaderAndIsrResponse_v0, 1: _dec_LeaderAndIsrResponse_v0, 2: _dec_LeaderAndIsrResponse_v0, 3: _dec_LeaderAndIsrResponse_v0, 4: _dec_LeaderAndIsrResponse_v4, 5: _dec_LeaderAndIsrResponse_v5, 6: _dec_LeaderAndIsrResponse_v5, 7: _dec_LeaderAndIsrResponse_v5}
-    _ENCODERS = {0: _enc_LeaderAndIsrResponse_v0, 1: _enc_LeaderAndIsrResponse_v0, 2: _enc_LeaderAndIsrResponse_v0, 3: _enc_LeaderAndIsrResponse_v0, 4: _enc_LeaderAndIsrResponse_v4, 5: _enc_LeaderAndIsrResponse_v5, 6: _enc_LeaderAndIsrResponse_v5, 7: _enc_LeaderAndIsrResponse_v5}
+    _DECODERS = _decoders(_dec_LeaderAndIsrResponse, range(0, 8))
+    _ENCODERS = _encoders(_enc_LeaderAndIsrResponse, range(0, 8))
     API_KEY = 4
     KIND = 'response'
     VALID_VERSIONS = (0, 7)

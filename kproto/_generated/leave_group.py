@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
@@ -32,13 +33,32 @@ _RUN_throttle_time_ms__members = (('throttle_time_ms', 0, 4), ('error_code', 4, 
 _new = Struct.__new__
 
 
-def _dec_LeaveGroupRequest_v0(buf, cur, end):
-    """Decode LeaveGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_LeaveGroupRequest(buf, cur, end, version):
+    """Decode LeaveGroupRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v4_up = version >= 4
+    v5_up = version >= 5
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
+    if v3_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_id, pos, end)
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    else:
+        if pos < end and buf[pos] < 128:
+            n_group_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+            n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
         try:
             f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
@@ -46,34 +66,189 @@ def _dec_LeaveGroupRequest_v0(buf, cur, end):
             raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_member_id, pos, end)
-    n_member_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
+        if v3_down:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
+        else:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_member_id, pos, end)
+        n_member_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        if 0 <= n_member_id <= end - pos:
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
+            pos += n_member_id
+        else:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
+    elif v3_only:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_members, pos, end)
+        n_members = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if n_members < 0 or n_members > (end - pos) // 4:
+            raise _w.bad_count('members', pos - 4, n_members, end, 4, 4)
     else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
+        if pos < end and buf[pos] < 128:
+            n_members = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
+            n_members -= 1
+    if v4_only:
+        if n_members < 0 or n_members > (end - pos) // 3:
+            raise _w.bad_count('members', pos - 1, n_members, end, 3, 1)
+    elif v5_up:
+        if n_members < 0 or n_members > (end - pos) // 4:
+            raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
+    if v3_up:
+        f_members = []
+        if n_members:
+            # Each element read inline.
+            try:
+                for i in range(n_members):
+                    if v3_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_member_id, pos, end)
+                        n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_member_id__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                            n_member_id__1 -= 1
+                    if 0 <= n_member_id__1 <= end - pos:
+                        try:
+                            f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('member_id', pos, exc) from None
+                        pos += n_member_id__1
+                    else:
+                        if v3_down:
+                            raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                    if v3_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_group_instance_id, pos, end)
+                        n_group_instance_id__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_group_instance_id__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                            n_group_instance_id__1 -= 1
+                    if 0 <= n_group_instance_id__1 <= end - pos:
+                        try:
+                            f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                        pos += n_group_instance_id__1
+                    elif n_group_instance_id__1 == -1:
+                        f_group_instance_id__1 = None
+                    else:
+                        if v3_down:
+                            raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 2, True)
+                        else:
+                            raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
+                    if v5_up:
+                        if pos < end and buf[pos] < 128:
+                            n_reason__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_reason__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_reason__1, pos = _w.read_uvarint(buf, pos, end, 'reason')
+                            n_reason__1 -= 1
+                        if 0 <= n_reason__1 <= end - pos:
+                            try:
+                                f_reason__1 = buf[pos:pos + n_reason__1].decode() if n_reason__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('reason', pos, exc) from None
+                            pos += n_reason__1
+                        elif n_reason__1 == -1:
+                            f_reason__1 = None
+                        else:
+                            raise _w.bad_sized('reason', pos, n_reason__1, end, 1, True)
+                    if v4_up:
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(LeaveGroupRequest_MemberIdentity)
+                    obj__1.member_id = f_member_id__1
+                    obj__1.group_instance_id = f_group_instance_id__1
+                    if v4_down:
+                        obj__1.reason = None
+                    if v3_down:
+                        obj__1.unknown_tagged_fields = []
+                    elif v5_up:
+                        obj__1.reason = f_reason__1
+                    if v4_up:
+                        obj__1.unknown_tagged_fields = unknown__1
+                    f_members.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("members[%d]" % i)
+    if v4_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(LeaveGroupRequest)
     obj.group_id = f_group_id
-    obj.member_id = f_member_id
-    obj.members = []
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.member_id = f_member_id
+        obj.members = []
+    else:
+        obj.member_id = ''
+        obj.members = f_members
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_LeaveGroupRequest_v0(obj, out):
-    """Append the v0 layout of a LeaveGroupRequest to ``out``."""
+def _enc_LeaveGroupRequest(obj, out, version):
+    """Append in ``version`` a LeaveGroupRequest to ``out``."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_only = version == 4
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("LeaveGroupRequest expected, got None")
-    if obj.members:
-        raise _w.not_in_version("LeaveGroupRequest.members", 0, "3-5")
+    if v2_down:
+        if obj.members:
+            raise _w.not_in_version("LeaveGroupRequest.members", 0, "3-5")
+    else:
+        if obj.member_id != '':
+            if v3_down:
+                raise _w.not_in_version("LeaveGroupRequest.member_id", 3, "0-2")
+            elif v4_only:
+                raise _w.not_in_version("LeaveGroupRequest.member_id", 4, "0-2")
+            else:
+                raise _w.not_in_version("LeaveGroupRequest.member_id", 5, "0-2")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("LeaveGroupRequest.group_id")
@@ -82,411 +257,55 @@ def _enc_LeaveGroupRequest_v0(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
+    if v3_down:
+        out += _S_h.pack(n_group_id)
+    else:
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("LeaveGroupRequest.member_id")
+    if v2_down:
+        f_member_id = obj.member_id
+        if f_member_id is None:
+            raise _w.not_nullable("LeaveGroupRequest.member_id")
+        else:
+            f_member_id = f_member_id.encode("utf-8")
+            n_member_id = len(f_member_id)
+            if n_member_id > 32767:
+                raise _w.string_too_long("LeaveGroupRequest.member_id", n_member_id)
+        out += _S_h.pack(n_member_id)
+        if n_member_id > 0:
+            out += f_member_id
     else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("LeaveGroupRequest.member_id", n_member_id)
-    out += _S_h.pack(n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
+        f_members = obj.members
+        if f_members is None:
+            raise _w.not_nullable("LeaveGroupRequest.members")
+        else:
+            n_members = len(f_members)
+    if v3_only:
+        out += _S_i.pack(n_members)
+    elif v4_up:
+        if 0 <= n_members + 1 < 128:
+            out.append(n_members + 1)
+        else:
+            _w.put_uvarint(out, n_members + 1)
+    if v3_up:
+        for item in f_members:
+            _enc_LeaveGroupRequest_MemberIdentity(item, out, version)
+    if v4_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest")
+        else:
+            out.append(0)
 
 
-def _dec_LeaveGroupRequest_v3(buf, cur, end):
-    """Decode LeaveGroupRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_members, pos, end)
-    n_members = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_members < 0 or n_members > (end - pos) // 4:
-        raise _w.bad_count('members', pos - 4, n_members, end, 4, 4)
-    f_members = []
-    if n_members:
-        # Each element read inline, as LeaveGroupRequest.MemberIdentity v3 is.
-        try:
-            for i in range(n_members):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_member_id, pos, end)
-                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_group_instance_id, pos, end)
-                n_group_instance_id__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_group_instance_id__1 <= end - pos:
-                    try:
-                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
-                    pos += n_group_instance_id__1
-                elif n_group_instance_id__1 == -1:
-                    f_group_instance_id__1 = None
-                else:
-                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 2, True)
-                obj__1 = _new(LeaveGroupRequest_MemberIdentity)
-                obj__1.member_id = f_member_id__1
-                obj__1.group_instance_id = f_group_instance_id__1
-                obj__1.reason = None
-                obj__1.unknown_tagged_fields = []
-                f_members.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-    obj = _new(LeaveGroupRequest)
-    obj.group_id = f_group_id
-    obj.member_id = ''
-    obj.members = f_members
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaveGroupRequest_v3(obj, out):
-    """Append the v3 layout of a LeaveGroupRequest to ``out``."""
-    if obj is None:
-        raise TypeError("LeaveGroupRequest expected, got None")
-    if obj.member_id != '':
-        raise _w.not_in_version("LeaveGroupRequest.member_id", 3, "0-2")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("LeaveGroupRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("LeaveGroupRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("LeaveGroupRequest.members")
-    else:
-        n_members = len(f_members)
-    out += _S_i.pack(n_members)
-    for item in f_members:
-        _enc_LeaveGroupRequest_MemberIdentity_v3(item, out)
-
-
-def _dec_LeaveGroupRequest_v4(buf, cur, end):
-    """Decode LeaveGroupRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_group_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-        n_group_id -= 1
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_members = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
-        n_members -= 1
-    if n_members < 0 or n_members > (end - pos) // 3:
-        raise _w.bad_count('members', pos - 1, n_members, end, 3, 1)
-    f_members = []
-    if n_members:
-        # Each element read inline, as LeaveGroupRequest.MemberIdentity v4 is.
-        try:
-            for i in range(n_members):
-                if pos < end and buf[pos] < 128:
-                    n_member_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-                    n_member_id__1 -= 1
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_group_instance_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-                    n_group_instance_id__1 -= 1
-                if 0 <= n_group_instance_id__1 <= end - pos:
-                    try:
-                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
-                    pos += n_group_instance_id__1
-                elif n_group_instance_id__1 == -1:
-                    f_group_instance_id__1 = None
-                else:
-                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(LeaveGroupRequest_MemberIdentity)
-                obj__1.member_id = f_member_id__1
-                obj__1.group_instance_id = f_group_instance_id__1
-                obj__1.reason = None
-                obj__1.unknown_tagged_fields = unknown__1
-                f_members.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaveGroupRequest)
-    obj.group_id = f_group_id
-    obj.member_id = ''
-    obj.members = f_members
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaveGroupRequest_v4(obj, out):
-    """Append the v4 layout of a LeaveGroupRequest to ``out``."""
-    if obj is None:
-        raise TypeError("LeaveGroupRequest expected, got None")
-    if obj.member_id != '':
-        raise _w.not_in_version("LeaveGroupRequest.member_id", 4, "0-2")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("LeaveGroupRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("LeaveGroupRequest.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("LeaveGroupRequest.members")
-    else:
-        n_members = len(f_members)
-    if 0 <= n_members + 1 < 128:
-        out.append(n_members + 1)
-    else:
-        _w.put_uvarint(out, n_members + 1)
-    for item in f_members:
-        _enc_LeaveGroupRequest_MemberIdentity_v4(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest")
-    else:
-        out.append(0)
-
-
-def _dec_LeaveGroupRequest_v5(buf, cur, end):
-    """Decode LeaveGroupRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_group_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-        n_group_id -= 1
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_members = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
-        n_members -= 1
-    if n_members < 0 or n_members > (end - pos) // 4:
-        raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
-    f_members = []
-    if n_members:
-        # Each element read inline, as LeaveGroupRequest.MemberIdentity v5 is.
-        try:
-            for i in range(n_members):
-                if pos < end and buf[pos] < 128:
-                    n_member_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-                    n_member_id__1 -= 1
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_group_instance_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-                    n_group_instance_id__1 -= 1
-                if 0 <= n_group_instance_id__1 <= end - pos:
-                    try:
-                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
-                    pos += n_group_instance_id__1
-                elif n_group_instance_id__1 == -1:
-                    f_group_instance_id__1 = None
-                else:
-                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
-                if pos < end and buf[pos] < 128:
-                    n_reason__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_reason__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_reason__1, pos = _w.read_uvarint(buf, pos, end, 'reason')
-                    n_reason__1 -= 1
-                if 0 <= n_reason__1 <= end - pos:
-                    try:
-                        f_reason__1 = buf[pos:pos + n_reason__1].decode() if n_reason__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('reason', pos, exc) from None
-                    pos += n_reason__1
-                elif n_reason__1 == -1:
-                    f_reason__1 = None
-                else:
-                    raise _w.bad_sized('reason', pos, n_reason__1, end, 1, True)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(LeaveGroupRequest_MemberIdentity)
-                obj__1.member_id = f_member_id__1
-                obj__1.group_instance_id = f_group_instance_id__1
-                obj__1.reason = f_reason__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_members.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaveGroupRequest)
-    obj.group_id = f_group_id
-    obj.member_id = ''
-    obj.members = f_members
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaveGroupRequest_v5(obj, out):
-    """Append the v5 layout of a LeaveGroupRequest to ``out``."""
-    if obj is None:
-        raise TypeError("LeaveGroupRequest expected, got None")
-    if obj.member_id != '':
-        raise _w.not_in_version("LeaveGroupRequest.member_id", 5, "0-2")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("LeaveGroupRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("LeaveGroupRequest.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("LeaveGroupRequest.members")
-    else:
-        n_members = len(f_members)
-    if 0 <= n_members + 1 < 128:
-        out.append(n_members + 1)
-    else:
-        _w.put_uvarint(out, n_members + 1)
-    for item in f_members:
-        _enc_LeaveGroupRequest_MemberIdentity_v5(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest")
-    else:
-        out.append(0)
-
-
-def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
-    """Append the v3 layout of a LeaveGroupRequest.MemberIdentity to ``out``."""
+def _enc_LeaveGroupRequest_MemberIdentity(obj, out, version):
+    """Append in ``version`` a LeaveGroupRequest.MemberIdentity to ``out``."""
+    v3_down = version <= 3
+    v4_up = version >= 4
+    v5_up = version >= 5
     if obj is None:
         raise TypeError("LeaveGroupRequest.MemberIdentity expected, got None")
     f_member_id = obj.member_id
@@ -497,7 +316,13 @@ def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.member_id", n_member_id)
-    out += _S_h.pack(n_member_id)
+    if v3_down:
+        out += _S_h.pack(n_member_id)
+    else:
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     f_group_instance_id = obj.group_instance_id
@@ -508,340 +333,227 @@ def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.group_instance_id", n_group_instance_id)
-    out += _S_h.pack(n_group_instance_id)
+    if v3_down:
+        out += _S_h.pack(n_group_instance_id)
+    else:
+        if 0 <= n_group_instance_id + 1 < 128:
+            out.append(n_group_instance_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         out += f_group_instance_id
+    if v5_up:
+        f_reason = obj.reason
+        if f_reason is None:
+            n_reason = -1
+        else:
+            f_reason = f_reason.encode("utf-8")
+            n_reason = len(f_reason)
+            if n_reason > 32767:
+                raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.reason", n_reason)
+        if 0 <= n_reason + 1 < 128:
+            out.append(n_reason + 1)
+        else:
+            _w.put_uvarint(out, n_reason + 1)
+        if n_reason > 0:
+            out += f_reason
+    if v4_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest.MemberIdentity")
+        else:
+            out.append(0)
 
 
-def _enc_LeaveGroupRequest_MemberIdentity_v4(obj, out):
-    """Append the v4 layout of a LeaveGroupRequest.MemberIdentity to ``out``."""
-    if obj is None:
-        raise TypeError("LeaveGroupRequest.MemberIdentity expected, got None")
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("LeaveGroupRequest.MemberIdentity.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.group_instance_id", n_group_instance_id)
-    if 0 <= n_group_instance_id + 1 < 128:
-        out.append(n_group_instance_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest.MemberIdentity")
-    else:
-        out.append(0)
-
-
-def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
-    """Append the v5 layout of a LeaveGroupRequest.MemberIdentity to ``out``."""
-    if obj is None:
-        raise TypeError("LeaveGroupRequest.MemberIdentity expected, got None")
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("LeaveGroupRequest.MemberIdentity.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.group_instance_id", n_group_instance_id)
-    if 0 <= n_group_instance_id + 1 < 128:
-        out.append(n_group_instance_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_reason = obj.reason
-    if f_reason is None:
-        n_reason = -1
-    else:
-        f_reason = f_reason.encode("utf-8")
-        n_reason = len(f_reason)
-        if n_reason > 32767:
-            raise _w.string_too_long("LeaveGroupRequest.MemberIdentity.reason", n_reason)
-    if 0 <= n_reason + 1 < 128:
-        out.append(n_reason + 1)
-    else:
-        _w.put_uvarint(out, n_reason + 1)
-    if n_reason > 0:
-        out += f_reason
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest.MemberIdentity")
-    else:
-        out.append(0)
-
-
-def _dec_LeaveGroupResponse_v0(buf, cur, end):
-    """Decode LeaveGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_LeaveGroupResponse(buf, cur, end, version):
+    """Decode LeaveGroupResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_2_4_5 = version in (1, 2, 4, 5)
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    obj = _new(LeaveGroupResponse)
-    obj.throttle_time_ms = 0
-    obj.error_code = f_error_code
-    obj.members = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaveGroupResponse_v0(obj, out):
-    """Append the v0 layout of a LeaveGroupResponse to ``out``."""
-    if obj is None:
-        raise TypeError("LeaveGroupResponse expected, got None")
-    if obj.members:
-        raise _w.not_in_version("LeaveGroupResponse.members", 0, "3-5")
-    out += _S_h.pack(obj.error_code)
-
-
-def _dec_LeaveGroupResponse_v1(buf, cur, end):
-    """Decode LeaveGroupResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    obj = _new(LeaveGroupResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.members = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaveGroupResponse_v1(obj, out):
-    """Append the v1 layout of a LeaveGroupResponse to ``out``."""
-    if obj is None:
-        raise TypeError("LeaveGroupResponse expected, got None")
-    if obj.members:
-        raise _w.not_in_version("LeaveGroupResponse.members", 1, "3-5")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-
-
-def _dec_LeaveGroupResponse_v3(buf, cur, end):
-    """Decode LeaveGroupResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_throttle_time_ms__members, pos, end)
-    f_throttle_time_ms, f_error_code, n_members = _S_ihi.unpack_from(buf, pos)
-    pos += 10
-    if n_members < 0 or n_members > (end - pos) // 6:
-        raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
-    f_members = []
-    if n_members:
-        # Each element read inline, as LeaveGroupResponse.MemberResponse v3 is.
-        try:
-            for i in range(n_members):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_member_id, pos, end)
-                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_group_instance_id, pos, end)
-                n_group_instance_id__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_group_instance_id__1 <= end - pos:
-                    try:
-                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
-                    pos += n_group_instance_id__1
-                elif n_group_instance_id__1 == -1:
-                    f_group_instance_id__1 = None
-                else:
-                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 2, True)
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_error_code, pos, end)
-                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                obj__1 = _new(LeaveGroupResponse_MemberResponse)
-                obj__1.member_id = f_member_id__1
-                obj__1.group_instance_id = f_group_instance_id__1
-                obj__1.error_code = f_error_code__1
-                obj__1.unknown_tagged_fields = []
-                f_members.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-    obj = _new(LeaveGroupResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.members = f_members
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_LeaveGroupResponse_v3(obj, out):
-    """Append the v3 layout of a LeaveGroupResponse to ``out``."""
-    if obj is None:
-        raise TypeError("LeaveGroupResponse expected, got None")
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("LeaveGroupResponse.members")
-    else:
-        n_members = len(f_members)
-    out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_members)
-    for item in f_members:
-        _enc_LeaveGroupResponse_MemberResponse_v3(item, out)
-
-
-def _dec_LeaveGroupResponse_v4(buf, cur, end):
-    """Decode LeaveGroupResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if pos < end and buf[pos] < 128:
-        n_members = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
         pos += 2
+    elif v1_2_4_5:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+        pos += 6
     else:
-        n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
-        n_members -= 1
-    if n_members < 0 or n_members > (end - pos) // 5:
-        raise _w.bad_count('members', pos - 1, n_members, end, 5, 1)
-    f_members = []
-    if n_members:
-        # Each element read inline, as LeaveGroupResponse.MemberResponse v4 is.
-        try:
-            for i in range(n_members):
-                if pos < end and buf[pos] < 128:
-                    n_member_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        if end - pos < 10:
+            raise _w.short_run(_RUN_throttle_time_ms__members, pos, end)
+        f_throttle_time_ms, f_error_code, n_members = _S_ihi.unpack_from(buf, pos)
+        pos += 10
+        if n_members < 0 or n_members > (end - pos) // 6:
+            raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
+    if v4_up:
+        if pos < end and buf[pos] < 128:
+            n_members = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
+            n_members -= 1
+        if n_members < 0 or n_members > (end - pos) // 5:
+            raise _w.bad_count('members', pos - 1, n_members, end, 5, 1)
+    if v3_up:
+        f_members = []
+        if n_members:
+            # Each element read inline.
+            try:
+                for i in range(n_members):
+                    if v3_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_member_id, pos, end)
+                        n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_member_id__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                            n_member_id__1 -= 1
+                    if 0 <= n_member_id__1 <= end - pos:
+                        try:
+                            f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('member_id', pos, exc) from None
+                        pos += n_member_id__1
+                    else:
+                        if v3_down:
+                            raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                    if v3_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_group_instance_id, pos, end)
+                        n_group_instance_id__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_group_instance_id__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                            n_group_instance_id__1 -= 1
+                    if 0 <= n_group_instance_id__1 <= end - pos:
+                        try:
+                            f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                        pos += n_group_instance_id__1
+                    elif n_group_instance_id__1 == -1:
+                        f_group_instance_id__1 = None
+                    else:
+                        if v3_down:
+                            raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 2, True)
+                        else:
+                            raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
                     pos += 2
-                else:
-                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-                    n_member_id__1 -= 1
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_group_instance_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_group_instance_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_group_instance_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-                    n_group_instance_id__1 -= 1
-                if 0 <= n_group_instance_id__1 <= end - pos:
-                    try:
-                        f_group_instance_id__1 = buf[pos:pos + n_group_instance_id__1].decode() if n_group_instance_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
-                    pos += n_group_instance_id__1
-                elif n_group_instance_id__1 == -1:
-                    f_group_instance_id__1 = None
-                else:
-                    raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__1, end, 1, True)
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_error_code, pos, end)
-                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(LeaveGroupResponse_MemberResponse)
-                obj__1.member_id = f_member_id__1
-                obj__1.group_instance_id = f_group_instance_id__1
-                obj__1.error_code = f_error_code__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_members.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+                    if v4_up:
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(LeaveGroupResponse_MemberResponse)
+                    obj__1.member_id = f_member_id__1
+                    obj__1.group_instance_id = f_group_instance_id__1
+                    obj__1.error_code = f_error_code__1
+                    if v3_down:
+                        obj__1.unknown_tagged_fields = []
+                    else:
+                        obj__1.unknown_tagged_fields = unknown__1
+                    f_members.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("members[%d]" % i)
+    if v4_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(LeaveGroupResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
+    if v0_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
-    obj.members = f_members
-    obj.unknown_tagged_fields = unknown
+    if v2_down:
+        obj.members = []
+    else:
+        obj.members = f_members
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_LeaveGroupResponse_v4(obj, out):
-    """Append the v4 layout of a LeaveGroupResponse to ``out``."""
+def _enc_LeaveGroupResponse(obj, out, version):
+    """Append in ``version`` a LeaveGroupResponse to ``out``."""
+    v0_down = version <= 0
+    v1_2_4_5 = version in (1, 2, 4, 5)
+    v2_down = version <= 2
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("LeaveGroupResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_members = obj.members
-    if f_members is None:
-        raise _w.not_nullable("LeaveGroupResponse.members")
-    else:
-        n_members = len(f_members)
-    if 0 <= n_members + 1 < 128:
-        out.append(n_members + 1)
-    else:
-        _w.put_uvarint(out, n_members + 1)
-    for item in f_members:
-        _enc_LeaveGroupResponse_MemberResponse_v4(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupResponse")
-    else:
-        out.append(0)
+    if v2_down:
+        if obj.members:
+            if v0_down:
+                raise _w.not_in_version("LeaveGroupResponse.members", 0, "3-5")
+            else:
+                raise _w.not_in_version("LeaveGroupResponse.members", 1, "3-5")
+    if v0_down:
+        out += _S_h.pack(obj.error_code)
+    elif v1_2_4_5:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    if v3_up:
+        f_members = obj.members
+        if f_members is None:
+            raise _w.not_nullable("LeaveGroupResponse.members")
+        else:
+            n_members = len(f_members)
+    if v3_only:
+        out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_members)
+    elif v4_up:
+        if 0 <= n_members + 1 < 128:
+            out.append(n_members + 1)
+        else:
+            _w.put_uvarint(out, n_members + 1)
+    if v3_up:
+        for item in f_members:
+            _enc_LeaveGroupResponse_MemberResponse(item, out, version)
+    if v4_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupResponse")
+        else:
+            out.append(0)
 
 
-def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
-    """Append the v3 layout of a LeaveGroupResponse.MemberResponse to ``out``."""
+def _enc_LeaveGroupResponse_MemberResponse(obj, out, version):
+    """Append in ``version`` a LeaveGroupResponse.MemberResponse to ``out``."""
+    v3_down = version <= 3
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("LeaveGroupResponse.MemberResponse expected, got None")
     f_member_id = obj.member_id
@@ -852,7 +564,13 @@ def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("LeaveGroupResponse.MemberResponse.member_id", n_member_id)
-    out += _S_h.pack(n_member_id)
+    if v3_down:
+        out += _S_h.pack(n_member_id)
+    else:
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     f_group_instance_id = obj.group_instance_id
@@ -863,49 +581,21 @@ def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
         n_group_instance_id = len(f_group_instance_id)
         if n_group_instance_id > 32767:
             raise _w.string_too_long("LeaveGroupResponse.MemberResponse.group_instance_id", n_group_instance_id)
-    out += _S_h.pack(n_group_instance_id)
+    if v3_down:
+        out += _S_h.pack(n_group_instance_id)
+    else:
+        if 0 <= n_group_instance_id + 1 < 128:
+            out.append(n_group_instance_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
         out += f_group_instance_id
     out += _S_h.pack(obj.error_code)
-
-
-def _enc_LeaveGroupResponse_MemberResponse_v4(obj, out):
-    """Append the v4 layout of a LeaveGroupResponse.MemberResponse to ``out``."""
-    if obj is None:
-        raise TypeError("LeaveGroupResponse.MemberResponse expected, got None")
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("LeaveGroupResponse.MemberResponse.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("LeaveGroupResponse.MemberResponse.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("LeaveGroupResponse.MemberResponse.group_instance_id", n_group_instance_id)
-    if 0 <= n_group_instance_id + 1 < 128:
-        out.append(n_group_instance_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    out += _S_h.pack(obj.error_code)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupResponse.MemberResponse")
-    else:
-        out.append(0)
+    if v4_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupResponse.MemberResponse")
+        else:
+            out.append(0)
 
 
 class LeaveGroupRequest_MemberIdentity(Struct):
@@ -963,10 +653,8 @@ class LeaveGroupRequest(Message):
         FieldInfo('members', (3, 5), None, None, True, LeaveGroupRequest_MemberIdentity, None, '[]MemberIdentity'),
     )
     MemberIdentity = LeaveGroupRequest_MemberIdentity
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the response only.
-    _DECODERS = {0: _dec_LeaveGroupRequest_v0, 1: _dec_LeaveGroupRequest_v0, 2: _dec_LeaveGroupRequest_v0, 3: _dec_LeaveGroupRequest_v3, 4: _dec_LeaveGroupRequest_v4, 5: _dec_LeaveGroupRequest_v5}
-    _ENCODERS = {0: _enc_LeaveGroupRequest_v0, 1: _enc_LeaveGroupRequest_v0, 2: _enc_LeaveGroupRequest_v0, 3: _enc_LeaveGroupRequest_v3, 4: _enc_LeaveGroupRequest_v4, 5: _enc_LeaveGroupRequest_v5}
+    _DECODERS = _decoders(_dec_LeaveGroupRequest, range(0, 6))
+    _ENCODERS = _encoders(_enc_LeaveGroupRequest, range(0, 6))
     API_KEY = 13
     KIND = 'request'
     VALID_VERSIONS = (0, 5)
@@ -1044,10 +732,8 @@ class LeaveGroupResponse(Message):
         FieldInfo('members', (3, 5), None, None, True, LeaveGroupResponse_MemberResponse, None, '[]MemberResponse'),
     )
     MemberResponse = LeaveGroupResponse_MemberResponse
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v5 uses the v4 codecs: the bytes are the same; v5 changed the request only.
-    _DECODERS = {0: _dec_LeaveGroupResponse_v0, 1: _dec_LeaveGroupResponse_v1, 2: _dec_LeaveGroupResponse_v1, 3: _dec_LeaveGroupResponse_v3, 4: _dec_LeaveGroupResponse_v4, 5: _dec_LeaveGroupResponse_v4}
-    _ENCODERS = {0: _enc_LeaveGroupResponse_v0, 1: _enc_LeaveGroupResponse_v1, 2: _enc_LeaveGroupResponse_v1, 3: _enc_LeaveGroupResponse_v3, 4: _enc_LeaveGroupResponse_v4, 5: _enc_LeaveGroupResponse_v4}
+    _DECODERS = _decoders(_dec_LeaveGroupResponse, range(0, 6))
+    _ENCODERS = _encoders(_enc_LeaveGroupResponse, range(0, 6))
     API_KEY = 13
     KIND = 'response'
     VALID_VERSIONS = (0, 5)

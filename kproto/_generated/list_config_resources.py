@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ListConfigResourcesRequest', 'ListConfigResourcesResponse']
@@ -27,68 +29,63 @@ _new = Struct.__new__
 _A_b = _w.SMALL_ARRAYS["b"]
 
 
-def _dec_ListConfigResourcesRequest_v0(buf, cur, end):
-    """Decode ListConfigResourcesRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListConfigResourcesRequest(buf, cur, end, version):
+    """Decode ListConfigResourcesRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
+    if v1_up:
+        n_resource_types, pos = _w.read_compact_length(buf, pos, end, 'resource_types')
+        if n_resource_types < 0 or n_resource_types > (end - pos) // 1:
+            raise _w.bad_count('resource_types', pos - 1, n_resource_types, end, 1, 1)
+        if n_resource_types < _w.SMALL_ARRAY_MAX:
+            f_resource_types = list(_A_b[n_resource_types].unpack_from(buf, pos))
+        else:
+            f_resource_types = list(_unpack_from(">%db" % n_resource_types, buf, pos))
+        pos += n_resource_types * 1
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListConfigResourcesRequest)
-    obj.resource_types = []
+    if v0_down:
+        obj.resource_types = []
+    else:
+        obj.resource_types = f_resource_types
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ListConfigResourcesRequest_v0(obj, out):
-    """Append the v0 layout of a ListConfigResourcesRequest to ``out``."""
+def _enc_ListConfigResourcesRequest(obj, out, version):
+    """Append in ``version`` a ListConfigResourcesRequest to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("ListConfigResourcesRequest expected, got None")
-    if obj.resource_types:
-        raise _w.not_in_version("ListConfigResourcesRequest.resource_types", 0, "1")
+    if v0_down:
+        if obj.resource_types:
+            raise _w.not_in_version("ListConfigResourcesRequest.resource_types", 0, "1")
+    else:
+        f_resource_types = obj.resource_types
+        if f_resource_types is None:
+            raise _w.not_nullable("ListConfigResourcesRequest.resource_types")
+        else:
+            n_resource_types = len(f_resource_types)
+        _w.put_uvarint(out, n_resource_types + 1)
+        out += _pack(">%db" % n_resource_types, *f_resource_types)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesRequest")
 
 
-def _dec_ListConfigResourcesRequest_v1(buf, cur, end):
-    """Decode ListConfigResourcesRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_resource_types, pos = _w.read_compact_length(buf, pos, end, 'resource_types')
-    if n_resource_types < 0 or n_resource_types > (end - pos) // 1:
-        raise _w.bad_count('resource_types', pos - 1, n_resource_types, end, 1, 1)
-    if n_resource_types < _w.SMALL_ARRAY_MAX:
-        f_resource_types = list(_A_b[n_resource_types].unpack_from(buf, pos))
-    else:
-        f_resource_types = list(_unpack_from(">%db" % n_resource_types, buf, pos))
-    pos += n_resource_types * 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListConfigResourcesRequest)
-    obj.resource_types = f_resource_types
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListConfigResourcesRequest_v1(obj, out):
-    """Append the v1 layout of a ListConfigResourcesRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ListConfigResourcesRequest expected, got None")
-    f_resource_types = obj.resource_types
-    if f_resource_types is None:
-        raise _w.not_nullable("ListConfigResourcesRequest.resource_types")
-    else:
-        n_resource_types = len(f_resource_types)
-    _w.put_uvarint(out, n_resource_types + 1)
-    out += _pack(">%db" % n_resource_types, *f_resource_types)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesRequest")
-
-
-def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
-    """Decode ListConfigResourcesResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListConfigResourcesResponse(buf, cur, end, version):
+    """Decode ListConfigResourcesResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     n_config_resources, pos = _w.read_compact_length(buf, pos, end, 'config_resources')
-    f_config_resources, pos = _w.read_structs(_dec_ListConfigResourcesResponse_ConfigResource_v0, buf, cur, pos, end, n_config_resources, 'config_resources', 2, 1, False)
+    if v0_down:
+        f_config_resources, pos = _w.read_structs(_partial(_dec_ListConfigResourcesResponse_ConfigResource, version=version), buf, cur, pos, end, n_config_resources, 'config_resources', 2, 1, False)
+    else:
+        f_config_resources, pos = _w.read_structs(_partial(_dec_ListConfigResourcesResponse_ConfigResource, version=version), buf, cur, pos, end, n_config_resources, 'config_resources', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListConfigResourcesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -99,95 +96,50 @@ def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ListConfigResourcesResponse_v0(obj, out):
-    """Append the v0 layout of a ListConfigResourcesResponse to ``out``."""
+def _enc_ListConfigResourcesResponse(obj, out, version):
+    """Append in ``version`` a ListConfigResourcesResponse to ``out``."""
     if obj is None:
         raise TypeError("ListConfigResourcesResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.config_resources, _enc_ListConfigResourcesResponse_ConfigResource_v0, "ListConfigResourcesResponse.config_resources", False)
+    _w.put_structs(out, obj.config_resources, _partial(_enc_ListConfigResourcesResponse_ConfigResource, version=version), "ListConfigResourcesResponse.config_resources", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse")
 
 
-def _dec_ListConfigResourcesResponse_v1(buf, cur, end):
-    """Decode ListConfigResourcesResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_config_resources, pos = _w.read_compact_length(buf, pos, end, 'config_resources')
-    f_config_resources, pos = _w.read_structs(_dec_ListConfigResourcesResponse_ConfigResource_v1, buf, cur, pos, end, n_config_resources, 'config_resources', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListConfigResourcesResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.config_resources = f_config_resources
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListConfigResourcesResponse_v1(obj, out):
-    """Append the v1 layout of a ListConfigResourcesResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListConfigResourcesResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.config_resources, _enc_ListConfigResourcesResponse_ConfigResource_v1, "ListConfigResourcesResponse.config_resources", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse")
-
-
-def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
-    """Decode ListConfigResourcesResponse.ConfigResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListConfigResourcesResponse_ConfigResource(buf, cur, end, version):
+    """Decode ListConfigResourcesResponse.ConfigResource (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
     f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
+    if v1_up:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type, pos, end)
+        f_resource_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListConfigResourcesResponse_ConfigResource)
     obj.resource_name = f_resource_name
-    obj.resource_type = 16
+    if v0_down:
+        obj.resource_type = 16
+    else:
+        obj.resource_type = f_resource_type
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ListConfigResourcesResponse_ConfigResource_v0(obj, out):
-    """Append the v0 layout of a ListConfigResourcesResponse.ConfigResource to ``out``."""
+def _enc_ListConfigResourcesResponse_ConfigResource(obj, out, version):
+    """Append in ``version`` a ListConfigResourcesResponse.ConfigResource to ``out``."""
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("ListConfigResourcesResponse.ConfigResource expected, got None")
     f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "ListConfigResourcesResponse.ConfigResource.resource_name", False)
     _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse.ConfigResource")
-
-
-def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
-    """Decode ListConfigResourcesResponse.ConfigResource (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_resource_type, pos, end)
-    f_resource_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListConfigResourcesResponse_ConfigResource)
-    obj.resource_name = f_resource_name
-    obj.resource_type = f_resource_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListConfigResourcesResponse_ConfigResource_v1(obj, out):
-    """Append the v1 layout of a ListConfigResourcesResponse.ConfigResource to ``out``."""
-    if obj is None:
-        raise TypeError("ListConfigResourcesResponse.ConfigResource expected, got None")
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "ListConfigResourcesResponse.ConfigResource.resource_name", False)
-    _w.put_uvarint(out, n_resource_name + 1)
-    if n_resource_name > 0:
-        out += f_resource_name
-    out += _S_b.pack(obj.resource_type)
+    if v1_up:
+        out += _S_b.pack(obj.resource_type)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse.ConfigResource")
 
 
@@ -208,8 +160,8 @@ class ListConfigResourcesRequest(Message):
     FIELDS = (
         FieldInfo('resource_types', (1, 1), None, None, True, None, None, '[]int8'),
     )
-    _DECODERS = {0: _dec_ListConfigResourcesRequest_v0, 1: _dec_ListConfigResourcesRequest_v1}
-    _ENCODERS = {0: _enc_ListConfigResourcesRequest_v0, 1: _enc_ListConfigResourcesRequest_v1}
+    _DECODERS = _decoders(_dec_ListConfigResourcesRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_ListConfigResourcesRequest, range(0, 2))
     API_KEY = 74
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -279,8 +231,8 @@ class ListConfigResourcesResponse(Message):
         FieldInfo('config_resources', (0, 1), None, None, True, ListConfigResourcesResponse_ConfigResource, None, '[]ConfigResource'),
     )
     ConfigResource = ListConfigResourcesResponse_ConfigResource
-    _DECODERS = {0: _dec_ListConfigResourcesResponse_v0, 1: _dec_ListConfigResourcesResponse_v1}
-    _ENCODERS = {0: _enc_ListConfigResourcesResponse_v0, 1: _enc_ListConfigResourcesResponse_v1}
+    _DECODERS = _decoders(_dec_ListConfigResourcesResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_ListConfigResourcesResponse, range(0, 2))
     API_KEY = 74
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

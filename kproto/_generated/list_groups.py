@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ListGroupsRequest', 'ListGroupsResponse']
@@ -29,470 +31,289 @@ _RUN_throttle_time_ms__groups = (('throttle_time_ms', 0, 4), ('error_code', 4, 2
 _new = Struct.__new__
 
 
-def _dec_ListGroupsRequest_v0(buf, cur, end):
-    """Decode ListGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListGroupsRequest(buf, cur, end, version):
+    """Decode ListGroupsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_up = version >= 3
+    v4_down = version <= 4
+    v4_up = version >= 4
+    v5_up = version >= 5
     pos = cur.pos
+    if v4_up:
+        n_states_filter, pos = _w.read_compact_length(buf, pos, end, 'states_filter')
+        if n_states_filter < 0 or n_states_filter > (end - pos) // 1:
+            raise _w.bad_count('states_filter', pos - 1, n_states_filter, end, 1, 1)
+        f_states_filter = []
+        for i in range(n_states_filter):
+            m, pos = _w.read_compact_length(buf, pos, end, "states_filter[%d]" % i)
+            if m < 0 or end - pos < m:
+                raise _w.bad_sized("states_filter[%d]" % i, pos, m, end, 1, False)
+            try:
+                s = buf[pos:pos + m].decode() if m else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("states_filter[%d]" % i, pos, exc) from None
+            f_states_filter.append(s)
+            pos += m
+    if v5_up:
+        n_types_filter, pos = _w.read_compact_length(buf, pos, end, 'types_filter')
+        if n_types_filter < 0 or n_types_filter > (end - pos) // 1:
+            raise _w.bad_count('types_filter', pos - 1, n_types_filter, end, 1, 1)
+        f_types_filter = []
+        for i in range(n_types_filter):
+            m, pos = _w.read_compact_length(buf, pos, end, "types_filter[%d]" % i)
+            if m < 0 or end - pos < m:
+                raise _w.bad_sized("types_filter[%d]" % i, pos, m, end, 1, False)
+            try:
+                s = buf[pos:pos + m].decode() if m else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("types_filter[%d]" % i, pos, exc) from None
+            f_types_filter.append(s)
+            pos += m
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListGroupsRequest)
-    obj.states_filter = []
-    obj.types_filter = []
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.states_filter = []
+    else:
+        obj.states_filter = f_states_filter
+    if v4_down:
+        obj.types_filter = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    elif v5_up:
+        obj.types_filter = f_types_filter
+    if v3_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ListGroupsRequest_v0(obj, out):
-    """Append the v0 layout of a ListGroupsRequest to ``out``."""
+def _enc_ListGroupsRequest(obj, out, version):
+    """Append in ``version`` a ListGroupsRequest to ``out``."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_down = version <= 4
+    v4_up = version >= 4
+    v5_up = version >= 5
     if obj is None:
         raise TypeError("ListGroupsRequest expected, got None")
-    if obj.states_filter:
-        raise _w.not_in_version("ListGroupsRequest.states_filter", 0, "4-5")
-    if obj.types_filter:
-        raise _w.not_in_version("ListGroupsRequest.types_filter", 0, "5")
-    pass
+    if v3_down:
+        if obj.states_filter:
+            if v2_down:
+                raise _w.not_in_version("ListGroupsRequest.states_filter", 0, "4-5")
+            else:
+                raise _w.not_in_version("ListGroupsRequest.states_filter", 3, "4-5")
+    if v4_down:
+        if obj.types_filter:
+            if v2_down:
+                raise _w.not_in_version("ListGroupsRequest.types_filter", 0, "5")
+            elif v3_only:
+                raise _w.not_in_version("ListGroupsRequest.types_filter", 3, "5")
+            else:
+                raise _w.not_in_version("ListGroupsRequest.types_filter", 4, "5")
+    if v2_down:
+        pass
+    elif v4_up:
+        f_states_filter = obj.states_filter
+        if f_states_filter is None:
+            raise _w.not_nullable("ListGroupsRequest.states_filter")
+        else:
+            n_states_filter = len(f_states_filter)
+        _w.put_uvarint(out, n_states_filter + 1)
+        for item in f_states_filter:
+            data = item.encode("utf-8")
+            m = len(data)
+            if m > 32767:
+                raise _w.string_too_long("ListGroupsRequest.states_filter[]", m)
+            _w.put_uvarint(out, m + 1)
+            out += data
+    if v5_up:
+        f_types_filter = obj.types_filter
+        if f_types_filter is None:
+            raise _w.not_nullable("ListGroupsRequest.types_filter")
+        else:
+            n_types_filter = len(f_types_filter)
+        _w.put_uvarint(out, n_types_filter + 1)
+        for item in f_types_filter:
+            data = item.encode("utf-8")
+            m = len(data)
+            if m > 32767:
+                raise _w.string_too_long("ListGroupsRequest.types_filter[]", m)
+            _w.put_uvarint(out, m + 1)
+            out += data
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsRequest")
 
 
-def _dec_ListGroupsRequest_v3(buf, cur, end):
-    """Decode ListGroupsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListGroupsResponse(buf, cur, end, version):
+    """Decode ListGroupsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_3_4_5 = version in (0, 3, 4, 5)
+    v0_down = version <= 0
+    v2_down = version <= 2
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_only = version == 4
+    v5_up = version >= 5
     pos = cur.pos
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListGroupsRequest)
-    obj.states_filter = []
-    obj.types_filter = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListGroupsRequest_v3(obj, out):
-    """Append the v3 layout of a ListGroupsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ListGroupsRequest expected, got None")
-    if obj.states_filter:
-        raise _w.not_in_version("ListGroupsRequest.states_filter", 3, "4-5")
-    if obj.types_filter:
-        raise _w.not_in_version("ListGroupsRequest.types_filter", 3, "5")
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsRequest")
-
-
-def _dec_ListGroupsRequest_v4(buf, cur, end):
-    """Decode ListGroupsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_states_filter, pos = _w.read_compact_length(buf, pos, end, 'states_filter')
-    if n_states_filter < 0 or n_states_filter > (end - pos) // 1:
-        raise _w.bad_count('states_filter', pos - 1, n_states_filter, end, 1, 1)
-    f_states_filter = []
-    for i in range(n_states_filter):
-        m, pos = _w.read_compact_length(buf, pos, end, "states_filter[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("states_filter[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("states_filter[%d]" % i, pos, exc) from None
-        f_states_filter.append(s)
-        pos += m
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListGroupsRequest)
-    obj.states_filter = f_states_filter
-    obj.types_filter = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListGroupsRequest_v4(obj, out):
-    """Append the v4 layout of a ListGroupsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ListGroupsRequest expected, got None")
-    if obj.types_filter:
-        raise _w.not_in_version("ListGroupsRequest.types_filter", 4, "5")
-    f_states_filter = obj.states_filter
-    if f_states_filter is None:
-        raise _w.not_nullable("ListGroupsRequest.states_filter")
+    if v0_3_4_5:
+        if end - pos < 6:
+            if v0_down:
+                raise _w.short_run(_RUN_error_code__groups, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+    if v0_down:
+        f_error_code, n_groups = _S_hi.unpack_from(buf, pos)
+    elif v3_up:
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+    if v0_3_4_5:
+        pos += 6
     else:
-        n_states_filter = len(f_states_filter)
-    _w.put_uvarint(out, n_states_filter + 1)
-    for item in f_states_filter:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("ListGroupsRequest.states_filter[]", m)
-        _w.put_uvarint(out, m + 1)
-        out += data
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsRequest")
-
-
-def _dec_ListGroupsRequest_v5(buf, cur, end):
-    """Decode ListGroupsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_states_filter, pos = _w.read_compact_length(buf, pos, end, 'states_filter')
-    if n_states_filter < 0 or n_states_filter > (end - pos) // 1:
-        raise _w.bad_count('states_filter', pos - 1, n_states_filter, end, 1, 1)
-    f_states_filter = []
-    for i in range(n_states_filter):
-        m, pos = _w.read_compact_length(buf, pos, end, "states_filter[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("states_filter[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("states_filter[%d]" % i, pos, exc) from None
-        f_states_filter.append(s)
-        pos += m
-    n_types_filter, pos = _w.read_compact_length(buf, pos, end, 'types_filter')
-    if n_types_filter < 0 or n_types_filter > (end - pos) // 1:
-        raise _w.bad_count('types_filter', pos - 1, n_types_filter, end, 1, 1)
-    f_types_filter = []
-    for i in range(n_types_filter):
-        m, pos = _w.read_compact_length(buf, pos, end, "types_filter[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("types_filter[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("types_filter[%d]" % i, pos, exc) from None
-        f_types_filter.append(s)
-        pos += m
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListGroupsRequest)
-    obj.states_filter = f_states_filter
-    obj.types_filter = f_types_filter
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListGroupsRequest_v5(obj, out):
-    """Append the v5 layout of a ListGroupsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ListGroupsRequest expected, got None")
-    f_states_filter = obj.states_filter
-    if f_states_filter is None:
-        raise _w.not_nullable("ListGroupsRequest.states_filter")
+        if end - pos < 10:
+            raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
+        f_throttle_time_ms, f_error_code, n_groups = _S_ihi.unpack_from(buf, pos)
+        pos += 10
+    if v2_down:
+        f_groups, pos = _w.read_structs(_partial(_dec_ListGroupsResponse_ListedGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 4, 4, False)
     else:
-        n_states_filter = len(f_states_filter)
-    _w.put_uvarint(out, n_states_filter + 1)
-    for item in f_states_filter:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("ListGroupsRequest.states_filter[]", m)
-        _w.put_uvarint(out, m + 1)
-        out += data
-    f_types_filter = obj.types_filter
-    if f_types_filter is None:
-        raise _w.not_nullable("ListGroupsRequest.types_filter")
-    else:
-        n_types_filter = len(f_types_filter)
-    _w.put_uvarint(out, n_types_filter + 1)
-    for item in f_types_filter:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("ListGroupsRequest.types_filter[]", m)
-        _w.put_uvarint(out, m + 1)
-        out += data
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsRequest")
-
-
-def _dec_ListGroupsResponse_v0(buf, cur, end):
-    """Decode ListGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_error_code__groups, pos, end)
-    f_error_code, n_groups = _S_hi.unpack_from(buf, pos)
-    pos += 6
-    f_groups, pos = _w.read_structs(_dec_ListGroupsResponse_ListedGroup_v0, buf, cur, pos, end, n_groups, 'groups', 4, 4, False)
+        n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
+    if v3_only:
+        f_groups, pos = _w.read_structs(_partial(_dec_ListGroupsResponse_ListedGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 3, 1, False)
+    elif v4_only:
+        f_groups, pos = _w.read_structs(_partial(_dec_ListGroupsResponse_ListedGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 4, 1, False)
+    elif v5_up:
+        f_groups, pos = _w.read_structs(_partial(_dec_ListGroupsResponse_ListedGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 5, 1, False)
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListGroupsResponse)
-    obj.throttle_time_ms = 0
+    if v0_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.groups = f_groups
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListGroupsResponse_v0(obj, out):
-    """Append the v0 layout of a ListGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListGroupsResponse expected, got None")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("ListGroupsResponse.groups")
+    if v2_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_groups = len(f_groups)
-    out += _S_hi.pack(obj.error_code, n_groups)
-    for item in f_groups:
-        _enc_ListGroupsResponse_ListedGroup_v0(item, out)
-
-
-def _dec_ListGroupsResponse_v1(buf, cur, end):
-    """Decode ListGroupsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
-    f_throttle_time_ms, f_error_code, n_groups = _S_ihi.unpack_from(buf, pos)
-    pos += 10
-    f_groups, pos = _w.read_structs(_dec_ListGroupsResponse_ListedGroup_v0, buf, cur, pos, end, n_groups, 'groups', 4, 4, False)
-    obj = _new(ListGroupsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = []
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ListGroupsResponse_v1(obj, out):
-    """Append the v1 layout of a ListGroupsResponse to ``out``."""
+def _enc_ListGroupsResponse(obj, out, version):
+    """Append in ``version`` a ListGroupsResponse to ``out``."""
+    v0_down = version <= 0
+    v1_to_2 = 1 <= version <= 2
+    v2_down = version <= 2
     if obj is None:
         raise TypeError("ListGroupsResponse expected, got None")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("ListGroupsResponse.groups")
+    if v2_down:
+        f_groups = obj.groups
+        if f_groups is None:
+            raise _w.not_nullable("ListGroupsResponse.groups")
+        else:
+            n_groups = len(f_groups)
+    if v0_down:
+        out += _S_hi.pack(obj.error_code, n_groups)
+    elif v1_to_2:
+        out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_groups)
+    if v2_down:
+        for item in f_groups:
+            _enc_ListGroupsResponse_ListedGroup(item, out, version)
     else:
-        n_groups = len(f_groups)
-    out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_groups)
-    for item in f_groups:
-        _enc_ListGroupsResponse_ListedGroup_v0(item, out)
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+        _w.put_structs(out, obj.groups, _partial(_enc_ListGroupsResponse_ListedGroup, version=version), "ListGroupsResponse.groups", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse")
 
 
-def _dec_ListGroupsResponse_v3(buf, cur, end):
-    """Decode ListGroupsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListGroupsResponse_ListedGroup(buf, cur, end, version):
+    """Decode ListGroupsResponse.ListedGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_up = version >= 3
+    v4_down = version <= 4
+    v4_up = version >= 4
+    v5_up = version >= 5
     pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_ListGroupsResponse_ListedGroup_v3, buf, cur, pos, end, n_groups, 'groups', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListGroupsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListGroupsResponse_v3(obj, out):
-    """Append the v3 layout of a ListGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListGroupsResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.groups, _enc_ListGroupsResponse_ListedGroup_v3, "ListGroupsResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse")
-
-
-def _dec_ListGroupsResponse_v4(buf, cur, end):
-    """Decode ListGroupsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_ListGroupsResponse_ListedGroup_v4, buf, cur, pos, end, n_groups, 'groups', 4, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListGroupsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListGroupsResponse_v4(obj, out):
-    """Append the v4 layout of a ListGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListGroupsResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.groups, _enc_ListGroupsResponse_ListedGroup_v4, "ListGroupsResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse")
-
-
-def _dec_ListGroupsResponse_v5(buf, cur, end):
-    """Decode ListGroupsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_ListGroupsResponse_ListedGroup_v5, buf, cur, pos, end, n_groups, 'groups', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListGroupsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListGroupsResponse_v5(obj, out):
-    """Append the v5 layout of a ListGroupsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListGroupsResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.groups, _enc_ListGroupsResponse_ListedGroup_v5, "ListGroupsResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse")
-
-
-def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
-    """Decode ListGroupsResponse.ListedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_protocol_type, pos, end)
-    n_protocol_type = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 2, False, True)
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_id, pos, end)
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_protocol_type, pos, end)
+        n_protocol_type = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 2, False, True)
+    else:
+        n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
+        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
+        n_protocol_type, pos = _w.read_compact_length(buf, pos, end, 'protocol_type')
+        f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 1, False, True)
+    if v4_up:
+        n_group_state, pos = _w.read_compact_length(buf, pos, end, 'group_state')
+        f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 1, False, True)
+    if v5_up:
+        n_group_type, pos = _w.read_compact_length(buf, pos, end, 'group_type')
+        f_group_type, pos = _w.read_sized(buf, pos, n_group_type, end, 'group_type', 1, False, True)
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
-    obj.group_state = ''
-    obj.group_type = ''
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.group_state = ''
+    else:
+        obj.group_state = f_group_state
+    if v4_down:
+        obj.group_type = ''
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    elif v5_up:
+        obj.group_type = f_group_type
+    if v3_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
-    """Append the v0 layout of a ListGroupsResponse.ListedGroup to ``out``."""
+def _enc_ListGroupsResponse_ListedGroup(obj, out, version):
+    """Append in ``version`` a ListGroupsResponse.ListedGroup to ``out``."""
+    v2_down = version <= 2
+    v3_up = version >= 3
+    v4_up = version >= 4
+    v5_up = version >= 5
     if obj is None:
         raise TypeError("ListGroupsResponse.ListedGroup expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "ListGroupsResponse.ListedGroup.group_id", False)
-    out += _S_h.pack(n_group_id)
+    if v2_down:
+        out += _S_h.pack(n_group_id)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
     f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "ListGroupsResponse.ListedGroup.protocol_type", False)
-    out += _S_h.pack(n_protocol_type)
+    if v2_down:
+        out += _S_h.pack(n_protocol_type)
+    else:
+        _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         out += f_protocol_type
-
-
-def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
-    """Decode ListGroupsResponse.ListedGroup (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_protocol_type, pos = _w.read_compact_length(buf, pos, end, 'protocol_type')
-    f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListGroupsResponse_ListedGroup)
-    obj.group_id = f_group_id
-    obj.protocol_type = f_protocol_type
-    obj.group_state = ''
-    obj.group_type = ''
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
-    """Append the v3 layout of a ListGroupsResponse.ListedGroup to ``out``."""
-    if obj is None:
-        raise TypeError("ListGroupsResponse.ListedGroup expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ListGroupsResponse.ListedGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "ListGroupsResponse.ListedGroup.protocol_type", False)
-    _w.put_uvarint(out, n_protocol_type + 1)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
-
-
-def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
-    """Decode ListGroupsResponse.ListedGroup (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_protocol_type, pos = _w.read_compact_length(buf, pos, end, 'protocol_type')
-    f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 1, False, True)
-    n_group_state, pos = _w.read_compact_length(buf, pos, end, 'group_state')
-    f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListGroupsResponse_ListedGroup)
-    obj.group_id = f_group_id
-    obj.protocol_type = f_protocol_type
-    obj.group_state = f_group_state
-    obj.group_type = ''
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
-    """Append the v4 layout of a ListGroupsResponse.ListedGroup to ``out``."""
-    if obj is None:
-        raise TypeError("ListGroupsResponse.ListedGroup expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ListGroupsResponse.ListedGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "ListGroupsResponse.ListedGroup.protocol_type", False)
-    _w.put_uvarint(out, n_protocol_type + 1)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "ListGroupsResponse.ListedGroup.group_state", False)
-    _w.put_uvarint(out, n_group_state + 1)
-    if n_group_state > 0:
-        out += f_group_state
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
-
-
-def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
-    """Decode ListGroupsResponse.ListedGroup (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_protocol_type, pos = _w.read_compact_length(buf, pos, end, 'protocol_type')
-    f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 1, False, True)
-    n_group_state, pos = _w.read_compact_length(buf, pos, end, 'group_state')
-    f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 1, False, True)
-    n_group_type, pos = _w.read_compact_length(buf, pos, end, 'group_type')
-    f_group_type, pos = _w.read_sized(buf, pos, n_group_type, end, 'group_type', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListGroupsResponse_ListedGroup)
-    obj.group_id = f_group_id
-    obj.protocol_type = f_protocol_type
-    obj.group_state = f_group_state
-    obj.group_type = f_group_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
-    """Append the v5 layout of a ListGroupsResponse.ListedGroup to ``out``."""
-    if obj is None:
-        raise TypeError("ListGroupsResponse.ListedGroup expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ListGroupsResponse.ListedGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "ListGroupsResponse.ListedGroup.protocol_type", False)
-    _w.put_uvarint(out, n_protocol_type + 1)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "ListGroupsResponse.ListedGroup.group_state", False)
-    _w.put_uvarint(out, n_group_state + 1)
-    if n_group_state > 0:
-        out += f_group_state
-    f_group_type, n_group_type = _w.encode_text(obj.group_type, "ListGroupsResponse.ListedGroup.group_type", False)
-    _w.put_uvarint(out, n_group_type + 1)
-    if n_group_type > 0:
-        out += f_group_type
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
+    if v4_up:
+        f_group_state, n_group_state = _w.encode_text(obj.group_state, "ListGroupsResponse.ListedGroup.group_state", False)
+        _w.put_uvarint(out, n_group_state + 1)
+        if n_group_state > 0:
+            out += f_group_state
+    if v5_up:
+        f_group_type, n_group_type = _w.encode_text(obj.group_type, "ListGroupsResponse.ListedGroup.group_type", False)
+        _w.put_uvarint(out, n_group_type + 1)
+        if n_group_type > 0:
+            out += f_group_type
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
 
 
 class ListGroupsRequest(Message):
@@ -514,10 +335,8 @@ class ListGroupsRequest(Message):
         FieldInfo('states_filter', (4, 5), None, None, True, None, None, '[]string'),
         FieldInfo('types_filter', (5, 5), None, None, True, None, None, '[]string'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the response only.
-    _DECODERS = {0: _dec_ListGroupsRequest_v0, 1: _dec_ListGroupsRequest_v0, 2: _dec_ListGroupsRequest_v0, 3: _dec_ListGroupsRequest_v3, 4: _dec_ListGroupsRequest_v4, 5: _dec_ListGroupsRequest_v5}
-    _ENCODERS = {0: _enc_ListGroupsRequest_v0, 1: _enc_ListGroupsRequest_v0, 2: _enc_ListGroupsRequest_v0, 3: _enc_ListGroupsRequest_v3, 4: _enc_ListGroupsRequest_v4, 5: _enc_ListGroupsRequest_v5}
+    _DECODERS = _decoders(_dec_ListGroupsRequest, range(0, 6))
+    _ENCODERS = _encoders(_enc_ListGroupsRequest, range(0, 6))
     API_KEY = 16
     KIND = 'request'
     VALID_VERSIONS = (0, 5)
@@ -597,9 +416,8 @@ class ListGroupsResponse(Message):
         FieldInfo('groups', (0, 5), None, None, True, ListGroupsResponse_ListedGroup, None, '[]ListedGroup'),
     )
     ListedGroup = ListGroupsResponse_ListedGroup
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ListGroupsResponse_v0, 1: _dec_ListGroupsResponse_v1, 2: _dec_ListGroupsResponse_v1, 3: _dec_ListGroupsResponse_v3, 4: _dec_ListGroupsResponse_v4, 5: _dec_ListGroupsResponse_v5}
-    _ENCODERS = {0: _enc_ListGroupsResponse_v0, 1: _enc_ListGroupsResponse_v1, 2: _enc_ListGroupsResponse_v1, 3: _enc_ListGroupsResponse_v3, 4: _enc_ListGroupsResponse_v4, 5: _enc_ListGroupsResponse_v5}
+    _DECODERS = _decoders(_dec_ListGroupsResponse, range(0, 6))
+    _ENCODERS = _encoders(_enc_ListGroupsResponse, range(0, 6))
     API_KEY = 16
     KIND = 'response'
     VALID_VERSIONS = (0, 5)

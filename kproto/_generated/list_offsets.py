@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
@@ -50,366 +51,70 @@ _new = Struct.__new__
 _A_q = _w.SMALL_ARRAYS["q"]
 
 
-def _dec_ListOffsetsRequest_v0(buf, cur, end):
-    """Decode ListOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListOffsetsRequest(buf, cur, end, version):
+    """Decode ListOffsetsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_4_5 = version in (0, 4, 5)
+    v0_4_5_6_7_8_9_10_11 = version in (0, 4, 5, 6, 7, 8, 9, 10, 11)
+    v0_down = version <= 0
+    v10_up = version >= 10
+    v1_down = version <= 1
+    v1_to_3 = 1 <= version <= 3
+    v2_to_5 = 2 <= version <= 5
+    v3_down = version <= 3
+    v4_up = version >= 4
+    v5_down = version <= 5
+    v6_up = version >= 6
+    v9_down = version <= 9
     pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_replica_id__topics, pos, end)
-    f_replica_id, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_replica_id__topics, pos, end)
+        f_replica_id, n_topics = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    elif v2_to_5:
+        if end - pos < 9:
+            raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
+        f_replica_id, f_isolation_level, n_topics = _S_ibi.unpack_from(buf, pos)
+        pos += 9
+    if v5_down:
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+    else:
+        if end - pos < 5:
+            raise _w.short_run(_RUN_replica_id__isolation_level, pos, end)
+        f_replica_id, f_isolation_level = _S_ib.unpack_from(buf, pos)
+        pos += 5
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
     if n_topics:
-        # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic v0 is.
+        # Each element read inline.
         try:
             for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition v0 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 16:
-                                raise _w.short_run(_RUN_partition_index__max_num_offsets, pos, end)
-                            f_partition_index__2, f_timestamp__2, f_max_num_offsets__2 = _S_iqi.unpack_from(buf, pos)
-                            pos += 16
-                            obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.current_leader_epoch = -1
-                            obj__2.timestamp = f_timestamp__2
-                            obj__2.max_num_offsets = f_max_num_offsets__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(ListOffsetsRequest)
-    obj.replica_id = f_replica_id
-    obj.isolation_level = 0
-    obj.topics = f_topics
-    obj.timeout_ms = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListOffsetsRequest_v0(obj, out):
-    """Append the v0 layout of a ListOffsetsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsRequest expected, got None")
-    if obj.isolation_level != 0:
-        raise _w.not_in_version("ListOffsetsRequest.isolation_level", 0, "2-11")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ListOffsetsRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.replica_id, n_topics)
-    for item in f_topics:
-        _enc_ListOffsetsRequest_ListOffsetsTopic_v0(item, out)
-
-
-def _dec_ListOffsetsRequest_v1(buf, cur, end):
-    """Decode ListOffsetsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_replica_id__topics, pos, end)
-    f_replica_id, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic v1 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 12:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 12, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition v1 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 12:
-                                raise _w.short_run(_RUN_partition_index__timestamp, pos, end)
-                            f_partition_index__2, f_timestamp__2 = _S_iq.unpack_from(buf, pos)
-                            pos += 12
-                            obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.current_leader_epoch = -1
-                            obj__2.timestamp = f_timestamp__2
-                            obj__2.max_num_offsets = 1
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(ListOffsetsRequest)
-    obj.replica_id = f_replica_id
-    obj.isolation_level = 0
-    obj.topics = f_topics
-    obj.timeout_ms = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListOffsetsRequest_v1(obj, out):
-    """Append the v1 layout of a ListOffsetsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsRequest expected, got None")
-    if obj.isolation_level != 0:
-        raise _w.not_in_version("ListOffsetsRequest.isolation_level", 1, "2-11")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ListOffsetsRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.replica_id, n_topics)
-    for item in f_topics:
-        _enc_ListOffsetsRequest_ListOffsetsTopic_v1(item, out)
-
-
-def _dec_ListOffsetsRequest_v2(buf, cur, end):
-    """Decode ListOffsetsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 9:
-        raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
-    f_replica_id, f_isolation_level, n_topics = _S_ibi.unpack_from(buf, pos)
-    pos += 9
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic v2 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 12:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 12, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition v2 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 12:
-                                raise _w.short_run(_RUN_partition_index__timestamp, pos, end)
-                            f_partition_index__2, f_timestamp__2 = _S_iq.unpack_from(buf, pos)
-                            pos += 12
-                            obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.current_leader_epoch = -1
-                            obj__2.timestamp = f_timestamp__2
-                            obj__2.max_num_offsets = 1
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(ListOffsetsRequest)
-    obj.replica_id = f_replica_id
-    obj.isolation_level = f_isolation_level
-    obj.topics = f_topics
-    obj.timeout_ms = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListOffsetsRequest_v2(obj, out):
-    """Append the v2 layout of a ListOffsetsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ListOffsetsRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ibi.pack(obj.replica_id, obj.isolation_level, n_topics)
-    for item in f_topics:
-        _enc_ListOffsetsRequest_ListOffsetsTopic_v1(item, out)
-
-
-def _dec_ListOffsetsRequest_v4(buf, cur, end):
-    """Decode ListOffsetsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 9:
-        raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
-    f_replica_id, f_isolation_level, n_topics = _S_ibi.unpack_from(buf, pos)
-    pos += 9
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic v4 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition v4 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 16:
-                                raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
-                            f_partition_index__2, f_current_leader_epoch__2, f_timestamp__2 = _S_iiq.unpack_from(buf, pos)
-                            pos += 16
-                            obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.current_leader_epoch = f_current_leader_epoch__2
-                            obj__2.timestamp = f_timestamp__2
-                            obj__2.max_num_offsets = 1
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(ListOffsetsRequest)
-    obj.replica_id = f_replica_id
-    obj.isolation_level = f_isolation_level
-    obj.topics = f_topics
-    obj.timeout_ms = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListOffsetsRequest_v4(obj, out):
-    """Append the v4 layout of a ListOffsetsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ListOffsetsRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ibi.pack(obj.replica_id, obj.isolation_level, n_topics)
-    for item in f_topics:
-        _enc_ListOffsetsRequest_ListOffsetsTopic_v4(item, out)
-
-
-def _dec_ListOffsetsRequest_v6(buf, cur, end):
-    """Decode ListOffsetsRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 5:
-        raise _w.short_run(_RUN_replica_id__isolation_level, pos, end)
-    f_replica_id, f_isolation_level = _S_ib.unpack_from(buf, pos)
-    pos += 5
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 3:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic v6 is.
-        try:
-            for i in range(n_topics):
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                if v5_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
                     pos += 2
                 else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
                 if 0 <= n_name__1 <= end - pos:
                     try:
                         f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
@@ -417,220 +122,171 @@ def _dec_ListOffsetsRequest_v6(buf, cur, end):
                         raise _w.bad_utf8('name', pos, exc) from None
                     pos += n_name__1
                 else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
+                    if v5_down:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v5_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v0_4_5:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                elif v1_to_3:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 12:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 12, 4)
                 else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 17:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 17, 1)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 17:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 17, 1)
                 f_partitions__1 = []
                 if n_partitions__1:
-                    # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition v6 is.
+                    # Each element read inline.
                     try:
                         for i__1 in range(n_partitions__1):
-                            if end - pos < 16:
-                                raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
-                            f_partition_index__2, f_current_leader_epoch__2, f_timestamp__2 = _S_iiq.unpack_from(buf, pos)
-                            pos += 16
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
+                            if v0_4_5_6_7_8_9_10_11:
+                                if end - pos < 16:
+                                    if v0_down:
+                                        raise _w.short_run(_RUN_partition_index__max_num_offsets, pos, end)
+                                    else:
+                                        raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
+                            if v0_down:
+                                f_partition_index__2, f_timestamp__2, f_max_num_offsets__2 = _S_iqi.unpack_from(buf, pos)
+                            elif v4_up:
+                                f_partition_index__2, f_current_leader_epoch__2, f_timestamp__2 = _S_iiq.unpack_from(buf, pos)
+                            if v0_4_5_6_7_8_9_10_11:
+                                pos += 16
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                if end - pos < 12:
+                                    raise _w.short_run(_RUN_partition_index__timestamp, pos, end)
+                                f_partition_index__2, f_timestamp__2 = _S_iq.unpack_from(buf, pos)
+                                pos += 12
+                            if v6_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
                             obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
                             obj__2.partition_index = f_partition_index__2
-                            obj__2.current_leader_epoch = f_current_leader_epoch__2
-                            obj__2.timestamp = f_timestamp__2
-                            obj__2.max_num_offsets = 1
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListOffsetsRequest)
-    obj.replica_id = f_replica_id
-    obj.isolation_level = f_isolation_level
-    obj.topics = f_topics
-    obj.timeout_ms = 0
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListOffsetsRequest_v6(obj, out):
-    """Append the v6 layout of a ListOffsetsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsRequest expected, got None")
-    out += _S_ib.pack(obj.replica_id, obj.isolation_level)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ListOffsetsRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_ListOffsetsRequest_ListOffsetsTopic_v6(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest")
-    else:
-        out.append(0)
-
-
-def _dec_ListOffsetsRequest_v10(buf, cur, end):
-    """Decode ListOffsetsRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 5:
-        raise _w.short_run(_RUN_replica_id__isolation_level, pos, end)
-    f_replica_id, f_isolation_level = _S_ib.unpack_from(buf, pos)
-    pos += 5
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 3:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic v10 is.
-        try:
-            for i in range(n_topics):
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 17:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 17, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition v10 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 16:
-                                raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
-                            f_partition_index__2, f_current_leader_epoch__2, f_timestamp__2 = _S_iiq.unpack_from(buf, pos)
-                            pos += 16
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
+                            if v3_down:
+                                obj__2.current_leader_epoch = -1
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(ListOffsetsRequest_ListOffsetsPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                                obj__2.current_leader_epoch = f_current_leader_epoch__2
                             obj__2.timestamp = f_timestamp__2
-                            obj__2.max_num_offsets = 1
-                            obj__2.unknown_tagged_fields = unknown__2
+                            if v0_down:
+                                obj__2.max_num_offsets = f_max_num_offsets__2
+                            else:
+                                obj__2.max_num_offsets = 1
+                            if v5_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
                             f_partitions__1.append(obj__2)
                     except DecodeError as exc:
                         raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                if v6_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(ListOffsetsRequest_ListOffsetsTopic)
                 obj__1.name = f_name__1
                 obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
+                if v5_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
                 f_topics.append(obj__1)
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_timeout_ms, pos, end)
-    f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v10_up:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_timeout_ms, pos, end)
+        f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v6_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
-    obj.isolation_level = f_isolation_level
+    if v1_down:
+        obj.isolation_level = 0
+    else:
+        obj.isolation_level = f_isolation_level
     obj.topics = f_topics
-    obj.timeout_ms = f_timeout_ms
-    obj.unknown_tagged_fields = unknown
+    if v9_down:
+        obj.timeout_ms = 0
+    if v5_down:
+        obj.unknown_tagged_fields = []
+    elif v10_up:
+        obj.timeout_ms = f_timeout_ms
+    if v6_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ListOffsetsRequest_v10(obj, out):
-    """Append the v10 layout of a ListOffsetsRequest to ``out``."""
+def _enc_ListOffsetsRequest(obj, out, version):
+    """Append in ``version`` a ListOffsetsRequest to ``out``."""
+    v0_down = version <= 0
+    v10_up = version >= 10
+    v1_down = version <= 1
+    v2_to_5 = 2 <= version <= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("ListOffsetsRequest expected, got None")
-    out += _S_ib.pack(obj.replica_id, obj.isolation_level)
+    if v1_down:
+        if obj.isolation_level != 0:
+            if v0_down:
+                raise _w.not_in_version("ListOffsetsRequest.isolation_level", 0, "2-11")
+            else:
+                raise _w.not_in_version("ListOffsetsRequest.isolation_level", 1, "2-11")
+    elif v6_up:
+        out += _S_ib.pack(obj.replica_id, obj.isolation_level)
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("ListOffsetsRequest.topics")
     else:
         n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
+    if v1_down:
+        out += _S_ii.pack(obj.replica_id, n_topics)
+    elif v2_to_5:
+        out += _S_ibi.pack(obj.replica_id, obj.isolation_level, n_topics)
     else:
-        _w.put_uvarint(out, n_topics + 1)
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
-        _enc_ListOffsetsRequest_ListOffsetsTopic_v6(item, out)
-    out += _S_i.pack(obj.timeout_ms)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest")
-    else:
-        out.append(0)
+        _enc_ListOffsetsRequest_ListOffsetsTopic(item, out, version)
+    if v10_up:
+        out += _S_i.pack(obj.timeout_ms)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest")
+        else:
+            out.append(0)
 
 
-def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
-    """Append the v0 layout of a ListOffsetsRequest.ListOffsetsTopic to ``out``."""
+def _enc_ListOffsetsRequest_ListOffsetsTopic(obj, out, version):
+    """Append in ``version`` a ListOffsetsRequest.ListOffsetsTopic to ``out``."""
+    v5_down = version <= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("ListOffsetsRequest.ListOffsetsTopic expected, got None")
     f_name = obj.name
@@ -641,7 +297,13 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
-    out += _S_h.pack(n_name)
+    if v5_down:
+        out += _S_h.pack(n_name)
+    else:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partitions = obj.partitions
@@ -649,497 +311,116 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
         raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
     else:
         n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
+    if v5_down:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
-        _enc_ListOffsetsRequest_ListOffsetsPartition_v0(item, out)
+        _enc_ListOffsetsRequest_ListOffsetsPartition(item, out, version)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest.ListOffsetsTopic")
+        else:
+            out.append(0)
 
 
-def _enc_ListOffsetsRequest_ListOffsetsTopic_v1(obj, out):
-    """Append the v1 layout of a ListOffsetsRequest.ListOffsetsTopic to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsRequest.ListOffsetsTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_ListOffsetsRequest_ListOffsetsPartition_v1(item, out)
-
-
-def _enc_ListOffsetsRequest_ListOffsetsTopic_v4(obj, out):
-    """Append the v4 layout of a ListOffsetsRequest.ListOffsetsTopic to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsRequest.ListOffsetsTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_ListOffsetsRequest_ListOffsetsPartition_v4(item, out)
-
-
-def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
-    """Append the v6 layout of a ListOffsetsRequest.ListOffsetsTopic to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsRequest.ListOffsetsTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ListOffsetsRequest.ListOffsetsTopic.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("ListOffsetsRequest.ListOffsetsTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_ListOffsetsRequest_ListOffsetsPartition_v6(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest.ListOffsetsTopic")
-    else:
-        out.append(0)
-
-
-def _enc_ListOffsetsRequest_ListOffsetsPartition_v0(obj, out):
-    """Append the v0 layout of a ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition to ``out``."""
+def _enc_ListOffsetsRequest_ListOffsetsPartition(obj, out, version):
+    """Append in ``version`` a ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition to ``out``."""
+    v0_down = version <= 0
+    v1_to_3 = 1 <= version <= 3
+    v3_down = version <= 3
+    v4_to_5 = 4 <= version <= 5
+    v4_up = version >= 4
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition expected, got None")
-    out += _S_iqi.pack(obj.partition_index, obj.timestamp, obj.max_num_offsets)
-
-
-def _enc_ListOffsetsRequest_ListOffsetsPartition_v1(obj, out):
-    """Append the v1 layout of a ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition expected, got None")
-    if obj.max_num_offsets != 1:
-        raise _w.not_in_version("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition.max_num_offsets", 1, "0")
-    out += _S_iq.pack(obj.partition_index, obj.timestamp)
-
-
-def _enc_ListOffsetsRequest_ListOffsetsPartition_v4(obj, out):
-    """Append the v4 layout of a ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition expected, got None")
-    if obj.max_num_offsets != 1:
-        raise _w.not_in_version("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition.max_num_offsets", 4, "0")
-    out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
-
-
-def _enc_ListOffsetsRequest_ListOffsetsPartition_v6(obj, out):
-    """Append the v6 layout of a ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition expected, got None")
-    if obj.max_num_offsets != 1:
-        raise _w.not_in_version("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition.max_num_offsets", 6, "0")
-    out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition")
+    if v0_down:
+        out += _S_iqi.pack(obj.partition_index, obj.timestamp, obj.max_num_offsets)
     else:
-        out.append(0)
+        if obj.max_num_offsets != 1:
+            if v3_down:
+                raise _w.not_in_version("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition.max_num_offsets", 1, "0")
+            elif v4_to_5:
+                raise _w.not_in_version("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition.max_num_offsets", 4, "0")
+            else:
+                raise _w.not_in_version("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition.max_num_offsets", 6, "0")
+    if v1_to_3:
+        out += _S_iq.pack(obj.partition_index, obj.timestamp)
+    elif v4_up:
+        out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition")
+        else:
+            out.append(0)
 
 
-def _dec_ListOffsetsResponse_v0(buf, cur, end):
-    """Decode ListOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListOffsetsResponse(buf, cur, end, version):
+    """Decode ListOffsetsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_1_6_7_8_9_10_11 = version in (0, 1, 6, 7, 8, 9, 10, 11)
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_to_3 = 1 <= version <= 3
+    v3_down = version <= 3
+    v4_to_5 = 4 <= version <= 5
+    v5_down = version <= 5
+    v6_up = version >= 6
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+    if v0_1_6_7_8_9_10_11:
+        if end - pos < 4:
+            if v1_down:
+                raise _w.short_run(_RUN_topics, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+    if v1_down:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+    elif v6_up:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+    if v0_1_6_7_8_9_10_11:
+        pos += 4
+    else:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
+        f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    if v5_down:
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
     if n_topics:
-        # Each element read inline, as ListOffsetsResponse.ListOffsetsTopicResponse v0 is.
+        # Each element read inline.
         try:
             for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 10:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 10, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse v0 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 10:
-                                raise _w.short_run(_RUN_partition_index__old_style_offsets, pos, end)
-                            f_partition_index__2, f_error_code__2, n_old_style_offsets__2 = _S_ihi.unpack_from(buf, pos)
-                            pos += 10
-                            if n_old_style_offsets__2 < 0 or n_old_style_offsets__2 > (end - pos) // 8:
-                                raise _w.bad_count('old_style_offsets', pos - 4, n_old_style_offsets__2, end, 8, 4)
-                            if n_old_style_offsets__2 < _w.SMALL_ARRAY_MAX:
-                                f_old_style_offsets__2 = list(_A_q[n_old_style_offsets__2].unpack_from(buf, pos))
-                            else:
-                                f_old_style_offsets__2 = list(_unpack_from(">%dq" % n_old_style_offsets__2, buf, pos))
-                            pos += n_old_style_offsets__2 * 8
-                            obj__2 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.old_style_offsets = f_old_style_offsets__2
-                            obj__2.timestamp = -1
-                            obj__2.offset = -1
-                            obj__2.leader_epoch = -1
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(ListOffsetsResponse)
-    obj.throttle_time_ms = 0
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListOffsetsResponse_v0(obj, out):
-    """Append the v0 layout of a ListOffsetsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ListOffsetsResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(item, out)
-
-
-def _dec_ListOffsetsResponse_v1(buf, cur, end):
-    """Decode ListOffsetsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as ListOffsetsResponse.ListOffsetsTopicResponse v1 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 22, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse v1 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 22:
-                                raise _w.short_run(_RUN_partition_index__offset, pos, end)
-                            f_partition_index__2, f_error_code__2, f_timestamp__2, f_offset__2 = _S_ihqq.unpack_from(buf, pos)
-                            pos += 22
-                            obj__2 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.old_style_offsets = []
-                            obj__2.timestamp = f_timestamp__2
-                            obj__2.offset = f_offset__2
-                            obj__2.leader_epoch = -1
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(ListOffsetsResponse)
-    obj.throttle_time_ms = 0
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListOffsetsResponse_v1(obj, out):
-    """Append the v1 layout of a ListOffsetsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ListOffsetsResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(item, out)
-
-
-def _dec_ListOffsetsResponse_v2(buf, cur, end):
-    """Decode ListOffsetsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
-    f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as ListOffsetsResponse.ListOffsetsTopicResponse v2 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 22, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse v2 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 22:
-                                raise _w.short_run(_RUN_partition_index__offset, pos, end)
-                            f_partition_index__2, f_error_code__2, f_timestamp__2, f_offset__2 = _S_ihqq.unpack_from(buf, pos)
-                            pos += 22
-                            obj__2 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.old_style_offsets = []
-                            obj__2.timestamp = f_timestamp__2
-                            obj__2.offset = f_offset__2
-                            obj__2.leader_epoch = -1
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(ListOffsetsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListOffsetsResponse_v2(obj, out):
-    """Append the v2 layout of a ListOffsetsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ListOffsetsResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    for item in f_topics:
-        _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(item, out)
-
-
-def _dec_ListOffsetsResponse_v4(buf, cur, end):
-    """Decode ListOffsetsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
-    f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as ListOffsetsResponse.ListOffsetsTopicResponse v4 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 26:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 26, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse v4 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 26:
-                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-                            f_partition_index__2, f_error_code__2, f_timestamp__2, f_offset__2, f_leader_epoch__2 = _S_ihqqi.unpack_from(buf, pos)
-                            pos += 26
-                            obj__2 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.old_style_offsets = []
-                            obj__2.timestamp = f_timestamp__2
-                            obj__2.offset = f_offset__2
-                            obj__2.leader_epoch = f_leader_epoch__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(ListOffsetsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListOffsetsResponse_v4(obj, out):
-    """Append the v4 layout of a ListOffsetsResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("ListOffsetsResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    for item in f_topics:
-        _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(item, out)
-
-
-def _dec_ListOffsetsResponse_v6(buf, cur, end):
-    """Decode ListOffsetsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 3:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as ListOffsetsResponse.ListOffsetsTopicResponse v6 is.
-        try:
-            for i in range(n_topics):
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                if v5_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
                     pos += 2
                 else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
                 if 0 <= n_name__1 <= end - pos:
                     try:
                         f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
@@ -1147,92 +428,163 @@ def _dec_ListOffsetsResponse_v6(buf, cur, end):
                         raise _w.bad_utf8('name', pos, exc) from None
                     pos += n_name__1
                 else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
+                    if v5_down:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v5_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v0_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 10:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 10, 4)
+                elif v1_to_3:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 22, 4)
+                elif v4_to_5:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 26:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 26, 4)
                 else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 27:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 27, 1)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 27:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 27, 1)
                 f_partitions__1 = []
                 if n_partitions__1:
-                    # Each element read inline, as ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse v6 is.
+                    # Each element read inline.
                     try:
                         for i__1 in range(n_partitions__1):
-                            if end - pos < 26:
-                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-                            f_partition_index__2, f_error_code__2, f_timestamp__2, f_offset__2, f_leader_epoch__2 = _S_ihqqi.unpack_from(buf, pos)
-                            pos += 26
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
+                            if v0_down:
+                                if end - pos < 10:
+                                    raise _w.short_run(_RUN_partition_index__old_style_offsets, pos, end)
+                                f_partition_index__2, f_error_code__2, n_old_style_offsets__2 = _S_ihi.unpack_from(buf, pos)
+                                pos += 10
+                                if n_old_style_offsets__2 < 0 or n_old_style_offsets__2 > (end - pos) // 8:
+                                    raise _w.bad_count('old_style_offsets', pos - 4, n_old_style_offsets__2, end, 8, 4)
+                                if n_old_style_offsets__2 < _w.SMALL_ARRAY_MAX:
+                                    f_old_style_offsets__2 = list(_A_q[n_old_style_offsets__2].unpack_from(buf, pos))
+                                else:
+                                    f_old_style_offsets__2 = list(_unpack_from(">%dq" % n_old_style_offsets__2, buf, pos))
+                                pos += n_old_style_offsets__2 * 8
+                            elif v1_to_3:
+                                if end - pos < 22:
+                                    raise _w.short_run(_RUN_partition_index__offset, pos, end)
+                                f_partition_index__2, f_error_code__2, f_timestamp__2, f_offset__2 = _S_ihqq.unpack_from(buf, pos)
+                                pos += 22
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                if end - pos < 26:
+                                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                                f_partition_index__2, f_error_code__2, f_timestamp__2, f_offset__2, f_leader_epoch__2 = _S_ihqqi.unpack_from(buf, pos)
+                                pos += 26
+                            if v6_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
                             obj__2 = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
                             obj__2.partition_index = f_partition_index__2
                             obj__2.error_code = f_error_code__2
-                            obj__2.old_style_offsets = []
-                            obj__2.timestamp = f_timestamp__2
-                            obj__2.offset = f_offset__2
-                            obj__2.leader_epoch = f_leader_epoch__2
-                            obj__2.unknown_tagged_fields = unknown__2
+                            if v0_down:
+                                obj__2.old_style_offsets = f_old_style_offsets__2
+                                obj__2.timestamp = -1
+                                obj__2.offset = -1
+                            else:
+                                obj__2.old_style_offsets = []
+                                obj__2.timestamp = f_timestamp__2
+                                obj__2.offset = f_offset__2
+                            if v3_down:
+                                obj__2.leader_epoch = -1
+                            else:
+                                obj__2.leader_epoch = f_leader_epoch__2
+                            if v5_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
                             f_partitions__1.append(obj__2)
                     except DecodeError as exc:
                         raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                if v6_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
                 obj__1.name = f_name__1
                 obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
+                if v5_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
                 f_topics.append(obj__1)
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v6_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListOffsetsResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
+    if v1_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
+    if v5_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ListOffsetsResponse_v6(obj, out):
-    """Append the v6 layout of a ListOffsetsResponse to ``out``."""
+def _enc_ListOffsetsResponse(obj, out, version):
+    """Append in ``version`` a ListOffsetsResponse to ``out``."""
+    v1_down = version <= 1
+    v2_to_5 = 2 <= version <= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("ListOffsetsResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
+    if v6_up:
+        out += _S_i.pack(obj.throttle_time_ms)
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("ListOffsetsResponse.topics")
     else:
         n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
+    if v1_down:
+        out += _S_i.pack(n_topics)
+    elif v2_to_5:
+        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
     else:
-        _w.put_uvarint(out, n_topics + 1)
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
-        _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse")
-    else:
-        out.append(0)
+        _enc_ListOffsetsResponse_ListOffsetsTopicResponse(item, out, version)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse")
+        else:
+            out.append(0)
 
 
-def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
-    """Append the v0 layout of a ListOffsetsResponse.ListOffsetsTopicResponse to ``out``."""
+def _enc_ListOffsetsResponse_ListOffsetsTopicResponse(obj, out, version):
+    """Append in ``version`` a ListOffsetsResponse.ListOffsetsTopicResponse to ``out``."""
+    v5_down = version <= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("ListOffsetsResponse.ListOffsetsTopicResponse expected, got None")
     f_name = obj.name
@@ -1243,7 +595,13 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
-    out += _S_h.pack(n_name)
+    if v5_down:
+        out += _S_h.pack(n_name)
+    else:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partitions = obj.partitions
@@ -1251,146 +609,67 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
         raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")
     else:
         n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
+    if v5_down:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
-        _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(item, out)
+        _enc_ListOffsetsResponse_ListOffsetsPartitionResponse(item, out, version)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse.ListOffsetsTopicResponse")
+        else:
+            out.append(0)
 
 
-def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(obj, out):
-    """Append the v1 layout of a ListOffsetsResponse.ListOffsetsTopicResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsResponse.ListOffsetsTopicResponse expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(item, out)
-
-
-def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(obj, out):
-    """Append the v4 layout of a ListOffsetsResponse.ListOffsetsTopicResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsResponse.ListOffsetsTopicResponse expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(item, out)
-
-
-def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
-    """Append the v6 layout of a ListOffsetsResponse.ListOffsetsTopicResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsResponse.ListOffsetsTopicResponse expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ListOffsetsResponse.ListOffsetsTopicResponse.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse.ListOffsetsTopicResponse")
-    else:
-        out.append(0)
-
-
-def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(obj, out):
-    """Append the v0 layout of a ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse to ``out``."""
+def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse(obj, out, version):
+    """Append in ``version`` a ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse to ``out``."""
+    v0_down = version <= 0
+    v1_to_3 = 1 <= version <= 3
+    v3_down = version <= 3
+    v4_to_5 = 4 <= version <= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse expected, got None")
-    if obj.timestamp != -1:
-        raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.timestamp", 0, "1-11")
-    if obj.offset != -1:
-        raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.offset", 0, "1-11")
-    if obj.leader_epoch != -1:
-        raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.leader_epoch", 0, "4-11")
-    f_old_style_offsets = obj.old_style_offsets
-    if f_old_style_offsets is None:
-        raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.old_style_offsets")
+    if v0_down:
+        if obj.timestamp != -1:
+            raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.timestamp", 0, "1-11")
+        if obj.offset != -1:
+            raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.offset", 0, "1-11")
     else:
-        n_old_style_offsets = len(f_old_style_offsets)
-    out += _S_ihi.pack(obj.partition_index, obj.error_code, n_old_style_offsets)
-    out += _pack(">%dq" % n_old_style_offsets, *f_old_style_offsets)
-
-
-def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(obj, out):
-    """Append the v1 layout of a ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse expected, got None")
-    if obj.old_style_offsets:
-        raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.old_style_offsets", 1, "0")
-    if obj.leader_epoch != -1:
-        raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.leader_epoch", 1, "4-11")
-    out += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset)
-
-
-def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(obj, out):
-    """Append the v4 layout of a ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse expected, got None")
-    if obj.old_style_offsets:
-        raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.old_style_offsets", 4, "0")
-    out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
-
-
-def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(obj, out):
-    """Append the v6 layout of a ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse expected, got None")
-    if obj.old_style_offsets:
-        raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.old_style_offsets", 6, "0")
-    out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse")
+        if obj.old_style_offsets:
+            if v3_down:
+                raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.old_style_offsets", 1, "0")
+            elif v4_to_5:
+                raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.old_style_offsets", 4, "0")
+            else:
+                raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.old_style_offsets", 6, "0")
+    if v3_down:
+        if obj.leader_epoch != -1:
+            if v0_down:
+                raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.leader_epoch", 0, "4-11")
+            else:
+                raise _w.not_in_version("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.leader_epoch", 1, "4-11")
+    if v0_down:
+        f_old_style_offsets = obj.old_style_offsets
+        if f_old_style_offsets is None:
+            raise _w.not_nullable("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse.old_style_offsets")
+        else:
+            n_old_style_offsets = len(f_old_style_offsets)
+        out += _S_ihi.pack(obj.partition_index, obj.error_code, n_old_style_offsets)
+        out += _pack(">%dq" % n_old_style_offsets, *f_old_style_offsets)
+    elif v1_to_3:
+        out += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset)
     else:
-        out.append(0)
+        out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse")
+        else:
+            out.append(0)
 
 
 class ListOffsetsRequest_ListOffsetsPartition(Struct):
@@ -1485,14 +764,8 @@ class ListOffsetsRequest(Message):
         FieldInfo('timeout_ms', (10, 11), None, None, False, None, None, 'int32'),
     )
     ListOffsetsTopic = ListOffsetsRequest_ListOffsetsTopic
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    # v5 uses the v4 codecs: the bytes are the same; v5 changed what the broker may do or answer, not the layout.
-    # v7 uses the v6 codecs: the bytes are the same; v7 changed what the broker may do or answer, not the layout.
-    # v8 uses the v6 codecs: the bytes are the same; v8 changed what the broker may do or answer, not the layout.
-    # v9 uses the v6 codecs: the bytes are the same; v9 changed what the broker may do or answer, not the layout.
-    # v11 uses the v10 codecs: the bytes are the same; v11 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ListOffsetsRequest_v0, 1: _dec_ListOffsetsRequest_v1, 2: _dec_ListOffsetsRequest_v2, 3: _dec_ListOffsetsRequest_v2, 4: _dec_ListOffsetsRequest_v4, 5: _dec_ListOffsetsRequest_v4, 6: _dec_ListOffsetsRequest_v6, 7: _dec_ListOffsetsRequest_v6, 8: _dec_ListOffsetsRequest_v6, 9: _dec_ListOffsetsRequest_v6, 10: _dec_ListOffsetsRequest_v10, 11: _dec_ListOffsetsRequest_v10}
-    _ENCODERS = {0: _enc_ListOffsetsRequest_v0, 1: _enc_ListOffsetsRequest_v1, 2: _enc_ListOffsetsRequest_v2, 3: _enc_ListOffsetsRequest_v2, 4: _enc_ListOffsetsRequest_v4, 5: _enc_ListOffsetsRequest_v4, 6: _enc_ListOffsetsRequest_v6, 7: _enc_ListOffsetsRequest_v6, 8: _enc_ListOffsetsRequest_v6, 9: _enc_ListOffsetsRequest_v6, 10: _enc_ListOffsetsRequest_v10, 11: _enc_ListOffsetsRequest_v10}
+    _DECODERS = _decoders(_dec_ListOffsetsRequest, range(0, 12))
+    _ENCODERS = _encoders(_enc_ListOffsetsRequest, range(0, 12))
     API_KEY = 2
     KIND = 'request'
     VALID_VERSIONS = (0, 11)
@@ -1613,15 +886,8 @@ class ListOffsetsResponse(Message):
         FieldInfo('topics', (0, 11), None, None, True, ListOffsetsResponse_ListOffsetsTopicResponse, None, '[]ListOffsetsTopicResponse'),
     )
     ListOffsetsTopicResponse = ListOffsetsResponse_ListOffsetsTopicResponse
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed what the broker may do or answer, not the layout.
-    # v5 uses the v4 codecs: the bytes are the same; v5 changed what the broker may do or answer, not the layout.
-    # v7 uses the v6 codecs: the bytes are the same; v7 changed what the broker may do or answer, not the layout.
-    # v8 uses the v6 codecs: the bytes are the same; v8 changed what the broker may do or answer, not the layout.
-    # v9 uses the v6 codecs: the bytes are the same; v9 changed what the broker may do or answer, not the layout.
-    # v10 uses the v6 codecs: the bytes are the same; v10 changed the request only.
-    # v11 uses the v6 codecs: the bytes are the same; v11 changed the request only.
-    _DECODERS = {0: _dec_ListOffsetsResponse_v0, 1: _dec_ListOffsetsResponse_v1, 2: _dec_ListOffsetsResponse_v2, 3: _dec_ListOffsetsResponse_v2, 4: _dec_ListOffsetsResponse_v4, 5: _dec_ListOffsetsResponse_v4, 6: _dec_ListOffsetsResponse_v6, 7: _dec_ListOffsetsResponse_v6, 8: _dec_ListOffsetsResponse_v6, 9: _dec_ListOffsetsResponse_v6, 10: _dec_ListOffsetsResponse_v6, 11: _dec_ListOffsetsResponse_v6}
-    _ENCODERS = {0: _enc_ListOffsetsResponse_v0, 1: _enc_ListOffsetsResponse_v1, 2: _enc_ListOffsetsResponse_v2, 3: _enc_ListOffsetsResponse_v2, 4: _enc_ListOffsetsResponse_v4, 5: _enc_ListOffsetsResponse_v4, 6: _enc_ListOffsetsResponse_v6, 7: _enc_ListOffsetsResponse_v6, 8: _enc_ListOffsetsResponse_v6, 9: _enc_ListOffsetsResponse_v6, 10: _enc_ListOffsetsResponse_v6, 11: _enc_ListOffsetsResponse_v6}
+    _DECODERS = _decoders(_dec_ListOffsetsResponse, range(0, 12))
+    _ENCODERS = _encoders(_enc_ListOffsetsResponse, range(0, 12))
     API_KEY = 2
     KIND = 'response'
     VALID_VERSIONS = (0, 11)

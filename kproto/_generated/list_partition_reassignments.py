@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse']
@@ -28,15 +30,15 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_ListPartitionReassignmentsRequest_v0(buf, cur, end):
-    """Decode ListPartitionReassignmentsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListPartitionReassignmentsRequest(buf, cur, end, version):
+    """Decode ListPartitionReassignmentsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, True)
+    f_topics, pos = _w.read_structs(_partial(_dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, True)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListPartitionReassignmentsRequest)
     obj.timeout_ms = f_timeout_ms
@@ -46,17 +48,17 @@ def _dec_ListPartitionReassignmentsRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_ListPartitionReassignmentsRequest_v0(obj, out):
-    """Append the v0 layout of a ListPartitionReassignmentsRequest to ``out``."""
+def _enc_ListPartitionReassignmentsRequest(obj, out, version):
+    """Append in ``version`` a ListPartitionReassignmentsRequest to ``out``."""
     if obj is None:
         raise TypeError("ListPartitionReassignmentsRequest expected, got None")
     out += _S_i.pack(obj.timeout_ms)
-    _w.put_structs(out, obj.topics, _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0, "ListPartitionReassignmentsRequest.topics", True)
+    _w.put_structs(out, obj.topics, _partial(_enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, version=version), "ListPartitionReassignmentsRequest.topics", True)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest")
 
 
-def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(buf, cur, end):
-    """Decode ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(buf, cur, end, version):
+    """Decode ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -77,8 +79,8 @@ def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b
     return obj
 
 
-def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(obj, out):
-    """Append the v0 layout of a ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics to ``out``."""
+def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(obj, out, version):
+    """Append in ``version`` a ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics to ``out``."""
     if obj is None:
         raise TypeError("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.name", False)
@@ -95,8 +97,8 @@ def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics")
 
 
-def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
-    """Decode ListPartitionReassignmentsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListPartitionReassignmentsResponse(buf, cur, end, version):
+    """Decode ListPartitionReassignmentsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -105,7 +107,7 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListPartitionReassignmentsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -117,8 +119,8 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ListPartitionReassignmentsResponse_v0(obj, out):
-    """Append the v0 layout of a ListPartitionReassignmentsResponse to ``out``."""
+def _enc_ListPartitionReassignmentsResponse(obj, out, version):
+    """Append in ``version`` a ListPartitionReassignmentsResponse to ``out``."""
     if obj is None:
         raise TypeError("ListPartitionReassignmentsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -126,17 +128,17 @@ def _enc_ListPartitionReassignmentsResponse_v0(obj, out):
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.topics, _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0, "ListPartitionReassignmentsResponse.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment, version=version), "ListPartitionReassignmentsResponse.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse")
 
 
-def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur, end):
-    """Decode ListPartitionReassignmentsResponse.OngoingTopicReassignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment(buf, cur, end, version):
+    """Decode ListPartitionReassignmentsResponse.OngoingTopicReassignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0, buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment, version=version), buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListPartitionReassignmentsResponse_OngoingTopicReassignment)
     obj.name = f_name
@@ -146,20 +148,20 @@ def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur
     return obj
 
 
-def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(obj, out):
-    """Append the v0 layout of a ListPartitionReassignmentsResponse.OngoingTopicReassignment to ``out``."""
+def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment(obj, out, version):
+    """Append in ``version`` a ListPartitionReassignmentsResponse.OngoingTopicReassignment to ``out``."""
     if obj is None:
         raise TypeError("ListPartitionReassignmentsResponse.OngoingTopicReassignment expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "ListPartitionReassignmentsResponse.OngoingTopicReassignment.name", False)
     _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0, "ListPartitionReassignmentsResponse.OngoingTopicReassignment.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment, version=version), "ListPartitionReassignmentsResponse.OngoingTopicReassignment.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse.OngoingTopicReassignment")
 
 
-def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf, cur, end):
-    """Decode ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(buf, cur, end, version):
+    """Decode ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
@@ -200,8 +202,8 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
     return obj
 
 
-def _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(obj, out):
-    """Append the v0 layout of a ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment to ``out``."""
+def _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(obj, out, version):
+    """Append in ``version`` a ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment to ``out``."""
     if obj is None:
         raise TypeError("ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment expected, got None")
     out += _S_i.pack(obj.partition_index)
@@ -278,8 +280,8 @@ class ListPartitionReassignmentsRequest(Message):
         FieldInfo('topics', (0, 0), None, None, True, ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, (0, 0), '[]ListPartitionReassignmentsTopics'),
     )
     ListPartitionReassignmentsTopics = ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics
-    _DECODERS = {0: _dec_ListPartitionReassignmentsRequest_v0}
-    _ENCODERS = {0: _enc_ListPartitionReassignmentsRequest_v0}
+    _DECODERS = _decoders(_dec_ListPartitionReassignmentsRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_ListPartitionReassignmentsRequest, range(0, 1))
     API_KEY = 46
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -391,8 +393,8 @@ class ListPartitionReassignmentsResponse(Message):
         FieldInfo('topics', (0, 0), None, None, True, ListPartitionReassignmentsResponse_OngoingTopicReassignment, None, '[]OngoingTopicReassignment'),
     )
     OngoingTopicReassignment = ListPartitionReassignmentsResponse_OngoingTopicReassignment
-    _DECODERS = {0: _dec_ListPartitionReassignmentsResponse_v0}
-    _ENCODERS = {0: _enc_ListPartitionReassignmentsResponse_v0}
+    _DECODERS = _decoders(_dec_ListPartitionReassignmentsResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_ListPartitionReassignmentsResponse, range(0, 1))
     API_KEY = 46
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

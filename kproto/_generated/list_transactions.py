@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ListTransactionsRequest', 'ListTransactionsResponse']
@@ -28,8 +30,12 @@ _new = Struct.__new__
 _A_q = _w.SMALL_ARRAYS["q"]
 
 
-def _dec_ListTransactionsRequest_v0(buf, cur, end):
-    """Decode ListTransactionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListTransactionsRequest(buf, cur, end, version):
+    """Decode ListTransactionsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_up = version >= 1
+    v2_up = version >= 2
     pos = cur.pos
     n_state_filters, pos = _w.read_compact_length(buf, pos, end, 'state_filters')
     if n_state_filters < 0 or n_state_filters > (end - pos) // 1:
@@ -53,25 +59,48 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
     else:
         f_producer_id_filters = list(_unpack_from(">%dq" % n_producer_id_filters, buf, pos))
     pos += n_producer_id_filters * 8
+    if v1_up:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_duration_filter, pos, end)
+        f_duration_filter = _S_q.unpack_from(buf, pos)[0]
+        pos += 8
+    if v2_up:
+        n_transactional_id_pattern, pos = _w.read_compact_length(buf, pos, end, 'transactional_id_pattern')
+        f_transactional_id_pattern, pos = _w.read_sized(buf, pos, n_transactional_id_pattern, end, 'transactional_id_pattern', 1, True, True)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListTransactionsRequest)
     obj.state_filters = f_state_filters
     obj.producer_id_filters = f_producer_id_filters
-    obj.duration_filter = -1
-    obj.transactional_id_pattern = None
+    if v0_down:
+        obj.duration_filter = -1
+    else:
+        obj.duration_filter = f_duration_filter
+    if v1_down:
+        obj.transactional_id_pattern = None
+    else:
+        obj.transactional_id_pattern = f_transactional_id_pattern
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ListTransactionsRequest_v0(obj, out):
-    """Append the v0 layout of a ListTransactionsRequest to ``out``."""
+def _enc_ListTransactionsRequest(obj, out, version):
+    """Append in ``version`` a ListTransactionsRequest to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_up = version >= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("ListTransactionsRequest expected, got None")
-    if obj.duration_filter != -1:
-        raise _w.not_in_version("ListTransactionsRequest.duration_filter", 0, "1-2")
-    if obj.transactional_id_pattern is not None:
-        raise _w.not_in_version("ListTransactionsRequest.transactional_id_pattern", 0, "2")
+    if v0_down:
+        if obj.duration_filter != -1:
+            raise _w.not_in_version("ListTransactionsRequest.duration_filter", 0, "1-2")
+    if v1_down:
+        if obj.transactional_id_pattern is not None:
+            if v0_down:
+                raise _w.not_in_version("ListTransactionsRequest.transactional_id_pattern", 0, "2")
+            else:
+                raise _w.not_in_version("ListTransactionsRequest.transactional_id_pattern", 1, "2")
     f_state_filters = obj.state_filters
     if f_state_filters is None:
         raise _w.not_nullable("ListTransactionsRequest.state_filters")
@@ -92,155 +121,18 @@ def _enc_ListTransactionsRequest_v0(obj, out):
         n_producer_id_filters = len(f_producer_id_filters)
     _w.put_uvarint(out, n_producer_id_filters + 1)
     out += _pack(">%dq" % n_producer_id_filters, *f_producer_id_filters)
+    if v1_up:
+        out += _S_q.pack(obj.duration_filter)
+    if v2_up:
+        f_transactional_id_pattern, n_transactional_id_pattern = _w.encode_text(obj.transactional_id_pattern, "ListTransactionsRequest.transactional_id_pattern", True)
+        _w.put_uvarint(out, n_transactional_id_pattern + 1)
+        if n_transactional_id_pattern > 0:
+            out += f_transactional_id_pattern
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsRequest")
 
 
-def _dec_ListTransactionsRequest_v1(buf, cur, end):
-    """Decode ListTransactionsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_state_filters, pos = _w.read_compact_length(buf, pos, end, 'state_filters')
-    if n_state_filters < 0 or n_state_filters > (end - pos) // 1:
-        raise _w.bad_count('state_filters', pos - 1, n_state_filters, end, 1, 1)
-    f_state_filters = []
-    for i in range(n_state_filters):
-        m, pos = _w.read_compact_length(buf, pos, end, "state_filters[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("state_filters[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
-        f_state_filters.append(s)
-        pos += m
-    n_producer_id_filters, pos = _w.read_compact_length(buf, pos, end, 'producer_id_filters')
-    if n_producer_id_filters < 0 or n_producer_id_filters > (end - pos) // 8:
-        raise _w.bad_count('producer_id_filters', pos - 1, n_producer_id_filters, end, 8, 1)
-    if n_producer_id_filters < _w.SMALL_ARRAY_MAX:
-        f_producer_id_filters = list(_A_q[n_producer_id_filters].unpack_from(buf, pos))
-    else:
-        f_producer_id_filters = list(_unpack_from(">%dq" % n_producer_id_filters, buf, pos))
-    pos += n_producer_id_filters * 8
-    if end - pos < 8:
-        raise _w.short_run(_RUN_duration_filter, pos, end)
-    f_duration_filter = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListTransactionsRequest)
-    obj.state_filters = f_state_filters
-    obj.producer_id_filters = f_producer_id_filters
-    obj.duration_filter = f_duration_filter
-    obj.transactional_id_pattern = None
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListTransactionsRequest_v1(obj, out):
-    """Append the v1 layout of a ListTransactionsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ListTransactionsRequest expected, got None")
-    if obj.transactional_id_pattern is not None:
-        raise _w.not_in_version("ListTransactionsRequest.transactional_id_pattern", 1, "2")
-    f_state_filters = obj.state_filters
-    if f_state_filters is None:
-        raise _w.not_nullable("ListTransactionsRequest.state_filters")
-    else:
-        n_state_filters = len(f_state_filters)
-    _w.put_uvarint(out, n_state_filters + 1)
-    for item in f_state_filters:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("ListTransactionsRequest.state_filters[]", m)
-        _w.put_uvarint(out, m + 1)
-        out += data
-    f_producer_id_filters = obj.producer_id_filters
-    if f_producer_id_filters is None:
-        raise _w.not_nullable("ListTransactionsRequest.producer_id_filters")
-    else:
-        n_producer_id_filters = len(f_producer_id_filters)
-    _w.put_uvarint(out, n_producer_id_filters + 1)
-    out += _pack(">%dq" % n_producer_id_filters, *f_producer_id_filters)
-    out += _S_q.pack(obj.duration_filter)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsRequest")
-
-
-def _dec_ListTransactionsRequest_v2(buf, cur, end):
-    """Decode ListTransactionsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_state_filters, pos = _w.read_compact_length(buf, pos, end, 'state_filters')
-    if n_state_filters < 0 or n_state_filters > (end - pos) // 1:
-        raise _w.bad_count('state_filters', pos - 1, n_state_filters, end, 1, 1)
-    f_state_filters = []
-    for i in range(n_state_filters):
-        m, pos = _w.read_compact_length(buf, pos, end, "state_filters[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("state_filters[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
-        f_state_filters.append(s)
-        pos += m
-    n_producer_id_filters, pos = _w.read_compact_length(buf, pos, end, 'producer_id_filters')
-    if n_producer_id_filters < 0 or n_producer_id_filters > (end - pos) // 8:
-        raise _w.bad_count('producer_id_filters', pos - 1, n_producer_id_filters, end, 8, 1)
-    if n_producer_id_filters < _w.SMALL_ARRAY_MAX:
-        f_producer_id_filters = list(_A_q[n_producer_id_filters].unpack_from(buf, pos))
-    else:
-        f_producer_id_filters = list(_unpack_from(">%dq" % n_producer_id_filters, buf, pos))
-    pos += n_producer_id_filters * 8
-    if end - pos < 8:
-        raise _w.short_run(_RUN_duration_filter, pos, end)
-    f_duration_filter = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    n_transactional_id_pattern, pos = _w.read_compact_length(buf, pos, end, 'transactional_id_pattern')
-    f_transactional_id_pattern, pos = _w.read_sized(buf, pos, n_transactional_id_pattern, end, 'transactional_id_pattern', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListTransactionsRequest)
-    obj.state_filters = f_state_filters
-    obj.producer_id_filters = f_producer_id_filters
-    obj.duration_filter = f_duration_filter
-    obj.transactional_id_pattern = f_transactional_id_pattern
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ListTransactionsRequest_v2(obj, out):
-    """Append the v2 layout of a ListTransactionsRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ListTransactionsRequest expected, got None")
-    f_state_filters = obj.state_filters
-    if f_state_filters is None:
-        raise _w.not_nullable("ListTransactionsRequest.state_filters")
-    else:
-        n_state_filters = len(f_state_filters)
-    _w.put_uvarint(out, n_state_filters + 1)
-    for item in f_state_filters:
-        data = item.encode("utf-8")
-        m = len(data)
-        if m > 32767:
-            raise _w.string_too_long("ListTransactionsRequest.state_filters[]", m)
-        _w.put_uvarint(out, m + 1)
-        out += data
-    f_producer_id_filters = obj.producer_id_filters
-    if f_producer_id_filters is None:
-        raise _w.not_nullable("ListTransactionsRequest.producer_id_filters")
-    else:
-        n_producer_id_filters = len(f_producer_id_filters)
-    _w.put_uvarint(out, n_producer_id_filters + 1)
-    out += _pack(">%dq" % n_producer_id_filters, *f_producer_id_filters)
-    out += _S_q.pack(obj.duration_filter)
-    f_transactional_id_pattern, n_transactional_id_pattern = _w.encode_text(obj.transactional_id_pattern, "ListTransactionsRequest.transactional_id_pattern", True)
-    _w.put_uvarint(out, n_transactional_id_pattern + 1)
-    if n_transactional_id_pattern > 0:
-        out += f_transactional_id_pattern
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsRequest")
-
-
-def _dec_ListTransactionsResponse_v0(buf, cur, end):
-    """Decode ListTransactionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListTransactionsResponse(buf, cur, end, version):
+    """Decode ListTransactionsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -261,7 +153,7 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
         f_unknown_state_filters.append(s)
         pos += m
     n_transaction_states, pos = _w.read_compact_length(buf, pos, end, 'transaction_states')
-    f_transaction_states, pos = _w.read_structs(_dec_ListTransactionsResponse_TransactionState_v0, buf, cur, pos, end, n_transaction_states, 'transaction_states', 11, 1, False)
+    f_transaction_states, pos = _w.read_structs(_partial(_dec_ListTransactionsResponse_TransactionState, version=version), buf, cur, pos, end, n_transaction_states, 'transaction_states', 11, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListTransactionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -273,8 +165,8 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ListTransactionsResponse_v0(obj, out):
-    """Append the v0 layout of a ListTransactionsResponse to ``out``."""
+def _enc_ListTransactionsResponse(obj, out, version):
+    """Append in ``version`` a ListTransactionsResponse to ``out``."""
     if obj is None:
         raise TypeError("ListTransactionsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -291,12 +183,12 @@ def _enc_ListTransactionsResponse_v0(obj, out):
             raise _w.string_too_long("ListTransactionsResponse.unknown_state_filters[]", m)
         _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.transaction_states, _enc_ListTransactionsResponse_TransactionState_v0, "ListTransactionsResponse.transaction_states", False)
+    _w.put_structs(out, obj.transaction_states, _partial(_enc_ListTransactionsResponse_TransactionState, version=version), "ListTransactionsResponse.transaction_states", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse")
 
 
-def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
-    """Decode ListTransactionsResponse.TransactionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ListTransactionsResponse_TransactionState(buf, cur, end, version):
+    """Decode ListTransactionsResponse.TransactionState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
     f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
@@ -316,8 +208,8 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
     return obj
 
 
-def _enc_ListTransactionsResponse_TransactionState_v0(obj, out):
-    """Append the v0 layout of a ListTransactionsResponse.TransactionState to ``out``."""
+def _enc_ListTransactionsResponse_TransactionState(obj, out, version):
+    """Append in ``version`` a ListTransactionsResponse.TransactionState to ``out``."""
     if obj is None:
         raise TypeError("ListTransactionsResponse.TransactionState expected, got None")
     f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "ListTransactionsResponse.TransactionState.transactional_id", False)
@@ -355,8 +247,8 @@ class ListTransactionsRequest(Message):
         FieldInfo('duration_filter', (1, 2), None, None, False, None, None, 'int64'),
         FieldInfo('transactional_id_pattern', (2, 2), None, None, False, None, (2, 2), 'string'),
     )
-    _DECODERS = {0: _dec_ListTransactionsRequest_v0, 1: _dec_ListTransactionsRequest_v1, 2: _dec_ListTransactionsRequest_v2}
-    _ENCODERS = {0: _enc_ListTransactionsRequest_v0, 1: _enc_ListTransactionsRequest_v1, 2: _enc_ListTransactionsRequest_v2}
+    _DECODERS = _decoders(_dec_ListTransactionsRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_ListTransactionsRequest, range(0, 3))
     API_KEY = 66
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -438,10 +330,8 @@ class ListTransactionsResponse(Message):
         FieldInfo('transaction_states', (0, 2), None, None, True, ListTransactionsResponse_TransactionState, None, '[]TransactionState'),
     )
     TransactionState = ListTransactionsResponse_TransactionState
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the request only.
-    _DECODERS = {0: _dec_ListTransactionsResponse_v0, 1: _dec_ListTransactionsResponse_v0, 2: _dec_ListTransactionsResponse_v0}
-    _ENCODERS = {0: _enc_ListTransactionsResponse_v0, 1: _enc_ListTransactionsResponse_v0, 2: _enc_ListTransactionsResponse_v0}
+    _DECODERS = _decoders(_dec_ListTransactionsResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_ListTransactionsResponse, range(0, 3))
     API_KEY = 66
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

@@ -12,6 +12,7 @@ from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
@@ -67,84 +68,33 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_MetadataRequest_v0(buf, cur, end):
-    """Decode MetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_MetadataRequest(buf, cur, end, version):
+    """Decode MetadataRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_1_2_3_4_5_6_7_11_12_13 = version in (0, 1, 2, 3, 4, 5, 6, 7, 11, 12, 13)
+    v0_down = version <= 0
+    v10_up = version >= 10
+    v11_up = version >= 11
+    v1_to_9 = 1 <= version <= 9
+    v3_down = version <= 3
+    v4_to_7 = 4 <= version <= 7
+    v4_up = version >= 4
+    v7_down = version <= 7
+    v8_down = version <= 8
+    v8_to_10 = 8 <= version <= 10
+    v8_up = version >= 8
+    v9_up = version >= 9
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 2:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataRequest.MetadataRequestTopic v0 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                obj__1 = _new(MetadataRequest_MetadataRequestTopic)
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.name = f_name__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(MetadataRequest)
-    obj.topics = f_topics
-    obj.allow_auto_topic_creation = True
-    obj.include_cluster_authorized_operations = False
-    obj.include_topic_authorized_operations = False
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataRequest_v0(obj, out):
-    """Append the v0 layout of a MetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataRequest expected, got None")
-    if obj.allow_auto_topic_creation != True:
-        raise _w.not_in_version("MetadataRequest.allow_auto_topic_creation", 0, "4-13")
-    if obj.include_cluster_authorized_operations != False:
-        raise _w.not_in_version("MetadataRequest.include_cluster_authorized_operations", 0, "8-10")
-    if obj.include_topic_authorized_operations != False:
-        raise _w.not_in_version("MetadataRequest.include_topic_authorized_operations", 0, "8-13")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_MetadataRequest_MetadataRequestTopic_v0(item, out)
-
-
-def _dec_MetadataRequest_v1(buf, cur, end):
-    """Decode MetadataRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics == -1:
-        f_topics = None
-    elif n_topics < 0 or n_topics > (end - pos) // 2:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
-    else:
+    if v8_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_topics, pos, end)
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v0_down:
+        if n_topics < 0 or n_topics > (end - pos) // 2:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
         f_topics = []
         if n_topics:
-            # Each element read inline, as MetadataRequest.MetadataRequestTopic v1 is.
+            # Each element read inline.
             try:
                 for i in range(n_topics):
                     if end - pos < 2:
@@ -166,313 +116,541 @@ def _dec_MetadataRequest_v1(buf, cur, end):
                     f_topics.append(obj__1)
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
-    obj = _new(MetadataRequest)
-    obj.topics = f_topics
-    obj.allow_auto_topic_creation = True
-    obj.include_cluster_authorized_operations = False
-    obj.include_topic_authorized_operations = False
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataRequest_v1(obj, out):
-    """Append the v1 layout of a MetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataRequest expected, got None")
-    if obj.allow_auto_topic_creation != True:
-        raise _w.not_in_version("MetadataRequest.allow_auto_topic_creation", 1, "4-13")
-    if obj.include_cluster_authorized_operations != False:
-        raise _w.not_in_version("MetadataRequest.include_cluster_authorized_operations", 1, "8-10")
-    if obj.include_topic_authorized_operations != False:
-        raise _w.not_in_version("MetadataRequest.include_topic_authorized_operations", 1, "8-13")
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    if n_topics > 0:
-        for item in f_topics:
-            _enc_MetadataRequest_MetadataRequestTopic_v0(item, out)
-
-
-def _dec_MetadataRequest_v4(buf, cur, end):
-    """Decode MetadataRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics == -1:
-        f_topics = None
-    elif n_topics < 0 or n_topics > (end - pos) // 2:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
-    else:
-        f_topics = []
-        if n_topics:
-            # Each element read inline, as MetadataRequest.MetadataRequestTopic v4 is.
-            try:
-                for i in range(n_topics):
-                    if end - pos < 2:
-                        raise _w.short_run(_RUN_name, pos, end)
-                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                    pos += 2
-                    if 0 <= n_name__1 <= end - pos:
-                        try:
-                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                        except UnicodeDecodeError as exc:
-                            raise _w.bad_utf8('name', pos, exc) from None
-                        pos += n_name__1
-                    else:
-                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                    obj__1 = _new(MetadataRequest_MetadataRequestTopic)
-                    obj__1.topic_id = _w.ZERO_UUID
-                    obj__1.name = f_name__1
-                    obj__1.unknown_tagged_fields = []
-                    f_topics.append(obj__1)
-            except DecodeError as exc:
-                raise exc.within("topics[%d]" % i)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_allow_auto_topic_creation, pos, end)
-    f_allow_auto_topic_creation = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_allow_auto_topic_creation != 0 and f_allow_auto_topic_creation != 1:
-        raise _w.bad_bool('allow_auto_topic_creation', pos - 1, f_allow_auto_topic_creation)
-    b_allow_auto_topic_creation = f_allow_auto_topic_creation == 1
-    obj = _new(MetadataRequest)
-    obj.topics = f_topics
-    obj.allow_auto_topic_creation = b_allow_auto_topic_creation
-    obj.include_cluster_authorized_operations = False
-    obj.include_topic_authorized_operations = False
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataRequest_v4(obj, out):
-    """Append the v4 layout of a MetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataRequest expected, got None")
-    if obj.include_cluster_authorized_operations != False:
-        raise _w.not_in_version("MetadataRequest.include_cluster_authorized_operations", 4, "8-10")
-    if obj.include_topic_authorized_operations != False:
-        raise _w.not_in_version("MetadataRequest.include_topic_authorized_operations", 4, "8-13")
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    if n_topics > 0:
-        for item in f_topics:
-            _enc_MetadataRequest_MetadataRequestTopic_v0(item, out)
-    out += _S_B.pack(obj.allow_auto_topic_creation)
-
-
-def _dec_MetadataRequest_v8(buf, cur, end):
-    """Decode MetadataRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics == -1:
-        f_topics = None
-    elif n_topics < 0 or n_topics > (end - pos) // 2:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
-    else:
-        f_topics = []
-        if n_topics:
-            # Each element read inline, as MetadataRequest.MetadataRequestTopic v8 is.
-            try:
-                for i in range(n_topics):
-                    if end - pos < 2:
-                        raise _w.short_run(_RUN_name, pos, end)
-                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                    pos += 2
-                    if 0 <= n_name__1 <= end - pos:
-                        try:
-                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                        except UnicodeDecodeError as exc:
-                            raise _w.bad_utf8('name', pos, exc) from None
-                        pos += n_name__1
-                    else:
-                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                    obj__1 = _new(MetadataRequest_MetadataRequestTopic)
-                    obj__1.topic_id = _w.ZERO_UUID
-                    obj__1.name = f_name__1
-                    obj__1.unknown_tagged_fields = []
-                    f_topics.append(obj__1)
-            except DecodeError as exc:
-                raise exc.within("topics[%d]" % i)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
-    f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations = _S_bbb.unpack_from(buf, pos)
-    pos += 3
-    if f_allow_auto_topic_creation != 0 and f_allow_auto_topic_creation != 1:
-        raise _w.bad_bool('allow_auto_topic_creation', pos - 3, f_allow_auto_topic_creation)
-    b_allow_auto_topic_creation = f_allow_auto_topic_creation == 1
-    if f_include_cluster_authorized_operations != 0 and f_include_cluster_authorized_operations != 1:
-        raise _w.bad_bool('include_cluster_authorized_operations', pos - 2, f_include_cluster_authorized_operations)
-    b_include_cluster_authorized_operations = f_include_cluster_authorized_operations == 1
-    if f_include_topic_authorized_operations != 0 and f_include_topic_authorized_operations != 1:
-        raise _w.bad_bool('include_topic_authorized_operations', pos - 1, f_include_topic_authorized_operations)
-    b_include_topic_authorized_operations = f_include_topic_authorized_operations == 1
-    obj = _new(MetadataRequest)
-    obj.topics = f_topics
-    obj.allow_auto_topic_creation = b_allow_auto_topic_creation
-    obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
-    obj.include_topic_authorized_operations = b_include_topic_authorized_operations
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataRequest_v8(obj, out):
-    """Append the v8 layout of a MetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    if n_topics > 0:
-        for item in f_topics:
-            _enc_MetadataRequest_MetadataRequestTopic_v0(item, out)
-    out += _S_BBB.pack(obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations)
-
-
-def _dec_MetadataRequest_v9(buf, cur, end):
-    """Decode MetadataRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
+    elif v9_up:
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+    if v1_to_9:
+        if n_topics == -1:
+            f_topics = None
+        elif n_topics < 0 or n_topics > (end - pos) // 2:
+            if v8_down:
+                raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
+            else:
+                raise _w.bad_count('topics', pos - 1, n_topics, end, 2, 1)
+        else:
+            f_topics = []
+            if n_topics:
+                # Each element read inline.
+                try:
+                    for i in range(n_topics):
+                        if v8_down:
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_name, pos, end)
+                            n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                        else:
+                            if pos < end and buf[pos] < 128:
+                                n_name__1 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__1 -= 1
+                        if 0 <= n_name__1 <= end - pos:
+                            try:
+                                f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('name', pos, exc) from None
+                            pos += n_name__1
+                        else:
+                            if v8_down:
+                                raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                        if v9_up:
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__1 = []
+                            else:
+                                unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                        obj__1 = _new(MetadataRequest_MetadataRequestTopic)
+                        obj__1.topic_id = _w.ZERO_UUID
+                        obj__1.name = f_name__1
+                        if v8_down:
+                            obj__1.unknown_tagged_fields = []
+                        else:
+                            obj__1.unknown_tagged_fields = unknown__1
+                        f_topics.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("topics[%d]" % i)
+    if v4_to_7:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_allow_auto_topic_creation, pos, end)
+        f_allow_auto_topic_creation = _S_b.unpack_from(buf, pos)[0]
         pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+    elif v10_up:
+        if n_topics == -1:
+            f_topics = None
+        elif n_topics < 0 or n_topics > (end - pos) // 18:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
+        else:
+            f_topics = []
+            if n_topics:
+                # Each element read inline.
+                try:
+                    for i in range(n_topics):
+                        if end - pos < 16:
+                            raise _w.short_read('topic_id', pos, 16, end)
+                        f_topic_id__1 = _w.uuid_at(buf, pos)
+                        pos += 16
+                        if pos < end and buf[pos] < 128:
+                            n_name__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                            n_name__1 -= 1
+                        if 0 <= n_name__1 <= end - pos:
+                            try:
+                                f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('name', pos, exc) from None
+                            pos += n_name__1
+                        elif n_name__1 == -1:
+                            f_name__1 = None
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                        obj__1 = _new(MetadataRequest_MetadataRequestTopic)
+                        obj__1.topic_id = f_topic_id__1
+                        obj__1.name = f_name__1
+                        obj__1.unknown_tagged_fields = unknown__1
+                        f_topics.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("topics[%d]" % i)
+    if v8_to_10:
+        if end - pos < 3:
+            raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
+        f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations = _S_bbb.unpack_from(buf, pos)
+        pos += 3
+    elif v11_up:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations_2, pos, end)
+        f_allow_auto_topic_creation, f_include_topic_authorized_operations = _S_bb.unpack_from(buf, pos)
         pos += 2
+    if v4_up:
+        if f_allow_auto_topic_creation != 0 and f_allow_auto_topic_creation != 1:
+            if v7_down:
+                raise _w.bad_bool('allow_auto_topic_creation', pos - 1, f_allow_auto_topic_creation)
+            elif v8_to_10:
+                raise _w.bad_bool('allow_auto_topic_creation', pos - 3, f_allow_auto_topic_creation)
+            else:
+                raise _w.bad_bool('allow_auto_topic_creation', pos - 2, f_allow_auto_topic_creation)
+        b_allow_auto_topic_creation = f_allow_auto_topic_creation == 1
+    if v8_to_10:
+        if f_include_cluster_authorized_operations != 0 and f_include_cluster_authorized_operations != 1:
+            raise _w.bad_bool('include_cluster_authorized_operations', pos - 2, f_include_cluster_authorized_operations)
+        b_include_cluster_authorized_operations = f_include_cluster_authorized_operations == 1
+    if v8_up:
+        if f_include_topic_authorized_operations != 0 and f_include_topic_authorized_operations != 1:
+            raise _w.bad_bool('include_topic_authorized_operations', pos - 1, f_include_topic_authorized_operations)
+        b_include_topic_authorized_operations = f_include_topic_authorized_operations == 1
+    if v9_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    obj = _new(MetadataRequest)
+    obj.topics = f_topics
+    if v3_down:
+        obj.allow_auto_topic_creation = True
     else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics == -1:
-        f_topics = None
-    elif n_topics < 0 or n_topics > (end - pos) // 2:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 2, 1)
+        obj.allow_auto_topic_creation = b_allow_auto_topic_creation
+    if v0_1_2_3_4_5_6_7_11_12_13:
+        obj.include_cluster_authorized_operations = False
+    if v7_down:
+        obj.include_topic_authorized_operations = False
+    elif v8_to_10:
+        obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
+    if v8_up:
+        obj.include_topic_authorized_operations = b_include_topic_authorized_operations
+    if v8_down:
+        obj.unknown_tagged_fields = []
     else:
-        f_topics = []
-        if n_topics:
-            # Each element read inline, as MetadataRequest.MetadataRequestTopic v9 is.
-            try:
-                for i in range(n_topics):
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
+
+
+def _enc_MetadataRequest(obj, out, version):
+    """Append in ``version`` a MetadataRequest to ``out``."""
+    v0_1_2_3_4_5_6_7_11_12_13 = version in (0, 1, 2, 3, 4, 5, 6, 7, 11, 12, 13)
+    v0_down = version <= 0
+    v11_up = version >= 11
+    v1_to_3 = 1 <= version <= 3
+    v1_up = version >= 1
+    v3_down = version <= 3
+    v4_to_7 = 4 <= version <= 7
+    v7_down = version <= 7
+    v8_down = version <= 8
+    v8_to_10 = 8 <= version <= 10
+    v9_up = version >= 9
+    if obj is None:
+        raise TypeError("MetadataRequest expected, got None")
+    if v3_down:
+        if obj.allow_auto_topic_creation != True:
+            if v0_down:
+                raise _w.not_in_version("MetadataRequest.allow_auto_topic_creation", 0, "4-13")
+            else:
+                raise _w.not_in_version("MetadataRequest.allow_auto_topic_creation", 1, "4-13")
+    if v0_1_2_3_4_5_6_7_11_12_13:
+        if obj.include_cluster_authorized_operations != False:
+            if v0_down:
+                raise _w.not_in_version("MetadataRequest.include_cluster_authorized_operations", 0, "8-10")
+            elif v1_to_3:
+                raise _w.not_in_version("MetadataRequest.include_cluster_authorized_operations", 1, "8-10")
+            elif v4_to_7:
+                raise _w.not_in_version("MetadataRequest.include_cluster_authorized_operations", 4, "8-10")
+            else:
+                raise _w.not_in_version("MetadataRequest.include_cluster_authorized_operations", 11, "8-10")
+    if v7_down:
+        if obj.include_topic_authorized_operations != False:
+            if v0_down:
+                raise _w.not_in_version("MetadataRequest.include_topic_authorized_operations", 0, "8-13")
+            elif v1_to_3:
+                raise _w.not_in_version("MetadataRequest.include_topic_authorized_operations", 1, "8-13")
+            else:
+                raise _w.not_in_version("MetadataRequest.include_topic_authorized_operations", 4, "8-13")
+    f_topics = obj.topics
+    if f_topics is None:
+        if v0_down:
+            raise _w.not_nullable("MetadataRequest.topics")
+        else:
+            n_topics = -1
+    else:
+        n_topics = len(f_topics)
+    if v8_down:
+        out += _S_i.pack(n_topics)
+    if v0_down:
+        for item in f_topics:
+            _enc_MetadataRequest_MetadataRequestTopic(item, out, version)
+    elif v9_up:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    if v1_up:
+        if n_topics > 0:
+            for item in f_topics:
+                _enc_MetadataRequest_MetadataRequestTopic(item, out, version)
+    if v4_to_7:
+        out += _S_B.pack(obj.allow_auto_topic_creation)
+    elif v8_to_10:
+        out += _S_BBB.pack(obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations)
+    elif v11_up:
+        out += _S_BB.pack(obj.allow_auto_topic_creation, obj.include_topic_authorized_operations)
+    if v9_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest")
+        else:
+            out.append(0)
+
+
+def _enc_MetadataRequest_MetadataRequestTopic(obj, out, version):
+    """Append in ``version`` a MetadataRequest.MetadataRequestTopic to ``out``."""
+    v10_up = version >= 10
+    v8_down = version <= 8
+    v9_down = version <= 9
+    v9_up = version >= 9
+    if obj is None:
+        raise TypeError("MetadataRequest.MetadataRequestTopic expected, got None")
+    if v10_up:
+        out += obj.topic_id.bytes
+    f_name = obj.name
+    if f_name is None:
+        if v9_down:
+            raise _w.not_nullable("MetadataRequest.MetadataRequestTopic.name")
+        else:
+            n_name = -1
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
+    if v8_down:
+        out += _S_h.pack(n_name)
+    else:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
+    if n_name > 0:
+        out += f_name
+    if v9_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest.MetadataRequestTopic")
+        else:
+            out.append(0)
+
+
+def _dec_MetadataResponse(buf, cur, end, version):
+    """Decode MetadataResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_1_2_3_4_5_6_7_11_12_13 = version in (0, 1, 2, 3, 4, 5, 6, 7, 11, 12, 13)
+    v0_1_2_3_4_5_6_9_10_11_12_13 = version in (0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13)
+    v0_1_2_3_4_9_10_11_12_13 = version in (0, 1, 2, 3, 4, 9, 10, 11, 12, 13)
+    v0_1_2_9_10_11_12_13 = version in (0, 1, 2, 9, 10, 11, 12, 13)
+    v0_9_10_11_12_13 = version in (0, 9, 10, 11, 12, 13)
+    v0_down = version <= 0
+    v10_up = version >= 10
+    v11_down = version <= 11
+    v12_down = version <= 12
+    v12_up = version >= 12
+    v13_up = version >= 13
+    v1_down = version <= 1
+    v1_to_7 = 1 <= version <= 7
+    v1_to_8 = 1 <= version <= 8
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v2_to_8 = 2 <= version <= 8
+    v2_up = version >= 2
+    v3_to_8 = 3 <= version <= 8
+    v4_down = version <= 4
+    v5_to_6 = 5 <= version <= 6
+    v5_to_8 = 5 <= version <= 8
+    v5_up = version >= 5
+    v6_down = version <= 6
+    v7_down = version <= 7
+    v8_down = version <= 8
+    v8_only = version == 8
+    v8_to_10 = 8 <= version <= 10
+    v8_up = version >= 8
+    v9_down = version <= 9
+    v9_only = version == 9
+    v9_up = version >= 9
+    pos = cur.pos
+    if v0_1_2_9_10_11_12_13:
+        if end - pos < 4:
+            if v2_down:
+                raise _w.short_run(_RUN_brokers, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+    if v2_down:
+        n_brokers = _S_i.unpack_from(buf, pos)[0]
+    elif v9_up:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+    if v0_1_2_9_10_11_12_13:
+        pos += 4
+    if v0_down:
+        if n_brokers < 0 or n_brokers > (end - pos) // 10:
+            raise _w.bad_count('brokers', pos - 4, n_brokers, end, 10, 4)
+    elif v3_to_8:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
+        f_throttle_time_ms, n_brokers = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    if v1_to_8:
+        if n_brokers < 0 or n_brokers > (end - pos) // 12:
+            raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
+    elif v9_up:
+        if pos < end and buf[pos] < 128:
+            n_brokers = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
+            n_brokers -= 1
+        if n_brokers < 0 or n_brokers > (end - pos) // 11:
+            raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
+    f_brokers = []
+    if n_brokers:
+        # Each element read inline.
+        try:
+            for i in range(n_brokers):
+                if v8_down:
+                    if end - pos < 6:
+                        raise _w.short_run(_RUN_node_id__host, pos, end)
+                    f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
+                    pos += 6
+                else:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_node_id, pos, end)
+                    f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
                     if pos < end and buf[pos] < 128:
-                        n_name__1 = buf[pos] - 1
+                        n_host__1 = buf[pos] - 1
                         pos += 1
                     elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
                         pos += 2
                     else:
-                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                        n_name__1 -= 1
-                    if 0 <= n_name__1 <= end - pos:
-                        try:
-                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                        except UnicodeDecodeError as exc:
-                            raise _w.bad_utf8('name', pos, exc) from None
-                        pos += n_name__1
+                        n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                        n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    if v8_down:
+                        raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
                     else:
-                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                        raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if v0_9_10_11_12_13:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_port, pos, end)
+                    f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                else:
+                    if end - pos < 6:
+                        raise _w.short_run(_RUN_port__rack, pos, end)
+                    f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
+                    pos += 6
+                if v9_up:
+                    if pos < end and buf[pos] < 128:
+                        n_rack__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                        n_rack__1 -= 1
+                if v1_up:
+                    if 0 <= n_rack__1 <= end - pos:
+                        try:
+                            f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('rack', pos, exc) from None
+                        pos += n_rack__1
+                    elif n_rack__1 == -1:
+                        f_rack__1 = None
+                    else:
+                        if v8_down:
+                            raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                        else:
+                            raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if v9_up:
                     if pos < end and buf[pos] == 0:
                         pos += 1
                         unknown__1 = []
                     else:
                         unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                    obj__1 = _new(MetadataRequest_MetadataRequestTopic)
-                    obj__1.topic_id = _w.ZERO_UUID
-                    obj__1.name = f_name__1
+                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                if v0_down:
+                    obj__1.rack = None
+                else:
+                    obj__1.rack = f_rack__1
+                if v8_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
                     obj__1.unknown_tagged_fields = unknown__1
-                    f_topics.append(obj__1)
-            except DecodeError as exc:
-                raise exc.within("topics[%d]" % i)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
-    f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations = _S_bbb.unpack_from(buf, pos)
-    pos += 3
-    if f_allow_auto_topic_creation != 0 and f_allow_auto_topic_creation != 1:
-        raise _w.bad_bool('allow_auto_topic_creation', pos - 3, f_allow_auto_topic_creation)
-    b_allow_auto_topic_creation = f_allow_auto_topic_creation == 1
-    if f_include_cluster_authorized_operations != 0 and f_include_cluster_authorized_operations != 1:
-        raise _w.bad_bool('include_cluster_authorized_operations', pos - 2, f_include_cluster_authorized_operations)
-    b_include_cluster_authorized_operations = f_include_cluster_authorized_operations == 1
-    if f_include_topic_authorized_operations != 0 and f_include_topic_authorized_operations != 1:
-        raise _w.bad_bool('include_topic_authorized_operations', pos - 1, f_include_topic_authorized_operations)
-    b_include_topic_authorized_operations = f_include_topic_authorized_operations == 1
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(MetadataRequest)
-    obj.topics = f_topics
-    obj.allow_auto_topic_creation = b_allow_auto_topic_creation
-    obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
-    obj.include_topic_authorized_operations = b_include_topic_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataRequest_v9(obj, out):
-    """Append the v9 layout of a MetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    if n_topics > 0:
-        for item in f_topics:
-            _enc_MetadataRequest_MetadataRequestTopic_v9(item, out)
-    out += _S_BBB.pack(obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest")
-    else:
-        out.append(0)
-
-
-def _dec_MetadataRequest_v10(buf, cur, end):
-    """Decode MetadataRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics == -1:
-        f_topics = None
-    elif n_topics < 0 or n_topics > (end - pos) // 18:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
-    else:
-        f_topics = []
-        if n_topics:
-            # Each element read inline, as MetadataRequest.MetadataRequestTopic v10 is.
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+    if v9_up:
+        if pos < end and buf[pos] < 128:
+            n_cluster_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
+            n_cluster_id -= 1
+        if 0 <= n_cluster_id <= end - pos:
             try:
-                for i in range(n_topics):
-                    if end - pos < 16:
-                        raise _w.short_read('topic_id', pos, 16, end)
-                    f_topic_id__1 = _w.uuid_at(buf, pos)
-                    pos += 16
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
+            pos += n_cluster_id
+        elif n_cluster_id == -1:
+            f_cluster_id = None
+        else:
+            raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
+    if v0_9_10_11_12_13:
+        if end - pos < 4:
+            if v0_down:
+                raise _w.short_run(_RUN_topics, pos, end)
+            else:
+                raise _w.short_run(_RUN_controller_id, pos, end)
+    if v0_down:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+    elif v9_up:
+        f_controller_id = _S_i.unpack_from(buf, pos)[0]
+    if v0_9_10_11_12_13:
+        pos += 4
+    if v0_down:
+        if n_topics < 0 or n_topics > (end - pos) // 8:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 8, 4)
+    elif v2_to_8:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_cluster_id, pos, end)
+        n_cluster_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        if 0 <= n_cluster_id <= end - pos:
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
+            pos += n_cluster_id
+        elif n_cluster_id == -1:
+            f_cluster_id = None
+        else:
+            raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
+    if v1_to_8:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_controller_id__topics, pos, end)
+        f_controller_id, n_topics = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    if v1_to_7:
+        if n_topics < 0 or n_topics > (end - pos) // 9:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
+    elif v8_only:
+        if n_topics < 0 or n_topics > (end - pos) // 13:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 13, 4)
+    elif v9_up:
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+    if v9_only:
+        if n_topics < 0 or n_topics > (end - pos) // 10:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 10, 1)
+    elif v10_up:
+        if n_topics < 0 or n_topics > (end - pos) // 26:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v8_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_error_code__name, pos, end)
+                    f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
+                    pos += 4
+                else:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
                     if pos < end and buf[pos] < 128:
                         n_name__1 = buf[pos] - 1
                         pos += 1
@@ -482,6 +660,29 @@ def _dec_MetadataRequest_v10(buf, cur, end):
                     else:
                         n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
                         n_name__1 -= 1
+                if v11_down:
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        if v8_down:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v0_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                elif v1_to_8:
+                    if end - pos < 5:
+                        raise _w.short_run(_RUN_is_internal__partitions, pos, end)
+                    f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
+                    pos += 5
+                elif v12_up:
                     if 0 <= n_name__1 <= end - pos:
                         try:
                             f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
@@ -492,3210 +693,364 @@ def _dec_MetadataRequest_v10(buf, cur, end):
                         f_name__1 = None
                     else:
                         raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
-                    if pos < end and buf[pos] == 0:
-                        pos += 1
-                        unknown__1 = []
-                    else:
-                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                    obj__1 = _new(MetadataRequest_MetadataRequestTopic)
-                    obj__1.topic_id = f_topic_id__1
-                    obj__1.name = f_name__1
-                    obj__1.unknown_tagged_fields = unknown__1
-                    f_topics.append(obj__1)
-            except DecodeError as exc:
-                raise exc.within("topics[%d]" % i)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
-    f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations = _S_bbb.unpack_from(buf, pos)
-    pos += 3
-    if f_allow_auto_topic_creation != 0 and f_allow_auto_topic_creation != 1:
-        raise _w.bad_bool('allow_auto_topic_creation', pos - 3, f_allow_auto_topic_creation)
-    b_allow_auto_topic_creation = f_allow_auto_topic_creation == 1
-    if f_include_cluster_authorized_operations != 0 and f_include_cluster_authorized_operations != 1:
-        raise _w.bad_bool('include_cluster_authorized_operations', pos - 2, f_include_cluster_authorized_operations)
-    b_include_cluster_authorized_operations = f_include_cluster_authorized_operations == 1
-    if f_include_topic_authorized_operations != 0 and f_include_topic_authorized_operations != 1:
-        raise _w.bad_bool('include_topic_authorized_operations', pos - 1, f_include_topic_authorized_operations)
-    b_include_topic_authorized_operations = f_include_topic_authorized_operations == 1
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(MetadataRequest)
-    obj.topics = f_topics
-    obj.allow_auto_topic_creation = b_allow_auto_topic_creation
-    obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
-    obj.include_topic_authorized_operations = b_include_topic_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataRequest_v10(obj, out):
-    """Append the v10 layout of a MetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    if n_topics > 0:
-        for item in f_topics:
-            _enc_MetadataRequest_MetadataRequestTopic_v10(item, out)
-    out += _S_BBB.pack(obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest")
-    else:
-        out.append(0)
-
-
-def _dec_MetadataRequest_v11(buf, cur, end):
-    """Decode MetadataRequest (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics == -1:
-        f_topics = None
-    elif n_topics < 0 or n_topics > (end - pos) // 18:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
-    else:
-        f_topics = []
-        if n_topics:
-            # Each element read inline, as MetadataRequest.MetadataRequestTopic v11 is.
-            try:
-                for i in range(n_topics):
+                if v10_up:
                     if end - pos < 16:
                         raise _w.short_read('topic_id', pos, 16, end)
                     f_topic_id__1 = _w.uuid_at(buf, pos)
                     pos += 16
+                if v9_up:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_is_internal, pos, end)
+                    f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                if v1_up:
+                    if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                        if v8_down:
+                            raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
+                        else:
+                            raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
+                    b_is_internal__1 = f_is_internal__1 == 1
+                if v9_up:
                     if pos < end and buf[pos] < 128:
-                        n_name__1 = buf[pos] - 1
+                        n_partitions__1 = buf[pos] - 1
                         pos += 1
                     elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
                         pos += 2
                     else:
-                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                        n_name__1 -= 1
-                    if 0 <= n_name__1 <= end - pos:
-                        try:
-                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                        except UnicodeDecodeError as exc:
-                            raise _w.bad_utf8('name', pos, exc) from None
-                        pos += n_name__1
-                    elif n_name__1 == -1:
-                        f_name__1 = None
-                    else:
-                        raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                if v0_1_2_3_4_9_10_11_12_13:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                        if v4_down:
+                            raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                        else:
+                            raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
+                elif v5_to_6:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 22, 4)
+                else:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 26:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 26, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v0_1_2_3_4_5_6_9_10_11_12_13:
+                                if end - pos < 14:
+                                    if v6_down:
+                                        raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
+                                    else:
+                                        raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                            if v6_down:
+                                f_error_code__2, f_partition_index__2, f_leader_id__2, n_replica_nodes__2 = _S_hiii.unpack_from(buf, pos)
+                            elif v9_up:
+                                f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
+                            if v0_1_2_3_4_5_6_9_10_11_12_13:
+                                pos += 14
+                            else:
+                                if end - pos < 18:
+                                    raise _w.short_run(_RUN_error_code__replica_nodes_2, pos, end)
+                                f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2, n_replica_nodes__2 = _S_hiiii.unpack_from(buf, pos)
+                                pos += 18
+                            if v9_up:
+                                if pos < end and buf[pos] < 128:
+                                    n_replica_nodes__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                                    n_replica_nodes__2 -= 1
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                if v8_down:
+                                    raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
+                                else:
+                                    raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if v8_down:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_isr_nodes, pos, end)
+                                n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_isr_nodes__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                                    n_isr_nodes__2 -= 1
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                if v8_down:
+                                    raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
+                                else:
+                                    raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            if v5_to_8:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_offline_replicas, pos, end)
+                                n_offline_replicas__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                            elif v9_up:
+                                if pos < end and buf[pos] < 128:
+                                    n_offline_replicas__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                    n_offline_replicas__2 -= 1
+                            if v5_up:
+                                if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                    if v8_down:
+                                        raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__2, end, 4, 4)
+                                    else:
+                                        raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                                if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                    f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                                else:
+                                    f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                                pos += n_offline_replicas__2 * 4
+                            if v9_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            if v6_down:
+                                obj__2.leader_epoch = -1
+                            else:
+                                obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            if v4_down:
+                                obj__2.offline_replicas = []
+                            else:
+                                obj__2.offline_replicas = f_offline_replicas__2
+                            if v8_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v8_up:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
+                    f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v9_up:
                     if pos < end and buf[pos] == 0:
                         pos += 1
                         unknown__1 = []
                     else:
                         unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                    obj__1 = _new(MetadataRequest_MetadataRequestTopic)
+                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                if v9_down:
+                    obj__1.topic_id = _w.ZERO_UUID
+                if v0_down:
+                    obj__1.is_internal = False
+                elif v10_up:
                     obj__1.topic_id = f_topic_id__1
-                    obj__1.name = f_name__1
+                if v1_up:
+                    obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                if v7_down:
+                    obj__1.topic_authorized_operations = -2147483648
+                else:
+                    obj__1.topic_authorized_operations = f_topic_authorized_operations__1
+                if v8_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
                     obj__1.unknown_tagged_fields = unknown__1
-                    f_topics.append(obj__1)
-            except DecodeError as exc:
-                raise exc.within("topics[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations_2, pos, end)
-    f_allow_auto_topic_creation, f_include_topic_authorized_operations = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    if f_allow_auto_topic_creation != 0 and f_allow_auto_topic_creation != 1:
-        raise _w.bad_bool('allow_auto_topic_creation', pos - 2, f_allow_auto_topic_creation)
-    b_allow_auto_topic_creation = f_allow_auto_topic_creation == 1
-    if f_include_topic_authorized_operations != 0 and f_include_topic_authorized_operations != 1:
-        raise _w.bad_bool('include_topic_authorized_operations', pos - 1, f_include_topic_authorized_operations)
-    b_include_topic_authorized_operations = f_include_topic_authorized_operations == 1
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(MetadataRequest)
-    obj.topics = f_topics
-    obj.allow_auto_topic_creation = b_allow_auto_topic_creation
-    obj.include_cluster_authorized_operations = False
-    obj.include_topic_authorized_operations = b_include_topic_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataRequest_v11(obj, out):
-    """Append the v11 layout of a MetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataRequest expected, got None")
-    if obj.include_cluster_authorized_operations != False:
-        raise _w.not_in_version("MetadataRequest.include_cluster_authorized_operations", 11, "8-10")
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    if n_topics > 0:
-        for item in f_topics:
-            _enc_MetadataRequest_MetadataRequestTopic_v10(item, out)
-    out += _S_BB.pack(obj.allow_auto_topic_creation, obj.include_topic_authorized_operations)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest")
-    else:
-        out.append(0)
-
-
-def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
-    """Append the v0 layout of a MetadataRequest.MetadataRequestTopic to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataRequest.MetadataRequestTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("MetadataRequest.MetadataRequestTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-
-
-def _enc_MetadataRequest_MetadataRequestTopic_v9(obj, out):
-    """Append the v9 layout of a MetadataRequest.MetadataRequestTopic to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataRequest.MetadataRequestTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("MetadataRequest.MetadataRequestTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest.MetadataRequestTopic")
-    else:
-        out.append(0)
-
-
-def _enc_MetadataRequest_MetadataRequestTopic_v10(obj, out):
-    """Append the v10 layout of a MetadataRequest.MetadataRequestTopic to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataRequest.MetadataRequestTopic expected, got None")
-    out += obj.topic_id.bytes
-    f_name = obj.name
-    if f_name is None:
-        n_name = -1
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataRequest.MetadataRequestTopic")
-    else:
-        out.append(0)
-
-
-def _dec_MetadataResponse_v0(buf, cur, end):
-    """Decode MetadataResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_brokers, pos, end)
-    n_brokers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_brokers < 0 or n_brokers > (end - pos) // 10:
-        raise _w.bad_count('brokers', pos - 4, n_brokers, end, 10, 4)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v0 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_node_id__host, pos, end)
-                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_port, pos, end)
-                f_port__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = None
-                obj__1.unknown_tagged_fields = []
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 8:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 8, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v0 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_error_code__name, pos, end)
-                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
-                pos += 4
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v0 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, n_replica_nodes__2 = _S_hiii.unpack_from(buf, pos)
-                            pos += 14
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_isr_nodes, pos, end)
-                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = -1
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = []
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.is_internal = False
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = -2147483648
-                obj__1.unknown_tagged_fields = []
                 f_topics.append(obj__1)
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
+    if v8_to_10:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
+        f_cluster_authorized_operations = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    elif v13_up:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    if v9_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(MetadataResponse)
-    obj.throttle_time_ms = 0
+    if v2_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
-    obj.cluster_id = None
-    obj.controller_id = -1
+    if v1_down:
+        obj.cluster_id = None
+    if v0_down:
+        obj.controller_id = -1
+    elif v2_up:
+        obj.cluster_id = f_cluster_id
+    if v1_up:
+        obj.controller_id = f_controller_id
     obj.topics = f_topics
-    obj.cluster_authorized_operations = -2147483648
-    obj.error_code = 0
-    obj.unknown_tagged_fields = []
+    if v0_1_2_3_4_5_6_7_11_12_13:
+        obj.cluster_authorized_operations = -2147483648
+    else:
+        obj.cluster_authorized_operations = f_cluster_authorized_operations
+    if v12_down:
+        obj.error_code = 0
+    if v8_down:
+        obj.unknown_tagged_fields = []
+    elif v13_up:
+        obj.error_code = f_error_code
+    if v9_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_MetadataResponse_v0(obj, out):
-    """Append the v0 layout of a MetadataResponse to ``out``."""
+def _enc_MetadataResponse(obj, out, version):
+    """Append in ``version`` a MetadataResponse to ``out``."""
+    v0_1_2_3_4_5_6_7_11_12_13 = version in (0, 1, 2, 3, 4, 5, 6, 7, 11, 12, 13)
+    v0_down = version <= 0
+    v11_only = version == 11
+    v12_only = version == 12
+    v13_up = version >= 13
+    v1_only = version == 1
+    v1_to_8 = 1 <= version <= 8
+    v2_down = version <= 2
+    v2_only = version == 2
+    v2_to_8 = 2 <= version <= 8
+    v2_up = version >= 2
+    v3_to_4 = 3 <= version <= 4
+    v3_to_8 = 3 <= version <= 8
+    v5_to_6 = 5 <= version <= 6
+    v7_only = version == 7
+    v8_to_10 = 8 <= version <= 10
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("MetadataResponse expected, got None")
-    if obj.cluster_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 0, "8-10")
+    if v0_1_2_3_4_5_6_7_11_12_13:
+        if obj.cluster_authorized_operations != -2147483648:
+            if v0_down:
+                raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 0, "8-10")
+            elif v1_only:
+                raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 1, "8-10")
+            elif v2_only:
+                raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 2, "8-10")
+            elif v3_to_4:
+                raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 3, "8-10")
+            elif v5_to_6:
+                raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 5, "8-10")
+            elif v7_only:
+                raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 7, "8-10")
+            elif v11_only:
+                raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 11, "8-10")
+            elif v12_only:
+                raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 12, "8-10")
+            else:
+                raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 13, "8-10")
+    if v9_up:
+        out += _S_i.pack(obj.throttle_time_ms)
     f_brokers = obj.brokers
     if f_brokers is None:
         raise _w.not_nullable("MetadataResponse.brokers")
     else:
         n_brokers = len(f_brokers)
-    out += _S_i.pack(n_brokers)
+    if v2_down:
+        out += _S_i.pack(n_brokers)
+    elif v3_to_8:
+        out += _S_ii.pack(obj.throttle_time_ms, n_brokers)
+    else:
+        if 0 <= n_brokers + 1 < 128:
+            out.append(n_brokers + 1)
+        else:
+            _w.put_uvarint(out, n_brokers + 1)
     for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v0(item, out)
+        _enc_MetadataResponse_MetadataResponseBroker(item, out, version)
+    if v2_up:
+        f_cluster_id = obj.cluster_id
+        if f_cluster_id is None:
+            n_cluster_id = -1
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
+            n_cluster_id = len(f_cluster_id)
+            if n_cluster_id > 32767:
+                raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
+    if v2_to_8:
+        out += _S_h.pack(n_cluster_id)
+    elif v9_up:
+        if 0 <= n_cluster_id + 1 < 128:
+            out.append(n_cluster_id + 1)
+        else:
+            _w.put_uvarint(out, n_cluster_id + 1)
+    if v2_up:
+        if n_cluster_id > 0:
+            out += f_cluster_id
+    if v9_up:
+        out += _S_i.pack(obj.controller_id)
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("MetadataResponse.topics")
     else:
         n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
+    if v0_down:
+        out += _S_i.pack(n_topics)
+    elif v1_to_8:
+        out += _S_ii.pack(obj.controller_id, n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v0(item, out)
+        _enc_MetadataResponse_MetadataResponseTopic(item, out, version)
+    if v8_to_10:
+        out += _S_i.pack(obj.cluster_authorized_operations)
+    elif v13_up:
+        out += _S_h.pack(obj.error_code)
+    if v9_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
+        else:
+            out.append(0)
 
 
-def _dec_MetadataResponse_v1(buf, cur, end):
-    """Decode MetadataResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_brokers, pos, end)
-    n_brokers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_brokers < 0 or n_brokers > (end - pos) // 12:
-        raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v1 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_node_id__host, pos, end)
-                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_port__rack, pos, end)
-                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_rack__1 <= end - pos:
-                    try:
-                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('rack', pos, exc) from None
-                    pos += n_rack__1
-                elif n_rack__1 == -1:
-                    f_rack__1 = None
-                else:
-                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = f_rack__1
-                obj__1.unknown_tagged_fields = []
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_controller_id__topics, pos, end)
-    f_controller_id, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 9:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v1 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_error_code__name, pos, end)
-                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
-                pos += 4
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 5:
-                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
-                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
-                pos += 5
-                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
-                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
-                b_is_internal__1 = f_is_internal__1 == 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v1 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, n_replica_nodes__2 = _S_hiii.unpack_from(buf, pos)
-                            pos += 14
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_isr_nodes, pos, end)
-                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = -1
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = []
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.is_internal = b_is_internal__1
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = -2147483648
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(MetadataResponse)
-    obj.throttle_time_ms = 0
-    obj.brokers = f_brokers
-    obj.cluster_id = None
-    obj.controller_id = f_controller_id
-    obj.topics = f_topics
-    obj.cluster_authorized_operations = -2147483648
-    obj.error_code = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataResponse_v1(obj, out):
-    """Append the v1 layout of a MetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse expected, got None")
-    if obj.cluster_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 1, "8-10")
-    f_brokers = obj.brokers
-    if f_brokers is None:
-        raise _w.not_nullable("MetadataResponse.brokers")
-    else:
-        n_brokers = len(f_brokers)
-    out += _S_i.pack(n_brokers)
-    for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v1(item, out)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.controller_id, n_topics)
-    for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v1(item, out)
-
-
-def _dec_MetadataResponse_v2(buf, cur, end):
-    """Decode MetadataResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_brokers, pos, end)
-    n_brokers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_brokers < 0 or n_brokers > (end - pos) // 12:
-        raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v2 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_node_id__host, pos, end)
-                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_port__rack, pos, end)
-                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_rack__1 <= end - pos:
-                    try:
-                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('rack', pos, exc) from None
-                    pos += n_rack__1
-                elif n_rack__1 == -1:
-                    f_rack__1 = None
-                else:
-                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = f_rack__1
-                obj__1.unknown_tagged_fields = []
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_cluster_id, pos, end)
-    n_cluster_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_cluster_id <= end - pos:
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
-        pos += n_cluster_id
-    elif n_cluster_id == -1:
-        f_cluster_id = None
-    else:
-        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_controller_id__topics, pos, end)
-    f_controller_id, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 9:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v2 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_error_code__name, pos, end)
-                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
-                pos += 4
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 5:
-                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
-                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
-                pos += 5
-                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
-                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
-                b_is_internal__1 = f_is_internal__1 == 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v2 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, n_replica_nodes__2 = _S_hiii.unpack_from(buf, pos)
-                            pos += 14
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_isr_nodes, pos, end)
-                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = -1
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = []
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.is_internal = b_is_internal__1
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = -2147483648
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(MetadataResponse)
-    obj.throttle_time_ms = 0
-    obj.brokers = f_brokers
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.topics = f_topics
-    obj.cluster_authorized_operations = -2147483648
-    obj.error_code = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataResponse_v2(obj, out):
-    """Append the v2 layout of a MetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse expected, got None")
-    if obj.cluster_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 2, "8-10")
-    f_brokers = obj.brokers
-    if f_brokers is None:
-        raise _w.not_nullable("MetadataResponse.brokers")
-    else:
-        n_brokers = len(f_brokers)
-    out += _S_i.pack(n_brokers)
-    for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v1(item, out)
-    f_cluster_id = obj.cluster_id
-    if f_cluster_id is None:
-        n_cluster_id = -1
-    else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
-        n_cluster_id = len(f_cluster_id)
-        if n_cluster_id > 32767:
-            raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
-    out += _S_h.pack(n_cluster_id)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.controller_id, n_topics)
-    for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v1(item, out)
-
-
-def _dec_MetadataResponse_v3(buf, cur, end):
-    """Decode MetadataResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
-    f_throttle_time_ms, n_brokers = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_brokers < 0 or n_brokers > (end - pos) // 12:
-        raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v3 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_node_id__host, pos, end)
-                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_port__rack, pos, end)
-                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_rack__1 <= end - pos:
-                    try:
-                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('rack', pos, exc) from None
-                    pos += n_rack__1
-                elif n_rack__1 == -1:
-                    f_rack__1 = None
-                else:
-                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = f_rack__1
-                obj__1.unknown_tagged_fields = []
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_cluster_id, pos, end)
-    n_cluster_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_cluster_id <= end - pos:
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
-        pos += n_cluster_id
-    elif n_cluster_id == -1:
-        f_cluster_id = None
-    else:
-        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_controller_id__topics, pos, end)
-    f_controller_id, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 9:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v3 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_error_code__name, pos, end)
-                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
-                pos += 4
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 5:
-                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
-                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
-                pos += 5
-                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
-                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
-                b_is_internal__1 = f_is_internal__1 == 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v3 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, n_replica_nodes__2 = _S_hiii.unpack_from(buf, pos)
-                            pos += 14
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_isr_nodes, pos, end)
-                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = -1
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = []
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.is_internal = b_is_internal__1
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = -2147483648
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(MetadataResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.brokers = f_brokers
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.topics = f_topics
-    obj.cluster_authorized_operations = -2147483648
-    obj.error_code = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataResponse_v3(obj, out):
-    """Append the v3 layout of a MetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse expected, got None")
-    if obj.cluster_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 3, "8-10")
-    f_brokers = obj.brokers
-    if f_brokers is None:
-        raise _w.not_nullable("MetadataResponse.brokers")
-    else:
-        n_brokers = len(f_brokers)
-    out += _S_ii.pack(obj.throttle_time_ms, n_brokers)
-    for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v1(item, out)
-    f_cluster_id = obj.cluster_id
-    if f_cluster_id is None:
-        n_cluster_id = -1
-    else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
-        n_cluster_id = len(f_cluster_id)
-        if n_cluster_id > 32767:
-            raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
-    out += _S_h.pack(n_cluster_id)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.controller_id, n_topics)
-    for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v1(item, out)
-
-
-def _dec_MetadataResponse_v5(buf, cur, end):
-    """Decode MetadataResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
-    f_throttle_time_ms, n_brokers = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_brokers < 0 or n_brokers > (end - pos) // 12:
-        raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v5 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_node_id__host, pos, end)
-                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_port__rack, pos, end)
-                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_rack__1 <= end - pos:
-                    try:
-                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('rack', pos, exc) from None
-                    pos += n_rack__1
-                elif n_rack__1 == -1:
-                    f_rack__1 = None
-                else:
-                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = f_rack__1
-                obj__1.unknown_tagged_fields = []
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_cluster_id, pos, end)
-    n_cluster_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_cluster_id <= end - pos:
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
-        pos += n_cluster_id
-    elif n_cluster_id == -1:
-        f_cluster_id = None
-    else:
-        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_controller_id__topics, pos, end)
-    f_controller_id, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 9:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v5 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_error_code__name, pos, end)
-                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
-                pos += 4
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 5:
-                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
-                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
-                pos += 5
-                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
-                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
-                b_is_internal__1 = f_is_internal__1 == 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 22, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v5 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, n_replica_nodes__2 = _S_hiii.unpack_from(buf, pos)
-                            pos += 14
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_isr_nodes, pos, end)
-                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_offline_replicas, pos, end)
-                            n_offline_replicas__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
-                                raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__2, end, 4, 4)
-                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
-                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
-                            else:
-                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
-                            pos += n_offline_replicas__2 * 4
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = -1
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = f_offline_replicas__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.is_internal = b_is_internal__1
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = -2147483648
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(MetadataResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.brokers = f_brokers
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.topics = f_topics
-    obj.cluster_authorized_operations = -2147483648
-    obj.error_code = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataResponse_v5(obj, out):
-    """Append the v5 layout of a MetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse expected, got None")
-    if obj.cluster_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 5, "8-10")
-    f_brokers = obj.brokers
-    if f_brokers is None:
-        raise _w.not_nullable("MetadataResponse.brokers")
-    else:
-        n_brokers = len(f_brokers)
-    out += _S_ii.pack(obj.throttle_time_ms, n_brokers)
-    for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v1(item, out)
-    f_cluster_id = obj.cluster_id
-    if f_cluster_id is None:
-        n_cluster_id = -1
-    else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
-        n_cluster_id = len(f_cluster_id)
-        if n_cluster_id > 32767:
-            raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
-    out += _S_h.pack(n_cluster_id)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.controller_id, n_topics)
-    for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v5(item, out)
-
-
-def _dec_MetadataResponse_v7(buf, cur, end):
-    """Decode MetadataResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
-    f_throttle_time_ms, n_brokers = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_brokers < 0 or n_brokers > (end - pos) // 12:
-        raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v7 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_node_id__host, pos, end)
-                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_port__rack, pos, end)
-                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_rack__1 <= end - pos:
-                    try:
-                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('rack', pos, exc) from None
-                    pos += n_rack__1
-                elif n_rack__1 == -1:
-                    f_rack__1 = None
-                else:
-                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = f_rack__1
-                obj__1.unknown_tagged_fields = []
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_cluster_id, pos, end)
-    n_cluster_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_cluster_id <= end - pos:
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
-        pos += n_cluster_id
-    elif n_cluster_id == -1:
-        f_cluster_id = None
-    else:
-        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_controller_id__topics, pos, end)
-    f_controller_id, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 9:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v7 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_error_code__name, pos, end)
-                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
-                pos += 4
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 5:
-                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
-                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
-                pos += 5
-                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
-                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
-                b_is_internal__1 = f_is_internal__1 == 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 26:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 26, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v7 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 18:
-                                raise _w.short_run(_RUN_error_code__replica_nodes_2, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2, n_replica_nodes__2 = _S_hiiii.unpack_from(buf, pos)
-                            pos += 18
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_isr_nodes, pos, end)
-                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_offline_replicas, pos, end)
-                            n_offline_replicas__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
-                                raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__2, end, 4, 4)
-                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
-                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
-                            else:
-                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
-                            pos += n_offline_replicas__2 * 4
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = f_leader_epoch__2
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = f_offline_replicas__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.is_internal = b_is_internal__1
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = -2147483648
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(MetadataResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.brokers = f_brokers
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.topics = f_topics
-    obj.cluster_authorized_operations = -2147483648
-    obj.error_code = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataResponse_v7(obj, out):
-    """Append the v7 layout of a MetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse expected, got None")
-    if obj.cluster_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 7, "8-10")
-    f_brokers = obj.brokers
-    if f_brokers is None:
-        raise _w.not_nullable("MetadataResponse.brokers")
-    else:
-        n_brokers = len(f_brokers)
-    out += _S_ii.pack(obj.throttle_time_ms, n_brokers)
-    for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v1(item, out)
-    f_cluster_id = obj.cluster_id
-    if f_cluster_id is None:
-        n_cluster_id = -1
-    else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
-        n_cluster_id = len(f_cluster_id)
-        if n_cluster_id > 32767:
-            raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
-    out += _S_h.pack(n_cluster_id)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.controller_id, n_topics)
-    for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v7(item, out)
-
-
-def _dec_MetadataResponse_v8(buf, cur, end):
-    """Decode MetadataResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
-    f_throttle_time_ms, n_brokers = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_brokers < 0 or n_brokers > (end - pos) // 12:
-        raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v8 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_node_id__host, pos, end)
-                f_node_id__1, n_host__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
-                if end - pos < 6:
-                    raise _w.short_run(_RUN_port__rack, pos, end)
-                f_port__1, n_rack__1 = _S_ih.unpack_from(buf, pos)
-                pos += 6
-                if 0 <= n_rack__1 <= end - pos:
-                    try:
-                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('rack', pos, exc) from None
-                    pos += n_rack__1
-                elif n_rack__1 == -1:
-                    f_rack__1 = None
-                else:
-                    raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = f_rack__1
-                obj__1.unknown_tagged_fields = []
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_cluster_id, pos, end)
-    n_cluster_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_cluster_id <= end - pos:
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
-        pos += n_cluster_id
-    elif n_cluster_id == -1:
-        f_cluster_id = None
-    else:
-        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_controller_id__topics, pos, end)
-    f_controller_id, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 13:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 13, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v8 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_error_code__name, pos, end)
-                f_error_code__1, n_name__1 = _S_hh.unpack_from(buf, pos)
-                pos += 4
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 5:
-                    raise _w.short_run(_RUN_is_internal__partitions, pos, end)
-                f_is_internal__1, n_partitions__1 = _S_bi.unpack_from(buf, pos)
-                pos += 5
-                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
-                    raise _w.bad_bool('is_internal', pos - 5, f_is_internal__1)
-                b_is_internal__1 = f_is_internal__1 == 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 26:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 26, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v8 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 18:
-                                raise _w.short_run(_RUN_error_code__replica_nodes_2, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2, n_replica_nodes__2 = _S_hiiii.unpack_from(buf, pos)
-                            pos += 18
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes__2, end, 4, 4)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_isr_nodes, pos, end)
-                            n_isr_nodes__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes__2, end, 4, 4)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_offline_replicas, pos, end)
-                            n_offline_replicas__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
-                                raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__2, end, 4, 4)
-                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
-                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
-                            else:
-                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
-                            pos += n_offline_replicas__2 * 4
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = f_leader_epoch__2
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = f_offline_replicas__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
-                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.is_internal = b_is_internal__1
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
-    f_cluster_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(MetadataResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.brokers = f_brokers
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.topics = f_topics
-    obj.cluster_authorized_operations = f_cluster_authorized_operations
-    obj.error_code = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataResponse_v8(obj, out):
-    """Append the v8 layout of a MetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse expected, got None")
-    f_brokers = obj.brokers
-    if f_brokers is None:
-        raise _w.not_nullable("MetadataResponse.brokers")
-    else:
-        n_brokers = len(f_brokers)
-    out += _S_ii.pack(obj.throttle_time_ms, n_brokers)
-    for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v1(item, out)
-    f_cluster_id = obj.cluster_id
-    if f_cluster_id is None:
-        n_cluster_id = -1
-    else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
-        n_cluster_id = len(f_cluster_id)
-        if n_cluster_id > 32767:
-            raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
-    out += _S_h.pack(n_cluster_id)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.controller_id, n_topics)
-    for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v8(item, out)
-    out += _S_i.pack(obj.cluster_authorized_operations)
-
-
-def _dec_MetadataResponse_v9(buf, cur, end):
-    """Decode MetadataResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_brokers = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
-        n_brokers -= 1
-    if n_brokers < 0 or n_brokers > (end - pos) // 11:
-        raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v9 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_node_id, pos, end)
-                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_host__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
-                    n_host__1 -= 1
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_port, pos, end)
-                f_port__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_rack__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
-                    n_rack__1 -= 1
-                if 0 <= n_rack__1 <= end - pos:
-                    try:
-                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('rack', pos, exc) from None
-                    pos += n_rack__1
-                elif n_rack__1 == -1:
-                    f_rack__1 = None
-                else:
-                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = f_rack__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_cluster_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
-        n_cluster_id -= 1
-    if 0 <= n_cluster_id <= end - pos:
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
-        pos += n_cluster_id
-    elif n_cluster_id == -1:
-        f_cluster_id = None
-    else:
-        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_controller_id, pos, end)
-    f_controller_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 10:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 10, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v9 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_error_code, pos, end)
-                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if end - pos < 1:
-                    raise _w.short_run(_RUN_is_internal, pos, end)
-                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
-                pos += 1
-                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
-                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
-                b_is_internal__1 = f_is_internal__1 == 1
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v9 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
-                            pos += 14
-                            if pos < end and buf[pos] < 128:
-                                n_replica_nodes__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
-                                n_replica_nodes__2 -= 1
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if pos < end and buf[pos] < 128:
-                                n_isr_nodes__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
-                                n_isr_nodes__2 -= 1
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            if pos < end and buf[pos] < 128:
-                                n_offline_replicas__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
-                                n_offline_replicas__2 -= 1
-                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
-                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
-                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
-                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
-                            else:
-                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
-                            pos += n_offline_replicas__2 * 4
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = f_leader_epoch__2
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = f_offline_replicas__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
-                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.is_internal = b_is_internal__1
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
-    f_cluster_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(MetadataResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.brokers = f_brokers
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.topics = f_topics
-    obj.cluster_authorized_operations = f_cluster_authorized_operations
-    obj.error_code = 0
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataResponse_v9(obj, out):
-    """Append the v9 layout of a MetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    f_brokers = obj.brokers
-    if f_brokers is None:
-        raise _w.not_nullable("MetadataResponse.brokers")
-    else:
-        n_brokers = len(f_brokers)
-    if 0 <= n_brokers + 1 < 128:
-        out.append(n_brokers + 1)
-    else:
-        _w.put_uvarint(out, n_brokers + 1)
-    for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v9(item, out)
-    f_cluster_id = obj.cluster_id
-    if f_cluster_id is None:
-        n_cluster_id = -1
-    else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
-        n_cluster_id = len(f_cluster_id)
-        if n_cluster_id > 32767:
-            raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
-    if 0 <= n_cluster_id + 1 < 128:
-        out.append(n_cluster_id + 1)
-    else:
-        _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += _S_i.pack(obj.controller_id)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v9(item, out)
-    out += _S_i.pack(obj.cluster_authorized_operations)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
-    else:
-        out.append(0)
-
-
-def _dec_MetadataResponse_v10(buf, cur, end):
-    """Decode MetadataResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_brokers = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
-        n_brokers -= 1
-    if n_brokers < 0 or n_brokers > (end - pos) // 11:
-        raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v10 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_node_id, pos, end)
-                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_host__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
-                    n_host__1 -= 1
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_port, pos, end)
-                f_port__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_rack__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
-                    n_rack__1 -= 1
-                if 0 <= n_rack__1 <= end - pos:
-                    try:
-                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('rack', pos, exc) from None
-                    pos += n_rack__1
-                elif n_rack__1 == -1:
-                    f_rack__1 = None
-                else:
-                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = f_rack__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_cluster_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
-        n_cluster_id -= 1
-    if 0 <= n_cluster_id <= end - pos:
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
-        pos += n_cluster_id
-    elif n_cluster_id == -1:
-        f_cluster_id = None
-    else:
-        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_controller_id, pos, end)
-    f_controller_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 26:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v10 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_error_code, pos, end)
-                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if end - pos < 1:
-                    raise _w.short_run(_RUN_is_internal, pos, end)
-                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
-                pos += 1
-                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
-                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
-                b_is_internal__1 = f_is_internal__1 == 1
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v10 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
-                            pos += 14
-                            if pos < end and buf[pos] < 128:
-                                n_replica_nodes__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
-                                n_replica_nodes__2 -= 1
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if pos < end and buf[pos] < 128:
-                                n_isr_nodes__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
-                                n_isr_nodes__2 -= 1
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            if pos < end and buf[pos] < 128:
-                                n_offline_replicas__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
-                                n_offline_replicas__2 -= 1
-                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
-                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
-                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
-                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
-                            else:
-                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
-                            pos += n_offline_replicas__2 * 4
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = f_leader_epoch__2
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = f_offline_replicas__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
-                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = f_topic_id__1
-                obj__1.is_internal = b_is_internal__1
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
-    f_cluster_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(MetadataResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.brokers = f_brokers
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.topics = f_topics
-    obj.cluster_authorized_operations = f_cluster_authorized_operations
-    obj.error_code = 0
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataResponse_v10(obj, out):
-    """Append the v10 layout of a MetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    f_brokers = obj.brokers
-    if f_brokers is None:
-        raise _w.not_nullable("MetadataResponse.brokers")
-    else:
-        n_brokers = len(f_brokers)
-    if 0 <= n_brokers + 1 < 128:
-        out.append(n_brokers + 1)
-    else:
-        _w.put_uvarint(out, n_brokers + 1)
-    for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v9(item, out)
-    f_cluster_id = obj.cluster_id
-    if f_cluster_id is None:
-        n_cluster_id = -1
-    else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
-        n_cluster_id = len(f_cluster_id)
-        if n_cluster_id > 32767:
-            raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
-    if 0 <= n_cluster_id + 1 < 128:
-        out.append(n_cluster_id + 1)
-    else:
-        _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += _S_i.pack(obj.controller_id)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v10(item, out)
-    out += _S_i.pack(obj.cluster_authorized_operations)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
-    else:
-        out.append(0)
-
-
-def _dec_MetadataResponse_v11(buf, cur, end):
-    """Decode MetadataResponse (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_brokers = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
-        n_brokers -= 1
-    if n_brokers < 0 or n_brokers > (end - pos) // 11:
-        raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v11 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_node_id, pos, end)
-                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_host__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
-                    n_host__1 -= 1
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_port, pos, end)
-                f_port__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_rack__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
-                    n_rack__1 -= 1
-                if 0 <= n_rack__1 <= end - pos:
-                    try:
-                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('rack', pos, exc) from None
-                    pos += n_rack__1
-                elif n_rack__1 == -1:
-                    f_rack__1 = None
-                else:
-                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = f_rack__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_cluster_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
-        n_cluster_id -= 1
-    if 0 <= n_cluster_id <= end - pos:
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
-        pos += n_cluster_id
-    elif n_cluster_id == -1:
-        f_cluster_id = None
-    else:
-        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_controller_id, pos, end)
-    f_controller_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 26:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v11 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_error_code, pos, end)
-                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if end - pos < 1:
-                    raise _w.short_run(_RUN_is_internal, pos, end)
-                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
-                pos += 1
-                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
-                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
-                b_is_internal__1 = f_is_internal__1 == 1
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v11 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
-                            pos += 14
-                            if pos < end and buf[pos] < 128:
-                                n_replica_nodes__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
-                                n_replica_nodes__2 -= 1
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if pos < end and buf[pos] < 128:
-                                n_isr_nodes__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
-                                n_isr_nodes__2 -= 1
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            if pos < end and buf[pos] < 128:
-                                n_offline_replicas__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
-                                n_offline_replicas__2 -= 1
-                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
-                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
-                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
-                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
-                            else:
-                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
-                            pos += n_offline_replicas__2 * 4
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = f_leader_epoch__2
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = f_offline_replicas__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
-                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = f_topic_id__1
-                obj__1.is_internal = b_is_internal__1
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(MetadataResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.brokers = f_brokers
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.topics = f_topics
-    obj.cluster_authorized_operations = -2147483648
-    obj.error_code = 0
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataResponse_v11(obj, out):
-    """Append the v11 layout of a MetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse expected, got None")
-    if obj.cluster_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 11, "8-10")
-    out += _S_i.pack(obj.throttle_time_ms)
-    f_brokers = obj.brokers
-    if f_brokers is None:
-        raise _w.not_nullable("MetadataResponse.brokers")
-    else:
-        n_brokers = len(f_brokers)
-    if 0 <= n_brokers + 1 < 128:
-        out.append(n_brokers + 1)
-    else:
-        _w.put_uvarint(out, n_brokers + 1)
-    for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v9(item, out)
-    f_cluster_id = obj.cluster_id
-    if f_cluster_id is None:
-        n_cluster_id = -1
-    else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
-        n_cluster_id = len(f_cluster_id)
-        if n_cluster_id > 32767:
-            raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
-    if 0 <= n_cluster_id + 1 < 128:
-        out.append(n_cluster_id + 1)
-    else:
-        _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += _S_i.pack(obj.controller_id)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v10(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
-    else:
-        out.append(0)
-
-
-def _dec_MetadataResponse_v12(buf, cur, end):
-    """Decode MetadataResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_brokers = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
-        n_brokers -= 1
-    if n_brokers < 0 or n_brokers > (end - pos) // 11:
-        raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v12 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_node_id, pos, end)
-                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_host__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
-                    n_host__1 -= 1
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_port, pos, end)
-                f_port__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_rack__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
-                    n_rack__1 -= 1
-                if 0 <= n_rack__1 <= end - pos:
-                    try:
-                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('rack', pos, exc) from None
-                    pos += n_rack__1
-                elif n_rack__1 == -1:
-                    f_rack__1 = None
-                else:
-                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = f_rack__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_cluster_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
-        n_cluster_id -= 1
-    if 0 <= n_cluster_id <= end - pos:
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
-        pos += n_cluster_id
-    elif n_cluster_id == -1:
-        f_cluster_id = None
-    else:
-        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_controller_id, pos, end)
-    f_controller_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 26:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v12 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_error_code, pos, end)
-                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                elif n_name__1 == -1:
-                    f_name__1 = None
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if end - pos < 1:
-                    raise _w.short_run(_RUN_is_internal, pos, end)
-                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
-                pos += 1
-                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
-                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
-                b_is_internal__1 = f_is_internal__1 == 1
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v12 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
-                            pos += 14
-                            if pos < end and buf[pos] < 128:
-                                n_replica_nodes__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
-                                n_replica_nodes__2 -= 1
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if pos < end and buf[pos] < 128:
-                                n_isr_nodes__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
-                                n_isr_nodes__2 -= 1
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            if pos < end and buf[pos] < 128:
-                                n_offline_replicas__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
-                                n_offline_replicas__2 -= 1
-                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
-                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
-                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
-                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
-                            else:
-                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
-                            pos += n_offline_replicas__2 * 4
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = f_leader_epoch__2
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = f_offline_replicas__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
-                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = f_topic_id__1
-                obj__1.is_internal = b_is_internal__1
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(MetadataResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.brokers = f_brokers
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.topics = f_topics
-    obj.cluster_authorized_operations = -2147483648
-    obj.error_code = 0
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataResponse_v12(obj, out):
-    """Append the v12 layout of a MetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse expected, got None")
-    if obj.cluster_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 12, "8-10")
-    out += _S_i.pack(obj.throttle_time_ms)
-    f_brokers = obj.brokers
-    if f_brokers is None:
-        raise _w.not_nullable("MetadataResponse.brokers")
-    else:
-        n_brokers = len(f_brokers)
-    if 0 <= n_brokers + 1 < 128:
-        out.append(n_brokers + 1)
-    else:
-        _w.put_uvarint(out, n_brokers + 1)
-    for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v9(item, out)
-    f_cluster_id = obj.cluster_id
-    if f_cluster_id is None:
-        n_cluster_id = -1
-    else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
-        n_cluster_id = len(f_cluster_id)
-        if n_cluster_id > 32767:
-            raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
-    if 0 <= n_cluster_id + 1 < 128:
-        out.append(n_cluster_id + 1)
-    else:
-        _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += _S_i.pack(obj.controller_id)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v12(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
-    else:
-        out.append(0)
-
-
-def _dec_MetadataResponse_v13(buf, cur, end):
-    """Decode MetadataResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_brokers = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
-        n_brokers -= 1
-    if n_brokers < 0 or n_brokers > (end - pos) // 11:
-        raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
-    f_brokers = []
-    if n_brokers:
-        # Each element read inline, as MetadataResponse.MetadataResponseBroker v13 is.
-        try:
-            for i in range(n_brokers):
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_node_id, pos, end)
-                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_host__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
-                    n_host__1 -= 1
-                if 0 <= n_host__1 <= end - pos:
-                    try:
-                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('host', pos, exc) from None
-                    pos += n_host__1
-                else:
-                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_port, pos, end)
-                f_port__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_rack__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
-                    n_rack__1 -= 1
-                if 0 <= n_rack__1 <= end - pos:
-                    try:
-                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('rack', pos, exc) from None
-                    pos += n_rack__1
-                elif n_rack__1 == -1:
-                    f_rack__1 = None
-                else:
-                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(MetadataResponse_MetadataResponseBroker)
-                obj__1.node_id = f_node_id__1
-                obj__1.host = f_host__1
-                obj__1.port = f_port__1
-                obj__1.rack = f_rack__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_brokers.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-    if pos < end and buf[pos] < 128:
-        n_cluster_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
-        n_cluster_id -= 1
-    if 0 <= n_cluster_id <= end - pos:
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
-        pos += n_cluster_id
-    elif n_cluster_id == -1:
-        f_cluster_id = None
-    else:
-        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_controller_id, pos, end)
-    f_controller_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 26:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as MetadataResponse.MetadataResponseTopic v13 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_error_code, pos, end)
-                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                elif n_name__1 == -1:
-                    f_name__1 = None
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if end - pos < 1:
-                    raise _w.short_run(_RUN_is_internal, pos, end)
-                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
-                pos += 1
-                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
-                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
-                b_is_internal__1 = f_is_internal__1 == 1
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as MetadataResponse.MetadataResponseTopic.MetadataResponsePartition v13 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
-                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
-                            pos += 14
-                            if pos < end and buf[pos] < 128:
-                                n_replica_nodes__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
-                                n_replica_nodes__2 -= 1
-                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
-                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
-                            pos += n_replica_nodes__2 * 4
-                            if pos < end and buf[pos] < 128:
-                                n_isr_nodes__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
-                                n_isr_nodes__2 -= 1
-                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
-                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
-                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
-                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
-                            else:
-                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
-                            pos += n_isr_nodes__2 * 4
-                            if pos < end and buf[pos] < 128:
-                                n_offline_replicas__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
-                                n_offline_replicas__2 -= 1
-                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
-                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
-                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
-                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
-                            else:
-                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
-                            pos += n_offline_replicas__2 * 4
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(MetadataResponse_MetadataResponsePartition)
-                            obj__2.error_code = f_error_code__2
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.leader_id = f_leader_id__2
-                            obj__2.leader_epoch = f_leader_epoch__2
-                            obj__2.replica_nodes = f_replica_nodes__2
-                            obj__2.isr_nodes = f_isr_nodes__2
-                            obj__2.offline_replicas = f_offline_replicas__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
-                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(MetadataResponse_MetadataResponseTopic)
-                obj__1.error_code = f_error_code__1
-                obj__1.name = f_name__1
-                obj__1.topic_id = f_topic_id__1
-                obj__1.is_internal = b_is_internal__1
-                obj__1.partitions = f_partitions__1
-                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(MetadataResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.brokers = f_brokers
-    obj.cluster_id = f_cluster_id
-    obj.controller_id = f_controller_id
-    obj.topics = f_topics
-    obj.cluster_authorized_operations = -2147483648
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_MetadataResponse_v13(obj, out):
-    """Append the v13 layout of a MetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse expected, got None")
-    if obj.cluster_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.cluster_authorized_operations", 13, "8-10")
-    out += _S_i.pack(obj.throttle_time_ms)
-    f_brokers = obj.brokers
-    if f_brokers is None:
-        raise _w.not_nullable("MetadataResponse.brokers")
-    else:
-        n_brokers = len(f_brokers)
-    if 0 <= n_brokers + 1 < 128:
-        out.append(n_brokers + 1)
-    else:
-        _w.put_uvarint(out, n_brokers + 1)
-    for item in f_brokers:
-        _enc_MetadataResponse_MetadataResponseBroker_v9(item, out)
-    f_cluster_id = obj.cluster_id
-    if f_cluster_id is None:
-        n_cluster_id = -1
-    else:
-        f_cluster_id = f_cluster_id.encode("utf-8")
-        n_cluster_id = len(f_cluster_id)
-        if n_cluster_id > 32767:
-            raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
-    if 0 <= n_cluster_id + 1 < 128:
-        out.append(n_cluster_id + 1)
-    else:
-        _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += _S_i.pack(obj.controller_id)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("MetadataResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_MetadataResponse_MetadataResponseTopic_v12(item, out)
-    out += _S_h.pack(obj.error_code)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse")
-    else:
-        out.append(0)
-
-
-def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
-    """Append the v0 layout of a MetadataResponse.MetadataResponseBroker to ``out``."""
+def _enc_MetadataResponse_MetadataResponseBroker(obj, out, version):
+    """Append in ``version`` a MetadataResponse.MetadataResponseBroker to ``out``."""
+    v0_9_10_11_12_13 = version in (0, 9, 10, 11, 12, 13)
+    v1_to_8 = 1 <= version <= 8
+    v1_up = version >= 1
+    v8_down = version <= 8
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("MetadataResponse.MetadataResponseBroker expected, got None")
+    if v9_up:
+        out += _S_i.pack(obj.node_id)
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseBroker.host")
@@ -3704,443 +1059,178 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.host", n_host)
-    out += _S_ih.pack(obj.node_id, n_host)
+    if v8_down:
+        out += _S_ih.pack(obj.node_id, n_host)
+    else:
+        if 0 <= n_host + 1 < 128:
+            out.append(n_host + 1)
+        else:
+            _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
-    out += _S_i.pack(obj.port)
+    if v0_9_10_11_12_13:
+        out += _S_i.pack(obj.port)
+    if v1_up:
+        f_rack = obj.rack
+        if f_rack is None:
+            n_rack = -1
+        else:
+            f_rack = f_rack.encode("utf-8")
+            n_rack = len(f_rack)
+            if n_rack > 32767:
+                raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.rack", n_rack)
+    if v1_to_8:
+        out += _S_ih.pack(obj.port, n_rack)
+    elif v9_up:
+        if 0 <= n_rack + 1 < 128:
+            out.append(n_rack + 1)
+        else:
+            _w.put_uvarint(out, n_rack + 1)
+    if v1_up:
+        if n_rack > 0:
+            out += f_rack
+    if v9_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseBroker")
+        else:
+            out.append(0)
 
 
-def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
-    """Append the v1 layout of a MetadataResponse.MetadataResponseBroker to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseBroker expected, got None")
-    f_host = obj.host
-    if f_host is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseBroker.host")
-    else:
-        f_host = f_host.encode("utf-8")
-        n_host = len(f_host)
-        if n_host > 32767:
-            raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.host", n_host)
-    out += _S_ih.pack(obj.node_id, n_host)
-    if n_host > 0:
-        out += f_host
-    f_rack = obj.rack
-    if f_rack is None:
-        n_rack = -1
-    else:
-        f_rack = f_rack.encode("utf-8")
-        n_rack = len(f_rack)
-        if n_rack > 32767:
-            raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.rack", n_rack)
-    out += _S_ih.pack(obj.port, n_rack)
-    if n_rack > 0:
-        out += f_rack
-
-
-def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
-    """Append the v9 layout of a MetadataResponse.MetadataResponseBroker to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseBroker expected, got None")
-    out += _S_i.pack(obj.node_id)
-    f_host = obj.host
-    if f_host is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseBroker.host")
-    else:
-        f_host = f_host.encode("utf-8")
-        n_host = len(f_host)
-        if n_host > 32767:
-            raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.host", n_host)
-    if 0 <= n_host + 1 < 128:
-        out.append(n_host + 1)
-    else:
-        _w.put_uvarint(out, n_host + 1)
-    if n_host > 0:
-        out += f_host
-    out += _S_i.pack(obj.port)
-    f_rack = obj.rack
-    if f_rack is None:
-        n_rack = -1
-    else:
-        f_rack = f_rack.encode("utf-8")
-        n_rack = len(f_rack)
-        if n_rack > 32767:
-            raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.rack", n_rack)
-    if 0 <= n_rack + 1 < 128:
-        out.append(n_rack + 1)
-    else:
-        _w.put_uvarint(out, n_rack + 1)
-    if n_rack > 0:
-        out += f_rack
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseBroker")
-    else:
-        out.append(0)
-
-
-def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
-    """Append the v0 layout of a MetadataResponse.MetadataResponseTopic to ``out``."""
+def _enc_MetadataResponse_MetadataResponseTopic(obj, out, version):
+    """Append in ``version`` a MetadataResponse.MetadataResponseTopic to ``out``."""
+    v0_down = version <= 0
+    v10_up = version >= 10
+    v11_down = version <= 11
+    v1_to_4 = 1 <= version <= 4
+    v1_to_8 = 1 <= version <= 8
+    v5_to_6 = 5 <= version <= 6
+    v7_down = version <= 7
+    v8_down = version <= 8
+    v8_up = version >= 8
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("MetadataResponse.MetadataResponseTopic expected, got None")
-    if obj.topic_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", 0, "8-13")
+    if v7_down:
+        if obj.topic_authorized_operations != -2147483648:
+            if v0_down:
+                raise _w.not_in_version("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", 0, "8-13")
+            elif v1_to_4:
+                raise _w.not_in_version("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", 1, "8-13")
+            elif v5_to_6:
+                raise _w.not_in_version("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", 5, "8-13")
+            else:
+                raise _w.not_in_version("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", 7, "8-13")
+    elif v9_up:
+        out += _S_h.pack(obj.error_code)
     f_name = obj.name
     if f_name is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
+        if v11_down:
+            raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
+        else:
+            n_name = -1
     else:
         f_name = f_name.encode("utf-8")
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
-    out += _S_hh.pack(obj.error_code, n_name)
+    if v8_down:
+        out += _S_hh.pack(obj.error_code, n_name)
+    else:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
+    if v10_up:
+        out += obj.topic_id.bytes
+    if v9_up:
+        out += _S_B.pack(obj.is_internal)
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
     else:
         n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
+    if v0_down:
+        out += _S_i.pack(n_partitions)
+    elif v1_to_8:
+        out += _S_Bi.pack(obj.is_internal, n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
-        _enc_MetadataResponse_MetadataResponsePartition_v0(item, out)
+        _enc_MetadataResponse_MetadataResponsePartition(item, out, version)
+    if v8_up:
+        out += _S_i.pack(obj.topic_authorized_operations)
+    if v9_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic")
+        else:
+            out.append(0)
 
 
-def _enc_MetadataResponse_MetadataResponseTopic_v1(obj, out):
-    """Append the v1 layout of a MetadataResponse.MetadataResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseTopic expected, got None")
-    if obj.topic_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", 1, "8-13")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
-    out += _S_hh.pack(obj.error_code, n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_Bi.pack(obj.is_internal, n_partitions)
-    for item in f_partitions:
-        _enc_MetadataResponse_MetadataResponsePartition_v0(item, out)
-
-
-def _enc_MetadataResponse_MetadataResponseTopic_v5(obj, out):
-    """Append the v5 layout of a MetadataResponse.MetadataResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseTopic expected, got None")
-    if obj.topic_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", 5, "8-13")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
-    out += _S_hh.pack(obj.error_code, n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_Bi.pack(obj.is_internal, n_partitions)
-    for item in f_partitions:
-        _enc_MetadataResponse_MetadataResponsePartition_v5(item, out)
-
-
-def _enc_MetadataResponse_MetadataResponseTopic_v7(obj, out):
-    """Append the v7 layout of a MetadataResponse.MetadataResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseTopic expected, got None")
-    if obj.topic_authorized_operations != -2147483648:
-        raise _w.not_in_version("MetadataResponse.MetadataResponseTopic.topic_authorized_operations", 7, "8-13")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
-    out += _S_hh.pack(obj.error_code, n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_Bi.pack(obj.is_internal, n_partitions)
-    for item in f_partitions:
-        _enc_MetadataResponse_MetadataResponsePartition_v7(item, out)
-
-
-def _enc_MetadataResponse_MetadataResponseTopic_v8(obj, out):
-    """Append the v8 layout of a MetadataResponse.MetadataResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
-    out += _S_hh.pack(obj.error_code, n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_Bi.pack(obj.is_internal, n_partitions)
-    for item in f_partitions:
-        _enc_MetadataResponse_MetadataResponsePartition_v7(item, out)
-    out += _S_i.pack(obj.topic_authorized_operations)
-
-
-def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
-    """Append the v9 layout of a MetadataResponse.MetadataResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseTopic expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    out += _S_B.pack(obj.is_internal)
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_MetadataResponse_MetadataResponsePartition_v9(item, out)
-    out += _S_i.pack(obj.topic_authorized_operations)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic")
-    else:
-        out.append(0)
-
-
-def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
-    """Append the v10 layout of a MetadataResponse.MetadataResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseTopic expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    out += obj.topic_id.bytes
-    out += _S_B.pack(obj.is_internal)
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_MetadataResponse_MetadataResponsePartition_v9(item, out)
-    out += _S_i.pack(obj.topic_authorized_operations)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic")
-    else:
-        out.append(0)
-
-
-def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
-    """Append the v12 layout of a MetadataResponse.MetadataResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseTopic expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_name = obj.name
-    if f_name is None:
-        n_name = -1
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    out += obj.topic_id.bytes
-    out += _S_B.pack(obj.is_internal)
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_MetadataResponse_MetadataResponsePartition_v9(item, out)
-    out += _S_i.pack(obj.topic_authorized_operations)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic")
-    else:
-        out.append(0)
-
-
-def _enc_MetadataResponse_MetadataResponsePartition_v0(obj, out):
-    """Append the v0 layout of a MetadataResponse.MetadataResponseTopic.MetadataResponsePartition to ``out``."""
+def _enc_MetadataResponse_MetadataResponsePartition(obj, out, version):
+    """Append in ``version`` a MetadataResponse.MetadataResponseTopic.MetadataResponsePartition to ``out``."""
+    v5_to_8 = 5 <= version <= 8
+    v5_up = version >= 5
+    v6_down = version <= 6
+    v7_to_8 = 7 <= version <= 8
+    v8_down = version <= 8
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition expected, got None")
+    if v9_up:
+        out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
     f_replica_nodes = obj.replica_nodes
     if f_replica_nodes is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.replica_nodes")
     else:
         n_replica_nodes = len(f_replica_nodes)
-    out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, n_replica_nodes)
+    if v6_down:
+        out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, n_replica_nodes)
+    elif v7_to_8:
+        out += _S_hiiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch, n_replica_nodes)
+    else:
+        if 0 <= n_replica_nodes + 1 < 128:
+            out.append(n_replica_nodes + 1)
+        else:
+            _w.put_uvarint(out, n_replica_nodes + 1)
     out += _pack(">%di" % n_replica_nodes, *f_replica_nodes)
     f_isr_nodes = obj.isr_nodes
     if f_isr_nodes is None:
         raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.isr_nodes")
     else:
         n_isr_nodes = len(f_isr_nodes)
-    out += _S_i.pack(n_isr_nodes)
+    if v8_down:
+        out += _S_i.pack(n_isr_nodes)
+    else:
+        if 0 <= n_isr_nodes + 1 < 128:
+            out.append(n_isr_nodes + 1)
+        else:
+            _w.put_uvarint(out, n_isr_nodes + 1)
     out += _pack(">%di" % n_isr_nodes, *f_isr_nodes)
-
-
-def _enc_MetadataResponse_MetadataResponsePartition_v5(obj, out):
-    """Append the v5 layout of a MetadataResponse.MetadataResponseTopic.MetadataResponsePartition to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition expected, got None")
-    f_replica_nodes = obj.replica_nodes
-    if f_replica_nodes is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.replica_nodes")
-    else:
-        n_replica_nodes = len(f_replica_nodes)
-    out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, n_replica_nodes)
-    out += _pack(">%di" % n_replica_nodes, *f_replica_nodes)
-    f_isr_nodes = obj.isr_nodes
-    if f_isr_nodes is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.isr_nodes")
-    else:
-        n_isr_nodes = len(f_isr_nodes)
-    out += _S_i.pack(n_isr_nodes)
-    out += _pack(">%di" % n_isr_nodes, *f_isr_nodes)
-    f_offline_replicas = obj.offline_replicas
-    if f_offline_replicas is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.offline_replicas")
-    else:
-        n_offline_replicas = len(f_offline_replicas)
-    out += _S_i.pack(n_offline_replicas)
-    out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
-
-
-def _enc_MetadataResponse_MetadataResponsePartition_v7(obj, out):
-    """Append the v7 layout of a MetadataResponse.MetadataResponseTopic.MetadataResponsePartition to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition expected, got None")
-    f_replica_nodes = obj.replica_nodes
-    if f_replica_nodes is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.replica_nodes")
-    else:
-        n_replica_nodes = len(f_replica_nodes)
-    out += _S_hiiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch, n_replica_nodes)
-    out += _pack(">%di" % n_replica_nodes, *f_replica_nodes)
-    f_isr_nodes = obj.isr_nodes
-    if f_isr_nodes is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.isr_nodes")
-    else:
-        n_isr_nodes = len(f_isr_nodes)
-    out += _S_i.pack(n_isr_nodes)
-    out += _pack(">%di" % n_isr_nodes, *f_isr_nodes)
-    f_offline_replicas = obj.offline_replicas
-    if f_offline_replicas is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.offline_replicas")
-    else:
-        n_offline_replicas = len(f_offline_replicas)
-    out += _S_i.pack(n_offline_replicas)
-    out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
-
-
-def _enc_MetadataResponse_MetadataResponsePartition_v9(obj, out):
-    """Append the v9 layout of a MetadataResponse.MetadataResponseTopic.MetadataResponsePartition to ``out``."""
-    if obj is None:
-        raise TypeError("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition expected, got None")
-    out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    f_replica_nodes = obj.replica_nodes
-    if f_replica_nodes is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.replica_nodes")
-    else:
-        n_replica_nodes = len(f_replica_nodes)
-    if 0 <= n_replica_nodes + 1 < 128:
-        out.append(n_replica_nodes + 1)
-    else:
-        _w.put_uvarint(out, n_replica_nodes + 1)
-    out += _pack(">%di" % n_replica_nodes, *f_replica_nodes)
-    f_isr_nodes = obj.isr_nodes
-    if f_isr_nodes is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.isr_nodes")
-    else:
-        n_isr_nodes = len(f_isr_nodes)
-    if 0 <= n_isr_nodes + 1 < 128:
-        out.append(n_isr_nodes + 1)
-    else:
-        _w.put_uvarint(out, n_isr_nodes + 1)
-    out += _pack(">%di" % n_isr_nodes, *f_isr_nodes)
-    f_offline_replicas = obj.offline_replicas
-    if f_offline_replicas is None:
-        raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.offline_replicas")
-    else:
-        n_offline_replicas = len(f_offline_replicas)
-    if 0 <= n_offline_replicas + 1 < 128:
-        out.append(n_offline_replicas + 1)
-    else:
-        _w.put_uvarint(out, n_offline_replicas + 1)
-    out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic.MetadataResponsePartition")
-    else:
-        out.append(0)
+    if v5_up:
+        f_offline_replicas = obj.offline_replicas
+        if f_offline_replicas is None:
+            raise _w.not_nullable("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition.offline_replicas")
+        else:
+            n_offline_replicas = len(f_offline_replicas)
+    if v5_to_8:
+        out += _S_i.pack(n_offline_replicas)
+    elif v9_up:
+        if 0 <= n_offline_replicas + 1 < 128:
+            out.append(n_offline_replicas + 1)
+        else:
+            _w.put_uvarint(out, n_offline_replicas + 1)
+    if v5_up:
+        out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
+    if v9_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "MetadataResponse.MetadataResponseTopic.MetadataResponsePartition")
+        else:
+            out.append(0)
 
 
 class MetadataRequest_MetadataRequestTopic(Struct):
@@ -4196,15 +1286,8 @@ class MetadataRequest(Message):
         FieldInfo('include_topic_authorized_operations', (8, 13), None, None, False, None, None, 'bool'),
     )
     MetadataRequestTopic = MetadataRequest_MetadataRequestTopic
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed the response only.
-    # v3 uses the v1 codecs: the bytes are the same; v3 changed the response only.
-    # v5 uses the v4 codecs: the bytes are the same; v5 changed the response only.
-    # v6 uses the v4 codecs: the bytes are the same; v6 changed the response only.
-    # v7 uses the v4 codecs: the bytes are the same; v7 changed the response only.
-    # v12 uses the v11 codecs: the bytes are the same; v12 changed the response only.
-    # v13 uses the v11 codecs: the bytes are the same; v13 changed the response only.
-    _DECODERS = {0: _dec_MetadataRequest_v0, 1: _dec_MetadataRequest_v1, 2: _dec_MetadataRequest_v1, 3: _dec_MetadataRequest_v1, 4: _dec_MetadataRequest_v4, 5: _dec_MetadataRequest_v4, 6: _dec_MetadataRequest_v4, 7: _dec_MetadataRequest_v4, 8: _dec_MetadataRequest_v8, 9: _dec_MetadataRequest_v9, 10: _dec_MetadataRequest_v10, 11: _dec_MetadataRequest_v11, 12: _dec_MetadataRequest_v11, 13: _dec_MetadataRequest_v11}
-    _ENCODERS = {0: _enc_MetadataRequest_v0, 1: _enc_MetadataRequest_v1, 2: _enc_MetadataRequest_v1, 3: _enc_MetadataRequest_v1, 4: _enc_MetadataRequest_v4, 5: _enc_MetadataRequest_v4, 6: _enc_MetadataRequest_v4, 7: _enc_MetadataRequest_v4, 8: _enc_MetadataRequest_v8, 9: _enc_MetadataRequest_v9, 10: _enc_MetadataRequest_v10, 11: _enc_MetadataRequest_v11, 12: _enc_MetadataRequest_v11, 13: _enc_MetadataRequest_v11}
+    _DECODERS = _decoders(_dec_MetadataRequest, range(0, 14))
+    _ENCODERS = _encoders(_enc_MetadataRequest, range(0, 14))
     API_KEY = 3
     KIND = 'request'
     VALID_VERSIONS = (0, 13)
@@ -4392,10 +1475,8 @@ class MetadataResponse(Message):
     )
     MetadataResponseBroker = MetadataResponse_MetadataResponseBroker
     MetadataResponseTopic = MetadataResponse_MetadataResponseTopic
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed the request only.
-    # v6 uses the v5 codecs: the bytes are the same; v6 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_MetadataResponse_v0, 1: _dec_MetadataResponse_v1, 2: _dec_MetadataResponse_v2, 3: _dec_MetadataResponse_v3, 4: _dec_MetadataResponse_v3, 5: _dec_MetadataResponse_v5, 6: _dec_MetadataResponse_v5, 7: _dec_MetadataResponse_v7, 8: _dec_MetadataResponse_v8, 9: _dec_MetadataResponse_v9, 10: _dec_MetadataResponse_v10, 11: _dec_MetadataResponse_v11, 12: _dec_MetadataResponse_v12, 13: _dec_MetadataResponse_v13}
-    _ENCODERS = {0: _enc_MetadataResponse_v0, 1: _enc_MetadataResponse_v1, 2: _enc_MetadataResponse_v2, 3: _enc_MetadataResponse_v3, 4: _enc_MetadataResponse_v3, 5: _enc_MetadataResponse_v5, 6: _enc_MetadataResponse_v5, 7: _enc_MetadataResponse_v7, 8: _enc_MetadataResponse_v8, 9: _enc_MetadataResponse_v9, 10: _enc_MetadataResponse_v10, 11: _enc_MetadataResponse_v11, 12: _enc_MetadataResponse_v12, 13: _enc_MetadataResponse_v13}
+    _DECODERS = _decoders(_dec_MetadataResponse, range(0, 14))
+    _ENCODERS = _encoders(_enc_MetadataResponse, range(0, 14))
     API_KEY = 3
     KIND = 'response'
     VALID_VERSIONS = (0, 13)

@@ -12,6 +12,7 @@ from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
@@ -46,876 +47,41 @@ _RUN_topics = (('topics', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_OffsetCommitRequest_v0(buf, cur, end):
-    """Decode OffsetCommitRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetCommitRequest(buf, cur, end, version):
+    """Decode OffsetCommitRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_1_5_6_7 = version in (0, 1, 5, 6, 7)
+    v0_1_5_6_7_8_9_10 = version in (0, 1, 5, 6, 7, 8, 9, 10)
+    v0_2_3_4_5 = version in (0, 2, 3, 4, 5)
+    v0_2_3_4_5_6_7_8_9_10 = version in (0, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+    v0_down = version <= 0
+    v10_up = version >= 10
+    v1_only = version == 1
+    v1_to_7 = 1 <= version <= 7
+    v5_down = version <= 5
+    v6_down = version <= 6
+    v6_to_7 = 6 <= version <= 7
+    v6_up = version >= 6
+    v7_down = version <= 7
+    v7_only = version == 7
+    v8_to_9 = 8 <= version <= 9
+    v8_up = version >= 8
+    v9_down = version <= 9
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic v0 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition v0 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
-                            f_partition_index__2, f_committed_offset__2, n_committed_metadata__2 = _S_iqh.unpack_from(buf, pos)
-                            pos += 14
-                            if 0 <= n_committed_metadata__2 <= end - pos:
-                                try:
-                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
-                                pos += n_committed_metadata__2
-                            elif n_committed_metadata__2 == -1:
-                                f_committed_metadata__2 = None
-                            else:
-                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
-                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = -1
-                            obj__2.commit_timestamp = -1
-                            obj__2.committed_metadata = f_committed_metadata__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(OffsetCommitRequest)
-    obj.group_id = f_group_id
-    obj.generation_id_or_member_epoch = -1
-    obj.member_id = ''
-    obj.group_instance_id = None
-    obj.retention_time_ms = -1
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetCommitRequest_v0(obj, out):
-    """Append the v0 layout of a OffsetCommitRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest expected, got None")
-    if obj.group_instance_id is not None:
-        raise _w.not_in_version("OffsetCommitRequest.group_instance_id", 0, "7-10")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetCommitRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(item, out)
-
-
-def _dec_OffsetCommitRequest_v1(buf, cur, end):
-    """Decode OffsetCommitRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_generation_id_or_member_epoch__member_id, pos, end)
-    f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic v1 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 22, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition v1 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 22:
-                                raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
-                            f_partition_index__2, f_committed_offset__2, f_commit_timestamp__2, n_committed_metadata__2 = _S_iqqh.unpack_from(buf, pos)
-                            pos += 22
-                            if 0 <= n_committed_metadata__2 <= end - pos:
-                                try:
-                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
-                                pos += n_committed_metadata__2
-                            elif n_committed_metadata__2 == -1:
-                                f_committed_metadata__2 = None
-                            else:
-                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
-                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = -1
-                            obj__2.commit_timestamp = f_commit_timestamp__2
-                            obj__2.committed_metadata = f_committed_metadata__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(OffsetCommitRequest)
-    obj.group_id = f_group_id
-    obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
-    obj.member_id = f_member_id
-    obj.group_instance_id = None
-    obj.retention_time_ms = -1
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetCommitRequest_v1(obj, out):
-    """Append the v1 layout of a OffsetCommitRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest expected, got None")
-    if obj.group_instance_id is not None:
-        raise _w.not_in_version("OffsetCommitRequest.group_instance_id", 1, "7-10")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
-    out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetCommitRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(item, out)
-
-
-def _dec_OffsetCommitRequest_v2(buf, cur, end):
-    """Decode OffsetCommitRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_generation_id_or_member_epoch__member_id, pos, end)
-    f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 12:
-        raise _w.short_run(_RUN_retention_time_ms__topics, pos, end)
-    f_retention_time_ms, n_topics = _S_qi.unpack_from(buf, pos)
-    pos += 12
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic v2 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition v2 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
-                            f_partition_index__2, f_committed_offset__2, n_committed_metadata__2 = _S_iqh.unpack_from(buf, pos)
-                            pos += 14
-                            if 0 <= n_committed_metadata__2 <= end - pos:
-                                try:
-                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
-                                pos += n_committed_metadata__2
-                            elif n_committed_metadata__2 == -1:
-                                f_committed_metadata__2 = None
-                            else:
-                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
-                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = -1
-                            obj__2.commit_timestamp = -1
-                            obj__2.committed_metadata = f_committed_metadata__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(OffsetCommitRequest)
-    obj.group_id = f_group_id
-    obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
-    obj.member_id = f_member_id
-    obj.group_instance_id = None
-    obj.retention_time_ms = f_retention_time_ms
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetCommitRequest_v2(obj, out):
-    """Append the v2 layout of a OffsetCommitRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest expected, got None")
-    if obj.group_instance_id is not None:
-        raise _w.not_in_version("OffsetCommitRequest.group_instance_id", 2, "7-10")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
-    out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetCommitRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_qi.pack(obj.retention_time_ms, n_topics)
-    for item in f_topics:
-        _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(item, out)
-
-
-def _dec_OffsetCommitRequest_v5(buf, cur, end):
-    """Decode OffsetCommitRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_generation_id_or_member_epoch__member_id, pos, end)
-    f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic v5 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition v5 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
-                            f_partition_index__2, f_committed_offset__2, n_committed_metadata__2 = _S_iqh.unpack_from(buf, pos)
-                            pos += 14
-                            if 0 <= n_committed_metadata__2 <= end - pos:
-                                try:
-                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
-                                pos += n_committed_metadata__2
-                            elif n_committed_metadata__2 == -1:
-                                f_committed_metadata__2 = None
-                            else:
-                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
-                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = -1
-                            obj__2.commit_timestamp = -1
-                            obj__2.committed_metadata = f_committed_metadata__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(OffsetCommitRequest)
-    obj.group_id = f_group_id
-    obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
-    obj.member_id = f_member_id
-    obj.group_instance_id = None
-    obj.retention_time_ms = -1
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetCommitRequest_v5(obj, out):
-    """Append the v5 layout of a OffsetCommitRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest expected, got None")
-    if obj.group_instance_id is not None:
-        raise _w.not_in_version("OffsetCommitRequest.group_instance_id", 5, "7-10")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
-    out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetCommitRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(item, out)
-
-
-def _dec_OffsetCommitRequest_v6(buf, cur, end):
-    """Decode OffsetCommitRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_generation_id_or_member_epoch__member_id, pos, end)
-    f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic v6 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition v6 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 18:
-                                raise _w.short_run(_RUN_partition_index__committed_metadata_3, pos, end)
-                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2, n_committed_metadata__2 = _S_iqih.unpack_from(buf, pos)
-                            pos += 18
-                            if 0 <= n_committed_metadata__2 <= end - pos:
-                                try:
-                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
-                                pos += n_committed_metadata__2
-                            elif n_committed_metadata__2 == -1:
-                                f_committed_metadata__2 = None
-                            else:
-                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
-                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
-                            obj__2.commit_timestamp = -1
-                            obj__2.committed_metadata = f_committed_metadata__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(OffsetCommitRequest)
-    obj.group_id = f_group_id
-    obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
-    obj.member_id = f_member_id
-    obj.group_instance_id = None
-    obj.retention_time_ms = -1
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetCommitRequest_v6(obj, out):
-    """Append the v6 layout of a OffsetCommitRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest expected, got None")
-    if obj.group_instance_id is not None:
-        raise _w.not_in_version("OffsetCommitRequest.group_instance_id", 6, "7-10")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
-    out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetCommitRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(item, out)
-
-
-def _dec_OffsetCommitRequest_v7(buf, cur, end):
-    """Decode OffsetCommitRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_generation_id_or_member_epoch__member_id, pos, end)
-    f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_instance_id, pos, end)
-    n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_instance_id <= end - pos:
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
-        pos += n_group_instance_id
-    elif n_group_instance_id == -1:
-        f_group_instance_id = None
-    else:
-        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic v7 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition v7 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 18:
-                                raise _w.short_run(_RUN_partition_index__committed_metadata_3, pos, end)
-                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2, n_committed_metadata__2 = _S_iqih.unpack_from(buf, pos)
-                            pos += 18
-                            if 0 <= n_committed_metadata__2 <= end - pos:
-                                try:
-                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
-                                pos += n_committed_metadata__2
-                            elif n_committed_metadata__2 == -1:
-                                f_committed_metadata__2 = None
-                            else:
-                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
-                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
-                            obj__2.commit_timestamp = -1
-                            obj__2.committed_metadata = f_committed_metadata__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(OffsetCommitRequest)
-    obj.group_id = f_group_id
-    obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.retention_time_ms = -1
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetCommitRequest_v7(obj, out):
-    """Append the v7 layout of a OffsetCommitRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
-    out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
-    out += _S_h.pack(n_group_instance_id)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetCommitRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(item, out)
-
-
-def _dec_OffsetCommitRequest_v8(buf, cur, end):
-    """Decode OffsetCommitRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_group_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+    if v7_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_id, pos, end)
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
     else:
-        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-        n_group_id -= 1
+        if pos < end and buf[pos] < 128:
+            n_group_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+            n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
         try:
             f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
@@ -923,109 +89,208 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
             raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_generation_id_or_member_epoch, pos, end)
-    f_generation_id_or_member_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_member_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        if v7_down:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
+        else:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if v1_to_7:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_generation_id_or_member_epoch__member_id, pos, end)
+        f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        if 0 <= n_member_id <= end - pos:
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
+            pos += n_member_id
+        else:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
+    if v7_only:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_instance_id, pos, end)
+        n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
+        if 0 <= n_group_instance_id <= end - pos:
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
+            pos += n_group_instance_id
+        elif n_group_instance_id == -1:
+            f_group_instance_id = None
+        else:
+            raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
+    if v0_1_5_6_7_8_9_10:
+        if end - pos < 4:
+            if v7_down:
+                raise _w.short_run(_RUN_topics, pos, end)
+            else:
+                raise _w.short_run(_RUN_generation_id_or_member_epoch, pos, end)
+    if v0_1_5_6_7:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+    elif v8_up:
+        f_generation_id_or_member_epoch = _S_i.unpack_from(buf, pos)[0]
+    if v0_1_5_6_7_8_9_10:
+        pos += 4
     else:
-        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-        n_member_id -= 1
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
+        if end - pos < 12:
+            raise _w.short_run(_RUN_retention_time_ms__topics, pos, end)
+        f_retention_time_ms, n_topics = _S_qi.unpack_from(buf, pos)
+        pos += 12
+    if v7_down:
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_group_instance_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-        n_group_instance_id -= 1
-    if 0 <= n_group_instance_id <= end - pos:
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
-        pos += n_group_instance_id
-    elif n_group_instance_id == -1:
-        f_group_instance_id = None
-    else:
-        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 3:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+        if pos < end and buf[pos] < 128:
+            n_member_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+            n_member_id -= 1
+        if 0 <= n_member_id <= end - pos:
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
+            pos += n_member_id
+        else:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_group_instance_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+            n_group_instance_id -= 1
+        if 0 <= n_group_instance_id <= end - pos:
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
+            pos += n_group_instance_id
+        elif n_group_instance_id == -1:
+            f_group_instance_id = None
+        else:
+            raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+    if v8_to_9:
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    elif v10_up:
+        if n_topics < 0 or n_topics > (end - pos) // 18:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
     if n_topics:
-        # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic v8 is.
+        # Each element read inline.
         try:
             for i in range(n_topics):
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                if v7_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
                     pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
+                elif v8_to_9:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if v9_down:
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        if v7_down:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v7_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v0_2_3_4_5:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                elif v1_only:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 22, 4)
+                elif v10_up:
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                if v8_up:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                if v6_up:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                        if v7_down:
+                            raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                        else:
+                            raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
                 f_partitions__1 = []
                 if n_partitions__1:
-                    # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition v8 is.
+                    # Each element read inline.
                     try:
                         for i__1 in range(n_partitions__1):
-                            if end - pos < 16:
-                                raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
-                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
-                            pos += 16
-                            if pos < end and buf[pos] < 128:
-                                n_committed_metadata__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_committed_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
+                            if v0_2_3_4_5:
+                                if end - pos < 14:
+                                    raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
+                                f_partition_index__2, f_committed_offset__2, n_committed_metadata__2 = _S_iqh.unpack_from(buf, pos)
+                                pos += 14
+                            elif v1_only:
+                                if end - pos < 22:
+                                    raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
+                                f_partition_index__2, f_committed_offset__2, f_commit_timestamp__2, n_committed_metadata__2 = _S_iqqh.unpack_from(buf, pos)
+                                pos += 22
+                            elif v6_to_7:
+                                if end - pos < 18:
+                                    raise _w.short_run(_RUN_partition_index__committed_metadata_3, pos, end)
+                                f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2, n_committed_metadata__2 = _S_iqih.unpack_from(buf, pos)
+                                pos += 18
                             else:
-                                n_committed_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
-                                n_committed_metadata__2 -= 1
+                                if end - pos < 16:
+                                    raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                                f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
+                                pos += 16
+                                if pos < end and buf[pos] < 128:
+                                    n_committed_metadata__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_committed_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_committed_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
+                                    n_committed_metadata__2 -= 1
                             if 0 <= n_committed_metadata__2 <= end - pos:
                                 try:
                                     f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
@@ -1035,56 +300,115 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
                             elif n_committed_metadata__2 == -1:
                                 f_committed_metadata__2 = None
                             else:
-                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 1, True)
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                if v7_down:
+                                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
+                                else:
+                                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 1, True)
+                            if v8_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
                             obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
                             obj__2.partition_index = f_partition_index__2
                             obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
-                            obj__2.commit_timestamp = -1
+                            if v5_down:
+                                obj__2.committed_leader_epoch = -1
+                            else:
+                                obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            if v0_2_3_4_5_6_7_8_9_10:
+                                obj__2.commit_timestamp = -1
+                            else:
+                                obj__2.commit_timestamp = f_commit_timestamp__2
                             obj__2.committed_metadata = f_committed_metadata__2
-                            obj__2.unknown_tagged_fields = unknown__2
+                            if v7_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
                             f_partitions__1.append(obj__2)
                     except DecodeError as exc:
                         raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                if v8_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
+                if v9_down:
+                    obj__1.name = f_name__1
+                    obj__1.topic_id = _w.ZERO_UUID
+                else:
+                    obj__1.name = ''
+                    obj__1.topic_id = f_topic_id__1
                 obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
+                if v7_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
                 f_topics.append(obj__1)
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v8_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
-    obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.retention_time_ms = -1
+    if v0_down:
+        obj.generation_id_or_member_epoch = -1
+        obj.member_id = ''
+    else:
+        obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
+        obj.member_id = f_member_id
+    if v6_down:
+        obj.group_instance_id = None
+    else:
+        obj.group_instance_id = f_group_instance_id
+    if v0_1_5_6_7_8_9_10:
+        obj.retention_time_ms = -1
+    else:
+        obj.retention_time_ms = f_retention_time_ms
     obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
+    if v7_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_OffsetCommitRequest_v8(obj, out):
-    """Append the v8 layout of a OffsetCommitRequest to ``out``."""
+def _enc_OffsetCommitRequest(obj, out, version):
+    """Append in ``version`` a OffsetCommitRequest to ``out``."""
+    v0_1_5_6_7 = version in (0, 1, 5, 6, 7)
+    v0_down = version <= 0
+    v1_only = version == 1
+    v1_to_7 = 1 <= version <= 7
+    v1_up = version >= 1
+    v2_to_4 = 2 <= version <= 4
+    v5_only = version == 5
+    v6_down = version <= 6
+    v7_down = version <= 7
+    v7_only = version == 7
+    v7_up = version >= 7
+    v8_up = version >= 8
     if obj is None:
         raise TypeError("OffsetCommitRequest expected, got None")
+    if v6_down:
+        if obj.group_instance_id is not None:
+            if v0_down:
+                raise _w.not_in_version("OffsetCommitRequest.group_instance_id", 0, "7-10")
+            elif v1_only:
+                raise _w.not_in_version("OffsetCommitRequest.group_instance_id", 1, "7-10")
+            elif v2_to_4:
+                raise _w.not_in_version("OffsetCommitRequest.group_instance_id", 2, "7-10")
+            elif v5_only:
+                raise _w.not_in_version("OffsetCommitRequest.group_instance_id", 5, "7-10")
+            else:
+                raise _w.not_in_version("OffsetCommitRequest.group_instance_id", 6, "7-10")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
@@ -1093,424 +417,148 @@ def _enc_OffsetCommitRequest_v8(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
+    if v7_down:
+        out += _S_h.pack(n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    out += _S_i.pack(obj.generation_id_or_member_epoch)
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
-    if 0 <= n_group_instance_id + 1 < 128:
-        out.append(n_group_instance_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
+    if v8_up:
+        out += _S_i.pack(obj.generation_id_or_member_epoch)
+    if v1_up:
+        f_member_id = obj.member_id
+        if f_member_id is None:
+            raise _w.not_nullable("OffsetCommitRequest.member_id")
+        else:
+            f_member_id = f_member_id.encode("utf-8")
+            n_member_id = len(f_member_id)
+            if n_member_id > 32767:
+                raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
+    if v1_to_7:
+        out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
+    elif v8_up:
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
+    if v1_up:
+        if n_member_id > 0:
+            out += f_member_id
+    if v7_up:
+        f_group_instance_id = obj.group_instance_id
+        if f_group_instance_id is None:
+            n_group_instance_id = -1
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
+            n_group_instance_id = len(f_group_instance_id)
+            if n_group_instance_id > 32767:
+                raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
+    if v7_only:
+        out += _S_h.pack(n_group_instance_id)
+    elif v8_up:
+        if 0 <= n_group_instance_id + 1 < 128:
+            out.append(n_group_instance_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_instance_id + 1)
+    if v7_up:
+        if n_group_instance_id > 0:
+            out += f_group_instance_id
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitRequest.topics")
     else:
         n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
+    if v0_1_5_6_7:
+        out += _S_i.pack(n_topics)
+    elif v2_to_4:
+        out += _S_qi.pack(obj.retention_time_ms, n_topics)
     else:
-        _w.put_uvarint(out, n_topics + 1)
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
-        _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest")
-    else:
-        out.append(0)
+        _enc_OffsetCommitRequest_OffsetCommitRequestTopic(item, out, version)
+    if v8_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest")
+        else:
+            out.append(0)
 
 
-def _dec_OffsetCommitRequest_v10(buf, cur, end):
-    """Decode OffsetCommitRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_group_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-        n_group_id -= 1
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_generation_id_or_member_epoch, pos, end)
-    f_generation_id_or_member_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_member_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-        n_member_id -= 1
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_group_instance_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-        n_group_instance_id -= 1
-    if 0 <= n_group_instance_id <= end - pos:
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
-        pos += n_group_instance_id
-    elif n_group_instance_id == -1:
-        f_group_instance_id = None
-    else:
-        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 18:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic v10 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition v10 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 16:
-                                raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
-                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
-                            pos += 16
-                            if pos < end and buf[pos] < 128:
-                                n_committed_metadata__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_committed_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_committed_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
-                                n_committed_metadata__2 -= 1
-                            if 0 <= n_committed_metadata__2 <= end - pos:
-                                try:
-                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
-                                pos += n_committed_metadata__2
-                            elif n_committed_metadata__2 == -1:
-                                f_committed_metadata__2 = None
-                            else:
-                                raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 1, True)
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
-                            obj__2.commit_timestamp = -1
-                            obj__2.committed_metadata = f_committed_metadata__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-                obj__1.name = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetCommitRequest)
-    obj.group_id = f_group_id
-    obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.retention_time_ms = -1
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetCommitRequest_v10(obj, out):
-    """Append the v10 layout of a OffsetCommitRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    out += _S_i.pack(obj.generation_id_or_member_epoch)
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("OffsetCommitRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
-    if 0 <= n_group_instance_id + 1 < 128:
-        out.append(n_group_instance_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetCommitRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v10(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
-    """Append the v0 layout of a OffsetCommitRequest.OffsetCommitRequestTopic to ``out``."""
+def _enc_OffsetCommitRequest_OffsetCommitRequestTopic(obj, out, version):
+    """Append in ``version`` a OffsetCommitRequest.OffsetCommitRequestTopic to ``out``."""
+    v7_down = version <= 7
+    v8_to_9 = 8 <= version <= 9
+    v8_up = version >= 8
+    v9_down = version <= 9
     if obj is None:
         raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
+    if v9_down:
+        f_name = obj.name
+        if f_name is None:
+            raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
+        else:
+            f_name = f_name.encode("utf-8")
+            n_name = len(f_name)
+            if n_name > 32767:
+                raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
+    if v7_down:
+        out += _S_h.pack(n_name)
+    elif v8_to_9:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
+    if v9_down:
+        if n_name > 0:
+            out += f_name
     else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
+        out += obj.topic_id.bytes
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
     else:
         n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
+    if v7_down:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
-        _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(item, out)
+        _enc_OffsetCommitRequest_OffsetCommitRequestPartition(item, out, version)
+    if v8_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic")
+        else:
+            out.append(0)
 
 
-def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
-    """Append the v1 layout of a OffsetCommitRequest.OffsetCommitRequestTopic to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(item, out)
-
-
-def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(obj, out):
-    """Append the v6 layout of a OffsetCommitRequest.OffsetCommitRequestTopic to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v6(item, out)
-
-
-def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
-    """Append the v8 layout of a OffsetCommitRequest.OffsetCommitRequestTopic to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v10(obj, out):
-    """Append the v10 layout of a OffsetCommitRequest.OffsetCommitRequestTopic to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic expected, got None")
-    out += obj.topic_id.bytes
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetCommitRequest.OffsetCommitRequestTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
-    """Append the v0 layout of a OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition to ``out``."""
+def _enc_OffsetCommitRequest_OffsetCommitRequestPartition(obj, out, version):
+    """Append in ``version`` a OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition to ``out``."""
+    v0_2_3_4_5 = version in (0, 2, 3, 4, 5)
+    v0_2_3_4_5_6_7_8_9_10 = version in (0, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+    v1_only = version == 1
+    v5_down = version <= 5
+    v6_to_7 = 6 <= version <= 7
+    v8_up = version >= 8
     if obj is None:
         raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition expected, got None")
-    if obj.commit_timestamp != -1:
-        raise _w.not_in_version("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.commit_timestamp", 0, "1")
+    if v0_2_3_4_5_6_7_8_9_10:
+        if obj.commit_timestamp != -1:
+            if v5_down:
+                raise _w.not_in_version("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.commit_timestamp", 0, "1")
+            elif v6_to_7:
+                raise _w.not_in_version("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.commit_timestamp", 6, "1")
+            else:
+                raise _w.not_in_version("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.commit_timestamp", 8, "1")
+    if v8_up:
+        out += _S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch)
     f_committed_metadata = obj.committed_metadata
     if f_committed_metadata is None:
         n_committed_metadata = -1
@@ -1519,555 +567,287 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
-    out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
+    if v0_2_3_4_5:
+        out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
+    elif v1_only:
+        out += _S_iqqh.pack(obj.partition_index, obj.committed_offset, obj.commit_timestamp, n_committed_metadata)
+    elif v6_to_7:
+        out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
+    else:
+        if 0 <= n_committed_metadata + 1 < 128:
+            out.append(n_committed_metadata + 1)
+        else:
+            _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
         out += f_committed_metadata
+    if v8_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition")
+        else:
+            out.append(0)
 
 
-def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
-    """Append the v1 layout of a OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition expected, got None")
-    f_committed_metadata = obj.committed_metadata
-    if f_committed_metadata is None:
-        n_committed_metadata = -1
-    else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
-        n_committed_metadata = len(f_committed_metadata)
-        if n_committed_metadata > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
-    out += _S_iqqh.pack(obj.partition_index, obj.committed_offset, obj.commit_timestamp, n_committed_metadata)
-    if n_committed_metadata > 0:
-        out += f_committed_metadata
-
-
-def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v6(obj, out):
-    """Append the v6 layout of a OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition expected, got None")
-    if obj.commit_timestamp != -1:
-        raise _w.not_in_version("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.commit_timestamp", 6, "1")
-    f_committed_metadata = obj.committed_metadata
-    if f_committed_metadata is None:
-        n_committed_metadata = -1
-    else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
-        n_committed_metadata = len(f_committed_metadata)
-        if n_committed_metadata > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
-    out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
-    if n_committed_metadata > 0:
-        out += f_committed_metadata
-
-
-def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(obj, out):
-    """Append the v8 layout of a OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition expected, got None")
-    if obj.commit_timestamp != -1:
-        raise _w.not_in_version("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.commit_timestamp", 8, "1")
-    out += _S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch)
-    f_committed_metadata = obj.committed_metadata
-    if f_committed_metadata is None:
-        n_committed_metadata = -1
-    else:
-        f_committed_metadata = f_committed_metadata.encode("utf-8")
-        n_committed_metadata = len(f_committed_metadata)
-        if n_committed_metadata > 32767:
-            raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
-    if 0 <= n_committed_metadata + 1 < 128:
-        out.append(n_committed_metadata + 1)
-    else:
-        _w.put_uvarint(out, n_committed_metadata + 1)
-    if n_committed_metadata > 0:
-        out += f_committed_metadata
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition")
-    else:
-        out.append(0)
-
-
-def _dec_OffsetCommitResponse_v0(buf, cur, end):
-    """Decode OffsetCommitResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetCommitResponse(buf, cur, end, version):
+    """Decode OffsetCommitResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_1_2_8_9_10 = version in (0, 1, 2, 8, 9, 10)
+    v10_up = version >= 10
+    v2_down = version <= 2
+    v7_down = version <= 7
+    v8_to_9 = 8 <= version <= 9
+    v8_up = version >= 8
+    v9_down = version <= 9
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+    if v0_1_2_8_9_10:
+        if end - pos < 4:
+            if v2_down:
+                raise _w.short_run(_RUN_topics, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+    if v2_down:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+    elif v8_up:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+    if v0_1_2_8_9_10:
+        pos += 4
+    else:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
+        f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    if v7_down:
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+    if v8_to_9:
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    elif v10_up:
+        if n_topics < 0 or n_topics > (end - pos) // 18:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
     if n_topics:
-        # Each element read inline, as OffsetCommitResponse.OffsetCommitResponseTopic v0 is.
+        # Each element read inline.
         try:
             for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 6, 4)
+                if v7_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                elif v8_to_9:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if v9_down:
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        if v7_down:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v7_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 6, 4)
+                elif v10_up:
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                if v8_up:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 7:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 7, 1)
                 f_partitions__1 = []
                 if n_partitions__1:
-                    # Each element read inline, as OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition v0 is.
+                    # Each element read inline.
                     try:
                         for i__1 in range(n_partitions__1):
                             if end - pos < 6:
                                 raise _w.short_run(_RUN_partition_index__error_code, pos, end)
                             f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
                             pos += 6
+                            if v8_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
                             obj__2 = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
                             obj__2.partition_index = f_partition_index__2
                             obj__2.error_code = f_error_code__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(OffsetCommitResponse)
-    obj.throttle_time_ms = 0
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetCommitResponse_v0(obj, out):
-    """Append the v0 layout of a OffsetCommitResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetCommitResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(item, out)
-
-
-def _dec_OffsetCommitResponse_v3(buf, cur, end):
-    """Decode OffsetCommitResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
-    f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetCommitResponse.OffsetCommitResponseTopic v3 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 6, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition v3 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 6:
-                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
-                            pos += 6
-                            obj__2 = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(OffsetCommitResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetCommitResponse_v3(obj, out):
-    """Append the v3 layout of a OffsetCommitResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetCommitResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    for item in f_topics:
-        _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(item, out)
-
-
-def _dec_OffsetCommitResponse_v8(buf, cur, end):
-    """Decode OffsetCommitResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 3:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetCommitResponse.OffsetCommitResponseTopic v8 is.
-        try:
-            for i in range(n_topics):
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 7:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 7, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition v8 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 6:
-                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
-                            pos += 6
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
+                            if v7_down:
+                                obj__2.unknown_tagged_fields = []
                             else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.unknown_tagged_fields = unknown__2
+                                obj__2.unknown_tagged_fields = unknown__2
                             f_partitions__1.append(obj__2)
                     except DecodeError as exc:
                         raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                if v8_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
+                if v9_down:
+                    obj__1.name = f_name__1
+                    obj__1.topic_id = _w.ZERO_UUID
+                else:
+                    obj__1.name = ''
+                    obj__1.topic_id = f_topic_id__1
                 obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
+                if v7_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
                 f_topics.append(obj__1)
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v8_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetCommitResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
+    if v2_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
+    if v7_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_OffsetCommitResponse_v8(obj, out):
-    """Append the v8 layout of a OffsetCommitResponse to ``out``."""
+def _enc_OffsetCommitResponse(obj, out, version):
+    """Append in ``version`` a OffsetCommitResponse to ``out``."""
+    v2_down = version <= 2
+    v3_to_7 = 3 <= version <= 7
+    v8_up = version >= 8
     if obj is None:
         raise TypeError("OffsetCommitResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
+    if v8_up:
+        out += _S_i.pack(obj.throttle_time_ms)
     f_topics = obj.topics
     if f_topics is None:
         raise _w.not_nullable("OffsetCommitResponse.topics")
     else:
         n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
+    if v2_down:
+        out += _S_i.pack(n_topics)
+    elif v3_to_7:
+        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
     else:
-        _w.put_uvarint(out, n_topics + 1)
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
-        _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse")
-    else:
-        out.append(0)
+        _enc_OffsetCommitResponse_OffsetCommitResponseTopic(item, out, version)
+    if v8_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse")
+        else:
+            out.append(0)
 
 
-def _dec_OffsetCommitResponse_v10(buf, cur, end):
-    """Decode OffsetCommitResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 18:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetCommitResponse.OffsetCommitResponseTopic v10 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 7:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 7, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition v10 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 6:
-                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
-                            pos += 6
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
-                obj__1.name = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetCommitResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetCommitResponse_v10(obj, out):
-    """Append the v10 layout of a OffsetCommitResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetCommitResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v10(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
-    """Append the v0 layout of a OffsetCommitResponse.OffsetCommitResponseTopic to ``out``."""
+def _enc_OffsetCommitResponse_OffsetCommitResponseTopic(obj, out, version):
+    """Append in ``version`` a OffsetCommitResponse.OffsetCommitResponseTopic to ``out``."""
+    v7_down = version <= 7
+    v8_to_9 = 8 <= version <= 9
+    v8_up = version >= 8
+    v9_down = version <= 9
     if obj is None:
         raise TypeError("OffsetCommitResponse.OffsetCommitResponseTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.name")
+    if v9_down:
+        f_name = obj.name
+        if f_name is None:
+            raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.name")
+        else:
+            f_name = f_name.encode("utf-8")
+            n_name = len(f_name)
+            if n_name > 32767:
+                raise _w.string_too_long("OffsetCommitResponse.OffsetCommitResponseTopic.name", n_name)
+    if v7_down:
+        out += _S_h.pack(n_name)
+    elif v8_to_9:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
+    if v9_down:
+        if n_name > 0:
+            out += f_name
     else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("OffsetCommitResponse.OffsetCommitResponseTopic.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
+        out += obj.topic_id.bytes
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.partitions")
     else:
         n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
+    if v7_down:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
-        _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(item, out)
+        _enc_OffsetCommitResponse_OffsetCommitResponsePartition(item, out, version)
+    if v8_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse.OffsetCommitResponseTopic")
+        else:
+            out.append(0)
 
 
-def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
-    """Append the v8 layout of a OffsetCommitResponse.OffsetCommitResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitResponse.OffsetCommitResponseTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("OffsetCommitResponse.OffsetCommitResponseTopic.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v8(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse.OffsetCommitResponseTopic")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v10(obj, out):
-    """Append the v10 layout of a OffsetCommitResponse.OffsetCommitResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitResponse.OffsetCommitResponseTopic expected, got None")
-    out += obj.topic_id.bytes
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetCommitResponse.OffsetCommitResponseTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v8(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse.OffsetCommitResponseTopic")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(obj, out):
-    """Append the v0 layout of a OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition to ``out``."""
+def _enc_OffsetCommitResponse_OffsetCommitResponsePartition(obj, out, version):
+    """Append in ``version`` a OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition to ``out``."""
+    v8_up = version >= 8
     if obj is None:
         raise TypeError("OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-
-
-def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v8(obj, out):
-    """Append the v8 layout of a OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition expected, got None")
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition")
-    else:
-        out.append(0)
+    if v8_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition")
+        else:
+            out.append(0)
 
 
 class OffsetCommitRequest_OffsetCommitRequestPartition(Struct):
@@ -2174,11 +954,8 @@ class OffsetCommitRequest(Message):
         FieldInfo('topics', (0, 10), None, None, True, OffsetCommitRequest_OffsetCommitRequestTopic, None, '[]OffsetCommitRequestTopic'),
     )
     OffsetCommitRequestTopic = OffsetCommitRequest_OffsetCommitRequestTopic
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed the response only.
-    # v4 uses the v2 codecs: the bytes are the same; v4 changed the response only.
-    # v9 uses the v8 codecs: the bytes are the same; v9 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_OffsetCommitRequest_v0, 1: _dec_OffsetCommitRequest_v1, 2: _dec_OffsetCommitRequest_v2, 3: _dec_OffsetCommitRequest_v2, 4: _dec_OffsetCommitRequest_v2, 5: _dec_OffsetCommitRequest_v5, 6: _dec_OffsetCommitRequest_v6, 7: _dec_OffsetCommitRequest_v7, 8: _dec_OffsetCommitRequest_v8, 9: _dec_OffsetCommitRequest_v8, 10: _dec_OffsetCommitRequest_v10}
-    _ENCODERS = {0: _enc_OffsetCommitRequest_v0, 1: _enc_OffsetCommitRequest_v1, 2: _enc_OffsetCommitRequest_v2, 3: _enc_OffsetCommitRequest_v2, 4: _enc_OffsetCommitRequest_v2, 5: _enc_OffsetCommitRequest_v5, 6: _enc_OffsetCommitRequest_v6, 7: _enc_OffsetCommitRequest_v7, 8: _enc_OffsetCommitRequest_v8, 9: _enc_OffsetCommitRequest_v8, 10: _enc_OffsetCommitRequest_v10}
+    _DECODERS = _decoders(_dec_OffsetCommitRequest, range(0, 11))
+    _ENCODERS = _encoders(_enc_OffsetCommitRequest, range(0, 11))
     API_KEY = 8
     KIND = 'request'
     VALID_VERSIONS = (0, 10)
@@ -2291,15 +1068,8 @@ class OffsetCommitResponse(Message):
         FieldInfo('topics', (0, 10), None, None, True, OffsetCommitResponse_OffsetCommitResponseTopic, None, '[]OffsetCommitResponseTopic'),
     )
     OffsetCommitResponseTopic = OffsetCommitResponse_OffsetCommitResponseTopic
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the request only.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    # v5 uses the v3 codecs: the bytes are the same; v5 changed the request only.
-    # v6 uses the v3 codecs: the bytes are the same; v6 changed the request only.
-    # v7 uses the v3 codecs: the bytes are the same; v7 changed the request only.
-    # v9 uses the v8 codecs: the bytes are the same; v9 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_OffsetCommitResponse_v0, 1: _dec_OffsetCommitResponse_v0, 2: _dec_OffsetCommitResponse_v0, 3: _dec_OffsetCommitResponse_v3, 4: _dec_OffsetCommitResponse_v3, 5: _dec_OffsetCommitResponse_v3, 6: _dec_OffsetCommitResponse_v3, 7: _dec_OffsetCommitResponse_v3, 8: _dec_OffsetCommitResponse_v8, 9: _dec_OffsetCommitResponse_v8, 10: _dec_OffsetCommitResponse_v10}
-    _ENCODERS = {0: _enc_OffsetCommitResponse_v0, 1: _enc_OffsetCommitResponse_v0, 2: _enc_OffsetCommitResponse_v0, 3: _enc_OffsetCommitResponse_v3, 4: _enc_OffsetCommitResponse_v3, 5: _enc_OffsetCommitResponse_v3, 6: _enc_OffsetCommitResponse_v3, 7: _enc_OffsetCommitResponse_v3, 8: _enc_OffsetCommitResponse_v8, 9: _enc_OffsetCommitResponse_v8, 10: _enc_OffsetCommitResponse_v10}
+    _DECODERS = _decoders(_dec_OffsetCommitResponse, range(0, 11))
+    _ENCODERS = _encoders(_enc_OffsetCommitResponse, range(0, 11))
     API_KEY = 8
     KIND = 'response'
     VALID_VERSIONS = (0, 10)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['OffsetDeleteRequest', 'OffsetDeleteResponse']
@@ -31,8 +33,8 @@ _RUN_topics = (('topics', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_OffsetDeleteRequest_v0(buf, cur, end):
-    """Decode OffsetDeleteRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetDeleteRequest(buf, cur, end, version):
+    """Decode OffsetDeleteRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
@@ -43,7 +45,7 @@ def _dec_OffsetDeleteRequest_v0(buf, cur, end):
         raise _w.short_run(_RUN_topics, pos, end)
     n_topics = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    f_topics, pos = _w.read_structs(_dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_OffsetDeleteRequest_OffsetDeleteRequestTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
     obj = _new(OffsetDeleteRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
@@ -51,8 +53,8 @@ def _dec_OffsetDeleteRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_OffsetDeleteRequest_v0(obj, out):
-    """Append the v0 layout of a OffsetDeleteRequest to ``out``."""
+def _enc_OffsetDeleteRequest(obj, out, version):
+    """Append in ``version`` a OffsetDeleteRequest to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteRequest expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "OffsetDeleteRequest.group_id", False)
@@ -66,11 +68,11 @@ def _enc_OffsetDeleteRequest_v0(obj, out):
         n_topics = len(f_topics)
     out += _S_i.pack(n_topics)
     for item in f_topics:
-        _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(item, out)
+        _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic(item, out, version)
 
 
-def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end):
-    """Decode OffsetDeleteRequest.OffsetDeleteRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic(buf, cur, end, version):
+    """Decode OffsetDeleteRequest.OffsetDeleteRequestTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
@@ -81,7 +83,7 @@ def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end):
         raise _w.short_run(_RUN_partitions, pos, end)
     n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    f_partitions, pos = _w.read_structs(_dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 4, 4, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_OffsetDeleteRequest_OffsetDeleteRequestPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 4, 4, False)
     obj = _new(OffsetDeleteRequest_OffsetDeleteRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
@@ -89,8 +91,8 @@ def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end):
     return obj
 
 
-def _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(obj, out):
-    """Append the v0 layout of a OffsetDeleteRequest.OffsetDeleteRequestTopic to ``out``."""
+def _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic(obj, out, version):
+    """Append in ``version`` a OffsetDeleteRequest.OffsetDeleteRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteRequest.OffsetDeleteRequestTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "OffsetDeleteRequest.OffsetDeleteRequestTopic.name", False)
@@ -104,11 +106,11 @@ def _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(obj, out):
         n_partitions = len(f_partitions)
     out += _S_i.pack(n_partitions)
     for item in f_partitions:
-        _enc_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(item, out)
+        _enc_OffsetDeleteRequest_OffsetDeleteRequestPartition(item, out, version)
 
 
-def _dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, cur, end):
-    """Decode OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetDeleteRequest_OffsetDeleteRequestPartition(buf, cur, end, version):
+    """Decode OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
@@ -120,21 +122,21 @@ def _dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, cur, end):
     return obj
 
 
-def _enc_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(obj, out):
-    """Append the v0 layout of a OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition to ``out``."""
+def _enc_OffsetDeleteRequest_OffsetDeleteRequestPartition(obj, out, version):
+    """Append in ``version`` a OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition expected, got None")
     out += _S_i.pack(obj.partition_index)
 
 
-def _dec_OffsetDeleteResponse_v0(buf, cur, end):
-    """Decode OffsetDeleteResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetDeleteResponse(buf, cur, end, version):
+    """Decode OffsetDeleteResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_error_code__topics, pos, end)
     f_error_code, f_throttle_time_ms, n_topics = _S_hii.unpack_from(buf, pos)
     pos += 10
-    f_topics, pos = _w.read_structs(_dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_OffsetDeleteResponse_OffsetDeleteResponseTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
     obj = _new(OffsetDeleteResponse)
     obj.error_code = f_error_code
     obj.throttle_time_ms = f_throttle_time_ms
@@ -143,8 +145,8 @@ def _dec_OffsetDeleteResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_OffsetDeleteResponse_v0(obj, out):
-    """Append the v0 layout of a OffsetDeleteResponse to ``out``."""
+def _enc_OffsetDeleteResponse(obj, out, version):
+    """Append in ``version`` a OffsetDeleteResponse to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteResponse expected, got None")
     f_topics = obj.topics
@@ -154,11 +156,11 @@ def _enc_OffsetDeleteResponse_v0(obj, out):
         n_topics = len(f_topics)
     out += _S_hii.pack(obj.error_code, obj.throttle_time_ms, n_topics)
     for item in f_topics:
-        _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(item, out)
+        _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic(item, out, version)
 
 
-def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end):
-    """Decode OffsetDeleteResponse.OffsetDeleteResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic(buf, cur, end, version):
+    """Decode OffsetDeleteResponse.OffsetDeleteResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
@@ -169,7 +171,7 @@ def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end):
         raise _w.short_run(_RUN_partitions, pos, end)
     n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    f_partitions, pos = _w.read_structs(_dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_OffsetDeleteResponse_OffsetDeleteResponsePartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
     obj = _new(OffsetDeleteResponse_OffsetDeleteResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
@@ -177,8 +179,8 @@ def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end):
     return obj
 
 
-def _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(obj, out):
-    """Append the v0 layout of a OffsetDeleteResponse.OffsetDeleteResponseTopic to ``out``."""
+def _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic(obj, out, version):
+    """Append in ``version`` a OffsetDeleteResponse.OffsetDeleteResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteResponse.OffsetDeleteResponseTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "OffsetDeleteResponse.OffsetDeleteResponseTopic.name", False)
@@ -192,11 +194,11 @@ def _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(obj, out):
         n_partitions = len(f_partitions)
     out += _S_i.pack(n_partitions)
     for item in f_partitions:
-        _enc_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(item, out)
+        _enc_OffsetDeleteResponse_OffsetDeleteResponsePartition(item, out, version)
 
 
-def _dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, cur, end):
-    """Decode OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetDeleteResponse_OffsetDeleteResponsePartition(buf, cur, end, version):
+    """Decode OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
@@ -209,8 +211,8 @@ def _dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, cur, end):
     return obj
 
 
-def _enc_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(obj, out):
-    """Append the v0 layout of a OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition to ``out``."""
+def _enc_OffsetDeleteResponse_OffsetDeleteResponsePartition(obj, out, version):
+    """Append in ``version`` a OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
@@ -283,8 +285,8 @@ class OffsetDeleteRequest(Message):
         FieldInfo('topics', (0, 0), None, None, True, OffsetDeleteRequest_OffsetDeleteRequestTopic, None, '[]OffsetDeleteRequestTopic'),
     )
     OffsetDeleteRequestTopic = OffsetDeleteRequest_OffsetDeleteRequestTopic
-    _DECODERS = {0: _dec_OffsetDeleteRequest_v0}
-    _ENCODERS = {0: _enc_OffsetDeleteRequest_v0}
+    _DECODERS = _decoders(_dec_OffsetDeleteRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_OffsetDeleteRequest, range(0, 1))
     API_KEY = 47
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -376,8 +378,8 @@ class OffsetDeleteResponse(Message):
         FieldInfo('topics', (0, 0), None, None, True, OffsetDeleteResponse_OffsetDeleteResponseTopic, None, '[]OffsetDeleteResponseTopic'),
     )
     OffsetDeleteResponseTopic = OffsetDeleteResponse_OffsetDeleteResponseTopic
-    _DECODERS = {0: _dec_OffsetDeleteResponse_v0}
-    _ENCODERS = {0: _enc_OffsetDeleteResponse_v0}
+    _DECODERS = _decoders(_dec_OffsetDeleteResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_OffsetDeleteResponse, range(0, 1))
     API_KEY = 47
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -12,6 +12,7 @@ from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
@@ -46,128 +47,70 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_OffsetFetchRequest_v0(buf, cur, end):
-    """Decode OffsetFetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetFetchRequest(buf, cur, end, version):
+    """Decode OffsetFetchRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_to_5 = 2 <= version <= 5
+    v5_down = version <= 5
+    v6_down = version <= 6
+    v6_to_7 = 6 <= version <= 7
+    v6_up = version >= 6
+    v7_down = version <= 7
+    v7_up = version >= 7
+    v8_down = version <= 8
+    v8_only = version == 8
+    v8_up = version >= 8
+    v9_down = version <= 9
+    v9_up = version >= 9
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
+    if v5_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_id, pos, end)
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
     else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetFetchRequest.OffsetFetchRequestTopic v0 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partition_indexes, pos, end)
-                n_partition_indexes__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
-                    raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes__1, end, 4, 4)
-                if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
-                    f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
-                else:
-                    f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
-                pos += n_partition_indexes__1 * 4
-                obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
-                obj__1.name = f_name__1
-                obj__1.partition_indexes = f_partition_indexes__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(OffsetFetchRequest)
-    obj.group_id = f_group_id
-    obj.topics = f_topics
-    obj.groups = []
-    obj.require_stable = False
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchRequest_v0(obj, out):
-    """Append the v0 layout of a OffsetFetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchRequest expected, got None")
-    if obj.groups:
-        raise _w.not_in_version("OffsetFetchRequest.groups", 0, "8-10")
-    if obj.require_stable != False:
-        raise _w.not_in_version("OffsetFetchRequest.require_stable", 0, "7-10")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetFetchRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetFetchRequest.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(item, out)
-
-
-def _dec_OffsetFetchRequest_v2(buf, cur, end):
-    """Decode OffsetFetchRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics == -1:
-        f_topics = None
-    elif n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    else:
+        if pos < end and buf[pos] < 128:
+            if v7_down:
+                n_group_id = buf[pos] - 1
+            else:
+                n_groups = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            if v7_down:
+                n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            else:
+                n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            if v7_down:
+                n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                n_group_id -= 1
+            else:
+                n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
+                n_groups -= 1
+    if v7_down:
+        if 0 <= n_group_id <= end - pos:
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
+            pos += n_group_id
+        else:
+            if v5_down:
+                raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
+            else:
+                raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if v5_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_topics, pos, end)
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v1_down:
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
         f_topics = []
         if n_topics:
-            # Each element read inline, as OffsetFetchRequest.OffsetFetchRequestTopic v2 is.
+            # Each element read inline.
             try:
                 for i in range(n_topics):
                     if end - pos < 2:
@@ -200,854 +143,443 @@ def _dec_OffsetFetchRequest_v2(buf, cur, end):
                     f_topics.append(obj__1)
             except DecodeError as exc:
                 raise exc.within("topics[%d]" % i)
-    obj = _new(OffsetFetchRequest)
-    obj.group_id = f_group_id
-    obj.topics = f_topics
-    obj.groups = []
-    obj.require_stable = False
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchRequest_v2(obj, out):
-    """Append the v2 layout of a OffsetFetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchRequest expected, got None")
-    if obj.groups:
-        raise _w.not_in_version("OffsetFetchRequest.groups", 2, "8-10")
-    if obj.require_stable != False:
-        raise _w.not_in_version("OffsetFetchRequest.require_stable", 2, "7-10")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetFetchRequest.group_id")
+    elif v2_to_5:
+        if n_topics == -1:
+            f_topics = None
+        elif n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+        else:
+            f_topics = []
+            if n_topics:
+                # Each element read inline.
+                try:
+                    for i in range(n_topics):
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_name, pos, end)
+                        n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                        if 0 <= n_name__1 <= end - pos:
+                            try:
+                                f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('name', pos, exc) from None
+                            pos += n_name__1
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_partition_indexes, pos, end)
+                        n_partition_indexes__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                        if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                            raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes__1, end, 4, 4)
+                        if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                            f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                        else:
+                            f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                        pos += n_partition_indexes__1 * 4
+                        obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
+                        obj__1.name = f_name__1
+                        obj__1.partition_indexes = f_partition_indexes__1
+                        obj__1.unknown_tagged_fields = []
+                        f_topics.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("topics[%d]" % i)
+    elif v6_to_7:
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics == -1:
+            f_topics = None
+        elif n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+        else:
+            f_topics = []
+            if n_topics:
+                # Each element read inline.
+                try:
+                    for i in range(n_topics):
+                        if pos < end and buf[pos] < 128:
+                            n_name__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                            n_name__1 -= 1
+                        if 0 <= n_name__1 <= end - pos:
+                            try:
+                                f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('name', pos, exc) from None
+                            pos += n_name__1
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                        if pos < end and buf[pos] < 128:
+                            n_partition_indexes__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                            n_partition_indexes__1 -= 1
+                        if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                            raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                        if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                            f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                        else:
+                            f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                        pos += n_partition_indexes__1 * 4
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                        obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
+                        obj__1.name = f_name__1
+                        obj__1.partition_indexes = f_partition_indexes__1
+                        obj__1.unknown_tagged_fields = unknown__1
+                        f_topics.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("topics[%d]" % i)
+    elif v8_only:
+        if n_groups < 0 or n_groups > (end - pos) // 3:
+            raise _w.bad_count('groups', pos - 1, n_groups, end, 3, 1)
     else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    if n_topics > 0:
-        for item in f_topics:
-            _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(item, out)
-
-
-def _dec_OffsetFetchRequest_v6(buf, cur, end):
-    """Decode OffsetFetchRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_group_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-        n_group_id -= 1
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics == -1:
-        f_topics = None
-    elif n_topics < 0 or n_topics > (end - pos) // 3:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
-    else:
-        f_topics = []
-        if n_topics:
-            # Each element read inline, as OffsetFetchRequest.OffsetFetchRequestTopic v6 is.
+        if n_groups < 0 or n_groups > (end - pos) // 8:
+            raise _w.bad_count('groups', pos - 1, n_groups, end, 8, 1)
+    if v8_up:
+        f_groups = []
+        if n_groups:
+            # Each element read inline.
             try:
-                for i in range(n_topics):
+                for i in range(n_groups):
                     if pos < end and buf[pos] < 128:
-                        n_name__1 = buf[pos] - 1
+                        n_group_id__1 = buf[pos] - 1
                         pos += 1
                     elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
                         pos += 2
                     else:
-                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                        n_name__1 -= 1
-                    if 0 <= n_name__1 <= end - pos:
+                        n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                        n_group_id__1 -= 1
+                    if 0 <= n_group_id__1 <= end - pos:
                         try:
-                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                            f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
                         except UnicodeDecodeError as exc:
-                            raise _w.bad_utf8('name', pos, exc) from None
-                        pos += n_name__1
+                            raise _w.bad_utf8('group_id', pos, exc) from None
+                        pos += n_group_id__1
                     else:
-                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                        raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                    if v9_up:
+                        if pos < end and buf[pos] < 128:
+                            n_member_id__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                            n_member_id__1 -= 1
+                        if 0 <= n_member_id__1 <= end - pos:
+                            try:
+                                f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('member_id', pos, exc) from None
+                            pos += n_member_id__1
+                        elif n_member_id__1 == -1:
+                            f_member_id__1 = None
+                        else:
+                            raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, True)
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_member_epoch, pos, end)
+                        f_member_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
                     if pos < end and buf[pos] < 128:
-                        n_partition_indexes__1 = buf[pos] - 1
+                        n_topics__1 = buf[pos] - 1
                         pos += 1
                     elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                        n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
                         pos += 2
                     else:
-                        n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
-                        n_partition_indexes__1 -= 1
-                    if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
-                        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
-                    if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
-                        f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                        n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                        n_topics__1 -= 1
+                    if v9_down:
+                        if n_topics__1 == -1:
+                            f_topics__1 = None
+                        elif n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                            raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                        else:
+                            f_topics__1 = []
+                            if n_topics__1:
+                                # Each element read inline.
+                                try:
+                                    for i__1 in range(n_topics__1):
+                                        if pos < end and buf[pos] < 128:
+                                            n_name__2 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                            n_name__2 -= 1
+                                        if 0 <= n_name__2 <= end - pos:
+                                            try:
+                                                f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('name', pos, exc) from None
+                                            pos += n_name__2
+                                        else:
+                                            raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                        if pos < end and buf[pos] < 128:
+                                            n_partition_indexes__2 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_partition_indexes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_partition_indexes__2, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                                            n_partition_indexes__2 -= 1
+                                        if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
+                                            raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__2, end, 4, 1)
+                                        if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
+                                            f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
+                                        else:
+                                            f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
+                                        pos += n_partition_indexes__2 * 4
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__2 = []
+                                        else:
+                                            unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__2 = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
+                                        obj__2.name = f_name__2
+                                        obj__2.topic_id = _w.ZERO_UUID
+                                        obj__2.partition_indexes = f_partition_indexes__2
+                                        obj__2.unknown_tagged_fields = unknown__2
+                                        f_topics__1.append(obj__2)
+                                except DecodeError as exc:
+                                    raise exc.within("topics[%d]" % i__1)
                     else:
-                        f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
-                    pos += n_partition_indexes__1 * 4
+                        if n_topics__1 == -1:
+                            f_topics__1 = None
+                        elif n_topics__1 < 0 or n_topics__1 > (end - pos) // 18:
+                            raise _w.bad_count('topics', pos - 1, n_topics__1, end, 18, 1)
+                        else:
+                            f_topics__1 = []
+                            if n_topics__1:
+                                # Each element read inline.
+                                try:
+                                    for i__1 in range(n_topics__1):
+                                        if end - pos < 16:
+                                            raise _w.short_read('topic_id', pos, 16, end)
+                                        f_topic_id__2 = _w.uuid_at(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] < 128:
+                                            n_partition_indexes__2 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_partition_indexes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_partition_indexes__2, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                                            n_partition_indexes__2 -= 1
+                                        if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
+                                            raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__2, end, 4, 1)
+                                        if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
+                                            f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
+                                        else:
+                                            f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
+                                        pos += n_partition_indexes__2 * 4
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__2 = []
+                                        else:
+                                            unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__2 = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
+                                        obj__2.name = ''
+                                        obj__2.topic_id = f_topic_id__2
+                                        obj__2.partition_indexes = f_partition_indexes__2
+                                        obj__2.unknown_tagged_fields = unknown__2
+                                        f_topics__1.append(obj__2)
+                                except DecodeError as exc:
+                                    raise exc.within("topics[%d]" % i__1)
                     if pos < end and buf[pos] == 0:
                         pos += 1
                         unknown__1 = []
                     else:
                         unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                    obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
-                    obj__1.name = f_name__1
-                    obj__1.partition_indexes = f_partition_indexes__1
+                    obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
+                    obj__1.group_id = f_group_id__1
+                    if v8_down:
+                        obj__1.member_id = None
+                        obj__1.member_epoch = -1
+                    else:
+                        obj__1.member_id = f_member_id__1
+                        obj__1.member_epoch = f_member_epoch__1
+                    obj__1.topics = f_topics__1
                     obj__1.unknown_tagged_fields = unknown__1
-                    f_topics.append(obj__1)
+                    f_groups.append(obj__1)
             except DecodeError as exc:
-                raise exc.within("topics[%d]" % i)
-    if pos < end and buf[pos] == 0:
+                raise exc.within("groups[%d]" % i)
+    if v7_up:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_require_stable, pos, end)
+        f_require_stable = _S_b.unpack_from(buf, pos)[0]
         pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if f_require_stable != 0 and f_require_stable != 1:
+            raise _w.bad_bool('require_stable', pos - 1, f_require_stable)
+        b_require_stable = f_require_stable == 1
+    if v6_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetFetchRequest)
-    obj.group_id = f_group_id
-    obj.topics = f_topics
-    obj.groups = []
-    obj.require_stable = False
-    obj.unknown_tagged_fields = unknown
+    if v7_down:
+        obj.group_id = f_group_id
+        obj.topics = f_topics
+        obj.groups = []
+    if v6_down:
+        obj.require_stable = False
+    if v5_down:
+        obj.unknown_tagged_fields = []
+    elif v8_up:
+        obj.group_id = ''
+        obj.topics = []
+        obj.groups = f_groups
+    if v7_up:
+        obj.require_stable = b_require_stable
+    if v6_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_OffsetFetchRequest_v6(obj, out):
-    """Append the v6 layout of a OffsetFetchRequest to ``out``."""
+def _enc_OffsetFetchRequest(obj, out, version):
+    """Append in ``version`` a OffsetFetchRequest to ``out``."""
+    v1_down = version <= 1
+    v2_to_5 = 2 <= version <= 5
+    v2_to_7 = 2 <= version <= 7
+    v5_down = version <= 5
+    v6_down = version <= 6
+    v6_only = version == 6
+    v6_to_7 = 6 <= version <= 7
+    v6_up = version >= 6
+    v7_down = version <= 7
+    v7_up = version >= 7
+    v8_down = version <= 8
+    v8_up = version >= 8
+    v9_only = version == 9
     if obj is None:
         raise TypeError("OffsetFetchRequest expected, got None")
-    if obj.groups:
-        raise _w.not_in_version("OffsetFetchRequest.groups", 6, "8-10")
-    if obj.require_stable != False:
-        raise _w.not_in_version("OffsetFetchRequest.require_stable", 6, "7-10")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetFetchRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    if n_topics > 0:
+    if v7_down:
+        if obj.groups:
+            if v1_down:
+                raise _w.not_in_version("OffsetFetchRequest.groups", 0, "8-10")
+            elif v2_to_5:
+                raise _w.not_in_version("OffsetFetchRequest.groups", 2, "8-10")
+            elif v6_only:
+                raise _w.not_in_version("OffsetFetchRequest.groups", 6, "8-10")
+            else:
+                raise _w.not_in_version("OffsetFetchRequest.groups", 7, "8-10")
+    if v6_down:
+        if obj.require_stable != False:
+            if v1_down:
+                raise _w.not_in_version("OffsetFetchRequest.require_stable", 0, "7-10")
+            elif v2_to_5:
+                raise _w.not_in_version("OffsetFetchRequest.require_stable", 2, "7-10")
+            else:
+                raise _w.not_in_version("OffsetFetchRequest.require_stable", 6, "7-10")
+    if v7_down:
+        f_group_id = obj.group_id
+        if f_group_id is None:
+            raise _w.not_nullable("OffsetFetchRequest.group_id")
+        else:
+            f_group_id = f_group_id.encode("utf-8")
+            n_group_id = len(f_group_id)
+            if n_group_id > 32767:
+                raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
+    if v5_down:
+        out += _S_h.pack(n_group_id)
+    elif v6_to_7:
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
+    if v7_down:
+        if n_group_id > 0:
+            out += f_group_id
+        f_topics = obj.topics
+        if f_topics is None:
+            if v1_down:
+                raise _w.not_nullable("OffsetFetchRequest.topics")
+            else:
+                n_topics = -1
+        else:
+            n_topics = len(f_topics)
+    if v5_down:
+        out += _S_i.pack(n_topics)
+    if v1_down:
         for item in f_topics:
-            _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
-    else:
-        out.append(0)
+            _enc_OffsetFetchRequest_OffsetFetchRequestTopic(item, out, version)
+    elif v6_to_7:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    if v2_to_7:
+        if n_topics > 0:
+            for item in f_topics:
+                _enc_OffsetFetchRequest_OffsetFetchRequestTopic(item, out, version)
+    elif v8_up:
+        if obj.group_id != '':
+            if v8_down:
+                raise _w.not_in_version("OffsetFetchRequest.group_id", 8, "0-7")
+            elif v9_only:
+                raise _w.not_in_version("OffsetFetchRequest.group_id", 9, "0-7")
+            else:
+                raise _w.not_in_version("OffsetFetchRequest.group_id", 10, "0-7")
+        if obj.topics:
+            if v8_down:
+                raise _w.not_in_version("OffsetFetchRequest.topics", 8, "0-7")
+            elif v9_only:
+                raise _w.not_in_version("OffsetFetchRequest.topics", 9, "0-7")
+            else:
+                raise _w.not_in_version("OffsetFetchRequest.topics", 10, "0-7")
+        f_groups = obj.groups
+        if f_groups is None:
+            raise _w.not_nullable("OffsetFetchRequest.groups")
+        else:
+            n_groups = len(f_groups)
+        if 0 <= n_groups + 1 < 128:
+            out.append(n_groups + 1)
+        else:
+            _w.put_uvarint(out, n_groups + 1)
+        for item in f_groups:
+            _enc_OffsetFetchRequest_OffsetFetchRequestGroup(item, out, version)
+    if v7_up:
+        out += _S_B.pack(obj.require_stable)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
+        else:
+            out.append(0)
 
 
-def _dec_OffsetFetchRequest_v7(buf, cur, end):
-    """Decode OffsetFetchRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_group_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-        n_group_id -= 1
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics == -1:
-        f_topics = None
-    elif n_topics < 0 or n_topics > (end - pos) // 3:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
-    else:
-        f_topics = []
-        if n_topics:
-            # Each element read inline, as OffsetFetchRequest.OffsetFetchRequestTopic v7 is.
-            try:
-                for i in range(n_topics):
-                    if pos < end and buf[pos] < 128:
-                        n_name__1 = buf[pos] - 1
-                        pos += 1
-                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                        pos += 2
-                    else:
-                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                        n_name__1 -= 1
-                    if 0 <= n_name__1 <= end - pos:
-                        try:
-                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                        except UnicodeDecodeError as exc:
-                            raise _w.bad_utf8('name', pos, exc) from None
-                        pos += n_name__1
-                    else:
-                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                    if pos < end and buf[pos] < 128:
-                        n_partition_indexes__1 = buf[pos] - 1
-                        pos += 1
-                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                        n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                        pos += 2
-                    else:
-                        n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
-                        n_partition_indexes__1 -= 1
-                    if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
-                        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
-                    if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
-                        f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
-                    else:
-                        f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
-                    pos += n_partition_indexes__1 * 4
-                    if pos < end and buf[pos] == 0:
-                        pos += 1
-                        unknown__1 = []
-                    else:
-                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                    obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
-                    obj__1.name = f_name__1
-                    obj__1.partition_indexes = f_partition_indexes__1
-                    obj__1.unknown_tagged_fields = unknown__1
-                    f_topics.append(obj__1)
-            except DecodeError as exc:
-                raise exc.within("topics[%d]" % i)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_require_stable, pos, end)
-    f_require_stable = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_require_stable != 0 and f_require_stable != 1:
-        raise _w.bad_bool('require_stable', pos - 1, f_require_stable)
-    b_require_stable = f_require_stable == 1
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetFetchRequest)
-    obj.group_id = f_group_id
-    obj.topics = f_topics
-    obj.groups = []
-    obj.require_stable = b_require_stable
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchRequest_v7(obj, out):
-    """Append the v7 layout of a OffsetFetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchRequest expected, got None")
-    if obj.groups:
-        raise _w.not_in_version("OffsetFetchRequest.groups", 7, "8-10")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetFetchRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    if n_topics > 0:
-        for item in f_topics:
-            _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(item, out)
-    out += _S_B.pack(obj.require_stable)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
-    else:
-        out.append(0)
-
-
-def _dec_OffsetFetchRequest_v8(buf, cur, end):
-    """Decode OffsetFetchRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_groups = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
-        n_groups -= 1
-    if n_groups < 0 or n_groups > (end - pos) // 3:
-        raise _w.bad_count('groups', pos - 1, n_groups, end, 3, 1)
-    f_groups = []
-    if n_groups:
-        # Each element read inline, as OffsetFetchRequest.OffsetFetchRequestGroup v8 is.
-        try:
-            for i in range(n_groups):
-                if pos < end and buf[pos] < 128:
-                    n_group_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-                    n_group_id__1 -= 1
-                if 0 <= n_group_id__1 <= end - pos:
-                    try:
-                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_id', pos, exc) from None
-                    pos += n_group_id__1
-                else:
-                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_topics__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
-                    n_topics__1 -= 1
-                if n_topics__1 == -1:
-                    f_topics__1 = None
-                elif n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
-                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
-                else:
-                    f_topics__1 = []
-                    if n_topics__1:
-                        # Each element read inline, as OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics v8 is.
-                        try:
-                            for i__1 in range(n_topics__1):
-                                if pos < end and buf[pos] < 128:
-                                    n_name__2 = buf[pos] - 1
-                                    pos += 1
-                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                    pos += 2
-                                else:
-                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
-                                    n_name__2 -= 1
-                                if 0 <= n_name__2 <= end - pos:
-                                    try:
-                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
-                                    except UnicodeDecodeError as exc:
-                                        raise _w.bad_utf8('name', pos, exc) from None
-                                    pos += n_name__2
-                                else:
-                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
-                                if pos < end and buf[pos] < 128:
-                                    n_partition_indexes__2 = buf[pos] - 1
-                                    pos += 1
-                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                    n_partition_indexes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                    pos += 2
-                                else:
-                                    n_partition_indexes__2, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
-                                    n_partition_indexes__2 -= 1
-                                if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
-                                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__2, end, 4, 1)
-                                if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
-                                    f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
-                                else:
-                                    f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
-                                pos += n_partition_indexes__2 * 4
-                                if pos < end and buf[pos] == 0:
-                                    pos += 1
-                                    unknown__2 = []
-                                else:
-                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                                obj__2 = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
-                                obj__2.name = f_name__2
-                                obj__2.topic_id = _w.ZERO_UUID
-                                obj__2.partition_indexes = f_partition_indexes__2
-                                obj__2.unknown_tagged_fields = unknown__2
-                                f_topics__1.append(obj__2)
-                        except DecodeError as exc:
-                            raise exc.within("topics[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
-                obj__1.group_id = f_group_id__1
-                obj__1.member_id = None
-                obj__1.member_epoch = -1
-                obj__1.topics = f_topics__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_groups.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("groups[%d]" % i)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_require_stable, pos, end)
-    f_require_stable = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_require_stable != 0 and f_require_stable != 1:
-        raise _w.bad_bool('require_stable', pos - 1, f_require_stable)
-    b_require_stable = f_require_stable == 1
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetFetchRequest)
-    obj.group_id = ''
-    obj.topics = []
-    obj.groups = f_groups
-    obj.require_stable = b_require_stable
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchRequest_v8(obj, out):
-    """Append the v8 layout of a OffsetFetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchRequest expected, got None")
-    if obj.group_id != '':
-        raise _w.not_in_version("OffsetFetchRequest.group_id", 8, "0-7")
-    if obj.topics:
-        raise _w.not_in_version("OffsetFetchRequest.topics", 8, "0-7")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("OffsetFetchRequest.groups")
-    else:
-        n_groups = len(f_groups)
-    if 0 <= n_groups + 1 < 128:
-        out.append(n_groups + 1)
-    else:
-        _w.put_uvarint(out, n_groups + 1)
-    for item in f_groups:
-        _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(item, out)
-    out += _S_B.pack(obj.require_stable)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
-    else:
-        out.append(0)
-
-
-def _dec_OffsetFetchRequest_v9(buf, cur, end):
-    """Decode OffsetFetchRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_groups = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
-        n_groups -= 1
-    if n_groups < 0 or n_groups > (end - pos) // 8:
-        raise _w.bad_count('groups', pos - 1, n_groups, end, 8, 1)
-    f_groups = []
-    if n_groups:
-        # Each element read inline, as OffsetFetchRequest.OffsetFetchRequestGroup v9 is.
-        try:
-            for i in range(n_groups):
-                if pos < end and buf[pos] < 128:
-                    n_group_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-                    n_group_id__1 -= 1
-                if 0 <= n_group_id__1 <= end - pos:
-                    try:
-                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_id', pos, exc) from None
-                    pos += n_group_id__1
-                else:
-                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_member_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-                    n_member_id__1 -= 1
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                elif n_member_id__1 == -1:
-                    f_member_id__1 = None
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, True)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_member_epoch, pos, end)
-                f_member_epoch__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_topics__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
-                    n_topics__1 -= 1
-                if n_topics__1 == -1:
-                    f_topics__1 = None
-                elif n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
-                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
-                else:
-                    f_topics__1 = []
-                    if n_topics__1:
-                        # Each element read inline, as OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics v9 is.
-                        try:
-                            for i__1 in range(n_topics__1):
-                                if pos < end and buf[pos] < 128:
-                                    n_name__2 = buf[pos] - 1
-                                    pos += 1
-                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                    pos += 2
-                                else:
-                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
-                                    n_name__2 -= 1
-                                if 0 <= n_name__2 <= end - pos:
-                                    try:
-                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
-                                    except UnicodeDecodeError as exc:
-                                        raise _w.bad_utf8('name', pos, exc) from None
-                                    pos += n_name__2
-                                else:
-                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
-                                if pos < end and buf[pos] < 128:
-                                    n_partition_indexes__2 = buf[pos] - 1
-                                    pos += 1
-                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                    n_partition_indexes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                    pos += 2
-                                else:
-                                    n_partition_indexes__2, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
-                                    n_partition_indexes__2 -= 1
-                                if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
-                                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__2, end, 4, 1)
-                                if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
-                                    f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
-                                else:
-                                    f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
-                                pos += n_partition_indexes__2 * 4
-                                if pos < end and buf[pos] == 0:
-                                    pos += 1
-                                    unknown__2 = []
-                                else:
-                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                                obj__2 = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
-                                obj__2.name = f_name__2
-                                obj__2.topic_id = _w.ZERO_UUID
-                                obj__2.partition_indexes = f_partition_indexes__2
-                                obj__2.unknown_tagged_fields = unknown__2
-                                f_topics__1.append(obj__2)
-                        except DecodeError as exc:
-                            raise exc.within("topics[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
-                obj__1.group_id = f_group_id__1
-                obj__1.member_id = f_member_id__1
-                obj__1.member_epoch = f_member_epoch__1
-                obj__1.topics = f_topics__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_groups.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("groups[%d]" % i)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_require_stable, pos, end)
-    f_require_stable = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_require_stable != 0 and f_require_stable != 1:
-        raise _w.bad_bool('require_stable', pos - 1, f_require_stable)
-    b_require_stable = f_require_stable == 1
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetFetchRequest)
-    obj.group_id = ''
-    obj.topics = []
-    obj.groups = f_groups
-    obj.require_stable = b_require_stable
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchRequest_v9(obj, out):
-    """Append the v9 layout of a OffsetFetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchRequest expected, got None")
-    if obj.group_id != '':
-        raise _w.not_in_version("OffsetFetchRequest.group_id", 9, "0-7")
-    if obj.topics:
-        raise _w.not_in_version("OffsetFetchRequest.topics", 9, "0-7")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("OffsetFetchRequest.groups")
-    else:
-        n_groups = len(f_groups)
-    if 0 <= n_groups + 1 < 128:
-        out.append(n_groups + 1)
-    else:
-        _w.put_uvarint(out, n_groups + 1)
-    for item in f_groups:
-        _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(item, out)
-    out += _S_B.pack(obj.require_stable)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
-    else:
-        out.append(0)
-
-
-def _dec_OffsetFetchRequest_v10(buf, cur, end):
-    """Decode OffsetFetchRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_groups = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
-        n_groups -= 1
-    if n_groups < 0 or n_groups > (end - pos) // 8:
-        raise _w.bad_count('groups', pos - 1, n_groups, end, 8, 1)
-    f_groups = []
-    if n_groups:
-        # Each element read inline, as OffsetFetchRequest.OffsetFetchRequestGroup v10 is.
-        try:
-            for i in range(n_groups):
-                if pos < end and buf[pos] < 128:
-                    n_group_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-                    n_group_id__1 -= 1
-                if 0 <= n_group_id__1 <= end - pos:
-                    try:
-                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_id', pos, exc) from None
-                    pos += n_group_id__1
-                else:
-                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_member_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-                    n_member_id__1 -= 1
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                elif n_member_id__1 == -1:
-                    f_member_id__1 = None
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, True)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_member_epoch, pos, end)
-                f_member_epoch__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if pos < end and buf[pos] < 128:
-                    n_topics__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
-                    n_topics__1 -= 1
-                if n_topics__1 == -1:
-                    f_topics__1 = None
-                elif n_topics__1 < 0 or n_topics__1 > (end - pos) // 18:
-                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 18, 1)
-                else:
-                    f_topics__1 = []
-                    if n_topics__1:
-                        # Each element read inline, as OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics v10 is.
-                        try:
-                            for i__1 in range(n_topics__1):
-                                if end - pos < 16:
-                                    raise _w.short_read('topic_id', pos, 16, end)
-                                f_topic_id__2 = _w.uuid_at(buf, pos)
-                                pos += 16
-                                if pos < end and buf[pos] < 128:
-                                    n_partition_indexes__2 = buf[pos] - 1
-                                    pos += 1
-                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                    n_partition_indexes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                    pos += 2
-                                else:
-                                    n_partition_indexes__2, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
-                                    n_partition_indexes__2 -= 1
-                                if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
-                                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__2, end, 4, 1)
-                                if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
-                                    f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
-                                else:
-                                    f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
-                                pos += n_partition_indexes__2 * 4
-                                if pos < end and buf[pos] == 0:
-                                    pos += 1
-                                    unknown__2 = []
-                                else:
-                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                                obj__2 = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
-                                obj__2.name = ''
-                                obj__2.topic_id = f_topic_id__2
-                                obj__2.partition_indexes = f_partition_indexes__2
-                                obj__2.unknown_tagged_fields = unknown__2
-                                f_topics__1.append(obj__2)
-                        except DecodeError as exc:
-                            raise exc.within("topics[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
-                obj__1.group_id = f_group_id__1
-                obj__1.member_id = f_member_id__1
-                obj__1.member_epoch = f_member_epoch__1
-                obj__1.topics = f_topics__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_groups.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("groups[%d]" % i)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_require_stable, pos, end)
-    f_require_stable = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_require_stable != 0 and f_require_stable != 1:
-        raise _w.bad_bool('require_stable', pos - 1, f_require_stable)
-    b_require_stable = f_require_stable == 1
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetFetchRequest)
-    obj.group_id = ''
-    obj.topics = []
-    obj.groups = f_groups
-    obj.require_stable = b_require_stable
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchRequest_v10(obj, out):
-    """Append the v10 layout of a OffsetFetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchRequest expected, got None")
-    if obj.group_id != '':
-        raise _w.not_in_version("OffsetFetchRequest.group_id", 10, "0-7")
-    if obj.topics:
-        raise _w.not_in_version("OffsetFetchRequest.topics", 10, "0-7")
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("OffsetFetchRequest.groups")
-    else:
-        n_groups = len(f_groups)
-    if 0 <= n_groups + 1 < 128:
-        out.append(n_groups + 1)
-    else:
-        _w.put_uvarint(out, n_groups + 1)
-    for item in f_groups:
-        _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(item, out)
-    out += _S_B.pack(obj.require_stable)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
-    """Append the v0 layout of a OffsetFetchRequest.OffsetFetchRequestTopic to ``out``."""
+def _enc_OffsetFetchRequest_OffsetFetchRequestTopic(obj, out, version):
+    """Append in ``version`` a OffsetFetchRequest.OffsetFetchRequestTopic to ``out``."""
+    v5_down = version <= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("OffsetFetchRequest.OffsetFetchRequestTopic expected, got None")
     f_name = obj.name
@@ -1058,7 +590,13 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestTopic.name", n_name)
-    out += _S_h.pack(n_name)
+    if v5_down:
+        out += _S_h.pack(n_name)
+    else:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -1066,46 +604,24 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestTopic.partition_indexes")
     else:
         n_partition_indexes = len(f_partition_indexes)
-    out += _S_i.pack(n_partition_indexes)
+    if v5_down:
+        out += _S_i.pack(n_partition_indexes)
+    else:
+        if 0 <= n_partition_indexes + 1 < 128:
+            out.append(n_partition_indexes + 1)
+        else:
+            _w.put_uvarint(out, n_partition_indexes + 1)
     out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestTopic")
+        else:
+            out.append(0)
 
 
-def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
-    """Append the v6 layout of a OffsetFetchRequest.OffsetFetchRequestTopic to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchRequest.OffsetFetchRequestTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestTopic.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partition_indexes = obj.partition_indexes
-    if f_partition_indexes is None:
-        raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestTopic.partition_indexes")
-    else:
-        n_partition_indexes = len(f_partition_indexes)
-    if 0 <= n_partition_indexes + 1 < 128:
-        out.append(n_partition_indexes + 1)
-    else:
-        _w.put_uvarint(out, n_partition_indexes + 1)
-    out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestTopic")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
-    """Append the v8 layout of a OffsetFetchRequest.OffsetFetchRequestGroup to ``out``."""
+def _enc_OffsetFetchRequest_OffsetFetchRequestGroup(obj, out, version):
+    """Append in ``version`` a OffsetFetchRequest.OffsetFetchRequestGroup to ``out``."""
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("OffsetFetchRequest.OffsetFetchRequestGroup expected, got None")
     f_group_id = obj.group_id
@@ -1122,6 +638,22 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
+    if v9_up:
+        f_member_id = obj.member_id
+        if f_member_id is None:
+            n_member_id = -1
+        else:
+            f_member_id = f_member_id.encode("utf-8")
+            n_member_id = len(f_member_id)
+            if n_member_id > 32767:
+                raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.member_id", n_member_id)
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
+        if n_member_id > 0:
+            out += f_member_id
+        out += _S_i.pack(obj.member_epoch)
     f_topics = obj.topics
     if f_topics is None:
         n_topics = -1
@@ -1133,133 +665,35 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
         _w.put_uvarint(out, n_topics + 1)
     if n_topics > 0:
         for item in f_topics:
-            _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(item, out)
+            _enc_OffsetFetchRequest_OffsetFetchRequestTopics(item, out, version)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup")
     else:
         out.append(0)
 
 
-def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
-    """Append the v9 layout of a OffsetFetchRequest.OffsetFetchRequestGroup to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchRequest.OffsetFetchRequestGroup expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        n_member_id = -1
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    out += _S_i.pack(obj.member_epoch)
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    if n_topics > 0:
-        for item in f_topics:
-            _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
-    """Append the v10 layout of a OffsetFetchRequest.OffsetFetchRequestGroup to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchRequest.OffsetFetchRequestGroup expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        n_member_id = -1
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    out += _S_i.pack(obj.member_epoch)
-    f_topics = obj.topics
-    if f_topics is None:
-        n_topics = -1
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    if n_topics > 0:
-        for item in f_topics:
-            _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v10(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
-    """Append the v8 layout of a OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics to ``out``."""
+def _enc_OffsetFetchRequest_OffsetFetchRequestTopics(obj, out, version):
+    """Append in ``version`` a OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics to ``out``."""
+    v9_down = version <= 9
     if obj is None:
         raise TypeError("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.name")
+    if v9_down:
+        f_name = obj.name
+        if f_name is None:
+            raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.name")
+        else:
+            f_name = f_name.encode("utf-8")
+            n_name = len(f_name)
+            if n_name > 32767:
+                raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.name", n_name)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
+        if n_name > 0:
+            out += f_name
     else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
+        out += obj.topic_id.bytes
     f_partition_indexes = obj.partition_indexes
     if f_partition_indexes is None:
         raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.partition_indexes")
@@ -1276,977 +710,480 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
         out.append(0)
 
 
-def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v10(obj, out):
-    """Append the v10 layout of a OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics expected, got None")
-    out += obj.topic_id.bytes
-    f_partition_indexes = obj.partition_indexes
-    if f_partition_indexes is None:
-        raise _w.not_nullable("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.partition_indexes")
-    else:
-        n_partition_indexes = len(f_partition_indexes)
-    if 0 <= n_partition_indexes + 1 < 128:
-        out.append(n_partition_indexes + 1)
-    else:
-        _w.put_uvarint(out, n_partition_indexes + 1)
-    out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics")
-    else:
-        out.append(0)
-
-
-def _dec_OffsetFetchResponse_v0(buf, cur, end):
-    """Decode OffsetFetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetFetchResponse(buf, cur, end, version):
+    """Decode OffsetFetchResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_1_2_6_7_8_9_10 = version in (0, 1, 2, 6, 7, 8, 9, 10)
+    v0_1_8_9_10 = version in (0, 1, 8, 9, 10)
+    v2_down = version <= 2
+    v2_to_7 = 2 <= version <= 7
+    v4_down = version <= 4
+    v5_down = version <= 5
+    v5_only = version == 5
+    v5_up = version >= 5
+    v6_to_7 = 6 <= version <= 7
+    v6_up = version >= 6
+    v7_down = version <= 7
+    v8_up = version >= 8
+    v9_down = version <= 9
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseTopic v0 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition v0 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_partition_index__metadata, pos, end)
-                            f_partition_index__2, f_committed_offset__2, n_metadata__2 = _S_iqh.unpack_from(buf, pos)
-                            pos += 14
-                            if 0 <= n_metadata__2 <= end - pos:
-                                try:
-                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('metadata', pos, exc) from None
-                                pos += n_metadata__2
-                            elif n_metadata__2 == -1:
-                                f_metadata__2 = None
-                            else:
-                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 2, True)
-                            if end - pos < 2:
-                                raise _w.short_run(_RUN_error_code, pos, end)
-                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+    if v0_1_2_6_7_8_9_10:
+        if end - pos < 4:
+            if v2_down:
+                raise _w.short_run(_RUN_topics, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+    if v2_down:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+    elif v6_up:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+    if v0_1_2_6_7_8_9_10:
+        pos += 4
+    else:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
+        f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    if v5_down:
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            if v7_down:
+                n_topics = buf[pos] - 1
+            else:
+                n_groups = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            if v7_down:
+                n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            else:
+                n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            if v7_down:
+                n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                n_topics -= 1
+            else:
+                n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
+                n_groups -= 1
+    if v6_to_7:
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    if v7_down:
+        f_topics = []
+        if n_topics:
+            # Each element read inline.
+            try:
+                for i in range(n_topics):
+                    if v5_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_name, pos, end)
+                        n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_name__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
                             pos += 2
-                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = -1
-                            obj__2.metadata = f_metadata__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    obj = _new(OffsetFetchResponse)
-    obj.throttle_time_ms = 0
-    obj.topics = f_topics
-    obj.error_code = 0
-    obj.groups = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchResponse_v0(obj, out):
-    """Append the v0 layout of a OffsetFetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse expected, got None")
-    if obj.groups:
-        raise _w.not_in_version("OffsetFetchResponse.groups", 0, "8-10")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetFetchResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(item, out)
-
-
-def _dec_OffsetFetchResponse_v2(buf, cur, end):
-    """Decode OffsetFetchResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseTopic v2 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition v2 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_partition_index__metadata, pos, end)
-                            f_partition_index__2, f_committed_offset__2, n_metadata__2 = _S_iqh.unpack_from(buf, pos)
-                            pos += 14
-                            if 0 <= n_metadata__2 <= end - pos:
-                                try:
-                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('metadata', pos, exc) from None
-                                pos += n_metadata__2
-                            elif n_metadata__2 == -1:
-                                f_metadata__2 = None
-                            else:
-                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 2, True)
-                            if end - pos < 2:
-                                raise _w.short_run(_RUN_error_code, pos, end)
-                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                        else:
+                            n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                            n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        if v5_down:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if v5_down:
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_partitions, pos, end)
+                        n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                    if v4_down:
+                        if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                            raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                    elif v6_up:
+                        if pos < end and buf[pos] < 128:
+                            n_partitions__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
                             pos += 2
-                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = -1
-                            obj__2.metadata = f_metadata__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    obj = _new(OffsetFetchResponse)
-    obj.throttle_time_ms = 0
-    obj.topics = f_topics
-    obj.error_code = f_error_code
-    obj.groups = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchResponse_v2(obj, out):
-    """Append the v2 layout of a OffsetFetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse expected, got None")
-    if obj.groups:
-        raise _w.not_in_version("OffsetFetchResponse.groups", 2, "8-10")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetFetchResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(item, out)
-    out += _S_h.pack(obj.error_code)
-
-
-def _dec_OffsetFetchResponse_v3(buf, cur, end):
-    """Decode OffsetFetchResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
-    f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseTopic v3 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition v3 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_partition_index__metadata, pos, end)
-                            f_partition_index__2, f_committed_offset__2, n_metadata__2 = _S_iqh.unpack_from(buf, pos)
-                            pos += 14
-                            if 0 <= n_metadata__2 <= end - pos:
-                                try:
-                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('metadata', pos, exc) from None
-                                pos += n_metadata__2
-                            elif n_metadata__2 == -1:
-                                f_metadata__2 = None
+                        else:
+                            n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                            n_partitions__1 -= 1
+                    if v5_up:
+                        if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 20:
+                            if v5_down:
+                                raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 20, 4)
                             else:
-                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 2, True)
-                            if end - pos < 2:
-                                raise _w.short_run(_RUN_error_code, pos, end)
-                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
-                            pos += 2
-                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = -1
-                            obj__2.metadata = f_metadata__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    obj = _new(OffsetFetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.error_code = f_error_code
-    obj.groups = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchResponse_v3(obj, out):
-    """Append the v3 layout of a OffsetFetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse expected, got None")
-    if obj.groups:
-        raise _w.not_in_version("OffsetFetchResponse.groups", 3, "8-10")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetFetchResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    for item in f_topics:
-        _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(item, out)
-    out += _S_h.pack(obj.error_code)
-
-
-def _dec_OffsetFetchResponse_v5(buf, cur, end):
-    """Decode OffsetFetchResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
-    f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_topics < 0 or n_topics > (end - pos) // 6:
-        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseTopic v5 is.
-        try:
-            for i in range(n_topics):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partitions, pos, end)
-                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 20:
-                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 20, 4)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition v5 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 18:
-                                raise _w.short_run(_RUN_partition_index__metadata_2, pos, end)
-                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2, n_metadata__2 = _S_iqih.unpack_from(buf, pos)
-                            pos += 18
-                            if 0 <= n_metadata__2 <= end - pos:
-                                try:
-                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('metadata', pos, exc) from None
-                                pos += n_metadata__2
-                            elif n_metadata__2 == -1:
-                                f_metadata__2 = None
-                            else:
-                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 2, True)
-                            if end - pos < 2:
-                                raise _w.short_run(_RUN_error_code, pos, end)
-                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
-                            pos += 2
-                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
-                            obj__2.metadata = f_metadata__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = []
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    obj = _new(OffsetFetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.error_code = f_error_code
-    obj.groups = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchResponse_v5(obj, out):
-    """Append the v5 layout of a OffsetFetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse expected, got None")
-    if obj.groups:
-        raise _w.not_in_version("OffsetFetchResponse.groups", 5, "8-10")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetFetchResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    for item in f_topics:
-        _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(item, out)
-    out += _S_h.pack(obj.error_code)
-
-
-def _dec_OffsetFetchResponse_v6(buf, cur, end):
-    """Decode OffsetFetchResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_topics = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
-        n_topics -= 1
-    if n_topics < 0 or n_topics > (end - pos) // 3:
-        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
-    f_topics = []
-    if n_topics:
-        # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseTopic v6 is.
-        try:
-            for i in range(n_topics):
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partitions__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                    n_partitions__1 -= 1
-                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 20:
-                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 20, 1)
-                f_partitions__1 = []
-                if n_partitions__1:
-                    # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition v6 is.
-                    try:
-                        for i__1 in range(n_partitions__1):
-                            if end - pos < 16:
-                                raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
-                            f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
-                            pos += 16
-                            if pos < end and buf[pos] < 128:
-                                n_metadata__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'metadata')
-                                n_metadata__2 -= 1
-                            if 0 <= n_metadata__2 <= end - pos:
-                                try:
-                                    f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('metadata', pos, exc) from None
-                                pos += n_metadata__2
-                            elif n_metadata__2 == -1:
-                                f_metadata__2 = None
-                            else:
-                                raise _w.bad_sized('metadata', pos, n_metadata__2, end, 1, True)
-                            if end - pos < 2:
-                                raise _w.short_run(_RUN_error_code, pos, end)
-                            f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
-                            pos += 2
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
-                            obj__2.partition_index = f_partition_index__2
-                            obj__2.committed_offset = f_committed_offset__2
-                            obj__2.committed_leader_epoch = f_committed_leader_epoch__2
-                            obj__2.metadata = f_metadata__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partitions__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partitions[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
-                obj__1.name = f_name__1
-                obj__1.partitions = f_partitions__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topics.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetFetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.error_code = f_error_code
-    obj.groups = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchResponse_v6(obj, out):
-    """Append the v6 layout of a OffsetFetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse expected, got None")
-    if obj.groups:
-        raise _w.not_in_version("OffsetFetchResponse.groups", 6, "8-10")
-    out += _S_i.pack(obj.throttle_time_ms)
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetFetchResponse.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(item, out)
-    out += _S_h.pack(obj.error_code)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse")
-    else:
-        out.append(0)
-
-
-def _dec_OffsetFetchResponse_v8(buf, cur, end):
-    """Decode OffsetFetchResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_groups = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
-        n_groups -= 1
-    if n_groups < 0 or n_groups > (end - pos) // 5:
-        raise _w.bad_count('groups', pos - 1, n_groups, end, 5, 1)
-    f_groups = []
-    if n_groups:
-        # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseGroup v8 is.
-        try:
-            for i in range(n_groups):
-                if pos < end and buf[pos] < 128:
-                    n_group_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-                    n_group_id__1 -= 1
-                if 0 <= n_group_id__1 <= end - pos:
-                    try:
-                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_id', pos, exc) from None
-                    pos += n_group_id__1
-                else:
-                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_topics__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
-                    n_topics__1 -= 1
-                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
-                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
-                f_topics__1 = []
-                if n_topics__1:
-                    # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics v8 is.
-                    try:
-                        for i__1 in range(n_topics__1):
-                            if pos < end and buf[pos] < 128:
-                                n_name__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
-                                n_name__2 -= 1
-                            if 0 <= n_name__2 <= end - pos:
-                                try:
-                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('name', pos, exc) from None
-                                pos += n_name__2
-                            else:
-                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
-                            if pos < end and buf[pos] < 128:
-                                n_partitions__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                                n_partitions__2 -= 1
-                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 20:
-                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 20, 1)
-                            f_partitions__2 = []
-                            if n_partitions__2:
-                                # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions v8 is.
-                                try:
-                                    for i__2 in range(n_partitions__2):
-                                        if end - pos < 16:
-                                            raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
-                                        f_partition_index__3, f_committed_offset__3, f_committed_leader_epoch__3 = _S_iqi.unpack_from(buf, pos)
-                                        pos += 16
-                                        if pos < end and buf[pos] < 128:
-                                            n_metadata__3 = buf[pos] - 1
-                                            pos += 1
-                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                            n_metadata__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                            pos += 2
-                                        else:
-                                            n_metadata__3, pos = _w.read_uvarint(buf, pos, end, 'metadata')
-                                            n_metadata__3 -= 1
-                                        if 0 <= n_metadata__3 <= end - pos:
-                                            try:
-                                                f_metadata__3 = buf[pos:pos + n_metadata__3].decode() if n_metadata__3 else ""
-                                            except UnicodeDecodeError as exc:
-                                                raise _w.bad_utf8('metadata', pos, exc) from None
-                                            pos += n_metadata__3
-                                        elif n_metadata__3 == -1:
-                                            f_metadata__3 = None
-                                        else:
-                                            raise _w.bad_sized('metadata', pos, n_metadata__3, end, 1, True)
-                                        if end - pos < 2:
-                                            raise _w.short_run(_RUN_error_code, pos, end)
-                                        f_error_code__3 = _S_h.unpack_from(buf, pos)[0]
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 20, 1)
+                    f_partitions__1 = []
+                    if n_partitions__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_partitions__1):
+                                if v4_down:
+                                    if end - pos < 14:
+                                        raise _w.short_run(_RUN_partition_index__metadata, pos, end)
+                                    f_partition_index__2, f_committed_offset__2, n_metadata__2 = _S_iqh.unpack_from(buf, pos)
+                                    pos += 14
+                                elif v5_only:
+                                    if end - pos < 18:
+                                        raise _w.short_run(_RUN_partition_index__metadata_2, pos, end)
+                                    f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2, n_metadata__2 = _S_iqih.unpack_from(buf, pos)
+                                    pos += 18
+                                else:
+                                    if end - pos < 16:
+                                        raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                                    f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
+                                    pos += 16
+                                    if pos < end and buf[pos] < 128:
+                                        n_metadata__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
                                         pos += 2
-                                        if pos < end and buf[pos] == 0:
-                                            pos += 1
-                                            unknown__3 = []
-                                        else:
-                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
-                                        obj__3 = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
-                                        obj__3.partition_index = f_partition_index__3
-                                        obj__3.committed_offset = f_committed_offset__3
-                                        obj__3.committed_leader_epoch = f_committed_leader_epoch__3
-                                        obj__3.metadata = f_metadata__3
-                                        obj__3.error_code = f_error_code__3
-                                        obj__3.unknown_tagged_fields = unknown__3
-                                        f_partitions__2.append(obj__3)
-                                except DecodeError as exc:
-                                    raise exc.within("partitions[%d]" % i__2)
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
-                            obj__2.name = f_name__2
-                            obj__2.topic_id = _w.ZERO_UUID
-                            obj__2.partitions = f_partitions__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_topics__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("topics[%d]" % i__1)
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_error_code, pos, end)
-                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
-                obj__1.group_id = f_group_id__1
-                obj__1.topics = f_topics__1
-                obj__1.error_code = f_error_code__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_groups.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("groups[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetFetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = []
-    obj.error_code = 0
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetFetchResponse_v8(obj, out):
-    """Append the v8 layout of a OffsetFetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse expected, got None")
-    if obj.topics:
-        raise _w.not_in_version("OffsetFetchResponse.topics", 8, "0-7")
-    out += _S_i.pack(obj.throttle_time_ms)
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("OffsetFetchResponse.groups")
-    else:
-        n_groups = len(f_groups)
-    if 0 <= n_groups + 1 < 128:
-        out.append(n_groups + 1)
-    else:
-        _w.put_uvarint(out, n_groups + 1)
-    for item in f_groups:
-        _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse")
-    else:
-        out.append(0)
-
-
-def _dec_OffsetFetchResponse_v10(buf, cur, end):
-    """Decode OffsetFetchResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_groups = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
-        n_groups -= 1
-    if n_groups < 0 or n_groups > (end - pos) // 5:
-        raise _w.bad_count('groups', pos - 1, n_groups, end, 5, 1)
-    f_groups = []
-    if n_groups:
-        # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseGroup v10 is.
-        try:
-            for i in range(n_groups):
-                if pos < end and buf[pos] < 128:
-                    n_group_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-                    n_group_id__1 -= 1
-                if 0 <= n_group_id__1 <= end - pos:
-                    try:
-                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('group_id', pos, exc) from None
-                    pos += n_group_id__1
-                else:
-                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_topics__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
-                    n_topics__1 -= 1
-                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 18:
-                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 18, 1)
-                f_topics__1 = []
-                if n_topics__1:
-                    # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics v10 is.
-                    try:
-                        for i__1 in range(n_topics__1):
-                            if end - pos < 16:
-                                raise _w.short_read('topic_id', pos, 16, end)
-                            f_topic_id__2 = _w.uuid_at(buf, pos)
-                            pos += 16
-                            if pos < end and buf[pos] < 128:
-                                n_partitions__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    else:
+                                        n_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                                        n_metadata__2 -= 1
+                                if 0 <= n_metadata__2 <= end - pos:
+                                    try:
+                                        f_metadata__2 = buf[pos:pos + n_metadata__2].decode() if n_metadata__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('metadata', pos, exc) from None
+                                    pos += n_metadata__2
+                                elif n_metadata__2 == -1:
+                                    f_metadata__2 = None
+                                else:
+                                    if v5_down:
+                                        raise _w.bad_sized('metadata', pos, n_metadata__2, end, 2, True)
+                                    else:
+                                        raise _w.bad_sized('metadata', pos, n_metadata__2, end, 1, True)
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_error_code, pos, end)
+                                f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
                                 pos += 2
-                            else:
-                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
-                                n_partitions__2 -= 1
-                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 20:
-                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 20, 1)
-                            f_partitions__2 = []
-                            if n_partitions__2:
-                                # Each element read inline, as OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions v10 is.
-                                try:
-                                    for i__2 in range(n_partitions__2):
-                                        if end - pos < 16:
-                                            raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
-                                        f_partition_index__3, f_committed_offset__3, f_committed_leader_epoch__3 = _S_iqi.unpack_from(buf, pos)
-                                        pos += 16
-                                        if pos < end and buf[pos] < 128:
-                                            n_metadata__3 = buf[pos] - 1
-                                            pos += 1
-                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                            n_metadata__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                            pos += 2
-                                        else:
-                                            n_metadata__3, pos = _w.read_uvarint(buf, pos, end, 'metadata')
-                                            n_metadata__3 -= 1
-                                        if 0 <= n_metadata__3 <= end - pos:
-                                            try:
-                                                f_metadata__3 = buf[pos:pos + n_metadata__3].decode() if n_metadata__3 else ""
-                                            except UnicodeDecodeError as exc:
-                                                raise _w.bad_utf8('metadata', pos, exc) from None
-                                            pos += n_metadata__3
-                                        elif n_metadata__3 == -1:
-                                            f_metadata__3 = None
-                                        else:
-                                            raise _w.bad_sized('metadata', pos, n_metadata__3, end, 1, True)
-                                        if end - pos < 2:
-                                            raise _w.short_run(_RUN_error_code, pos, end)
-                                        f_error_code__3 = _S_h.unpack_from(buf, pos)[0]
+                                if v6_up:
+                                    if pos < end and buf[pos] == 0:
+                                        pos += 1
+                                        unknown__2 = []
+                                    else:
+                                        unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+                                obj__2.partition_index = f_partition_index__2
+                                obj__2.committed_offset = f_committed_offset__2
+                                if v4_down:
+                                    obj__2.committed_leader_epoch = -1
+                                else:
+                                    obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                                obj__2.metadata = f_metadata__2
+                                obj__2.error_code = f_error_code__2
+                                if v5_down:
+                                    obj__2.unknown_tagged_fields = []
+                                else:
+                                    obj__2.unknown_tagged_fields = unknown__2
+                                f_partitions__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("partitions[%d]" % i__1)
+                    if v6_up:
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+                    obj__1.name = f_name__1
+                    obj__1.partitions = f_partitions__1
+                    if v5_down:
+                        obj__1.unknown_tagged_fields = []
+                    else:
+                        obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+    if v2_to_7:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    elif v8_up:
+        if n_groups < 0 or n_groups > (end - pos) // 5:
+            raise _w.bad_count('groups', pos - 1, n_groups, end, 5, 1)
+        f_groups = []
+        if n_groups:
+            # Each element read inline.
+            try:
+                for i in range(n_groups):
+                    if pos < end and buf[pos] < 128:
+                        n_group_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                        n_group_id__1 -= 1
+                    if 0 <= n_group_id__1 <= end - pos:
+                        try:
+                            f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('group_id', pos, exc) from None
+                        pos += n_group_id__1
+                    else:
+                        raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                        n_topics__1 -= 1
+                    if v9_down:
+                        if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                            raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                    else:
+                        if n_topics__1 < 0 or n_topics__1 > (end - pos) // 18:
+                            raise _w.bad_count('topics', pos - 1, n_topics__1, end, 18, 1)
+                    f_topics__1 = []
+                    if n_topics__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_topics__1):
+                                if v9_down:
+                                    if pos < end and buf[pos] < 128:
+                                        n_name__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
                                         pos += 2
-                                        if pos < end and buf[pos] == 0:
-                                            pos += 1
-                                            unknown__3 = []
-                                        else:
-                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
-                                        obj__3 = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
-                                        obj__3.partition_index = f_partition_index__3
-                                        obj__3.committed_offset = f_committed_offset__3
-                                        obj__3.committed_leader_epoch = f_committed_leader_epoch__3
-                                        obj__3.metadata = f_metadata__3
-                                        obj__3.error_code = f_error_code__3
-                                        obj__3.unknown_tagged_fields = unknown__3
-                                        f_partitions__2.append(obj__3)
-                                except DecodeError as exc:
-                                    raise exc.within("partitions[%d]" % i__2)
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
-                            obj__2.name = ''
-                            obj__2.topic_id = f_topic_id__2
-                            obj__2.partitions = f_partitions__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_topics__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("topics[%d]" % i__1)
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_error_code, pos, end)
-                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
-                obj__1.group_id = f_group_id__1
-                obj__1.topics = f_topics__1
-                obj__1.error_code = f_error_code__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_groups.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("groups[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+                                    else:
+                                        n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                        n_name__2 -= 1
+                                    if 0 <= n_name__2 <= end - pos:
+                                        try:
+                                            f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                        except UnicodeDecodeError as exc:
+                                            raise _w.bad_utf8('name', pos, exc) from None
+                                        pos += n_name__2
+                                    else:
+                                        raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                else:
+                                    if end - pos < 16:
+                                        raise _w.short_read('topic_id', pos, 16, end)
+                                    f_topic_id__2 = _w.uuid_at(buf, pos)
+                                    pos += 16
+                                if pos < end and buf[pos] < 128:
+                                    n_partitions__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                    n_partitions__2 -= 1
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 20:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 20, 1)
+                                f_partitions__2 = []
+                                if n_partitions__2:
+                                    # Each element read inline.
+                                    try:
+                                        for i__2 in range(n_partitions__2):
+                                            if end - pos < 16:
+                                                raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                                            f_partition_index__3, f_committed_offset__3, f_committed_leader_epoch__3 = _S_iqi.unpack_from(buf, pos)
+                                            pos += 16
+                                            if pos < end and buf[pos] < 128:
+                                                n_metadata__3 = buf[pos] - 1
+                                                pos += 1
+                                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                n_metadata__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                pos += 2
+                                            else:
+                                                n_metadata__3, pos = _w.read_uvarint(buf, pos, end, 'metadata')
+                                                n_metadata__3 -= 1
+                                            if 0 <= n_metadata__3 <= end - pos:
+                                                try:
+                                                    f_metadata__3 = buf[pos:pos + n_metadata__3].decode() if n_metadata__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('metadata', pos, exc) from None
+                                                pos += n_metadata__3
+                                            elif n_metadata__3 == -1:
+                                                f_metadata__3 = None
+                                            else:
+                                                raise _w.bad_sized('metadata', pos, n_metadata__3, end, 1, True)
+                                            if end - pos < 2:
+                                                raise _w.short_run(_RUN_error_code, pos, end)
+                                            f_error_code__3 = _S_h.unpack_from(buf, pos)[0]
+                                            pos += 2
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
+                                            obj__3.partition_index = f_partition_index__3
+                                            obj__3.committed_offset = f_committed_offset__3
+                                            obj__3.committed_leader_epoch = f_committed_leader_epoch__3
+                                            obj__3.metadata = f_metadata__3
+                                            obj__3.error_code = f_error_code__3
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                            f_partitions__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("partitions[%d]" % i__2)
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
+                                if v9_down:
+                                    obj__2.name = f_name__2
+                                    obj__2.topic_id = _w.ZERO_UUID
+                                else:
+                                    obj__2.name = ''
+                                    obj__2.topic_id = f_topic_id__2
+                                obj__2.partitions = f_partitions__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_topics__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("topics[%d]" % i__1)
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
+                    obj__1.group_id = f_group_id__1
+                    obj__1.topics = f_topics__1
+                    obj__1.error_code = f_error_code__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_groups.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("groups[%d]" % i)
+    if v6_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetFetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = []
-    obj.error_code = 0
-    obj.groups = f_groups
-    obj.unknown_tagged_fields = unknown
+    if v2_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
+    if v7_down:
+        obj.topics = f_topics
+    else:
+        obj.topics = []
+    if v0_1_8_9_10:
+        obj.error_code = 0
+    else:
+        obj.error_code = f_error_code
+    if v7_down:
+        obj.groups = []
+    if v5_down:
+        obj.unknown_tagged_fields = []
+    elif v8_up:
+        obj.groups = f_groups
+    if v6_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_OffsetFetchResponse_v10(obj, out):
-    """Append the v10 layout of a OffsetFetchResponse to ``out``."""
+def _enc_OffsetFetchResponse(obj, out, version):
+    """Append in ``version`` a OffsetFetchResponse to ``out``."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_only = version == 2
+    v2_to_7 = 2 <= version <= 7
+    v3_to_4 = 3 <= version <= 4
+    v3_to_5 = 3 <= version <= 5
+    v5_only = version == 5
+    v6_to_7 = 6 <= version <= 7
+    v6_up = version >= 6
+    v7_down = version <= 7
+    v8_up = version >= 8
+    v9_down = version <= 9
     if obj is None:
         raise TypeError("OffsetFetchResponse expected, got None")
-    if obj.topics:
-        raise _w.not_in_version("OffsetFetchResponse.topics", 10, "0-7")
-    out += _S_i.pack(obj.throttle_time_ms)
-    f_groups = obj.groups
-    if f_groups is None:
-        raise _w.not_nullable("OffsetFetchResponse.groups")
+    if v7_down:
+        if obj.groups:
+            if v1_down:
+                raise _w.not_in_version("OffsetFetchResponse.groups", 0, "8-10")
+            elif v2_only:
+                raise _w.not_in_version("OffsetFetchResponse.groups", 2, "8-10")
+            elif v3_to_4:
+                raise _w.not_in_version("OffsetFetchResponse.groups", 3, "8-10")
+            elif v5_only:
+                raise _w.not_in_version("OffsetFetchResponse.groups", 5, "8-10")
+            else:
+                raise _w.not_in_version("OffsetFetchResponse.groups", 6, "8-10")
     else:
-        n_groups = len(f_groups)
-    if 0 <= n_groups + 1 < 128:
-        out.append(n_groups + 1)
-    else:
-        _w.put_uvarint(out, n_groups + 1)
-    for item in f_groups:
-        _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse")
-    else:
-        out.append(0)
+        if obj.topics:
+            if v9_down:
+                raise _w.not_in_version("OffsetFetchResponse.topics", 8, "0-7")
+            else:
+                raise _w.not_in_version("OffsetFetchResponse.topics", 10, "0-7")
+    if v6_up:
+        out += _S_i.pack(obj.throttle_time_ms)
+    if v7_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("OffsetFetchResponse.topics")
+        else:
+            n_topics = len(f_topics)
+    if v2_down:
+        out += _S_i.pack(n_topics)
+    elif v3_to_5:
+        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
+    elif v6_to_7:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    if v7_down:
+        for item in f_topics:
+            _enc_OffsetFetchResponse_OffsetFetchResponseTopic(item, out, version)
+    if v2_to_7:
+        out += _S_h.pack(obj.error_code)
+    elif v8_up:
+        f_groups = obj.groups
+        if f_groups is None:
+            raise _w.not_nullable("OffsetFetchResponse.groups")
+        else:
+            n_groups = len(f_groups)
+        if 0 <= n_groups + 1 < 128:
+            out.append(n_groups + 1)
+        else:
+            _w.put_uvarint(out, n_groups + 1)
+        for item in f_groups:
+            _enc_OffsetFetchResponse_OffsetFetchResponseGroup(item, out, version)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse")
+        else:
+            out.append(0)
 
 
-def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
-    """Append the v0 layout of a OffsetFetchResponse.OffsetFetchResponseTopic to ``out``."""
+def _enc_OffsetFetchResponse_OffsetFetchResponseTopic(obj, out, version):
+    """Append in ``version`` a OffsetFetchResponse.OffsetFetchResponseTopic to ``out``."""
+    v5_down = version <= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("OffsetFetchResponse.OffsetFetchResponseTopic expected, got None")
     f_name = obj.name
@@ -2257,7 +1194,13 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.name", n_name)
-    out += _S_h.pack(n_name)
+    if v5_down:
+        out += _S_h.pack(n_name)
+    else:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partitions = obj.partitions
@@ -2265,75 +1208,31 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.partitions")
     else:
         n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
+    if v5_down:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
-        _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(item, out)
+        _enc_OffsetFetchResponse_OffsetFetchResponsePartition(item, out, version)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseTopic")
+        else:
+            out.append(0)
 
 
-def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(obj, out):
-    """Append the v5 layout of a OffsetFetchResponse.OffsetFetchResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse.OffsetFetchResponseTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v5(item, out)
-
-
-def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
-    """Append the v6 layout of a OffsetFetchResponse.OffsetFetchResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse.OffsetFetchResponseTopic expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseTopic.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseTopic")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
-    """Append the v0 layout of a OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition to ``out``."""
+def _enc_OffsetFetchResponse_OffsetFetchResponsePartition(obj, out, version):
+    """Append in ``version`` a OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition to ``out``."""
+    v4_down = version <= 4
+    v5_only = version == 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition expected, got None")
+    if v6_up:
+        out += _S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch)
     f_metadata = obj.metadata
     if f_metadata is None:
         n_metadata = -1
@@ -2342,58 +1241,27 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
         n_metadata = len(f_metadata)
         if n_metadata > 32767:
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition.metadata", n_metadata)
-    out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_metadata)
+    if v4_down:
+        out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_metadata)
+    elif v5_only:
+        out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_metadata)
+    else:
+        if 0 <= n_metadata + 1 < 128:
+            out.append(n_metadata + 1)
+        else:
+            _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
         out += f_metadata
     out += _S_h.pack(obj.error_code)
+    if v6_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition")
+        else:
+            out.append(0)
 
 
-def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v5(obj, out):
-    """Append the v5 layout of a OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition expected, got None")
-    f_metadata = obj.metadata
-    if f_metadata is None:
-        n_metadata = -1
-    else:
-        f_metadata = f_metadata.encode("utf-8")
-        n_metadata = len(f_metadata)
-        if n_metadata > 32767:
-            raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition.metadata", n_metadata)
-    out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_metadata)
-    if n_metadata > 0:
-        out += f_metadata
-    out += _S_h.pack(obj.error_code)
-
-
-def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
-    """Append the v6 layout of a OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition expected, got None")
-    out += _S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch)
-    f_metadata = obj.metadata
-    if f_metadata is None:
-        n_metadata = -1
-    else:
-        f_metadata = f_metadata.encode("utf-8")
-        n_metadata = len(f_metadata)
-        if n_metadata > 32767:
-            raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition.metadata", n_metadata)
-    if 0 <= n_metadata + 1 < 128:
-        out.append(n_metadata + 1)
-    else:
-        _w.put_uvarint(out, n_metadata + 1)
-    if n_metadata > 0:
-        out += f_metadata
-    out += _S_h.pack(obj.error_code)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
-    """Append the v8 layout of a OffsetFetchResponse.OffsetFetchResponseGroup to ``out``."""
+def _enc_OffsetFetchResponse_OffsetFetchResponseGroup(obj, out, version):
+    """Append in ``version`` a OffsetFetchResponse.OffsetFetchResponseGroup to ``out``."""
     if obj is None:
         raise TypeError("OffsetFetchResponse.OffsetFetchResponseGroup expected, got None")
     f_group_id = obj.group_id
@@ -2420,7 +1288,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
-        _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(item, out)
+        _enc_OffsetFetchResponse_OffsetFetchResponseTopics(item, out, version)
     out += _S_h.pack(obj.error_code)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup")
@@ -2428,60 +1296,28 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
         out.append(0)
 
 
-def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
-    """Append the v10 layout of a OffsetFetchResponse.OffsetFetchResponseGroup to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse.OffsetFetchResponseGroup expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.topics")
-    else:
-        n_topics = len(f_topics)
-    if 0 <= n_topics + 1 < 128:
-        out.append(n_topics + 1)
-    else:
-        _w.put_uvarint(out, n_topics + 1)
-    for item in f_topics:
-        _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v10(item, out)
-    out += _S_h.pack(obj.error_code)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
-    """Append the v8 layout of a OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics to ``out``."""
+def _enc_OffsetFetchResponse_OffsetFetchResponseTopics(obj, out, version):
+    """Append in ``version`` a OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics to ``out``."""
+    v9_down = version <= 9
     if obj is None:
         raise TypeError("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.name")
+    if v9_down:
+        f_name = obj.name
+        if f_name is None:
+            raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.name")
+        else:
+            f_name = f_name.encode("utf-8")
+            n_name = len(f_name)
+            if n_name > 32767:
+                raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.name", n_name)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
+        if n_name > 0:
+            out += f_name
     else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
+        out += obj.topic_id.bytes
     f_partitions = obj.partitions
     if f_partitions is None:
         raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.partitions")
@@ -2492,37 +1328,15 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
-        _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(item, out)
+        _enc_OffsetFetchResponse_OffsetFetchResponsePartitions(item, out, version)
     if obj.unknown_tagged_fields:
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics")
     else:
         out.append(0)
 
 
-def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v10(obj, out):
-    """Append the v10 layout of a OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics expected, got None")
-    out += obj.topic_id.bytes
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.partitions")
-    else:
-        n_partitions = len(f_partitions)
-    if 0 <= n_partitions + 1 < 128:
-        out.append(n_partitions + 1)
-    else:
-        _w.put_uvarint(out, n_partitions + 1)
-    for item in f_partitions:
-        _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics")
-    else:
-        out.append(0)
-
-
-def _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(obj, out):
-    """Append the v8 layout of a OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions to ``out``."""
+def _enc_OffsetFetchResponse_OffsetFetchResponsePartitions(obj, out, version):
+    """Append in ``version`` a OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions to ``out``."""
     if obj is None:
         raise TypeError("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions expected, got None")
     out += _S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch)
@@ -2673,12 +1487,8 @@ class OffsetFetchRequest(Message):
     )
     OffsetFetchRequestTopic = OffsetFetchRequest_OffsetFetchRequestTopic
     OffsetFetchRequestGroup = OffsetFetchRequest_OffsetFetchRequestGroup
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed the response only.
-    # v4 uses the v2 codecs: the bytes are the same; v4 changed the response only.
-    # v5 uses the v2 codecs: the bytes are the same; v5 changed the response only.
-    _DECODERS = {0: _dec_OffsetFetchRequest_v0, 1: _dec_OffsetFetchRequest_v0, 2: _dec_OffsetFetchRequest_v2, 3: _dec_OffsetFetchRequest_v2, 4: _dec_OffsetFetchRequest_v2, 5: _dec_OffsetFetchRequest_v2, 6: _dec_OffsetFetchRequest_v6, 7: _dec_OffsetFetchRequest_v7, 8: _dec_OffsetFetchRequest_v8, 9: _dec_OffsetFetchRequest_v9, 10: _dec_OffsetFetchRequest_v10}
-    _ENCODERS = {0: _enc_OffsetFetchRequest_v0, 1: _enc_OffsetFetchRequest_v0, 2: _enc_OffsetFetchRequest_v2, 3: _enc_OffsetFetchRequest_v2, 4: _enc_OffsetFetchRequest_v2, 5: _enc_OffsetFetchRequest_v2, 6: _enc_OffsetFetchRequest_v6, 7: _enc_OffsetFetchRequest_v7, 8: _enc_OffsetFetchRequest_v8, 9: _enc_OffsetFetchRequest_v9, 10: _enc_OffsetFetchRequest_v10}
+    _DECODERS = _decoders(_dec_OffsetFetchRequest, range(0, 11))
+    _ENCODERS = _encoders(_enc_OffsetFetchRequest, range(0, 11))
     API_KEY = 9
     KIND = 'request'
     VALID_VERSIONS = (0, 10)
@@ -2909,12 +1719,8 @@ class OffsetFetchResponse(Message):
     )
     OffsetFetchResponseTopic = OffsetFetchResponse_OffsetFetchResponseTopic
     OffsetFetchResponseGroup = OffsetFetchResponse_OffsetFetchResponseGroup
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    # v7 uses the v6 codecs: the bytes are the same; v7 changed the request only.
-    # v9 uses the v8 codecs: the bytes are the same; v9 changed the request only.
-    _DECODERS = {0: _dec_OffsetFetchResponse_v0, 1: _dec_OffsetFetchResponse_v0, 2: _dec_OffsetFetchResponse_v2, 3: _dec_OffsetFetchResponse_v3, 4: _dec_OffsetFetchResponse_v3, 5: _dec_OffsetFetchResponse_v5, 6: _dec_OffsetFetchResponse_v6, 7: _dec_OffsetFetchResponse_v6, 8: _dec_OffsetFetchResponse_v8, 9: _dec_OffsetFetchResponse_v8, 10: _dec_OffsetFetchResponse_v10}
-    _ENCODERS = {0: _enc_OffsetFetchResponse_v0, 1: _enc_OffsetFetchResponse_v0, 2: _enc_OffsetFetchResponse_v2, 3: _enc_OffsetFetchResponse_v3, 4: _enc_OffsetFetchResponse_v3, 5: _enc_OffsetFetchResponse_v5, 6: _enc_OffsetFetchResponse_v6, 7: _enc_OffsetFetchResponse_v6, 8: _enc_OffsetFetchResponse_v8, 9: _enc_OffsetFetchResponse_v8, 10: _enc_OffsetFetchResponse_v10}
+    _DECODERS = _decoders(_dec_OffsetFetchResponse, range(0, 11))
+    _ENCODERS = _encoders(_enc_OffsetFetchResponse, range(0, 11))
     API_KEY = 9
     KIND = 'response'
     VALID_VERSIONS = (0, 10)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse']
@@ -37,595 +39,365 @@ _RUN_topics = (('topics', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_OffsetForLeaderEpochRequest_v0(buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetForLeaderEpochRequest(buf, cur, end, version):
+    """Decode OffsetForLeaderEpochRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_1_2_4 = version in (0, 1, 2, 4)
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    obj = _new(OffsetForLeaderEpochRequest)
-    obj.replica_id = -2
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochRequest_v0(obj, out):
-    """Append the v0 layout of a OffsetForLeaderEpochRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetForLeaderEpochRequest.topics")
+    if v0_1_2_4:
+        if end - pos < 4:
+            if v2_down:
+                raise _w.short_run(_RUN_topics, pos, end)
+            else:
+                raise _w.short_run(_RUN_replica_id, pos, end)
+    if v2_down:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+    elif v4_up:
+        f_replica_id = _S_i.unpack_from(buf, pos)[0]
+    if v0_1_2_4:
+        pos += 4
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(item, out)
-
-
-def _dec_OffsetForLeaderEpochRequest_v2(buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    obj = _new(OffsetForLeaderEpochRequest)
-    obj.replica_id = -2
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochRequest_v2(obj, out):
-    """Append the v2 layout of a OffsetForLeaderEpochRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetForLeaderEpochRequest.topics")
+        if end - pos < 8:
+            raise _w.short_run(_RUN_replica_id__topics, pos, end)
+        f_replica_id, n_topics = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    if v3_down:
+        f_topics, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(item, out)
-
-
-def _dec_OffsetForLeaderEpochRequest_v3(buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_replica_id__topics, pos, end)
-    f_replica_id, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_topics, pos = _w.read_structs(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetForLeaderEpochRequest)
-    obj.replica_id = f_replica_id
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochRequest_v3(obj, out):
-    """Append the v3 layout of a OffsetForLeaderEpochRequest to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochRequest expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetForLeaderEpochRequest.topics")
+    if v2_down:
+        obj.replica_id = -2
     else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.replica_id, n_topics)
-    for item in f_topics:
-        _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(item, out)
-
-
-def _dec_OffsetForLeaderEpochRequest_v4(buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_replica_id, pos, end)
-    f_replica_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetForLeaderEpochRequest)
-    obj.replica_id = f_replica_id
+        obj.replica_id = f_replica_id
     obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_OffsetForLeaderEpochRequest_v4(obj, out):
-    """Append the v4 layout of a OffsetForLeaderEpochRequest to ``out``."""
+def _enc_OffsetForLeaderEpochRequest(obj, out, version):
+    """Append in ``version`` a OffsetForLeaderEpochRequest to ``out``."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
     if obj is None:
         raise TypeError("OffsetForLeaderEpochRequest expected, got None")
-    out += _S_i.pack(obj.replica_id)
-    _w.put_structs(out, obj.topics, _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4, "OffsetForLeaderEpochRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest")
+    if v3_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("OffsetForLeaderEpochRequest.topics")
+        else:
+            n_topics = len(f_topics)
+    if v2_down:
+        out += _S_i.pack(n_topics)
+    elif v3_only:
+        out += _S_ii.pack(obj.replica_id, n_topics)
+    if v3_down:
+        for item in f_topics:
+            _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(item, out, version)
+    else:
+        out += _S_i.pack(obj.replica_id)
+        _w.put_structs(out, obj.topics, _partial(_enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic, version=version), "OffsetForLeaderEpochRequest.topics", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest")
 
 
-def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(buf, cur, end, version):
+    """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_to_3 = 2 <= version <= 3
+    v3_down = version <= 3
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic, pos, end)
-    n_topic = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 8, 4, False)
+    if v3_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic, pos, end)
+        n_topic = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v1_down:
+        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 8, 4, False)
+    elif v2_to_3:
+        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 12, 4, False)
+    else:
+        n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
+        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 13, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(obj, out):
-    """Append the v0 layout of a OffsetForLeaderEpochRequest.OffsetForLeaderTopic to ``out``."""
+def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(obj, out, version):
+    """Append in ``version`` a OffsetForLeaderEpochRequest.OffsetForLeaderTopic to ``out``."""
+    v3_down = version <= 3
     if obj is None:
         raise TypeError("OffsetForLeaderEpochRequest.OffsetForLeaderTopic expected, got None")
     f_topic, n_topic = _w.encode_text(obj.topic, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic", False)
-    out += _S_h.pack(n_topic)
+    if v3_down:
+        out += _S_h.pack(n_topic)
+    else:
+        _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
+    if v3_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(item, out, version)
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(item, out)
+        _w.put_structs(out, obj.partitions, _partial(_enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition, version=version), "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic")
 
 
-def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(buf, cur, end, version):
+    """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v3_down = version <= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic, pos, end)
-    n_topic = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2, buf, cur, pos, end, n_partitions, 'partitions', 12, 4, False)
-    obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(obj, out):
-    """Append the v2 layout of a OffsetForLeaderEpochRequest.OffsetForLeaderTopic to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochRequest.OffsetForLeaderTopic expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic", False)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
+    if v1_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
+        f_partition, f_leader_epoch = _S_ii.unpack_from(buf, pos)
+        pos += 8
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(item, out)
-
-
-def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4, buf, cur, pos, end, n_partitions, 'partitions', 13, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(obj, out):
-    """Append the v4 layout of a OffsetForLeaderEpochRequest.OffsetForLeaderTopic to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochRequest.OffsetForLeaderTopic expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic", False)
-    _w.put_uvarint(out, n_topic + 1)
-    if n_topic > 0:
-        out += f_topic
-    _w.put_structs(out, obj.partitions, _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic")
-
-
-def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
-    f_partition, f_leader_epoch = _S_ii.unpack_from(buf, pos)
-    pos += 8
+        if end - pos < 12:
+            raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
+        f_partition, f_current_leader_epoch, f_leader_epoch = _S_iii.unpack_from(buf, pos)
+        pos += 12
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
     obj.partition = f_partition
-    obj.current_leader_epoch = -1
+    if v1_down:
+        obj.current_leader_epoch = -1
+    else:
+        obj.current_leader_epoch = f_current_leader_epoch
     obj.leader_epoch = f_leader_epoch
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(obj, out):
-    """Append the v0 layout of a OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition to ``out``."""
+def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(obj, out, version):
+    """Append in ``version`` a OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition to ``out``."""
+    v1_down = version <= 1
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition expected, got None")
-    out += _S_ii.pack(obj.partition, obj.leader_epoch)
-
-
-def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
-    f_partition, f_current_leader_epoch, f_leader_epoch = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
-    obj.partition = f_partition
-    obj.current_leader_epoch = f_current_leader_epoch
-    obj.leader_epoch = f_leader_epoch
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(obj, out):
-    """Append the v2 layout of a OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition expected, got None")
-    out += _S_iii.pack(obj.partition, obj.current_leader_epoch, obj.leader_epoch)
-
-
-def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
-    f_partition, f_current_leader_epoch, f_leader_epoch = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
-    obj.partition = f_partition
-    obj.current_leader_epoch = f_current_leader_epoch
-    obj.leader_epoch = f_leader_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(obj, out):
-    """Append the v4 layout of a OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition expected, got None")
-    out += _S_iii.pack(obj.partition, obj.current_leader_epoch, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition")
-
-
-def _dec_OffsetForLeaderEpochResponse_v0(buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    obj = _new(OffsetForLeaderEpochResponse)
-    obj.throttle_time_ms = 0
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochResponse_v0(obj, out):
-    """Append the v0 layout of a OffsetForLeaderEpochResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetForLeaderEpochResponse.topics")
+    if v1_down:
+        out += _S_ii.pack(obj.partition, obj.leader_epoch)
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(item, out)
+        out += _S_iii.pack(obj.partition, obj.current_leader_epoch, obj.leader_epoch)
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition")
 
 
-def _dec_OffsetForLeaderEpochResponse_v1(buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetForLeaderEpochResponse(buf, cur, end, version):
+    """Decode OffsetForLeaderEpochResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_1_4 = version in (0, 1, 4)
+    v1_down = version <= 1
+    v3_down = version <= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topics, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_topics, pos = _w.read_structs(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    obj = _new(OffsetForLeaderEpochResponse)
-    obj.throttle_time_ms = 0
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochResponse_v1(obj, out):
-    """Append the v1 layout of a OffsetForLeaderEpochResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetForLeaderEpochResponse.topics")
+    if v0_1_4:
+        if end - pos < 4:
+            if v1_down:
+                raise _w.short_run(_RUN_topics, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+    if v1_down:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
+    elif v4_up:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+    if v0_1_4:
+        pos += 4
     else:
-        n_topics = len(f_topics)
-    out += _S_i.pack(n_topics)
-    for item in f_topics:
-        _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(item, out)
-
-
-def _dec_OffsetForLeaderEpochResponse_v2(buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
-    f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_topics, pos = _w.read_structs(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    obj = _new(OffsetForLeaderEpochResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochResponse_v2(obj, out):
-    """Append the v2 layout of a OffsetForLeaderEpochResponse to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("OffsetForLeaderEpochResponse.topics")
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
+        f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    if v3_down:
+        f_topics, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
     else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    for item in f_topics:
-        _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(item, out)
-
-
-def _dec_OffsetForLeaderEpochResponse_v4(buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetForLeaderEpochResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
+    if v1_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_OffsetForLeaderEpochResponse_v4(obj, out):
-    """Append the v4 layout of a OffsetForLeaderEpochResponse to ``out``."""
+def _enc_OffsetForLeaderEpochResponse(obj, out, version):
+    """Append in ``version`` a OffsetForLeaderEpochResponse to ``out``."""
+    v1_down = version <= 1
+    v2_to_3 = 2 <= version <= 3
+    v3_down = version <= 3
     if obj is None:
         raise TypeError("OffsetForLeaderEpochResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.topics, _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4, "OffsetForLeaderEpochResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse")
+    if v3_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("OffsetForLeaderEpochResponse.topics")
+        else:
+            n_topics = len(f_topics)
+    if v1_down:
+        out += _S_i.pack(n_topics)
+    elif v2_to_3:
+        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
+    if v3_down:
+        for item in f_topics:
+            _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.topics, _partial(_enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, version=version), "OffsetForLeaderEpochResponse.topics", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse")
 
 
-def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(buf, cur, end, version):
+    """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_to_3 = 1 <= version <= 3
+    v3_down = version <= 3
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic, pos, end)
-    n_topic = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0, buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
+    if v3_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic, pos, end)
+        n_topic = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v0_down:
+        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochResponse_EpochEndOffset, version=version), buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
+    elif v1_to_3:
+        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochResponse_EpochEndOffset, version=version), buf, cur, pos, end, n_partitions, 'partitions', 18, 4, False)
+    else:
+        n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
+        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochResponse_EpochEndOffset, version=version), buf, cur, pos, end, n_partitions, 'partitions', 19, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     obj.topic = f_topic
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(obj, out):
-    """Append the v0 layout of a OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic", False)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")
+    if v3_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v0(item, out)
-
-
-def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic, pos, end)
-    n_topic = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1, buf, cur, pos, end, n_partitions, 'partitions', 18, 4, False)
-    obj = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(obj, out):
-    """Append the v1 layout of a OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult to ``out``."""
+def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(obj, out, version):
+    """Append in ``version`` a OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult to ``out``."""
+    v3_down = version <= 3
     if obj is None:
         raise TypeError("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult expected, got None")
     f_topic, n_topic = _w.encode_text(obj.topic, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic", False)
-    out += _S_h.pack(n_topic)
-    if n_topic > 0:
-        out += f_topic
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")
+    if v3_down:
+        out += _S_h.pack(n_topic)
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v1(item, out)
-
-
-def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_OffsetForLeaderEpochResponse_EpochEndOffset_v4, buf, cur, pos, end, n_partitions, 'partitions', 19, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(obj, out):
-    """Append the v4 layout of a OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic", False)
-    _w.put_uvarint(out, n_topic + 1)
+        _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
-    _w.put_structs(out, obj.partitions, _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v4, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult")
+    if v3_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_OffsetForLeaderEpochResponse_EpochEndOffset(item, out, version)
+    else:
+        _w.put_structs(out, obj.partitions, _partial(_enc_OffsetForLeaderEpochResponse_EpochEndOffset, version=version), "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult")
 
 
-def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_OffsetForLeaderEpochResponse_EpochEndOffset(buf, cur, end, version):
+    """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v3_down = version <= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_error_code__end_offset, pos, end)
-    f_error_code, f_partition, f_end_offset = _S_hiq.unpack_from(buf, pos)
-    pos += 14
+    if v0_down:
+        if end - pos < 14:
+            raise _w.short_run(_RUN_error_code__end_offset, pos, end)
+        f_error_code, f_partition, f_end_offset = _S_hiq.unpack_from(buf, pos)
+        pos += 14
+    else:
+        if end - pos < 18:
+            raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
+        f_error_code, f_partition, f_leader_epoch, f_end_offset = _S_hiiq.unpack_from(buf, pos)
+        pos += 18
+    if v4_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
     obj.error_code = f_error_code
     obj.partition = f_partition
-    obj.leader_epoch = -1
+    if v0_down:
+        obj.leader_epoch = -1
+    else:
+        obj.leader_epoch = f_leader_epoch
     obj.end_offset = f_end_offset
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v0(obj, out):
-    """Append the v0 layout of a OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset to ``out``."""
+def _enc_OffsetForLeaderEpochResponse_EpochEndOffset(obj, out, version):
+    """Append in ``version`` a OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset to ``out``."""
+    v0_down = version <= 0
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset expected, got None")
-    out += _S_hiq.pack(obj.error_code, obj.partition, obj.end_offset)
-
-
-def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1(buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 18:
-        raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
-    f_error_code, f_partition, f_leader_epoch, f_end_offset = _S_hiiq.unpack_from(buf, pos)
-    pos += 18
-    obj = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
-    obj.error_code = f_error_code
-    obj.partition = f_partition
-    obj.leader_epoch = f_leader_epoch
-    obj.end_offset = f_end_offset
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v1(obj, out):
-    """Append the v1 layout of a OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset expected, got None")
-    out += _S_hiiq.pack(obj.error_code, obj.partition, obj.leader_epoch, obj.end_offset)
-
-
-def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 18:
-        raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
-    f_error_code, f_partition, f_leader_epoch, f_end_offset = _S_hiiq.unpack_from(buf, pos)
-    pos += 18
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
-    obj.error_code = f_error_code
-    obj.partition = f_partition
-    obj.leader_epoch = f_leader_epoch
-    obj.end_offset = f_end_offset
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v4(obj, out):
-    """Append the v4 layout of a OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset to ``out``."""
-    if obj is None:
-        raise TypeError("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset expected, got None")
-    out += _S_hiiq.pack(obj.error_code, obj.partition, obj.leader_epoch, obj.end_offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset")
+    if v0_down:
+        out += _S_hiq.pack(obj.error_code, obj.partition, obj.end_offset)
+    else:
+        out += _S_hiiq.pack(obj.error_code, obj.partition, obj.leader_epoch, obj.end_offset)
+    if v4_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset")
 
 
 class OffsetForLeaderEpochRequest_OffsetForLeaderPartition(Struct):
@@ -712,9 +484,8 @@ class OffsetForLeaderEpochRequest(Message):
         FieldInfo('topics', (0, 4), None, None, True, OffsetForLeaderEpochRequest_OffsetForLeaderTopic, None, '[]OffsetForLeaderTopic'),
     )
     OffsetForLeaderTopic = OffsetForLeaderEpochRequest_OffsetForLeaderTopic
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    _DECODERS = {0: _dec_OffsetForLeaderEpochRequest_v0, 1: _dec_OffsetForLeaderEpochRequest_v0, 2: _dec_OffsetForLeaderEpochRequest_v2, 3: _dec_OffsetForLeaderEpochRequest_v3, 4: _dec_OffsetForLeaderEpochRequest_v4}
-    _ENCODERS = {0: _enc_OffsetForLeaderEpochRequest_v0, 1: _enc_OffsetForLeaderEpochRequest_v0, 2: _enc_OffsetForLeaderEpochRequest_v2, 3: _enc_OffsetForLeaderEpochRequest_v3, 4: _enc_OffsetForLeaderEpochRequest_v4}
+    _DECODERS = _decoders(_dec_OffsetForLeaderEpochRequest, range(0, 5))
+    _ENCODERS = _encoders(_enc_OffsetForLeaderEpochRequest, range(0, 5))
     API_KEY = 23
     KIND = 'request'
     VALID_VERSIONS = (0, 4)
@@ -823,9 +594,8 @@ class OffsetForLeaderEpochResponse(Message):
         FieldInfo('topics', (0, 4), None, None, True, OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, None, '[]OffsetForLeaderTopicResult'),
     )
     OffsetForLeaderTopicResult = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed the request only.
-    _DECODERS = {0: _dec_OffsetForLeaderEpochResponse_v0, 1: _dec_OffsetForLeaderEpochResponse_v1, 2: _dec_OffsetForLeaderEpochResponse_v2, 3: _dec_OffsetForLeaderEpochResponse_v2, 4: _dec_OffsetForLeaderEpochResponse_v4}
-    _ENCODERS = {0: _enc_OffsetForLeaderEpochResponse_v0, 1: _enc_OffsetForLeaderEpochResponse_v1, 2: _enc_OffsetForLeaderEpochResponse_v2, 3: _enc_OffsetForLeaderEpochResponse_v2, 4: _enc_OffsetForLeaderEpochResponse_v4}
+    _DECODERS = _decoders(_dec_OffsetForLeaderEpochResponse, range(0, 5))
+    _ENCODERS = _encoders(_enc_OffsetForLeaderEpochResponse, range(0, 5))
     API_KEY = 23
     KIND = 'response'
     VALID_VERSIONS = (0, 4)

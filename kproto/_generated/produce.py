@@ -12,6 +12,7 @@ from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import RECORDS, SCALAR, STRUCT, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
@@ -53,2209 +54,943 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 _new = Struct.__new__
 
 
-def _dec_ProduceRequest_v0(buf, cur, end):
-    """Decode ProduceRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ProduceRequest(buf, cur, end, version):
+    """Decode ProduceRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v12_down = version <= 12
+    v13_up = version >= 13
+    v2_down = version <= 2
+    v3_to_8 = 3 <= version <= 8
+    v3_up = version >= 3
+    v8_down = version <= 8
+    v9_to_12 = 9 <= version <= 12
+    v9_up = version >= 9
     pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_acks__topic_data, pos, end)
-    f_acks, f_timeout_ms, n_topic_data = _S_hii.unpack_from(buf, pos)
-    pos += 10
-    if n_topic_data < 0 or n_topic_data > (end - pos) // 6:
-        raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6, 4)
-    f_topic_data = []
-    if n_topic_data:
-        # Each element read inline, as ProduceRequest.TopicProduceData v0 is.
-        try:
-            for i in range(n_topic_data):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partition_data, pos, end)
-                n_partition_data__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partition_data__1 < 0 or n_partition_data__1 > (end - pos) // 8:
-                    raise _w.bad_count('partition_data', pos - 4, n_partition_data__1, end, 8, 4)
-                f_partition_data__1 = []
-                if n_partition_data__1:
-                    # Each element read inline, as ProduceRequest.TopicProduceData.PartitionProduceData v0 is.
-                    try:
-                        for i__1 in range(n_partition_data__1):
-                            if end - pos < 8:
-                                raise _w.short_run(_RUN_index__records, pos, end)
-                            f_index__2, n_records__2 = _S_ii.unpack_from(buf, pos)
-                            pos += 8
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
-                            obj__2 = _new(ProduceRequest_PartitionProduceData)
-                            obj__2.index = f_index__2
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partition_data__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partition_data[%d]" % i__1)
-                obj__1 = _new(ProduceRequest_TopicProduceData)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partition_data = f_partition_data__1
-                obj__1.unknown_tagged_fields = []
-                f_topic_data.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topic_data[%d]" % i)
-    obj = _new(ProduceRequest)
-    obj.transactional_id = None
-    obj.acks = f_acks
-    obj.timeout_ms = f_timeout_ms
-    obj.topic_data = f_topic_data
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ProduceRequest_v0(obj, out):
-    """Append the v0 layout of a ProduceRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceRequest expected, got None")
-    if obj.transactional_id is not None:
-        raise _w.not_in_version("ProduceRequest.transactional_id", 0, "3-13")
-    f_topic_data = obj.topic_data
-    if f_topic_data is None:
-        raise _w.not_nullable("ProduceRequest.topic_data")
-    else:
-        n_topic_data = len(f_topic_data)
-    out += _S_hii.pack(obj.acks, obj.timeout_ms, n_topic_data)
-    for item in f_topic_data:
-        _enc_ProduceRequest_TopicProduceData_v0(item, out)
-
-
-def _dec_ProduceRequest_v3(buf, cur, end):
-    """Decode ProduceRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_transactional_id, pos, end)
-    n_transactional_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_transactional_id <= end - pos:
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
-        pos += n_transactional_id
-    elif n_transactional_id == -1:
-        f_transactional_id = None
-    else:
-        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, True)
-    if end - pos < 10:
-        raise _w.short_run(_RUN_acks__topic_data, pos, end)
-    f_acks, f_timeout_ms, n_topic_data = _S_hii.unpack_from(buf, pos)
-    pos += 10
-    if n_topic_data < 0 or n_topic_data > (end - pos) // 6:
-        raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6, 4)
-    f_topic_data = []
-    if n_topic_data:
-        # Each element read inline, as ProduceRequest.TopicProduceData v3 is.
-        try:
-            for i in range(n_topic_data):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partition_data, pos, end)
-                n_partition_data__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partition_data__1 < 0 or n_partition_data__1 > (end - pos) // 8:
-                    raise _w.bad_count('partition_data', pos - 4, n_partition_data__1, end, 8, 4)
-                f_partition_data__1 = []
-                if n_partition_data__1:
-                    # Each element read inline, as ProduceRequest.TopicProduceData.PartitionProduceData v3 is.
-                    try:
-                        for i__1 in range(n_partition_data__1):
-                            if end - pos < 8:
-                                raise _w.short_run(_RUN_index__records, pos, end)
-                            f_index__2, n_records__2 = _S_ii.unpack_from(buf, pos)
-                            pos += 8
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
-                            obj__2 = _new(ProduceRequest_PartitionProduceData)
-                            obj__2.index = f_index__2
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = []
-                            f_partition_data__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partition_data[%d]" % i__1)
-                obj__1 = _new(ProduceRequest_TopicProduceData)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partition_data = f_partition_data__1
-                obj__1.unknown_tagged_fields = []
-                f_topic_data.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topic_data[%d]" % i)
-    obj = _new(ProduceRequest)
-    obj.transactional_id = f_transactional_id
-    obj.acks = f_acks
-    obj.timeout_ms = f_timeout_ms
-    obj.topic_data = f_topic_data
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ProduceRequest_v3(obj, out):
-    """Append the v3 layout of a ProduceRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceRequest expected, got None")
-    f_transactional_id = obj.transactional_id
-    if f_transactional_id is None:
-        n_transactional_id = -1
-    else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
-        n_transactional_id = len(f_transactional_id)
-        if n_transactional_id > 32767:
-            raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
-    out += _S_h.pack(n_transactional_id)
-    if n_transactional_id > 0:
-        out += f_transactional_id
-    f_topic_data = obj.topic_data
-    if f_topic_data is None:
-        raise _w.not_nullable("ProduceRequest.topic_data")
-    else:
-        n_topic_data = len(f_topic_data)
-    out += _S_hii.pack(obj.acks, obj.timeout_ms, n_topic_data)
-    for item in f_topic_data:
-        _enc_ProduceRequest_TopicProduceData_v0(item, out)
-
-
-def _dec_ProduceRequest_v9(buf, cur, end):
-    """Decode ProduceRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_transactional_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+    if v3_to_8:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_transactional_id, pos, end)
+        n_transactional_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
+    elif v9_up:
+        if pos < end and buf[pos] < 128:
+            n_transactional_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+            n_transactional_id -= 1
+    if v3_up:
+        if 0 <= n_transactional_id <= end - pos:
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
+            pos += n_transactional_id
+        elif n_transactional_id == -1:
+            f_transactional_id = None
+        else:
+            if v8_down:
+                raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, True)
+            else:
+                raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
+    if v8_down:
+        if end - pos < 10:
+            raise _w.short_run(_RUN_acks__topic_data, pos, end)
+        f_acks, f_timeout_ms, n_topic_data = _S_hii.unpack_from(buf, pos)
+        pos += 10
+        if n_topic_data < 0 or n_topic_data > (end - pos) // 6:
+            raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6, 4)
     else:
-        n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
-        n_transactional_id -= 1
-    if 0 <= n_transactional_id <= end - pos:
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
-        pos += n_transactional_id
-    elif n_transactional_id == -1:
-        f_transactional_id = None
-    else:
-        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_acks__timeout_ms, pos, end)
-    f_acks, f_timeout_ms = _S_hi.unpack_from(buf, pos)
-    pos += 6
-    if pos < end and buf[pos] < 128:
-        n_topic_data = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topic_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topic_data, pos = _w.read_uvarint(buf, pos, end, 'topic_data')
-        n_topic_data -= 1
-    if n_topic_data < 0 or n_topic_data > (end - pos) // 3:
-        raise _w.bad_count('topic_data', pos - 1, n_topic_data, end, 3, 1)
+        if end - pos < 6:
+            raise _w.short_run(_RUN_acks__timeout_ms, pos, end)
+        f_acks, f_timeout_ms = _S_hi.unpack_from(buf, pos)
+        pos += 6
+        if pos < end and buf[pos] < 128:
+            n_topic_data = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topic_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topic_data, pos = _w.read_uvarint(buf, pos, end, 'topic_data')
+            n_topic_data -= 1
+    if v9_to_12:
+        if n_topic_data < 0 or n_topic_data > (end - pos) // 3:
+            raise _w.bad_count('topic_data', pos - 1, n_topic_data, end, 3, 1)
+    elif v13_up:
+        if n_topic_data < 0 or n_topic_data > (end - pos) // 18:
+            raise _w.bad_count('topic_data', pos - 1, n_topic_data, end, 18, 1)
     f_topic_data = []
     if n_topic_data:
-        # Each element read inline, as ProduceRequest.TopicProduceData v9 is.
+        # Each element read inline.
         try:
             for i in range(n_topic_data):
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                if v8_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
                     pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partition_data__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partition_data__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partition_data__1, pos = _w.read_uvarint(buf, pos, end, 'partition_data')
-                    n_partition_data__1 -= 1
-                if n_partition_data__1 < 0 or n_partition_data__1 > (end - pos) // 6:
-                    raise _w.bad_count('partition_data', pos - 1, n_partition_data__1, end, 6, 1)
+                elif v9_to_12:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if v12_down:
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        if v8_down:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v8_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partition_data, pos, end)
+                    n_partition_data__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partition_data__1 < 0 or n_partition_data__1 > (end - pos) // 8:
+                        raise _w.bad_count('partition_data', pos - 4, n_partition_data__1, end, 8, 4)
+                elif v13_up:
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                if v9_up:
+                    if pos < end and buf[pos] < 128:
+                        n_partition_data__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_data__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_data__1, pos = _w.read_uvarint(buf, pos, end, 'partition_data')
+                        n_partition_data__1 -= 1
+                    if n_partition_data__1 < 0 or n_partition_data__1 > (end - pos) // 6:
+                        raise _w.bad_count('partition_data', pos - 1, n_partition_data__1, end, 6, 1)
                 f_partition_data__1 = []
                 if n_partition_data__1:
-                    # Each element read inline, as ProduceRequest.TopicProduceData.PartitionProduceData v9 is.
+                    # Each element read inline.
                     try:
                         for i__1 in range(n_partition_data__1):
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_index, pos, end)
-                            f_index__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if pos < end and buf[pos] < 128:
-                                n_records__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
+                            if v8_down:
+                                if end - pos < 8:
+                                    raise _w.short_run(_RUN_index__records, pos, end)
+                                f_index__2, n_records__2 = _S_ii.unpack_from(buf, pos)
+                                pos += 8
                             else:
-                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
-                                n_records__2 -= 1
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_index, pos, end)
+                                f_index__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                                if pos < end and buf[pos] < 128:
+                                    n_records__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
+                                    n_records__2 -= 1
                             if 0 <= n_records__2 <= end - pos:
                                 f_records__2 = RecordSet(buf[pos:pos + n_records__2])
                                 pos += n_records__2
                             elif n_records__2 == -1:
                                 f_records__2 = None
                             else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                if v8_down:
+                                    raise _w.bad_sized('records', pos, n_records__2, end, 4, True)
+                                else:
+                                    raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
+                            if v9_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
                             obj__2 = _new(ProduceRequest_PartitionProduceData)
                             obj__2.index = f_index__2
                             obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = unknown__2
+                            if v8_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
                             f_partition_data__1.append(obj__2)
                     except DecodeError as exc:
                         raise exc.within("partition_data[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                if v9_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(ProduceRequest_TopicProduceData)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
+                if v12_down:
+                    obj__1.name = f_name__1
+                    obj__1.topic_id = _w.ZERO_UUID
+                else:
+                    obj__1.name = ''
+                    obj__1.topic_id = f_topic_id__1
                 obj__1.partition_data = f_partition_data__1
-                obj__1.unknown_tagged_fields = unknown__1
+                if v8_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
                 f_topic_data.append(obj__1)
         except DecodeError as exc:
             raise exc.within("topic_data[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v9_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ProduceRequest)
-    obj.transactional_id = f_transactional_id
+    if v2_down:
+        obj.transactional_id = None
+    else:
+        obj.transactional_id = f_transactional_id
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
     obj.topic_data = f_topic_data
-    obj.unknown_tagged_fields = unknown
+    if v8_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ProduceRequest_v9(obj, out):
-    """Append the v9 layout of a ProduceRequest to ``out``."""
+def _enc_ProduceRequest(obj, out, version):
+    """Append in ``version`` a ProduceRequest to ``out``."""
+    v2_down = version <= 2
+    v3_to_8 = 3 <= version <= 8
+    v3_up = version >= 3
+    v8_down = version <= 8
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("ProduceRequest expected, got None")
-    f_transactional_id = obj.transactional_id
-    if f_transactional_id is None:
-        n_transactional_id = -1
+    if v2_down:
+        if obj.transactional_id is not None:
+            raise _w.not_in_version("ProduceRequest.transactional_id", 0, "3-13")
     else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
-        n_transactional_id = len(f_transactional_id)
-        if n_transactional_id > 32767:
-            raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
-    if 0 <= n_transactional_id + 1 < 128:
-        out.append(n_transactional_id + 1)
-    else:
-        _w.put_uvarint(out, n_transactional_id + 1)
-    if n_transactional_id > 0:
-        out += f_transactional_id
-    out += _S_hi.pack(obj.acks, obj.timeout_ms)
+        f_transactional_id = obj.transactional_id
+        if f_transactional_id is None:
+            n_transactional_id = -1
+        else:
+            f_transactional_id = f_transactional_id.encode("utf-8")
+            n_transactional_id = len(f_transactional_id)
+            if n_transactional_id > 32767:
+                raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
+    if v3_to_8:
+        out += _S_h.pack(n_transactional_id)
+    elif v9_up:
+        if 0 <= n_transactional_id + 1 < 128:
+            out.append(n_transactional_id + 1)
+        else:
+            _w.put_uvarint(out, n_transactional_id + 1)
+    if v3_up:
+        if n_transactional_id > 0:
+            out += f_transactional_id
+    if v9_up:
+        out += _S_hi.pack(obj.acks, obj.timeout_ms)
     f_topic_data = obj.topic_data
     if f_topic_data is None:
         raise _w.not_nullable("ProduceRequest.topic_data")
     else:
         n_topic_data = len(f_topic_data)
-    if 0 <= n_topic_data + 1 < 128:
-        out.append(n_topic_data + 1)
+    if v8_down:
+        out += _S_hii.pack(obj.acks, obj.timeout_ms, n_topic_data)
     else:
-        _w.put_uvarint(out, n_topic_data + 1)
+        if 0 <= n_topic_data + 1 < 128:
+            out.append(n_topic_data + 1)
+        else:
+            _w.put_uvarint(out, n_topic_data + 1)
     for item in f_topic_data:
-        _enc_ProduceRequest_TopicProduceData_v9(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest")
-    else:
-        out.append(0)
+        _enc_ProduceRequest_TopicProduceData(item, out, version)
+    if v9_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest")
+        else:
+            out.append(0)
 
 
-def _dec_ProduceRequest_v13(buf, cur, end):
-    """Decode ProduceRequest (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_transactional_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
-        n_transactional_id -= 1
-    if 0 <= n_transactional_id <= end - pos:
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
-        pos += n_transactional_id
-    elif n_transactional_id == -1:
-        f_transactional_id = None
-    else:
-        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_acks__timeout_ms, pos, end)
-    f_acks, f_timeout_ms = _S_hi.unpack_from(buf, pos)
-    pos += 6
-    if pos < end and buf[pos] < 128:
-        n_topic_data = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_topic_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_topic_data, pos = _w.read_uvarint(buf, pos, end, 'topic_data')
-        n_topic_data -= 1
-    if n_topic_data < 0 or n_topic_data > (end - pos) // 18:
-        raise _w.bad_count('topic_data', pos - 1, n_topic_data, end, 18, 1)
-    f_topic_data = []
-    if n_topic_data:
-        # Each element read inline, as ProduceRequest.TopicProduceData v13 is.
-        try:
-            for i in range(n_topic_data):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partition_data__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partition_data__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partition_data__1, pos = _w.read_uvarint(buf, pos, end, 'partition_data')
-                    n_partition_data__1 -= 1
-                if n_partition_data__1 < 0 or n_partition_data__1 > (end - pos) // 6:
-                    raise _w.bad_count('partition_data', pos - 1, n_partition_data__1, end, 6, 1)
-                f_partition_data__1 = []
-                if n_partition_data__1:
-                    # Each element read inline, as ProduceRequest.TopicProduceData.PartitionProduceData v13 is.
-                    try:
-                        for i__1 in range(n_partition_data__1):
-                            if end - pos < 4:
-                                raise _w.short_run(_RUN_index, pos, end)
-                            f_index__2 = _S_i.unpack_from(buf, pos)[0]
-                            pos += 4
-                            if pos < end and buf[pos] < 128:
-                                n_records__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
-                                n_records__2 -= 1
-                            if 0 <= n_records__2 <= end - pos:
-                                f_records__2 = RecordSet(buf[pos:pos + n_records__2])
-                                pos += n_records__2
-                            elif n_records__2 == -1:
-                                f_records__2 = None
-                            else:
-                                raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
-                            obj__2 = _new(ProduceRequest_PartitionProduceData)
-                            obj__2.index = f_index__2
-                            obj__2.records = f_records__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partition_data__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partition_data[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(ProduceRequest_TopicProduceData)
-                obj__1.name = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partition_data = f_partition_data__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_topic_data.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("topic_data[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ProduceRequest)
-    obj.transactional_id = f_transactional_id
-    obj.acks = f_acks
-    obj.timeout_ms = f_timeout_ms
-    obj.topic_data = f_topic_data
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ProduceRequest_v13(obj, out):
-    """Append the v13 layout of a ProduceRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceRequest expected, got None")
-    f_transactional_id = obj.transactional_id
-    if f_transactional_id is None:
-        n_transactional_id = -1
-    else:
-        f_transactional_id = f_transactional_id.encode("utf-8")
-        n_transactional_id = len(f_transactional_id)
-        if n_transactional_id > 32767:
-            raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
-    if 0 <= n_transactional_id + 1 < 128:
-        out.append(n_transactional_id + 1)
-    else:
-        _w.put_uvarint(out, n_transactional_id + 1)
-    if n_transactional_id > 0:
-        out += f_transactional_id
-    out += _S_hi.pack(obj.acks, obj.timeout_ms)
-    f_topic_data = obj.topic_data
-    if f_topic_data is None:
-        raise _w.not_nullable("ProduceRequest.topic_data")
-    else:
-        n_topic_data = len(f_topic_data)
-    if 0 <= n_topic_data + 1 < 128:
-        out.append(n_topic_data + 1)
-    else:
-        _w.put_uvarint(out, n_topic_data + 1)
-    for item in f_topic_data:
-        _enc_ProduceRequest_TopicProduceData_v13(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest")
-    else:
-        out.append(0)
-
-
-def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
-    """Append the v0 layout of a ProduceRequest.TopicProduceData to ``out``."""
+def _enc_ProduceRequest_TopicProduceData(obj, out, version):
+    """Append in ``version`` a ProduceRequest.TopicProduceData to ``out``."""
+    v12_down = version <= 12
+    v8_down = version <= 8
+    v9_to_12 = 9 <= version <= 12
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("ProduceRequest.TopicProduceData expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ProduceRequest.TopicProduceData.name")
+    if v12_down:
+        f_name = obj.name
+        if f_name is None:
+            raise _w.not_nullable("ProduceRequest.TopicProduceData.name")
+        else:
+            f_name = f_name.encode("utf-8")
+            n_name = len(f_name)
+            if n_name > 32767:
+                raise _w.string_too_long("ProduceRequest.TopicProduceData.name", n_name)
+    if v8_down:
+        out += _S_h.pack(n_name)
+    elif v9_to_12:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
+    if v12_down:
+        if n_name > 0:
+            out += f_name
     else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ProduceRequest.TopicProduceData.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
+        out += obj.topic_id.bytes
     f_partition_data = obj.partition_data
     if f_partition_data is None:
         raise _w.not_nullable("ProduceRequest.TopicProduceData.partition_data")
     else:
         n_partition_data = len(f_partition_data)
-    out += _S_i.pack(n_partition_data)
+    if v8_down:
+        out += _S_i.pack(n_partition_data)
+    else:
+        if 0 <= n_partition_data + 1 < 128:
+            out.append(n_partition_data + 1)
+        else:
+            _w.put_uvarint(out, n_partition_data + 1)
     for item in f_partition_data:
-        _enc_ProduceRequest_PartitionProduceData_v0(item, out)
+        _enc_ProduceRequest_PartitionProduceData(item, out, version)
+    if v9_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData")
+        else:
+            out.append(0)
 
 
-def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
-    """Append the v9 layout of a ProduceRequest.TopicProduceData to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceRequest.TopicProduceData expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ProduceRequest.TopicProduceData.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ProduceRequest.TopicProduceData.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partition_data = obj.partition_data
-    if f_partition_data is None:
-        raise _w.not_nullable("ProduceRequest.TopicProduceData.partition_data")
-    else:
-        n_partition_data = len(f_partition_data)
-    if 0 <= n_partition_data + 1 < 128:
-        out.append(n_partition_data + 1)
-    else:
-        _w.put_uvarint(out, n_partition_data + 1)
-    for item in f_partition_data:
-        _enc_ProduceRequest_PartitionProduceData_v9(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData")
-    else:
-        out.append(0)
-
-
-def _enc_ProduceRequest_TopicProduceData_v13(obj, out):
-    """Append the v13 layout of a ProduceRequest.TopicProduceData to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceRequest.TopicProduceData expected, got None")
-    out += obj.topic_id.bytes
-    f_partition_data = obj.partition_data
-    if f_partition_data is None:
-        raise _w.not_nullable("ProduceRequest.TopicProduceData.partition_data")
-    else:
-        n_partition_data = len(f_partition_data)
-    if 0 <= n_partition_data + 1 < 128:
-        out.append(n_partition_data + 1)
-    else:
-        _w.put_uvarint(out, n_partition_data + 1)
-    for item in f_partition_data:
-        _enc_ProduceRequest_PartitionProduceData_v9(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData")
-    else:
-        out.append(0)
-
-
-def _enc_ProduceRequest_PartitionProduceData_v0(obj, out):
-    """Append the v0 layout of a ProduceRequest.TopicProduceData.PartitionProduceData to ``out``."""
+def _enc_ProduceRequest_PartitionProduceData(obj, out, version):
+    """Append in ``version`` a ProduceRequest.TopicProduceData.PartitionProduceData to ``out``."""
+    v8_down = version <= 8
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("ProduceRequest.TopicProduceData.PartitionProduceData expected, got None")
+    if v9_up:
+        out += _S_i.pack(obj.index)
     f_records = obj.records
     if f_records is None:
         n_records = -1
     else:
         f_records = as_record_set(f_records).raw
         n_records = len(f_records)
-    out += _S_ii.pack(obj.index, n_records)
+    if v8_down:
+        out += _S_ii.pack(obj.index, n_records)
+    else:
+        if 0 <= n_records + 1 < 128:
+            out.append(n_records + 1)
+        else:
+            _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
         out += f_records
+    if v9_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData.PartitionProduceData")
+        else:
+            out.append(0)
 
 
-def _enc_ProduceRequest_PartitionProduceData_v9(obj, out):
-    """Append the v9 layout of a ProduceRequest.TopicProduceData.PartitionProduceData to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceRequest.TopicProduceData.PartitionProduceData expected, got None")
-    out += _S_i.pack(obj.index)
-    f_records = obj.records
-    if f_records is None:
-        n_records = -1
-    else:
-        f_records = as_record_set(f_records).raw
-        n_records = len(f_records)
-    if 0 <= n_records + 1 < 128:
-        out.append(n_records + 1)
-    else:
-        _w.put_uvarint(out, n_records + 1)
-    if n_records > 0:
-        out += f_records
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest.TopicProduceData.PartitionProduceData")
-    else:
-        out.append(0)
-
-
-def _dec_ProduceResponse_v0(buf, cur, end):
-    """Decode ProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ProduceResponse(buf, cur, end, version):
+    """Decode ProduceResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v10_up = version >= 10
+    v12_down = version <= 12
+    v13_up = version >= 13
+    v1_down = version <= 1
+    v1_up = version >= 1
+    v2_to_4 = 2 <= version <= 4
+    v4_down = version <= 4
+    v5_6_7_9_10_11_12_13 = version in (5, 6, 7, 9, 10, 11, 12, 13)
+    v5_to_7 = 5 <= version <= 7
+    v7_down = version <= 7
+    v8_down = version <= 8
+    v8_only = version == 8
+    v8_up = version >= 8
+    v9_down = version <= 9
+    v9_to_12 = 9 <= version <= 12
+    v9_up = version >= 9
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_responses, pos, end)
-    n_responses = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_responses < 0 or n_responses > (end - pos) // 6:
-        raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
+    if v8_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_responses, pos, end)
+        n_responses = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if n_responses < 0 or n_responses > (end - pos) // 6:
+            raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_responses = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
+            n_responses -= 1
+    if v9_to_12:
+        if n_responses < 0 or n_responses > (end - pos) // 3:
+            raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
+    elif v13_up:
+        if n_responses < 0 or n_responses > (end - pos) // 18:
+            raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
     if n_responses:
-        # Each element read inline, as ProduceResponse.TopicProduceResponse v0 is.
+        # Each element read inline.
         try:
             for i in range(n_responses):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partition_responses, pos, end)
-                n_partition_responses__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 14:
-                    raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 14, 4)
+                if v8_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                elif v9_to_12:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if v12_down:
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        if v8_down:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v8_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partition_responses, pos, end)
+                    n_partition_responses__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v1_down:
+                    if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 14:
+                        raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 14, 4)
+                elif v2_to_4:
+                    if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 22:
+                        raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 22, 4)
+                elif v5_to_7:
+                    if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 30:
+                        raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 30, 4)
+                elif v8_only:
+                    if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 36:
+                        raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 36, 4)
+                elif v13_up:
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                if v9_up:
+                    if pos < end and buf[pos] < 128:
+                        n_partition_responses__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_responses__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_responses__1, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
+                        n_partition_responses__1 -= 1
+                    if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 33:
+                        raise _w.bad_count('partition_responses', pos - 1, n_partition_responses__1, end, 33, 1)
                 f_partition_responses__1 = []
                 if n_partition_responses__1:
-                    # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse v0 is.
+                    # Each element read inline.
                     try:
                         for i__1 in range(n_partition_responses__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_index__base_offset, pos, end)
-                            f_index__2, f_error_code__2, f_base_offset__2 = _S_ihq.unpack_from(buf, pos)
-                            pos += 14
+                            if v1_down:
+                                if end - pos < 14:
+                                    raise _w.short_run(_RUN_index__base_offset, pos, end)
+                                f_index__2, f_error_code__2, f_base_offset__2 = _S_ihq.unpack_from(buf, pos)
+                                pos += 14
+                            elif v2_to_4:
+                                if end - pos < 22:
+                                    raise _w.short_run(_RUN_index__log_append_time_ms, pos, end)
+                                f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2 = _S_ihqq.unpack_from(buf, pos)
+                                pos += 22
+                            elif v5_6_7_9_10_11_12_13:
+                                if end - pos < 30:
+                                    raise _w.short_run(_RUN_index__log_start_offset, pos, end)
+                                f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
+                                pos += 30
+                            else:
+                                if end - pos < 34:
+                                    raise _w.short_run(_RUN_index__record_errors, pos, end)
+                                f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2, n_record_errors__2 = _S_ihqqqi.unpack_from(buf, pos)
+                                pos += 34
+                            if v9_up:
+                                if pos < end and buf[pos] < 128:
+                                    n_record_errors__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_record_errors__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_record_errors__2, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
+                                    n_record_errors__2 -= 1
+                            if v8_up:
+                                if n_record_errors__2 < 0 or n_record_errors__2 > (end - pos) // 6:
+                                    if v8_down:
+                                        raise _w.bad_count('record_errors', pos - 4, n_record_errors__2, end, 6, 4)
+                                    else:
+                                        raise _w.bad_count('record_errors', pos - 1, n_record_errors__2, end, 6, 1)
+                                f_record_errors__2 = []
+                                if n_record_errors__2:
+                                    # Each element read inline.
+                                    try:
+                                        for i__2 in range(n_record_errors__2):
+                                            if v8_down:
+                                                if end - pos < 6:
+                                                    raise _w.short_run(_RUN_batch_index__batch_index_error_message, pos, end)
+                                                f_batch_index__3, n_batch_index_error_message__3 = _S_ih.unpack_from(buf, pos)
+                                                pos += 6
+                                            else:
+                                                if end - pos < 4:
+                                                    raise _w.short_run(_RUN_batch_index, pos, end)
+                                                f_batch_index__3 = _S_i.unpack_from(buf, pos)[0]
+                                                pos += 4
+                                                if pos < end and buf[pos] < 128:
+                                                    n_batch_index_error_message__3 = buf[pos] - 1
+                                                    pos += 1
+                                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                    n_batch_index_error_message__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                    pos += 2
+                                                else:
+                                                    n_batch_index_error_message__3, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
+                                                    n_batch_index_error_message__3 -= 1
+                                            if 0 <= n_batch_index_error_message__3 <= end - pos:
+                                                try:
+                                                    f_batch_index_error_message__3 = buf[pos:pos + n_batch_index_error_message__3].decode() if n_batch_index_error_message__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+                                                pos += n_batch_index_error_message__3
+                                            elif n_batch_index_error_message__3 == -1:
+                                                f_batch_index_error_message__3 = None
+                                            else:
+                                                if v8_down:
+                                                    raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__3, end, 2, True)
+                                                else:
+                                                    raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__3, end, 1, True)
+                                            if v9_up:
+                                                if pos < end and buf[pos] == 0:
+                                                    pos += 1
+                                                    unknown__3 = []
+                                                else:
+                                                    unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(ProduceResponse_BatchIndexAndErrorMessage)
+                                            obj__3.batch_index = f_batch_index__3
+                                            obj__3.batch_index_error_message = f_batch_index_error_message__3
+                                            if v8_down:
+                                                obj__3.unknown_tagged_fields = []
+                                            else:
+                                                obj__3.unknown_tagged_fields = unknown__3
+                                            f_record_errors__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("record_errors[%d]" % i__2)
+                            if v8_only:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_error_message, pos, end)
+                                n_error_message__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            elif v9_up:
+                                if pos < end and buf[pos] < 128:
+                                    n_error_message__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                    n_error_message__2 -= 1
+                            if v8_up:
+                                if 0 <= n_error_message__2 <= end - pos:
+                                    try:
+                                        f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('error_message', pos, exc) from None
+                                    pos += n_error_message__2
+                                elif n_error_message__2 == -1:
+                                    f_error_message__2 = None
+                                else:
+                                    if v8_down:
+                                        raise _w.bad_sized('error_message', pos, n_error_message__2, end, 2, True)
+                                    else:
+                                        raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if v10_up:
+                                d = _new(ProduceResponse_LeaderIdAndEpoch)
+                                d.leader_id = -1
+                                d.leader_epoch = -1
+                                d.unknown_tagged_fields = []
+                                f_current_leader__2 = d
+                            if v9_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    if v9_down:
+                                        unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+                                    else:
+                                        unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
+                                        for tag__2, pos, t_end__2 in spans__2:
+                                            if tag__2 == 0:
+                                                cur.pos = pos
+                                                try:
+                                                    f_current_leader__2 = _dec_ProduceResponse_LeaderIdAndEpoch(buf, cur, t_end__2, version)
+                                                except DecodeError as exc:
+                                                    raise exc.within('current_leader')
+                                                pos = cur.pos
+                                                if pos != t_end__2:
+                                                    raise _w.tag_size_mismatch('current_leader', 0, pos, t_end__2)
+                                        pos = after__2
                             obj__2 = _new(ProduceResponse_PartitionProduceResponse)
                             obj__2.index = f_index__2
                             obj__2.error_code = f_error_code__2
                             obj__2.base_offset = f_base_offset__2
-                            obj__2.log_append_time_ms = -1
-                            obj__2.log_start_offset = -1
-                            obj__2.record_errors = []
-                            obj__2.error_message = None
-                            d = _new(ProduceResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            obj__2.unknown_tagged_fields = []
+                            if v1_down:
+                                obj__2.log_append_time_ms = -1
+                            else:
+                                obj__2.log_append_time_ms = f_log_append_time_ms__2
+                            if v4_down:
+                                obj__2.log_start_offset = -1
+                            else:
+                                obj__2.log_start_offset = f_log_start_offset__2
+                            if v7_down:
+                                obj__2.record_errors = []
+                                obj__2.error_message = None
+                            else:
+                                obj__2.record_errors = f_record_errors__2
+                                obj__2.error_message = f_error_message__2
+                            if v9_down:
+                                d = _new(ProduceResponse_LeaderIdAndEpoch)
+                                d.leader_id = -1
+                                d.leader_epoch = -1
+                                d.unknown_tagged_fields = []
+                                obj__2.current_leader = d
+                            if v8_down:
+                                obj__2.unknown_tagged_fields = []
+                            elif v10_up:
+                                obj__2.current_leader = f_current_leader__2
+                            if v9_up:
+                                obj__2.unknown_tagged_fields = unknown__2
                             f_partition_responses__1.append(obj__2)
                     except DecodeError as exc:
                         raise exc.within("partition_responses[%d]" % i__1)
+                if v9_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(ProduceResponse_TopicProduceResponse)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
+                if v12_down:
+                    obj__1.name = f_name__1
+                    obj__1.topic_id = _w.ZERO_UUID
+                else:
+                    obj__1.name = ''
+                    obj__1.topic_id = f_topic_id__1
                 obj__1.partition_responses = f_partition_responses__1
-                obj__1.unknown_tagged_fields = []
+                if v8_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
                 f_responses.append(obj__1)
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
-    obj = _new(ProduceResponse)
-    obj.responses = f_responses
-    obj.throttle_time_ms = 0
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ProduceResponse_v0(obj, out):
-    """Append the v0 layout of a ProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("ProduceResponse.node_endpoints", 0, "10-13")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("ProduceResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    out += _S_i.pack(n_responses)
-    for item in f_responses:
-        _enc_ProduceResponse_TopicProduceResponse_v0(item, out)
-
-
-def _dec_ProduceResponse_v1(buf, cur, end):
-    """Decode ProduceResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_responses, pos, end)
-    n_responses = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_responses < 0 or n_responses > (end - pos) // 6:
-        raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as ProduceResponse.TopicProduceResponse v1 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partition_responses, pos, end)
-                n_partition_responses__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 14:
-                    raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 14, 4)
-                f_partition_responses__1 = []
-                if n_partition_responses__1:
-                    # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse v1 is.
-                    try:
-                        for i__1 in range(n_partition_responses__1):
-                            if end - pos < 14:
-                                raise _w.short_run(_RUN_index__base_offset, pos, end)
-                            f_index__2, f_error_code__2, f_base_offset__2 = _S_ihq.unpack_from(buf, pos)
-                            pos += 14
-                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
-                            obj__2.index = f_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.base_offset = f_base_offset__2
-                            obj__2.log_append_time_ms = -1
-                            obj__2.log_start_offset = -1
-                            obj__2.record_errors = []
-                            obj__2.error_message = None
-                            d = _new(ProduceResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            obj__2.unknown_tagged_fields = []
-                            f_partition_responses__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partition_responses[%d]" % i__1)
-                obj__1 = _new(ProduceResponse_TopicProduceResponse)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partition_responses = f_partition_responses__1
-                obj__1.unknown_tagged_fields = []
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(ProduceResponse)
-    obj.responses = f_responses
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ProduceResponse_v1(obj, out):
-    """Append the v1 layout of a ProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("ProduceResponse.node_endpoints", 1, "10-13")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("ProduceResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    out += _S_i.pack(n_responses)
-    for item in f_responses:
-        _enc_ProduceResponse_TopicProduceResponse_v0(item, out)
-    out += _S_i.pack(obj.throttle_time_ms)
-
-
-def _dec_ProduceResponse_v2(buf, cur, end):
-    """Decode ProduceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_responses, pos, end)
-    n_responses = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_responses < 0 or n_responses > (end - pos) // 6:
-        raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as ProduceResponse.TopicProduceResponse v2 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partition_responses, pos, end)
-                n_partition_responses__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 22:
-                    raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 22, 4)
-                f_partition_responses__1 = []
-                if n_partition_responses__1:
-                    # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse v2 is.
-                    try:
-                        for i__1 in range(n_partition_responses__1):
-                            if end - pos < 22:
-                                raise _w.short_run(_RUN_index__log_append_time_ms, pos, end)
-                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2 = _S_ihqq.unpack_from(buf, pos)
-                            pos += 22
-                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
-                            obj__2.index = f_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.base_offset = f_base_offset__2
-                            obj__2.log_append_time_ms = f_log_append_time_ms__2
-                            obj__2.log_start_offset = -1
-                            obj__2.record_errors = []
-                            obj__2.error_message = None
-                            d = _new(ProduceResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            obj__2.unknown_tagged_fields = []
-                            f_partition_responses__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partition_responses[%d]" % i__1)
-                obj__1 = _new(ProduceResponse_TopicProduceResponse)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partition_responses = f_partition_responses__1
-                obj__1.unknown_tagged_fields = []
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(ProduceResponse)
-    obj.responses = f_responses
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ProduceResponse_v2(obj, out):
-    """Append the v2 layout of a ProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("ProduceResponse.node_endpoints", 2, "10-13")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("ProduceResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    out += _S_i.pack(n_responses)
-    for item in f_responses:
-        _enc_ProduceResponse_TopicProduceResponse_v2(item, out)
-    out += _S_i.pack(obj.throttle_time_ms)
-
-
-def _dec_ProduceResponse_v5(buf, cur, end):
-    """Decode ProduceResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_responses, pos, end)
-    n_responses = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_responses < 0 or n_responses > (end - pos) // 6:
-        raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as ProduceResponse.TopicProduceResponse v5 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partition_responses, pos, end)
-                n_partition_responses__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 30:
-                    raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 30, 4)
-                f_partition_responses__1 = []
-                if n_partition_responses__1:
-                    # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse v5 is.
-                    try:
-                        for i__1 in range(n_partition_responses__1):
-                            if end - pos < 30:
-                                raise _w.short_run(_RUN_index__log_start_offset, pos, end)
-                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
-                            pos += 30
-                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
-                            obj__2.index = f_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.base_offset = f_base_offset__2
-                            obj__2.log_append_time_ms = f_log_append_time_ms__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.record_errors = []
-                            obj__2.error_message = None
-                            d = _new(ProduceResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            obj__2.unknown_tagged_fields = []
-                            f_partition_responses__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partition_responses[%d]" % i__1)
-                obj__1 = _new(ProduceResponse_TopicProduceResponse)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partition_responses = f_partition_responses__1
-                obj__1.unknown_tagged_fields = []
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(ProduceResponse)
-    obj.responses = f_responses
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_ProduceResponse_v5(obj, out):
-    """Append the v5 layout of a ProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("ProduceResponse.node_endpoints", 5, "10-13")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("ProduceResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    out += _S_i.pack(n_responses)
-    for item in f_responses:
-        _enc_ProduceResponse_TopicProduceResponse_v5(item, out)
-    out += _S_i.pack(obj.throttle_time_ms)
-
-
-def _dec_ProduceResponse_v8(buf, cur, end):
-    """Decode ProduceResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_responses, pos, end)
-    n_responses = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_responses < 0 or n_responses > (end - pos) // 6:
-        raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as ProduceResponse.TopicProduceResponse v8 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_name, pos, end)
-                n_name__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_partition_responses, pos, end)
-                n_partition_responses__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 36:
-                    raise _w.bad_count('partition_responses', pos - 4, n_partition_responses__1, end, 36, 4)
-                f_partition_responses__1 = []
-                if n_partition_responses__1:
-                    # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse v8 is.
-                    try:
-                        for i__1 in range(n_partition_responses__1):
-                            if end - pos < 34:
-                                raise _w.short_run(_RUN_index__record_errors, pos, end)
-                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2, n_record_errors__2 = _S_ihqqqi.unpack_from(buf, pos)
-                            pos += 34
-                            if n_record_errors__2 < 0 or n_record_errors__2 > (end - pos) // 6:
-                                raise _w.bad_count('record_errors', pos - 4, n_record_errors__2, end, 6, 4)
-                            f_record_errors__2 = []
-                            if n_record_errors__2:
-                                # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage v8 is.
-                                try:
-                                    for i__2 in range(n_record_errors__2):
-                                        if end - pos < 6:
-                                            raise _w.short_run(_RUN_batch_index__batch_index_error_message, pos, end)
-                                        f_batch_index__3, n_batch_index_error_message__3 = _S_ih.unpack_from(buf, pos)
-                                        pos += 6
-                                        if 0 <= n_batch_index_error_message__3 <= end - pos:
-                                            try:
-                                                f_batch_index_error_message__3 = buf[pos:pos + n_batch_index_error_message__3].decode() if n_batch_index_error_message__3 else ""
-                                            except UnicodeDecodeError as exc:
-                                                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
-                                            pos += n_batch_index_error_message__3
-                                        elif n_batch_index_error_message__3 == -1:
-                                            f_batch_index_error_message__3 = None
-                                        else:
-                                            raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__3, end, 2, True)
-                                        obj__3 = _new(ProduceResponse_BatchIndexAndErrorMessage)
-                                        obj__3.batch_index = f_batch_index__3
-                                        obj__3.batch_index_error_message = f_batch_index_error_message__3
-                                        obj__3.unknown_tagged_fields = []
-                                        f_record_errors__2.append(obj__3)
-                                except DecodeError as exc:
-                                    raise exc.within("record_errors[%d]" % i__2)
-                            if end - pos < 2:
-                                raise _w.short_run(_RUN_error_message, pos, end)
-                            n_error_message__2 = _S_h.unpack_from(buf, pos)[0]
+    if v1_up:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v10_up:
+        f_node_endpoints = []
+    if v9_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            if v9_down:
+                unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+            else:
+                unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+                for tag, pos, t_end in spans:
+                    if tag == 0:
+                        if pos < t_end and buf[pos] < 128:
+                            n_node_endpoints = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                            n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
                             pos += 2
-                            if 0 <= n_error_message__2 <= end - pos:
-                                try:
-                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('error_message', pos, exc) from None
-                                pos += n_error_message__2
-                            elif n_error_message__2 == -1:
-                                f_error_message__2 = None
-                            else:
-                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 2, True)
-                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
-                            obj__2.index = f_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.base_offset = f_base_offset__2
-                            obj__2.log_append_time_ms = f_log_append_time_ms__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.record_errors = f_record_errors__2
-                            obj__2.error_message = f_error_message__2
-                            d = _new(ProduceResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            obj__2.unknown_tagged_fields = []
-                            f_partition_responses__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partition_responses[%d]" % i__1)
-                obj__1 = _new(ProduceResponse_TopicProduceResponse)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partition_responses = f_partition_responses__1
-                obj__1.unknown_tagged_fields = []
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+                        else:
+                            n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
+                            n_node_endpoints -= 1
+                        if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 11:
+                            raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 11, 1)
+                        f_node_endpoints = []
+                        if n_node_endpoints:
+                            i = 0
+                            cur.pos = pos
+                            try:
+                                for i in range(n_node_endpoints):
+                                    f_node_endpoints.append(_dec_ProduceResponse_NodeEndpoint(buf, cur, t_end, version))
+                            except DecodeError as exc:
+                                raise exc.within("node_endpoints[%d]" % i)
+                            pos = cur.pos
+                        if pos != t_end:
+                            raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
+                pos = after
     obj = _new(ProduceResponse)
     obj.responses = f_responses
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
+    if v9_down:
+        obj.node_endpoints = []
+    if v8_down:
+        obj.unknown_tagged_fields = []
+    elif v10_up:
+        obj.node_endpoints = f_node_endpoints
+    if v9_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ProduceResponse_v8(obj, out):
-    """Append the v8 layout of a ProduceResponse to ``out``."""
+def _enc_ProduceResponse(obj, out, version):
+    """Append in ``version`` a ProduceResponse to ``out``."""
+    v0_down = version <= 0
+    v10_up = version >= 10
+    v1_only = version == 1
+    v1_up = version >= 1
+    v2_to_4 = 2 <= version <= 4
+    v5_to_7 = 5 <= version <= 7
+    v8_down = version <= 8
+    v8_only = version == 8
+    v9_down = version <= 9
+    v9_only = version == 9
     if obj is None:
         raise TypeError("ProduceResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("ProduceResponse.node_endpoints", 8, "10-13")
+    if v9_down:
+        if obj.node_endpoints:
+            if v0_down:
+                raise _w.not_in_version("ProduceResponse.node_endpoints", 0, "10-13")
+            elif v1_only:
+                raise _w.not_in_version("ProduceResponse.node_endpoints", 1, "10-13")
+            elif v2_to_4:
+                raise _w.not_in_version("ProduceResponse.node_endpoints", 2, "10-13")
+            elif v5_to_7:
+                raise _w.not_in_version("ProduceResponse.node_endpoints", 5, "10-13")
+            elif v8_only:
+                raise _w.not_in_version("ProduceResponse.node_endpoints", 8, "10-13")
+            else:
+                raise _w.not_in_version("ProduceResponse.node_endpoints", 9, "10-13")
     f_responses = obj.responses
     if f_responses is None:
         raise _w.not_nullable("ProduceResponse.responses")
     else:
         n_responses = len(f_responses)
-    out += _S_i.pack(n_responses)
-    for item in f_responses:
-        _enc_ProduceResponse_TopicProduceResponse_v8(item, out)
-    out += _S_i.pack(obj.throttle_time_ms)
-
-
-def _dec_ProduceResponse_v9(buf, cur, end):
-    """Decode ProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_responses = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
+    if v8_down:
+        out += _S_i.pack(n_responses)
     else:
-        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
-        n_responses -= 1
-    if n_responses < 0 or n_responses > (end - pos) // 3:
-        raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as ProduceResponse.TopicProduceResponse v9 is.
-        try:
-            for i in range(n_responses):
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partition_responses__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partition_responses__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partition_responses__1, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
-                    n_partition_responses__1 -= 1
-                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 33:
-                    raise _w.bad_count('partition_responses', pos - 1, n_partition_responses__1, end, 33, 1)
-                f_partition_responses__1 = []
-                if n_partition_responses__1:
-                    # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse v9 is.
-                    try:
-                        for i__1 in range(n_partition_responses__1):
-                            if end - pos < 30:
-                                raise _w.short_run(_RUN_index__log_start_offset, pos, end)
-                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
-                            pos += 30
-                            if pos < end and buf[pos] < 128:
-                                n_record_errors__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_record_errors__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_record_errors__2, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
-                                n_record_errors__2 -= 1
-                            if n_record_errors__2 < 0 or n_record_errors__2 > (end - pos) // 6:
-                                raise _w.bad_count('record_errors', pos - 1, n_record_errors__2, end, 6, 1)
-                            f_record_errors__2 = []
-                            if n_record_errors__2:
-                                # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage v9 is.
-                                try:
-                                    for i__2 in range(n_record_errors__2):
-                                        if end - pos < 4:
-                                            raise _w.short_run(_RUN_batch_index, pos, end)
-                                        f_batch_index__3 = _S_i.unpack_from(buf, pos)[0]
-                                        pos += 4
-                                        if pos < end and buf[pos] < 128:
-                                            n_batch_index_error_message__3 = buf[pos] - 1
-                                            pos += 1
-                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                            n_batch_index_error_message__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                            pos += 2
-                                        else:
-                                            n_batch_index_error_message__3, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
-                                            n_batch_index_error_message__3 -= 1
-                                        if 0 <= n_batch_index_error_message__3 <= end - pos:
-                                            try:
-                                                f_batch_index_error_message__3 = buf[pos:pos + n_batch_index_error_message__3].decode() if n_batch_index_error_message__3 else ""
-                                            except UnicodeDecodeError as exc:
-                                                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
-                                            pos += n_batch_index_error_message__3
-                                        elif n_batch_index_error_message__3 == -1:
-                                            f_batch_index_error_message__3 = None
-                                        else:
-                                            raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__3, end, 1, True)
-                                        if pos < end and buf[pos] == 0:
-                                            pos += 1
-                                            unknown__3 = []
-                                        else:
-                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
-                                        obj__3 = _new(ProduceResponse_BatchIndexAndErrorMessage)
-                                        obj__3.batch_index = f_batch_index__3
-                                        obj__3.batch_index_error_message = f_batch_index_error_message__3
-                                        obj__3.unknown_tagged_fields = unknown__3
-                                        f_record_errors__2.append(obj__3)
-                                except DecodeError as exc:
-                                    raise exc.within("record_errors[%d]" % i__2)
-                            if pos < end and buf[pos] < 128:
-                                n_error_message__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
-                                n_error_message__2 -= 1
-                            if 0 <= n_error_message__2 <= end - pos:
-                                try:
-                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('error_message', pos, exc) from None
-                                pos += n_error_message__2
-                            elif n_error_message__2 == -1:
-                                f_error_message__2 = None
-                            else:
-                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0,))
-                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
-                            obj__2.index = f_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.base_offset = f_base_offset__2
-                            obj__2.log_append_time_ms = f_log_append_time_ms__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.record_errors = f_record_errors__2
-                            obj__2.error_message = f_error_message__2
-                            d = _new(ProduceResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            obj__2.current_leader = d
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partition_responses__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partition_responses[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(ProduceResponse_TopicProduceResponse)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partition_responses = f_partition_responses__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
-    obj = _new(ProduceResponse)
-    obj.responses = f_responses
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.node_endpoints = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ProduceResponse_v9(obj, out):
-    """Append the v9 layout of a ProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("ProduceResponse.node_endpoints", 9, "10-13")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("ProduceResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    if 0 <= n_responses + 1 < 128:
-        out.append(n_responses + 1)
-    else:
-        _w.put_uvarint(out, n_responses + 1)
-    for item in f_responses:
-        _enc_ProduceResponse_TopicProduceResponse_v9(item, out)
-    out += _S_i.pack(obj.throttle_time_ms)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse")
-    else:
-        out.append(0)
-
-
-def _dec_ProduceResponse_v10(buf, cur, end):
-    """Decode ProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_responses = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
-        n_responses -= 1
-    if n_responses < 0 or n_responses > (end - pos) // 3:
-        raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as ProduceResponse.TopicProduceResponse v10 is.
-        try:
-            for i in range(n_responses):
-                if pos < end and buf[pos] < 128:
-                    n_name__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
-                    n_name__1 -= 1
-                if 0 <= n_name__1 <= end - pos:
-                    try:
-                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('name', pos, exc) from None
-                    pos += n_name__1
-                else:
-                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_partition_responses__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partition_responses__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partition_responses__1, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
-                    n_partition_responses__1 -= 1
-                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 33:
-                    raise _w.bad_count('partition_responses', pos - 1, n_partition_responses__1, end, 33, 1)
-                f_partition_responses__1 = []
-                if n_partition_responses__1:
-                    # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse v10 is.
-                    try:
-                        for i__1 in range(n_partition_responses__1):
-                            if end - pos < 30:
-                                raise _w.short_run(_RUN_index__log_start_offset, pos, end)
-                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
-                            pos += 30
-                            if pos < end and buf[pos] < 128:
-                                n_record_errors__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_record_errors__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_record_errors__2, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
-                                n_record_errors__2 -= 1
-                            if n_record_errors__2 < 0 or n_record_errors__2 > (end - pos) // 6:
-                                raise _w.bad_count('record_errors', pos - 1, n_record_errors__2, end, 6, 1)
-                            f_record_errors__2 = []
-                            if n_record_errors__2:
-                                # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage v10 is.
-                                try:
-                                    for i__2 in range(n_record_errors__2):
-                                        if end - pos < 4:
-                                            raise _w.short_run(_RUN_batch_index, pos, end)
-                                        f_batch_index__3 = _S_i.unpack_from(buf, pos)[0]
-                                        pos += 4
-                                        if pos < end and buf[pos] < 128:
-                                            n_batch_index_error_message__3 = buf[pos] - 1
-                                            pos += 1
-                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                            n_batch_index_error_message__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                            pos += 2
-                                        else:
-                                            n_batch_index_error_message__3, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
-                                            n_batch_index_error_message__3 -= 1
-                                        if 0 <= n_batch_index_error_message__3 <= end - pos:
-                                            try:
-                                                f_batch_index_error_message__3 = buf[pos:pos + n_batch_index_error_message__3].decode() if n_batch_index_error_message__3 else ""
-                                            except UnicodeDecodeError as exc:
-                                                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
-                                            pos += n_batch_index_error_message__3
-                                        elif n_batch_index_error_message__3 == -1:
-                                            f_batch_index_error_message__3 = None
-                                        else:
-                                            raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__3, end, 1, True)
-                                        if pos < end and buf[pos] == 0:
-                                            pos += 1
-                                            unknown__3 = []
-                                        else:
-                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
-                                        obj__3 = _new(ProduceResponse_BatchIndexAndErrorMessage)
-                                        obj__3.batch_index = f_batch_index__3
-                                        obj__3.batch_index_error_message = f_batch_index_error_message__3
-                                        obj__3.unknown_tagged_fields = unknown__3
-                                        f_record_errors__2.append(obj__3)
-                                except DecodeError as exc:
-                                    raise exc.within("record_errors[%d]" % i__2)
-                            if pos < end and buf[pos] < 128:
-                                n_error_message__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
-                                n_error_message__2 -= 1
-                            if 0 <= n_error_message__2 <= end - pos:
-                                try:
-                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('error_message', pos, exc) from None
-                                pos += n_error_message__2
-                            elif n_error_message__2 == -1:
-                                f_error_message__2 = None
-                            else:
-                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
-                            d = _new(ProduceResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            f_current_leader__2 = d
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
-                                for tag__2, pos, t_end__2 in spans__2:
-                                    if tag__2 == 0:
-                                        cur.pos = pos
-                                        try:
-                                            f_current_leader__2 = _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, t_end__2)
-                                        except DecodeError as exc:
-                                            raise exc.within('current_leader')
-                                        pos = cur.pos
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('current_leader', 0, pos, t_end__2)
-                                pos = after__2
-                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
-                            obj__2.index = f_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.base_offset = f_base_offset__2
-                            obj__2.log_append_time_ms = f_log_append_time_ms__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.record_errors = f_record_errors__2
-                            obj__2.error_message = f_error_message__2
-                            obj__2.current_leader = f_current_leader__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partition_responses__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partition_responses[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(ProduceResponse_TopicProduceResponse)
-                obj__1.name = f_name__1
-                obj__1.topic_id = _w.ZERO_UUID
-                obj__1.partition_responses = f_partition_responses__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_node_endpoints = []
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if pos < t_end and buf[pos] < 128:
-                    n_node_endpoints = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
-                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
-                    n_node_endpoints -= 1
-                if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 11:
-                    raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 11, 1)
-                f_node_endpoints = []
-                if n_node_endpoints:
-                    i = 0
-                    cur.pos = pos
-                    try:
-                        for i in range(n_node_endpoints):
-                            f_node_endpoints.append(_dec_ProduceResponse_NodeEndpoint_v10(buf, cur, t_end))
-                    except DecodeError as exc:
-                        raise exc.within("node_endpoints[%d]" % i)
-                    pos = cur.pos
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
-        pos = after
-    obj = _new(ProduceResponse)
-    obj.responses = f_responses
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.node_endpoints = f_node_endpoints
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ProduceResponse_v10(obj, out):
-    """Append the v10 layout of a ProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse expected, got None")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("ProduceResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    if 0 <= n_responses + 1 < 128:
-        out.append(n_responses + 1)
-    else:
-        _w.put_uvarint(out, n_responses + 1)
-    for item in f_responses:
-        _enc_ProduceResponse_TopicProduceResponse_v10(item, out)
-    out += _S_i.pack(obj.throttle_time_ms)
-    known = []
-    if obj.node_endpoints != []:
-        t = bytearray()
-        f_node_endpoints = obj.node_endpoints
-        if f_node_endpoints is None:
-            raise _w.not_nullable("ProduceResponse.node_endpoints")
+        if 0 <= n_responses + 1 < 128:
+            out.append(n_responses + 1)
         else:
-            n_node_endpoints = len(f_node_endpoints)
-        if 0 <= n_node_endpoints + 1 < 128:
-            t.append(n_node_endpoints + 1)
-        else:
-            _w.put_uvarint(t, n_node_endpoints + 1)
-        for item in f_node_endpoints:
-            _enc_ProduceResponse_NodeEndpoint_v10(item, t)
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ProduceResponse")
-    else:
-        out.append(0)
-
-
-def _dec_ProduceResponse_v13(buf, cur, end):
-    """Decode ProduceResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_responses = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
-        n_responses -= 1
-    if n_responses < 0 or n_responses > (end - pos) // 18:
-        raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
-    f_responses = []
-    if n_responses:
-        # Each element read inline, as ProduceResponse.TopicProduceResponse v13 is.
-        try:
-            for i in range(n_responses):
-                if end - pos < 16:
-                    raise _w.short_read('topic_id', pos, 16, end)
-                f_topic_id__1 = _w.uuid_at(buf, pos)
-                pos += 16
-                if pos < end and buf[pos] < 128:
-                    n_partition_responses__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_partition_responses__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_partition_responses__1, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
-                    n_partition_responses__1 -= 1
-                if n_partition_responses__1 < 0 or n_partition_responses__1 > (end - pos) // 33:
-                    raise _w.bad_count('partition_responses', pos - 1, n_partition_responses__1, end, 33, 1)
-                f_partition_responses__1 = []
-                if n_partition_responses__1:
-                    # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse v13 is.
-                    try:
-                        for i__1 in range(n_partition_responses__1):
-                            if end - pos < 30:
-                                raise _w.short_run(_RUN_index__log_start_offset, pos, end)
-                            f_index__2, f_error_code__2, f_base_offset__2, f_log_append_time_ms__2, f_log_start_offset__2 = _S_ihqqq.unpack_from(buf, pos)
-                            pos += 30
-                            if pos < end and buf[pos] < 128:
-                                n_record_errors__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_record_errors__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_record_errors__2, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
-                                n_record_errors__2 -= 1
-                            if n_record_errors__2 < 0 or n_record_errors__2 > (end - pos) // 6:
-                                raise _w.bad_count('record_errors', pos - 1, n_record_errors__2, end, 6, 1)
-                            f_record_errors__2 = []
-                            if n_record_errors__2:
-                                # Each element read inline, as ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage v13 is.
-                                try:
-                                    for i__2 in range(n_record_errors__2):
-                                        if end - pos < 4:
-                                            raise _w.short_run(_RUN_batch_index, pos, end)
-                                        f_batch_index__3 = _S_i.unpack_from(buf, pos)[0]
-                                        pos += 4
-                                        if pos < end and buf[pos] < 128:
-                                            n_batch_index_error_message__3 = buf[pos] - 1
-                                            pos += 1
-                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                            n_batch_index_error_message__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                            pos += 2
-                                        else:
-                                            n_batch_index_error_message__3, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
-                                            n_batch_index_error_message__3 -= 1
-                                        if 0 <= n_batch_index_error_message__3 <= end - pos:
-                                            try:
-                                                f_batch_index_error_message__3 = buf[pos:pos + n_batch_index_error_message__3].decode() if n_batch_index_error_message__3 else ""
-                                            except UnicodeDecodeError as exc:
-                                                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
-                                            pos += n_batch_index_error_message__3
-                                        elif n_batch_index_error_message__3 == -1:
-                                            f_batch_index_error_message__3 = None
-                                        else:
-                                            raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message__3, end, 1, True)
-                                        if pos < end and buf[pos] == 0:
-                                            pos += 1
-                                            unknown__3 = []
-                                        else:
-                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
-                                        obj__3 = _new(ProduceResponse_BatchIndexAndErrorMessage)
-                                        obj__3.batch_index = f_batch_index__3
-                                        obj__3.batch_index_error_message = f_batch_index_error_message__3
-                                        obj__3.unknown_tagged_fields = unknown__3
-                                        f_record_errors__2.append(obj__3)
-                                except DecodeError as exc:
-                                    raise exc.within("record_errors[%d]" % i__2)
-                            if pos < end and buf[pos] < 128:
-                                n_error_message__2 = buf[pos] - 1
-                                pos += 1
-                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                                pos += 2
-                            else:
-                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
-                                n_error_message__2 -= 1
-                            if 0 <= n_error_message__2 <= end - pos:
-                                try:
-                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
-                                except UnicodeDecodeError as exc:
-                                    raise _w.bad_utf8('error_message', pos, exc) from None
-                                pos += n_error_message__2
-                            elif n_error_message__2 == -1:
-                                f_error_message__2 = None
-                            else:
-                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
-                            d = _new(ProduceResponse_LeaderIdAndEpoch)
-                            d.leader_id = -1
-                            d.leader_epoch = -1
-                            d.unknown_tagged_fields = []
-                            f_current_leader__2 = d
-                            if pos < end and buf[pos] == 0:
-                                pos += 1
-                                unknown__2 = []
-                            else:
-                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
-                                for tag__2, pos, t_end__2 in spans__2:
-                                    if tag__2 == 0:
-                                        cur.pos = pos
-                                        try:
-                                            f_current_leader__2 = _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, t_end__2)
-                                        except DecodeError as exc:
-                                            raise exc.within('current_leader')
-                                        pos = cur.pos
-                                        if pos != t_end__2:
-                                            raise _w.tag_size_mismatch('current_leader', 0, pos, t_end__2)
-                                pos = after__2
-                            obj__2 = _new(ProduceResponse_PartitionProduceResponse)
-                            obj__2.index = f_index__2
-                            obj__2.error_code = f_error_code__2
-                            obj__2.base_offset = f_base_offset__2
-                            obj__2.log_append_time_ms = f_log_append_time_ms__2
-                            obj__2.log_start_offset = f_log_start_offset__2
-                            obj__2.record_errors = f_record_errors__2
-                            obj__2.error_message = f_error_message__2
-                            obj__2.current_leader = f_current_leader__2
-                            obj__2.unknown_tagged_fields = unknown__2
-                            f_partition_responses__1.append(obj__2)
-                    except DecodeError as exc:
-                        raise exc.within("partition_responses[%d]" % i__1)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(ProduceResponse_TopicProduceResponse)
-                obj__1.name = ''
-                obj__1.topic_id = f_topic_id__1
-                obj__1.partition_responses = f_partition_responses__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_responses.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_node_endpoints = []
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if pos < t_end and buf[pos] < 128:
-                    n_node_endpoints = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
-                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
-                    n_node_endpoints -= 1
-                if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 11:
-                    raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 11, 1)
-                f_node_endpoints = []
-                if n_node_endpoints:
-                    i = 0
-                    cur.pos = pos
-                    try:
-                        for i in range(n_node_endpoints):
-                            f_node_endpoints.append(_dec_ProduceResponse_NodeEndpoint_v10(buf, cur, t_end))
-                    except DecodeError as exc:
-                        raise exc.within("node_endpoints[%d]" % i)
-                    pos = cur.pos
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
-        pos = after
-    obj = _new(ProduceResponse)
-    obj.responses = f_responses
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.node_endpoints = f_node_endpoints
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ProduceResponse_v13(obj, out):
-    """Append the v13 layout of a ProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse expected, got None")
-    f_responses = obj.responses
-    if f_responses is None:
-        raise _w.not_nullable("ProduceResponse.responses")
-    else:
-        n_responses = len(f_responses)
-    if 0 <= n_responses + 1 < 128:
-        out.append(n_responses + 1)
-    else:
-        _w.put_uvarint(out, n_responses + 1)
+            _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
-        _enc_ProduceResponse_TopicProduceResponse_v13(item, out)
-    out += _S_i.pack(obj.throttle_time_ms)
-    known = []
-    if obj.node_endpoints != []:
-        t = bytearray()
-        f_node_endpoints = obj.node_endpoints
-        if f_node_endpoints is None:
-            raise _w.not_nullable("ProduceResponse.node_endpoints")
+        _enc_ProduceResponse_TopicProduceResponse(item, out, version)
+    if v1_up:
+        out += _S_i.pack(obj.throttle_time_ms)
+    if v9_only:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse")
         else:
-            n_node_endpoints = len(f_node_endpoints)
-        if 0 <= n_node_endpoints + 1 < 128:
-            t.append(n_node_endpoints + 1)
+            out.append(0)
+    elif v10_up:
+        known = []
+        if obj.node_endpoints != []:
+            t = bytearray()
+            f_node_endpoints = obj.node_endpoints
+            if f_node_endpoints is None:
+                raise _w.not_nullable("ProduceResponse.node_endpoints")
+            else:
+                n_node_endpoints = len(f_node_endpoints)
+            if 0 <= n_node_endpoints + 1 < 128:
+                t.append(n_node_endpoints + 1)
+            else:
+                _w.put_uvarint(t, n_node_endpoints + 1)
+            for item in f_node_endpoints:
+                _enc_ProduceResponse_NodeEndpoint(item, t, version)
+            known.append((0, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ProduceResponse")
         else:
-            _w.put_uvarint(t, n_node_endpoints + 1)
-        for item in f_node_endpoints:
-            _enc_ProduceResponse_NodeEndpoint_v10(item, t)
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ProduceResponse")
-    else:
-        out.append(0)
+            out.append(0)
 
 
-def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
-    """Append the v0 layout of a ProduceResponse.TopicProduceResponse to ``out``."""
+def _enc_ProduceResponse_TopicProduceResponse(obj, out, version):
+    """Append in ``version`` a ProduceResponse.TopicProduceResponse to ``out``."""
+    v12_down = version <= 12
+    v8_down = version <= 8
+    v9_to_12 = 9 <= version <= 12
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
+    if v12_down:
+        f_name = obj.name
+        if f_name is None:
+            raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
+        else:
+            f_name = f_name.encode("utf-8")
+            n_name = len(f_name)
+            if n_name > 32767:
+                raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
+    if v8_down:
+        out += _S_h.pack(n_name)
+    elif v9_to_12:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
+    if v12_down:
+        if n_name > 0:
+            out += f_name
     else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
+        out += obj.topic_id.bytes
     f_partition_responses = obj.partition_responses
     if f_partition_responses is None:
         raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
     else:
         n_partition_responses = len(f_partition_responses)
-    out += _S_i.pack(n_partition_responses)
+    if v8_down:
+        out += _S_i.pack(n_partition_responses)
+    else:
+        if 0 <= n_partition_responses + 1 < 128:
+            out.append(n_partition_responses + 1)
+        else:
+            _w.put_uvarint(out, n_partition_responses + 1)
     for item in f_partition_responses:
-        _enc_ProduceResponse_PartitionProduceResponse_v0(item, out)
+        _enc_ProduceResponse_PartitionProduceResponse(item, out, version)
+    if v9_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse")
+        else:
+            out.append(0)
 
 
-def _enc_ProduceResponse_TopicProduceResponse_v2(obj, out):
-    """Append the v2 layout of a ProduceResponse.TopicProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partition_responses = obj.partition_responses
-    if f_partition_responses is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
-    else:
-        n_partition_responses = len(f_partition_responses)
-    out += _S_i.pack(n_partition_responses)
-    for item in f_partition_responses:
-        _enc_ProduceResponse_PartitionProduceResponse_v2(item, out)
-
-
-def _enc_ProduceResponse_TopicProduceResponse_v5(obj, out):
-    """Append the v5 layout of a ProduceResponse.TopicProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partition_responses = obj.partition_responses
-    if f_partition_responses is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
-    else:
-        n_partition_responses = len(f_partition_responses)
-    out += _S_i.pack(n_partition_responses)
-    for item in f_partition_responses:
-        _enc_ProduceResponse_PartitionProduceResponse_v5(item, out)
-
-
-def _enc_ProduceResponse_TopicProduceResponse_v8(obj, out):
-    """Append the v8 layout of a ProduceResponse.TopicProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partition_responses = obj.partition_responses
-    if f_partition_responses is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
-    else:
-        n_partition_responses = len(f_partition_responses)
-    out += _S_i.pack(n_partition_responses)
-    for item in f_partition_responses:
-        _enc_ProduceResponse_PartitionProduceResponse_v8(item, out)
-
-
-def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
-    """Append the v9 layout of a ProduceResponse.TopicProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partition_responses = obj.partition_responses
-    if f_partition_responses is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
-    else:
-        n_partition_responses = len(f_partition_responses)
-    if 0 <= n_partition_responses + 1 < 128:
-        out.append(n_partition_responses + 1)
-    else:
-        _w.put_uvarint(out, n_partition_responses + 1)
-    for item in f_partition_responses:
-        _enc_ProduceResponse_PartitionProduceResponse_v9(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse")
-    else:
-        out.append(0)
-
-
-def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
-    """Append the v10 layout of a ProduceResponse.TopicProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse expected, got None")
-    f_name = obj.name
-    if f_name is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.name")
-    else:
-        f_name = f_name.encode("utf-8")
-        n_name = len(f_name)
-        if n_name > 32767:
-            raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
-    if 0 <= n_name + 1 < 128:
-        out.append(n_name + 1)
-    else:
-        _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partition_responses = obj.partition_responses
-    if f_partition_responses is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
-    else:
-        n_partition_responses = len(f_partition_responses)
-    if 0 <= n_partition_responses + 1 < 128:
-        out.append(n_partition_responses + 1)
-    else:
-        _w.put_uvarint(out, n_partition_responses + 1)
-    for item in f_partition_responses:
-        _enc_ProduceResponse_PartitionProduceResponse_v10(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse")
-    else:
-        out.append(0)
-
-
-def _enc_ProduceResponse_TopicProduceResponse_v13(obj, out):
-    """Append the v13 layout of a ProduceResponse.TopicProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse expected, got None")
-    out += obj.topic_id.bytes
-    f_partition_responses = obj.partition_responses
-    if f_partition_responses is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.partition_responses")
-    else:
-        n_partition_responses = len(f_partition_responses)
-    if 0 <= n_partition_responses + 1 < 128:
-        out.append(n_partition_responses + 1)
-    else:
-        _w.put_uvarint(out, n_partition_responses + 1)
-    for item in f_partition_responses:
-        _enc_ProduceResponse_PartitionProduceResponse_v10(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse")
-    else:
-        out.append(0)
-
-
-def _enc_ProduceResponse_PartitionProduceResponse_v0(obj, out):
-    """Append the v0 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
+def _enc_ProduceResponse_PartitionProduceResponse(obj, out, version):
+    """Append in ``version`` a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
+    v10_up = version >= 10
+    v1_down = version <= 1
+    v2_to_4 = 2 <= version <= 4
+    v5_6_7_9_10_11_12_13 = version in (5, 6, 7, 9, 10, 11, 12, 13)
+    v5_to_7 = 5 <= version <= 7
+    v8_only = version == 8
+    v8_up = version >= 8
+    v9_down = version <= 9
+    v9_only = version == 9
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
-    if differs:
-        raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 0, "10-13")
-    out += _S_ihq.pack(obj.index, obj.error_code, obj.base_offset)
+    if v9_down:
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+        if differs:
+            if v1_down:
+                raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 0, "10-13")
+            elif v2_to_4:
+                raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 2, "10-13")
+            elif v5_to_7:
+                raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 5, "10-13")
+            elif v8_only:
+                raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 8, "10-13")
+            else:
+                raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 9, "10-13")
+    if v1_down:
+        out += _S_ihq.pack(obj.index, obj.error_code, obj.base_offset)
+    elif v2_to_4:
+        out += _S_ihqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms)
+    elif v5_6_7_9_10_11_12_13:
+        out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
+    if v8_up:
+        f_record_errors = obj.record_errors
+        if f_record_errors is None:
+            raise _w.not_nullable("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.record_errors")
+        else:
+            n_record_errors = len(f_record_errors)
+    if v8_only:
+        out += _S_ihqqqi.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset, n_record_errors)
+    elif v9_up:
+        if 0 <= n_record_errors + 1 < 128:
+            out.append(n_record_errors + 1)
+        else:
+            _w.put_uvarint(out, n_record_errors + 1)
+    if v8_up:
+        for item in f_record_errors:
+            _enc_ProduceResponse_BatchIndexAndErrorMessage(item, out, version)
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
+    if v8_only:
+        out += _S_h.pack(n_error_message)
+    elif v9_up:
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
+    if v8_up:
+        if n_error_message > 0:
+            out += f_error_message
+    if v9_only:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse")
+        else:
+            out.append(0)
+    elif v10_up:
+        known = []
+        differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
+        if differs:
+            t = bytearray()
+            f_current_leader = obj.current_leader
+            _enc_ProduceResponse_LeaderIdAndEpoch(f_current_leader, t, version)
+            known.append((0, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse")
+        else:
+            out.append(0)
 
 
-def _enc_ProduceResponse_PartitionProduceResponse_v2(obj, out):
-    """Append the v2 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
-    if differs:
-        raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 2, "10-13")
-    out += _S_ihqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms)
-
-
-def _enc_ProduceResponse_PartitionProduceResponse_v5(obj, out):
-    """Append the v5 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
-    if differs:
-        raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 5, "10-13")
-    out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
-
-
-def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
-    """Append the v8 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
-    if differs:
-        raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 8, "10-13")
-    f_record_errors = obj.record_errors
-    if f_record_errors is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.record_errors")
-    else:
-        n_record_errors = len(f_record_errors)
-    out += _S_ihqqqi.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset, n_record_errors)
-    for item in f_record_errors:
-        _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(item, out)
-    f_error_message = obj.error_message
-    if f_error_message is None:
-        n_error_message = -1
-    else:
-        f_error_message = f_error_message.encode("utf-8")
-        n_error_message = len(f_error_message)
-        if n_error_message > 32767:
-            raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
-    out += _S_h.pack(n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-
-
-def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
-    """Append the v9 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
-    if differs:
-        raise _w.not_in_version("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.current_leader", 9, "10-13")
-    out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
-    f_record_errors = obj.record_errors
-    if f_record_errors is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.record_errors")
-    else:
-        n_record_errors = len(f_record_errors)
-    if 0 <= n_record_errors + 1 < 128:
-        out.append(n_record_errors + 1)
-    else:
-        _w.put_uvarint(out, n_record_errors + 1)
-    for item in f_record_errors:
-        _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(item, out)
-    f_error_message = obj.error_message
-    if f_error_message is None:
-        n_error_message = -1
-    else:
-        f_error_message = f_error_message.encode("utf-8")
-        n_error_message = len(f_error_message)
-        if n_error_message > 32767:
-            raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
-    if 0 <= n_error_message + 1 < 128:
-        out.append(n_error_message + 1)
-    else:
-        _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse")
-    else:
-        out.append(0)
-
-
-def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
-    """Append the v10 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
-    f_record_errors = obj.record_errors
-    if f_record_errors is None:
-        raise _w.not_nullable("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.record_errors")
-    else:
-        n_record_errors = len(f_record_errors)
-    if 0 <= n_record_errors + 1 < 128:
-        out.append(n_record_errors + 1)
-    else:
-        _w.put_uvarint(out, n_record_errors + 1)
-    for item in f_record_errors:
-        _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(item, out)
-    f_error_message = obj.error_message
-    if f_error_message is None:
-        n_error_message = -1
-    else:
-        f_error_message = f_error_message.encode("utf-8")
-        n_error_message = len(f_error_message)
-        if n_error_message > 32767:
-            raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
-    if 0 <= n_error_message + 1 < 128:
-        out.append(n_error_message + 1)
-    else:
-        _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    known = []
-    differs = obj.current_leader != ProduceResponse_LeaderIdAndEpoch()
-    if differs:
-        t = bytearray()
-        f_current_leader = obj.current_leader
-        _enc_ProduceResponse_LeaderIdAndEpoch_v10(f_current_leader, t)
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse")
-    else:
-        out.append(0)
-
-
-def _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(obj, out):
-    """Append the v8 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage to ``out``."""
+def _enc_ProduceResponse_BatchIndexAndErrorMessage(obj, out, version):
+    """Append in ``version`` a ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage to ``out``."""
+    v8_down = version <= 8
+    v9_up = version >= 9
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage expected, got None")
+    if v9_up:
+        out += _S_i.pack(obj.batch_index)
     f_batch_index_error_message = obj.batch_index_error_message
     if f_batch_index_error_message is None:
         n_batch_index_error_message = -1
@@ -2264,38 +999,24 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(obj, out):
         n_batch_index_error_message = len(f_batch_index_error_message)
         if n_batch_index_error_message > 32767:
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message", n_batch_index_error_message)
-    out += _S_ih.pack(obj.batch_index, n_batch_index_error_message)
+    if v8_down:
+        out += _S_ih.pack(obj.batch_index, n_batch_index_error_message)
+    else:
+        if 0 <= n_batch_index_error_message + 1 < 128:
+            out.append(n_batch_index_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_batch_index_error_message + 1)
     if n_batch_index_error_message > 0:
         out += f_batch_index_error_message
+    if v9_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage")
+        else:
+            out.append(0)
 
 
-def _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(obj, out):
-    """Append the v9 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage to ``out``."""
-    if obj is None:
-        raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage expected, got None")
-    out += _S_i.pack(obj.batch_index)
-    f_batch_index_error_message = obj.batch_index_error_message
-    if f_batch_index_error_message is None:
-        n_batch_index_error_message = -1
-    else:
-        f_batch_index_error_message = f_batch_index_error_message.encode("utf-8")
-        n_batch_index_error_message = len(f_batch_index_error_message)
-        if n_batch_index_error_message > 32767:
-            raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message", n_batch_index_error_message)
-    if 0 <= n_batch_index_error_message + 1 < 128:
-        out.append(n_batch_index_error_message + 1)
-    else:
-        _w.put_uvarint(out, n_batch_index_error_message + 1)
-    if n_batch_index_error_message > 0:
-        out += f_batch_index_error_message
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage")
-    else:
-        out.append(0)
-
-
-def _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, end):
-    """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ProduceResponse_LeaderIdAndEpoch(buf, cur, end, version):
+    """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
@@ -2314,8 +1035,8 @@ def _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, end):
     return obj
 
 
-def _enc_ProduceResponse_LeaderIdAndEpoch_v10(obj, out):
-    """Append the v10 layout of a ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch to ``out``."""
+def _enc_ProduceResponse_LeaderIdAndEpoch(obj, out, version):
+    """Append in ``version`` a ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
@@ -2325,8 +1046,8 @@ def _enc_ProduceResponse_LeaderIdAndEpoch_v10(obj, out):
         out.append(0)
 
 
-def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
-    """Decode ProduceResponse.NodeEndpoint (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ProduceResponse_NodeEndpoint(buf, cur, end, version):
+    """Decode ProduceResponse.NodeEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
@@ -2387,8 +1108,8 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
     return obj
 
 
-def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
-    """Append the v10 layout of a ProduceResponse.NodeEndpoint to ``out``."""
+def _enc_ProduceResponse_NodeEndpoint(obj, out, version):
+    """Append in ``version`` a ProduceResponse.NodeEndpoint to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
@@ -2515,18 +1236,8 @@ class ProduceRequest(Message):
         FieldInfo('topic_data', (0, 13), None, None, True, ProduceRequest_TopicProduceData, None, '[]TopicProduceData'),
     )
     TopicProduceData = ProduceRequest_TopicProduceData
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the response only.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    # v5 uses the v3 codecs: the bytes are the same; v5 changed the response only.
-    # v6 uses the v3 codecs: the bytes are the same; v6 changed the response only.
-    # v7 uses the v3 codecs: the bytes are the same; v7 changed the response only.
-    # v8 uses the v3 codecs: the bytes are the same; v8 changed the response only.
-    # v10 uses the v9 codecs: the bytes are the same; v10 changed the response only.
-    # v11 uses the v9 codecs: the bytes are the same; v11 changed the response only.
-    # v12 uses the v9 codecs: the bytes are the same; v12 changed the response only.
-    _DECODERS = {0: _dec_ProduceRequest_v0, 1: _dec_ProduceRequest_v0, 2: _dec_ProduceRequest_v0, 3: _dec_ProduceRequest_v3, 4: _dec_ProduceRequest_v3, 5: _dec_ProduceRequest_v3, 6: _dec_ProduceRequest_v3, 7: _dec_ProduceRequest_v3, 8: _dec_ProduceRequest_v3, 9: _dec_ProduceRequest_v9, 10: _dec_ProduceRequest_v9, 11: _dec_ProduceRequest_v9, 12: _dec_ProduceRequest_v9, 13: _dec_ProduceRequest_v13}
-    _ENCODERS = {0: _enc_ProduceRequest_v0, 1: _enc_ProduceRequest_v0, 2: _enc_ProduceRequest_v0, 3: _enc_ProduceRequest_v3, 4: _enc_ProduceRequest_v3, 5: _enc_ProduceRequest_v3, 6: _enc_ProduceRequest_v3, 7: _enc_ProduceRequest_v3, 8: _enc_ProduceRequest_v3, 9: _enc_ProduceRequest_v9, 10: _enc_ProduceRequest_v9, 11: _enc_ProduceRequest_v9, 12: _enc_ProduceRequest_v9, 13: _enc_ProduceRequest_v13}
+    _DECODERS = _decoders(_dec_ProduceRequest, range(0, 14))
+    _ENCODERS = _encoders(_enc_ProduceRequest, range(0, 14))
     API_KEY = 0
     KIND = 'request'
     VALID_VERSIONS = (0, 13)
@@ -2759,14 +1470,8 @@ class ProduceResponse(Message):
     )
     TopicProduceResponse = ProduceResponse_TopicProduceResponse
     NodeEndpoint = ProduceResponse_NodeEndpoint
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed the request only.
-    # v4 uses the v2 codecs: the bytes are the same; v4 changed the request only.
-    # v6 uses the v5 codecs: the bytes are the same; v6 changed what the broker may do or answer, not the layout.
-    # v7 uses the v5 codecs: the bytes are the same; v7 changed what the broker may do or answer, not the layout.
-    # v11 uses the v10 codecs: the bytes are the same; v11 changed what the broker may do or answer, not the layout.
-    # v12 uses the v10 codecs: the bytes are the same; v12 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ProduceResponse_v0, 1: _dec_ProduceResponse_v1, 2: _dec_ProduceResponse_v2, 3: _dec_ProduceResponse_v2, 4: _dec_ProduceResponse_v2, 5: _dec_ProduceResponse_v5, 6: _dec_ProduceResponse_v5, 7: _dec_ProduceResponse_v5, 8: _dec_ProduceResponse_v8, 9: _dec_ProduceResponse_v9, 10: _dec_ProduceResponse_v10, 11: _dec_ProduceResponse_v10, 12: _dec_ProduceResponse_v10, 13: _dec_ProduceResponse_v13}
-    _ENCODERS = {0: _enc_ProduceResponse_v0, 1: _enc_ProduceResponse_v1, 2: _enc_ProduceResponse_v2, 3: _enc_ProduceResponse_v2, 4: _enc_ProduceResponse_v2, 5: _enc_ProduceResponse_v5, 6: _enc_ProduceResponse_v5, 7: _enc_ProduceResponse_v5, 8: _enc_ProduceResponse_v8, 9: _enc_ProduceResponse_v9, 10: _enc_ProduceResponse_v10, 11: _enc_ProduceResponse_v10, 12: _enc_ProduceResponse_v10, 13: _enc_ProduceResponse_v13}
+    _DECODERS = _decoders(_dec_ProduceResponse, range(0, 14))
+    _ENCODERS = _encoders(_enc_ProduceResponse, range(0, 14))
     API_KEY = 0
     KIND = 'response'
     VALID_VERSIONS = (0, 13)

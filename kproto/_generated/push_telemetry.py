@@ -12,6 +12,7 @@ from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['PushTelemetryRequest', 'PushTelemetryResponse']
@@ -26,8 +27,8 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _new = Struct.__new__
 
 
-def _dec_PushTelemetryRequest_v0(buf, cur, end):
-    """Decode PushTelemetryRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_PushTelemetryRequest(buf, cur, end, version):
+    """Decode PushTelemetryRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('client_instance_id', pos, 16, end)
@@ -54,8 +55,8 @@ def _dec_PushTelemetryRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_PushTelemetryRequest_v0(obj, out):
-    """Append the v0 layout of a PushTelemetryRequest to ``out``."""
+def _enc_PushTelemetryRequest(obj, out, version):
+    """Append in ``version`` a PushTelemetryRequest to ``out``."""
     if obj is None:
         raise TypeError("PushTelemetryRequest expected, got None")
     out += obj.client_instance_id.bytes
@@ -71,8 +72,8 @@ def _enc_PushTelemetryRequest_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "PushTelemetryRequest")
 
 
-def _dec_PushTelemetryResponse_v0(buf, cur, end):
-    """Decode PushTelemetryResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_PushTelemetryResponse(buf, cur, end, version):
+    """Decode PushTelemetryResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -87,8 +88,8 @@ def _dec_PushTelemetryResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_PushTelemetryResponse_v0(obj, out):
-    """Append the v0 layout of a PushTelemetryResponse to ``out``."""
+def _enc_PushTelemetryResponse(obj, out, version):
+    """Append in ``version`` a PushTelemetryResponse to ``out``."""
     if obj is None:
         raise TypeError("PushTelemetryResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -120,8 +121,8 @@ class PushTelemetryRequest(Message):
         FieldInfo('compression_type', (0, 0), None, None, False, None, None, 'int8'),
         FieldInfo('metrics', (0, 0), None, None, False, None, None, 'bytes'),
     )
-    _DECODERS = {0: _dec_PushTelemetryRequest_v0}
-    _ENCODERS = {0: _enc_PushTelemetryRequest_v0}
+    _DECODERS = _decoders(_dec_PushTelemetryRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_PushTelemetryRequest, range(0, 1))
     API_KEY = 72
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -167,8 +168,8 @@ class PushTelemetryResponse(Message):
         FieldInfo('throttle_time_ms', (0, 0), None, None, False, None, None, 'int32'),
         FieldInfo('error_code', (0, 0), None, 'errorCode', False, None, None, 'int16'),
     )
-    _DECODERS = {0: _dec_PushTelemetryResponse_v0}
-    _ENCODERS = {0: _enc_PushTelemetryResponse_v0}
+    _DECODERS = _decoders(_dec_PushTelemetryResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_PushTelemetryResponse, range(0, 1))
     API_KEY = 72
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

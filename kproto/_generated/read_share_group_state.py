@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ReadShareGroupStateRequest', 'ReadShareGroupStateResponse']
@@ -29,13 +31,13 @@ _RUN_state_epoch__start_offset = (('state_epoch', 0, 4), ('start_offset', 4, 8))
 _new = Struct.__new__
 
 
-def _dec_ReadShareGroupStateRequest_v0(buf, cur, end):
-    """Decode ReadShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateRequest(buf, cur, end, version):
+    """Decode ReadShareGroupStateRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_ReadShareGroupStateRequest_ReadStateData_v0, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_ReadShareGroupStateRequest_ReadStateData, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ReadShareGroupStateRequest)
     obj.group_id = f_group_id
@@ -45,27 +47,27 @@ def _dec_ReadShareGroupStateRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_ReadShareGroupStateRequest_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateRequest to ``out``."""
+def _enc_ReadShareGroupStateRequest(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateRequest to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateRequest expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "ReadShareGroupStateRequest.group_id", False)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _enc_ReadShareGroupStateRequest_ReadStateData_v0, "ReadShareGroupStateRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_ReadShareGroupStateRequest_ReadStateData, version=version), "ReadShareGroupStateRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest")
 
 
-def _dec_ReadShareGroupStateRequest_ReadStateData_v0(buf, cur, end):
-    """Decode ReadShareGroupStateRequest.ReadStateData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateRequest_ReadStateData(buf, cur, end, version):
+    """Decode ReadShareGroupStateRequest.ReadStateData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ReadShareGroupStateRequest_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 9, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_ReadShareGroupStateRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 9, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ReadShareGroupStateRequest_ReadStateData)
     obj.topic_id = f_topic_id
@@ -75,17 +77,17 @@ def _dec_ReadShareGroupStateRequest_ReadStateData_v0(buf, cur, end):
     return obj
 
 
-def _enc_ReadShareGroupStateRequest_ReadStateData_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateRequest.ReadStateData to ``out``."""
+def _enc_ReadShareGroupStateRequest_ReadStateData(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateRequest.ReadStateData to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateRequest.ReadStateData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_ReadShareGroupStateRequest_PartitionData_v0, "ReadShareGroupStateRequest.ReadStateData.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_ReadShareGroupStateRequest_PartitionData, version=version), "ReadShareGroupStateRequest.ReadStateData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest.ReadStateData")
 
 
-def _dec_ReadShareGroupStateRequest_PartitionData_v0(buf, cur, end):
-    """Decode ReadShareGroupStateRequest.ReadStateData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateRequest_PartitionData(buf, cur, end, version):
+    """Decode ReadShareGroupStateRequest.ReadStateData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
@@ -100,19 +102,19 @@ def _dec_ReadShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     return obj
 
 
-def _enc_ReadShareGroupStateRequest_PartitionData_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateRequest.ReadStateData.PartitionData to ``out``."""
+def _enc_ReadShareGroupStateRequest_PartitionData(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateRequest.ReadStateData.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateRequest.ReadStateData.PartitionData expected, got None")
     out += _S_ii.pack(obj.partition, obj.leader_epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest.ReadStateData.PartitionData")
 
 
-def _dec_ReadShareGroupStateResponse_v0(buf, cur, end):
-    """Decode ReadShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateResponse(buf, cur, end, version):
+    """Decode ReadShareGroupStateResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_ReadShareGroupStateResponse_ReadStateResult_v0, buf, cur, pos, end, n_results, 'results', 18, 1, False)
+    f_results, pos = _w.read_structs(_partial(_dec_ReadShareGroupStateResponse_ReadStateResult, version=version), buf, cur, pos, end, n_results, 'results', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ReadShareGroupStateResponse)
     obj.results = f_results
@@ -121,23 +123,23 @@ def _dec_ReadShareGroupStateResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ReadShareGroupStateResponse_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateResponse to ``out``."""
+def _enc_ReadShareGroupStateResponse(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateResponse to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateResponse expected, got None")
-    _w.put_structs(out, obj.results, _enc_ReadShareGroupStateResponse_ReadStateResult_v0, "ReadShareGroupStateResponse.results", False)
+    _w.put_structs(out, obj.results, _partial(_enc_ReadShareGroupStateResponse_ReadStateResult, version=version), "ReadShareGroupStateResponse.results", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse")
 
 
-def _dec_ReadShareGroupStateResponse_ReadStateResult_v0(buf, cur, end):
-    """Decode ReadShareGroupStateResponse.ReadStateResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateResponse_ReadStateResult(buf, cur, end, version):
+    """Decode ReadShareGroupStateResponse.ReadStateResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ReadShareGroupStateResponse_PartitionResult_v0, buf, cur, pos, end, n_partitions, 'partitions', 21, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_ReadShareGroupStateResponse_PartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 21, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ReadShareGroupStateResponse_ReadStateResult)
     obj.topic_id = f_topic_id
@@ -147,17 +149,17 @@ def _dec_ReadShareGroupStateResponse_ReadStateResult_v0(buf, cur, end):
     return obj
 
 
-def _enc_ReadShareGroupStateResponse_ReadStateResult_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateResponse.ReadStateResult to ``out``."""
+def _enc_ReadShareGroupStateResponse_ReadStateResult(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateResponse.ReadStateResult to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateResponse.ReadStateResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_ReadShareGroupStateResponse_PartitionResult_v0, "ReadShareGroupStateResponse.ReadStateResult.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_ReadShareGroupStateResponse_PartitionResult, version=version), "ReadShareGroupStateResponse.ReadStateResult.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse.ReadStateResult")
 
 
-def _dec_ReadShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
-    """Decode ReadShareGroupStateResponse.ReadStateResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateResponse_PartitionResult(buf, cur, end, version):
+    """Decode ReadShareGroupStateResponse.ReadStateResult.PartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
@@ -170,7 +172,7 @@ def _dec_ReadShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     f_state_epoch, f_start_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     n_state_batches, pos = _w.read_compact_length(buf, pos, end, 'state_batches')
-    f_state_batches, pos = _w.read_structs(_dec_ReadShareGroupStateResponse_StateBatch_v0, buf, cur, pos, end, n_state_batches, 'state_batches', 20, 1, False)
+    f_state_batches, pos = _w.read_structs(_partial(_dec_ReadShareGroupStateResponse_StateBatch, version=version), buf, cur, pos, end, n_state_batches, 'state_batches', 20, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ReadShareGroupStateResponse_PartitionResult)
     obj.partition = f_partition
@@ -184,8 +186,8 @@ def _dec_ReadShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     return obj
 
 
-def _enc_ReadShareGroupStateResponse_PartitionResult_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateResponse.ReadStateResult.PartitionResult to ``out``."""
+def _enc_ReadShareGroupStateResponse_PartitionResult(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateResponse.ReadStateResult.PartitionResult to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateResponse.ReadStateResult.PartitionResult expected, got None")
     out += _S_ih.pack(obj.partition, obj.error_code)
@@ -194,12 +196,12 @@ def _enc_ReadShareGroupStateResponse_PartitionResult_v0(obj, out):
     if n_error_message > 0:
         out += f_error_message
     out += _S_iq.pack(obj.state_epoch, obj.start_offset)
-    _w.put_structs(out, obj.state_batches, _enc_ReadShareGroupStateResponse_StateBatch_v0, "ReadShareGroupStateResponse.ReadStateResult.PartitionResult.state_batches", False)
+    _w.put_structs(out, obj.state_batches, _partial(_enc_ReadShareGroupStateResponse_StateBatch, version=version), "ReadShareGroupStateResponse.ReadStateResult.PartitionResult.state_batches", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse.ReadStateResult.PartitionResult")
 
 
-def _dec_ReadShareGroupStateResponse_StateBatch_v0(buf, cur, end):
-    """Decode ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateResponse_StateBatch(buf, cur, end, version):
+    """Decode ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 19:
         raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
@@ -216,8 +218,8 @@ def _dec_ReadShareGroupStateResponse_StateBatch_v0(buf, cur, end):
     return obj
 
 
-def _enc_ReadShareGroupStateResponse_StateBatch_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch to ``out``."""
+def _enc_ReadShareGroupStateResponse_StateBatch(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch expected, got None")
     out += _S_qqbh.pack(obj.first_offset, obj.last_offset, obj.delivery_state, obj.delivery_count)
@@ -303,8 +305,8 @@ class ReadShareGroupStateRequest(Message):
         FieldInfo('topics', (0, 0), None, None, True, ReadShareGroupStateRequest_ReadStateData, None, '[]ReadStateData'),
     )
     ReadStateData = ReadShareGroupStateRequest_ReadStateData
-    _DECODERS = {0: _dec_ReadShareGroupStateRequest_v0}
-    _ENCODERS = {0: _enc_ReadShareGroupStateRequest_v0}
+    _DECODERS = _decoders(_dec_ReadShareGroupStateRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_ReadShareGroupStateRequest, range(0, 1))
     API_KEY = 84
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -456,8 +458,8 @@ class ReadShareGroupStateResponse(Message):
         FieldInfo('results', (0, 0), None, None, True, ReadShareGroupStateResponse_ReadStateResult, None, '[]ReadStateResult'),
     )
     ReadStateResult = ReadShareGroupStateResponse_ReadStateResult
-    _DECODERS = {0: _dec_ReadShareGroupStateResponse_v0}
-    _ENCODERS = {0: _enc_ReadShareGroupStateResponse_v0}
+    _DECODERS = _decoders(_dec_ReadShareGroupStateResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_ReadShareGroupStateResponse, range(0, 1))
     API_KEY = 84
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse']
@@ -29,13 +31,13 @@ _RUN_state_epoch__start_offset = (('state_epoch', 0, 4), ('leader_epoch', 4, 4),
 _new = Struct.__new__
 
 
-def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
-    """Decode ReadShareGroupStateSummaryRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateSummaryRequest(buf, cur, end, version):
+    """Decode ReadShareGroupStateSummaryRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ReadShareGroupStateSummaryRequest)
     obj.group_id = f_group_id
@@ -45,27 +47,27 @@ def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_ReadShareGroupStateSummaryRequest_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateSummaryRequest to ``out``."""
+def _enc_ReadShareGroupStateSummaryRequest(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateSummaryRequest to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateSummaryRequest expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "ReadShareGroupStateSummaryRequest.group_id", False)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0, "ReadShareGroupStateSummaryRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData, version=version), "ReadShareGroupStateSummaryRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest")
 
 
-def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end):
-    """Decode ReadShareGroupStateSummaryRequest.ReadStateSummaryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData(buf, cur, end, version):
+    """Decode ReadShareGroupStateSummaryRequest.ReadStateSummaryData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ReadShareGroupStateSummaryRequest_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 9, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_ReadShareGroupStateSummaryRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 9, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ReadShareGroupStateSummaryRequest_ReadStateSummaryData)
     obj.topic_id = f_topic_id
@@ -75,17 +77,17 @@ def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end
     return obj
 
 
-def _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateSummaryRequest.ReadStateSummaryData to ``out``."""
+def _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateSummaryRequest.ReadStateSummaryData to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateSummaryRequest.ReadStateSummaryData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_ReadShareGroupStateSummaryRequest_PartitionData_v0, "ReadShareGroupStateSummaryRequest.ReadStateSummaryData.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_ReadShareGroupStateSummaryRequest_PartitionData, version=version), "ReadShareGroupStateSummaryRequest.ReadStateSummaryData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest.ReadStateSummaryData")
 
 
-def _dec_ReadShareGroupStateSummaryRequest_PartitionData_v0(buf, cur, end):
-    """Decode ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateSummaryRequest_PartitionData(buf, cur, end, version):
+    """Decode ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
@@ -100,19 +102,19 @@ def _dec_ReadShareGroupStateSummaryRequest_PartitionData_v0(buf, cur, end):
     return obj
 
 
-def _enc_ReadShareGroupStateSummaryRequest_PartitionData_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData to ``out``."""
+def _enc_ReadShareGroupStateSummaryRequest_PartitionData(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData expected, got None")
     out += _S_ii.pack(obj.partition, obj.leader_epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData")
 
 
-def _dec_ReadShareGroupStateSummaryResponse_v0(buf, cur, end):
-    """Decode ReadShareGroupStateSummaryResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateSummaryResponse(buf, cur, end, version):
+    """Decode ReadShareGroupStateSummaryResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0, buf, cur, pos, end, n_results, 'results', 18, 1, False)
+    f_results, pos = _w.read_structs(_partial(_dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult, version=version), buf, cur, pos, end, n_results, 'results', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ReadShareGroupStateSummaryResponse)
     obj.results = f_results
@@ -121,44 +123,27 @@ def _dec_ReadShareGroupStateSummaryResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ReadShareGroupStateSummaryResponse_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateSummaryResponse to ``out``."""
+def _enc_ReadShareGroupStateSummaryResponse(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateSummaryResponse to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateSummaryResponse expected, got None")
-    _w.put_structs(out, obj.results, _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0, "ReadShareGroupStateSummaryResponse.results", False)
+    _w.put_structs(out, obj.results, _partial(_enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult, version=version), "ReadShareGroupStateSummaryResponse.results", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse")
 
 
-def _dec_ReadShareGroupStateSummaryResponse_v1(buf, cur, end):
-    """Decode ReadShareGroupStateSummaryResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1, buf, cur, pos, end, n_results, 'results', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ReadShareGroupStateSummaryResponse)
-    obj.results = f_results
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ReadShareGroupStateSummaryResponse_v1(obj, out):
-    """Append the v1 layout of a ReadShareGroupStateSummaryResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ReadShareGroupStateSummaryResponse expected, got None")
-    _w.put_structs(out, obj.results, _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1, "ReadShareGroupStateSummaryResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse")
-
-
-def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, end):
-    """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(buf, cur, end, version):
+    """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0, buf, cur, pos, end, n_partitions, 'partitions', 24, 1, False)
+    if v0_down:
+        f_partitions, pos = _w.read_structs(_partial(_dec_ReadShareGroupStateSummaryResponse_PartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 24, 1, False)
+    else:
+        f_partitions, pos = _w.read_structs(_partial(_dec_ReadShareGroupStateSummaryResponse_PartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 28, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
     obj.topic_id = f_topic_id
@@ -168,44 +153,18 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, 
     return obj
 
 
-def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateSummaryResponse.ReadStateSummaryResult to ``out``."""
+def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateSummaryResponse.ReadStateSummaryResult to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_ReadShareGroupStateSummaryResponse_PartitionResult, version=version), "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult")
 
 
-def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, end):
-    """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1, buf, cur, pos, end, n_partitions, 'partitions', 28, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(obj, out):
-    """Append the v1 layout of a ReadShareGroupStateSummaryResponse.ReadStateSummaryResult to ``out``."""
-    if obj is None:
-        raise TypeError("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult expected, got None")
-    out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v1, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult")
-
-
-def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
-    """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ReadShareGroupStateSummaryResponse_PartitionResult(buf, cur, end, version):
+    """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
@@ -213,10 +172,16 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
     pos += 6
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 16:
-        raise _w.short_run(_RUN_state_epoch__start_offset, pos, end)
-    f_state_epoch, f_leader_epoch, f_start_offset = _S_iiq.unpack_from(buf, pos)
-    pos += 16
+    if v0_down:
+        if end - pos < 16:
+            raise _w.short_run(_RUN_state_epoch__start_offset, pos, end)
+        f_state_epoch, f_leader_epoch, f_start_offset = _S_iiq.unpack_from(buf, pos)
+        pos += 16
+    else:
+        if end - pos < 20:
+            raise _w.short_run(_RUN_state_epoch__delivery_complete_count, pos, end)
+        f_state_epoch, f_leader_epoch, f_start_offset, f_delivery_complete_count = _S_iiqi.unpack_from(buf, pos)
+        pos += 20
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ReadShareGroupStateSummaryResponse_PartitionResult)
     obj.partition = f_partition
@@ -225,64 +190,32 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
     obj.state_epoch = f_state_epoch
     obj.leader_epoch = f_leader_epoch
     obj.start_offset = f_start_offset
-    obj.delivery_complete_count = -1
+    if v0_down:
+        obj.delivery_complete_count = -1
+    else:
+        obj.delivery_complete_count = f_delivery_complete_count
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0(obj, out):
-    """Append the v0 layout of a ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult to ``out``."""
+def _enc_ReadShareGroupStateSummaryResponse_PartitionResult(obj, out, version):
+    """Append in ``version`` a ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult expected, got None")
-    if obj.delivery_complete_count != -1:
-        raise _w.not_in_version("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult.delivery_complete_count", 0, "1")
+    if v0_down:
+        if obj.delivery_complete_count != -1:
+            raise _w.not_in_version("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult.delivery_complete_count", 0, "1")
     out += _S_ih.pack(obj.partition, obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult.error_message", True)
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    out += _S_iiq.pack(obj.state_epoch, obj.leader_epoch, obj.start_offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult")
-
-
-def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end):
-    """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition__error_code, pos, end)
-    f_partition, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 20:
-        raise _w.short_run(_RUN_state_epoch__delivery_complete_count, pos, end)
-    f_state_epoch, f_leader_epoch, f_start_offset, f_delivery_complete_count = _S_iiqi.unpack_from(buf, pos)
-    pos += 20
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ReadShareGroupStateSummaryResponse_PartitionResult)
-    obj.partition = f_partition
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.state_epoch = f_state_epoch
-    obj.leader_epoch = f_leader_epoch
-    obj.start_offset = f_start_offset
-    obj.delivery_complete_count = f_delivery_complete_count
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v1(obj, out):
-    """Append the v1 layout of a ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult to ``out``."""
-    if obj is None:
-        raise TypeError("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult expected, got None")
-    out += _S_ih.pack(obj.partition, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_iiqi.pack(obj.state_epoch, obj.leader_epoch, obj.start_offset, obj.delivery_complete_count)
+    if v0_down:
+        out += _S_iiq.pack(obj.state_epoch, obj.leader_epoch, obj.start_offset)
+    else:
+        out += _S_iiqi.pack(obj.state_epoch, obj.leader_epoch, obj.start_offset, obj.delivery_complete_count)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult")
 
 
@@ -365,9 +298,8 @@ class ReadShareGroupStateSummaryRequest(Message):
         FieldInfo('topics', (0, 1), None, None, True, ReadShareGroupStateSummaryRequest_ReadStateSummaryData, None, '[]ReadStateSummaryData'),
     )
     ReadStateSummaryData = ReadShareGroupStateSummaryRequest_ReadStateSummaryData
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    _DECODERS = {0: _dec_ReadShareGroupStateSummaryRequest_v0, 1: _dec_ReadShareGroupStateSummaryRequest_v0}
-    _ENCODERS = {0: _enc_ReadShareGroupStateSummaryRequest_v0, 1: _enc_ReadShareGroupStateSummaryRequest_v0}
+    _DECODERS = _decoders(_dec_ReadShareGroupStateSummaryRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_ReadShareGroupStateSummaryRequest, range(0, 2))
     API_KEY = 87
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -485,8 +417,8 @@ class ReadShareGroupStateSummaryResponse(Message):
         FieldInfo('results', (0, 1), None, None, True, ReadShareGroupStateSummaryResponse_ReadStateSummaryResult, None, '[]ReadStateSummaryResult'),
     )
     ReadStateSummaryResult = ReadShareGroupStateSummaryResponse_ReadStateSummaryResult
-    _DECODERS = {0: _dec_ReadShareGroupStateSummaryResponse_v0, 1: _dec_ReadShareGroupStateSummaryResponse_v1}
-    _ENCODERS = {0: _enc_ReadShareGroupStateSummaryResponse_v0, 1: _enc_ReadShareGroupStateSummaryResponse_v1}
+    _DECODERS = _decoders(_dec_ReadShareGroupStateSummaryResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_ReadShareGroupStateSummaryResponse, range(0, 2))
     API_KEY = 87
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

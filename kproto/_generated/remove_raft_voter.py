@@ -12,6 +12,7 @@ from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['RemoveRaftVoterRequest', 'RemoveRaftVoterResponse']
@@ -25,8 +26,8 @@ _RUN_voter_id = (('voter_id', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_RemoveRaftVoterRequest_v0(buf, cur, end):
-    """Decode RemoveRaftVoterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_RemoveRaftVoterRequest(buf, cur, end, version):
+    """Decode RemoveRaftVoterRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
     f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
@@ -48,8 +49,8 @@ def _dec_RemoveRaftVoterRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_RemoveRaftVoterRequest_v0(obj, out):
-    """Append the v0 layout of a RemoveRaftVoterRequest to ``out``."""
+def _enc_RemoveRaftVoterRequest(obj, out, version):
+    """Append in ``version`` a RemoveRaftVoterRequest to ``out``."""
     if obj is None:
         raise TypeError("RemoveRaftVoterRequest expected, got None")
     f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "RemoveRaftVoterRequest.cluster_id", True)
@@ -61,8 +62,8 @@ def _enc_RemoveRaftVoterRequest_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RemoveRaftVoterRequest")
 
 
-def _dec_RemoveRaftVoterResponse_v0(buf, cur, end):
-    """Decode RemoveRaftVoterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_RemoveRaftVoterResponse(buf, cur, end, version):
+    """Decode RemoveRaftVoterResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -80,8 +81,8 @@ def _dec_RemoveRaftVoterResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_RemoveRaftVoterResponse_v0(obj, out):
-    """Append the v0 layout of a RemoveRaftVoterResponse to ``out``."""
+def _enc_RemoveRaftVoterResponse(obj, out, version):
+    """Append in ``version`` a RemoveRaftVoterResponse to ``out``."""
     if obj is None:
         raise TypeError("RemoveRaftVoterResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -113,8 +114,8 @@ class RemoveRaftVoterRequest(Message):
         FieldInfo('voter_id', (0, 0), None, None, False, None, None, 'int32'),
         FieldInfo('voter_directory_id', (0, 0), None, None, False, None, None, 'uuid'),
     )
-    _DECODERS = {0: _dec_RemoveRaftVoterRequest_v0}
-    _ENCODERS = {0: _enc_RemoveRaftVoterRequest_v0}
+    _DECODERS = _decoders(_dec_RemoveRaftVoterRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_RemoveRaftVoterRequest, range(0, 1))
     API_KEY = 81
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -158,8 +159,8 @@ class RemoveRaftVoterResponse(Message):
         FieldInfo('error_code', (0, 0), None, 'errorCode', False, None, None, 'int16'),
         FieldInfo('error_message', (0, 0), None, None, False, None, (0, 0), 'string'),
     )
-    _DECODERS = {0: _dec_RemoveRaftVoterResponse_v0}
-    _ENCODERS = {0: _enc_RemoveRaftVoterResponse_v0}
+    _DECODERS = _decoders(_dec_RemoveRaftVoterResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_RemoveRaftVoterResponse, range(0, 1))
     API_KEY = 81
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

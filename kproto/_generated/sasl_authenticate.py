@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['SaslAuthenticateRequest', 'SaslAuthenticateResponse']
@@ -28,23 +29,34 @@ _RUN_session_lifetime_ms = (('session_lifetime_ms', 0, 8),)
 _new = Struct.__new__
 
 
-def _dec_SaslAuthenticateRequest_v0(buf, cur, end):
-    """Decode SaslAuthenticateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_SaslAuthenticateRequest(buf, cur, end, version):
+    """Decode SaslAuthenticateRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_auth_bytes, pos, end)
-    n_auth_bytes = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 4, False, False)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_auth_bytes, pos, end)
+        n_auth_bytes = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 4, False, False)
+    else:
+        n_auth_bytes, pos = _w.read_compact_length(buf, pos, end, 'auth_bytes')
+        f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 1, False, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(SaslAuthenticateRequest)
     obj.auth_bytes = f_auth_bytes
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_SaslAuthenticateRequest_v0(obj, out):
-    """Append the v0 layout of a SaslAuthenticateRequest to ``out``."""
+def _enc_SaslAuthenticateRequest(obj, out, version):
+    """Append in ``version`` a SaslAuthenticateRequest to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("SaslAuthenticateRequest expected, got None")
     f_auth_bytes = obj.auth_bytes
@@ -52,68 +64,80 @@ def _enc_SaslAuthenticateRequest_v0(obj, out):
         raise _w.not_nullable("SaslAuthenticateRequest.auth_bytes")
     else:
         n_auth_bytes = len(f_auth_bytes)
-    out += _S_i.pack(n_auth_bytes)
-    if n_auth_bytes > 0:
-        out += f_auth_bytes
-
-
-def _dec_SaslAuthenticateRequest_v2(buf, cur, end):
-    """Decode SaslAuthenticateRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_auth_bytes, pos = _w.read_compact_length(buf, pos, end, 'auth_bytes')
-    f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 1, False, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(SaslAuthenticateRequest)
-    obj.auth_bytes = f_auth_bytes
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_SaslAuthenticateRequest_v2(obj, out):
-    """Append the v2 layout of a SaslAuthenticateRequest to ``out``."""
-    if obj is None:
-        raise TypeError("SaslAuthenticateRequest expected, got None")
-    f_auth_bytes = obj.auth_bytes
-    if f_auth_bytes is None:
-        raise _w.not_nullable("SaslAuthenticateRequest.auth_bytes")
+    if v1_down:
+        out += _S_i.pack(n_auth_bytes)
     else:
-        n_auth_bytes = len(f_auth_bytes)
-    _w.put_uvarint(out, n_auth_bytes + 1)
+        _w.put_uvarint(out, n_auth_bytes + 1)
     if n_auth_bytes > 0:
         out += f_auth_bytes
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateRequest")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateRequest")
 
 
-def _dec_SaslAuthenticateResponse_v0(buf, cur, end):
-    """Decode SaslAuthenticateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_SaslAuthenticateResponse(buf, cur, end, version):
+    """Decode SaslAuthenticateResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_up = version >= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_auth_bytes, pos, end)
-    n_auth_bytes = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 4, False, False)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_error_code__error_message, pos, end)
+        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_auth_bytes, pos, end)
+        n_auth_bytes = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 4, False, False)
+    else:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
+        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        n_auth_bytes, pos = _w.read_compact_length(buf, pos, end, 'auth_bytes')
+        f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 1, False, False)
+    if v1_up:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_session_lifetime_ms, pos, end)
+        f_session_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
+        pos += 8
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(SaslAuthenticateResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.auth_bytes = f_auth_bytes
-    obj.session_lifetime_ms = 0
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.session_lifetime_ms = 0
+    else:
+        obj.session_lifetime_ms = f_session_lifetime_ms
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_SaslAuthenticateResponse_v0(obj, out):
-    """Append the v0 layout of a SaslAuthenticateResponse to ``out``."""
+def _enc_SaslAuthenticateResponse(obj, out, version):
+    """Append in ``version`` a SaslAuthenticateResponse to ``out``."""
+    v1_down = version <= 1
+    v1_up = version >= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("SaslAuthenticateResponse expected, got None")
+    if v2_up:
+        out += _S_h.pack(obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "SaslAuthenticateResponse.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
+    if v1_down:
+        out += _S_hh.pack(obj.error_code, n_error_message)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     f_auth_bytes = obj.auth_bytes
@@ -121,102 +145,16 @@ def _enc_SaslAuthenticateResponse_v0(obj, out):
         raise _w.not_nullable("SaslAuthenticateResponse.auth_bytes")
     else:
         n_auth_bytes = len(f_auth_bytes)
-    out += _S_i.pack(n_auth_bytes)
-    if n_auth_bytes > 0:
-        out += f_auth_bytes
-
-
-def _dec_SaslAuthenticateResponse_v1(buf, cur, end):
-    """Decode SaslAuthenticateResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_error_code__error_message, pos, end)
-    f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_auth_bytes, pos, end)
-    n_auth_bytes = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 4, False, False)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_session_lifetime_ms, pos, end)
-    f_session_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    obj = _new(SaslAuthenticateResponse)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.auth_bytes = f_auth_bytes
-    obj.session_lifetime_ms = f_session_lifetime_ms
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_SaslAuthenticateResponse_v1(obj, out):
-    """Append the v1 layout of a SaslAuthenticateResponse to ``out``."""
-    if obj is None:
-        raise TypeError("SaslAuthenticateResponse expected, got None")
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "SaslAuthenticateResponse.error_message", True)
-    out += _S_hh.pack(obj.error_code, n_error_message)
-    if n_error_message > 0:
-        out += f_error_message
-    f_auth_bytes = obj.auth_bytes
-    if f_auth_bytes is None:
-        raise _w.not_nullable("SaslAuthenticateResponse.auth_bytes")
+    if v1_down:
+        out += _S_i.pack(n_auth_bytes)
     else:
-        n_auth_bytes = len(f_auth_bytes)
-    out += _S_i.pack(n_auth_bytes)
+        _w.put_uvarint(out, n_auth_bytes + 1)
     if n_auth_bytes > 0:
         out += f_auth_bytes
-    out += _S_q.pack(obj.session_lifetime_ms)
-
-
-def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
-    """Decode SaslAuthenticateResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_auth_bytes, pos = _w.read_compact_length(buf, pos, end, 'auth_bytes')
-    f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 1, False, False)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_session_lifetime_ms, pos, end)
-    f_session_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(SaslAuthenticateResponse)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.auth_bytes = f_auth_bytes
-    obj.session_lifetime_ms = f_session_lifetime_ms
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_SaslAuthenticateResponse_v2(obj, out):
-    """Append the v2 layout of a SaslAuthenticateResponse to ``out``."""
-    if obj is None:
-        raise TypeError("SaslAuthenticateResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "SaslAuthenticateResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    f_auth_bytes = obj.auth_bytes
-    if f_auth_bytes is None:
-        raise _w.not_nullable("SaslAuthenticateResponse.auth_bytes")
-    else:
-        n_auth_bytes = len(f_auth_bytes)
-    _w.put_uvarint(out, n_auth_bytes + 1)
-    if n_auth_bytes > 0:
-        out += f_auth_bytes
-    out += _S_q.pack(obj.session_lifetime_ms)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateResponse")
+    if v1_up:
+        out += _S_q.pack(obj.session_lifetime_ms)
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateResponse")
 
 
 class SaslAuthenticateRequest(Message):
@@ -236,9 +174,8 @@ class SaslAuthenticateRequest(Message):
     FIELDS = (
         FieldInfo('auth_bytes', (0, 2), None, None, False, None, None, 'bytes'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    _DECODERS = {0: _dec_SaslAuthenticateRequest_v0, 1: _dec_SaslAuthenticateRequest_v0, 2: _dec_SaslAuthenticateRequest_v2}
-    _ENCODERS = {0: _enc_SaslAuthenticateRequest_v0, 1: _enc_SaslAuthenticateRequest_v0, 2: _enc_SaslAuthenticateRequest_v2}
+    _DECODERS = _decoders(_dec_SaslAuthenticateRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_SaslAuthenticateRequest, range(0, 3))
     API_KEY = 36
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -280,8 +217,8 @@ class SaslAuthenticateResponse(Message):
         FieldInfo('auth_bytes', (0, 2), None, None, False, None, None, 'bytes'),
         FieldInfo('session_lifetime_ms', (1, 2), None, None, False, None, None, 'int64'),
     )
-    _DECODERS = {0: _dec_SaslAuthenticateResponse_v0, 1: _dec_SaslAuthenticateResponse_v1, 2: _dec_SaslAuthenticateResponse_v2}
-    _ENCODERS = {0: _enc_SaslAuthenticateResponse_v0, 1: _enc_SaslAuthenticateResponse_v1, 2: _enc_SaslAuthenticateResponse_v2}
+    _DECODERS = _decoders(_dec_SaslAuthenticateResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_SaslAuthenticateResponse, range(0, 3))
     API_KEY = 36
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, FieldInfo, Message, Struct
 
 __all__ = ['SaslHandshakeRequest', 'SaslHandshakeResponse']
@@ -24,8 +25,8 @@ _RUN_mechanism = (('mechanism', 0, 2),)
 _new = Struct.__new__
 
 
-def _dec_SaslHandshakeRequest_v0(buf, cur, end):
-    """Decode SaslHandshakeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_SaslHandshakeRequest(buf, cur, end, version):
+    """Decode SaslHandshakeRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_mechanism, pos, end)
@@ -38,8 +39,8 @@ def _dec_SaslHandshakeRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_SaslHandshakeRequest_v0(obj, out):
-    """Append the v0 layout of a SaslHandshakeRequest to ``out``."""
+def _enc_SaslHandshakeRequest(obj, out, version):
+    """Append in ``version`` a SaslHandshakeRequest to ``out``."""
     if obj is None:
         raise TypeError("SaslHandshakeRequest expected, got None")
     f_mechanism, n_mechanism = _w.encode_text(obj.mechanism, "SaslHandshakeRequest.mechanism", False)
@@ -48,8 +49,8 @@ def _enc_SaslHandshakeRequest_v0(obj, out):
         out += f_mechanism
 
 
-def _dec_SaslHandshakeResponse_v0(buf, cur, end):
-    """Decode SaslHandshakeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_SaslHandshakeResponse(buf, cur, end, version):
+    """Decode SaslHandshakeResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__mechanisms, pos, end)
@@ -78,8 +79,8 @@ def _dec_SaslHandshakeResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_SaslHandshakeResponse_v0(obj, out):
-    """Append the v0 layout of a SaslHandshakeResponse to ``out``."""
+def _enc_SaslHandshakeResponse(obj, out, version):
+    """Append in ``version`` a SaslHandshakeResponse to ``out``."""
     if obj is None:
         raise TypeError("SaslHandshakeResponse expected, got None")
     f_mechanisms = obj.mechanisms
@@ -112,9 +113,8 @@ class SaslHandshakeRequest(Message):
     FIELDS = (
         FieldInfo('mechanism', (0, 1), None, None, False, None, None, 'string'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_SaslHandshakeRequest_v0, 1: _dec_SaslHandshakeRequest_v0}
-    _ENCODERS = {0: _enc_SaslHandshakeRequest_v0, 1: _enc_SaslHandshakeRequest_v0}
+    _DECODERS = _decoders(_dec_SaslHandshakeRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_SaslHandshakeRequest, range(0, 2))
     API_KEY = 17
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -148,9 +148,8 @@ class SaslHandshakeResponse(Message):
         FieldInfo('error_code', (0, 1), None, 'errorCode', False, None, None, 'int16'),
         FieldInfo('mechanisms', (0, 1), None, None, True, None, None, '[]string'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_SaslHandshakeResponse_v0, 1: _dec_SaslHandshakeResponse_v0}
-    _ENCODERS = {0: _enc_SaslHandshakeResponse_v0, 1: _enc_SaslHandshakeResponse_v0}
+    _DECODERS = _decoders(_dec_SaslHandshakeResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_SaslHandshakeResponse, range(0, 2))
     API_KEY = 17
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCT, STRUCTS, FieldInfo, Message, Struct
 
@@ -41,37 +43,52 @@ _new = Struct.__new__
 _A_b = _w.SMALL_ARRAYS["b"]
 
 
-def _dec_ShareAcknowledgeRequest_v0(buf, cur, end):
-    """Decode ShareAcknowledgeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeRequest(buf, cur, end, version):
+    """Decode ShareAcknowledgeRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, True, True)
     n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
     f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_share_session_epoch, pos, end)
-    f_share_session_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_share_session_epoch, pos, end)
+        f_share_session_epoch = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        if end - pos < 5:
+            raise _w.short_run(_RUN_share_session_epoch__is_renew_ack, pos, end)
+        f_share_session_epoch, f_is_renew_ack = _S_ib.unpack_from(buf, pos)
+        pos += 5
+        if f_is_renew_ack != 0 and f_is_renew_ack != 1:
+            raise _w.bad_bool('is_renew_ack', pos - 1, f_is_renew_ack)
+        b_is_renew_ack = f_is_renew_ack == 1
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v0, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeRequest_AcknowledgeTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareAcknowledgeRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.share_session_epoch = f_share_session_epoch
-    obj.is_renew_ack = False
+    if v1_down:
+        obj.is_renew_ack = False
+    else:
+        obj.is_renew_ack = b_is_renew_ack
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ShareAcknowledgeRequest_v0(obj, out):
-    """Append the v0 layout of a ShareAcknowledgeRequest to ``out``."""
+def _enc_ShareAcknowledgeRequest(obj, out, version):
+    """Append in ``version`` a ShareAcknowledgeRequest to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest expected, got None")
-    if obj.is_renew_ack != False:
-        raise _w.not_in_version("ShareAcknowledgeRequest.is_renew_ack", 0, "2")
+    if v1_down:
+        if obj.is_renew_ack != False:
+            raise _w.not_in_version("ShareAcknowledgeRequest.is_renew_ack", 0, "2")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "ShareAcknowledgeRequest.group_id", True)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -80,65 +97,23 @@ def _enc_ShareAcknowledgeRequest_v0(obj, out):
     _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
-    out += _S_i.pack(obj.share_session_epoch)
-    _w.put_structs(out, obj.topics, _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v0, "ShareAcknowledgeRequest.topics", False)
+    if v1_down:
+        out += _S_i.pack(obj.share_session_epoch)
+    else:
+        out += _S_iB.pack(obj.share_session_epoch, obj.is_renew_ack)
+    _w.put_structs(out, obj.topics, _partial(_enc_ShareAcknowledgeRequest_AcknowledgeTopic, version=version), "ShareAcknowledgeRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest")
 
 
-def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
-    """Decode ShareAcknowledgeRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, True, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, True, True)
-    if end - pos < 5:
-        raise _w.short_run(_RUN_share_session_epoch__is_renew_ack, pos, end)
-    f_share_session_epoch, f_is_renew_ack = _S_ib.unpack_from(buf, pos)
-    pos += 5
-    if f_is_renew_ack != 0 and f_is_renew_ack != 1:
-        raise _w.bad_bool('is_renew_ack', pos - 1, f_is_renew_ack)
-    b_is_renew_ack = f_is_renew_ack == 1
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v0, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareAcknowledgeRequest)
-    obj.group_id = f_group_id
-    obj.member_id = f_member_id
-    obj.share_session_epoch = f_share_session_epoch
-    obj.is_renew_ack = b_is_renew_ack
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ShareAcknowledgeRequest_v2(obj, out):
-    """Append the v2 layout of a ShareAcknowledgeRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ShareAcknowledgeRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ShareAcknowledgeRequest.group_id", True)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ShareAcknowledgeRequest.member_id", True)
-    _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    out += _S_iB.pack(obj.share_session_epoch, obj.is_renew_ack)
-    _w.put_structs(out, obj.topics, _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v0, "ShareAcknowledgeRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest")
-
-
-def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v0(buf, cur, end):
-    """Decode ShareAcknowledgeRequest.AcknowledgeTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeRequest_AcknowledgeTopic(buf, cur, end, version):
+    """Decode ShareAcknowledgeRequest.AcknowledgeTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ShareAcknowledgeRequest_AcknowledgePartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 6, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeRequest_AcknowledgePartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 6, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareAcknowledgeRequest_AcknowledgeTopic)
     obj.topic_id = f_topic_id
@@ -148,24 +123,24 @@ def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v0(obj, out):
-    """Append the v0 layout of a ShareAcknowledgeRequest.AcknowledgeTopic to ``out``."""
+def _enc_ShareAcknowledgeRequest_AcknowledgeTopic(obj, out, version):
+    """Append in ``version`` a ShareAcknowledgeRequest.AcknowledgeTopic to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest.AcknowledgeTopic expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_ShareAcknowledgeRequest_AcknowledgePartition_v0, "ShareAcknowledgeRequest.AcknowledgeTopic.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_ShareAcknowledgeRequest_AcknowledgePartition, version=version), "ShareAcknowledgeRequest.AcknowledgeTopic.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic")
 
 
-def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v0(buf, cur, end):
-    """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeRequest_AcknowledgePartition(buf, cur, end, version):
+    """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_acknowledgement_batches, pos = _w.read_compact_length(buf, pos, end, 'acknowledgement_batches')
-    f_acknowledgement_batches, pos = _w.read_structs(_dec_ShareAcknowledgeRequest_AcknowledgementBatch_v0, buf, cur, pos, end, n_acknowledgement_batches, 'acknowledgement_batches', 18, 1, False)
+    f_acknowledgement_batches, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeRequest_AcknowledgementBatch, version=version), buf, cur, pos, end, n_acknowledgement_batches, 'acknowledgement_batches', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareAcknowledgeRequest_AcknowledgePartition)
     obj.partition_index = f_partition_index
@@ -175,17 +150,17 @@ def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeRequest_AcknowledgePartition_v0(obj, out):
-    """Append the v0 layout of a ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition to ``out``."""
+def _enc_ShareAcknowledgeRequest_AcknowledgePartition(obj, out, version):
+    """Append in ``version`` a ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition expected, got None")
     out += _S_i.pack(obj.partition_index)
-    _w.put_structs(out, obj.acknowledgement_batches, _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v0, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.acknowledgement_batches", False)
+    _w.put_structs(out, obj.acknowledgement_batches, _partial(_enc_ShareAcknowledgeRequest_AcknowledgementBatch, version=version), "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.acknowledgement_batches", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition")
 
 
-def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v0(buf, cur, end):
-    """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeRequest_AcknowledgementBatch(buf, cur, end, version):
+    """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
@@ -209,8 +184,8 @@ def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v0(obj, out):
-    """Append the v0 layout of a ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch to ``out``."""
+def _enc_ShareAcknowledgeRequest_AcknowledgementBatch(obj, out, version):
+    """Append in ``version`` a ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch expected, got None")
     out += _S_qq.pack(obj.first_offset, obj.last_offset)
@@ -224,8 +199,10 @@ def _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch")
 
 
-def _dec_ShareAcknowledgeResponse_v0(buf, cur, end):
-    """Decode ShareAcknowledgeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeResponse(buf, cur, end, version):
+    """Decode ShareAcknowledgeResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -233,16 +210,24 @@ def _dec_ShareAcknowledgeResponse_v0(buf, cur, end):
     pos += 6
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+    if v2_up:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_acquisition_lock_timeout_ms, pos, end)
+        f_acquisition_lock_timeout_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0, buf, cur, pos, end, n_responses, 'responses', 18, 1, False)
+    f_responses, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse, version=version), buf, cur, pos, end, n_responses, 'responses', 18, 1, False)
     n_node_endpoints, pos = _w.read_compact_length(buf, pos, end, 'node_endpoints')
-    f_node_endpoints, pos = _w.read_structs(_dec_ShareAcknowledgeResponse_NodeEndpoint_v0, buf, cur, pos, end, n_node_endpoints, 'node_endpoints', 11, 1, False)
+    f_node_endpoints, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeResponse_NodeEndpoint, version=version), buf, cur, pos, end, n_node_endpoints, 'node_endpoints', 11, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareAcknowledgeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
-    obj.acquisition_lock_timeout_ms = 0
+    if v1_down:
+        obj.acquisition_lock_timeout_ms = 0
+    else:
+        obj.acquisition_lock_timeout_ms = f_acquisition_lock_timeout_ms
     obj.responses = f_responses
     obj.node_endpoints = f_node_endpoints
     obj.unknown_tagged_fields = unknown
@@ -250,76 +235,36 @@ def _dec_ShareAcknowledgeResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeResponse_v0(obj, out):
-    """Append the v0 layout of a ShareAcknowledgeResponse to ``out``."""
+def _enc_ShareAcknowledgeResponse(obj, out, version):
+    """Append in ``version`` a ShareAcknowledgeResponse to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse expected, got None")
-    if obj.acquisition_lock_timeout_ms != 0:
-        raise _w.not_in_version("ShareAcknowledgeResponse.acquisition_lock_timeout_ms", 0, "2")
+    if v1_down:
+        if obj.acquisition_lock_timeout_ms != 0:
+            raise _w.not_in_version("ShareAcknowledgeResponse.acquisition_lock_timeout_ms", 0, "2")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareAcknowledgeResponse.error_message", True)
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.responses, _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0, "ShareAcknowledgeResponse.responses", False)
-    _w.put_structs(out, obj.node_endpoints, _enc_ShareAcknowledgeResponse_NodeEndpoint_v0, "ShareAcknowledgeResponse.node_endpoints", False)
+    if v2_up:
+        out += _S_i.pack(obj.acquisition_lock_timeout_ms)
+    _w.put_structs(out, obj.responses, _partial(_enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse, version=version), "ShareAcknowledgeResponse.responses", False)
+    _w.put_structs(out, obj.node_endpoints, _partial(_enc_ShareAcknowledgeResponse_NodeEndpoint, version=version), "ShareAcknowledgeResponse.node_endpoints", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse")
 
 
-def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
-    """Decode ShareAcknowledgeResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_acquisition_lock_timeout_ms, pos, end)
-    f_acquisition_lock_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0, buf, cur, pos, end, n_responses, 'responses', 18, 1, False)
-    n_node_endpoints, pos = _w.read_compact_length(buf, pos, end, 'node_endpoints')
-    f_node_endpoints, pos = _w.read_structs(_dec_ShareAcknowledgeResponse_NodeEndpoint_v0, buf, cur, pos, end, n_node_endpoints, 'node_endpoints', 11, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareAcknowledgeResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.acquisition_lock_timeout_ms = f_acquisition_lock_timeout_ms
-    obj.responses = f_responses
-    obj.node_endpoints = f_node_endpoints
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ShareAcknowledgeResponse_v2(obj, out):
-    """Append the v2 layout of a ShareAcknowledgeResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ShareAcknowledgeResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareAcknowledgeResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_i.pack(obj.acquisition_lock_timeout_ms)
-    _w.put_structs(out, obj.responses, _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0, "ShareAcknowledgeResponse.responses", False)
-    _w.put_structs(out, obj.node_endpoints, _enc_ShareAcknowledgeResponse_NodeEndpoint_v0, "ShareAcknowledgeResponse.node_endpoints", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse")
-
-
-def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(buf, cur, end):
-    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(buf, cur, end, version):
+    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ShareAcknowledgeResponse_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 17, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 17, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
     obj.topic_id = f_topic_id
@@ -329,17 +274,17 @@ def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(buf, cur, end
     return obj
 
 
-def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v0(obj, out):
-    """Append the v0 layout of a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse to ``out``."""
+def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(obj, out, version):
+    """Append in ``version`` a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_ShareAcknowledgeResponse_PartitionData_v0, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_ShareAcknowledgeResponse_PartitionData, version=version), "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse")
 
 
-def _dec_ShareAcknowledgeResponse_PartitionData_v0(buf, cur, end):
-    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeResponse_PartitionData(buf, cur, end, version):
+    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
@@ -349,7 +294,7 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v0(buf, cur, end):
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
     cur.pos = pos
     try:
-        f_current_leader = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(buf, cur, end)
+        f_current_leader = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch(buf, cur, end, version)
     except DecodeError as exc:
         raise exc.within('current_leader')
     pos = cur.pos
@@ -364,8 +309,8 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeResponse_PartitionData_v0(obj, out):
-    """Append the v0 layout of a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData to ``out``."""
+def _enc_ShareAcknowledgeResponse_PartitionData(obj, out, version):
+    """Append in ``version`` a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
@@ -374,12 +319,12 @@ def _enc_ShareAcknowledgeResponse_PartitionData_v0(obj, out):
     if n_error_message > 0:
         out += f_error_message
     f_current_leader = obj.current_leader
-    _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(f_current_leader, out)
+    _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch(f_current_leader, out, version)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData")
 
 
-def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(buf, cur, end):
-    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch(buf, cur, end, version):
+    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
@@ -394,16 +339,16 @@ def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v0(obj, out):
-    """Append the v0 layout of a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch to ``out``."""
+def _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch(obj, out, version):
+    """Append in ``version`` a ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch")
 
 
-def _dec_ShareAcknowledgeResponse_NodeEndpoint_v0(buf, cur, end):
-    """Decode ShareAcknowledgeResponse.NodeEndpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareAcknowledgeResponse_NodeEndpoint(buf, cur, end, version):
+    """Decode ShareAcknowledgeResponse.NodeEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
@@ -428,8 +373,8 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareAcknowledgeResponse_NodeEndpoint_v0(obj, out):
-    """Append the v0 layout of a ShareAcknowledgeResponse.NodeEndpoint to ``out``."""
+def _enc_ShareAcknowledgeResponse_NodeEndpoint(obj, out, version):
+    """Append in ``version`` a ShareAcknowledgeResponse.NodeEndpoint to ``out``."""
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
@@ -564,9 +509,8 @@ class ShareAcknowledgeRequest(Message):
         FieldInfo('topics', (0, 2), None, None, True, ShareAcknowledgeRequest_AcknowledgeTopic, None, '[]AcknowledgeTopic'),
     )
     AcknowledgeTopic = ShareAcknowledgeRequest_AcknowledgeTopic
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ShareAcknowledgeRequest_v0, 1: _dec_ShareAcknowledgeRequest_v0, 2: _dec_ShareAcknowledgeRequest_v2}
-    _ENCODERS = {0: _enc_ShareAcknowledgeRequest_v0, 1: _enc_ShareAcknowledgeRequest_v0, 2: _enc_ShareAcknowledgeRequest_v2}
+    _DECODERS = _decoders(_dec_ShareAcknowledgeRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_ShareAcknowledgeRequest, range(0, 3))
     API_KEY = 79
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -756,9 +700,8 @@ class ShareAcknowledgeResponse(Message):
     )
     ShareAcknowledgeTopicResponse = ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse
     NodeEndpoint = ShareAcknowledgeResponse_NodeEndpoint
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ShareAcknowledgeResponse_v0, 1: _dec_ShareAcknowledgeResponse_v0, 2: _dec_ShareAcknowledgeResponse_v2}
-    _ENCODERS = {0: _enc_ShareAcknowledgeResponse_v0, 1: _enc_ShareAcknowledgeResponse_v0, 2: _enc_ShareAcknowledgeResponse_v2}
+    _DECODERS = _decoders(_dec_ShareAcknowledgeResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_ShareAcknowledgeResponse, range(0, 3))
     API_KEY = 79
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import (
     RECORDS, SCALAR, SCALARS, STRUCT, STRUCTS, FieldInfo, Message, Struct, as_record_set,
@@ -53,21 +55,38 @@ _A_b = _w.SMALL_ARRAYS["b"]
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_ShareFetchRequest_v0(buf, cur, end):
-    """Decode ShareFetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchRequest(buf, cur, end, version):
+    """Decode ShareFetchRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, True, True)
     n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
     f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, True, True)
-    if end - pos < 16:
-        raise _w.short_run(_RUN_share_session_epoch__max_bytes, pos, end)
-    f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes = _S_iiii.unpack_from(buf, pos)
-    pos += 16
+    if v0_down:
+        if end - pos < 16:
+            raise _w.short_run(_RUN_share_session_epoch__max_bytes, pos, end)
+        f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes = _S_iiii.unpack_from(buf, pos)
+        pos += 16
+    elif v1_only:
+        if end - pos < 24:
+            raise _w.short_run(_RUN_share_session_epoch__batch_size, pos, end)
+        f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_max_records, f_batch_size = _S_iiiiii.unpack_from(buf, pos)
+        pos += 24
+    else:
+        if end - pos < 26:
+            raise _w.short_run(_RUN_share_session_epoch__is_renew_ack, pos, end)
+        f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_max_records, f_batch_size, f_share_acquire_mode, f_is_renew_ack = _S_iiiiiibb.unpack_from(buf, pos)
+        pos += 26
+        if f_is_renew_ack != 0 and f_is_renew_ack != 1:
+            raise _w.bad_bool('is_renew_ack', pos - 1, f_is_renew_ack)
+        b_is_renew_ack = f_is_renew_ack == 1
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_ShareFetchRequest_FetchTopic_v0, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_FetchTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     n_forgotten_topics_data, pos = _w.read_compact_length(buf, pos, end, 'forgotten_topics_data')
-    f_forgotten_topics_data, pos = _w.read_structs(_dec_ShareFetchRequest_ForgottenTopic_v0, buf, cur, pos, end, n_forgotten_topics_data, 'forgotten_topics_data', 18, 1, False)
+    f_forgotten_topics_data, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_ForgottenTopic, version=version), buf, cur, pos, end, n_forgotten_topics_data, 'forgotten_topics_data', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchRequest)
     obj.group_id = f_group_id
@@ -76,10 +95,18 @@ def _dec_ShareFetchRequest_v0(buf, cur, end):
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
-    obj.max_records = 0
-    obj.batch_size = 0
-    obj.share_acquire_mode = 0
-    obj.is_renew_ack = False
+    if v0_down:
+        obj.max_records = 0
+        obj.batch_size = 0
+    else:
+        obj.max_records = f_max_records
+        obj.batch_size = f_batch_size
+    if v1_down:
+        obj.share_acquire_mode = 0
+        obj.is_renew_ack = False
+    else:
+        obj.share_acquire_mode = f_share_acquire_mode
+        obj.is_renew_ack = b_is_renew_ack
     obj.topics = f_topics
     obj.forgotten_topics_data = f_forgotten_topics_data
     obj.unknown_tagged_fields = unknown
@@ -87,18 +114,29 @@ def _dec_ShareFetchRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchRequest_v0(obj, out):
-    """Append the v0 layout of a ShareFetchRequest to ``out``."""
+def _enc_ShareFetchRequest(obj, out, version):
+    """Append in ``version`` a ShareFetchRequest to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     if obj is None:
         raise TypeError("ShareFetchRequest expected, got None")
-    if obj.max_records != 0:
-        raise _w.not_in_version("ShareFetchRequest.max_records", 0, "1-2")
-    if obj.batch_size != 0:
-        raise _w.not_in_version("ShareFetchRequest.batch_size", 0, "1-2")
-    if obj.share_acquire_mode != 0:
-        raise _w.not_in_version("ShareFetchRequest.share_acquire_mode", 0, "2")
-    if obj.is_renew_ack != False:
-        raise _w.not_in_version("ShareFetchRequest.is_renew_ack", 0, "2")
+    if v0_down:
+        if obj.max_records != 0:
+            raise _w.not_in_version("ShareFetchRequest.max_records", 0, "1-2")
+        if obj.batch_size != 0:
+            raise _w.not_in_version("ShareFetchRequest.batch_size", 0, "1-2")
+    if v1_down:
+        if obj.share_acquire_mode != 0:
+            if v0_down:
+                raise _w.not_in_version("ShareFetchRequest.share_acquire_mode", 0, "2")
+            else:
+                raise _w.not_in_version("ShareFetchRequest.share_acquire_mode", 1, "2")
+        if obj.is_renew_ack != False:
+            if v0_down:
+                raise _w.not_in_version("ShareFetchRequest.is_renew_ack", 0, "2")
+            else:
+                raise _w.not_in_version("ShareFetchRequest.is_renew_ack", 1, "2")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "ShareFetchRequest.group_id", True)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -107,132 +145,30 @@ def _enc_ShareFetchRequest_v0(obj, out):
     _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
-    out += _S_iiii.pack(obj.share_session_epoch, obj.max_wait_ms, obj.min_bytes, obj.max_bytes)
-    _w.put_structs(out, obj.topics, _enc_ShareFetchRequest_FetchTopic_v0, "ShareFetchRequest.topics", False)
-    _w.put_structs(out, obj.forgotten_topics_data, _enc_ShareFetchRequest_ForgottenTopic_v0, "ShareFetchRequest.forgotten_topics_data", False)
+    if v0_down:
+        out += _S_iiii.pack(obj.share_session_epoch, obj.max_wait_ms, obj.min_bytes, obj.max_bytes)
+    elif v1_only:
+        out += _S_iiiiii.pack(obj.share_session_epoch, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.max_records, obj.batch_size)
+    else:
+        out += _S_iiiiiibB.pack(obj.share_session_epoch, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.max_records, obj.batch_size, obj.share_acquire_mode, obj.is_renew_ack)
+    _w.put_structs(out, obj.topics, _partial(_enc_ShareFetchRequest_FetchTopic, version=version), "ShareFetchRequest.topics", False)
+    _w.put_structs(out, obj.forgotten_topics_data, _partial(_enc_ShareFetchRequest_ForgottenTopic, version=version), "ShareFetchRequest.forgotten_topics_data", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
 
 
-def _dec_ShareFetchRequest_v1(buf, cur, end):
-    """Decode ShareFetchRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, True, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, True, True)
-    if end - pos < 24:
-        raise _w.short_run(_RUN_share_session_epoch__batch_size, pos, end)
-    f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_max_records, f_batch_size = _S_iiiiii.unpack_from(buf, pos)
-    pos += 24
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_ShareFetchRequest_FetchTopic_v1, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    n_forgotten_topics_data, pos = _w.read_compact_length(buf, pos, end, 'forgotten_topics_data')
-    f_forgotten_topics_data, pos = _w.read_structs(_dec_ShareFetchRequest_ForgottenTopic_v0, buf, cur, pos, end, n_forgotten_topics_data, 'forgotten_topics_data', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest)
-    obj.group_id = f_group_id
-    obj.member_id = f_member_id
-    obj.share_session_epoch = f_share_session_epoch
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.max_records = f_max_records
-    obj.batch_size = f_batch_size
-    obj.share_acquire_mode = 0
-    obj.is_renew_ack = False
-    obj.topics = f_topics
-    obj.forgotten_topics_data = f_forgotten_topics_data
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ShareFetchRequest_v1(obj, out):
-    """Append the v1 layout of a ShareFetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ShareFetchRequest expected, got None")
-    if obj.share_acquire_mode != 0:
-        raise _w.not_in_version("ShareFetchRequest.share_acquire_mode", 1, "2")
-    if obj.is_renew_ack != False:
-        raise _w.not_in_version("ShareFetchRequest.is_renew_ack", 1, "2")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ShareFetchRequest.group_id", True)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ShareFetchRequest.member_id", True)
-    _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    out += _S_iiiiii.pack(obj.share_session_epoch, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.max_records, obj.batch_size)
-    _w.put_structs(out, obj.topics, _enc_ShareFetchRequest_FetchTopic_v1, "ShareFetchRequest.topics", False)
-    _w.put_structs(out, obj.forgotten_topics_data, _enc_ShareFetchRequest_ForgottenTopic_v0, "ShareFetchRequest.forgotten_topics_data", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
-
-
-def _dec_ShareFetchRequest_v2(buf, cur, end):
-    """Decode ShareFetchRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, True, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, True, True)
-    if end - pos < 26:
-        raise _w.short_run(_RUN_share_session_epoch__is_renew_ack, pos, end)
-    f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_max_records, f_batch_size, f_share_acquire_mode, f_is_renew_ack = _S_iiiiiibb.unpack_from(buf, pos)
-    pos += 26
-    if f_is_renew_ack != 0 and f_is_renew_ack != 1:
-        raise _w.bad_bool('is_renew_ack', pos - 1, f_is_renew_ack)
-    b_is_renew_ack = f_is_renew_ack == 1
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_ShareFetchRequest_FetchTopic_v1, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    n_forgotten_topics_data, pos = _w.read_compact_length(buf, pos, end, 'forgotten_topics_data')
-    f_forgotten_topics_data, pos = _w.read_structs(_dec_ShareFetchRequest_ForgottenTopic_v0, buf, cur, pos, end, n_forgotten_topics_data, 'forgotten_topics_data', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest)
-    obj.group_id = f_group_id
-    obj.member_id = f_member_id
-    obj.share_session_epoch = f_share_session_epoch
-    obj.max_wait_ms = f_max_wait_ms
-    obj.min_bytes = f_min_bytes
-    obj.max_bytes = f_max_bytes
-    obj.max_records = f_max_records
-    obj.batch_size = f_batch_size
-    obj.share_acquire_mode = f_share_acquire_mode
-    obj.is_renew_ack = b_is_renew_ack
-    obj.topics = f_topics
-    obj.forgotten_topics_data = f_forgotten_topics_data
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ShareFetchRequest_v2(obj, out):
-    """Append the v2 layout of a ShareFetchRequest to ``out``."""
-    if obj is None:
-        raise TypeError("ShareFetchRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ShareFetchRequest.group_id", True)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ShareFetchRequest.member_id", True)
-    _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    out += _S_iiiiiibB.pack(obj.share_session_epoch, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.max_records, obj.batch_size, obj.share_acquire_mode, obj.is_renew_ack)
-    _w.put_structs(out, obj.topics, _enc_ShareFetchRequest_FetchTopic_v1, "ShareFetchRequest.topics", False)
-    _w.put_structs(out, obj.forgotten_topics_data, _enc_ShareFetchRequest_ForgottenTopic_v0, "ShareFetchRequest.forgotten_topics_data", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
-
-
-def _dec_ShareFetchRequest_FetchTopic_v0(buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchRequest_FetchTopic(buf, cur, end, version):
+    """Decode ShareFetchRequest.FetchTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ShareFetchRequest_FetchPartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 10, 1, False)
+    if v0_down:
+        f_partitions, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_FetchPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 10, 1, False)
+    else:
+        f_partitions, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_FetchPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 6, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchRequest_FetchTopic)
     obj.topic_id = f_topic_id
@@ -242,102 +178,61 @@ def _dec_ShareFetchRequest_FetchTopic_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchRequest_FetchTopic_v0(obj, out):
-    """Append the v0 layout of a ShareFetchRequest.FetchTopic to ``out``."""
+def _enc_ShareFetchRequest_FetchTopic(obj, out, version):
+    """Append in ``version`` a ShareFetchRequest.FetchTopic to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchRequest.FetchTopic expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_ShareFetchRequest_FetchPartition_v0, "ShareFetchRequest.FetchTopic.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_ShareFetchRequest_FetchPartition, version=version), "ShareFetchRequest.FetchTopic.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic")
 
 
-def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchRequest_FetchPartition(buf, cur, end, version):
+    """Decode ShareFetchRequest.FetchTopic.FetchPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ShareFetchRequest_FetchPartition_v1, buf, cur, pos, end, n_partitions, 'partitions', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest_FetchTopic)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ShareFetchRequest_FetchTopic_v1(obj, out):
-    """Append the v1 layout of a ShareFetchRequest.FetchTopic to ``out``."""
-    if obj is None:
-        raise TypeError("ShareFetchRequest.FetchTopic expected, got None")
-    out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_ShareFetchRequest_FetchPartition_v1, "ShareFetchRequest.FetchTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic")
-
-
-def _dec_ShareFetchRequest_FetchPartition_v0(buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic.FetchPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition_index__partition_max_bytes, pos, end)
-    f_partition_index, f_partition_max_bytes = _S_ii.unpack_from(buf, pos)
-    pos += 8
+    if v0_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_partition_index__partition_max_bytes, pos, end)
+        f_partition_index, f_partition_max_bytes = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partition_index, pos, end)
+        f_partition_index = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     n_acknowledgement_batches, pos = _w.read_compact_length(buf, pos, end, 'acknowledgement_batches')
-    f_acknowledgement_batches, pos = _w.read_structs(_dec_ShareFetchRequest_AcknowledgementBatch_v0, buf, cur, pos, end, n_acknowledgement_batches, 'acknowledgement_batches', 18, 1, False)
+    f_acknowledgement_batches, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_AcknowledgementBatch, version=version), buf, cur, pos, end, n_acknowledgement_batches, 'acknowledgement_batches', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchRequest_FetchPartition)
     obj.partition_index = f_partition_index
-    obj.partition_max_bytes = f_partition_max_bytes
+    if v0_down:
+        obj.partition_max_bytes = f_partition_max_bytes
+    else:
+        obj.partition_max_bytes = 0
     obj.acknowledgement_batches = f_acknowledgement_batches
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_ShareFetchRequest_FetchPartition_v0(obj, out):
-    """Append the v0 layout of a ShareFetchRequest.FetchTopic.FetchPartition to ``out``."""
+def _enc_ShareFetchRequest_FetchPartition(obj, out, version):
+    """Append in ``version`` a ShareFetchRequest.FetchTopic.FetchPartition to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("ShareFetchRequest.FetchTopic.FetchPartition expected, got None")
-    out += _S_ii.pack(obj.partition_index, obj.partition_max_bytes)
-    _w.put_structs(out, obj.acknowledgement_batches, _enc_ShareFetchRequest_AcknowledgementBatch_v0, "ShareFetchRequest.FetchTopic.FetchPartition.acknowledgement_batches", False)
+    if v0_down:
+        out += _S_ii.pack(obj.partition_index, obj.partition_max_bytes)
+    else:
+        if obj.partition_max_bytes != 0:
+            raise _w.not_in_version("ShareFetchRequest.FetchTopic.FetchPartition.partition_max_bytes", 1, "0")
+        out += _S_i.pack(obj.partition_index)
+    _w.put_structs(out, obj.acknowledgement_batches, _partial(_enc_ShareFetchRequest_AcknowledgementBatch, version=version), "ShareFetchRequest.FetchTopic.FetchPartition.acknowledgement_batches", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition")
 
 
-def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic.FetchPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_acknowledgement_batches, pos = _w.read_compact_length(buf, pos, end, 'acknowledgement_batches')
-    f_acknowledgement_batches, pos = _w.read_structs(_dec_ShareFetchRequest_AcknowledgementBatch_v0, buf, cur, pos, end, n_acknowledgement_batches, 'acknowledgement_batches', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest_FetchPartition)
-    obj.partition_index = f_partition_index
-    obj.partition_max_bytes = 0
-    obj.acknowledgement_batches = f_acknowledgement_batches
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ShareFetchRequest_FetchPartition_v1(obj, out):
-    """Append the v1 layout of a ShareFetchRequest.FetchTopic.FetchPartition to ``out``."""
-    if obj is None:
-        raise TypeError("ShareFetchRequest.FetchTopic.FetchPartition expected, got None")
-    if obj.partition_max_bytes != 0:
-        raise _w.not_in_version("ShareFetchRequest.FetchTopic.FetchPartition.partition_max_bytes", 1, "0")
-    out += _S_i.pack(obj.partition_index)
-    _w.put_structs(out, obj.acknowledgement_batches, _enc_ShareFetchRequest_AcknowledgementBatch_v0, "ShareFetchRequest.FetchTopic.FetchPartition.acknowledgement_batches", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition")
-
-
-def _dec_ShareFetchRequest_AcknowledgementBatch_v0(buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchRequest_AcknowledgementBatch(buf, cur, end, version):
+    """Decode ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
@@ -361,8 +256,8 @@ def _dec_ShareFetchRequest_AcknowledgementBatch_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchRequest_AcknowledgementBatch_v0(obj, out):
-    """Append the v0 layout of a ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch to ``out``."""
+def _enc_ShareFetchRequest_AcknowledgementBatch(obj, out, version):
+    """Append in ``version`` a ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch expected, got None")
     out += _S_qq.pack(obj.first_offset, obj.last_offset)
@@ -376,8 +271,8 @@ def _enc_ShareFetchRequest_AcknowledgementBatch_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch")
 
 
-def _dec_ShareFetchRequest_ForgottenTopic_v0(buf, cur, end):
-    """Decode ShareFetchRequest.ForgottenTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchRequest_ForgottenTopic(buf, cur, end, version):
+    """Decode ShareFetchRequest.ForgottenTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
@@ -400,8 +295,8 @@ def _dec_ShareFetchRequest_ForgottenTopic_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchRequest_ForgottenTopic_v0(obj, out):
-    """Append the v0 layout of a ShareFetchRequest.ForgottenTopic to ``out``."""
+def _enc_ShareFetchRequest_ForgottenTopic(obj, out, version):
+    """Append in ``version`` a ShareFetchRequest.ForgottenTopic to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchRequest.ForgottenTopic expected, got None")
     out += obj.topic_id.bytes
@@ -415,8 +310,10 @@ def _enc_ShareFetchRequest_ForgottenTopic_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.ForgottenTopic")
 
 
-def _dec_ShareFetchResponse_v0(buf, cur, end):
-    """Decode ShareFetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchResponse(buf, cur, end, version):
+    """Decode ShareFetchResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -424,16 +321,24 @@ def _dec_ShareFetchResponse_v0(buf, cur, end):
     pos += 6
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+    if v1_up:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_acquisition_lock_timeout_ms, pos, end)
+        f_acquisition_lock_timeout_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_ShareFetchResponse_ShareFetchableTopicResponse_v0, buf, cur, pos, end, n_responses, 'responses', 18, 1, False)
+    f_responses, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_ShareFetchableTopicResponse, version=version), buf, cur, pos, end, n_responses, 'responses', 18, 1, False)
     n_node_endpoints, pos = _w.read_compact_length(buf, pos, end, 'node_endpoints')
-    f_node_endpoints, pos = _w.read_structs(_dec_ShareFetchResponse_NodeEndpoint_v0, buf, cur, pos, end, n_node_endpoints, 'node_endpoints', 11, 1, False)
+    f_node_endpoints, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_NodeEndpoint, version=version), buf, cur, pos, end, n_node_endpoints, 'node_endpoints', 11, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
-    obj.acquisition_lock_timeout_ms = 0
+    if v0_down:
+        obj.acquisition_lock_timeout_ms = 0
+    else:
+        obj.acquisition_lock_timeout_ms = f_acquisition_lock_timeout_ms
     obj.responses = f_responses
     obj.node_endpoints = f_node_endpoints
     obj.unknown_tagged_fields = unknown
@@ -441,76 +346,36 @@ def _dec_ShareFetchResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchResponse_v0(obj, out):
-    """Append the v0 layout of a ShareFetchResponse to ``out``."""
+def _enc_ShareFetchResponse(obj, out, version):
+    """Append in ``version`` a ShareFetchResponse to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("ShareFetchResponse expected, got None")
-    if obj.acquisition_lock_timeout_ms != 0:
-        raise _w.not_in_version("ShareFetchResponse.acquisition_lock_timeout_ms", 0, "1-2")
+    if v0_down:
+        if obj.acquisition_lock_timeout_ms != 0:
+            raise _w.not_in_version("ShareFetchResponse.acquisition_lock_timeout_ms", 0, "1-2")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareFetchResponse.error_message", True)
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.responses, _enc_ShareFetchResponse_ShareFetchableTopicResponse_v0, "ShareFetchResponse.responses", False)
-    _w.put_structs(out, obj.node_endpoints, _enc_ShareFetchResponse_NodeEndpoint_v0, "ShareFetchResponse.node_endpoints", False)
+    if v1_up:
+        out += _S_i.pack(obj.acquisition_lock_timeout_ms)
+    _w.put_structs(out, obj.responses, _partial(_enc_ShareFetchResponse_ShareFetchableTopicResponse, version=version), "ShareFetchResponse.responses", False)
+    _w.put_structs(out, obj.node_endpoints, _partial(_enc_ShareFetchResponse_NodeEndpoint, version=version), "ShareFetchResponse.node_endpoints", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse")
 
 
-def _dec_ShareFetchResponse_v1(buf, cur, end):
-    """Decode ShareFetchResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_acquisition_lock_timeout_ms, pos, end)
-    f_acquisition_lock_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_dec_ShareFetchResponse_ShareFetchableTopicResponse_v1, buf, cur, pos, end, n_responses, 'responses', 18, 1, False)
-    n_node_endpoints, pos = _w.read_compact_length(buf, pos, end, 'node_endpoints')
-    f_node_endpoints, pos = _w.read_structs(_dec_ShareFetchResponse_NodeEndpoint_v0, buf, cur, pos, end, n_node_endpoints, 'node_endpoints', 11, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.acquisition_lock_timeout_ms = f_acquisition_lock_timeout_ms
-    obj.responses = f_responses
-    obj.node_endpoints = f_node_endpoints
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ShareFetchResponse_v1(obj, out):
-    """Append the v1 layout of a ShareFetchResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ShareFetchResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareFetchResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_i.pack(obj.acquisition_lock_timeout_ms)
-    _w.put_structs(out, obj.responses, _enc_ShareFetchResponse_ShareFetchableTopicResponse_v1, "ShareFetchResponse.responses", False)
-    _w.put_structs(out, obj.node_endpoints, _enc_ShareFetchResponse_NodeEndpoint_v0, "ShareFetchResponse.node_endpoints", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse")
-
-
-def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v0(buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchResponse_ShareFetchableTopicResponse(buf, cur, end, version):
+    """Decode ShareFetchResponse.ShareFetchableTopicResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ShareFetchResponse_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 22, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 22, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchResponse_ShareFetchableTopicResponse)
     obj.topic_id = f_topic_id
@@ -520,44 +385,18 @@ def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchResponse_ShareFetchableTopicResponse_v0(obj, out):
-    """Append the v0 layout of a ShareFetchResponse.ShareFetchableTopicResponse to ``out``."""
+def _enc_ShareFetchResponse_ShareFetchableTopicResponse(obj, out, version):
+    """Append in ``version`` a ShareFetchResponse.ShareFetchableTopicResponse to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_ShareFetchResponse_PartitionData_v0, "ShareFetchResponse.ShareFetchableTopicResponse.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_ShareFetchResponse_PartitionData, version=version), "ShareFetchResponse.ShareFetchableTopicResponse.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse")
 
 
-def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_ShareFetchResponse_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 22, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchResponse_ShareFetchableTopicResponse)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ShareFetchResponse_ShareFetchableTopicResponse_v1(obj, out):
-    """Append the v1 layout of a ShareFetchResponse.ShareFetchableTopicResponse to ``out``."""
-    if obj is None:
-        raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse expected, got None")
-    out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_ShareFetchResponse_PartitionData_v1, "ShareFetchResponse.ShareFetchableTopicResponse.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse")
-
-
-def _dec_ShareFetchResponse_PartitionData_v0(buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchResponse_PartitionData(buf, cur, end, version):
+    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
@@ -573,20 +412,27 @@ def _dec_ShareFetchResponse_PartitionData_v0(buf, cur, end):
     f_acknowledge_error_message, pos = _w.read_sized(buf, pos, n_acknowledge_error_message, end, 'acknowledge_error_message', 1, True, True)
     cur.pos = pos
     try:
-        f_current_leader = _dec_ShareFetchResponse_LeaderIdAndEpoch_v0(buf, cur, end)
+        f_current_leader = _dec_ShareFetchResponse_LeaderIdAndEpoch(buf, cur, end, version)
     except DecodeError as exc:
         raise exc.within('current_leader')
     pos = cur.pos
     n_records, pos = _w.read_compact_length(buf, pos, end, 'records')
-    if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
-        pos += n_records
-    elif n_records == -1:
-        f_records = None
+    if v0_down:
+        if 0 <= n_records <= end - pos:
+            f_records = RecordSet(buf[pos:pos + n_records])
+            pos += n_records
+        elif n_records == -1:
+            f_records = None
+        else:
+            raise _w.bad_sized('records', pos, n_records, end, 1, True)
     else:
-        raise _w.bad_sized('records', pos, n_records, end, 1, True)
+        if 0 <= n_records <= end - pos:
+            f_records = RecordSet(buf[pos:pos + n_records])
+            pos += n_records
+        else:
+            raise _w.bad_sized('records', pos, n_records, end, 1, False)
     n_acquired_records, pos = _w.read_compact_length(buf, pos, end, 'acquired_records')
-    f_acquired_records, pos = _w.read_structs(_dec_ShareFetchResponse_AcquiredRecords_v0, buf, cur, pos, end, n_acquired_records, 'acquired_records', 19, 1, False)
+    f_acquired_records, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_AcquiredRecords, version=version), buf, cur, pos, end, n_acquired_records, 'acquired_records', 19, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchResponse_PartitionData)
     obj.partition_index = f_partition_index
@@ -602,8 +448,9 @@ def _dec_ShareFetchResponse_PartitionData_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchResponse_PartitionData_v0(obj, out):
-    """Append the v0 layout of a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData to ``out``."""
+def _enc_ShareFetchResponse_PartitionData(obj, out, version):
+    """Append in ``version`` a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
@@ -617,95 +464,25 @@ def _enc_ShareFetchResponse_PartitionData_v0(obj, out):
     if n_acknowledge_error_message > 0:
         out += f_acknowledge_error_message
     f_current_leader = obj.current_leader
-    _enc_ShareFetchResponse_LeaderIdAndEpoch_v0(f_current_leader, out)
+    _enc_ShareFetchResponse_LeaderIdAndEpoch(f_current_leader, out, version)
     f_records = obj.records
     if f_records is None:
-        n_records = -1
+        if v0_down:
+            n_records = -1
+        else:
+            raise _w.not_nullable("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.records")
     else:
         f_records = as_record_set(f_records).raw
         n_records = len(f_records)
     _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
         out += f_records
-    _w.put_structs(out, obj.acquired_records, _enc_ShareFetchResponse_AcquiredRecords_v0, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acquired_records", False)
+    _w.put_structs(out, obj.acquired_records, _partial(_enc_ShareFetchResponse_AcquiredRecords, version=version), "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acquired_records", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData")
 
 
-def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_acknowledge_error_code, pos, end)
-    f_acknowledge_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_acknowledge_error_message, pos = _w.read_compact_length(buf, pos, end, 'acknowledge_error_message')
-    f_acknowledge_error_message, pos = _w.read_sized(buf, pos, n_acknowledge_error_message, end, 'acknowledge_error_message', 1, True, True)
-    cur.pos = pos
-    try:
-        f_current_leader = _dec_ShareFetchResponse_LeaderIdAndEpoch_v0(buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('current_leader')
-    pos = cur.pos
-    n_records, pos = _w.read_compact_length(buf, pos, end, 'records')
-    if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
-        pos += n_records
-    else:
-        raise _w.bad_sized('records', pos, n_records, end, 1, False)
-    n_acquired_records, pos = _w.read_compact_length(buf, pos, end, 'acquired_records')
-    f_acquired_records, pos = _w.read_structs(_dec_ShareFetchResponse_AcquiredRecords_v0, buf, cur, pos, end, n_acquired_records, 'acquired_records', 19, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.acknowledge_error_code = f_acknowledge_error_code
-    obj.acknowledge_error_message = f_acknowledge_error_message
-    obj.current_leader = f_current_leader
-    obj.records = f_records
-    obj.acquired_records = f_acquired_records
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
-    """Append the v1 layout of a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData expected, got None")
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    out += _S_h.pack(obj.acknowledge_error_code)
-    f_acknowledge_error_message, n_acknowledge_error_message = _w.encode_text(obj.acknowledge_error_message, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acknowledge_error_message", True)
-    _w.put_uvarint(out, n_acknowledge_error_message + 1)
-    if n_acknowledge_error_message > 0:
-        out += f_acknowledge_error_message
-    f_current_leader = obj.current_leader
-    _enc_ShareFetchResponse_LeaderIdAndEpoch_v0(f_current_leader, out)
-    f_records = obj.records
-    if f_records is None:
-        raise _w.not_nullable("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.records")
-    else:
-        f_records = as_record_set(f_records).raw
-        n_records = len(f_records)
-    _w.put_uvarint(out, n_records + 1)
-    if n_records > 0:
-        out += f_records
-    _w.put_structs(out, obj.acquired_records, _enc_ShareFetchResponse_AcquiredRecords_v0, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acquired_records", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData")
-
-
-def _dec_ShareFetchResponse_LeaderIdAndEpoch_v0(buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchResponse_LeaderIdAndEpoch(buf, cur, end, version):
+    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
@@ -720,16 +497,16 @@ def _dec_ShareFetchResponse_LeaderIdAndEpoch_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchResponse_LeaderIdAndEpoch_v0(obj, out):
-    """Append the v0 layout of a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch to ``out``."""
+def _enc_ShareFetchResponse_LeaderIdAndEpoch(obj, out, version):
+    """Append in ``version`` a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch")
 
 
-def _dec_ShareFetchResponse_AcquiredRecords_v0(buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchResponse_AcquiredRecords(buf, cur, end, version):
+    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
@@ -745,16 +522,16 @@ def _dec_ShareFetchResponse_AcquiredRecords_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchResponse_AcquiredRecords_v0(obj, out):
-    """Append the v0 layout of a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords to ``out``."""
+def _enc_ShareFetchResponse_AcquiredRecords(obj, out, version):
+    """Append in ``version`` a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords expected, got None")
     out += _S_qqh.pack(obj.first_offset, obj.last_offset, obj.delivery_count)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords")
 
 
-def _dec_ShareFetchResponse_NodeEndpoint_v0(buf, cur, end):
-    """Decode ShareFetchResponse.NodeEndpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareFetchResponse_NodeEndpoint(buf, cur, end, version):
+    """Decode ShareFetchResponse.NodeEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
@@ -779,8 +556,8 @@ def _dec_ShareFetchResponse_NodeEndpoint_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareFetchResponse_NodeEndpoint_v0(obj, out):
-    """Append the v0 layout of a ShareFetchResponse.NodeEndpoint to ``out``."""
+def _enc_ShareFetchResponse_NodeEndpoint(obj, out, version):
+    """Append in ``version`` a ShareFetchResponse.NodeEndpoint to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
@@ -963,8 +740,8 @@ class ShareFetchRequest(Message):
     )
     FetchTopic = ShareFetchRequest_FetchTopic
     ForgottenTopic = ShareFetchRequest_ForgottenTopic
-    _DECODERS = {0: _dec_ShareFetchRequest_v0, 1: _dec_ShareFetchRequest_v1, 2: _dec_ShareFetchRequest_v2}
-    _ENCODERS = {0: _enc_ShareFetchRequest_v0, 1: _enc_ShareFetchRequest_v1, 2: _enc_ShareFetchRequest_v2}
+    _DECODERS = _decoders(_dec_ShareFetchRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_ShareFetchRequest, range(0, 3))
     API_KEY = 78
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -1218,9 +995,8 @@ class ShareFetchResponse(Message):
     )
     ShareFetchableTopicResponse = ShareFetchResponse_ShareFetchableTopicResponse
     NodeEndpoint = ShareFetchResponse_NodeEndpoint
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed the request only.
-    _DECODERS = {0: _dec_ShareFetchResponse_v0, 1: _dec_ShareFetchResponse_v1, 2: _dec_ShareFetchResponse_v1}
-    _ENCODERS = {0: _enc_ShareFetchResponse_v0, 1: _enc_ShareFetchResponse_v1, 2: _enc_ShareFetchResponse_v1}
+    _DECODERS = _decoders(_dec_ShareFetchResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_ShareFetchResponse, range(0, 3))
     API_KEY = 78
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCT, STRUCTS, FieldInfo, Message, Struct
 
@@ -36,8 +38,8 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_ShareGroupDescribeRequest_v0(buf, cur, end):
-    """Decode ShareGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeRequest(buf, cur, end, version):
+    """Decode ShareGroupDescribeRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_ids, pos = _w.read_compact_length(buf, pos, end, 'group_ids')
     if n_group_ids < 0 or n_group_ids > (end - pos) // 1:
@@ -69,8 +71,8 @@ def _dec_ShareGroupDescribeRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeRequest_v0(obj, out):
-    """Append the v0 layout of a ShareGroupDescribeRequest to ``out``."""
+def _enc_ShareGroupDescribeRequest(obj, out, version):
+    """Append in ``version`` a ShareGroupDescribeRequest to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeRequest expected, got None")
     f_group_ids = obj.group_ids
@@ -90,15 +92,15 @@ def _enc_ShareGroupDescribeRequest_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeRequest")
 
 
-def _dec_ShareGroupDescribeResponse_v0(buf, cur, end):
-    """Decode ShareGroupDescribeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeResponse(buf, cur, end, version):
+    """Decode ShareGroupDescribeResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_ShareGroupDescribeResponse_DescribedGroup_v0, buf, cur, pos, end, n_groups, 'groups', 20, 1, False)
+    f_groups, pos = _w.read_structs(_partial(_dec_ShareGroupDescribeResponse_DescribedGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 20, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -108,17 +110,17 @@ def _dec_ShareGroupDescribeResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeResponse_v0(obj, out):
-    """Append the v0 layout of a ShareGroupDescribeResponse to ``out``."""
+def _enc_ShareGroupDescribeResponse(obj, out, version):
+    """Append in ``version`` a ShareGroupDescribeResponse to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _enc_ShareGroupDescribeResponse_DescribedGroup_v0, "ShareGroupDescribeResponse.groups", False)
+    _w.put_structs(out, obj.groups, _partial(_enc_ShareGroupDescribeResponse_DescribedGroup, version=version), "ShareGroupDescribeResponse.groups", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse")
 
 
-def _dec_ShareGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
-    """Decode ShareGroupDescribeResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeResponse_DescribedGroup(buf, cur, end, version):
+    """Decode ShareGroupDescribeResponse.DescribedGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
@@ -137,7 +139,7 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     n_assignor_name, pos = _w.read_compact_length(buf, pos, end, 'assignor_name')
     f_assignor_name, pos = _w.read_sized(buf, pos, n_assignor_name, end, 'assignor_name', 1, False, True)
     n_members, pos = _w.read_compact_length(buf, pos, end, 'members')
-    f_members, pos = _w.read_structs(_dec_ShareGroupDescribeResponse_Member_v0, buf, cur, pos, end, n_members, 'members', 12, 1, False)
+    f_members, pos = _w.read_structs(_partial(_dec_ShareGroupDescribeResponse_Member, version=version), buf, cur, pos, end, n_members, 'members', 12, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
@@ -158,8 +160,8 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeResponse_DescribedGroup_v0(obj, out):
-    """Append the v0 layout of a ShareGroupDescribeResponse.DescribedGroup to ``out``."""
+def _enc_ShareGroupDescribeResponse_DescribedGroup(obj, out, version):
+    """Append in ``version`` a ShareGroupDescribeResponse.DescribedGroup to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeResponse.DescribedGroup expected, got None")
     out += _S_h.pack(obj.error_code)
@@ -180,13 +182,13 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v0(obj, out):
     _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
         out += f_assignor_name
-    _w.put_structs(out, obj.members, _enc_ShareGroupDescribeResponse_Member_v0, "ShareGroupDescribeResponse.DescribedGroup.members", False)
+    _w.put_structs(out, obj.members, _partial(_enc_ShareGroupDescribeResponse_Member, version=version), "ShareGroupDescribeResponse.DescribedGroup.members", False)
     out += _S_i.pack(obj.authorized_operations)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse.DescribedGroup")
 
 
-def _dec_ShareGroupDescribeResponse_Member_v0(buf, cur, end):
-    """Decode ShareGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeResponse_Member(buf, cur, end, version):
+    """Decode ShareGroupDescribeResponse.DescribedGroup.Member (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
     f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
@@ -216,7 +218,7 @@ def _dec_ShareGroupDescribeResponse_Member_v0(buf, cur, end):
         pos += m
     cur.pos = pos
     try:
-        f_assignment = _dec_ShareGroupDescribeResponse_Assignment_v0(buf, cur, end)
+        f_assignment = _dec_ShareGroupDescribeResponse_Assignment(buf, cur, end, version)
     except DecodeError as exc:
         raise exc.within('assignment')
     pos = cur.pos
@@ -234,8 +236,8 @@ def _dec_ShareGroupDescribeResponse_Member_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeResponse_Member_v0(obj, out):
-    """Append the v0 layout of a ShareGroupDescribeResponse.DescribedGroup.Member to ``out``."""
+def _enc_ShareGroupDescribeResponse_Member(obj, out, version):
+    """Append in ``version`` a ShareGroupDescribeResponse.DescribedGroup.Member to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeResponse.DescribedGroup.Member expected, got None")
     f_member_id, n_member_id = _w.encode_text(obj.member_id, "ShareGroupDescribeResponse.DescribedGroup.Member.member_id", False)
@@ -269,15 +271,15 @@ def _enc_ShareGroupDescribeResponse_Member_v0(obj, out):
         _w.put_uvarint(out, m + 1)
         out += data
     f_assignment = obj.assignment
-    _enc_ShareGroupDescribeResponse_Assignment_v0(f_assignment, out)
+    _enc_ShareGroupDescribeResponse_Assignment(f_assignment, out, version)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse.DescribedGroup.Member")
 
 
-def _dec_ShareGroupDescribeResponse_Assignment_v0(buf, cur, end):
-    """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeResponse_Assignment(buf, cur, end, version):
+    """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-    f_topic_partitions, pos = _w.read_structs(_dec_ShareGroupDescribeResponse_TopicPartitions_v0, buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 19, 1, False)
+    f_topic_partitions, pos = _w.read_structs(_partial(_dec_ShareGroupDescribeResponse_TopicPartitions, version=version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 19, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareGroupDescribeResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
@@ -286,16 +288,16 @@ def _dec_ShareGroupDescribeResponse_Assignment_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeResponse_Assignment_v0(obj, out):
-    """Append the v0 layout of a ShareGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
+def _enc_ShareGroupDescribeResponse_Assignment(obj, out, version):
+    """Append in ``version`` a ShareGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeResponse.DescribedGroup.Member.Assignment expected, got None")
-    _w.put_structs(out, obj.topic_partitions, _enc_ShareGroupDescribeResponse_TopicPartitions_v0, "ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.topic_partitions", False)
+    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ShareGroupDescribeResponse_TopicPartitions, version=version), "ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.topic_partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupDescribeResponse.DescribedGroup.Member.Assignment")
 
 
-def _dec_ShareGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
-    """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupDescribeResponse_TopicPartitions(buf, cur, end, version):
+    """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
@@ -321,8 +323,8 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupDescribeResponse_TopicPartitions_v0(obj, out):
-    """Append the v0 layout of a ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions to ``out``."""
+def _enc_ShareGroupDescribeResponse_TopicPartitions(obj, out, version):
+    """Append in ``version`` a ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions expected, got None")
     out += obj.topic_id.bytes
@@ -359,9 +361,8 @@ class ShareGroupDescribeRequest(Message):
         FieldInfo('group_ids', (0, 1), None, 'groupId', True, None, None, '[]string'),
         FieldInfo('include_authorized_operations', (0, 1), None, None, False, None, None, 'bool'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ShareGroupDescribeRequest_v0, 1: _dec_ShareGroupDescribeRequest_v0}
-    _ENCODERS = {0: _enc_ShareGroupDescribeRequest_v0, 1: _enc_ShareGroupDescribeRequest_v0}
+    _DECODERS = _decoders(_dec_ShareGroupDescribeRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_ShareGroupDescribeRequest, range(0, 2))
     API_KEY = 77
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -569,9 +570,8 @@ class ShareGroupDescribeResponse(Message):
         FieldInfo('groups', (0, 1), None, None, True, ShareGroupDescribeResponse_DescribedGroup, None, '[]DescribedGroup'),
     )
     DescribedGroup = ShareGroupDescribeResponse_DescribedGroup
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ShareGroupDescribeResponse_v0, 1: _dec_ShareGroupDescribeResponse_v0}
-    _ENCODERS = {0: _enc_ShareGroupDescribeResponse_v0, 1: _enc_ShareGroupDescribeResponse_v0}
+    _DECODERS = _decoders(_dec_ShareGroupDescribeResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_ShareGroupDescribeResponse, range(0, 2))
     API_KEY = 77
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

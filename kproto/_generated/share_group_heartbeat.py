@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCT, STRUCTS, FieldInfo, Message, Struct
 
@@ -31,8 +33,8 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_ShareGroupHeartbeatRequest_v0(buf, cur, end):
-    """Decode ShareGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupHeartbeatRequest(buf, cur, end, version):
+    """Decode ShareGroupHeartbeatRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
@@ -73,8 +75,8 @@ def _dec_ShareGroupHeartbeatRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupHeartbeatRequest_v0(obj, out):
-    """Append the v0 layout of a ShareGroupHeartbeatRequest to ``out``."""
+def _enc_ShareGroupHeartbeatRequest(obj, out, version):
+    """Append in ``version`` a ShareGroupHeartbeatRequest to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupHeartbeatRequest expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "ShareGroupHeartbeatRequest.group_id", False)
@@ -107,8 +109,8 @@ def _enc_ShareGroupHeartbeatRequest_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatRequest")
 
 
-def _dec_ShareGroupHeartbeatResponse_v0(buf, cur, end):
-    """Decode ShareGroupHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupHeartbeatResponse(buf, cur, end, version):
+    """Decode ShareGroupHeartbeatResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -129,7 +131,7 @@ def _dec_ShareGroupHeartbeatResponse_v0(buf, cur, end):
     else:
         cur.pos = pos
         try:
-            f_assignment = _dec_ShareGroupHeartbeatResponse_Assignment_v0(buf, cur, end)
+            f_assignment = _dec_ShareGroupHeartbeatResponse_Assignment(buf, cur, end, version)
         except DecodeError as exc:
             raise exc.within('assignment')
         pos = cur.pos
@@ -147,8 +149,8 @@ def _dec_ShareGroupHeartbeatResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupHeartbeatResponse_v0(obj, out):
-    """Append the v0 layout of a ShareGroupHeartbeatResponse to ``out``."""
+def _enc_ShareGroupHeartbeatResponse(obj, out, version):
+    """Append in ``version`` a ShareGroupHeartbeatResponse to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupHeartbeatResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -164,15 +166,15 @@ def _enc_ShareGroupHeartbeatResponse_v0(obj, out):
     n_assignment = -1 if f_assignment is None else 1
     out += _S_iib.pack(obj.member_epoch, obj.heartbeat_interval_ms, n_assignment)
     if f_assignment is not None:
-        _enc_ShareGroupHeartbeatResponse_Assignment_v0(f_assignment, out)
+        _enc_ShareGroupHeartbeatResponse_Assignment(f_assignment, out, version)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatResponse")
 
 
-def _dec_ShareGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
-    """Decode ShareGroupHeartbeatResponse.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupHeartbeatResponse_Assignment(buf, cur, end, version):
+    """Decode ShareGroupHeartbeatResponse.Assignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-    f_topic_partitions, pos = _w.read_structs(_dec_ShareGroupHeartbeatResponse_TopicPartitions_v0, buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 18, 1, False)
+    f_topic_partitions, pos = _w.read_structs(_partial(_dec_ShareGroupHeartbeatResponse_TopicPartitions, version=version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareGroupHeartbeatResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
@@ -181,16 +183,16 @@ def _dec_ShareGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupHeartbeatResponse_Assignment_v0(obj, out):
-    """Append the v0 layout of a ShareGroupHeartbeatResponse.Assignment to ``out``."""
+def _enc_ShareGroupHeartbeatResponse_Assignment(obj, out, version):
+    """Append in ``version`` a ShareGroupHeartbeatResponse.Assignment to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupHeartbeatResponse.Assignment expected, got None")
-    _w.put_structs(out, obj.topic_partitions, _enc_ShareGroupHeartbeatResponse_TopicPartitions_v0, "ShareGroupHeartbeatResponse.Assignment.topic_partitions", False)
+    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ShareGroupHeartbeatResponse_TopicPartitions, version=version), "ShareGroupHeartbeatResponse.Assignment.topic_partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatResponse.Assignment")
 
 
-def _dec_ShareGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
-    """Decode ShareGroupHeartbeatResponse.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_ShareGroupHeartbeatResponse_TopicPartitions(buf, cur, end, version):
+    """Decode ShareGroupHeartbeatResponse.Assignment.TopicPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
@@ -213,8 +215,8 @@ def _dec_ShareGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
     return obj
 
 
-def _enc_ShareGroupHeartbeatResponse_TopicPartitions_v0(obj, out):
-    """Append the v0 layout of a ShareGroupHeartbeatResponse.Assignment.TopicPartitions to ``out``."""
+def _enc_ShareGroupHeartbeatResponse_TopicPartitions(obj, out, version):
+    """Append in ``version`` a ShareGroupHeartbeatResponse.Assignment.TopicPartitions to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupHeartbeatResponse.Assignment.TopicPartitions expected, got None")
     out += obj.topic_id.bytes
@@ -253,9 +255,8 @@ class ShareGroupHeartbeatRequest(Message):
         FieldInfo('rack_id', (0, 1), None, None, False, None, (0, 1), 'string'),
         FieldInfo('subscribed_topic_names', (0, 1), None, 'topicName', True, None, (0, 1), '[]string'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ShareGroupHeartbeatRequest_v0, 1: _dec_ShareGroupHeartbeatRequest_v0}
-    _ENCODERS = {0: _enc_ShareGroupHeartbeatRequest_v0, 1: _enc_ShareGroupHeartbeatRequest_v0}
+    _DECODERS = _decoders(_dec_ShareGroupHeartbeatRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_ShareGroupHeartbeatRequest, range(0, 2))
     API_KEY = 76
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -367,9 +368,8 @@ class ShareGroupHeartbeatResponse(Message):
         FieldInfo('assignment', (0, 1), None, None, False, ShareGroupHeartbeatResponse_Assignment, (0, 1), 'Assignment'),
     )
     Assignment = ShareGroupHeartbeatResponse_Assignment
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_ShareGroupHeartbeatResponse_v0, 1: _dec_ShareGroupHeartbeatResponse_v0}
-    _ENCODERS = {0: _enc_ShareGroupHeartbeatResponse_v0, 1: _enc_ShareGroupHeartbeatResponse_v0}
+    _DECODERS = _decoders(_dec_ShareGroupHeartbeatResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_ShareGroupHeartbeatResponse, range(0, 2))
     API_KEY = 76
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

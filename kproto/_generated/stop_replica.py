@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['StopReplicaRequest', 'StopReplicaResponse']
@@ -51,223 +53,196 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_StopReplicaRequest_v0(buf, cur, end):
-    """Decode StopReplicaRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StopReplicaRequest(buf, cur, end, version):
+    """Decode StopReplicaRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_3_4 = version in (0, 3, 4)
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_4 = version in (2, 4)
+    v2_down = version <= 2
+    v2_only = version == 2
+    v2_up = version >= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     pos = cur.pos
-    if end - pos < 13:
-        raise _w.short_run(_RUN_controller_id__ungrouped_partitions, pos, end)
-    f_controller_id, f_controller_epoch, f_delete_partitions, n_ungrouped_partitions = _S_iibi.unpack_from(buf, pos)
-    pos += 13
-    if f_delete_partitions != 0 and f_delete_partitions != 1:
-        raise _w.bad_bool('delete_partitions', pos - 5, f_delete_partitions)
-    b_delete_partitions = f_delete_partitions == 1
-    f_ungrouped_partitions, pos = _w.read_structs(_dec_StopReplicaRequest_StopReplicaPartitionV0_v0, buf, cur, pos, end, n_ungrouped_partitions, 'ungrouped_partitions', 6, 4, False)
-    obj = _new(StopReplicaRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = -1
-    obj.delete_partitions = b_delete_partitions
-    obj.ungrouped_partitions = f_ungrouped_partitions
-    obj.topics = []
-    obj.topic_states = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_StopReplicaRequest_v0(obj, out):
-    """Append the v0 layout of a StopReplicaRequest to ``out``."""
-    if obj is None:
-        raise TypeError("StopReplicaRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("StopReplicaRequest.is_k_raft_controller", 0, "4")
-    if obj.topics:
-        raise _w.not_in_version("StopReplicaRequest.topics", 0, "1-2")
-    if obj.topic_states:
-        raise _w.not_in_version("StopReplicaRequest.topic_states", 0, "3-4")
-    f_ungrouped_partitions = obj.ungrouped_partitions
-    if f_ungrouped_partitions is None:
-        raise _w.not_nullable("StopReplicaRequest.ungrouped_partitions")
+    if v0_down:
+        if end - pos < 13:
+            raise _w.short_run(_RUN_controller_id__ungrouped_partitions, pos, end)
+        f_controller_id, f_controller_epoch, f_delete_partitions, n_ungrouped_partitions = _S_iibi.unpack_from(buf, pos)
+        pos += 13
+    elif v1_only:
+        if end - pos < 21:
+            raise _w.short_run(_RUN_controller_id__topics, pos, end)
+        f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions, n_topics = _S_iiqbi.unpack_from(buf, pos)
+        pos += 21
+    elif v2_4:
+        if end - pos < 17:
+            if v2_down:
+                raise _w.short_run(_RUN_controller_id__delete_partitions, pos, end)
+            else:
+                raise _w.short_run(_RUN_controller_id__broker_epoch_2, pos, end)
+    if v2_only:
+        f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions = _S_iiqb.unpack_from(buf, pos)
+    elif v4_up:
+        f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch = _S_ibiq.unpack_from(buf, pos)
+    if v2_4:
+        pos += 17
+    if v2_down:
+        if f_delete_partitions != 0 and f_delete_partitions != 1:
+            if v1_down:
+                raise _w.bad_bool('delete_partitions', pos - 5, f_delete_partitions)
+            else:
+                raise _w.bad_bool('delete_partitions', pos - 1, f_delete_partitions)
+        b_delete_partitions = f_delete_partitions == 1
+    if v0_down:
+        f_ungrouped_partitions, pos = _w.read_structs(_partial(_dec_StopReplicaRequest_StopReplicaPartitionV0, version=version), buf, cur, pos, end, n_ungrouped_partitions, 'ungrouped_partitions', 6, 4, False)
+    elif v1_only:
+        f_topics, pos = _w.read_structs(_partial(_dec_StopReplicaRequest_StopReplicaTopicV1, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    elif v2_only:
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_StopReplicaRequest_StopReplicaTopicV1, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    elif v3_only:
+        if end - pos < 16:
+            raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
+        f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
+        pos += 16
     else:
-        n_ungrouped_partitions = len(f_ungrouped_partitions)
-    out += _S_iiBi.pack(obj.controller_id, obj.controller_epoch, obj.delete_partitions, n_ungrouped_partitions)
-    for item in f_ungrouped_partitions:
-        _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(item, out)
-
-
-def _dec_StopReplicaRequest_v1(buf, cur, end):
-    """Decode StopReplicaRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 21:
-        raise _w.short_run(_RUN_controller_id__topics, pos, end)
-    f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions, n_topics = _S_iiqbi.unpack_from(buf, pos)
-    pos += 21
-    if f_delete_partitions != 0 and f_delete_partitions != 1:
-        raise _w.bad_bool('delete_partitions', pos - 5, f_delete_partitions)
-    b_delete_partitions = f_delete_partitions == 1
-    f_topics, pos = _w.read_structs(_dec_StopReplicaRequest_StopReplicaTopicV1_v1, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if f_is_k_raft_controller != 0 and f_is_k_raft_controller != 1:
+            raise _w.bad_bool('is_k_raft_controller', pos - 13, f_is_k_raft_controller)
+        b_is_k_raft_controller = f_is_k_raft_controller == 1
+    if v3_up:
+        n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
+        f_topic_states, pos = _w.read_structs(_partial(_dec_StopReplicaRequest_StopReplicaTopicState, version=version), buf, cur, pos, end, n_topic_states, 'topic_states', 3, 1, False)
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.delete_partitions = b_delete_partitions
-    obj.ungrouped_partitions = []
-    obj.topics = f_topics
-    obj.topic_states = []
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_StopReplicaRequest_v1(obj, out):
-    """Append the v1 layout of a StopReplicaRequest to ``out``."""
-    if obj is None:
-        raise TypeError("StopReplicaRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("StopReplicaRequest.is_k_raft_controller", 1, "4")
-    if obj.ungrouped_partitions:
-        raise _w.not_in_version("StopReplicaRequest.ungrouped_partitions", 1, "0")
-    if obj.topic_states:
-        raise _w.not_in_version("StopReplicaRequest.topic_states", 1, "3-4")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("StopReplicaRequest.topics")
+    if v3_down:
+        obj.is_k_raft_controller = False
     else:
-        n_topics = len(f_topics)
-    out += _S_iiqBi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.delete_partitions, n_topics)
-    for item in f_topics:
-        _enc_StopReplicaRequest_StopReplicaTopicV1_v1(item, out)
-
-
-def _dec_StopReplicaRequest_v2(buf, cur, end):
-    """Decode StopReplicaRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 17:
-        raise _w.short_run(_RUN_controller_id__delete_partitions, pos, end)
-    f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions = _S_iiqb.unpack_from(buf, pos)
-    pos += 17
-    if f_delete_partitions != 0 and f_delete_partitions != 1:
-        raise _w.bad_bool('delete_partitions', pos - 1, f_delete_partitions)
-    b_delete_partitions = f_delete_partitions == 1
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_StopReplicaRequest_StopReplicaTopicV1_v2, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StopReplicaRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
+        obj.is_k_raft_controller = b_is_k_raft_controller
     obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.delete_partitions = b_delete_partitions
-    obj.ungrouped_partitions = []
-    obj.topics = f_topics
-    obj.topic_states = []
-    obj.unknown_tagged_fields = unknown
+    if v0_down:
+        obj.broker_epoch = -1
+    else:
+        obj.broker_epoch = f_broker_epoch
+    if v2_down:
+        obj.delete_partitions = b_delete_partitions
+    if v0_down:
+        obj.ungrouped_partitions = f_ungrouped_partitions
+    elif v3_up:
+        obj.delete_partitions = False
+        obj.ungrouped_partitions = []
+    if v0_3_4:
+        obj.topics = []
+    else:
+        obj.ungrouped_partitions = []
+        obj.topics = f_topics
+    if v2_down:
+        obj.topic_states = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    elif v3_up:
+        obj.topic_states = f_topic_states
+    if v2_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_StopReplicaRequest_v2(obj, out):
-    """Append the v2 layout of a StopReplicaRequest to ``out``."""
+def _enc_StopReplicaRequest(obj, out, version):
+    """Append in ``version`` a StopReplicaRequest to ``out``."""
+    v0_3_4 = version in (0, 3, 4)
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_down = version <= 2
+    v2_only = version == 2
+    v2_up = version >= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("StopReplicaRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("StopReplicaRequest.is_k_raft_controller", 2, "4")
-    if obj.ungrouped_partitions:
-        raise _w.not_in_version("StopReplicaRequest.ungrouped_partitions", 2, "0")
-    if obj.topic_states:
-        raise _w.not_in_version("StopReplicaRequest.topic_states", 2, "3-4")
-    out += _S_iiqB.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.delete_partitions)
-    _w.put_structs(out, obj.topics, _enc_StopReplicaRequest_StopReplicaTopicV1_v2, "StopReplicaRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest")
+    if v3_down:
+        if obj.is_k_raft_controller != False:
+            if v0_down:
+                raise _w.not_in_version("StopReplicaRequest.is_k_raft_controller", 0, "4")
+            elif v1_only:
+                raise _w.not_in_version("StopReplicaRequest.is_k_raft_controller", 1, "4")
+            elif v2_only:
+                raise _w.not_in_version("StopReplicaRequest.is_k_raft_controller", 2, "4")
+            else:
+                raise _w.not_in_version("StopReplicaRequest.is_k_raft_controller", 3, "4")
+    if v3_up:
+        if obj.delete_partitions != False:
+            if v3_down:
+                raise _w.not_in_version("StopReplicaRequest.delete_partitions", 3, "0-2")
+            else:
+                raise _w.not_in_version("StopReplicaRequest.delete_partitions", 4, "0-2")
+        if obj.ungrouped_partitions:
+            if v3_down:
+                raise _w.not_in_version("StopReplicaRequest.ungrouped_partitions", 3, "0")
+            else:
+                raise _w.not_in_version("StopReplicaRequest.ungrouped_partitions", 4, "0")
+    if v0_3_4:
+        if obj.topics:
+            if v0_down:
+                raise _w.not_in_version("StopReplicaRequest.topics", 0, "1-2")
+            elif v3_only:
+                raise _w.not_in_version("StopReplicaRequest.topics", 3, "1-2")
+            else:
+                raise _w.not_in_version("StopReplicaRequest.topics", 4, "1-2")
+    else:
+        if obj.ungrouped_partitions:
+            if v1_down:
+                raise _w.not_in_version("StopReplicaRequest.ungrouped_partitions", 1, "0")
+            else:
+                raise _w.not_in_version("StopReplicaRequest.ungrouped_partitions", 2, "0")
+    if v2_down:
+        if obj.topic_states:
+            if v0_down:
+                raise _w.not_in_version("StopReplicaRequest.topic_states", 0, "3-4")
+            elif v1_only:
+                raise _w.not_in_version("StopReplicaRequest.topic_states", 1, "3-4")
+            else:
+                raise _w.not_in_version("StopReplicaRequest.topic_states", 2, "3-4")
+    if v0_down:
+        f_ungrouped_partitions = obj.ungrouped_partitions
+        if f_ungrouped_partitions is None:
+            raise _w.not_nullable("StopReplicaRequest.ungrouped_partitions")
+        else:
+            n_ungrouped_partitions = len(f_ungrouped_partitions)
+        out += _S_iiBi.pack(obj.controller_id, obj.controller_epoch, obj.delete_partitions, n_ungrouped_partitions)
+        for item in f_ungrouped_partitions:
+            _enc_StopReplicaRequest_StopReplicaPartitionV0(item, out, version)
+    elif v1_only:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("StopReplicaRequest.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_iiqBi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.delete_partitions, n_topics)
+        for item in f_topics:
+            _enc_StopReplicaRequest_StopReplicaTopicV1(item, out, version)
+    elif v2_only:
+        out += _S_iiqB.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.delete_partitions)
+        _w.put_structs(out, obj.topics, _partial(_enc_StopReplicaRequest_StopReplicaTopicV1, version=version), "StopReplicaRequest.topics", False)
+    elif v3_only:
+        out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
+    else:
+        out += _S_iBiq.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch)
+    if v3_up:
+        _w.put_structs(out, obj.topic_states, _partial(_enc_StopReplicaRequest_StopReplicaTopicState, version=version), "StopReplicaRequest.topic_states", False)
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest")
 
 
-def _dec_StopReplicaRequest_v3(buf, cur, end):
-    """Decode StopReplicaRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
-    f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
-    pos += 16
-    n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
-    f_topic_states, pos = _w.read_structs(_dec_StopReplicaRequest_StopReplicaTopicState_v3, buf, cur, pos, end, n_topic_states, 'topic_states', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StopReplicaRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.delete_partitions = False
-    obj.ungrouped_partitions = []
-    obj.topics = []
-    obj.topic_states = f_topic_states
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_StopReplicaRequest_v3(obj, out):
-    """Append the v3 layout of a StopReplicaRequest to ``out``."""
-    if obj is None:
-        raise TypeError("StopReplicaRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("StopReplicaRequest.is_k_raft_controller", 3, "4")
-    if obj.delete_partitions != False:
-        raise _w.not_in_version("StopReplicaRequest.delete_partitions", 3, "0-2")
-    if obj.ungrouped_partitions:
-        raise _w.not_in_version("StopReplicaRequest.ungrouped_partitions", 3, "0")
-    if obj.topics:
-        raise _w.not_in_version("StopReplicaRequest.topics", 3, "1-2")
-    out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
-    _w.put_structs(out, obj.topic_states, _enc_StopReplicaRequest_StopReplicaTopicState_v3, "StopReplicaRequest.topic_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest")
-
-
-def _dec_StopReplicaRequest_v4(buf, cur, end):
-    """Decode StopReplicaRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 17:
-        raise _w.short_run(_RUN_controller_id__broker_epoch_2, pos, end)
-    f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch = _S_ibiq.unpack_from(buf, pos)
-    pos += 17
-    if f_is_k_raft_controller != 0 and f_is_k_raft_controller != 1:
-        raise _w.bad_bool('is_k_raft_controller', pos - 13, f_is_k_raft_controller)
-    b_is_k_raft_controller = f_is_k_raft_controller == 1
-    n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
-    f_topic_states, pos = _w.read_structs(_dec_StopReplicaRequest_StopReplicaTopicState_v3, buf, cur, pos, end, n_topic_states, 'topic_states', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StopReplicaRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = b_is_k_raft_controller
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.delete_partitions = False
-    obj.ungrouped_partitions = []
-    obj.topics = []
-    obj.topic_states = f_topic_states
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_StopReplicaRequest_v4(obj, out):
-    """Append the v4 layout of a StopReplicaRequest to ``out``."""
-    if obj is None:
-        raise TypeError("StopReplicaRequest expected, got None")
-    if obj.delete_partitions != False:
-        raise _w.not_in_version("StopReplicaRequest.delete_partitions", 4, "0-2")
-    if obj.ungrouped_partitions:
-        raise _w.not_in_version("StopReplicaRequest.ungrouped_partitions", 4, "0")
-    if obj.topics:
-        raise _w.not_in_version("StopReplicaRequest.topics", 4, "1-2")
-    out += _S_iBiq.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch)
-    _w.put_structs(out, obj.topic_states, _enc_StopReplicaRequest_StopReplicaTopicState_v3, "StopReplicaRequest.topic_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest")
-
-
-def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
-    """Decode StopReplicaRequest.StopReplicaPartitionV0 (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StopReplicaRequest_StopReplicaPartitionV0(buf, cur, end, version):
+    """Decode StopReplicaRequest.StopReplicaPartitionV0 (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
@@ -286,8 +261,8 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
     return obj
 
 
-def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
-    """Append the v0 layout of a StopReplicaRequest.StopReplicaPartitionV0 to ``out``."""
+def _enc_StopReplicaRequest_StopReplicaPartitionV0(obj, out, version):
+    """Append in ``version`` a StopReplicaRequest.StopReplicaPartitionV0 to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaPartitionV0 expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "StopReplicaRequest.StopReplicaPartitionV0.topic_name", False)
@@ -297,39 +272,59 @@ def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
     out += _S_i.pack(obj.partition_index)
 
 
-def _dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end):
-    """Decode StopReplicaRequest.StopReplicaTopicV1 (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StopReplicaRequest_StopReplicaTopicV1(buf, cur, end, version):
+    """Decode StopReplicaRequest.StopReplicaTopicV1 (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_indexes, pos, end)
-    n_partition_indexes = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partition_indexes, pos, end)
+        n_partition_indexes = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_partition_indexes, pos = _w.read_compact_length(buf, pos, end, 'partition_indexes')
     if n_partition_indexes < 0 or n_partition_indexes > (end - pos) // 4:
-        raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
+        if v1_down:
+            raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
+        else:
+            raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if n_partition_indexes < _w.SMALL_ARRAY_MAX:
         f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StopReplicaRequest_StopReplicaTopicV1)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_StopReplicaRequest_StopReplicaTopicV1_v1(obj, out):
-    """Append the v1 layout of a StopReplicaRequest.StopReplicaTopicV1 to ``out``."""
+def _enc_StopReplicaRequest_StopReplicaTopicV1(obj, out, version):
+    """Append in ``version`` a StopReplicaRequest.StopReplicaTopicV1 to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaTopicV1 expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "StopReplicaRequest.StopReplicaTopicV1.name", False)
-    out += _S_h.pack(n_name)
+    if v1_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -337,57 +332,22 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v1(obj, out):
         raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicV1.partition_indexes")
     else:
         n_partition_indexes = len(f_partition_indexes)
-    out += _S_i.pack(n_partition_indexes)
-    out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
-
-
-def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
-    """Decode StopReplicaRequest.StopReplicaTopicV1 (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partition_indexes, pos = _w.read_compact_length(buf, pos, end, 'partition_indexes')
-    if n_partition_indexes < 0 or n_partition_indexes > (end - pos) // 4:
-        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
-    if n_partition_indexes < _w.SMALL_ARRAY_MAX:
-        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
+    if v1_down:
+        out += _S_i.pack(n_partition_indexes)
     else:
-        f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
-    pos += n_partition_indexes * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StopReplicaRequest_StopReplicaTopicV1)
-    obj.name = f_name
-    obj.partition_indexes = f_partition_indexes
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_StopReplicaRequest_StopReplicaTopicV1_v2(obj, out):
-    """Append the v2 layout of a StopReplicaRequest.StopReplicaTopicV1 to ``out``."""
-    if obj is None:
-        raise TypeError("StopReplicaRequest.StopReplicaTopicV1 expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "StopReplicaRequest.StopReplicaTopicV1.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partition_indexes = obj.partition_indexes
-    if f_partition_indexes is None:
-        raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicV1.partition_indexes")
-    else:
-        n_partition_indexes = len(f_partition_indexes)
-    _w.put_uvarint(out, n_partition_indexes + 1)
+        _w.put_uvarint(out, n_partition_indexes + 1)
     out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicV1")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicV1")
 
 
-def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
-    """Decode StopReplicaRequest.StopReplicaTopicState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StopReplicaRequest_StopReplicaTopicState(buf, cur, end, version):
+    """Decode StopReplicaRequest.StopReplicaTopicState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
     n_partition_states, pos = _w.read_compact_length(buf, pos, end, 'partition_states')
-    f_partition_states, pos = _w.read_structs(_dec_StopReplicaRequest_StopReplicaPartitionState_v3, buf, cur, pos, end, n_partition_states, 'partition_states', 10, 1, False)
+    f_partition_states, pos = _w.read_structs(_partial(_dec_StopReplicaRequest_StopReplicaPartitionState, version=version), buf, cur, pos, end, n_partition_states, 'partition_states', 10, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StopReplicaRequest_StopReplicaTopicState)
     obj.topic_name = f_topic_name
@@ -397,20 +357,20 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
     return obj
 
 
-def _enc_StopReplicaRequest_StopReplicaTopicState_v3(obj, out):
-    """Append the v3 layout of a StopReplicaRequest.StopReplicaTopicState to ``out``."""
+def _enc_StopReplicaRequest_StopReplicaTopicState(obj, out, version):
+    """Append in ``version`` a StopReplicaRequest.StopReplicaTopicState to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaTopicState expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "StopReplicaRequest.StopReplicaTopicState.topic_name", False)
     _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partition_states, _enc_StopReplicaRequest_StopReplicaPartitionState_v3, "StopReplicaRequest.StopReplicaTopicState.partition_states", False)
+    _w.put_structs(out, obj.partition_states, _partial(_enc_StopReplicaRequest_StopReplicaPartitionState, version=version), "StopReplicaRequest.StopReplicaTopicState.partition_states", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState")
 
 
-def _dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end):
-    """Decode StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StopReplicaRequest_StopReplicaPartitionState(buf, cur, end, version):
+    """Decode StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 9:
         raise _w.short_run(_RUN_partition_index__delete_partition, pos, end)
@@ -429,132 +389,111 @@ def _dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end):
     return obj
 
 
-def _enc_StopReplicaRequest_StopReplicaPartitionState_v3(obj, out):
-    """Append the v3 layout of a StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState to ``out``."""
+def _enc_StopReplicaRequest_StopReplicaPartitionState(obj, out, version):
+    """Append in ``version`` a StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState expected, got None")
     out += _S_iiB.pack(obj.partition_index, obj.leader_epoch, obj.delete_partition)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState")
 
 
-def _dec_StopReplicaResponse_v0(buf, cur, end):
-    """Decode StopReplicaResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StopReplicaResponse(buf, cur, end, version):
+    """Decode StopReplicaResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
-    f_error_code, n_partition_errors = _S_hi.unpack_from(buf, pos)
-    pos += 6
-    f_partition_errors, pos = _w.read_structs(_dec_StopReplicaResponse_StopReplicaPartitionError_v0, buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 4, False)
-    obj = _new(StopReplicaResponse)
-    obj.error_code = f_error_code
-    obj.partition_errors = f_partition_errors
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_StopReplicaResponse_v0(obj, out):
-    """Append the v0 layout of a StopReplicaResponse to ``out``."""
-    if obj is None:
-        raise TypeError("StopReplicaResponse expected, got None")
-    f_partition_errors = obj.partition_errors
-    if f_partition_errors is None:
-        raise _w.not_nullable("StopReplicaResponse.partition_errors")
+    if v1_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
+        f_error_code, n_partition_errors = _S_hi.unpack_from(buf, pos)
+        pos += 6
+        f_partition_errors, pos = _w.read_structs(_partial(_dec_StopReplicaResponse_StopReplicaPartitionError, version=version), buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 4, False)
     else:
-        n_partition_errors = len(f_partition_errors)
-    out += _S_hi.pack(obj.error_code, n_partition_errors)
-    for item in f_partition_errors:
-        _enc_StopReplicaResponse_StopReplicaPartitionError_v0(item, out)
-
-
-def _dec_StopReplicaResponse_v2(buf, cur, end):
-    """Decode StopReplicaResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_partition_errors, pos = _w.read_compact_length(buf, pos, end, 'partition_errors')
-    f_partition_errors, pos = _w.read_structs(_dec_StopReplicaResponse_StopReplicaPartitionError_v2, buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if end - pos < 2:
+            raise _w.short_run(_RUN_error_code, pos, end)
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        n_partition_errors, pos = _w.read_compact_length(buf, pos, end, 'partition_errors')
+        f_partition_errors, pos = _w.read_structs(_partial(_dec_StopReplicaResponse_StopReplicaPartitionError, version=version), buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StopReplicaResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
-    obj.unknown_tagged_fields = unknown
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_StopReplicaResponse_v2(obj, out):
-    """Append the v2 layout of a StopReplicaResponse to ``out``."""
+def _enc_StopReplicaResponse(obj, out, version):
+    """Append in ``version`` a StopReplicaResponse to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("StopReplicaResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.partition_errors, _enc_StopReplicaResponse_StopReplicaPartitionError_v2, "StopReplicaResponse.partition_errors", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse")
+    if v1_down:
+        f_partition_errors = obj.partition_errors
+        if f_partition_errors is None:
+            raise _w.not_nullable("StopReplicaResponse.partition_errors")
+        else:
+            n_partition_errors = len(f_partition_errors)
+        out += _S_hi.pack(obj.error_code, n_partition_errors)
+        for item in f_partition_errors:
+            _enc_StopReplicaResponse_StopReplicaPartitionError(item, out, version)
+    else:
+        out += _S_h.pack(obj.error_code)
+        _w.put_structs(out, obj.partition_errors, _partial(_enc_StopReplicaResponse_StopReplicaPartitionError, version=version), "StopReplicaResponse.partition_errors", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse")
 
 
-def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
-    """Decode StopReplicaResponse.StopReplicaPartitionError (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StopReplicaResponse_StopReplicaPartitionError(buf, cur, end, version):
+    """Decode StopReplicaResponse.StopReplicaPartitionError (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+    if v1_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+    else:
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
+    if v2_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StopReplicaResponse_StopReplicaPartitionError)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
-    obj.unknown_tagged_fields = []
+    if v1_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):
-    """Append the v0 layout of a StopReplicaResponse.StopReplicaPartitionError to ``out``."""
+def _enc_StopReplicaResponse_StopReplicaPartitionError(obj, out, version):
+    """Append in ``version`` a StopReplicaResponse.StopReplicaPartitionError to ``out``."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("StopReplicaResponse.StopReplicaPartitionError expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "StopReplicaResponse.StopReplicaPartitionError.topic_name", False)
-    out += _S_h.pack(n_topic_name)
+    if v1_down:
+        out += _S_h.pack(n_topic_name)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-
-
-def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
-    """Decode StopReplicaResponse.StopReplicaPartitionError (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StopReplicaResponse_StopReplicaPartitionError)
-    obj.topic_name = f_topic_name
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_StopReplicaResponse_StopReplicaPartitionError_v2(obj, out):
-    """Append the v2 layout of a StopReplicaResponse.StopReplicaPartitionError to ``out``."""
-    if obj is None:
-        raise TypeError("StopReplicaResponse.StopReplicaPartitionError expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "StopReplicaResponse.StopReplicaPartitionError.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse.StopReplicaPartitionError")
+    if v2_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse.StopReplicaPartitionError")
 
 
 class StopReplicaRequest_StopReplicaPartitionV0(Struct):
@@ -713,8 +652,8 @@ class StopReplicaRequest(Message):
     StopReplicaPartitionV0 = StopReplicaRequest_StopReplicaPartitionV0
     StopReplicaTopicV1 = StopReplicaRequest_StopReplicaTopicV1
     StopReplicaTopicState = StopReplicaRequest_StopReplicaTopicState
-    _DECODERS = {0: _dec_StopReplicaRequest_v0, 1: _dec_StopReplicaRequest_v1, 2: _dec_StopReplicaRequest_v2, 3: _dec_StopReplicaRequest_v3, 4: _dec_StopReplicaRequest_v4}
-    _ENCODERS = {0: _enc_StopReplicaRequest_v0, 1: _enc_StopReplicaRequest_v1, 2: _enc_StopReplicaRequest_v2, 3: _enc_StopReplicaRequest_v3, 4: _enc_StopReplicaRequest_v4}
+    _DECODERS = _decoders(_dec_StopReplicaRequest, range(0, 5))
+    _ENCODERS = _encoders(_enc_StopReplicaRequest, range(0, 5))
     API_KEY = 5
     KIND = 'request'
     VALID_VERSIONS = (0, 4)
@@ -801,11 +740,8 @@ class StopReplicaResponse(Message):
         FieldInfo('partition_errors', (0, 4), None, None, True, StopReplicaResponse_StopReplicaPartitionError, None, '[]StopReplicaPartitionError'),
     )
     StopReplicaPartitionError = StopReplicaResponse_StopReplicaPartitionError
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    # v3 uses the v2 codecs: the bytes are the same; v3 changed the request only.
-    # v4 uses the v2 codecs: the bytes are the same; v4 changed the request only.
-    _DECODERS = {0: _dec_StopReplicaResponse_v0, 1: _dec_StopReplicaResponse_v0, 2: _dec_StopReplicaResponse_v2, 3: _dec_StopReplicaResponse_v2, 4: _dec_StopReplicaResponse_v2}
-    _ENCODERS = {0: _enc_StopReplicaResponse_v0, 1: _enc_StopReplicaResponse_v0, 2: _enc_StopReplicaResponse_v2, 3: _enc_StopReplicaResponse_v2, 4: _enc_StopReplicaResponse_v2}
+    _DECODERS = _decoders(_dec_StopReplicaResponse, range(0, 5))
+    _ENCODERS = _encoders(_enc_StopReplicaResponse, range(0, 5))
     API_KEY = 5
     KIND = 'response'
     VALID_VERSIONS = (0, 4)

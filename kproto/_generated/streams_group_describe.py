@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCT, STRUCTS, FieldInfo, Message, Struct
 
@@ -45,8 +47,8 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeRequest(buf, cur, end, version):
+    """Decode StreamsGroupDescribeRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_ids, pos = _w.read_compact_length(buf, pos, end, 'group_ids')
     if n_group_ids < 0 or n_group_ids > (end - pos) // 1:
@@ -78,8 +80,8 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeRequest_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeRequest to ``out``."""
+def _enc_StreamsGroupDescribeRequest(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeRequest to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeRequest expected, got None")
     f_group_ids = obj.group_ids
@@ -99,15 +101,15 @@ def _enc_StreamsGroupDescribeRequest_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeRequest")
 
 
-def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeResponse(buf, cur, end, version):
+    """Decode StreamsGroupDescribeResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_DescribedGroup_v0, buf, cur, pos, end, n_groups, 'groups', 20, 1, False)
+    f_groups, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_DescribedGroup, version=version), buf, cur, pos, end, n_groups, 'groups', 20, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -117,17 +119,17 @@ def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeResponse_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeResponse to ``out``."""
+def _enc_StreamsGroupDescribeResponse(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeResponse to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _enc_StreamsGroupDescribeResponse_DescribedGroup_v0, "StreamsGroupDescribeResponse.groups", False)
+    _w.put_structs(out, obj.groups, _partial(_enc_StreamsGroupDescribeResponse_DescribedGroup, version=version), "StreamsGroupDescribeResponse.groups", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse")
 
 
-def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeResponse_DescribedGroup(buf, cur, end, version):
+    """Decode StreamsGroupDescribeResponse.DescribedGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
@@ -150,12 +152,12 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     else:
         cur.pos = pos
         try:
-            f_topology = _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end)
+            f_topology = _dec_StreamsGroupDescribeResponse_Topology(buf, cur, end, version)
         except DecodeError as exc:
             raise exc.within('topology')
         pos = cur.pos
     n_members, pos = _w.read_compact_length(buf, pos, end, 'members')
-    f_members, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_Member_v0, buf, cur, pos, end, n_members, 'members', 28, 1, False)
+    f_members, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_Member, version=version), buf, cur, pos, end, n_members, 'members', 28, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
@@ -176,8 +178,8 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeResponse.DescribedGroup to ``out``."""
+def _enc_StreamsGroupDescribeResponse_DescribedGroup(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup expected, got None")
     out += _S_h.pack(obj.error_code)
@@ -197,21 +199,21 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
     n_topology = -1 if f_topology is None else 1
     out += _S_iib.pack(obj.group_epoch, obj.assignment_epoch, n_topology)
     if f_topology is not None:
-        _enc_StreamsGroupDescribeResponse_Topology_v0(f_topology, out)
-    _w.put_structs(out, obj.members, _enc_StreamsGroupDescribeResponse_Member_v0, "StreamsGroupDescribeResponse.DescribedGroup.members", False)
+        _enc_StreamsGroupDescribeResponse_Topology(f_topology, out, version)
+    _w.put_structs(out, obj.members, _partial(_enc_StreamsGroupDescribeResponse_Member, version=version), "StreamsGroupDescribeResponse.DescribedGroup.members", False)
     out += _S_i.pack(obj.authorized_operations)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup")
 
 
-def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeResponse_Topology(buf, cur, end, version):
+    """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_epoch, pos, end)
     f_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_subtopologies, pos = _w.read_compact_length(buf, pos, end, 'subtopologies')
-    f_subtopologies, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_Subtopology_v0, buf, cur, pos, end, n_subtopologies, 'subtopologies', 6, 1, True)
+    f_subtopologies, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_Subtopology, version=version), buf, cur, pos, end, n_subtopologies, 'subtopologies', 6, 1, True)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupDescribeResponse_Topology)
     obj.epoch = f_epoch
@@ -221,17 +223,17 @@ def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeResponse_Topology_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeResponse.DescribedGroup.Topology to ``out``."""
+def _enc_StreamsGroupDescribeResponse_Topology(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Topology to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology expected, got None")
     out += _S_i.pack(obj.epoch)
-    _w.put_structs(out, obj.subtopologies, _enc_StreamsGroupDescribeResponse_Subtopology_v0, "StreamsGroupDescribeResponse.DescribedGroup.Topology.subtopologies", True)
+    _w.put_structs(out, obj.subtopologies, _partial(_enc_StreamsGroupDescribeResponse_Subtopology, version=version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.subtopologies", True)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology")
 
 
-def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeResponse_Subtopology(buf, cur, end, version):
+    """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
     f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
@@ -264,9 +266,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
         f_repartition_sink_topics.append(s)
         pos += m
     n_state_changelog_topics, pos = _w.read_compact_length(buf, pos, end, 'state_changelog_topics')
-    f_state_changelog_topics, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_TopicInfo_v0, buf, cur, pos, end, n_state_changelog_topics, 'state_changelog_topics', 9, 1, False)
+    f_state_changelog_topics, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TopicInfo, version=version), buf, cur, pos, end, n_state_changelog_topics, 'state_changelog_topics', 9, 1, False)
     n_repartition_source_topics, pos = _w.read_compact_length(buf, pos, end, 'repartition_source_topics')
-    f_repartition_source_topics, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_TopicInfo_v0, buf, cur, pos, end, n_repartition_source_topics, 'repartition_source_topics', 9, 1, False)
+    f_repartition_source_topics, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TopicInfo, version=version), buf, cur, pos, end, n_repartition_source_topics, 'repartition_source_topics', 9, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupDescribeResponse_Subtopology)
     obj.subtopology_id = f_subtopology_id
@@ -279,8 +281,8 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology to ``out``."""
+def _enc_StreamsGroupDescribeResponse_Subtopology(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology expected, got None")
     f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.subtopology_id", False)
@@ -313,13 +315,13 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_sink_topics[]", m)
         _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.state_changelog_topics, _enc_StreamsGroupDescribeResponse_TopicInfo_v0, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.state_changelog_topics", False)
-    _w.put_structs(out, obj.repartition_source_topics, _enc_StreamsGroupDescribeResponse_TopicInfo_v0, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_source_topics", False)
+    _w.put_structs(out, obj.state_changelog_topics, _partial(_enc_StreamsGroupDescribeResponse_TopicInfo, version=version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.state_changelog_topics", False)
+    _w.put_structs(out, obj.repartition_source_topics, _partial(_enc_StreamsGroupDescribeResponse_TopicInfo, version=version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_source_topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology")
 
 
-def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeResponse_TopicInfo(buf, cur, end, version):
+    """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -328,7 +330,7 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
     f_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
     n_topic_configs, pos = _w.read_compact_length(buf, pos, end, 'topic_configs')
-    f_topic_configs, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_KeyValue_v0, buf, cur, pos, end, n_topic_configs, 'topic_configs', 3, 1, False)
+    f_topic_configs, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_KeyValue, version=version), buf, cur, pos, end, n_topic_configs, 'topic_configs', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupDescribeResponse_TopicInfo)
     obj.name = f_name
@@ -340,8 +342,8 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo to ``out``."""
+def _enc_StreamsGroupDescribeResponse_TopicInfo(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.name", False)
@@ -349,12 +351,12 @@ def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
     if n_name > 0:
         out += f_name
     out += _S_ih.pack(obj.partitions, obj.replication_factor)
-    _w.put_structs(out, obj.topic_configs, _enc_StreamsGroupDescribeResponse_KeyValue_v0, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.topic_configs", False)
+    _w.put_structs(out, obj.topic_configs, _partial(_enc_StreamsGroupDescribeResponse_KeyValue, version=version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.topic_configs", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo")
 
 
-def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeResponse_KeyValue(buf, cur, end, version):
+    """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_key, pos = _w.read_compact_length(buf, pos, end, 'key')
     f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 1, False, True)
@@ -369,8 +371,8 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue to ``out``."""
+def _enc_StreamsGroupDescribeResponse_KeyValue(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue expected, got None")
     f_key, n_key = _w.encode_text(obj.key, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.key", False)
@@ -384,8 +386,8 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue")
 
 
-def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeResponse_Member(buf, cur, end, version):
+    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
     f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
@@ -418,25 +420,25 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         cur.pos = pos
         try:
-            f_user_endpoint = _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end)
+            f_user_endpoint = _dec_StreamsGroupDescribeResponse_Endpoint(buf, cur, end, version)
         except DecodeError as exc:
             raise exc.within('user_endpoint')
         pos = cur.pos
     n_client_tags, pos = _w.read_compact_length(buf, pos, end, 'client_tags')
-    f_client_tags, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_KeyValue_v0, buf, cur, pos, end, n_client_tags, 'client_tags', 3, 1, False)
+    f_client_tags, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_KeyValue, version=version), buf, cur, pos, end, n_client_tags, 'client_tags', 3, 1, False)
     n_task_offsets, pos = _w.read_compact_length(buf, pos, end, 'task_offsets')
-    f_task_offsets, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_TaskOffset_v0, buf, cur, pos, end, n_task_offsets, 'task_offsets', 14, 1, False)
+    f_task_offsets, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TaskOffset, version=version), buf, cur, pos, end, n_task_offsets, 'task_offsets', 14, 1, False)
     n_task_end_offsets, pos = _w.read_compact_length(buf, pos, end, 'task_end_offsets')
-    f_task_end_offsets, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_TaskOffset_v0, buf, cur, pos, end, n_task_end_offsets, 'task_end_offsets', 14, 1, False)
+    f_task_end_offsets, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TaskOffset, version=version), buf, cur, pos, end, n_task_end_offsets, 'task_end_offsets', 14, 1, False)
     cur.pos = pos
     try:
-        f_assignment = _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end)
+        f_assignment = _dec_StreamsGroupDescribeResponse_Assignment(buf, cur, end, version)
     except DecodeError as exc:
         raise exc.within('assignment')
     pos = cur.pos
     cur.pos = pos
     try:
-        f_target_assignment = _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end)
+        f_target_assignment = _dec_StreamsGroupDescribeResponse_Assignment(buf, cur, end, version)
     except DecodeError as exc:
         raise exc.within('target_assignment')
     pos = cur.pos
@@ -469,8 +471,8 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeResponse.DescribedGroup.Member to ``out``."""
+def _enc_StreamsGroupDescribeResponse_Member(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member expected, got None")
     f_member_id, n_member_id = _w.encode_text(obj.member_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.member_id", False)
@@ -503,20 +505,20 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
     n_user_endpoint = -1 if f_user_endpoint is None else 1
     out += _S_b.pack(n_user_endpoint)
     if f_user_endpoint is not None:
-        _enc_StreamsGroupDescribeResponse_Endpoint_v0(f_user_endpoint, out)
-    _w.put_structs(out, obj.client_tags, _enc_StreamsGroupDescribeResponse_KeyValue_v0, "StreamsGroupDescribeResponse.DescribedGroup.Member.client_tags", False)
-    _w.put_structs(out, obj.task_offsets, _enc_StreamsGroupDescribeResponse_TaskOffset_v0, "StreamsGroupDescribeResponse.DescribedGroup.Member.task_offsets", False)
-    _w.put_structs(out, obj.task_end_offsets, _enc_StreamsGroupDescribeResponse_TaskOffset_v0, "StreamsGroupDescribeResponse.DescribedGroup.Member.task_end_offsets", False)
+        _enc_StreamsGroupDescribeResponse_Endpoint(f_user_endpoint, out, version)
+    _w.put_structs(out, obj.client_tags, _partial(_enc_StreamsGroupDescribeResponse_KeyValue, version=version), "StreamsGroupDescribeResponse.DescribedGroup.Member.client_tags", False)
+    _w.put_structs(out, obj.task_offsets, _partial(_enc_StreamsGroupDescribeResponse_TaskOffset, version=version), "StreamsGroupDescribeResponse.DescribedGroup.Member.task_offsets", False)
+    _w.put_structs(out, obj.task_end_offsets, _partial(_enc_StreamsGroupDescribeResponse_TaskOffset, version=version), "StreamsGroupDescribeResponse.DescribedGroup.Member.task_end_offsets", False)
     f_assignment = obj.assignment
-    _enc_StreamsGroupDescribeResponse_Assignment_v0(f_assignment, out)
+    _enc_StreamsGroupDescribeResponse_Assignment(f_assignment, out, version)
     f_target_assignment = obj.target_assignment
-    _enc_StreamsGroupDescribeResponse_Assignment_v0(f_target_assignment, out)
+    _enc_StreamsGroupDescribeResponse_Assignment(f_target_assignment, out, version)
     out += _S_B.pack(obj.is_classic)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member")
 
 
-def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeResponse_Endpoint(buf, cur, end, version):
+    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
     f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
@@ -533,8 +535,8 @@ def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeResponse_Endpoint_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint to ``out``."""
+def _enc_StreamsGroupDescribeResponse_Endpoint(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint expected, got None")
     f_host, n_host = _w.encode_text(obj.host, "StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint.host", False)
@@ -545,8 +547,8 @@ def _enc_StreamsGroupDescribeResponse_Endpoint_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint")
 
 
-def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeResponse_TaskOffset(buf, cur, end, version):
+    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
     f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
@@ -564,8 +566,8 @@ def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeResponse_TaskOffset_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset to ``out``."""
+def _enc_StreamsGroupDescribeResponse_TaskOffset(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset expected, got None")
     f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset.subtopology_id", False)
@@ -576,15 +578,15 @@ def _enc_StreamsGroupDescribeResponse_TaskOffset_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset")
 
 
-def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeResponse_Assignment(buf, cur, end, version):
+    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_active_tasks, pos = _w.read_compact_length(buf, pos, end, 'active_tasks')
-    f_active_tasks, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_TaskIds_v0, buf, cur, pos, end, n_active_tasks, 'active_tasks', 3, 1, False)
+    f_active_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TaskIds, version=version), buf, cur, pos, end, n_active_tasks, 'active_tasks', 3, 1, False)
     n_standby_tasks, pos = _w.read_compact_length(buf, pos, end, 'standby_tasks')
-    f_standby_tasks, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_TaskIds_v0, buf, cur, pos, end, n_standby_tasks, 'standby_tasks', 3, 1, False)
+    f_standby_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TaskIds, version=version), buf, cur, pos, end, n_standby_tasks, 'standby_tasks', 3, 1, False)
     n_warmup_tasks, pos = _w.read_compact_length(buf, pos, end, 'warmup_tasks')
-    f_warmup_tasks, pos = _w.read_structs(_dec_StreamsGroupDescribeResponse_TaskIds_v0, buf, cur, pos, end, n_warmup_tasks, 'warmup_tasks', 3, 1, False)
+    f_warmup_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TaskIds, version=version), buf, cur, pos, end, n_warmup_tasks, 'warmup_tasks', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupDescribeResponse_Assignment)
     obj.active_tasks = f_active_tasks
@@ -595,18 +597,18 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeResponse_Assignment_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
+def _enc_StreamsGroupDescribeResponse_Assignment(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment expected, got None")
-    _w.put_structs(out, obj.active_tasks, _enc_StreamsGroupDescribeResponse_TaskIds_v0, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.active_tasks", False)
-    _w.put_structs(out, obj.standby_tasks, _enc_StreamsGroupDescribeResponse_TaskIds_v0, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.standby_tasks", False)
-    _w.put_structs(out, obj.warmup_tasks, _enc_StreamsGroupDescribeResponse_TaskIds_v0, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.warmup_tasks", False)
+    _w.put_structs(out, obj.active_tasks, _partial(_enc_StreamsGroupDescribeResponse_TaskIds, version=version), "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.active_tasks", False)
+    _w.put_structs(out, obj.standby_tasks, _partial(_enc_StreamsGroupDescribeResponse_TaskIds, version=version), "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.standby_tasks", False)
+    _w.put_structs(out, obj.warmup_tasks, _partial(_enc_StreamsGroupDescribeResponse_TaskIds, version=version), "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.warmup_tasks", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment")
 
 
-def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupDescribeResponse_TaskIds(buf, cur, end, version):
+    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
     f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
@@ -627,8 +629,8 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupDescribeResponse_TaskIds_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds to ``out``."""
+def _enc_StreamsGroupDescribeResponse_TaskIds(obj, out, version):
+    """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds expected, got None")
     f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.subtopology_id", False)
@@ -664,8 +666,8 @@ class StreamsGroupDescribeRequest(Message):
         FieldInfo('group_ids', (0, 0), None, 'groupId', True, None, None, '[]string'),
         FieldInfo('include_authorized_operations', (0, 0), None, None, False, None, None, 'bool'),
     )
-    _DECODERS = {0: _dec_StreamsGroupDescribeRequest_v0}
-    _ENCODERS = {0: _enc_StreamsGroupDescribeRequest_v0}
+    _DECODERS = _decoders(_dec_StreamsGroupDescribeRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_StreamsGroupDescribeRequest, range(0, 1))
     API_KEY = 89
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -1114,8 +1116,8 @@ class StreamsGroupDescribeResponse(Message):
         FieldInfo('groups', (0, 0), None, None, True, StreamsGroupDescribeResponse_DescribedGroup, None, '[]DescribedGroup'),
     )
     DescribedGroup = StreamsGroupDescribeResponse_DescribedGroup
-    _DECODERS = {0: _dec_StreamsGroupDescribeResponse_v0}
-    _ENCODERS = {0: _enc_StreamsGroupDescribeResponse_v0}
+    _DECODERS = _decoders(_dec_StreamsGroupDescribeResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_StreamsGroupDescribeResponse, range(0, 1))
     API_KEY = 89
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCT, STRUCTS, FieldInfo, Message, Struct
 
@@ -46,8 +48,8 @@ _A_h = _w.SMALL_ARRAYS["h"]
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatRequest(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
@@ -72,16 +74,16 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         cur.pos = pos
         try:
-            f_topology = _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end)
+            f_topology = _dec_StreamsGroupHeartbeatRequest_Topology(buf, cur, end, version)
         except DecodeError as exc:
             raise exc.within('topology')
         pos = cur.pos
     n_active_tasks, pos = _w.read_compact_length(buf, pos, end, 'active_tasks')
-    f_active_tasks, pos = _w.read_structs(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0, buf, cur, pos, end, n_active_tasks, 'active_tasks', 3, 1, True)
+    f_active_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TaskIds, version=version), buf, cur, pos, end, n_active_tasks, 'active_tasks', 3, 1, True)
     n_standby_tasks, pos = _w.read_compact_length(buf, pos, end, 'standby_tasks')
-    f_standby_tasks, pos = _w.read_structs(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0, buf, cur, pos, end, n_standby_tasks, 'standby_tasks', 3, 1, True)
+    f_standby_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TaskIds, version=version), buf, cur, pos, end, n_standby_tasks, 'standby_tasks', 3, 1, True)
     n_warmup_tasks, pos = _w.read_compact_length(buf, pos, end, 'warmup_tasks')
-    f_warmup_tasks, pos = _w.read_structs(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0, buf, cur, pos, end, n_warmup_tasks, 'warmup_tasks', 3, 1, True)
+    f_warmup_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TaskIds, version=version), buf, cur, pos, end, n_warmup_tasks, 'warmup_tasks', 3, 1, True)
     n_process_id, pos = _w.read_compact_length(buf, pos, end, 'process_id')
     f_process_id, pos = _w.read_sized(buf, pos, n_process_id, end, 'process_id', 1, True, True)
     if end - pos < 1:
@@ -95,16 +97,16 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         cur.pos = pos
         try:
-            f_user_endpoint = _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end)
+            f_user_endpoint = _dec_StreamsGroupHeartbeatRequest_Endpoint(buf, cur, end, version)
         except DecodeError as exc:
             raise exc.within('user_endpoint')
         pos = cur.pos
     n_client_tags, pos = _w.read_compact_length(buf, pos, end, 'client_tags')
-    f_client_tags, pos = _w.read_structs(_dec_StreamsGroupHeartbeatRequest_KeyValue_v0, buf, cur, pos, end, n_client_tags, 'client_tags', 3, 1, True)
+    f_client_tags, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_KeyValue, version=version), buf, cur, pos, end, n_client_tags, 'client_tags', 3, 1, True)
     n_task_offsets, pos = _w.read_compact_length(buf, pos, end, 'task_offsets')
-    f_task_offsets, pos = _w.read_structs(_dec_StreamsGroupHeartbeatRequest_TaskOffset_v0, buf, cur, pos, end, n_task_offsets, 'task_offsets', 14, 1, True)
+    f_task_offsets, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TaskOffset, version=version), buf, cur, pos, end, n_task_offsets, 'task_offsets', 14, 1, True)
     n_task_end_offsets, pos = _w.read_compact_length(buf, pos, end, 'task_end_offsets')
-    f_task_end_offsets, pos = _w.read_structs(_dec_StreamsGroupHeartbeatRequest_TaskOffset_v0, buf, cur, pos, end, n_task_end_offsets, 'task_end_offsets', 14, 1, True)
+    f_task_end_offsets, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TaskOffset, version=version), buf, cur, pos, end, n_task_end_offsets, 'task_end_offsets', 14, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_shutdown_application, pos, end)
     f_shutdown_application = _S_b.unpack_from(buf, pos)[0]
@@ -136,8 +138,8 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatRequest to ``out``."""
+def _enc_StreamsGroupHeartbeatRequest(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatRequest to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "StreamsGroupHeartbeatRequest.group_id", False)
@@ -161,10 +163,10 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     n_topology = -1 if f_topology is None else 1
     out += _S_ib.pack(obj.rebalance_timeout_ms, n_topology)
     if f_topology is not None:
-        _enc_StreamsGroupHeartbeatRequest_Topology_v0(f_topology, out)
-    _w.put_structs(out, obj.active_tasks, _enc_StreamsGroupHeartbeatRequest_TaskIds_v0, "StreamsGroupHeartbeatRequest.active_tasks", True)
-    _w.put_structs(out, obj.standby_tasks, _enc_StreamsGroupHeartbeatRequest_TaskIds_v0, "StreamsGroupHeartbeatRequest.standby_tasks", True)
-    _w.put_structs(out, obj.warmup_tasks, _enc_StreamsGroupHeartbeatRequest_TaskIds_v0, "StreamsGroupHeartbeatRequest.warmup_tasks", True)
+        _enc_StreamsGroupHeartbeatRequest_Topology(f_topology, out, version)
+    _w.put_structs(out, obj.active_tasks, _partial(_enc_StreamsGroupHeartbeatRequest_TaskIds, version=version), "StreamsGroupHeartbeatRequest.active_tasks", True)
+    _w.put_structs(out, obj.standby_tasks, _partial(_enc_StreamsGroupHeartbeatRequest_TaskIds, version=version), "StreamsGroupHeartbeatRequest.standby_tasks", True)
+    _w.put_structs(out, obj.warmup_tasks, _partial(_enc_StreamsGroupHeartbeatRequest_TaskIds, version=version), "StreamsGroupHeartbeatRequest.warmup_tasks", True)
     f_process_id, n_process_id = _w.encode_text(obj.process_id, "StreamsGroupHeartbeatRequest.process_id", True)
     _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
@@ -173,23 +175,23 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
     n_user_endpoint = -1 if f_user_endpoint is None else 1
     out += _S_b.pack(n_user_endpoint)
     if f_user_endpoint is not None:
-        _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(f_user_endpoint, out)
-    _w.put_structs(out, obj.client_tags, _enc_StreamsGroupHeartbeatRequest_KeyValue_v0, "StreamsGroupHeartbeatRequest.client_tags", True)
-    _w.put_structs(out, obj.task_offsets, _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0, "StreamsGroupHeartbeatRequest.task_offsets", True)
-    _w.put_structs(out, obj.task_end_offsets, _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0, "StreamsGroupHeartbeatRequest.task_end_offsets", True)
+        _enc_StreamsGroupHeartbeatRequest_Endpoint(f_user_endpoint, out, version)
+    _w.put_structs(out, obj.client_tags, _partial(_enc_StreamsGroupHeartbeatRequest_KeyValue, version=version), "StreamsGroupHeartbeatRequest.client_tags", True)
+    _w.put_structs(out, obj.task_offsets, _partial(_enc_StreamsGroupHeartbeatRequest_TaskOffset, version=version), "StreamsGroupHeartbeatRequest.task_offsets", True)
+    _w.put_structs(out, obj.task_end_offsets, _partial(_enc_StreamsGroupHeartbeatRequest_TaskOffset, version=version), "StreamsGroupHeartbeatRequest.task_end_offsets", True)
     out += _S_B.pack(obj.shutdown_application)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest")
 
 
-def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.Topology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatRequest_Topology(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatRequest.Topology (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_epoch, pos, end)
     f_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_subtopologies, pos = _w.read_compact_length(buf, pos, end, 'subtopologies')
-    f_subtopologies, pos = _w.read_structs(_dec_StreamsGroupHeartbeatRequest_Subtopology_v0, buf, cur, pos, end, n_subtopologies, 'subtopologies', 8, 1, False)
+    f_subtopologies, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_Subtopology, version=version), buf, cur, pos, end, n_subtopologies, 'subtopologies', 8, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupHeartbeatRequest_Topology)
     obj.epoch = f_epoch
@@ -199,17 +201,17 @@ def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatRequest_Topology_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatRequest.Topology to ``out``."""
+def _enc_StreamsGroupHeartbeatRequest_Topology(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatRequest.Topology to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology expected, got None")
     out += _S_i.pack(obj.epoch)
-    _w.put_structs(out, obj.subtopologies, _enc_StreamsGroupHeartbeatRequest_Subtopology_v0, "StreamsGroupHeartbeatRequest.Topology.subtopologies", False)
+    _w.put_structs(out, obj.subtopologies, _partial(_enc_StreamsGroupHeartbeatRequest_Subtopology, version=version), "StreamsGroupHeartbeatRequest.Topology.subtopologies", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology")
 
 
-def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatRequest_Subtopology(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
     f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
@@ -242,7 +244,7 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
         f_source_topic_regex.append(s)
         pos += m
     n_state_changelog_topics, pos = _w.read_compact_length(buf, pos, end, 'state_changelog_topics')
-    f_state_changelog_topics, pos = _w.read_structs(_dec_StreamsGroupHeartbeatRequest_TopicInfo_v0, buf, cur, pos, end, n_state_changelog_topics, 'state_changelog_topics', 9, 1, False)
+    f_state_changelog_topics, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TopicInfo, version=version), buf, cur, pos, end, n_state_changelog_topics, 'state_changelog_topics', 9, 1, False)
     n_repartition_sink_topics, pos = _w.read_compact_length(buf, pos, end, 'repartition_sink_topics')
     if n_repartition_sink_topics < 0 or n_repartition_sink_topics > (end - pos) // 1:
         raise _w.bad_count('repartition_sink_topics', pos - 1, n_repartition_sink_topics, end, 1, 1)
@@ -258,9 +260,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
         f_repartition_sink_topics.append(s)
         pos += m
     n_repartition_source_topics, pos = _w.read_compact_length(buf, pos, end, 'repartition_source_topics')
-    f_repartition_source_topics, pos = _w.read_structs(_dec_StreamsGroupHeartbeatRequest_TopicInfo_v0, buf, cur, pos, end, n_repartition_source_topics, 'repartition_source_topics', 9, 1, False)
+    f_repartition_source_topics, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TopicInfo, version=version), buf, cur, pos, end, n_repartition_source_topics, 'repartition_source_topics', 9, 1, False)
     n_copartition_groups, pos = _w.read_compact_length(buf, pos, end, 'copartition_groups')
-    f_copartition_groups, pos = _w.read_structs(_dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0, buf, cur, pos, end, n_copartition_groups, 'copartition_groups', 4, 1, False)
+    f_copartition_groups, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_CopartitionGroup, version=version), buf, cur, pos, end, n_copartition_groups, 'copartition_groups', 4, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupHeartbeatRequest_Subtopology)
     obj.subtopology_id = f_subtopology_id
@@ -275,8 +277,8 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatRequest.Topology.Subtopology to ``out``."""
+def _enc_StreamsGroupHeartbeatRequest_Subtopology(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatRequest.Topology.Subtopology to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology.Subtopology expected, got None")
     f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id", False)
@@ -309,7 +311,7 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topic_regex[]", m)
         _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.state_changelog_topics, _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0, "StreamsGroupHeartbeatRequest.Topology.Subtopology.state_changelog_topics", False)
+    _w.put_structs(out, obj.state_changelog_topics, _partial(_enc_StreamsGroupHeartbeatRequest_TopicInfo, version=version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.state_changelog_topics", False)
     f_repartition_sink_topics = obj.repartition_sink_topics
     if f_repartition_sink_topics is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_sink_topics")
@@ -323,13 +325,13 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_sink_topics[]", m)
         _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.repartition_source_topics, _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0, "StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_source_topics", False)
-    _w.put_structs(out, obj.copartition_groups, _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0, "StreamsGroupHeartbeatRequest.Topology.Subtopology.copartition_groups", False)
+    _w.put_structs(out, obj.repartition_source_topics, _partial(_enc_StreamsGroupHeartbeatRequest_TopicInfo, version=version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_source_topics", False)
+    _w.put_structs(out, obj.copartition_groups, _partial(_enc_StreamsGroupHeartbeatRequest_CopartitionGroup, version=version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.copartition_groups", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology")
 
 
-def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatRequest_TopicInfo(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -338,7 +340,7 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
     f_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
     n_topic_configs, pos = _w.read_compact_length(buf, pos, end, 'topic_configs')
-    f_topic_configs, pos = _w.read_structs(_dec_StreamsGroupHeartbeatRequest_KeyValue_v0, buf, cur, pos, end, n_topic_configs, 'topic_configs', 3, 1, False)
+    f_topic_configs, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_KeyValue, version=version), buf, cur, pos, end, n_topic_configs, 'topic_configs', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupHeartbeatRequest_TopicInfo)
     obj.name = f_name
@@ -350,8 +352,8 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo to ``out``."""
+def _enc_StreamsGroupHeartbeatRequest_TopicInfo(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name", False)
@@ -359,12 +361,12 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
     if n_name > 0:
         out += f_name
     out += _S_ih.pack(obj.partitions, obj.replication_factor)
-    _w.put_structs(out, obj.topic_configs, _enc_StreamsGroupHeartbeatRequest_KeyValue_v0, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.topic_configs", False)
+    _w.put_structs(out, obj.topic_configs, _partial(_enc_StreamsGroupHeartbeatRequest_KeyValue, version=version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.topic_configs", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo")
 
 
-def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatRequest_KeyValue(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_key, pos = _w.read_compact_length(buf, pos, end, 'key')
     f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 1, False, True)
@@ -379,8 +381,8 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue to ``out``."""
+def _enc_StreamsGroupHeartbeatRequest_KeyValue(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue expected, got None")
     f_key, n_key = _w.encode_text(obj.key, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key", False)
@@ -394,8 +396,8 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue")
 
 
-def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_source_topics, pos = _w.read_compact_length(buf, pos, end, 'source_topics')
     if n_source_topics < 0 or n_source_topics > (end - pos) // 2:
@@ -431,8 +433,8 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup to ``out``."""
+def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup expected, got None")
     f_source_topics = obj.source_topics
@@ -459,8 +461,8 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup")
 
 
-def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatRequest_TaskIds(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatRequest.TaskIds (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
     f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
@@ -481,8 +483,8 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatRequest.TaskIds to ``out``."""
+def _enc_StreamsGroupHeartbeatRequest_TaskIds(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatRequest.TaskIds to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.TaskIds expected, got None")
     f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatRequest.TaskIds.subtopology_id", False)
@@ -499,8 +501,8 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskIds")
 
 
-def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatRequest_Endpoint(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatRequest.Endpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
     f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
@@ -517,8 +519,8 @@ def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatRequest.Endpoint to ``out``."""
+def _enc_StreamsGroupHeartbeatRequest_Endpoint(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatRequest.Endpoint to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Endpoint expected, got None")
     f_host, n_host = _w.encode_text(obj.host, "StreamsGroupHeartbeatRequest.Endpoint.host", False)
@@ -529,8 +531,8 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Endpoint")
 
 
-def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.TaskOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatRequest_TaskOffset(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatRequest.TaskOffset (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
     f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
@@ -548,8 +550,8 @@ def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatRequest.TaskOffset to ``out``."""
+def _enc_StreamsGroupHeartbeatRequest_TaskOffset(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatRequest.TaskOffset to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.TaskOffset expected, got None")
     f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id", False)
@@ -560,8 +562,8 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskOffset")
 
 
-def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatResponse(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -576,19 +578,19 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
     f_member_epoch, f_heartbeat_interval_ms, f_acceptable_recovery_lag, f_task_offset_interval_ms = _S_iiii.unpack_from(buf, pos)
     pos += 16
     n_status, pos = _w.read_compact_length(buf, pos, end, 'status')
-    f_status, pos = _w.read_structs(_dec_StreamsGroupHeartbeatResponse_Status_v0, buf, cur, pos, end, n_status, 'status', 3, 1, True)
+    f_status, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_Status, version=version), buf, cur, pos, end, n_status, 'status', 3, 1, True)
     n_active_tasks, pos = _w.read_compact_length(buf, pos, end, 'active_tasks')
-    f_active_tasks, pos = _w.read_structs(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0, buf, cur, pos, end, n_active_tasks, 'active_tasks', 3, 1, True)
+    f_active_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_TaskIds, version=version), buf, cur, pos, end, n_active_tasks, 'active_tasks', 3, 1, True)
     n_standby_tasks, pos = _w.read_compact_length(buf, pos, end, 'standby_tasks')
-    f_standby_tasks, pos = _w.read_structs(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0, buf, cur, pos, end, n_standby_tasks, 'standby_tasks', 3, 1, True)
+    f_standby_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_TaskIds, version=version), buf, cur, pos, end, n_standby_tasks, 'standby_tasks', 3, 1, True)
     n_warmup_tasks, pos = _w.read_compact_length(buf, pos, end, 'warmup_tasks')
-    f_warmup_tasks, pos = _w.read_structs(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0, buf, cur, pos, end, n_warmup_tasks, 'warmup_tasks', 3, 1, True)
+    f_warmup_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_TaskIds, version=version), buf, cur, pos, end, n_warmup_tasks, 'warmup_tasks', 3, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_endpoint_information_epoch, pos, end)
     f_endpoint_information_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_partitions_by_user_endpoint, pos = _w.read_compact_length(buf, pos, end, 'partitions_by_user_endpoint')
-    f_partitions_by_user_endpoint, pos = _w.read_structs(_dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0, buf, cur, pos, end, n_partitions_by_user_endpoint, 'partitions_by_user_endpoint', 7, 1, True)
+    f_partitions_by_user_endpoint, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_EndpointToPartitions, version=version), buf, cur, pos, end, n_partitions_by_user_endpoint, 'partitions_by_user_endpoint', 7, 1, True)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
@@ -610,8 +612,8 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatResponse to ``out``."""
+def _enc_StreamsGroupHeartbeatResponse(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatResponse to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -624,17 +626,17 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
     if n_member_id > 0:
         out += f_member_id
     out += _S_iiii.pack(obj.member_epoch, obj.heartbeat_interval_ms, obj.acceptable_recovery_lag, obj.task_offset_interval_ms)
-    _w.put_structs(out, obj.status, _enc_StreamsGroupHeartbeatResponse_Status_v0, "StreamsGroupHeartbeatResponse.status", True)
-    _w.put_structs(out, obj.active_tasks, _enc_StreamsGroupHeartbeatResponse_TaskIds_v0, "StreamsGroupHeartbeatResponse.active_tasks", True)
-    _w.put_structs(out, obj.standby_tasks, _enc_StreamsGroupHeartbeatResponse_TaskIds_v0, "StreamsGroupHeartbeatResponse.standby_tasks", True)
-    _w.put_structs(out, obj.warmup_tasks, _enc_StreamsGroupHeartbeatResponse_TaskIds_v0, "StreamsGroupHeartbeatResponse.warmup_tasks", True)
+    _w.put_structs(out, obj.status, _partial(_enc_StreamsGroupHeartbeatResponse_Status, version=version), "StreamsGroupHeartbeatResponse.status", True)
+    _w.put_structs(out, obj.active_tasks, _partial(_enc_StreamsGroupHeartbeatResponse_TaskIds, version=version), "StreamsGroupHeartbeatResponse.active_tasks", True)
+    _w.put_structs(out, obj.standby_tasks, _partial(_enc_StreamsGroupHeartbeatResponse_TaskIds, version=version), "StreamsGroupHeartbeatResponse.standby_tasks", True)
+    _w.put_structs(out, obj.warmup_tasks, _partial(_enc_StreamsGroupHeartbeatResponse_TaskIds, version=version), "StreamsGroupHeartbeatResponse.warmup_tasks", True)
     out += _S_i.pack(obj.endpoint_information_epoch)
-    _w.put_structs(out, obj.partitions_by_user_endpoint, _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0, "StreamsGroupHeartbeatResponse.partitions_by_user_endpoint", True)
+    _w.put_structs(out, obj.partitions_by_user_endpoint, _partial(_enc_StreamsGroupHeartbeatResponse_EndpointToPartitions, version=version), "StreamsGroupHeartbeatResponse.partitions_by_user_endpoint", True)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse")
 
 
-def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatResponse.Status (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatResponse_Status(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatResponse.Status (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_status_code, pos, end)
@@ -651,8 +653,8 @@ def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatResponse.Status to ``out``."""
+def _enc_StreamsGroupHeartbeatResponse_Status(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatResponse.Status to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.Status expected, got None")
     out += _S_b.pack(obj.status_code)
@@ -663,8 +665,8 @@ def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.Status")
 
 
-def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatResponse.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatResponse_TaskIds(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatResponse.TaskIds (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
     f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
@@ -685,8 +687,8 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatResponse.TaskIds to ``out``."""
+def _enc_StreamsGroupHeartbeatResponse_TaskIds(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatResponse.TaskIds to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.TaskIds expected, got None")
     f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatResponse.TaskIds.subtopology_id", False)
@@ -703,19 +705,19 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.TaskIds")
 
 
-def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     cur.pos = pos
     try:
-        f_user_endpoint = _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end)
+        f_user_endpoint = _dec_StreamsGroupHeartbeatResponse_Endpoint(buf, cur, end, version)
     except DecodeError as exc:
         raise exc.within('user_endpoint')
     pos = cur.pos
     n_active_partitions, pos = _w.read_compact_length(buf, pos, end, 'active_partitions')
-    f_active_partitions, pos = _w.read_structs(_dec_StreamsGroupHeartbeatResponse_TopicPartition_v0, buf, cur, pos, end, n_active_partitions, 'active_partitions', 3, 1, False)
+    f_active_partitions, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_TopicPartition, version=version), buf, cur, pos, end, n_active_partitions, 'active_partitions', 3, 1, False)
     n_standby_partitions, pos = _w.read_compact_length(buf, pos, end, 'standby_partitions')
-    f_standby_partitions, pos = _w.read_structs(_dec_StreamsGroupHeartbeatResponse_TopicPartition_v0, buf, cur, pos, end, n_standby_partitions, 'standby_partitions', 3, 1, False)
+    f_standby_partitions, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_TopicPartition, version=version), buf, cur, pos, end, n_standby_partitions, 'standby_partitions', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupHeartbeatResponse_EndpointToPartitions)
     obj.user_endpoint = f_user_endpoint
@@ -726,19 +728,19 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatResponse.EndpointToPartitions to ``out``."""
+def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatResponse.EndpointToPartitions to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.EndpointToPartitions expected, got None")
     f_user_endpoint = obj.user_endpoint
-    _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(f_user_endpoint, out)
-    _w.put_structs(out, obj.active_partitions, _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0, "StreamsGroupHeartbeatResponse.EndpointToPartitions.active_partitions", False)
-    _w.put_structs(out, obj.standby_partitions, _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0, "StreamsGroupHeartbeatResponse.EndpointToPartitions.standby_partitions", False)
+    _enc_StreamsGroupHeartbeatResponse_Endpoint(f_user_endpoint, out, version)
+    _w.put_structs(out, obj.active_partitions, _partial(_enc_StreamsGroupHeartbeatResponse_TopicPartition, version=version), "StreamsGroupHeartbeatResponse.EndpointToPartitions.active_partitions", False)
+    _w.put_structs(out, obj.standby_partitions, _partial(_enc_StreamsGroupHeartbeatResponse_TopicPartition, version=version), "StreamsGroupHeartbeatResponse.EndpointToPartitions.standby_partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions")
 
 
-def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatResponse_Endpoint(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
     f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
@@ -755,8 +757,8 @@ def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint to ``out``."""
+def _enc_StreamsGroupHeartbeatResponse_Endpoint(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint expected, got None")
     f_host, n_host = _w.encode_text(obj.host, "StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host", False)
@@ -767,8 +769,8 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint")
 
 
-def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
-    """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_StreamsGroupHeartbeatResponse_TopicPartition(buf, cur, end, version):
+    """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
     f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
@@ -789,8 +791,8 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
     return obj
 
 
-def _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(obj, out):
-    """Append the v0 layout of a StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition to ``out``."""
+def _enc_StreamsGroupHeartbeatResponse_TopicPartition(obj, out, version):
+    """Append in ``version`` a StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition expected, got None")
     f_topic, n_topic = _w.encode_text(obj.topic, "StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic", False)
@@ -1133,8 +1135,8 @@ class StreamsGroupHeartbeatRequest(Message):
     Endpoint = StreamsGroupHeartbeatRequest_Endpoint
     KeyValue = StreamsGroupHeartbeatRequest_KeyValue
     TaskOffset = StreamsGroupHeartbeatRequest_TaskOffset
-    _DECODERS = {0: _dec_StreamsGroupHeartbeatRequest_v0}
-    _ENCODERS = {0: _enc_StreamsGroupHeartbeatRequest_v0}
+    _DECODERS = _decoders(_dec_StreamsGroupHeartbeatRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_StreamsGroupHeartbeatRequest, range(0, 1))
     API_KEY = 88
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -1382,8 +1384,8 @@ class StreamsGroupHeartbeatResponse(Message):
     Status = StreamsGroupHeartbeatResponse_Status
     TaskIds = StreamsGroupHeartbeatResponse_TaskIds
     EndpointToPartitions = StreamsGroupHeartbeatResponse_EndpointToPartitions
-    _DECODERS = {0: _dec_StreamsGroupHeartbeatResponse_v0}
-    _ENCODERS = {0: _enc_StreamsGroupHeartbeatResponse_v0}
+    _DECODERS = _decoders(_dec_StreamsGroupHeartbeatResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_StreamsGroupHeartbeatResponse, range(0, 1))
     API_KEY = 88
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

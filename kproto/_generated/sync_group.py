@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
@@ -36,13 +37,30 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _new = Struct.__new__
 
 
-def _dec_SyncGroupRequest_v0(buf, cur, end):
-    """Decode SyncGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_SyncGroupRequest(buf, cur, end, version):
+    """Decode SyncGroupRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v4_down = version <= 4
+    v4_up = version >= 4
+    v5_up = version >= 5
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
+    if v3_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_id, pos, end)
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    else:
+        if pos < end and buf[pos] < 128:
+            n_group_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+            n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
         try:
             f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
@@ -50,34 +68,159 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
             raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_generation_id__member_id, pos, end)
-    f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
+        if v3_down:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
+        else:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if v3_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_generation_id__member_id, pos, end)
+        f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        if 0 <= n_member_id <= end - pos:
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
+            pos += n_member_id
+        else:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
+    if v3_only:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_instance_id, pos, end)
+        n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        if 0 <= n_group_instance_id <= end - pos:
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
+            pos += n_group_instance_id
+        elif n_group_instance_id == -1:
+            f_group_instance_id = None
+        else:
+            raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
     if end - pos < 4:
-        raise _w.short_run(_RUN_assignments, pos, end)
-    n_assignments = _S_i.unpack_from(buf, pos)[0]
+        if v3_down:
+            raise _w.short_run(_RUN_assignments, pos, end)
+        else:
+            raise _w.short_run(_RUN_generation_id, pos, end)
+    if v3_down:
+        n_assignments = _S_i.unpack_from(buf, pos)[0]
+    else:
+        f_generation_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_assignments < 0 or n_assignments > (end - pos) // 6:
-        raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6, 4)
+    if v3_down:
+        if n_assignments < 0 or n_assignments > (end - pos) // 6:
+            raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_member_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+            n_member_id -= 1
+        if 0 <= n_member_id <= end - pos:
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
+            pos += n_member_id
+        else:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_group_instance_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+            n_group_instance_id -= 1
+        if 0 <= n_group_instance_id <= end - pos:
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
+            pos += n_group_instance_id
+        elif n_group_instance_id == -1:
+            f_group_instance_id = None
+        else:
+            raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if v5_up:
+        if pos < end and buf[pos] < 128:
+            n_protocol_type = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
+            n_protocol_type -= 1
+        if 0 <= n_protocol_type <= end - pos:
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
+            pos += n_protocol_type
+        elif n_protocol_type == -1:
+            f_protocol_type = None
+        else:
+            raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, True)
+        if pos < end and buf[pos] < 128:
+            n_protocol_name = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
+            n_protocol_name -= 1
+        if 0 <= n_protocol_name <= end - pos:
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
+            pos += n_protocol_name
+        elif n_protocol_name == -1:
+            f_protocol_name = None
+        else:
+            raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, True)
+    if v4_up:
+        if pos < end and buf[pos] < 128:
+            n_assignments = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_assignments = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_assignments, pos = _w.read_uvarint(buf, pos, end, 'assignments')
+            n_assignments -= 1
+        if n_assignments < 0 or n_assignments > (end - pos) // 3:
+            raise _w.bad_count('assignments', pos - 1, n_assignments, end, 3, 1)
     f_assignments = []
     if n_assignments:
-        # Each element read inline, as SyncGroupRequest.SyncGroupRequestAssignment v0 is.
+        # Each element read inline.
         try:
             for i in range(n_assignments):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_member_id, pos, end)
-                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
+                if v3_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_member_id, pos, end)
+                    n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_member_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                        n_member_id__1 -= 1
                 if 0 <= n_member_id__1 <= end - pos:
                     try:
                         f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
@@ -85,42 +228,91 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
                         raise _w.bad_utf8('member_id', pos, exc) from None
                     pos += n_member_id__1
                 else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_assignment, pos, end)
-                n_assignment__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
+                    if v3_down:
+                        raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
+                if v3_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_assignment, pos, end)
+                    n_assignment__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_assignment__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_assignment__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_assignment__1, pos = _w.read_uvarint(buf, pos, end, 'assignment')
+                        n_assignment__1 -= 1
                 if 0 <= n_assignment__1 <= end - pos:
                     f_assignment__1 = buf[pos:pos + n_assignment__1]
                     pos += n_assignment__1
                 else:
-                    raise _w.bad_sized('assignment', pos, n_assignment__1, end, 4, False)
+                    if v3_down:
+                        raise _w.bad_sized('assignment', pos, n_assignment__1, end, 4, False)
+                    else:
+                        raise _w.bad_sized('assignment', pos, n_assignment__1, end, 1, False)
+                if v4_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
                 obj__1 = _new(SyncGroupRequest_SyncGroupRequestAssignment)
                 obj__1.member_id = f_member_id__1
                 obj__1.assignment = f_assignment__1
-                obj__1.unknown_tagged_fields = []
+                if v3_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
                 f_assignments.append(obj__1)
         except DecodeError as exc:
             raise exc.within("assignments[%d]" % i)
+    if v4_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
-    obj.group_instance_id = None
-    obj.protocol_type = None
-    obj.protocol_name = None
+    if v2_down:
+        obj.group_instance_id = None
+    else:
+        obj.group_instance_id = f_group_instance_id
+    if v4_down:
+        obj.protocol_type = None
+        obj.protocol_name = None
+    else:
+        obj.protocol_type = f_protocol_type
+        obj.protocol_name = f_protocol_name
     obj.assignments = f_assignments
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_SyncGroupRequest_v0(obj, out):
-    """Append the v0 layout of a SyncGroupRequest to ``out``."""
+def _enc_SyncGroupRequest(obj, out, version):
+    """Append in ``version`` a SyncGroupRequest to ``out``."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
+    v5_up = version >= 5
     if obj is None:
         raise TypeError("SyncGroupRequest expected, got None")
-    if obj.group_instance_id is not None:
-        raise _w.not_in_version("SyncGroupRequest.group_instance_id", 0, "3-5")
+    if v2_down:
+        if obj.group_instance_id is not None:
+            raise _w.not_in_version("SyncGroupRequest.group_instance_id", 0, "3-5")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("SyncGroupRequest.group_id")
@@ -129,9 +321,17 @@ def _enc_SyncGroupRequest_v0(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
+    if v3_down:
+        out += _S_h.pack(n_group_id)
+    else:
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
+    if v4_up:
+        out += _S_i.pack(obj.generation_id)
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.member_id")
@@ -140,629 +340,88 @@ def _enc_SyncGroupRequest_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.member_id", n_member_id)
-    out += _S_ih.pack(obj.generation_id, n_member_id)
+    if v3_down:
+        out += _S_ih.pack(obj.generation_id, n_member_id)
+    else:
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
+    if v3_up:
+        f_group_instance_id = obj.group_instance_id
+        if f_group_instance_id is None:
+            n_group_instance_id = -1
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
+            n_group_instance_id = len(f_group_instance_id)
+            if n_group_instance_id > 32767:
+                raise _w.string_too_long("SyncGroupRequest.group_instance_id", n_group_instance_id)
+    if v3_only:
+        out += _S_h.pack(n_group_instance_id)
+    elif v4_up:
+        if 0 <= n_group_instance_id + 1 < 128:
+            out.append(n_group_instance_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_instance_id + 1)
+    if v3_up:
+        if n_group_instance_id > 0:
+            out += f_group_instance_id
+    if v5_up:
+        f_protocol_type = obj.protocol_type
+        if f_protocol_type is None:
+            n_protocol_type = -1
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
+            n_protocol_type = len(f_protocol_type)
+            if n_protocol_type > 32767:
+                raise _w.string_too_long("SyncGroupRequest.protocol_type", n_protocol_type)
+        if 0 <= n_protocol_type + 1 < 128:
+            out.append(n_protocol_type + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_type + 1)
+        if n_protocol_type > 0:
+            out += f_protocol_type
+        f_protocol_name = obj.protocol_name
+        if f_protocol_name is None:
+            n_protocol_name = -1
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
+            n_protocol_name = len(f_protocol_name)
+            if n_protocol_name > 32767:
+                raise _w.string_too_long("SyncGroupRequest.protocol_name", n_protocol_name)
+        if 0 <= n_protocol_name + 1 < 128:
+            out.append(n_protocol_name + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_name + 1)
+        if n_protocol_name > 0:
+            out += f_protocol_name
     f_assignments = obj.assignments
     if f_assignments is None:
         raise _w.not_nullable("SyncGroupRequest.assignments")
     else:
         n_assignments = len(f_assignments)
-    out += _S_i.pack(n_assignments)
+    if v3_down:
+        out += _S_i.pack(n_assignments)
+    else:
+        if 0 <= n_assignments + 1 < 128:
+            out.append(n_assignments + 1)
+        else:
+            _w.put_uvarint(out, n_assignments + 1)
     for item in f_assignments:
-        _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(item, out)
+        _enc_SyncGroupRequest_SyncGroupRequestAssignment(item, out, version)
+    if v4_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupRequest")
+        else:
+            out.append(0)
 
 
-def _dec_SyncGroupRequest_v3(buf, cur, end):
-    """Decode SyncGroupRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_generation_id__member_id, pos, end)
-    f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_instance_id, pos, end)
-    n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if 0 <= n_group_instance_id <= end - pos:
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
-        pos += n_group_instance_id
-    elif n_group_instance_id == -1:
-        f_group_instance_id = None
-    else:
-        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_assignments, pos, end)
-    n_assignments = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_assignments < 0 or n_assignments > (end - pos) // 6:
-        raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6, 4)
-    f_assignments = []
-    if n_assignments:
-        # Each element read inline, as SyncGroupRequest.SyncGroupRequestAssignment v3 is.
-        try:
-            for i in range(n_assignments):
-                if end - pos < 2:
-                    raise _w.short_run(_RUN_member_id, pos, end)
-                n_member_id__1 = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 2, False)
-                if end - pos < 4:
-                    raise _w.short_run(_RUN_assignment, pos, end)
-                n_assignment__1 = _S_i.unpack_from(buf, pos)[0]
-                pos += 4
-                if 0 <= n_assignment__1 <= end - pos:
-                    f_assignment__1 = buf[pos:pos + n_assignment__1]
-                    pos += n_assignment__1
-                else:
-                    raise _w.bad_sized('assignment', pos, n_assignment__1, end, 4, False)
-                obj__1 = _new(SyncGroupRequest_SyncGroupRequestAssignment)
-                obj__1.member_id = f_member_id__1
-                obj__1.assignment = f_assignment__1
-                obj__1.unknown_tagged_fields = []
-                f_assignments.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("assignments[%d]" % i)
-    obj = _new(SyncGroupRequest)
-    obj.group_id = f_group_id
-    obj.generation_id = f_generation_id
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.protocol_type = None
-    obj.protocol_name = None
-    obj.assignments = f_assignments
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_SyncGroupRequest_v3(obj, out):
-    """Append the v3 layout of a SyncGroupRequest to ``out``."""
-    if obj is None:
-        raise TypeError("SyncGroupRequest expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("SyncGroupRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("SyncGroupRequest.group_id", n_group_id)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("SyncGroupRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("SyncGroupRequest.member_id", n_member_id)
-    out += _S_ih.pack(obj.generation_id, n_member_id)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("SyncGroupRequest.group_instance_id", n_group_instance_id)
-    out += _S_h.pack(n_group_instance_id)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_assignments = obj.assignments
-    if f_assignments is None:
-        raise _w.not_nullable("SyncGroupRequest.assignments")
-    else:
-        n_assignments = len(f_assignments)
-    out += _S_i.pack(n_assignments)
-    for item in f_assignments:
-        _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(item, out)
-
-
-def _dec_SyncGroupRequest_v4(buf, cur, end):
-    """Decode SyncGroupRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_group_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-        n_group_id -= 1
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_generation_id, pos, end)
-    f_generation_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_member_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-        n_member_id -= 1
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_group_instance_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-        n_group_instance_id -= 1
-    if 0 <= n_group_instance_id <= end - pos:
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
-        pos += n_group_instance_id
-    elif n_group_instance_id == -1:
-        f_group_instance_id = None
-    else:
-        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_assignments = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_assignments = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_assignments, pos = _w.read_uvarint(buf, pos, end, 'assignments')
-        n_assignments -= 1
-    if n_assignments < 0 or n_assignments > (end - pos) // 3:
-        raise _w.bad_count('assignments', pos - 1, n_assignments, end, 3, 1)
-    f_assignments = []
-    if n_assignments:
-        # Each element read inline, as SyncGroupRequest.SyncGroupRequestAssignment v4 is.
-        try:
-            for i in range(n_assignments):
-                if pos < end and buf[pos] < 128:
-                    n_member_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-                    n_member_id__1 -= 1
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_assignment__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_assignment__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_assignment__1, pos = _w.read_uvarint(buf, pos, end, 'assignment')
-                    n_assignment__1 -= 1
-                if 0 <= n_assignment__1 <= end - pos:
-                    f_assignment__1 = buf[pos:pos + n_assignment__1]
-                    pos += n_assignment__1
-                else:
-                    raise _w.bad_sized('assignment', pos, n_assignment__1, end, 1, False)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(SyncGroupRequest_SyncGroupRequestAssignment)
-                obj__1.member_id = f_member_id__1
-                obj__1.assignment = f_assignment__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_assignments.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("assignments[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(SyncGroupRequest)
-    obj.group_id = f_group_id
-    obj.generation_id = f_generation_id
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.protocol_type = None
-    obj.protocol_name = None
-    obj.assignments = f_assignments
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_SyncGroupRequest_v4(obj, out):
-    """Append the v4 layout of a SyncGroupRequest to ``out``."""
-    if obj is None:
-        raise TypeError("SyncGroupRequest expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("SyncGroupRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("SyncGroupRequest.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    out += _S_i.pack(obj.generation_id)
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("SyncGroupRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("SyncGroupRequest.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("SyncGroupRequest.group_instance_id", n_group_instance_id)
-    if 0 <= n_group_instance_id + 1 < 128:
-        out.append(n_group_instance_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_assignments = obj.assignments
-    if f_assignments is None:
-        raise _w.not_nullable("SyncGroupRequest.assignments")
-    else:
-        n_assignments = len(f_assignments)
-    if 0 <= n_assignments + 1 < 128:
-        out.append(n_assignments + 1)
-    else:
-        _w.put_uvarint(out, n_assignments + 1)
-    for item in f_assignments:
-        _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupRequest")
-    else:
-        out.append(0)
-
-
-def _dec_SyncGroupRequest_v5(buf, cur, end):
-    """Decode SyncGroupRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if pos < end and buf[pos] < 128:
-        n_group_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
-        n_group_id -= 1
-    if 0 <= n_group_id <= end - pos:
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
-        pos += n_group_id
-    else:
-        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_generation_id, pos, end)
-    f_generation_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if pos < end and buf[pos] < 128:
-        n_member_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-        n_member_id -= 1
-    if 0 <= n_member_id <= end - pos:
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
-        pos += n_member_id
-    else:
-        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
-    if pos < end and buf[pos] < 128:
-        n_group_instance_id = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
-        n_group_instance_id -= 1
-    if 0 <= n_group_instance_id <= end - pos:
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
-        pos += n_group_instance_id
-    elif n_group_instance_id == -1:
-        f_group_instance_id = None
-    else:
-        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_protocol_type = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
-        n_protocol_type -= 1
-    if 0 <= n_protocol_type <= end - pos:
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
-        pos += n_protocol_type
-    elif n_protocol_type == -1:
-        f_protocol_type = None
-    else:
-        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_protocol_name = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
-        n_protocol_name -= 1
-    if 0 <= n_protocol_name <= end - pos:
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
-        pos += n_protocol_name
-    elif n_protocol_name == -1:
-        f_protocol_name = None
-    else:
-        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_assignments = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_assignments = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_assignments, pos = _w.read_uvarint(buf, pos, end, 'assignments')
-        n_assignments -= 1
-    if n_assignments < 0 or n_assignments > (end - pos) // 3:
-        raise _w.bad_count('assignments', pos - 1, n_assignments, end, 3, 1)
-    f_assignments = []
-    if n_assignments:
-        # Each element read inline, as SyncGroupRequest.SyncGroupRequestAssignment v5 is.
-        try:
-            for i in range(n_assignments):
-                if pos < end and buf[pos] < 128:
-                    n_member_id__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_member_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_member_id__1, pos = _w.read_uvarint(buf, pos, end, 'member_id')
-                    n_member_id__1 -= 1
-                if 0 <= n_member_id__1 <= end - pos:
-                    try:
-                        f_member_id__1 = buf[pos:pos + n_member_id__1].decode() if n_member_id__1 else ""
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('member_id', pos, exc) from None
-                    pos += n_member_id__1
-                else:
-                    raise _w.bad_sized('member_id', pos, n_member_id__1, end, 1, False)
-                if pos < end and buf[pos] < 128:
-                    n_assignment__1 = buf[pos] - 1
-                    pos += 1
-                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-                    n_assignment__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-                    pos += 2
-                else:
-                    n_assignment__1, pos = _w.read_uvarint(buf, pos, end, 'assignment')
-                    n_assignment__1 -= 1
-                if 0 <= n_assignment__1 <= end - pos:
-                    f_assignment__1 = buf[pos:pos + n_assignment__1]
-                    pos += n_assignment__1
-                else:
-                    raise _w.bad_sized('assignment', pos, n_assignment__1, end, 1, False)
-                if pos < end and buf[pos] == 0:
-                    pos += 1
-                    unknown__1 = []
-                else:
-                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
-                obj__1 = _new(SyncGroupRequest_SyncGroupRequestAssignment)
-                obj__1.member_id = f_member_id__1
-                obj__1.assignment = f_assignment__1
-                obj__1.unknown_tagged_fields = unknown__1
-                f_assignments.append(obj__1)
-        except DecodeError as exc:
-            raise exc.within("assignments[%d]" % i)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(SyncGroupRequest)
-    obj.group_id = f_group_id
-    obj.generation_id = f_generation_id
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.protocol_type = f_protocol_type
-    obj.protocol_name = f_protocol_name
-    obj.assignments = f_assignments
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_SyncGroupRequest_v5(obj, out):
-    """Append the v5 layout of a SyncGroupRequest to ``out``."""
-    if obj is None:
-        raise TypeError("SyncGroupRequest expected, got None")
-    f_group_id = obj.group_id
-    if f_group_id is None:
-        raise _w.not_nullable("SyncGroupRequest.group_id")
-    else:
-        f_group_id = f_group_id.encode("utf-8")
-        n_group_id = len(f_group_id)
-        if n_group_id > 32767:
-            raise _w.string_too_long("SyncGroupRequest.group_id", n_group_id)
-    if 0 <= n_group_id + 1 < 128:
-        out.append(n_group_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    out += _S_i.pack(obj.generation_id)
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("SyncGroupRequest.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("SyncGroupRequest.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id = obj.group_instance_id
-    if f_group_instance_id is None:
-        n_group_instance_id = -1
-    else:
-        f_group_instance_id = f_group_instance_id.encode("utf-8")
-        n_group_instance_id = len(f_group_instance_id)
-        if n_group_instance_id > 32767:
-            raise _w.string_too_long("SyncGroupRequest.group_instance_id", n_group_instance_id)
-    if 0 <= n_group_instance_id + 1 < 128:
-        out.append(n_group_instance_id + 1)
-    else:
-        _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    f_protocol_type = obj.protocol_type
-    if f_protocol_type is None:
-        n_protocol_type = -1
-    else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
-        n_protocol_type = len(f_protocol_type)
-        if n_protocol_type > 32767:
-            raise _w.string_too_long("SyncGroupRequest.protocol_type", n_protocol_type)
-    if 0 <= n_protocol_type + 1 < 128:
-        out.append(n_protocol_type + 1)
-    else:
-        _w.put_uvarint(out, n_protocol_type + 1)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocol_name = obj.protocol_name
-    if f_protocol_name is None:
-        n_protocol_name = -1
-    else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
-        n_protocol_name = len(f_protocol_name)
-        if n_protocol_name > 32767:
-            raise _w.string_too_long("SyncGroupRequest.protocol_name", n_protocol_name)
-    if 0 <= n_protocol_name + 1 < 128:
-        out.append(n_protocol_name + 1)
-    else:
-        _w.put_uvarint(out, n_protocol_name + 1)
-    if n_protocol_name > 0:
-        out += f_protocol_name
-    f_assignments = obj.assignments
-    if f_assignments is None:
-        raise _w.not_nullable("SyncGroupRequest.assignments")
-    else:
-        n_assignments = len(f_assignments)
-    if 0 <= n_assignments + 1 < 128:
-        out.append(n_assignments + 1)
-    else:
-        _w.put_uvarint(out, n_assignments + 1)
-    for item in f_assignments:
-        _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(item, out)
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupRequest")
-    else:
-        out.append(0)
-
-
-def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
-    """Append the v0 layout of a SyncGroupRequest.SyncGroupRequestAssignment to ``out``."""
+def _enc_SyncGroupRequest_SyncGroupRequestAssignment(obj, out, version):
+    """Append in ``version`` a SyncGroupRequest.SyncGroupRequestAssignment to ``out``."""
+    v3_down = version <= 3
+    v4_up = version >= 4
     if obj is None:
         raise TypeError("SyncGroupRequest.SyncGroupRequestAssignment expected, got None")
     f_member_id = obj.member_id
@@ -773,7 +432,13 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.SyncGroupRequestAssignment.member_id", n_member_id)
-    out += _S_h.pack(n_member_id)
+    if v3_down:
+        out += _S_h.pack(n_member_id)
+    else:
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     f_assignment = obj.assignment
@@ -781,302 +446,192 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
         raise _w.not_nullable("SyncGroupRequest.SyncGroupRequestAssignment.assignment")
     else:
         n_assignment = len(f_assignment)
-    out += _S_i.pack(n_assignment)
+    if v3_down:
+        out += _S_i.pack(n_assignment)
+    else:
+        if 0 <= n_assignment + 1 < 128:
+            out.append(n_assignment + 1)
+        else:
+            _w.put_uvarint(out, n_assignment + 1)
     if n_assignment > 0:
         out += f_assignment
+    if v4_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupRequest.SyncGroupRequestAssignment")
+        else:
+            out.append(0)
 
 
-def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
-    """Append the v4 layout of a SyncGroupRequest.SyncGroupRequestAssignment to ``out``."""
-    if obj is None:
-        raise TypeError("SyncGroupRequest.SyncGroupRequestAssignment expected, got None")
-    f_member_id = obj.member_id
-    if f_member_id is None:
-        raise _w.not_nullable("SyncGroupRequest.SyncGroupRequestAssignment.member_id")
-    else:
-        f_member_id = f_member_id.encode("utf-8")
-        n_member_id = len(f_member_id)
-        if n_member_id > 32767:
-            raise _w.string_too_long("SyncGroupRequest.SyncGroupRequestAssignment.member_id", n_member_id)
-    if 0 <= n_member_id + 1 < 128:
-        out.append(n_member_id + 1)
-    else:
-        _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_assignment = obj.assignment
-    if f_assignment is None:
-        raise _w.not_nullable("SyncGroupRequest.SyncGroupRequestAssignment.assignment")
-    else:
-        n_assignment = len(f_assignment)
-    if 0 <= n_assignment + 1 < 128:
-        out.append(n_assignment + 1)
-    else:
-        _w.put_uvarint(out, n_assignment + 1)
-    if n_assignment > 0:
-        out += f_assignment
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupRequest.SyncGroupRequestAssignment")
-    else:
-        out.append(0)
-
-
-def _dec_SyncGroupResponse_v0(buf, cur, end):
-    """Decode SyncGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_SyncGroupResponse(buf, cur, end, version):
+    """Decode SyncGroupResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_4_5 = version in (0, 4, 5)
+    v0_down = version <= 0
+    v3_down = version <= 3
+    v4_down = version <= 4
+    v4_up = version >= 4
+    v5_up = version >= 5
     pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_error_code__assignment, pos, end)
-    f_error_code, n_assignment = _S_hi.unpack_from(buf, pos)
-    pos += 6
+    if v0_4_5:
+        if end - pos < 6:
+            if v0_down:
+                raise _w.short_run(_RUN_error_code__assignment, pos, end)
+            else:
+                raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
+    if v0_down:
+        f_error_code, n_assignment = _S_hi.unpack_from(buf, pos)
+    elif v4_up:
+        f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
+    if v0_4_5:
+        pos += 6
+    else:
+        if end - pos < 10:
+            raise _w.short_run(_RUN_throttle_time_ms__assignment, pos, end)
+        f_throttle_time_ms, f_error_code, n_assignment = _S_ihi.unpack_from(buf, pos)
+        pos += 10
+    if v5_up:
+        if pos < end and buf[pos] < 128:
+            n_protocol_type = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
+            n_protocol_type -= 1
+        if 0 <= n_protocol_type <= end - pos:
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
+            pos += n_protocol_type
+        elif n_protocol_type == -1:
+            f_protocol_type = None
+        else:
+            raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, True)
+        if pos < end and buf[pos] < 128:
+            n_protocol_name = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
+            n_protocol_name -= 1
+        if 0 <= n_protocol_name <= end - pos:
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
+            pos += n_protocol_name
+        elif n_protocol_name == -1:
+            f_protocol_name = None
+        else:
+            raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, True)
+    if v4_up:
+        if pos < end and buf[pos] < 128:
+            n_assignment = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_assignment = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
+            n_assignment -= 1
     if 0 <= n_assignment <= end - pos:
         f_assignment = buf[pos:pos + n_assignment]
         pos += n_assignment
     else:
-        raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
+        if v3_down:
+            raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
+        else:
+            raise _w.bad_sized('assignment', pos, n_assignment, end, 1, False)
+    if v4_up:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(SyncGroupResponse)
-    obj.throttle_time_ms = 0
+    if v0_down:
+        obj.throttle_time_ms = 0
+    else:
+        obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
-    obj.protocol_type = None
-    obj.protocol_name = None
+    if v4_down:
+        obj.protocol_type = None
+        obj.protocol_name = None
+    else:
+        obj.protocol_type = f_protocol_type
+        obj.protocol_name = f_protocol_name
     obj.assignment = f_assignment
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_SyncGroupResponse_v0(obj, out):
-    """Append the v0 layout of a SyncGroupResponse to ``out``."""
+def _enc_SyncGroupResponse(obj, out, version):
+    """Append in ``version`` a SyncGroupResponse to ``out``."""
+    v0_down = version <= 0
+    v1_to_3 = 1 <= version <= 3
+    v4_up = version >= 4
+    v5_up = version >= 5
     if obj is None:
         raise TypeError("SyncGroupResponse expected, got None")
+    if v4_up:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    if v5_up:
+        f_protocol_type = obj.protocol_type
+        if f_protocol_type is None:
+            n_protocol_type = -1
+        else:
+            f_protocol_type = f_protocol_type.encode("utf-8")
+            n_protocol_type = len(f_protocol_type)
+            if n_protocol_type > 32767:
+                raise _w.string_too_long("SyncGroupResponse.protocol_type", n_protocol_type)
+        if 0 <= n_protocol_type + 1 < 128:
+            out.append(n_protocol_type + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_type + 1)
+        if n_protocol_type > 0:
+            out += f_protocol_type
+        f_protocol_name = obj.protocol_name
+        if f_protocol_name is None:
+            n_protocol_name = -1
+        else:
+            f_protocol_name = f_protocol_name.encode("utf-8")
+            n_protocol_name = len(f_protocol_name)
+            if n_protocol_name > 32767:
+                raise _w.string_too_long("SyncGroupResponse.protocol_name", n_protocol_name)
+        if 0 <= n_protocol_name + 1 < 128:
+            out.append(n_protocol_name + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_name + 1)
+        if n_protocol_name > 0:
+            out += f_protocol_name
     f_assignment = obj.assignment
     if f_assignment is None:
         raise _w.not_nullable("SyncGroupResponse.assignment")
     else:
         n_assignment = len(f_assignment)
-    out += _S_hi.pack(obj.error_code, n_assignment)
+    if v0_down:
+        out += _S_hi.pack(obj.error_code, n_assignment)
+    elif v1_to_3:
+        out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_assignment)
+    else:
+        if 0 <= n_assignment + 1 < 128:
+            out.append(n_assignment + 1)
+        else:
+            _w.put_uvarint(out, n_assignment + 1)
     if n_assignment > 0:
         out += f_assignment
-
-
-def _dec_SyncGroupResponse_v1(buf, cur, end):
-    """Decode SyncGroupResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 10:
-        raise _w.short_run(_RUN_throttle_time_ms__assignment, pos, end)
-    f_throttle_time_ms, f_error_code, n_assignment = _S_ihi.unpack_from(buf, pos)
-    pos += 10
-    if 0 <= n_assignment <= end - pos:
-        f_assignment = buf[pos:pos + n_assignment]
-        pos += n_assignment
-    else:
-        raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
-    obj = _new(SyncGroupResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.protocol_type = None
-    obj.protocol_name = None
-    obj.assignment = f_assignment
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_SyncGroupResponse_v1(obj, out):
-    """Append the v1 layout of a SyncGroupResponse to ``out``."""
-    if obj is None:
-        raise TypeError("SyncGroupResponse expected, got None")
-    f_assignment = obj.assignment
-    if f_assignment is None:
-        raise _w.not_nullable("SyncGroupResponse.assignment")
-    else:
-        n_assignment = len(f_assignment)
-    out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_assignment)
-    if n_assignment > 0:
-        out += f_assignment
-
-
-def _dec_SyncGroupResponse_v4(buf, cur, end):
-    """Decode SyncGroupResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if pos < end and buf[pos] < 128:
-        n_assignment = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_assignment = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
-        n_assignment -= 1
-    if 0 <= n_assignment <= end - pos:
-        f_assignment = buf[pos:pos + n_assignment]
-        pos += n_assignment
-    else:
-        raise _w.bad_sized('assignment', pos, n_assignment, end, 1, False)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(SyncGroupResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.protocol_type = None
-    obj.protocol_name = None
-    obj.assignment = f_assignment
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_SyncGroupResponse_v4(obj, out):
-    """Append the v4 layout of a SyncGroupResponse to ``out``."""
-    if obj is None:
-        raise TypeError("SyncGroupResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_assignment = obj.assignment
-    if f_assignment is None:
-        raise _w.not_nullable("SyncGroupResponse.assignment")
-    else:
-        n_assignment = len(f_assignment)
-    if 0 <= n_assignment + 1 < 128:
-        out.append(n_assignment + 1)
-    else:
-        _w.put_uvarint(out, n_assignment + 1)
-    if n_assignment > 0:
-        out += f_assignment
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupResponse")
-    else:
-        out.append(0)
-
-
-def _dec_SyncGroupResponse_v5(buf, cur, end):
-    """Decode SyncGroupResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if pos < end and buf[pos] < 128:
-        n_protocol_type = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
-        n_protocol_type -= 1
-    if 0 <= n_protocol_type <= end - pos:
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode() if n_protocol_type else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
-        pos += n_protocol_type
-    elif n_protocol_type == -1:
-        f_protocol_type = None
-    else:
-        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_protocol_name = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
-        n_protocol_name -= 1
-    if 0 <= n_protocol_name <= end - pos:
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode() if n_protocol_name else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
-        pos += n_protocol_name
-    elif n_protocol_name == -1:
-        f_protocol_name = None
-    else:
-        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, True)
-    if pos < end and buf[pos] < 128:
-        n_assignment = buf[pos] - 1
-        pos += 1
-    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
-        n_assignment = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
-        pos += 2
-    else:
-        n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
-        n_assignment -= 1
-    if 0 <= n_assignment <= end - pos:
-        f_assignment = buf[pos:pos + n_assignment]
-        pos += n_assignment
-    else:
-        raise _w.bad_sized('assignment', pos, n_assignment, end, 1, False)
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(SyncGroupResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.protocol_type = f_protocol_type
-    obj.protocol_name = f_protocol_name
-    obj.assignment = f_assignment
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_SyncGroupResponse_v5(obj, out):
-    """Append the v5 layout of a SyncGroupResponse to ``out``."""
-    if obj is None:
-        raise TypeError("SyncGroupResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_protocol_type = obj.protocol_type
-    if f_protocol_type is None:
-        n_protocol_type = -1
-    else:
-        f_protocol_type = f_protocol_type.encode("utf-8")
-        n_protocol_type = len(f_protocol_type)
-        if n_protocol_type > 32767:
-            raise _w.string_too_long("SyncGroupResponse.protocol_type", n_protocol_type)
-    if 0 <= n_protocol_type + 1 < 128:
-        out.append(n_protocol_type + 1)
-    else:
-        _w.put_uvarint(out, n_protocol_type + 1)
-    if n_protocol_type > 0:
-        out += f_protocol_type
-    f_protocol_name = obj.protocol_name
-    if f_protocol_name is None:
-        n_protocol_name = -1
-    else:
-        f_protocol_name = f_protocol_name.encode("utf-8")
-        n_protocol_name = len(f_protocol_name)
-        if n_protocol_name > 32767:
-            raise _w.string_too_long("SyncGroupResponse.protocol_name", n_protocol_name)
-    if 0 <= n_protocol_name + 1 < 128:
-        out.append(n_protocol_name + 1)
-    else:
-        _w.put_uvarint(out, n_protocol_name + 1)
-    if n_protocol_name > 0:
-        out += f_protocol_name
-    f_assignment = obj.assignment
-    if f_assignment is None:
-        raise _w.not_nullable("SyncGroupResponse.assignment")
-    else:
-        n_assignment = len(f_assignment)
-    if 0 <= n_assignment + 1 < 128:
-        out.append(n_assignment + 1)
-    else:
-        _w.put_uvarint(out, n_assignment + 1)
-    if n_assignment > 0:
-        out += f_assignment
-    if obj.unknown_tagged_fields:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupResponse")
-    else:
-        out.append(0)
+    if v4_up:
+        if obj.unknown_tagged_fields:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupResponse")
+        else:
+            out.append(0)
 
 
 class SyncGroupRequest_SyncGroupRequestAssignment(Struct):
@@ -1138,10 +693,8 @@ class SyncGroupRequest(Message):
         FieldInfo('assignments', (0, 5), None, None, True, SyncGroupRequest_SyncGroupRequestAssignment, None, '[]SyncGroupRequestAssignment'),
     )
     SyncGroupRequestAssignment = SyncGroupRequest_SyncGroupRequestAssignment
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the response only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the response only.
-    _DECODERS = {0: _dec_SyncGroupRequest_v0, 1: _dec_SyncGroupRequest_v0, 2: _dec_SyncGroupRequest_v0, 3: _dec_SyncGroupRequest_v3, 4: _dec_SyncGroupRequest_v4, 5: _dec_SyncGroupRequest_v5}
-    _ENCODERS = {0: _enc_SyncGroupRequest_v0, 1: _enc_SyncGroupRequest_v0, 2: _enc_SyncGroupRequest_v0, 3: _enc_SyncGroupRequest_v3, 4: _enc_SyncGroupRequest_v4, 5: _enc_SyncGroupRequest_v5}
+    _DECODERS = _decoders(_dec_SyncGroupRequest, range(0, 6))
+    _ENCODERS = _encoders(_enc_SyncGroupRequest, range(0, 6))
     API_KEY = 14
     KIND = 'request'
     VALID_VERSIONS = (0, 5)
@@ -1197,10 +750,8 @@ class SyncGroupResponse(Message):
         FieldInfo('protocol_name', (5, 5), None, None, False, None, (5, 5), 'string'),
         FieldInfo('assignment', (0, 5), None, None, False, None, None, 'bytes'),
     )
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed what the broker may do or answer, not the layout.
-    # v3 uses the v1 codecs: the bytes are the same; v3 changed the request only.
-    _DECODERS = {0: _dec_SyncGroupResponse_v0, 1: _dec_SyncGroupResponse_v1, 2: _dec_SyncGroupResponse_v1, 3: _dec_SyncGroupResponse_v1, 4: _dec_SyncGroupResponse_v4, 5: _dec_SyncGroupResponse_v5}
-    _ENCODERS = {0: _enc_SyncGroupResponse_v0, 1: _enc_SyncGroupResponse_v1, 2: _enc_SyncGroupResponse_v1, 3: _enc_SyncGroupResponse_v1, 4: _enc_SyncGroupResponse_v4, 5: _enc_SyncGroupResponse_v5}
+    _DECODERS = _decoders(_dec_SyncGroupResponse, range(0, 6))
+    _ENCODERS = _encoders(_enc_SyncGroupResponse, range(0, 6))
     API_KEY = 14
     KIND = 'response'
     VALID_VERSIONS = (0, 5)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['TxnOffsetCommitRequest', 'TxnOffsetCommitResponse']
@@ -40,545 +42,391 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 _new = Struct.__new__
 
 
-def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
-    """Decode TxnOffsetCommitRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_TxnOffsetCommitRequest(buf, cur, end, version):
+    """Decode TxnOffsetCommitRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_transactional_id, pos, end)
-    n_transactional_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_transactional_id, pos, end)
+        n_transactional_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 2, False, True)
+        if end - pos < 2:
+            raise _w.short_run(_RUN_group_id, pos, end)
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
+    else:
+        n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
+        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
+        n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
+        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
     if end - pos < 14:
-        raise _w.short_run(_RUN_producer_id__topics, pos, end)
-    f_producer_id, f_producer_epoch, n_topics = _S_qhi.unpack_from(buf, pos)
+        if v2_down:
+            raise _w.short_run(_RUN_producer_id__topics, pos, end)
+        else:
+            raise _w.short_run(_RUN_producer_id__generation_id, pos, end)
+    if v2_down:
+        f_producer_id, f_producer_epoch, n_topics = _S_qhi.unpack_from(buf, pos)
+    else:
+        f_producer_id, f_producer_epoch, f_generation_id = _S_qhi.unpack_from(buf, pos)
     pos += 14
-    f_topics, pos = _w.read_structs(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if v2_down:
+        f_topics, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
+        f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
+        n_group_instance_id, pos = _w.read_compact_length(buf, pos, end, 'group_instance_id')
+        f_group_instance_id, pos = _w.read_sized(buf, pos, n_group_instance_id, end, 'group_instance_id', 1, True, True)
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(TxnOffsetCommitRequest)
     obj.transactional_id = f_transactional_id
     obj.group_id = f_group_id
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
-    obj.generation_id = -1
-    obj.member_id = ''
-    obj.group_instance_id = None
+    if v2_down:
+        obj.generation_id = -1
+        obj.member_id = ''
+        obj.group_instance_id = None
+    else:
+        obj.generation_id = f_generation_id
+        obj.member_id = f_member_id
+        obj.group_instance_id = f_group_instance_id
     obj.topics = f_topics
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_TxnOffsetCommitRequest_v0(obj, out):
-    """Append the v0 layout of a TxnOffsetCommitRequest to ``out``."""
+def _enc_TxnOffsetCommitRequest(obj, out, version):
+    """Append in ``version`` a TxnOffsetCommitRequest to ``out``."""
+    v1_down = version <= 1
+    v2_down = version <= 2
     if obj is None:
         raise TypeError("TxnOffsetCommitRequest expected, got None")
-    if obj.generation_id != -1:
-        raise _w.not_in_version("TxnOffsetCommitRequest.generation_id", 0, "3-5")
-    if obj.member_id != '':
-        raise _w.not_in_version("TxnOffsetCommitRequest.member_id", 0, "3-5")
-    if obj.group_instance_id is not None:
-        raise _w.not_in_version("TxnOffsetCommitRequest.group_instance_id", 0, "3-5")
+    if v2_down:
+        if obj.generation_id != -1:
+            if v1_down:
+                raise _w.not_in_version("TxnOffsetCommitRequest.generation_id", 0, "3-5")
+            else:
+                raise _w.not_in_version("TxnOffsetCommitRequest.generation_id", 2, "3-5")
+        if obj.member_id != '':
+            if v1_down:
+                raise _w.not_in_version("TxnOffsetCommitRequest.member_id", 0, "3-5")
+            else:
+                raise _w.not_in_version("TxnOffsetCommitRequest.member_id", 2, "3-5")
+        if obj.group_instance_id is not None:
+            if v1_down:
+                raise _w.not_in_version("TxnOffsetCommitRequest.group_instance_id", 0, "3-5")
+            else:
+                raise _w.not_in_version("TxnOffsetCommitRequest.group_instance_id", 2, "3-5")
     f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "TxnOffsetCommitRequest.transactional_id", False)
-    out += _S_h.pack(n_transactional_id)
+    if v2_down:
+        out += _S_h.pack(n_transactional_id)
+    else:
+        _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "TxnOffsetCommitRequest.group_id", False)
-    out += _S_h.pack(n_group_id)
-    if n_group_id > 0:
-        out += f_group_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("TxnOffsetCommitRequest.topics")
+    if v2_down:
+        out += _S_h.pack(n_group_id)
     else:
-        n_topics = len(f_topics)
-    out += _S_qhi.pack(obj.producer_id, obj.producer_epoch, n_topics)
-    for item in f_topics:
-        _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(item, out)
-
-
-def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
-    """Decode TxnOffsetCommitRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_transactional_id, pos, end)
-    n_transactional_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_group_id, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
-    if end - pos < 14:
-        raise _w.short_run(_RUN_producer_id__topics, pos, end)
-    f_producer_id, f_producer_epoch, n_topics = _S_qhi.unpack_from(buf, pos)
-    pos += 14
-    f_topics, pos = _w.read_structs(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    obj = _new(TxnOffsetCommitRequest)
-    obj.transactional_id = f_transactional_id
-    obj.group_id = f_group_id
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.generation_id = -1
-    obj.member_id = ''
-    obj.group_instance_id = None
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_TxnOffsetCommitRequest_v2(obj, out):
-    """Append the v2 layout of a TxnOffsetCommitRequest to ``out``."""
-    if obj is None:
-        raise TypeError("TxnOffsetCommitRequest expected, got None")
-    if obj.generation_id != -1:
-        raise _w.not_in_version("TxnOffsetCommitRequest.generation_id", 2, "3-5")
-    if obj.member_id != '':
-        raise _w.not_in_version("TxnOffsetCommitRequest.member_id", 2, "3-5")
-    if obj.group_instance_id is not None:
-        raise _w.not_in_version("TxnOffsetCommitRequest.group_instance_id", 2, "3-5")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "TxnOffsetCommitRequest.transactional_id", False)
-    out += _S_h.pack(n_transactional_id)
-    if n_transactional_id > 0:
-        out += f_transactional_id
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "TxnOffsetCommitRequest.group_id", False)
-    out += _S_h.pack(n_group_id)
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("TxnOffsetCommitRequest.topics")
+    if v2_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("TxnOffsetCommitRequest.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_qhi.pack(obj.producer_id, obj.producer_epoch, n_topics)
+        for item in f_topics:
+            _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(item, out, version)
     else:
-        n_topics = len(f_topics)
-    out += _S_qhi.pack(obj.producer_id, obj.producer_epoch, n_topics)
-    for item in f_topics:
-        _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(item, out)
+        out += _S_qhi.pack(obj.producer_id, obj.producer_epoch, obj.generation_id)
+        f_member_id, n_member_id = _w.encode_text(obj.member_id, "TxnOffsetCommitRequest.member_id", False)
+        _w.put_uvarint(out, n_member_id + 1)
+        if n_member_id > 0:
+            out += f_member_id
+        f_group_instance_id, n_group_instance_id = _w.encode_text(obj.group_instance_id, "TxnOffsetCommitRequest.group_instance_id", True)
+        _w.put_uvarint(out, n_group_instance_id + 1)
+        if n_group_instance_id > 0:
+            out += f_group_instance_id
+        _w.put_structs(out, obj.topics, _partial(_enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, version=version), "TxnOffsetCommitRequest.topics", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest")
 
 
-def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
-    """Decode TxnOffsetCommitRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(buf, cur, end, version):
+    """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_only = version == 2
     pos = cur.pos
-    n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
-    f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    if end - pos < 14:
-        raise _w.short_run(_RUN_producer_id__generation_id, pos, end)
-    f_producer_id, f_producer_epoch, f_generation_id = _S_qhi.unpack_from(buf, pos)
-    pos += 14
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
-    n_group_instance_id, pos = _w.read_compact_length(buf, pos, end, 'group_instance_id')
-    f_group_instance_id, pos = _w.read_sized(buf, pos, n_group_instance_id, end, 'group_instance_id', 1, True, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(TxnOffsetCommitRequest)
-    obj.transactional_id = f_transactional_id
-    obj.group_id = f_group_id
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.generation_id = f_generation_id
-    obj.member_id = f_member_id
-    obj.group_instance_id = f_group_instance_id
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_TxnOffsetCommitRequest_v3(obj, out):
-    """Append the v3 layout of a TxnOffsetCommitRequest to ``out``."""
-    if obj is None:
-        raise TypeError("TxnOffsetCommitRequest expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "TxnOffsetCommitRequest.transactional_id", False)
-    _w.put_uvarint(out, n_transactional_id + 1)
-    if n_transactional_id > 0:
-        out += f_transactional_id
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "TxnOffsetCommitRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    out += _S_qhi.pack(obj.producer_id, obj.producer_epoch, obj.generation_id)
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "TxnOffsetCommitRequest.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
-    if n_member_id > 0:
-        out += f_member_id
-    f_group_instance_id, n_group_instance_id = _w.encode_text(obj.group_instance_id, "TxnOffsetCommitRequest.group_instance_id", True)
-    _w.put_uvarint(out, n_group_instance_id + 1)
-    if n_group_instance_id > 0:
-        out += f_group_instance_id
-    _w.put_structs(out, obj.topics, _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3, "TxnOffsetCommitRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest")
-
-
-def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
-    """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v1_down:
+        f_partitions, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
+    elif v2_only:
+        f_partitions, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 18, 4, False)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 18, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(obj, out):
-    """Append the v0 layout of a TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic to ``out``."""
-    if obj is None:
-        raise TypeError("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions")
+    if v2_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(item, out)
-
-
-def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
-    """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2, buf, cur, pos, end, n_partitions, 'partitions', 18, 4, False)
-    obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(obj, out):
-    """Append the v2 layout of a TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic to ``out``."""
+def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(obj, out, version):
+    """Append in ``version`` a TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic to ``out``."""
+    v2_down = version <= 2
     if obj is None:
         raise TypeError("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions")
+    if v2_down:
+        out += _S_h.pack(n_name)
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(item, out)
-
-
-def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
-    """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, buf, cur, pos, end, n_partitions, 'partitions', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(obj, out):
-    """Append the v3 layout of a TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic to ``out``."""
-    if obj is None:
-        raise TypeError("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name", False)
-    _w.put_uvarint(out, n_name + 1)
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic")
+    if v2_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(item, out, version)
+    else:
+        _w.put_structs(out, obj.partitions, _partial(_enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, version=version), "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic")
 
 
-def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end):
-    """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(buf, cur, end, version):
+    """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_only = version == 2
     pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
-    f_partition_index, f_committed_offset, n_committed_metadata = _S_iqh.unpack_from(buf, pos)
-    pos += 14
-    f_committed_metadata, pos = _w.read_sized(buf, pos, n_committed_metadata, end, 'committed_metadata', 2, True, True)
+    if v1_down:
+        if end - pos < 14:
+            raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
+        f_partition_index, f_committed_offset, n_committed_metadata = _S_iqh.unpack_from(buf, pos)
+        pos += 14
+    elif v2_only:
+        if end - pos < 18:
+            raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
+        f_partition_index, f_committed_offset, f_committed_leader_epoch, n_committed_metadata = _S_iqih.unpack_from(buf, pos)
+        pos += 18
+    if v2_down:
+        f_committed_metadata, pos = _w.read_sized(buf, pos, n_committed_metadata, end, 'committed_metadata', 2, True, True)
+    else:
+        if end - pos < 16:
+            raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+        f_partition_index, f_committed_offset, f_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
+        pos += 16
+        n_committed_metadata, pos = _w.read_compact_length(buf, pos, end, 'committed_metadata')
+        f_committed_metadata, pos = _w.read_sized(buf, pos, n_committed_metadata, end, 'committed_metadata', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
-    obj.committed_leader_epoch = -1
+    if v1_down:
+        obj.committed_leader_epoch = -1
+    else:
+        obj.committed_leader_epoch = f_committed_leader_epoch
     obj.committed_metadata = f_committed_metadata
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(obj, out):
-    """Append the v0 layout of a TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition to ``out``."""
+def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(obj, out, version):
+    """Append in ``version`` a TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition to ``out``."""
+    v1_down = version <= 1
+    v2_only = version == 2
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition expected, got None")
+    if v3_up:
+        out += _S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch)
     f_committed_metadata, n_committed_metadata = _w.encode_text(obj.committed_metadata, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition.committed_metadata", True)
-    out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
+    if v1_down:
+        out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
+    elif v2_only:
+        out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
+    else:
+        _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
         out += f_committed_metadata
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition")
 
 
-def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end):
-    """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_TxnOffsetCommitResponse(buf, cur, end, version):
+    """Decode TxnOffsetCommitResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
     pos = cur.pos
-    if end - pos < 18:
-        raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
-    f_partition_index, f_committed_offset, f_committed_leader_epoch, n_committed_metadata = _S_iqih.unpack_from(buf, pos)
-    pos += 18
-    f_committed_metadata, pos = _w.read_sized(buf, pos, n_committed_metadata, end, 'committed_metadata', 2, True, True)
-    obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
-    obj.partition_index = f_partition_index
-    obj.committed_offset = f_committed_offset
-    obj.committed_leader_epoch = f_committed_leader_epoch
-    obj.committed_metadata = f_committed_metadata
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(obj, out):
-    """Append the v2 layout of a TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition to ``out``."""
-    if obj is None:
-        raise TypeError("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition expected, got None")
-    f_committed_metadata, n_committed_metadata = _w.encode_text(obj.committed_metadata, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition.committed_metadata", True)
-    out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
-    if n_committed_metadata > 0:
-        out += f_committed_metadata
-
-
-def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end):
-    """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
-    f_partition_index, f_committed_offset, f_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
-    pos += 16
-    n_committed_metadata, pos = _w.read_compact_length(buf, pos, end, 'committed_metadata')
-    f_committed_metadata, pos = _w.read_sized(buf, pos, n_committed_metadata, end, 'committed_metadata', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
-    obj.partition_index = f_partition_index
-    obj.committed_offset = f_committed_offset
-    obj.committed_leader_epoch = f_committed_leader_epoch
-    obj.committed_metadata = f_committed_metadata
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(obj, out):
-    """Append the v3 layout of a TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition to ``out``."""
-    if obj is None:
-        raise TypeError("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition expected, got None")
-    out += _S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch)
-    f_committed_metadata, n_committed_metadata = _w.encode_text(obj.committed_metadata, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition.committed_metadata", True)
-    _w.put_uvarint(out, n_committed_metadata + 1)
-    if n_committed_metadata > 0:
-        out += f_committed_metadata
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition")
-
-
-def _dec_TxnOffsetCommitResponse_v0(buf, cur, end):
-    """Decode TxnOffsetCommitResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
-    f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_topics, pos = _w.read_structs(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if v2_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
+        f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        f_topics, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_throttle_time_ms, pos, end)
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(TxnOffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_TxnOffsetCommitResponse_v0(obj, out):
-    """Append the v0 layout of a TxnOffsetCommitResponse to ``out``."""
-    if obj is None:
-        raise TypeError("TxnOffsetCommitResponse expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("TxnOffsetCommitResponse.topics")
+    if v2_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_topics = len(f_topics)
-    out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    for item in f_topics:
-        _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(item, out)
-
-
-def _dec_TxnOffsetCommitResponse_v3(buf, cur, end):
-    """Decode TxnOffsetCommitResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_throttle_time_ms, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(TxnOffsetCommitResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_TxnOffsetCommitResponse_v3(obj, out):
-    """Append the v3 layout of a TxnOffsetCommitResponse to ``out``."""
+def _enc_TxnOffsetCommitResponse(obj, out, version):
+    """Append in ``version`` a TxnOffsetCommitResponse to ``out``."""
+    v2_down = version <= 2
     if obj is None:
         raise TypeError("TxnOffsetCommitResponse expected, got None")
-    out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.topics, _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3, "TxnOffsetCommitResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse")
+    if v2_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("TxnOffsetCommitResponse.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
+        for item in f_topics:
+            _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(item, out, version)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
+        _w.put_structs(out, obj.topics, _partial(_enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, version=version), "TxnOffsetCommitResponse.topics", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse")
 
 
-def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
-    """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(buf, cur, end, version):
+    """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0, buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
+    if v2_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partitions, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, version=version), buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(obj, out):
-    """Append the v0 layout of a TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic to ``out``."""
-    if obj is None:
-        raise TypeError("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions")
+    if v2_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(item, out)
-
-
-def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
-    """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(obj, out):
-    """Append the v3 layout of a TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic to ``out``."""
+def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(obj, out, version):
+    """Append in ``version`` a TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic to ``out``."""
+    v2_down = version <= 2
     if obj is None:
         raise TypeError("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    if v2_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic")
+    if v2_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(item, out, version)
+    else:
+        _w.put_structs(out, obj.partitions, _partial(_enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, version=version), "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic")
 
 
-def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(buf, cur, end):
-    """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(buf, cur, end, version):
+    """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
+    if v3_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
-    obj.unknown_tagged_fields = []
+    if v2_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(obj, out):
-    """Append the v0 layout of a TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition to ``out``."""
+def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(obj, out, version):
+    """Append in ``version`` a TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition to ``out``."""
+    v3_up = version >= 3
     if obj is None:
         raise TypeError("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-
-
-def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(buf, cur, end):
-    """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(obj, out):
-    """Append the v3 layout of a TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition to ``out``."""
-    if obj is None:
-        raise TypeError("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition expected, got None")
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition")
+    if v3_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition")
 
 
 class TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(Struct):
@@ -680,11 +528,8 @@ class TxnOffsetCommitRequest(Message):
         FieldInfo('topics', (0, 5), None, None, True, TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, None, '[]TxnOffsetCommitRequestTopic'),
     )
     TxnOffsetCommitRequestTopic = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    # v5 uses the v3 codecs: the bytes are the same; v5 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_TxnOffsetCommitRequest_v0, 1: _dec_TxnOffsetCommitRequest_v0, 2: _dec_TxnOffsetCommitRequest_v2, 3: _dec_TxnOffsetCommitRequest_v3, 4: _dec_TxnOffsetCommitRequest_v3, 5: _dec_TxnOffsetCommitRequest_v3}
-    _ENCODERS = {0: _enc_TxnOffsetCommitRequest_v0, 1: _enc_TxnOffsetCommitRequest_v0, 2: _enc_TxnOffsetCommitRequest_v2, 3: _enc_TxnOffsetCommitRequest_v3, 4: _enc_TxnOffsetCommitRequest_v3, 5: _enc_TxnOffsetCommitRequest_v3}
+    _DECODERS = _decoders(_dec_TxnOffsetCommitRequest, range(0, 6))
+    _ENCODERS = _encoders(_enc_TxnOffsetCommitRequest, range(0, 6))
     API_KEY = 28
     KIND = 'request'
     VALID_VERSIONS = (0, 5)
@@ -796,12 +641,8 @@ class TxnOffsetCommitResponse(Message):
         FieldInfo('topics', (0, 5), None, None, True, TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, None, '[]TxnOffsetCommitResponseTopic'),
     )
     TxnOffsetCommitResponseTopic = TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed what the broker may do or answer, not the layout.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the request only.
-    # v4 uses the v3 codecs: the bytes are the same; v4 changed what the broker may do or answer, not the layout.
-    # v5 uses the v3 codecs: the bytes are the same; v5 changed what the broker may do or answer, not the layout.
-    _DECODERS = {0: _dec_TxnOffsetCommitResponse_v0, 1: _dec_TxnOffsetCommitResponse_v0, 2: _dec_TxnOffsetCommitResponse_v0, 3: _dec_TxnOffsetCommitResponse_v3, 4: _dec_TxnOffsetCommitResponse_v3, 5: _dec_TxnOffsetCommitResponse_v3}
-    _ENCODERS = {0: _enc_TxnOffsetCommitResponse_v0, 1: _enc_TxnOffsetCommitResponse_v0, 2: _enc_TxnOffsetCommitResponse_v0, 3: _enc_TxnOffsetCommitResponse_v3, 4: _enc_TxnOffsetCommitResponse_v3, 5: _enc_TxnOffsetCommitResponse_v3}
+    _DECODERS = _decoders(_dec_TxnOffsetCommitResponse, range(0, 6))
+    _ENCODERS = _encoders(_enc_TxnOffsetCommitResponse, range(0, 6))
     API_KEY = 28
     KIND = 'response'
     VALID_VERSIONS = (0, 5)

@@ -11,6 +11,7 @@ import struct as _struct
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, FieldInfo, Message, Struct
 
 __all__ = ['UnregisterBrokerRequest', 'UnregisterBrokerResponse']
@@ -24,8 +25,8 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _new = Struct.__new__
 
 
-def _dec_UnregisterBrokerRequest_v0(buf, cur, end):
-    """Decode UnregisterBrokerRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UnregisterBrokerRequest(buf, cur, end, version):
+    """Decode UnregisterBrokerRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
@@ -39,16 +40,16 @@ def _dec_UnregisterBrokerRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_UnregisterBrokerRequest_v0(obj, out):
-    """Append the v0 layout of a UnregisterBrokerRequest to ``out``."""
+def _enc_UnregisterBrokerRequest(obj, out, version):
+    """Append in ``version`` a UnregisterBrokerRequest to ``out``."""
     if obj is None:
         raise TypeError("UnregisterBrokerRequest expected, got None")
     out += _S_i.pack(obj.broker_id)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UnregisterBrokerRequest")
 
 
-def _dec_UnregisterBrokerResponse_v0(buf, cur, end):
-    """Decode UnregisterBrokerResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UnregisterBrokerResponse(buf, cur, end, version):
+    """Decode UnregisterBrokerResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -66,8 +67,8 @@ def _dec_UnregisterBrokerResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_UnregisterBrokerResponse_v0(obj, out):
-    """Append the v0 layout of a UnregisterBrokerResponse to ``out``."""
+def _enc_UnregisterBrokerResponse(obj, out, version):
+    """Append in ``version`` a UnregisterBrokerResponse to ``out``."""
     if obj is None:
         raise TypeError("UnregisterBrokerResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -95,8 +96,8 @@ class UnregisterBrokerRequest(Message):
     FIELDS = (
         FieldInfo('broker_id', (0, 0), None, 'brokerId', False, None, None, 'int32'),
     )
-    _DECODERS = {0: _dec_UnregisterBrokerRequest_v0}
-    _ENCODERS = {0: _enc_UnregisterBrokerRequest_v0}
+    _DECODERS = _decoders(_dec_UnregisterBrokerRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_UnregisterBrokerRequest, range(0, 1))
     API_KEY = 64
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -136,8 +137,8 @@ class UnregisterBrokerResponse(Message):
         FieldInfo('error_code', (0, 0), None, 'errorCode', False, None, None, 'int16'),
         FieldInfo('error_message', (0, 0), None, None, False, None, (0, 0), 'string'),
     )
-    _DECODERS = {0: _dec_UnregisterBrokerResponse_v0}
-    _ENCODERS = {0: _enc_UnregisterBrokerResponse_v0}
+    _DECODERS = _decoders(_dec_UnregisterBrokerResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_UnregisterBrokerResponse, range(0, 1))
     API_KEY = 64
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

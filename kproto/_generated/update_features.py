@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['UpdateFeaturesRequest', 'UpdateFeaturesResponse']
@@ -33,145 +35,114 @@ _RUN_validate_only = (('validate_only', 0, 1),)
 _new = Struct.__new__
 
 
-def _dec_UpdateFeaturesRequest_v0(buf, cur, end):
-    """Decode UpdateFeaturesRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateFeaturesRequest(buf, cur, end, version):
+    """Decode UpdateFeaturesRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     n_feature_updates, pos = _w.read_compact_length(buf, pos, end, 'feature_updates')
-    f_feature_updates, pos = _w.read_structs(_dec_UpdateFeaturesRequest_FeatureUpdateKey_v0, buf, cur, pos, end, n_feature_updates, 'feature_updates', 5, 1, False)
+    f_feature_updates, pos = _w.read_structs(_partial(_dec_UpdateFeaturesRequest_FeatureUpdateKey, version=version), buf, cur, pos, end, n_feature_updates, 'feature_updates', 5, 1, False)
+    if v1_up:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_validate_only, pos, end)
+        f_validate_only = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        if f_validate_only != 0 and f_validate_only != 1:
+            raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
+        b_validate_only = f_validate_only == 1
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateFeaturesRequest)
     obj.timeout_ms = f_timeout_ms
     obj.feature_updates = f_feature_updates
-    obj.validate_only = False
+    if v0_down:
+        obj.validate_only = False
+    else:
+        obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_UpdateFeaturesRequest_v0(obj, out):
-    """Append the v0 layout of a UpdateFeaturesRequest to ``out``."""
+def _enc_UpdateFeaturesRequest(obj, out, version):
+    """Append in ``version`` a UpdateFeaturesRequest to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("UpdateFeaturesRequest expected, got None")
-    if obj.validate_only != False:
-        raise _w.not_in_version("UpdateFeaturesRequest.validate_only", 0, "1-2")
+    if v0_down:
+        if obj.validate_only != False:
+            raise _w.not_in_version("UpdateFeaturesRequest.validate_only", 0, "1-2")
     out += _S_i.pack(obj.timeout_ms)
-    _w.put_structs(out, obj.feature_updates, _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0, "UpdateFeaturesRequest.feature_updates", False)
+    _w.put_structs(out, obj.feature_updates, _partial(_enc_UpdateFeaturesRequest_FeatureUpdateKey, version=version), "UpdateFeaturesRequest.feature_updates", False)
+    if v1_up:
+        out += _S_B.pack(obj.validate_only)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest")
 
 
-def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
-    """Decode UpdateFeaturesRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_timeout_ms, pos, end)
-    f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_feature_updates, pos = _w.read_compact_length(buf, pos, end, 'feature_updates')
-    f_feature_updates, pos = _w.read_structs(_dec_UpdateFeaturesRequest_FeatureUpdateKey_v1, buf, cur, pos, end, n_feature_updates, 'feature_updates', 5, 1, False)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_validate_only, pos, end)
-    f_validate_only = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_validate_only != 0 and f_validate_only != 1:
-        raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
-    b_validate_only = f_validate_only == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateFeaturesRequest)
-    obj.timeout_ms = f_timeout_ms
-    obj.feature_updates = f_feature_updates
-    obj.validate_only = b_validate_only
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateFeaturesRequest_v1(obj, out):
-    """Append the v1 layout of a UpdateFeaturesRequest to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateFeaturesRequest expected, got None")
-    out += _S_i.pack(obj.timeout_ms)
-    _w.put_structs(out, obj.feature_updates, _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1, "UpdateFeaturesRequest.feature_updates", False)
-    out += _S_B.pack(obj.validate_only)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest")
-
-
-def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
-    """Decode UpdateFeaturesRequest.FeatureUpdateKey (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateFeaturesRequest_FeatureUpdateKey(buf, cur, end, version):
+    """Decode UpdateFeaturesRequest.FeatureUpdateKey (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     n_feature, pos = _w.read_compact_length(buf, pos, end, 'feature')
     f_feature, pos = _w.read_sized(buf, pos, n_feature, end, 'feature', 1, False, True)
     if end - pos < 3:
-        raise _w.short_run(_RUN_max_version_level__allow_downgrade, pos, end)
-    f_max_version_level, f_allow_downgrade = _S_hb.unpack_from(buf, pos)
+        if v0_down:
+            raise _w.short_run(_RUN_max_version_level__allow_downgrade, pos, end)
+        else:
+            raise _w.short_run(_RUN_max_version_level__upgrade_type, pos, end)
+    if v0_down:
+        f_max_version_level, f_allow_downgrade = _S_hb.unpack_from(buf, pos)
+    else:
+        f_max_version_level, f_upgrade_type = _S_hb.unpack_from(buf, pos)
     pos += 3
-    if f_allow_downgrade != 0 and f_allow_downgrade != 1:
-        raise _w.bad_bool('allow_downgrade', pos - 1, f_allow_downgrade)
-    b_allow_downgrade = f_allow_downgrade == 1
+    if v0_down:
+        if f_allow_downgrade != 0 and f_allow_downgrade != 1:
+            raise _w.bad_bool('allow_downgrade', pos - 1, f_allow_downgrade)
+        b_allow_downgrade = f_allow_downgrade == 1
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateFeaturesRequest_FeatureUpdateKey)
     obj.feature = f_feature
     obj.max_version_level = f_max_version_level
-    obj.allow_downgrade = b_allow_downgrade
-    obj.upgrade_type = 1
+    if v0_down:
+        obj.allow_downgrade = b_allow_downgrade
+        obj.upgrade_type = 1
+    else:
+        obj.allow_downgrade = False
+        obj.upgrade_type = f_upgrade_type
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(obj, out):
-    """Append the v0 layout of a UpdateFeaturesRequest.FeatureUpdateKey to ``out``."""
+def _enc_UpdateFeaturesRequest_FeatureUpdateKey(obj, out, version):
+    """Append in ``version`` a UpdateFeaturesRequest.FeatureUpdateKey to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("UpdateFeaturesRequest.FeatureUpdateKey expected, got None")
-    if obj.upgrade_type != 1:
-        raise _w.not_in_version("UpdateFeaturesRequest.FeatureUpdateKey.upgrade_type", 0, "1-2")
+    if v0_down:
+        if obj.upgrade_type != 1:
+            raise _w.not_in_version("UpdateFeaturesRequest.FeatureUpdateKey.upgrade_type", 0, "1-2")
+    else:
+        if obj.allow_downgrade != False:
+            raise _w.not_in_version("UpdateFeaturesRequest.FeatureUpdateKey.allow_downgrade", 1, "0")
     f_feature, n_feature = _w.encode_text(obj.feature, "UpdateFeaturesRequest.FeatureUpdateKey.feature", False)
     _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
         out += f_feature
-    out += _S_hB.pack(obj.max_version_level, obj.allow_downgrade)
+    if v0_down:
+        out += _S_hB.pack(obj.max_version_level, obj.allow_downgrade)
+    else:
+        out += _S_hb.pack(obj.max_version_level, obj.upgrade_type)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest.FeatureUpdateKey")
 
 
-def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
-    """Decode UpdateFeaturesRequest.FeatureUpdateKey (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_feature, pos = _w.read_compact_length(buf, pos, end, 'feature')
-    f_feature, pos = _w.read_sized(buf, pos, n_feature, end, 'feature', 1, False, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_max_version_level__upgrade_type, pos, end)
-    f_max_version_level, f_upgrade_type = _S_hb.unpack_from(buf, pos)
-    pos += 3
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateFeaturesRequest_FeatureUpdateKey)
-    obj.feature = f_feature
-    obj.max_version_level = f_max_version_level
-    obj.allow_downgrade = False
-    obj.upgrade_type = f_upgrade_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(obj, out):
-    """Append the v1 layout of a UpdateFeaturesRequest.FeatureUpdateKey to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateFeaturesRequest.FeatureUpdateKey expected, got None")
-    if obj.allow_downgrade != False:
-        raise _w.not_in_version("UpdateFeaturesRequest.FeatureUpdateKey.allow_downgrade", 1, "0")
-    f_feature, n_feature = _w.encode_text(obj.feature, "UpdateFeaturesRequest.FeatureUpdateKey.feature", False)
-    _w.put_uvarint(out, n_feature + 1)
-    if n_feature > 0:
-        out += f_feature
-    out += _S_hb.pack(obj.max_version_level, obj.upgrade_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest.FeatureUpdateKey")
-
-
-def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
-    """Decode UpdateFeaturesResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateFeaturesResponse(buf, cur, end, version):
+    """Decode UpdateFeaturesResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -179,21 +150,26 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
     pos += 6
     n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
     f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0, buf, cur, pos, end, n_results, 'results', 5, 1, False)
+    if v1_down:
+        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
+        f_results, pos = _w.read_structs(_partial(_dec_UpdateFeaturesResponse_UpdatableFeatureResult, version=version), buf, cur, pos, end, n_results, 'results', 5, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateFeaturesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
-    obj.results = f_results
+    if v1_down:
+        obj.results = f_results
+    else:
+        obj.results = []
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_UpdateFeaturesResponse_v0(obj, out):
-    """Append the v0 layout of a UpdateFeaturesResponse to ``out``."""
+def _enc_UpdateFeaturesResponse(obj, out, version):
+    """Append in ``version`` a UpdateFeaturesResponse to ``out``."""
+    v1_down = version <= 1
     if obj is None:
         raise TypeError("UpdateFeaturesResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -201,44 +177,13 @@ def _enc_UpdateFeaturesResponse_v0(obj, out):
     _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.results, _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0, "UpdateFeaturesResponse.results", False)
+    if v1_down:
+        _w.put_structs(out, obj.results, _partial(_enc_UpdateFeaturesResponse_UpdatableFeatureResult, version=version), "UpdateFeaturesResponse.results", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse")
 
 
-def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
-    """Decode UpdateFeaturesResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
-    f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateFeaturesResponse)
-    obj.throttle_time_ms = f_throttle_time_ms
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.results = []
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateFeaturesResponse_v2(obj, out):
-    """Append the v2 layout of a UpdateFeaturesResponse to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateFeaturesResponse expected, got None")
-    out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "UpdateFeaturesResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
-    if n_error_message > 0:
-        out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse")
-
-
-def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
-    """Decode UpdateFeaturesResponse.UpdatableFeatureResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateFeaturesResponse_UpdatableFeatureResult(buf, cur, end, version):
+    """Decode UpdateFeaturesResponse.UpdatableFeatureResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_feature, pos = _w.read_compact_length(buf, pos, end, 'feature')
     f_feature, pos = _w.read_sized(buf, pos, n_feature, end, 'feature', 1, False, True)
@@ -258,8 +203,8 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
     return obj
 
 
-def _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(obj, out):
-    """Append the v0 layout of a UpdateFeaturesResponse.UpdatableFeatureResult to ``out``."""
+def _enc_UpdateFeaturesResponse_UpdatableFeatureResult(obj, out, version):
+    """Append in ``version`` a UpdateFeaturesResponse.UpdatableFeatureResult to ``out``."""
     if obj is None:
         raise TypeError("UpdateFeaturesResponse.UpdatableFeatureResult expected, got None")
     f_feature, n_feature = _w.encode_text(obj.feature, "UpdateFeaturesResponse.UpdatableFeatureResult.feature", False)
@@ -333,9 +278,8 @@ class UpdateFeaturesRequest(Message):
         FieldInfo('validate_only', (1, 2), None, None, False, None, None, 'bool'),
     )
     FeatureUpdateKey = UpdateFeaturesRequest_FeatureUpdateKey
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed the response only.
-    _DECODERS = {0: _dec_UpdateFeaturesRequest_v0, 1: _dec_UpdateFeaturesRequest_v1, 2: _dec_UpdateFeaturesRequest_v1}
-    _ENCODERS = {0: _enc_UpdateFeaturesRequest_v0, 1: _enc_UpdateFeaturesRequest_v1, 2: _enc_UpdateFeaturesRequest_v1}
+    _DECODERS = _decoders(_dec_UpdateFeaturesRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_UpdateFeaturesRequest, range(0, 3))
     API_KEY = 57
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -415,9 +359,8 @@ class UpdateFeaturesResponse(Message):
         FieldInfo('results', (0, 1), None, None, True, UpdateFeaturesResponse_UpdatableFeatureResult, None, '[]UpdatableFeatureResult'),
     )
     UpdatableFeatureResult = UpdateFeaturesResponse_UpdatableFeatureResult
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    _DECODERS = {0: _dec_UpdateFeaturesResponse_v0, 1: _dec_UpdateFeaturesResponse_v0, 2: _dec_UpdateFeaturesResponse_v2}
-    _ENCODERS = {0: _enc_UpdateFeaturesResponse_v0, 1: _enc_UpdateFeaturesResponse_v0, 2: _enc_UpdateFeaturesResponse_v2}
+    _DECODERS = _decoders(_dec_UpdateFeaturesResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_UpdateFeaturesResponse, range(0, 3))
     API_KEY = 57
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['UpdateMetadataRequest', 'UpdateMetadataResponse']
@@ -59,515 +61,316 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_UpdateMetadataRequest_v0(buf, cur, end):
-    """Decode UpdateMetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateMetadataRequest(buf, cur, end, version):
+    """Decode UpdateMetadataRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_2_3_4_5 = version in (0, 2, 3, 4, 5)
+    v1_only = version == 1
+    v3_down = version <= 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v5_down = version <= 5
+    v5_only = version == 5
+    v6_only = version == 6
+    v6_to_7 = 6 <= version <= 7
+    v6_up = version >= 6
+    v7_down = version <= 7
+    v7_up = version >= 7
+    v8_up = version >= 8
     pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
-    f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    f_ungrouped_partition_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0, buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 30, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_live_brokers, pos, end)
-    n_live_brokers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_live_brokers, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v0, buf, cur, pos, end, n_live_brokers, 'live_brokers', 10, 4, False)
+    if v4_down:
+        if end - pos < 12:
+            raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
+        f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
+        pos += 12
+    if v3_down:
+        f_ungrouped_partition_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState, version=version), buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 30, 4, False)
+    elif v4_only:
+        f_ungrouped_partition_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState, version=version), buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 34, 4, False)
+    elif v5_only:
+        if end - pos < 20:
+            raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
+        f_controller_id, f_controller_epoch, f_broker_epoch, n_topic_states = _S_iiqi.unpack_from(buf, pos)
+        pos += 20
+        f_topic_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataTopicState, version=version), buf, cur, pos, end, n_topic_states, 'topic_states', 6, 4, False)
+    if v5_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_live_brokers, pos, end)
+        n_live_brokers = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if v0_2_3_4_5:
+        f_live_brokers, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataBroker, version=version), buf, cur, pos, end, n_live_brokers, 'live_brokers', 10, 4, False)
+    elif v1_only:
+        f_live_brokers, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataBroker, version=version), buf, cur, pos, end, n_live_brokers, 'live_brokers', 8, 4, False)
+    elif v6_to_7:
+        if end - pos < 16:
+            raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
+        f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
+        pos += 16
+    else:
+        if end - pos < 17:
+            raise _w.short_run(_RUN_controller_id__broker_epoch_2, pos, end)
+        f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch = _S_ibiq.unpack_from(buf, pos)
+        pos += 17
+        if f_is_k_raft_controller != 0 and f_is_k_raft_controller != 1:
+            raise _w.bad_bool('is_k_raft_controller', pos - 13, f_is_k_raft_controller)
+        b_is_k_raft_controller = f_is_k_raft_controller == 1
+    if v6_up:
+        n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
+    if v6_only:
+        f_topic_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataTopicState, version=version), buf, cur, pos, end, n_topic_states, 'topic_states', 3, 1, False)
+    elif v7_up:
+        f_topic_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataTopicState, version=version), buf, cur, pos, end, n_topic_states, 'topic_states', 19, 1, False)
+    if v6_up:
+        n_live_brokers, pos = _w.read_compact_length(buf, pos, end, 'live_brokers')
+        f_live_brokers, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataBroker, version=version), buf, cur, pos, end, n_live_brokers, 'live_brokers', 7, 1, False)
+    if v6_to_7:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+    elif v8_up:
+        f_type = 0
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+            for tag, pos, t_end in spans:
+                if tag == 0:
+                    if t_end - pos < 1:
+                        raise _w.short_run(_RUN_type, pos, t_end)
+                    f_type = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('type', 0, pos, t_end)
+            pos = after
     obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.type = 0
+    if v7_down:
+        obj.is_k_raft_controller = False
+        obj.type = 0
+    else:
+        obj.is_k_raft_controller = b_is_k_raft_controller
+        obj.type = f_type
     obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = -1
-    obj.ungrouped_partition_states = f_ungrouped_partition_states
-    obj.topic_states = []
+    if v4_down:
+        obj.broker_epoch = -1
+        obj.ungrouped_partition_states = f_ungrouped_partition_states
+        obj.topic_states = []
+    else:
+        obj.broker_epoch = f_broker_epoch
+        obj.ungrouped_partition_states = []
+        obj.topic_states = f_topic_states
     obj.live_brokers = f_live_brokers
-    obj.unknown_tagged_fields = []
+    if v5_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_UpdateMetadataRequest_v0(obj, out):
-    """Append the v0 layout of a UpdateMetadataRequest to ``out``."""
+def _enc_UpdateMetadataRequest(obj, out, version):
+    """Append in ``version`` a UpdateMetadataRequest to ``out``."""
+    v0_down = version <= 0
+    v1_only = version == 1
+    v2_only = version == 2
+    v3_only = version == 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v5_down = version <= 5
+    v5_only = version == 5
+    v6_only = version == 6
+    v6_to_7 = 6 <= version <= 7
+    v6_up = version >= 6
+    v7_down = version <= 7
+    v7_only = version == 7
+    v8_up = version >= 8
     if obj is None:
         raise TypeError("UpdateMetadataRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 0, "8")
-    if obj.type != 0:
-        raise _w.not_in_version("UpdateMetadataRequest.type", 0, "8")
-    if obj.topic_states:
-        raise _w.not_in_version("UpdateMetadataRequest.topic_states", 0, "5-8")
-    f_ungrouped_partition_states = obj.ungrouped_partition_states
-    if f_ungrouped_partition_states is None:
-        raise _w.not_nullable("UpdateMetadataRequest.ungrouped_partition_states")
+    if v7_down:
+        if obj.is_k_raft_controller != False:
+            if v0_down:
+                raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 0, "8")
+            elif v1_only:
+                raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 1, "8")
+            elif v2_only:
+                raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 2, "8")
+            elif v3_only:
+                raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 3, "8")
+            elif v4_only:
+                raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 4, "8")
+            elif v5_only:
+                raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 5, "8")
+            elif v6_only:
+                raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 6, "8")
+            else:
+                raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 7, "8")
+        if obj.type != 0:
+            if v0_down:
+                raise _w.not_in_version("UpdateMetadataRequest.type", 0, "8")
+            elif v1_only:
+                raise _w.not_in_version("UpdateMetadataRequest.type", 1, "8")
+            elif v2_only:
+                raise _w.not_in_version("UpdateMetadataRequest.type", 2, "8")
+            elif v3_only:
+                raise _w.not_in_version("UpdateMetadataRequest.type", 3, "8")
+            elif v4_only:
+                raise _w.not_in_version("UpdateMetadataRequest.type", 4, "8")
+            elif v5_only:
+                raise _w.not_in_version("UpdateMetadataRequest.type", 5, "8")
+            elif v6_only:
+                raise _w.not_in_version("UpdateMetadataRequest.type", 6, "8")
+            else:
+                raise _w.not_in_version("UpdateMetadataRequest.type", 7, "8")
+    if v4_down:
+        if obj.topic_states:
+            if v0_down:
+                raise _w.not_in_version("UpdateMetadataRequest.topic_states", 0, "5-8")
+            elif v1_only:
+                raise _w.not_in_version("UpdateMetadataRequest.topic_states", 1, "5-8")
+            elif v2_only:
+                raise _w.not_in_version("UpdateMetadataRequest.topic_states", 2, "5-8")
+            elif v3_only:
+                raise _w.not_in_version("UpdateMetadataRequest.topic_states", 3, "5-8")
+            else:
+                raise _w.not_in_version("UpdateMetadataRequest.topic_states", 4, "5-8")
+        f_ungrouped_partition_states = obj.ungrouped_partition_states
+        if f_ungrouped_partition_states is None:
+            raise _w.not_nullable("UpdateMetadataRequest.ungrouped_partition_states")
+        else:
+            n_ungrouped_partition_states = len(f_ungrouped_partition_states)
+        out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
+        for item in f_ungrouped_partition_states:
+            _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(item, out, version)
     else:
-        n_ungrouped_partition_states = len(f_ungrouped_partition_states)
-    out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
-    for item in f_ungrouped_partition_states:
-        _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(item, out)
-    f_live_brokers = obj.live_brokers
-    if f_live_brokers is None:
-        raise _w.not_nullable("UpdateMetadataRequest.live_brokers")
+        if obj.ungrouped_partition_states:
+            if v5_down:
+                raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 5, "0-4")
+            elif v6_only:
+                raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 6, "0-4")
+            elif v7_only:
+                raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 7, "0-4")
+            else:
+                raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 8, "0-4")
+    if v5_only:
+        f_topic_states = obj.topic_states
+        if f_topic_states is None:
+            raise _w.not_nullable("UpdateMetadataRequest.topic_states")
+        else:
+            n_topic_states = len(f_topic_states)
+        out += _S_iiqi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, n_topic_states)
+        for item in f_topic_states:
+            _enc_UpdateMetadataRequest_UpdateMetadataTopicState(item, out, version)
+    if v5_down:
+        f_live_brokers = obj.live_brokers
+        if f_live_brokers is None:
+            raise _w.not_nullable("UpdateMetadataRequest.live_brokers")
+        else:
+            n_live_brokers = len(f_live_brokers)
+        out += _S_i.pack(n_live_brokers)
+        for item in f_live_brokers:
+            _enc_UpdateMetadataRequest_UpdateMetadataBroker(item, out, version)
+    elif v6_to_7:
+        out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
     else:
-        n_live_brokers = len(f_live_brokers)
-    out += _S_i.pack(n_live_brokers)
-    for item in f_live_brokers:
-        _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(item, out)
+        out += _S_iBiq.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch)
+    if v6_up:
+        _w.put_structs(out, obj.topic_states, _partial(_enc_UpdateMetadataRequest_UpdateMetadataTopicState, version=version), "UpdateMetadataRequest.topic_states", False)
+        _w.put_structs(out, obj.live_brokers, _partial(_enc_UpdateMetadataRequest_UpdateMetadataBroker, version=version), "UpdateMetadataRequest.live_brokers", False)
+    if v6_to_7:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest")
+    elif v8_up:
+        known = []
+        if obj.type != 0:
+            t = bytearray()
+            t += _S_b.pack(obj.type)
+            known.append((0, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "UpdateMetadataRequest")
+        else:
+            out.append(0)
 
 
-def _dec_UpdateMetadataRequest_v1(buf, cur, end):
-    """Decode UpdateMetadataRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState(buf, cur, end, version):
+    """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
+    v4_down = version <= 4
+    v4_to_5 = 4 <= version <= 5
+    v4_up = version >= 4
+    v5_down = version <= 5
+    v6_up = version >= 6
     pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
-    f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    f_ungrouped_partition_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0, buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 30, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_live_brokers, pos, end)
-    n_live_brokers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_live_brokers, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v1, buf, cur, pos, end, n_live_brokers, 'live_brokers', 8, 4, False)
-    obj = _new(UpdateMetadataRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.type = 0
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = -1
-    obj.ungrouped_partition_states = f_ungrouped_partition_states
-    obj.topic_states = []
-    obj.live_brokers = f_live_brokers
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_v1(obj, out):
-    """Append the v1 layout of a UpdateMetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 1, "8")
-    if obj.type != 0:
-        raise _w.not_in_version("UpdateMetadataRequest.type", 1, "8")
-    if obj.topic_states:
-        raise _w.not_in_version("UpdateMetadataRequest.topic_states", 1, "5-8")
-    f_ungrouped_partition_states = obj.ungrouped_partition_states
-    if f_ungrouped_partition_states is None:
-        raise _w.not_nullable("UpdateMetadataRequest.ungrouped_partition_states")
+    if v4_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+    if v5_down:
+        if end - pos < 20:
+            raise _w.short_run(_RUN_partition_index__isr, pos, end)
+        f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
+        pos += 20
     else:
-        n_ungrouped_partition_states = len(f_ungrouped_partition_states)
-    out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
-    for item in f_ungrouped_partition_states:
-        _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(item, out)
-    f_live_brokers = obj.live_brokers
-    if f_live_brokers is None:
-        raise _w.not_nullable("UpdateMetadataRequest.live_brokers")
-    else:
-        n_live_brokers = len(f_live_brokers)
-    out += _S_i.pack(n_live_brokers)
-    for item in f_live_brokers:
-        _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(item, out)
-
-
-def _dec_UpdateMetadataRequest_v2(buf, cur, end):
-    """Decode UpdateMetadataRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
-    f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    f_ungrouped_partition_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0, buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 30, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_live_brokers, pos, end)
-    n_live_brokers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_live_brokers, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v2, buf, cur, pos, end, n_live_brokers, 'live_brokers', 10, 4, False)
-    obj = _new(UpdateMetadataRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.type = 0
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = -1
-    obj.ungrouped_partition_states = f_ungrouped_partition_states
-    obj.topic_states = []
-    obj.live_brokers = f_live_brokers
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_v2(obj, out):
-    """Append the v2 layout of a UpdateMetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 2, "8")
-    if obj.type != 0:
-        raise _w.not_in_version("UpdateMetadataRequest.type", 2, "8")
-    if obj.topic_states:
-        raise _w.not_in_version("UpdateMetadataRequest.topic_states", 2, "5-8")
-    f_ungrouped_partition_states = obj.ungrouped_partition_states
-    if f_ungrouped_partition_states is None:
-        raise _w.not_nullable("UpdateMetadataRequest.ungrouped_partition_states")
-    else:
-        n_ungrouped_partition_states = len(f_ungrouped_partition_states)
-    out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
-    for item in f_ungrouped_partition_states:
-        _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(item, out)
-    f_live_brokers = obj.live_brokers
-    if f_live_brokers is None:
-        raise _w.not_nullable("UpdateMetadataRequest.live_brokers")
-    else:
-        n_live_brokers = len(f_live_brokers)
-    out += _S_i.pack(n_live_brokers)
-    for item in f_live_brokers:
-        _enc_UpdateMetadataRequest_UpdateMetadataBroker_v2(item, out)
-
-
-def _dec_UpdateMetadataRequest_v3(buf, cur, end):
-    """Decode UpdateMetadataRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
-    f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    f_ungrouped_partition_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0, buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 30, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_live_brokers, pos, end)
-    n_live_brokers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_live_brokers, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3, buf, cur, pos, end, n_live_brokers, 'live_brokers', 10, 4, False)
-    obj = _new(UpdateMetadataRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.type = 0
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = -1
-    obj.ungrouped_partition_states = f_ungrouped_partition_states
-    obj.topic_states = []
-    obj.live_brokers = f_live_brokers
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_v3(obj, out):
-    """Append the v3 layout of a UpdateMetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 3, "8")
-    if obj.type != 0:
-        raise _w.not_in_version("UpdateMetadataRequest.type", 3, "8")
-    if obj.topic_states:
-        raise _w.not_in_version("UpdateMetadataRequest.topic_states", 3, "5-8")
-    f_ungrouped_partition_states = obj.ungrouped_partition_states
-    if f_ungrouped_partition_states is None:
-        raise _w.not_nullable("UpdateMetadataRequest.ungrouped_partition_states")
-    else:
-        n_ungrouped_partition_states = len(f_ungrouped_partition_states)
-    out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
-    for item in f_ungrouped_partition_states:
-        _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(item, out)
-    f_live_brokers = obj.live_brokers
-    if f_live_brokers is None:
-        raise _w.not_nullable("UpdateMetadataRequest.live_brokers")
-    else:
-        n_live_brokers = len(f_live_brokers)
-    out += _S_i.pack(n_live_brokers)
-    for item in f_live_brokers:
-        _enc_UpdateMetadataRequest_UpdateMetadataBroker_v3(item, out)
-
-
-def _dec_UpdateMetadataRequest_v4(buf, cur, end):
-    """Decode UpdateMetadataRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
-    f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    f_ungrouped_partition_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4, buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 34, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_live_brokers, pos, end)
-    n_live_brokers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_live_brokers, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3, buf, cur, pos, end, n_live_brokers, 'live_brokers', 10, 4, False)
-    obj = _new(UpdateMetadataRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.type = 0
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = -1
-    obj.ungrouped_partition_states = f_ungrouped_partition_states
-    obj.topic_states = []
-    obj.live_brokers = f_live_brokers
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_v4(obj, out):
-    """Append the v4 layout of a UpdateMetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 4, "8")
-    if obj.type != 0:
-        raise _w.not_in_version("UpdateMetadataRequest.type", 4, "8")
-    if obj.topic_states:
-        raise _w.not_in_version("UpdateMetadataRequest.topic_states", 4, "5-8")
-    f_ungrouped_partition_states = obj.ungrouped_partition_states
-    if f_ungrouped_partition_states is None:
-        raise _w.not_nullable("UpdateMetadataRequest.ungrouped_partition_states")
-    else:
-        n_ungrouped_partition_states = len(f_ungrouped_partition_states)
-    out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
-    for item in f_ungrouped_partition_states:
-        _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(item, out)
-    f_live_brokers = obj.live_brokers
-    if f_live_brokers is None:
-        raise _w.not_nullable("UpdateMetadataRequest.live_brokers")
-    else:
-        n_live_brokers = len(f_live_brokers)
-    out += _S_i.pack(n_live_brokers)
-    for item in f_live_brokers:
-        _enc_UpdateMetadataRequest_UpdateMetadataBroker_v3(item, out)
-
-
-def _dec_UpdateMetadataRequest_v5(buf, cur, end):
-    """Decode UpdateMetadataRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 20:
-        raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
-    f_controller_id, f_controller_epoch, f_broker_epoch, n_topic_states = _S_iiqi.unpack_from(buf, pos)
-    pos += 20
-    f_topic_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5, buf, cur, pos, end, n_topic_states, 'topic_states', 6, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_live_brokers, pos, end)
-    n_live_brokers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_live_brokers, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3, buf, cur, pos, end, n_live_brokers, 'live_brokers', 10, 4, False)
-    obj = _new(UpdateMetadataRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.type = 0
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.ungrouped_partition_states = []
-    obj.topic_states = f_topic_states
-    obj.live_brokers = f_live_brokers
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_v5(obj, out):
-    """Append the v5 layout of a UpdateMetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 5, "8")
-    if obj.type != 0:
-        raise _w.not_in_version("UpdateMetadataRequest.type", 5, "8")
-    if obj.ungrouped_partition_states:
-        raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 5, "0-4")
-    f_topic_states = obj.topic_states
-    if f_topic_states is None:
-        raise _w.not_nullable("UpdateMetadataRequest.topic_states")
-    else:
-        n_topic_states = len(f_topic_states)
-    out += _S_iiqi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, n_topic_states)
-    for item in f_topic_states:
-        _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v5(item, out)
-    f_live_brokers = obj.live_brokers
-    if f_live_brokers is None:
-        raise _w.not_nullable("UpdateMetadataRequest.live_brokers")
-    else:
-        n_live_brokers = len(f_live_brokers)
-    out += _S_i.pack(n_live_brokers)
-    for item in f_live_brokers:
-        _enc_UpdateMetadataRequest_UpdateMetadataBroker_v3(item, out)
-
-
-def _dec_UpdateMetadataRequest_v6(buf, cur, end):
-    """Decode UpdateMetadataRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
-    f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
-    pos += 16
-    n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
-    f_topic_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6, buf, cur, pos, end, n_topic_states, 'topic_states', 3, 1, False)
-    n_live_brokers, pos = _w.read_compact_length(buf, pos, end, 'live_brokers')
-    f_live_brokers, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6, buf, cur, pos, end, n_live_brokers, 'live_brokers', 7, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
-    obj = _new(UpdateMetadataRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.type = 0
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.ungrouped_partition_states = []
-    obj.topic_states = f_topic_states
-    obj.live_brokers = f_live_brokers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_v6(obj, out):
-    """Append the v6 layout of a UpdateMetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 6, "8")
-    if obj.type != 0:
-        raise _w.not_in_version("UpdateMetadataRequest.type", 6, "8")
-    if obj.ungrouped_partition_states:
-        raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 6, "0-4")
-    out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
-    _w.put_structs(out, obj.topic_states, _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6, "UpdateMetadataRequest.topic_states", False)
-    _w.put_structs(out, obj.live_brokers, _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6, "UpdateMetadataRequest.live_brokers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest")
-
-
-def _dec_UpdateMetadataRequest_v7(buf, cur, end):
-    """Decode UpdateMetadataRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
-    f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
-    pos += 16
-    n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
-    f_topic_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7, buf, cur, pos, end, n_topic_states, 'topic_states', 19, 1, False)
-    n_live_brokers, pos = _w.read_compact_length(buf, pos, end, 'live_brokers')
-    f_live_brokers, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6, buf, cur, pos, end, n_live_brokers, 'live_brokers', 7, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
-    obj = _new(UpdateMetadataRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = False
-    obj.type = 0
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.ungrouped_partition_states = []
-    obj.topic_states = f_topic_states
-    obj.live_brokers = f_live_brokers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_v7(obj, out):
-    """Append the v7 layout of a UpdateMetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest expected, got None")
-    if obj.is_k_raft_controller != False:
-        raise _w.not_in_version("UpdateMetadataRequest.is_k_raft_controller", 7, "8")
-    if obj.type != 0:
-        raise _w.not_in_version("UpdateMetadataRequest.type", 7, "8")
-    if obj.ungrouped_partition_states:
-        raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 7, "0-4")
-    out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
-    _w.put_structs(out, obj.topic_states, _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7, "UpdateMetadataRequest.topic_states", False)
-    _w.put_structs(out, obj.live_brokers, _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6, "UpdateMetadataRequest.live_brokers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest")
-
-
-def _dec_UpdateMetadataRequest_v8(buf, cur, end):
-    """Decode UpdateMetadataRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 17:
-        raise _w.short_run(_RUN_controller_id__broker_epoch_2, pos, end)
-    f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch = _S_ibiq.unpack_from(buf, pos)
-    pos += 17
-    if f_is_k_raft_controller != 0 and f_is_k_raft_controller != 1:
-        raise _w.bad_bool('is_k_raft_controller', pos - 13, f_is_k_raft_controller)
-    b_is_k_raft_controller = f_is_k_raft_controller == 1
-    n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
-    f_topic_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7, buf, cur, pos, end, n_topic_states, 'topic_states', 19, 1, False)
-    n_live_brokers, pos = _w.read_compact_length(buf, pos, end, 'live_brokers')
-    f_live_brokers, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6, buf, cur, pos, end, n_live_brokers, 'live_brokers', 7, 1, False)
-    f_type = 0
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
-    else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                if t_end - pos < 1:
-                    raise _w.short_run(_RUN_type, pos, t_end)
-                f_type = _S_b.unpack_from(buf, pos)[0]
-                pos += 1
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('type', 0, pos, t_end)
-        pos = after
-    obj = _new(UpdateMetadataRequest)
-    obj.controller_id = f_controller_id
-    obj.is_k_raft_controller = b_is_k_raft_controller
-    obj.type = f_type
-    obj.controller_epoch = f_controller_epoch
-    obj.broker_epoch = f_broker_epoch
-    obj.ungrouped_partition_states = []
-    obj.topic_states = f_topic_states
-    obj.live_brokers = f_live_brokers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_v8(obj, out):
-    """Append the v8 layout of a UpdateMetadataRequest to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest expected, got None")
-    if obj.ungrouped_partition_states:
-        raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 8, "0-4")
-    out += _S_iBiq.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch)
-    _w.put_structs(out, obj.topic_states, _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7, "UpdateMetadataRequest.topic_states", False)
-    _w.put_structs(out, obj.live_brokers, _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6, "UpdateMetadataRequest.live_brokers", False)
-    known = []
-    if obj.type != 0:
-        t = bytearray()
-        t += _S_b.pack(obj.type)
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "UpdateMetadataRequest")
-    else:
-        out.append(0)
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 20:
-        raise _w.short_run(_RUN_partition_index__isr, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
-    pos += 20
+        if end - pos < 16:
+            raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+        f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S_iiii.unpack_from(buf, pos)
+        pos += 16
+        n_isr, pos = _w.read_compact_length(buf, pos, end, 'isr')
     if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
+        if v5_down:
+            raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
+        else:
+            raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if n_isr < _w.SMALL_ARRAY_MAX:
         f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
-    if end - pos < 8:
-        raise _w.short_run(_RUN_zk_version__replicas, pos, end)
-    f_zk_version, n_replicas = _S_ii.unpack_from(buf, pos)
-    pos += 8
+    if v5_down:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_zk_version__replicas, pos, end)
+        f_zk_version, n_replicas = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    else:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_zk_version, pos, end)
+        f_zk_version = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_replicas, pos = _w.read_compact_length(buf, pos, end, 'replicas')
     if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
+        if v5_down:
+            raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
+        else:
+            raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
     if n_replicas < _w.SMALL_ARRAY_MAX:
         f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
+    if v4_to_5:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_offline_replicas, pos, end)
+        n_offline_replicas = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    elif v6_up:
+        n_offline_replicas, pos = _w.read_compact_length(buf, pos, end, 'offline_replicas')
+    if v4_up:
+        if n_offline_replicas < 0 or n_offline_replicas > (end - pos) // 4:
+            if v5_down:
+                raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
+            else:
+                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas, end, 4, 1)
+        if n_offline_replicas < _w.SMALL_ARRAY_MAX:
+            f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
+        else:
+            f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
+        pos += n_offline_replicas * 4
+    if v6_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
-    obj.topic_name = f_topic_name
+    if v4_down:
+        obj.topic_name = f_topic_name
+    else:
+        obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
     obj.leader = f_leader
@@ -575,732 +378,369 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
     obj.isr = f_isr
     obj.zk_version = f_zk_version
     obj.replicas = f_replicas
-    obj.offline_replicas = []
-    obj.unknown_tagged_fields = []
+    if v3_down:
+        obj.offline_replicas = []
+    else:
+        obj.offline_replicas = f_offline_replicas
+    if v5_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(obj, out):
-    """Append the v0 layout of a UpdateMetadataRequest.UpdateMetadataPartitionState to ``out``."""
+def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(obj, out, version):
+    """Append in ``version`` a UpdateMetadataRequest.UpdateMetadataPartitionState to ``out``."""
+    v4_down = version <= 4
+    v4_to_5 = 4 <= version <= 5
+    v4_up = version >= 4
+    v5_down = version <= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("UpdateMetadataRequest.UpdateMetadataPartitionState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name", False)
-    out += _S_h.pack(n_topic_name)
-    if n_topic_name > 0:
-        out += f_topic_name
+    if v4_down:
+        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name", False)
+        out += _S_h.pack(n_topic_name)
+        if n_topic_name > 0:
+            out += f_topic_name
+    elif v6_up:
+        out += _S_iiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch)
     f_isr = obj.isr
     if f_isr is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.isr")
     else:
         n_isr = len(f_isr)
-    out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
+    if v5_down:
+        out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
+    else:
+        _w.put_uvarint(out, n_isr + 1)
     out += _pack(">%di" % n_isr, *f_isr)
+    if v6_up:
+        out += _S_i.pack(obj.zk_version)
     f_replicas = obj.replicas
     if f_replicas is None:
         raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.replicas")
     else:
         n_replicas = len(f_replicas)
-    out += _S_ii.pack(obj.zk_version, n_replicas)
+    if v5_down:
+        out += _S_ii.pack(obj.zk_version, n_replicas)
+    else:
+        _w.put_uvarint(out, n_replicas + 1)
     out += _pack(">%di" % n_replicas, *f_replicas)
+    if v4_up:
+        f_offline_replicas = obj.offline_replicas
+        if f_offline_replicas is None:
+            raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.offline_replicas")
+        else:
+            n_offline_replicas = len(f_offline_replicas)
+    if v4_to_5:
+        out += _S_i.pack(n_offline_replicas)
+    elif v6_up:
+        _w.put_uvarint(out, n_offline_replicas + 1)
+    if v4_up:
+        out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
+    if v6_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataPartitionState")
 
 
-def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateMetadataRequest_UpdateMetadataTopicState(buf, cur, end, version):
+    """Decode UpdateMetadataRequest.UpdateMetadataTopicState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v5_down = version <= 5
+    v6_down = version <= 6
+    v6_up = version >= 6
+    v7_up = version >= 7
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 20:
-        raise _w.short_run(_RUN_partition_index__isr, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
-    pos += 20
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
+    if v5_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_topic_name, pos, end)
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partition_states, pos, end)
+        n_partition_states = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partition_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState, version=version), buf, cur, pos, end, n_partition_states, 'partition_states', 32, 4, False)
     else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if end - pos < 8:
-        raise _w.short_run(_RUN_zk_version__replicas, pos, end)
-    f_zk_version, n_replicas = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
-    if n_replicas < _w.SMALL_ARRAY_MAX:
-        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
-    else:
-        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-    pos += n_replicas * 4
-    if end - pos < 4:
-        raise _w.short_run(_RUN_offline_replicas, pos, end)
-    n_offline_replicas = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_offline_replicas < 0 or n_offline_replicas > (end - pos) // 4:
-        raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
-    if n_offline_replicas < _w.SMALL_ARRAY_MAX:
-        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
-    else:
-        f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
-    pos += n_offline_replicas * 4
-    obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
-    obj.topic_name = f_topic_name
-    obj.partition_index = f_partition_index
-    obj.controller_epoch = f_controller_epoch
-    obj.leader = f_leader
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    obj.zk_version = f_zk_version
-    obj.replicas = f_replicas
-    obj.offline_replicas = f_offline_replicas
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(obj, out):
-    """Append the v4 layout of a UpdateMetadataRequest.UpdateMetadataPartitionState to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest.UpdateMetadataPartitionState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name", False)
-    out += _S_h.pack(n_topic_name)
-    if n_topic_name > 0:
-        out += f_topic_name
-    f_isr = obj.isr
-    if f_isr is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.isr")
-    else:
-        n_isr = len(f_isr)
-    out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
-    out += _pack(">%di" % n_isr, *f_isr)
-    f_replicas = obj.replicas
-    if f_replicas is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.replicas")
-    else:
-        n_replicas = len(f_replicas)
-    out += _S_ii.pack(obj.zk_version, n_replicas)
-    out += _pack(">%di" % n_replicas, *f_replicas)
-    f_offline_replicas = obj.offline_replicas
-    if f_offline_replicas is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.offline_replicas")
-    else:
-        n_offline_replicas = len(f_offline_replicas)
-    out += _S_i.pack(n_offline_replicas)
-    out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 20:
-        raise _w.short_run(_RUN_partition_index__isr, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
-    pos += 20
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
-    else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if end - pos < 8:
-        raise _w.short_run(_RUN_zk_version__replicas, pos, end)
-    f_zk_version, n_replicas = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
-    if n_replicas < _w.SMALL_ARRAY_MAX:
-        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
-    else:
-        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-    pos += n_replicas * 4
-    if end - pos < 4:
-        raise _w.short_run(_RUN_offline_replicas, pos, end)
-    n_offline_replicas = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if n_offline_replicas < 0 or n_offline_replicas > (end - pos) // 4:
-        raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
-    if n_offline_replicas < _w.SMALL_ARRAY_MAX:
-        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
-    else:
-        f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
-    pos += n_offline_replicas * 4
-    obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
-    obj.topic_name = ''
-    obj.partition_index = f_partition_index
-    obj.controller_epoch = f_controller_epoch
-    obj.leader = f_leader
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    obj.zk_version = f_zk_version
-    obj.replicas = f_replicas
-    obj.offline_replicas = f_offline_replicas
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(obj, out):
-    """Append the v5 layout of a UpdateMetadataRequest.UpdateMetadataPartitionState to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest.UpdateMetadataPartitionState expected, got None")
-    f_isr = obj.isr
-    if f_isr is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.isr")
-    else:
-        n_isr = len(f_isr)
-    out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
-    out += _pack(">%di" % n_isr, *f_isr)
-    f_replicas = obj.replicas
-    if f_replicas is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.replicas")
-    else:
-        n_replicas = len(f_replicas)
-    out += _S_ii.pack(obj.zk_version, n_replicas)
-    out += _pack(">%di" % n_replicas, *f_replicas)
-    f_offline_replicas = obj.offline_replicas
-    if f_offline_replicas is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.offline_replicas")
-    else:
-        n_offline_replicas = len(f_offline_replicas)
-    out += _S_i.pack(n_offline_replicas)
-    out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S_iiii.unpack_from(buf, pos)
-    pos += 16
-    n_isr, pos = _w.read_compact_length(buf, pos, end, 'isr')
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
-    else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if end - pos < 4:
-        raise _w.short_run(_RUN_zk_version, pos, end)
-    f_zk_version = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_replicas, pos = _w.read_compact_length(buf, pos, end, 'replicas')
-    if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
-    if n_replicas < _w.SMALL_ARRAY_MAX:
-        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
-    else:
-        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-    pos += n_replicas * 4
-    n_offline_replicas, pos = _w.read_compact_length(buf, pos, end, 'offline_replicas')
-    if n_offline_replicas < 0 or n_offline_replicas > (end - pos) // 4:
-        raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas, end, 4, 1)
-    if n_offline_replicas < _w.SMALL_ARRAY_MAX:
-        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
-    else:
-        f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
-    pos += n_offline_replicas * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
-    obj.topic_name = ''
-    obj.partition_index = f_partition_index
-    obj.controller_epoch = f_controller_epoch
-    obj.leader = f_leader
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    obj.zk_version = f_zk_version
-    obj.replicas = f_replicas
-    obj.offline_replicas = f_offline_replicas
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(obj, out):
-    """Append the v6 layout of a UpdateMetadataRequest.UpdateMetadataPartitionState to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest.UpdateMetadataPartitionState expected, got None")
-    out += _S_iiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch)
-    f_isr = obj.isr
-    if f_isr is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.isr")
-    else:
-        n_isr = len(f_isr)
-    _w.put_uvarint(out, n_isr + 1)
-    out += _pack(">%di" % n_isr, *f_isr)
-    out += _S_i.pack(obj.zk_version)
-    f_replicas = obj.replicas
-    if f_replicas is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.replicas")
-    else:
-        n_replicas = len(f_replicas)
-    _w.put_uvarint(out, n_replicas + 1)
-    out += _pack(">%di" % n_replicas, *f_replicas)
-    f_offline_replicas = obj.offline_replicas
-    if f_offline_replicas is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.offline_replicas")
-    else:
-        n_offline_replicas = len(f_offline_replicas)
-    _w.put_uvarint(out, n_offline_replicas + 1)
-    out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataPartitionState")
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_states, pos, end)
-    n_partition_states = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partition_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5, buf, cur, pos, end, n_partition_states, 'partition_states', 32, 4, False)
+        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
+        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+    if v7_up:
+        if end - pos < 16:
+            raise _w.short_read('topic_id', pos, 16, end)
+        f_topic_id = _w.uuid_at(buf, pos)
+        pos += 16
+    if v6_up:
+        n_partition_states, pos = _w.read_compact_length(buf, pos, end, 'partition_states')
+        f_partition_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState, version=version), buf, cur, pos, end, n_partition_states, 'partition_states', 24, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
     obj.topic_name = f_topic_name
-    obj.topic_id = _w.ZERO_UUID
+    if v6_down:
+        obj.topic_id = _w.ZERO_UUID
+    else:
+        obj.topic_id = f_topic_id
     obj.partition_states = f_partition_states
-    obj.unknown_tagged_fields = []
+    if v5_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v5(obj, out):
-    """Append the v5 layout of a UpdateMetadataRequest.UpdateMetadataTopicState to ``out``."""
+def _enc_UpdateMetadataRequest_UpdateMetadataTopicState(obj, out, version):
+    """Append in ``version`` a UpdateMetadataRequest.UpdateMetadataTopicState to ``out``."""
+    v5_down = version <= 5
+    v6_up = version >= 6
+    v7_up = version >= 7
     if obj is None:
         raise TypeError("UpdateMetadataRequest.UpdateMetadataTopicState expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", False)
-    out += _S_h.pack(n_topic_name)
+    if v5_down:
+        out += _S_h.pack(n_topic_name)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    f_partition_states = obj.partition_states
-    if f_partition_states is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.partition_states")
+    if v5_down:
+        f_partition_states = obj.partition_states
+        if f_partition_states is None:
+            raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.partition_states")
+        else:
+            n_partition_states = len(f_partition_states)
+        out += _S_i.pack(n_partition_states)
+        for item in f_partition_states:
+            _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(item, out, version)
+    elif v7_up:
+        out += obj.topic_id.bytes
+    if v6_up:
+        _w.put_structs(out, obj.partition_states, _partial(_enc_UpdateMetadataRequest_UpdateMetadataPartitionState, version=version), "UpdateMetadataRequest.UpdateMetadataTopicState.partition_states", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataTopicState")
+
+
+def _dec_UpdateMetadataRequest_UpdateMetadataBroker(buf, cur, end, version):
+    """Decode UpdateMetadataRequest.UpdateMetadataBroker (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_6_7_8 = version in (0, 6, 7, 8)
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_to_2 = 1 <= version <= 2
+    v2_to_5 = 2 <= version <= 5
+    v3_to_5 = 3 <= version <= 5
+    v5_down = version <= 5
+    v6_up = version >= 6
+    pos = cur.pos
+    if v0_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_id__v0_host, pos, end)
+        f_id, n_v0_host = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        f_v0_host, pos = _w.read_sized(buf, pos, n_v0_host, end, 'v0_host', 2, False, True)
+    if v0_6_7_8:
+        if end - pos < 4:
+            if v0_down:
+                raise _w.short_run(_RUN_v0_port, pos, end)
+            else:
+                raise _w.short_run(_RUN_id, pos, end)
+    if v0_down:
+        f_v0_port = _S_i.unpack_from(buf, pos)[0]
+    elif v6_up:
+        f_id = _S_i.unpack_from(buf, pos)[0]
+    if v0_6_7_8:
+        pos += 4
     else:
-        n_partition_states = len(f_partition_states)
-    out += _S_i.pack(n_partition_states)
-    for item in f_partition_states:
-        _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(item, out)
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partition_states, pos = _w.read_compact_length(buf, pos, end, 'partition_states')
-    f_partition_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6, buf, cur, pos, end, n_partition_states, 'partition_states', 24, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
-    obj.topic_name = f_topic_name
-    obj.topic_id = _w.ZERO_UUID
-    obj.partition_states = f_partition_states
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6(obj, out):
-    """Append the v6 layout of a UpdateMetadataRequest.UpdateMetadataTopicState to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest.UpdateMetadataTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    _w.put_structs(out, obj.partition_states, _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v6, "UpdateMetadataRequest.UpdateMetadataTopicState.partition_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataTopicState")
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partition_states, pos = _w.read_compact_length(buf, pos, end, 'partition_states')
-    f_partition_states, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6, buf, cur, pos, end, n_partition_states, 'partition_states', 24, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
-    obj.topic_name = f_topic_name
-    obj.topic_id = f_topic_id
-    obj.partition_states = f_partition_states
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7(obj, out):
-    """Append the v7 layout of a UpdateMetadataRequest.UpdateMetadataTopicState to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest.UpdateMetadataTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partition_states, _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v6, "UpdateMetadataRequest.UpdateMetadataTopicState.partition_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataTopicState")
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_id__v0_host, pos, end)
-    f_id, n_v0_host = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    f_v0_host, pos = _w.read_sized(buf, pos, n_v0_host, end, 'v0_host', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_v0_port, pos, end)
-    f_v0_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+        if end - pos < 8:
+            raise _w.short_run(_RUN_id__endpoints, pos, end)
+        f_id, n_endpoints = _S_ii.unpack_from(buf, pos)
+        pos += 8
+    if v1_to_2:
+        f_endpoints, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint, version=version), buf, cur, pos, end, n_endpoints, 'endpoints', 8, 4, False)
+    elif v3_to_5:
+        f_endpoints, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint, version=version), buf, cur, pos, end, n_endpoints, 'endpoints', 10, 4, False)
+    if v2_to_5:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_rack, pos, end)
+        n_rack = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 2, True, True)
+    elif v6_up:
+        n_endpoints, pos = _w.read_compact_length(buf, pos, end, 'endpoints')
+        f_endpoints, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint, version=version), buf, cur, pos, end, n_endpoints, 'endpoints', 9, 1, False)
+        n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
+        f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
-    obj.v0_host = f_v0_host
-    obj.v0_port = f_v0_port
-    obj.endpoints = []
-    obj.rack = ''
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(obj, out):
-    """Append the v0 layout of a UpdateMetadataRequest.UpdateMetadataBroker to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker expected, got None")
-    f_v0_host, n_v0_host = _w.encode_text(obj.v0_host, "UpdateMetadataRequest.UpdateMetadataBroker.v0_host", False)
-    out += _S_ih.pack(obj.id, n_v0_host)
-    if n_v0_host > 0:
-        out += f_v0_host
-    out += _S_i.pack(obj.v0_port)
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataBroker (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_id__endpoints, pos, end)
-    f_id, n_endpoints = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_endpoints, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1, buf, cur, pos, end, n_endpoints, 'endpoints', 8, 4, False)
-    obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
-    obj.id = f_id
-    obj.v0_host = ''
-    obj.v0_port = 0
-    obj.endpoints = f_endpoints
-    obj.rack = ''
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(obj, out):
-    """Append the v1 layout of a UpdateMetadataRequest.UpdateMetadataBroker to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker expected, got None")
-    f_endpoints = obj.endpoints
-    if f_endpoints is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.endpoints")
+    if v0_down:
+        obj.v0_host = f_v0_host
+        obj.v0_port = f_v0_port
+        obj.endpoints = []
     else:
-        n_endpoints = len(f_endpoints)
-    out += _S_ii.pack(obj.id, n_endpoints)
-    for item in f_endpoints:
-        _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(item, out)
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataBroker (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_id__endpoints, pos, end)
-    f_id, n_endpoints = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_endpoints, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1, buf, cur, pos, end, n_endpoints, 'endpoints', 8, 4, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_rack, pos, end)
-    n_rack = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 2, True, True)
-    obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
-    obj.id = f_id
-    obj.v0_host = ''
-    obj.v0_port = 0
-    obj.endpoints = f_endpoints
-    obj.rack = f_rack
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v2(obj, out):
-    """Append the v2 layout of a UpdateMetadataRequest.UpdateMetadataBroker to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker expected, got None")
-    f_endpoints = obj.endpoints
-    if f_endpoints is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.endpoints")
+        obj.v0_host = ''
+        obj.v0_port = 0
+        obj.endpoints = f_endpoints
+    if v1_down:
+        obj.rack = ''
     else:
-        n_endpoints = len(f_endpoints)
-    out += _S_ii.pack(obj.id, n_endpoints)
-    for item in f_endpoints:
-        _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(item, out)
-    f_rack, n_rack = _w.encode_text(obj.rack, "UpdateMetadataRequest.UpdateMetadataBroker.rack", True)
-    out += _S_h.pack(n_rack)
-    if n_rack > 0:
-        out += f_rack
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataBroker (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_id__endpoints, pos, end)
-    f_id, n_endpoints = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    f_endpoints, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3, buf, cur, pos, end, n_endpoints, 'endpoints', 10, 4, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_rack, pos, end)
-    n_rack = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 2, True, True)
-    obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
-    obj.id = f_id
-    obj.v0_host = ''
-    obj.v0_port = 0
-    obj.endpoints = f_endpoints
-    obj.rack = f_rack
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v3(obj, out):
-    """Append the v3 layout of a UpdateMetadataRequest.UpdateMetadataBroker to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker expected, got None")
-    f_endpoints = obj.endpoints
-    if f_endpoints is None:
-        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.endpoints")
+        obj.rack = f_rack
+    if v5_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_endpoints = len(f_endpoints)
-    out += _S_ii.pack(obj.id, n_endpoints)
-    for item in f_endpoints:
-        _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(item, out)
-    f_rack, n_rack = _w.encode_text(obj.rack, "UpdateMetadataRequest.UpdateMetadataBroker.rack", True)
-    out += _S_h.pack(n_rack)
-    if n_rack > 0:
-        out += f_rack
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataBroker (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_id, pos, end)
-    f_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_endpoints, pos = _w.read_compact_length(buf, pos, end, 'endpoints')
-    f_endpoints, pos = _w.read_structs(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6, buf, cur, pos, end, n_endpoints, 'endpoints', 9, 1, False)
-    n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
-    obj.id = f_id
-    obj.v0_host = ''
-    obj.v0_port = 0
-    obj.endpoints = f_endpoints
-    obj.rack = f_rack
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6(obj, out):
-    """Append the v6 layout of a UpdateMetadataRequest.UpdateMetadataBroker to ``out``."""
+def _enc_UpdateMetadataRequest_UpdateMetadataBroker(obj, out, version):
+    """Append in ``version`` a UpdateMetadataRequest.UpdateMetadataBroker to ``out``."""
+    v0_down = version <= 0
+    v1_to_5 = 1 <= version <= 5
+    v2_to_5 = 2 <= version <= 5
+    v2_up = version >= 2
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker expected, got None")
-    out += _S_i.pack(obj.id)
-    _w.put_structs(out, obj.endpoints, _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6, "UpdateMetadataRequest.UpdateMetadataBroker.endpoints", False)
-    f_rack, n_rack = _w.encode_text(obj.rack, "UpdateMetadataRequest.UpdateMetadataBroker.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
-    if n_rack > 0:
-        out += f_rack
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker")
+    if v0_down:
+        f_v0_host, n_v0_host = _w.encode_text(obj.v0_host, "UpdateMetadataRequest.UpdateMetadataBroker.v0_host", False)
+        out += _S_ih.pack(obj.id, n_v0_host)
+        if n_v0_host > 0:
+            out += f_v0_host
+        out += _S_i.pack(obj.v0_port)
+    elif v1_to_5:
+        f_endpoints = obj.endpoints
+        if f_endpoints is None:
+            raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.endpoints")
+        else:
+            n_endpoints = len(f_endpoints)
+        out += _S_ii.pack(obj.id, n_endpoints)
+        for item in f_endpoints:
+            _enc_UpdateMetadataRequest_UpdateMetadataEndpoint(item, out, version)
+    else:
+        out += _S_i.pack(obj.id)
+        _w.put_structs(out, obj.endpoints, _partial(_enc_UpdateMetadataRequest_UpdateMetadataEndpoint, version=version), "UpdateMetadataRequest.UpdateMetadataBroker.endpoints", False)
+    if v2_up:
+        f_rack, n_rack = _w.encode_text(obj.rack, "UpdateMetadataRequest.UpdateMetadataBroker.rack", True)
+    if v2_to_5:
+        out += _S_h.pack(n_rack)
+    elif v6_up:
+        _w.put_uvarint(out, n_rack + 1)
+    if v2_up:
+        if n_rack > 0:
+            out += f_rack
+    if v6_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker")
 
 
-def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint(buf, cur, end, version):
+    """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_to_5 = 3 <= version <= 5
+    v5_down = version <= 5
+    v6_up = version >= 6
     pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_port__host, pos, end)
-    f_port, n_host = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
+    if v5_down:
+        if end - pos < 6:
+            raise _w.short_run(_RUN_port__host, pos, end)
+        f_port, n_host = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
+    if v3_to_5:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_listener, pos, end)
+        n_listener = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_listener, pos = _w.read_sized(buf, pos, n_listener, end, 'listener', 2, False, True)
+    elif v6_up:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_port, pos, end)
+        f_port = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
+        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
+        n_listener, pos = _w.read_compact_length(buf, pos, end, 'listener')
+        f_listener, pos = _w.read_sized(buf, pos, n_listener, end, 'listener', 1, False, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_security_protocol, pos, end)
     f_security_protocol = _S_h.unpack_from(buf, pos)[0]
     pos += 2
+    if v6_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
     obj.port = f_port
     obj.host = f_host
-    obj.listener = ''
+    if v2_down:
+        obj.listener = ''
+    else:
+        obj.listener = f_listener
     obj.security_protocol = f_security_protocol
-    obj.unknown_tagged_fields = []
+    if v5_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(obj, out):
-    """Append the v1 layout of a UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint to ``out``."""
+def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint(obj, out, version):
+    """Append in ``version`` a UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint to ``out``."""
+    v3_to_5 = 3 <= version <= 5
+    v3_up = version >= 3
+    v5_down = version <= 5
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint expected, got None")
+    if v6_up:
+        out += _S_i.pack(obj.port)
     f_host, n_host = _w.encode_text(obj.host, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host", False)
-    out += _S_ih.pack(obj.port, n_host)
+    if v5_down:
+        out += _S_ih.pack(obj.port, n_host)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
+    if v3_up:
+        f_listener, n_listener = _w.encode_text(obj.listener, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener", False)
+    if v3_to_5:
+        out += _S_h.pack(n_listener)
+    elif v6_up:
+        _w.put_uvarint(out, n_listener + 1)
+    if v3_up:
+        if n_listener > 0:
+            out += f_listener
     out += _S_h.pack(obj.security_protocol)
+    if v6_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint")
 
 
-def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_port__host, pos, end)
-    f_port, n_host = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_listener, pos, end)
-    n_listener = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_listener, pos = _w.read_sized(buf, pos, n_listener, end, 'listener', 2, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_security_protocol, pos, end)
-    f_security_protocol = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
-    obj.port = f_port
-    obj.host = f_host
-    obj.listener = f_listener
-    obj.security_protocol = f_security_protocol
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(obj, out):
-    """Append the v3 layout of a UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint expected, got None")
-    f_host, n_host = _w.encode_text(obj.host, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host", False)
-    out += _S_ih.pack(obj.port, n_host)
-    if n_host > 0:
-        out += f_host
-    f_listener, n_listener = _w.encode_text(obj.listener, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener", False)
-    out += _S_h.pack(n_listener)
-    if n_listener > 0:
-        out += f_listener
-    out += _S_h.pack(obj.security_protocol)
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    n_listener, pos = _w.read_compact_length(buf, pos, end, 'listener')
-    f_listener, pos = _w.read_sized(buf, pos, n_listener, end, 'listener', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_security_protocol, pos, end)
-    f_security_protocol = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
-    obj.port = f_port
-    obj.host = f_host
-    obj.listener = f_listener
-    obj.security_protocol = f_security_protocol
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
-    """Append the v6 layout of a UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint expected, got None")
-    out += _S_i.pack(obj.port)
-    f_host, n_host = _w.encode_text(obj.host, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
-    if n_host > 0:
-        out += f_host
-    f_listener, n_listener = _w.encode_text(obj.listener, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener", False)
-    _w.put_uvarint(out, n_listener + 1)
-    if n_listener > 0:
-        out += f_listener
-    out += _S_h.pack(obj.security_protocol)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint")
-
-
-def _dec_UpdateMetadataResponse_v0(buf, cur, end):
-    """Decode UpdateMetadataResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateMetadataResponse(buf, cur, end, version):
+    """Decode UpdateMetadataResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v5_down = version <= 5
+    v6_up = version >= 6
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
+    if v6_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateMetadataResponse)
     obj.error_code = f_error_code
-    obj.unknown_tagged_fields = []
+    if v5_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_UpdateMetadataResponse_v0(obj, out):
-    """Append the v0 layout of a UpdateMetadataResponse to ``out``."""
+def _enc_UpdateMetadataResponse(obj, out, version):
+    """Append in ``version`` a UpdateMetadataResponse to ``out``."""
+    v6_up = version >= 6
     if obj is None:
         raise TypeError("UpdateMetadataResponse expected, got None")
     out += _S_h.pack(obj.error_code)
-
-
-def _dec_UpdateMetadataResponse_v6(buf, cur, end):
-    """Decode UpdateMetadataResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateMetadataResponse)
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_UpdateMetadataResponse_v6(obj, out):
-    """Append the v6 layout of a UpdateMetadataResponse to ``out``."""
-    if obj is None:
-        raise TypeError("UpdateMetadataResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataResponse")
+    if v6_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataResponse")
 
 
 class UpdateMetadataRequest_UpdateMetadataPartitionState(Struct):
@@ -1508,8 +948,8 @@ class UpdateMetadataRequest(Message):
     UpdateMetadataPartitionState = UpdateMetadataRequest_UpdateMetadataPartitionState
     UpdateMetadataTopicState = UpdateMetadataRequest_UpdateMetadataTopicState
     UpdateMetadataBroker = UpdateMetadataRequest_UpdateMetadataBroker
-    _DECODERS = {0: _dec_UpdateMetadataRequest_v0, 1: _dec_UpdateMetadataRequest_v1, 2: _dec_UpdateMetadataRequest_v2, 3: _dec_UpdateMetadataRequest_v3, 4: _dec_UpdateMetadataRequest_v4, 5: _dec_UpdateMetadataRequest_v5, 6: _dec_UpdateMetadataRequest_v6, 7: _dec_UpdateMetadataRequest_v7, 8: _dec_UpdateMetadataRequest_v8}
-    _ENCODERS = {0: _enc_UpdateMetadataRequest_v0, 1: _enc_UpdateMetadataRequest_v1, 2: _enc_UpdateMetadataRequest_v2, 3: _enc_UpdateMetadataRequest_v3, 4: _enc_UpdateMetadataRequest_v4, 5: _enc_UpdateMetadataRequest_v5, 6: _enc_UpdateMetadataRequest_v6, 7: _enc_UpdateMetadataRequest_v7, 8: _enc_UpdateMetadataRequest_v8}
+    _DECODERS = _decoders(_dec_UpdateMetadataRequest, range(0, 9))
+    _ENCODERS = _encoders(_enc_UpdateMetadataRequest, range(0, 9))
     API_KEY = 6
     KIND = 'request'
     VALID_VERSIONS = (0, 8)
@@ -1560,15 +1000,8 @@ class UpdateMetadataResponse(Message):
     FIELDS = (
         FieldInfo('error_code', (0, 8), None, 'errorCode', False, None, None, 'int16'),
     )
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    # v2 uses the v0 codecs: the bytes are the same; v2 changed the request only.
-    # v3 uses the v0 codecs: the bytes are the same; v3 changed the request only.
-    # v4 uses the v0 codecs: the bytes are the same; v4 changed the request only.
-    # v5 uses the v0 codecs: the bytes are the same; v5 changed the request only.
-    # v7 uses the v6 codecs: the bytes are the same; v7 changed the request only.
-    # v8 uses the v6 codecs: the bytes are the same; v8 changed the request only.
-    _DECODERS = {0: _dec_UpdateMetadataResponse_v0, 1: _dec_UpdateMetadataResponse_v0, 2: _dec_UpdateMetadataResponse_v0, 3: _dec_UpdateMetadataResponse_v0, 4: _dec_UpdateMetadataResponse_v0, 5: _dec_UpdateMetadataResponse_v0, 6: _dec_UpdateMetadataResponse_v6, 7: _dec_UpdateMetadataResponse_v6, 8: _dec_UpdateMetadataResponse_v6}
-    _ENCODERS = {0: _enc_UpdateMetadataResponse_v0, 1: _enc_UpdateMetadataResponse_v0, 2: _enc_UpdateMetadataResponse_v0, 3: _enc_UpdateMetadataResponse_v0, 4: _enc_UpdateMetadataResponse_v0, 5: _enc_UpdateMetadataResponse_v0, 6: _enc_UpdateMetadataResponse_v6, 7: _enc_UpdateMetadataResponse_v6, 8: _enc_UpdateMetadataResponse_v6}
+    _DECODERS = _decoders(_dec_UpdateMetadataResponse, range(0, 9))
+    _ENCODERS = _encoders(_enc_UpdateMetadataResponse, range(0, 9))
     API_KEY = 6
     KIND = 'response'
     VALID_VERSIONS = (0, 8)

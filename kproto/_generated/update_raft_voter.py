@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCT, STRUCTS, FieldInfo, Message, Struct
 
@@ -33,8 +35,8 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _new = Struct.__new__
 
 
-def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
-    """Decode UpdateRaftVoterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateRaftVoterRequest(buf, cur, end, version):
+    """Decode UpdateRaftVoterRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
     f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
@@ -47,10 +49,10 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
     f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_dec_UpdateRaftVoterRequest_Listener_v0, buf, cur, pos, end, n_listeners, 'listeners', 5, 1, False)
+    f_listeners, pos = _w.read_structs(_partial(_dec_UpdateRaftVoterRequest_Listener, version=version), buf, cur, pos, end, n_listeners, 'listeners', 5, 1, False)
     cur.pos = pos
     try:
-        f_k_raft_version_feature = _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(buf, cur, end)
+        f_k_raft_version_feature = _dec_UpdateRaftVoterRequest_KRaftVersionFeature(buf, cur, end, version)
     except DecodeError as exc:
         raise exc.within('k_raft_version_feature')
     pos = cur.pos
@@ -67,8 +69,8 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_UpdateRaftVoterRequest_v0(obj, out):
-    """Append the v0 layout of a UpdateRaftVoterRequest to ``out``."""
+def _enc_UpdateRaftVoterRequest(obj, out, version):
+    """Append in ``version`` a UpdateRaftVoterRequest to ``out``."""
     if obj is None:
         raise TypeError("UpdateRaftVoterRequest expected, got None")
     f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "UpdateRaftVoterRequest.cluster_id", True)
@@ -77,14 +79,14 @@ def _enc_UpdateRaftVoterRequest_v0(obj, out):
         out += f_cluster_id
     out += _S_ii.pack(obj.current_leader_epoch, obj.voter_id)
     out += obj.voter_directory_id.bytes
-    _w.put_structs(out, obj.listeners, _enc_UpdateRaftVoterRequest_Listener_v0, "UpdateRaftVoterRequest.listeners", False)
+    _w.put_structs(out, obj.listeners, _partial(_enc_UpdateRaftVoterRequest_Listener, version=version), "UpdateRaftVoterRequest.listeners", False)
     f_k_raft_version_feature = obj.k_raft_version_feature
-    _enc_UpdateRaftVoterRequest_KRaftVersionFeature_v0(f_k_raft_version_feature, out)
+    _enc_UpdateRaftVoterRequest_KRaftVersionFeature(f_k_raft_version_feature, out, version)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest")
 
 
-def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
-    """Decode UpdateRaftVoterRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateRaftVoterRequest_Listener(buf, cur, end, version):
+    """Decode UpdateRaftVoterRequest.Listener (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
     f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
@@ -104,8 +106,8 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
     return obj
 
 
-def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
-    """Append the v0 layout of a UpdateRaftVoterRequest.Listener to ``out``."""
+def _enc_UpdateRaftVoterRequest_Listener(obj, out, version):
+    """Append in ``version`` a UpdateRaftVoterRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("UpdateRaftVoterRequest.Listener expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "UpdateRaftVoterRequest.Listener.name", False)
@@ -120,8 +122,8 @@ def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.Listener")
 
 
-def _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(buf, cur, end):
-    """Decode UpdateRaftVoterRequest.KRaftVersionFeature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateRaftVoterRequest_KRaftVersionFeature(buf, cur, end, version):
+    """Decode UpdateRaftVoterRequest.KRaftVersionFeature (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
@@ -136,16 +138,16 @@ def _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(buf, cur, end):
     return obj
 
 
-def _enc_UpdateRaftVoterRequest_KRaftVersionFeature_v0(obj, out):
-    """Append the v0 layout of a UpdateRaftVoterRequest.KRaftVersionFeature to ``out``."""
+def _enc_UpdateRaftVoterRequest_KRaftVersionFeature(obj, out, version):
+    """Append in ``version`` a UpdateRaftVoterRequest.KRaftVersionFeature to ``out``."""
     if obj is None:
         raise TypeError("UpdateRaftVoterRequest.KRaftVersionFeature expected, got None")
     out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.KRaftVersionFeature")
 
 
-def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
-    """Decode UpdateRaftVoterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateRaftVoterResponse(buf, cur, end, version):
+    """Decode UpdateRaftVoterResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
@@ -167,7 +169,7 @@ def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
             if tag == 0:
                 cur.pos = pos
                 try:
-                    f_current_leader = _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, t_end)
+                    f_current_leader = _dec_UpdateRaftVoterResponse_CurrentLeader(buf, cur, t_end, version)
                 except DecodeError as exc:
                     raise exc.within('current_leader')
                 pos = cur.pos
@@ -183,8 +185,8 @@ def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_UpdateRaftVoterResponse_v0(obj, out):
-    """Append the v0 layout of a UpdateRaftVoterResponse to ``out``."""
+def _enc_UpdateRaftVoterResponse(obj, out, version):
+    """Append in ``version`` a UpdateRaftVoterResponse to ``out``."""
     if obj is None:
         raise TypeError("UpdateRaftVoterResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
@@ -193,7 +195,7 @@ def _enc_UpdateRaftVoterResponse_v0(obj, out):
     if differs:
         t = bytearray()
         f_current_leader = obj.current_leader
-        _enc_UpdateRaftVoterResponse_CurrentLeader_v0(f_current_leader, t)
+        _enc_UpdateRaftVoterResponse_CurrentLeader(f_current_leader, t, version)
         known.append((0, t))
     if known or obj.unknown_tagged_fields:
         _w.put_tag_section(out, known, obj.unknown_tagged_fields, "UpdateRaftVoterResponse")
@@ -201,8 +203,8 @@ def _enc_UpdateRaftVoterResponse_v0(obj, out):
         out.append(0)
 
 
-def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
-    """Decode UpdateRaftVoterResponse.CurrentLeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_UpdateRaftVoterResponse_CurrentLeader(buf, cur, end, version):
+    """Decode UpdateRaftVoterResponse.CurrentLeader (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
@@ -225,8 +227,8 @@ def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
     return obj
 
 
-def _enc_UpdateRaftVoterResponse_CurrentLeader_v0(obj, out):
-    """Append the v0 layout of a UpdateRaftVoterResponse.CurrentLeader to ``out``."""
+def _enc_UpdateRaftVoterResponse_CurrentLeader(obj, out, version):
+    """Append in ``version`` a UpdateRaftVoterResponse.CurrentLeader to ``out``."""
     if obj is None:
         raise TypeError("UpdateRaftVoterResponse.CurrentLeader expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
@@ -329,8 +331,8 @@ class UpdateRaftVoterRequest(Message):
     )
     Listener = UpdateRaftVoterRequest_Listener
     KRaftVersionFeature = UpdateRaftVoterRequest_KRaftVersionFeature
-    _DECODERS = {0: _dec_UpdateRaftVoterRequest_v0}
-    _ENCODERS = {0: _enc_UpdateRaftVoterRequest_v0}
+    _DECODERS = _decoders(_dec_UpdateRaftVoterRequest, range(0, 1))
+    _ENCODERS = _encoders(_enc_UpdateRaftVoterRequest, range(0, 1))
     API_KEY = 82
     KIND = 'request'
     VALID_VERSIONS = (0, 0)
@@ -418,8 +420,8 @@ class UpdateRaftVoterResponse(Message):
         FieldInfo('current_leader', (0, 0), 0, None, False, UpdateRaftVoterResponse_CurrentLeader, None, 'CurrentLeader'),
     )
     CurrentLeader = UpdateRaftVoterResponse_CurrentLeader
-    _DECODERS = {0: _dec_UpdateRaftVoterResponse_v0}
-    _ENCODERS = {0: _enc_UpdateRaftVoterResponse_v0}
+    _DECODERS = _decoders(_dec_UpdateRaftVoterResponse, range(0, 1))
+    _ENCODERS = _encoders(_enc_UpdateRaftVoterResponse, range(0, 1))
     API_KEY = 82
     KIND = 'response'
     VALID_VERSIONS = (0, 0)

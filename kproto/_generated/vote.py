@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['VoteRequest', 'VoteResponse']
@@ -40,110 +42,62 @@ _RUN_voter_id = (('voter_id', 0, 4),)
 _new = Struct.__new__
 
 
-def _dec_VoteRequest_v0(buf, cur, end):
-    """Decode VoteRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_VoteRequest(buf, cur, end, version):
+    """Decode VoteRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
     f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
+    if v1_up:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_voter_id, pos, end)
+        f_voter_id = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_VoteRequest_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_VoteRequest_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(VoteRequest)
     obj.cluster_id = f_cluster_id
-    obj.voter_id = -1
+    if v0_down:
+        obj.voter_id = -1
+    else:
+        obj.voter_id = f_voter_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_VoteRequest_v0(obj, out):
-    """Append the v0 layout of a VoteRequest to ``out``."""
+def _enc_VoteRequest(obj, out, version):
+    """Append in ``version`` a VoteRequest to ``out``."""
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("VoteRequest expected, got None")
     f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "VoteRequest.cluster_id", True)
     _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
-    _w.put_structs(out, obj.topics, _enc_VoteRequest_TopicData_v0, "VoteRequest.topics", False)
+    if v1_up:
+        out += _S_i.pack(obj.voter_id)
+    _w.put_structs(out, obj.topics, _partial(_enc_VoteRequest_TopicData, version=version), "VoteRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest")
 
 
-def _dec_VoteRequest_v1(buf, cur, end):
-    """Decode VoteRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_voter_id, pos, end)
-    f_voter_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_VoteRequest_TopicData_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(VoteRequest)
-    obj.cluster_id = f_cluster_id
-    obj.voter_id = f_voter_id
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_VoteRequest_v1(obj, out):
-    """Append the v1 layout of a VoteRequest to ``out``."""
-    if obj is None:
-        raise TypeError("VoteRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "VoteRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += _S_i.pack(obj.voter_id)
-    _w.put_structs(out, obj.topics, _enc_VoteRequest_TopicData_v1, "VoteRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest")
-
-
-def _dec_VoteRequest_v2(buf, cur, end):
-    """Decode VoteRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_voter_id, pos, end)
-    f_voter_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_VoteRequest_TopicData_v2, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(VoteRequest)
-    obj.cluster_id = f_cluster_id
-    obj.voter_id = f_voter_id
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_VoteRequest_v2(obj, out):
-    """Append the v2 layout of a VoteRequest to ``out``."""
-    if obj is None:
-        raise TypeError("VoteRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "VoteRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
-    if n_cluster_id > 0:
-        out += f_cluster_id
-    out += _S_i.pack(obj.voter_id)
-    _w.put_structs(out, obj.topics, _enc_VoteRequest_TopicData_v2, "VoteRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest")
-
-
-def _dec_VoteRequest_TopicData_v0(buf, cur, end):
-    """Decode VoteRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_VoteRequest_TopicData(buf, cur, end, version):
+    """Decode VoteRequest.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_only = version == 1
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_VoteRequest_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 25, 1, False)
+    if v0_down:
+        f_partitions, pos = _w.read_structs(_partial(_dec_VoteRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 25, 1, False)
+    elif v1_only:
+        f_partitions, pos = _w.read_structs(_partial(_dec_VoteRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 57, 1, False)
+    else:
+        f_partitions, pos = _w.read_structs(_partial(_dec_VoteRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 58, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(VoteRequest_TopicData)
     obj.topic_name = f_topic_name
@@ -153,288 +107,177 @@ def _dec_VoteRequest_TopicData_v0(buf, cur, end):
     return obj
 
 
-def _enc_VoteRequest_TopicData_v0(obj, out):
-    """Append the v0 layout of a VoteRequest.TopicData to ``out``."""
+def _enc_VoteRequest_TopicData(obj, out, version):
+    """Append in ``version`` a VoteRequest.TopicData to ``out``."""
     if obj is None:
         raise TypeError("VoteRequest.TopicData expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "VoteRequest.TopicData.topic_name", False)
     _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_VoteRequest_PartitionData_v0, "VoteRequest.TopicData.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_VoteRequest_PartitionData, version=version), "VoteRequest.TopicData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData")
 
 
-def _dec_VoteRequest_TopicData_v1(buf, cur, end):
-    """Decode VoteRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_VoteRequest_PartitionData(buf, cur, end, version):
+    """Decode VoteRequest.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_VoteRequest_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 57, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(VoteRequest_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_VoteRequest_TopicData_v1(obj, out):
-    """Append the v1 layout of a VoteRequest.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("VoteRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "VoteRequest.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_VoteRequest_PartitionData_v1, "VoteRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData")
-
-
-def _dec_VoteRequest_TopicData_v2(buf, cur, end):
-    """Decode VoteRequest.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_VoteRequest_PartitionData_v2, buf, cur, pos, end, n_partitions, 'partitions', 58, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(VoteRequest_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_VoteRequest_TopicData_v2(obj, out):
-    """Append the v2 layout of a VoteRequest.TopicData to ``out``."""
-    if obj is None:
-        raise TypeError("VoteRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "VoteRequest.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
-    if n_topic_name > 0:
-        out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_VoteRequest_PartitionData_v2, "VoteRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData")
-
-
-def _dec_VoteRequest_PartitionData_v0(buf, cur, end):
-    """Decode VoteRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 24:
-        raise _w.short_run(_RUN_partition_index__last_offset, pos, end)
-    f_partition_index, f_replica_epoch, f_replica_id, f_last_offset_epoch, f_last_offset = _S_iiiiq.unpack_from(buf, pos)
-    pos += 24
+    if v0_down:
+        if end - pos < 24:
+            raise _w.short_run(_RUN_partition_index__last_offset, pos, end)
+        f_partition_index, f_replica_epoch, f_replica_id, f_last_offset_epoch, f_last_offset = _S_iiiiq.unpack_from(buf, pos)
+        pos += 24
+    else:
+        if end - pos < 12:
+            raise _w.short_run(_RUN_partition_index__replica_id, pos, end)
+        f_partition_index, f_replica_epoch, f_replica_id = _S_iii.unpack_from(buf, pos)
+        pos += 12
+        if end - pos < 16:
+            raise _w.short_read('replica_directory_id', pos, 16, end)
+        f_replica_directory_id = _w.uuid_at(buf, pos)
+        pos += 16
+        if end - pos < 16:
+            raise _w.short_read('voter_directory_id', pos, 16, end)
+        f_voter_directory_id = _w.uuid_at(buf, pos)
+        pos += 16
+    if v1_only:
+        if end - pos < 12:
+            raise _w.short_run(_RUN_last_offset_epoch__last_offset, pos, end)
+        f_last_offset_epoch, f_last_offset = _S_iq.unpack_from(buf, pos)
+        pos += 12
+    elif v2_up:
+        if end - pos < 13:
+            raise _w.short_run(_RUN_last_offset_epoch__pre_vote, pos, end)
+        f_last_offset_epoch, f_last_offset, f_pre_vote = _S_iqb.unpack_from(buf, pos)
+        pos += 13
+        if f_pre_vote != 0 and f_pre_vote != 1:
+            raise _w.bad_bool('pre_vote', pos - 1, f_pre_vote)
+        b_pre_vote = f_pre_vote == 1
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(VoteRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.replica_epoch = f_replica_epoch
     obj.replica_id = f_replica_id
-    obj.replica_directory_id = _w.ZERO_UUID
-    obj.voter_directory_id = _w.ZERO_UUID
+    if v0_down:
+        obj.replica_directory_id = _w.ZERO_UUID
+        obj.voter_directory_id = _w.ZERO_UUID
+    else:
+        obj.replica_directory_id = f_replica_directory_id
+        obj.voter_directory_id = f_voter_directory_id
     obj.last_offset_epoch = f_last_offset_epoch
     obj.last_offset = f_last_offset
-    obj.pre_vote = False
+    if v1_down:
+        obj.pre_vote = False
+    else:
+        obj.pre_vote = b_pre_vote
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_VoteRequest_PartitionData_v0(obj, out):
-    """Append the v0 layout of a VoteRequest.TopicData.PartitionData to ``out``."""
+def _enc_VoteRequest_PartitionData(obj, out, version):
+    """Append in ``version`` a VoteRequest.TopicData.PartitionData to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     if obj is None:
         raise TypeError("VoteRequest.TopicData.PartitionData expected, got None")
-    if obj.replica_directory_id != _w.ZERO_UUID:
-        raise _w.not_in_version("VoteRequest.TopicData.PartitionData.replica_directory_id", 0, "1-2")
-    if obj.pre_vote != False:
-        raise _w.not_in_version("VoteRequest.TopicData.PartitionData.pre_vote", 0, "2")
-    out += _S_iiiiq.pack(obj.partition_index, obj.replica_epoch, obj.replica_id, obj.last_offset_epoch, obj.last_offset)
+    if v0_down:
+        if obj.replica_directory_id != _w.ZERO_UUID:
+            raise _w.not_in_version("VoteRequest.TopicData.PartitionData.replica_directory_id", 0, "1-2")
+    if v1_down:
+        if obj.pre_vote != False:
+            if v0_down:
+                raise _w.not_in_version("VoteRequest.TopicData.PartitionData.pre_vote", 0, "2")
+            else:
+                raise _w.not_in_version("VoteRequest.TopicData.PartitionData.pre_vote", 1, "2")
+    if v0_down:
+        out += _S_iiiiq.pack(obj.partition_index, obj.replica_epoch, obj.replica_id, obj.last_offset_epoch, obj.last_offset)
+    else:
+        out += _S_iii.pack(obj.partition_index, obj.replica_epoch, obj.replica_id)
+        out += obj.replica_directory_id.bytes
+        out += obj.voter_directory_id.bytes
+    if v1_only:
+        out += _S_iq.pack(obj.last_offset_epoch, obj.last_offset)
+    elif v2_up:
+        out += _S_iqB.pack(obj.last_offset_epoch, obj.last_offset, obj.pre_vote)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData.PartitionData")
 
 
-def _dec_VoteRequest_PartitionData_v1(buf, cur, end):
-    """Decode VoteRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_partition_index__replica_id, pos, end)
-    f_partition_index, f_replica_epoch, f_replica_id = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    if end - pos < 16:
-        raise _w.short_read('replica_directory_id', pos, 16, end)
-    f_replica_directory_id = _w.uuid_at(buf, pos)
-    pos += 16
-    if end - pos < 16:
-        raise _w.short_read('voter_directory_id', pos, 16, end)
-    f_voter_directory_id = _w.uuid_at(buf, pos)
-    pos += 16
-    if end - pos < 12:
-        raise _w.short_run(_RUN_last_offset_epoch__last_offset, pos, end)
-    f_last_offset_epoch, f_last_offset = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(VoteRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.replica_epoch = f_replica_epoch
-    obj.replica_id = f_replica_id
-    obj.replica_directory_id = f_replica_directory_id
-    obj.voter_directory_id = f_voter_directory_id
-    obj.last_offset_epoch = f_last_offset_epoch
-    obj.last_offset = f_last_offset
-    obj.pre_vote = False
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_VoteRequest_PartitionData_v1(obj, out):
-    """Append the v1 layout of a VoteRequest.TopicData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("VoteRequest.TopicData.PartitionData expected, got None")
-    if obj.pre_vote != False:
-        raise _w.not_in_version("VoteRequest.TopicData.PartitionData.pre_vote", 1, "2")
-    out += _S_iii.pack(obj.partition_index, obj.replica_epoch, obj.replica_id)
-    out += obj.replica_directory_id.bytes
-    out += obj.voter_directory_id.bytes
-    out += _S_iq.pack(obj.last_offset_epoch, obj.last_offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData.PartitionData")
-
-
-def _dec_VoteRequest_PartitionData_v2(buf, cur, end):
-    """Decode VoteRequest.TopicData.PartitionData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_partition_index__replica_id, pos, end)
-    f_partition_index, f_replica_epoch, f_replica_id = _S_iii.unpack_from(buf, pos)
-    pos += 12
-    if end - pos < 16:
-        raise _w.short_read('replica_directory_id', pos, 16, end)
-    f_replica_directory_id = _w.uuid_at(buf, pos)
-    pos += 16
-    if end - pos < 16:
-        raise _w.short_read('voter_directory_id', pos, 16, end)
-    f_voter_directory_id = _w.uuid_at(buf, pos)
-    pos += 16
-    if end - pos < 13:
-        raise _w.short_run(_RUN_last_offset_epoch__pre_vote, pos, end)
-    f_last_offset_epoch, f_last_offset, f_pre_vote = _S_iqb.unpack_from(buf, pos)
-    pos += 13
-    if f_pre_vote != 0 and f_pre_vote != 1:
-        raise _w.bad_bool('pre_vote', pos - 1, f_pre_vote)
-    b_pre_vote = f_pre_vote == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(VoteRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.replica_epoch = f_replica_epoch
-    obj.replica_id = f_replica_id
-    obj.replica_directory_id = f_replica_directory_id
-    obj.voter_directory_id = f_voter_directory_id
-    obj.last_offset_epoch = f_last_offset_epoch
-    obj.last_offset = f_last_offset
-    obj.pre_vote = b_pre_vote
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_VoteRequest_PartitionData_v2(obj, out):
-    """Append the v2 layout of a VoteRequest.TopicData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("VoteRequest.TopicData.PartitionData expected, got None")
-    out += _S_iii.pack(obj.partition_index, obj.replica_epoch, obj.replica_id)
-    out += obj.replica_directory_id.bytes
-    out += obj.voter_directory_id.bytes
-    out += _S_iqB.pack(obj.last_offset_epoch, obj.last_offset, obj.pre_vote)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData.PartitionData")
-
-
-def _dec_VoteResponse_v0(buf, cur, end):
-    """Decode VoteResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_VoteResponse(buf, cur, end, version):
+    """Decode VoteResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_VoteResponse_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+    f_topics, pos = _w.read_structs(_partial(_dec_VoteResponse_TopicData, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    if v0_down:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+    else:
+        f_node_endpoints = []
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+            for tag, pos, t_end in spans:
+                if tag == 0:
+                    n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
+                    f_node_endpoints, pos = _w.read_structs(_partial(_dec_VoteResponse_NodeEndpoint, version=version), buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
+                    if pos != t_end:
+                        raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
+            pos = after
     obj = _new(VoteResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
-    obj.node_endpoints = []
+    if v0_down:
+        obj.node_endpoints = []
+    else:
+        obj.node_endpoints = f_node_endpoints
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_VoteResponse_v0(obj, out):
-    """Append the v0 layout of a VoteResponse to ``out``."""
+def _enc_VoteResponse(obj, out, version):
+    """Append in ``version`` a VoteResponse to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("VoteResponse expected, got None")
-    if obj.node_endpoints:
-        raise _w.not_in_version("VoteResponse.node_endpoints", 0, "1-2")
+    if v0_down:
+        if obj.node_endpoints:
+            raise _w.not_in_version("VoteResponse.node_endpoints", 0, "1-2")
     out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_VoteResponse_TopicData_v0, "VoteResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse")
-
-
-def _dec_VoteResponse_v1(buf, cur, end):
-    """Decode VoteResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_VoteResponse_TopicData_v0, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    f_node_endpoints = []
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
+    _w.put_structs(out, obj.topics, _partial(_enc_VoteResponse_TopicData, version=version), "VoteResponse.topics", False)
+    if v0_down:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse")
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
-                f_node_endpoints, pos = _w.read_structs(_dec_VoteResponse_NodeEndpoint_v1, buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
-        pos = after
-    obj = _new(VoteResponse)
-    obj.error_code = f_error_code
-    obj.topics = f_topics
-    obj.node_endpoints = f_node_endpoints
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        known = []
+        if obj.node_endpoints != []:
+            t = bytearray()
+            _w.put_structs(t, obj.node_endpoints, _partial(_enc_VoteResponse_NodeEndpoint, version=version), "VoteResponse.node_endpoints", False)
+            known.append((0, t))
+        if known or obj.unknown_tagged_fields:
+            _w.put_tag_section(out, known, obj.unknown_tagged_fields, "VoteResponse")
+        else:
+            out.append(0)
 
 
-def _enc_VoteResponse_v1(obj, out):
-    """Append the v1 layout of a VoteResponse to ``out``."""
-    if obj is None:
-        raise TypeError("VoteResponse expected, got None")
-    out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.topics, _enc_VoteResponse_TopicData_v0, "VoteResponse.topics", False)
-    known = []
-    if obj.node_endpoints != []:
-        t = bytearray()
-        _w.put_structs(t, obj.node_endpoints, _enc_VoteResponse_NodeEndpoint_v1, "VoteResponse.node_endpoints", False)
-        known.append((0, t))
-    if known or obj.unknown_tagged_fields:
-        _w.put_tag_section(out, known, obj.unknown_tagged_fields, "VoteResponse")
-    else:
-        out.append(0)
-
-
-def _dec_VoteResponse_TopicData_v0(buf, cur, end):
-    """Decode VoteResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_VoteResponse_TopicData(buf, cur, end, version):
+    """Decode VoteResponse.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
     f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_VoteResponse_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 16, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_VoteResponse_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 16, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(VoteResponse_TopicData)
     obj.topic_name = f_topic_name
@@ -444,20 +287,20 @@ def _dec_VoteResponse_TopicData_v0(buf, cur, end):
     return obj
 
 
-def _enc_VoteResponse_TopicData_v0(obj, out):
-    """Append the v0 layout of a VoteResponse.TopicData to ``out``."""
+def _enc_VoteResponse_TopicData(obj, out, version):
+    """Append in ``version`` a VoteResponse.TopicData to ``out``."""
     if obj is None:
         raise TypeError("VoteResponse.TopicData expected, got None")
     f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "VoteResponse.TopicData.topic_name", False)
     _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _enc_VoteResponse_PartitionData_v0, "VoteResponse.TopicData.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_VoteResponse_PartitionData, version=version), "VoteResponse.TopicData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData")
 
 
-def _dec_VoteResponse_PartitionData_v0(buf, cur, end):
-    """Decode VoteResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_VoteResponse_PartitionData(buf, cur, end, version):
+    """Decode VoteResponse.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 15:
         raise _w.short_run(_RUN_partition_index__vote_granted, pos, end)
@@ -478,16 +321,16 @@ def _dec_VoteResponse_PartitionData_v0(buf, cur, end):
     return obj
 
 
-def _enc_VoteResponse_PartitionData_v0(obj, out):
-    """Append the v0 layout of a VoteResponse.TopicData.PartitionData to ``out``."""
+def _enc_VoteResponse_PartitionData(obj, out, version):
+    """Append in ``version`` a VoteResponse.TopicData.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("VoteResponse.TopicData.PartitionData expected, got None")
     out += _S_ihiiB.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.vote_granted)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData.PartitionData")
 
 
-def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
-    """Decode VoteResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_VoteResponse_NodeEndpoint(buf, cur, end, version):
+    """Decode VoteResponse.NodeEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
@@ -509,8 +352,8 @@ def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
     return obj
 
 
-def _enc_VoteResponse_NodeEndpoint_v1(obj, out):
-    """Append the v1 layout of a VoteResponse.NodeEndpoint to ``out``."""
+def _enc_VoteResponse_NodeEndpoint(obj, out, version):
+    """Append in ``version`` a VoteResponse.NodeEndpoint to ``out``."""
     if obj is None:
         raise TypeError("VoteResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
@@ -627,8 +470,8 @@ class VoteRequest(Message):
         FieldInfo('topics', (0, 2), None, None, True, VoteRequest_TopicData, None, '[]TopicData'),
     )
     TopicData = VoteRequest_TopicData
-    _DECODERS = {0: _dec_VoteRequest_v0, 1: _dec_VoteRequest_v1, 2: _dec_VoteRequest_v2}
-    _ENCODERS = {0: _enc_VoteRequest_v0, 1: _enc_VoteRequest_v1, 2: _enc_VoteRequest_v2}
+    _DECODERS = _decoders(_dec_VoteRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_VoteRequest, range(0, 3))
     API_KEY = 52
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -778,9 +621,8 @@ class VoteResponse(Message):
     )
     TopicData = VoteResponse_TopicData
     NodeEndpoint = VoteResponse_NodeEndpoint
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed the request only.
-    _DECODERS = {0: _dec_VoteResponse_v0, 1: _dec_VoteResponse_v1, 2: _dec_VoteResponse_v1}
-    _ENCODERS = {0: _enc_VoteResponse_v0, 1: _enc_VoteResponse_v1, 2: _enc_VoteResponse_v1}
+    _DECODERS = _decoders(_dec_VoteResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_VoteResponse, range(0, 3))
     API_KEY = 52
     KIND = 'response'
     VALID_VERSIONS = (0, 2)

@@ -8,10 +8,12 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['WriteShareGroupStateRequest', 'WriteShareGroupStateResponse']
@@ -29,13 +31,13 @@ _RUN_partition__start_offset = (('partition', 0, 4), ('state_epoch', 4, 4), ('le
 _new = Struct.__new__
 
 
-def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
-    """Decode WriteShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteShareGroupStateRequest(buf, cur, end, version):
+    """Decode WriteShareGroupStateRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
     f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
     n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_WriteShareGroupStateRequest_WriteStateData_v0, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+    f_topics, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateRequest_WriteStateData, version=version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteShareGroupStateRequest)
     obj.group_id = f_group_id
@@ -45,55 +47,31 @@ def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
     return obj
 
 
-def _enc_WriteShareGroupStateRequest_v0(obj, out):
-    """Append the v0 layout of a WriteShareGroupStateRequest to ``out``."""
+def _enc_WriteShareGroupStateRequest(obj, out, version):
+    """Append in ``version`` a WriteShareGroupStateRequest to ``out``."""
     if obj is None:
         raise TypeError("WriteShareGroupStateRequest expected, got None")
     f_group_id, n_group_id = _w.encode_text(obj.group_id, "WriteShareGroupStateRequest.group_id", False)
     _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _enc_WriteShareGroupStateRequest_WriteStateData_v0, "WriteShareGroupStateRequest.topics", False)
+    _w.put_structs(out, obj.topics, _partial(_enc_WriteShareGroupStateRequest_WriteStateData, version=version), "WriteShareGroupStateRequest.topics", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest")
 
 
-def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
-    """Decode WriteShareGroupStateRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_WriteShareGroupStateRequest_WriteStateData_v1, buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteShareGroupStateRequest)
-    obj.group_id = f_group_id
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteShareGroupStateRequest_v1(obj, out):
-    """Append the v1 layout of a WriteShareGroupStateRequest to ``out``."""
-    if obj is None:
-        raise TypeError("WriteShareGroupStateRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "WriteShareGroupStateRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
-    if n_group_id > 0:
-        out += f_group_id
-    _w.put_structs(out, obj.topics, _enc_WriteShareGroupStateRequest_WriteStateData_v1, "WriteShareGroupStateRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest")
-
-
-def _dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end):
-    """Decode WriteShareGroupStateRequest.WriteStateData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteShareGroupStateRequest_WriteStateData(buf, cur, end, version):
+    """Decode WriteShareGroupStateRequest.WriteStateData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_WriteShareGroupStateRequest_PartitionData_v0, buf, cur, pos, end, n_partitions, 'partitions', 22, 1, False)
+    if v0_down:
+        f_partitions, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 22, 1, False)
+    else:
+        f_partitions, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateRequest_PartitionData, version=version), buf, cur, pos, end, n_partitions, 'partitions', 26, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteShareGroupStateRequest_WriteStateData)
     obj.topic_id = f_topic_id
@@ -103,108 +81,64 @@ def _dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end):
     return obj
 
 
-def _enc_WriteShareGroupStateRequest_WriteStateData_v0(obj, out):
-    """Append the v0 layout of a WriteShareGroupStateRequest.WriteStateData to ``out``."""
+def _enc_WriteShareGroupStateRequest_WriteStateData(obj, out, version):
+    """Append in ``version`` a WriteShareGroupStateRequest.WriteStateData to ``out``."""
     if obj is None:
         raise TypeError("WriteShareGroupStateRequest.WriteStateData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_WriteShareGroupStateRequest_PartitionData_v0, "WriteShareGroupStateRequest.WriteStateData.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_WriteShareGroupStateRequest_PartitionData, version=version), "WriteShareGroupStateRequest.WriteStateData.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData")
 
 
-def _dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end):
-    """Decode WriteShareGroupStateRequest.WriteStateData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteShareGroupStateRequest_PartitionData(buf, cur, end, version):
+    """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_WriteShareGroupStateRequest_PartitionData_v1, buf, cur, pos, end, n_partitions, 'partitions', 26, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteShareGroupStateRequest_WriteStateData)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteShareGroupStateRequest_WriteStateData_v1(obj, out):
-    """Append the v1 layout of a WriteShareGroupStateRequest.WriteStateData to ``out``."""
-    if obj is None:
-        raise TypeError("WriteShareGroupStateRequest.WriteStateData expected, got None")
-    out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_WriteShareGroupStateRequest_PartitionData_v1, "WriteShareGroupStateRequest.WriteStateData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData")
-
-
-def _dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
-    """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 20:
-        raise _w.short_run(_RUN_partition__start_offset, pos, end)
-    f_partition, f_state_epoch, f_leader_epoch, f_start_offset = _S_iiiq.unpack_from(buf, pos)
-    pos += 20
+    if v0_down:
+        if end - pos < 20:
+            raise _w.short_run(_RUN_partition__start_offset, pos, end)
+        f_partition, f_state_epoch, f_leader_epoch, f_start_offset = _S_iiiq.unpack_from(buf, pos)
+        pos += 20
+    else:
+        if end - pos < 24:
+            raise _w.short_run(_RUN_partition__delivery_complete_count, pos, end)
+        f_partition, f_state_epoch, f_leader_epoch, f_start_offset, f_delivery_complete_count = _S_iiiqi.unpack_from(buf, pos)
+        pos += 24
     n_state_batches, pos = _w.read_compact_length(buf, pos, end, 'state_batches')
-    f_state_batches, pos = _w.read_structs(_dec_WriteShareGroupStateRequest_StateBatch_v0, buf, cur, pos, end, n_state_batches, 'state_batches', 20, 1, False)
+    f_state_batches, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateRequest_StateBatch, version=version), buf, cur, pos, end, n_state_batches, 'state_batches', 20, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteShareGroupStateRequest_PartitionData)
     obj.partition = f_partition
     obj.state_epoch = f_state_epoch
     obj.leader_epoch = f_leader_epoch
     obj.start_offset = f_start_offset
-    obj.delivery_complete_count = -1
+    if v0_down:
+        obj.delivery_complete_count = -1
+    else:
+        obj.delivery_complete_count = f_delivery_complete_count
     obj.state_batches = f_state_batches
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_WriteShareGroupStateRequest_PartitionData_v0(obj, out):
-    """Append the v0 layout of a WriteShareGroupStateRequest.WriteStateData.PartitionData to ``out``."""
+def _enc_WriteShareGroupStateRequest_PartitionData(obj, out, version):
+    """Append in ``version`` a WriteShareGroupStateRequest.WriteStateData.PartitionData to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("WriteShareGroupStateRequest.WriteStateData.PartitionData expected, got None")
-    if obj.delivery_complete_count != -1:
-        raise _w.not_in_version("WriteShareGroupStateRequest.WriteStateData.PartitionData.delivery_complete_count", 0, "1")
-    out += _S_iiiq.pack(obj.partition, obj.state_epoch, obj.leader_epoch, obj.start_offset)
-    _w.put_structs(out, obj.state_batches, _enc_WriteShareGroupStateRequest_StateBatch_v0, "WriteShareGroupStateRequest.WriteStateData.PartitionData.state_batches", False)
+    if v0_down:
+        if obj.delivery_complete_count != -1:
+            raise _w.not_in_version("WriteShareGroupStateRequest.WriteStateData.PartitionData.delivery_complete_count", 0, "1")
+        out += _S_iiiq.pack(obj.partition, obj.state_epoch, obj.leader_epoch, obj.start_offset)
+    else:
+        out += _S_iiiqi.pack(obj.partition, obj.state_epoch, obj.leader_epoch, obj.start_offset, obj.delivery_complete_count)
+    _w.put_structs(out, obj.state_batches, _partial(_enc_WriteShareGroupStateRequest_StateBatch, version=version), "WriteShareGroupStateRequest.WriteStateData.PartitionData.state_batches", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData")
 
 
-def _dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end):
-    """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 24:
-        raise _w.short_run(_RUN_partition__delivery_complete_count, pos, end)
-    f_partition, f_state_epoch, f_leader_epoch, f_start_offset, f_delivery_complete_count = _S_iiiqi.unpack_from(buf, pos)
-    pos += 24
-    n_state_batches, pos = _w.read_compact_length(buf, pos, end, 'state_batches')
-    f_state_batches, pos = _w.read_structs(_dec_WriteShareGroupStateRequest_StateBatch_v0, buf, cur, pos, end, n_state_batches, 'state_batches', 20, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteShareGroupStateRequest_PartitionData)
-    obj.partition = f_partition
-    obj.state_epoch = f_state_epoch
-    obj.leader_epoch = f_leader_epoch
-    obj.start_offset = f_start_offset
-    obj.delivery_complete_count = f_delivery_complete_count
-    obj.state_batches = f_state_batches
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteShareGroupStateRequest_PartitionData_v1(obj, out):
-    """Append the v1 layout of a WriteShareGroupStateRequest.WriteStateData.PartitionData to ``out``."""
-    if obj is None:
-        raise TypeError("WriteShareGroupStateRequest.WriteStateData.PartitionData expected, got None")
-    out += _S_iiiqi.pack(obj.partition, obj.state_epoch, obj.leader_epoch, obj.start_offset, obj.delivery_complete_count)
-    _w.put_structs(out, obj.state_batches, _enc_WriteShareGroupStateRequest_StateBatch_v0, "WriteShareGroupStateRequest.WriteStateData.PartitionData.state_batches", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData")
-
-
-def _dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end):
-    """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteShareGroupStateRequest_StateBatch(buf, cur, end, version):
+    """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 19:
         raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
@@ -221,19 +155,19 @@ def _dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end):
     return obj
 
 
-def _enc_WriteShareGroupStateRequest_StateBatch_v0(obj, out):
-    """Append the v0 layout of a WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch to ``out``."""
+def _enc_WriteShareGroupStateRequest_StateBatch(obj, out, version):
+    """Append in ``version`` a WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch to ``out``."""
     if obj is None:
         raise TypeError("WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch expected, got None")
     out += _S_qqbh.pack(obj.first_offset, obj.last_offset, obj.delivery_state, obj.delivery_count)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch")
 
 
-def _dec_WriteShareGroupStateResponse_v0(buf, cur, end):
-    """Decode WriteShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteShareGroupStateResponse(buf, cur, end, version):
+    """Decode WriteShareGroupStateResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_dec_WriteShareGroupStateResponse_WriteStateResult_v0, buf, cur, pos, end, n_results, 'results', 18, 1, False)
+    f_results, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateResponse_WriteStateResult, version=version), buf, cur, pos, end, n_results, 'results', 18, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteShareGroupStateResponse)
     obj.results = f_results
@@ -242,23 +176,23 @@ def _dec_WriteShareGroupStateResponse_v0(buf, cur, end):
     return obj
 
 
-def _enc_WriteShareGroupStateResponse_v0(obj, out):
-    """Append the v0 layout of a WriteShareGroupStateResponse to ``out``."""
+def _enc_WriteShareGroupStateResponse(obj, out, version):
+    """Append in ``version`` a WriteShareGroupStateResponse to ``out``."""
     if obj is None:
         raise TypeError("WriteShareGroupStateResponse expected, got None")
-    _w.put_structs(out, obj.results, _enc_WriteShareGroupStateResponse_WriteStateResult_v0, "WriteShareGroupStateResponse.results", False)
+    _w.put_structs(out, obj.results, _partial(_enc_WriteShareGroupStateResponse_WriteStateResult, version=version), "WriteShareGroupStateResponse.results", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse")
 
 
-def _dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end):
-    """Decode WriteShareGroupStateResponse.WriteStateResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteShareGroupStateResponse_WriteStateResult(buf, cur, end, version):
+    """Decode WriteShareGroupStateResponse.WriteStateResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_WriteShareGroupStateResponse_PartitionResult_v0, buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
+    f_partitions, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateResponse_PartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
     unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteShareGroupStateResponse_WriteStateResult)
     obj.topic_id = f_topic_id
@@ -268,17 +202,17 @@ def _dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end):
     return obj
 
 
-def _enc_WriteShareGroupStateResponse_WriteStateResult_v0(obj, out):
-    """Append the v0 layout of a WriteShareGroupStateResponse.WriteStateResult to ``out``."""
+def _enc_WriteShareGroupStateResponse_WriteStateResult(obj, out, version):
+    """Append in ``version`` a WriteShareGroupStateResponse.WriteStateResult to ``out``."""
     if obj is None:
         raise TypeError("WriteShareGroupStateResponse.WriteStateResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _enc_WriteShareGroupStateResponse_PartitionResult_v0, "WriteShareGroupStateResponse.WriteStateResult.partitions", False)
+    _w.put_structs(out, obj.partitions, _partial(_enc_WriteShareGroupStateResponse_PartitionResult, version=version), "WriteShareGroupStateResponse.WriteStateResult.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult")
 
 
-def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
-    """Decode WriteShareGroupStateResponse.WriteStateResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteShareGroupStateResponse_PartitionResult(buf, cur, end, version):
+    """Decode WriteShareGroupStateResponse.WriteStateResult.PartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
@@ -296,8 +230,8 @@ def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     return obj
 
 
-def _enc_WriteShareGroupStateResponse_PartitionResult_v0(obj, out):
-    """Append the v0 layout of a WriteShareGroupStateResponse.WriteStateResult.PartitionResult to ``out``."""
+def _enc_WriteShareGroupStateResponse_PartitionResult(obj, out, version):
+    """Append in ``version`` a WriteShareGroupStateResponse.WriteStateResult.PartitionResult to ``out``."""
     if obj is None:
         raise TypeError("WriteShareGroupStateResponse.WriteStateResult.PartitionResult expected, got None")
     out += _S_ih.pack(obj.partition, obj.error_code)
@@ -441,8 +375,8 @@ class WriteShareGroupStateRequest(Message):
         FieldInfo('topics', (0, 1), None, None, True, WriteShareGroupStateRequest_WriteStateData, None, '[]WriteStateData'),
     )
     WriteStateData = WriteShareGroupStateRequest_WriteStateData
-    _DECODERS = {0: _dec_WriteShareGroupStateRequest_v0, 1: _dec_WriteShareGroupStateRequest_v1}
-    _ENCODERS = {0: _enc_WriteShareGroupStateRequest_v0, 1: _enc_WriteShareGroupStateRequest_v1}
+    _DECODERS = _decoders(_dec_WriteShareGroupStateRequest, range(0, 2))
+    _ENCODERS = _encoders(_enc_WriteShareGroupStateRequest, range(0, 2))
     API_KEY = 85
     KIND = 'request'
     VALID_VERSIONS = (0, 1)
@@ -544,9 +478,8 @@ class WriteShareGroupStateResponse(Message):
         FieldInfo('results', (0, 1), None, None, True, WriteShareGroupStateResponse_WriteStateResult, None, '[]WriteStateResult'),
     )
     WriteStateResult = WriteShareGroupStateResponse_WriteStateResult
-    # v1 uses the v0 codecs: the bytes are the same; v1 changed the request only.
-    _DECODERS = {0: _dec_WriteShareGroupStateResponse_v0, 1: _dec_WriteShareGroupStateResponse_v0}
-    _ENCODERS = {0: _enc_WriteShareGroupStateResponse_v0, 1: _enc_WriteShareGroupStateResponse_v0}
+    _DECODERS = _decoders(_dec_WriteShareGroupStateResponse, range(0, 2))
+    _ENCODERS = _encoders(_enc_WriteShareGroupStateResponse, range(0, 2))
     API_KEY = 85
     KIND = 'response'
     VALID_VERSIONS = (0, 1)

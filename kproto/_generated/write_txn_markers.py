@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
+from kproto.codec_versions import decoders as _decoders, encoders as _encoders
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']
@@ -44,230 +46,194 @@ _new = Struct.__new__
 _A_i = _w.SMALL_ARRAYS["i"]
 
 
-def _dec_WriteTxnMarkersRequest_v0(buf, cur, end):
-    """Decode WriteTxnMarkersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteTxnMarkersRequest(buf, cur, end, version):
+    """Decode WriteTxnMarkersRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_only = version == 1
+    v1_up = version >= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_markers, pos, end)
-    n_markers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_markers, pos = _w.read_structs(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v0, buf, cur, pos, end, n_markers, 'markers', 19, 4, False)
-    obj = _new(WriteTxnMarkersRequest)
-    obj.markers = f_markers
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteTxnMarkersRequest_v0(obj, out):
-    """Append the v0 layout of a WriteTxnMarkersRequest to ``out``."""
-    if obj is None:
-        raise TypeError("WriteTxnMarkersRequest expected, got None")
-    f_markers = obj.markers
-    if f_markers is None:
-        raise _w.not_nullable("WriteTxnMarkersRequest.markers")
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_markers, pos, end)
+        n_markers = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_markers, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersRequest_WritableTxnMarker, version=version), buf, cur, pos, end, n_markers, 'markers', 19, 4, False)
     else:
-        n_markers = len(f_markers)
-    out += _S_i.pack(n_markers)
-    for item in f_markers:
-        _enc_WriteTxnMarkersRequest_WritableTxnMarker_v0(item, out)
-
-
-def _dec_WriteTxnMarkersRequest_v1(buf, cur, end):
-    """Decode WriteTxnMarkersRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_markers, pos = _w.read_compact_length(buf, pos, end, 'markers')
-    f_markers, pos = _w.read_structs(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v1, buf, cur, pos, end, n_markers, 'markers', 17, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        n_markers, pos = _w.read_compact_length(buf, pos, end, 'markers')
+    if v1_only:
+        f_markers, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersRequest_WritableTxnMarker, version=version), buf, cur, pos, end, n_markers, 'markers', 17, 1, False)
+    elif v2_up:
+        f_markers, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersRequest_WritableTxnMarker, version=version), buf, cur, pos, end, n_markers, 'markers', 18, 1, False)
+    if v1_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteTxnMarkersRequest)
     obj.markers = f_markers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteTxnMarkersRequest_v1(obj, out):
-    """Append the v1 layout of a WriteTxnMarkersRequest to ``out``."""
-    if obj is None:
-        raise TypeError("WriteTxnMarkersRequest expected, got None")
-    _w.put_structs(out, obj.markers, _enc_WriteTxnMarkersRequest_WritableTxnMarker_v1, "WriteTxnMarkersRequest.markers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest")
-
-
-def _dec_WriteTxnMarkersRequest_v2(buf, cur, end):
-    """Decode WriteTxnMarkersRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_markers, pos = _w.read_compact_length(buf, pos, end, 'markers')
-    f_markers, pos = _w.read_structs(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v2, buf, cur, pos, end, n_markers, 'markers', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersRequest)
-    obj.markers = f_markers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteTxnMarkersRequest_v2(obj, out):
-    """Append the v2 layout of a WriteTxnMarkersRequest to ``out``."""
-    if obj is None:
-        raise TypeError("WriteTxnMarkersRequest expected, got None")
-    _w.put_structs(out, obj.markers, _enc_WriteTxnMarkersRequest_WritableTxnMarker_v2, "WriteTxnMarkersRequest.markers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest")
-
-
-def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end):
-    """Decode WriteTxnMarkersRequest.WritableTxnMarker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 15:
-        raise _w.short_run(_RUN_producer_id__topics, pos, end)
-    f_producer_id, f_producer_epoch, f_transaction_result, n_topics = _S_qhbi.unpack_from(buf, pos)
-    pos += 15
-    if f_transaction_result != 0 and f_transaction_result != 1:
-        raise _w.bad_bool('transaction_result', pos - 5, f_transaction_result)
-    b_transaction_result = f_transaction_result == 1
-    f_topics, pos = _w.read_structs(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_coordinator_epoch, pos, end)
-    f_coordinator_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(WriteTxnMarkersRequest_WritableTxnMarker)
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.transaction_result = b_transaction_result
-    obj.topics = f_topics
-    obj.coordinator_epoch = f_coordinator_epoch
-    obj.transaction_version = 0
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v0(obj, out):
-    """Append the v0 layout of a WriteTxnMarkersRequest.WritableTxnMarker to ``out``."""
-    if obj is None:
-        raise TypeError("WriteTxnMarkersRequest.WritableTxnMarker expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.topics")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_topics = len(f_topics)
-    out += _S_qhBi.pack(obj.producer_id, obj.producer_epoch, obj.transaction_result, n_topics)
-    for item in f_topics:
-        _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(item, out)
-    out += _S_i.pack(obj.coordinator_epoch)
+        obj.unknown_tagged_fields = unknown
+    cur.pos = pos
+    return obj
 
 
-def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end):
-    """Decode WriteTxnMarkersRequest.WritableTxnMarker (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _enc_WriteTxnMarkersRequest(obj, out, version):
+    """Append in ``version`` a WriteTxnMarkersRequest to ``out``."""
+    v0_down = version <= 0
+    if obj is None:
+        raise TypeError("WriteTxnMarkersRequest expected, got None")
+    if v0_down:
+        f_markers = obj.markers
+        if f_markers is None:
+            raise _w.not_nullable("WriteTxnMarkersRequest.markers")
+        else:
+            n_markers = len(f_markers)
+        out += _S_i.pack(n_markers)
+        for item in f_markers:
+            _enc_WriteTxnMarkersRequest_WritableTxnMarker(item, out, version)
+    else:
+        _w.put_structs(out, obj.markers, _partial(_enc_WriteTxnMarkersRequest_WritableTxnMarker, version=version), "WriteTxnMarkersRequest.markers", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest")
+
+
+def _dec_WriteTxnMarkersRequest_WritableTxnMarker(buf, cur, end, version):
+    """Decode WriteTxnMarkersRequest.WritableTxnMarker (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_up = version >= 1
+    v2_up = version >= 2
     pos = cur.pos
-    if end - pos < 11:
-        raise _w.short_run(_RUN_producer_id__transaction_result, pos, end)
-    f_producer_id, f_producer_epoch, f_transaction_result = _S_qhb.unpack_from(buf, pos)
-    pos += 11
+    if v0_down:
+        if end - pos < 15:
+            raise _w.short_run(_RUN_producer_id__topics, pos, end)
+        f_producer_id, f_producer_epoch, f_transaction_result, n_topics = _S_qhbi.unpack_from(buf, pos)
+        pos += 15
+    else:
+        if end - pos < 11:
+            raise _w.short_run(_RUN_producer_id__transaction_result, pos, end)
+        f_producer_id, f_producer_epoch, f_transaction_result = _S_qhb.unpack_from(buf, pos)
+        pos += 11
     if f_transaction_result != 0 and f_transaction_result != 1:
-        raise _w.bad_bool('transaction_result', pos - 1, f_transaction_result)
+        if v0_down:
+            raise _w.bad_bool('transaction_result', pos - 5, f_transaction_result)
+        else:
+            raise _w.bad_bool('transaction_result', pos - 1, f_transaction_result)
     b_transaction_result = f_transaction_result == 1
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_coordinator_epoch, pos, end)
-    f_coordinator_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if v0_down:
+        f_topics, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    if v1_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_coordinator_epoch, pos, end)
+        f_coordinator_epoch = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        if end - pos < 5:
+            raise _w.short_run(_RUN_coordinator_epoch__transaction_version, pos, end)
+        f_coordinator_epoch, f_transaction_version = _S_ib.unpack_from(buf, pos)
+        pos += 5
+    if v1_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteTxnMarkersRequest_WritableTxnMarker)
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
     obj.transaction_result = b_transaction_result
     obj.topics = f_topics
     obj.coordinator_epoch = f_coordinator_epoch
-    obj.transaction_version = 0
-    obj.unknown_tagged_fields = unknown
+    if v1_down:
+        obj.transaction_version = 0
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    elif v2_up:
+        obj.transaction_version = f_transaction_version
+    if v1_up:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v1(obj, out):
-    """Append the v1 layout of a WriteTxnMarkersRequest.WritableTxnMarker to ``out``."""
+def _enc_WriteTxnMarkersRequest_WritableTxnMarker(obj, out, version):
+    """Append in ``version`` a WriteTxnMarkersRequest.WritableTxnMarker to ``out``."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("WriteTxnMarkersRequest.WritableTxnMarker expected, got None")
-    out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.transaction_result)
-    _w.put_structs(out, obj.topics, _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1, "WriteTxnMarkersRequest.WritableTxnMarker.topics", False)
-    out += _S_i.pack(obj.coordinator_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker")
+    if v0_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_qhBi.pack(obj.producer_id, obj.producer_epoch, obj.transaction_result, n_topics)
+        for item in f_topics:
+            _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic(item, out, version)
+    else:
+        out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.transaction_result)
+        _w.put_structs(out, obj.topics, _partial(_enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic, version=version), "WriteTxnMarkersRequest.WritableTxnMarker.topics", False)
+    if v1_down:
+        out += _S_i.pack(obj.coordinator_epoch)
+    else:
+        out += _S_ib.pack(obj.coordinator_epoch, obj.transaction_version)
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker")
 
 
-def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end):
-    """Decode WriteTxnMarkersRequest.WritableTxnMarker (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic(buf, cur, end, version):
+    """Decode WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
-    if end - pos < 11:
-        raise _w.short_run(_RUN_producer_id__transaction_result, pos, end)
-    f_producer_id, f_producer_epoch, f_transaction_result = _S_qhb.unpack_from(buf, pos)
-    pos += 11
-    if f_transaction_result != 0 and f_transaction_result != 1:
-        raise _w.bad_bool('transaction_result', pos - 1, f_transaction_result)
-    b_transaction_result = f_transaction_result == 1
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    if end - pos < 5:
-        raise _w.short_run(_RUN_coordinator_epoch__transaction_version, pos, end)
-    f_coordinator_epoch, f_transaction_version = _S_ib.unpack_from(buf, pos)
-    pos += 5
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersRequest_WritableTxnMarker)
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.transaction_result = b_transaction_result
-    obj.topics = f_topics
-    obj.coordinator_epoch = f_coordinator_epoch
-    obj.transaction_version = f_transaction_version
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v2(obj, out):
-    """Append the v2 layout of a WriteTxnMarkersRequest.WritableTxnMarker to ``out``."""
-    if obj is None:
-        raise TypeError("WriteTxnMarkersRequest.WritableTxnMarker expected, got None")
-    out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.transaction_result)
-    _w.put_structs(out, obj.topics, _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1, "WriteTxnMarkersRequest.WritableTxnMarker.topics", False)
-    out += _S_ib.pack(obj.coordinator_epoch, obj.transaction_version)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker")
-
-
-def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end):
-    """Decode WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_indexes, pos, end)
-    n_partition_indexes = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partition_indexes, pos, end)
+        n_partition_indexes = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_partition_indexes, pos = _w.read_compact_length(buf, pos, end, 'partition_indexes')
     if n_partition_indexes < 0 or n_partition_indexes > (end - pos) // 4:
-        raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
+        if v0_down:
+            raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
+        else:
+            raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if n_partition_indexes < _w.SMALL_ARRAY_MAX:
         f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
+    if v1_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(obj, out):
-    """Append the v0 layout of a WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic to ``out``."""
+def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic(obj, out, version):
+    """Append in ``version`` a WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic to ``out``."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name", False)
-    out += _S_h.pack(n_name)
+    if v0_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -275,268 +241,195 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(obj, out):
         raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.partition_indexes")
     else:
         n_partition_indexes = len(f_partition_indexes)
-    out += _S_i.pack(n_partition_indexes)
-    out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
-
-
-def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
-    """Decode WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partition_indexes, pos = _w.read_compact_length(buf, pos, end, 'partition_indexes')
-    if n_partition_indexes < 0 or n_partition_indexes > (end - pos) // 4:
-        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
-    if n_partition_indexes < _w.SMALL_ARRAY_MAX:
-        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
+    if v0_down:
+        out += _S_i.pack(n_partition_indexes)
     else:
-        f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
-    pos += n_partition_indexes * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
-    obj.name = f_name
-    obj.partition_indexes = f_partition_indexes
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(obj, out):
-    """Append the v1 layout of a WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic to ``out``."""
-    if obj is None:
-        raise TypeError("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name", False)
-    _w.put_uvarint(out, n_name + 1)
-    if n_name > 0:
-        out += f_name
-    f_partition_indexes = obj.partition_indexes
-    if f_partition_indexes is None:
-        raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.partition_indexes")
-    else:
-        n_partition_indexes = len(f_partition_indexes)
-    _w.put_uvarint(out, n_partition_indexes + 1)
+        _w.put_uvarint(out, n_partition_indexes + 1)
     out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic")
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic")
 
 
-def _dec_WriteTxnMarkersResponse_v0(buf, cur, end):
-    """Decode WriteTxnMarkersResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteTxnMarkersResponse(buf, cur, end, version):
+    """Decode WriteTxnMarkersResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_markers, pos, end)
-    n_markers = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_markers, pos = _w.read_structs(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0, buf, cur, pos, end, n_markers, 'markers', 12, 4, False)
+    if v0_down:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_markers, pos, end)
+        n_markers = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_markers, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult, version=version), buf, cur, pos, end, n_markers, 'markers', 12, 4, False)
+    else:
+        n_markers, pos = _w.read_compact_length(buf, pos, end, 'markers')
+        f_markers, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult, version=version), buf, cur, pos, end, n_markers, 'markers', 10, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteTxnMarkersResponse)
     obj.markers = f_markers
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteTxnMarkersResponse_v0(obj, out):
-    """Append the v0 layout of a WriteTxnMarkersResponse to ``out``."""
-    if obj is None:
-        raise TypeError("WriteTxnMarkersResponse expected, got None")
-    f_markers = obj.markers
-    if f_markers is None:
-        raise _w.not_nullable("WriteTxnMarkersResponse.markers")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_markers = len(f_markers)
-    out += _S_i.pack(n_markers)
-    for item in f_markers:
-        _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(item, out)
-
-
-def _dec_WriteTxnMarkersResponse_v1(buf, cur, end):
-    """Decode WriteTxnMarkersResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_markers, pos = _w.read_compact_length(buf, pos, end, 'markers')
-    f_markers, pos = _w.read_structs(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1, buf, cur, pos, end, n_markers, 'markers', 10, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersResponse)
-    obj.markers = f_markers
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_WriteTxnMarkersResponse_v1(obj, out):
-    """Append the v1 layout of a WriteTxnMarkersResponse to ``out``."""
+def _enc_WriteTxnMarkersResponse(obj, out, version):
+    """Append in ``version`` a WriteTxnMarkersResponse to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("WriteTxnMarkersResponse expected, got None")
-    _w.put_structs(out, obj.markers, _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1, "WriteTxnMarkersResponse.markers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse")
+    if v0_down:
+        f_markers = obj.markers
+        if f_markers is None:
+            raise _w.not_nullable("WriteTxnMarkersResponse.markers")
+        else:
+            n_markers = len(f_markers)
+        out += _S_i.pack(n_markers)
+        for item in f_markers:
+            _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult(item, out, version)
+    else:
+        _w.put_structs(out, obj.markers, _partial(_enc_WriteTxnMarkersResponse_WritableTxnMarkerResult, version=version), "WriteTxnMarkersResponse.markers", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse")
 
 
-def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end):
-    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult(buf, cur, end, version):
+    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_producer_id__topics_2, pos, end)
-    f_producer_id, n_topics = _S_qi.unpack_from(buf, pos)
-    pos += 12
-    f_topics, pos = _w.read_structs(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0, buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if v0_down:
+        if end - pos < 12:
+            raise _w.short_run(_RUN_producer_id__topics_2, pos, end)
+        f_producer_id, n_topics = _S_qi.unpack_from(buf, pos)
+        pos += 12
+        f_topics, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, version=version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    else:
+        if end - pos < 8:
+            raise _w.short_run(_RUN_producer_id, pos, end)
+        f_producer_id = _S_q.unpack_from(buf, pos)[0]
+        pos += 8
+        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        f_topics, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, version=version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerResult)
     obj.producer_id = f_producer_id
     obj.topics = f_topics
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(obj, out):
-    """Append the v0 layout of a WriteTxnMarkersResponse.WritableTxnMarkerResult to ``out``."""
-    if obj is None:
-        raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult expected, got None")
-    f_topics = obj.topics
-    if f_topics is None:
-        raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.topics")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_topics = len(f_topics)
-    out += _S_qi.pack(obj.producer_id, n_topics)
-    for item in f_topics:
-        _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(item, out)
-
-
-def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end):
-    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_producer_id, pos, end)
-    f_producer_id = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1, buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerResult)
-    obj.producer_id = f_producer_id
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(obj, out):
-    """Append the v1 layout of a WriteTxnMarkersResponse.WritableTxnMarkerResult to ``out``."""
+def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult(obj, out, version):
+    """Append in ``version`` a WriteTxnMarkersResponse.WritableTxnMarkerResult to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult expected, got None")
-    out += _S_q.pack(obj.producer_id)
-    _w.put_structs(out, obj.topics, _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1, "WriteTxnMarkersResponse.WritableTxnMarkerResult.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult")
+    if v0_down:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.topics")
+        else:
+            n_topics = len(f_topics)
+        out += _S_qi.pack(obj.producer_id, n_topics)
+        for item in f_topics:
+            _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(item, out, version)
+    else:
+        out += _S_q.pack(obj.producer_id)
+        _w.put_structs(out, obj.topics, _partial(_enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, version=version), "WriteTxnMarkersResponse.WritableTxnMarkerResult.topics", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult")
 
 
-def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
-    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(buf, cur, end, version):
+    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0, buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
+    if v0_down:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_name, pos, end)
+        n_name = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
+        if end - pos < 4:
+            raise _w.short_run(_RUN_partitions, pos, end)
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        f_partitions, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
+    else:
+        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
+        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
+        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
+        f_partitions, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, version=version), buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
     obj.name = f_name
     obj.partitions = f_partitions
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(obj, out):
-    """Append the v0 layout of a WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult to ``out``."""
-    if obj is None:
-        raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name", False)
-    out += _S_h.pack(n_name)
-    if n_name > 0:
-        out += f_name
-    f_partitions = obj.partitions
-    if f_partitions is None:
-        raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions")
+    if v0_down:
+        obj.unknown_tagged_fields = []
     else:
-        n_partitions = len(f_partitions)
-    out += _S_i.pack(n_partitions)
-    for item in f_partitions:
-        _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(item, out)
-
-
-def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
-    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1, buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(obj, out):
-    """Append the v1 layout of a WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult to ``out``."""
+def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(obj, out, version):
+    """Append in ``version`` a WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult to ``out``."""
+    v0_down = version <= 0
     if obj is None:
         raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult expected, got None")
     f_name, n_name = _w.encode_text(obj.name, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    if v0_down:
+        out += _S_h.pack(n_name)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult")
+    if v0_down:
+        f_partitions = obj.partitions
+        if f_partitions is None:
+            raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions")
+        else:
+            n_partitions = len(f_partitions)
+        out += _S_i.pack(n_partitions)
+        for item in f_partitions:
+            _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(item, out, version)
+    else:
+        _w.put_structs(out, obj.partitions, _partial(_enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, version=version), "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions", False)
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult")
 
 
-def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, cur, end):
-    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(buf, cur, end, version):
+    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
+    if v1_up:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
-    obj.unknown_tagged_fields = []
+    if v0_down:
+        obj.unknown_tagged_fields = []
+    else:
+        obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
 
 
-def _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(obj, out):
-    """Append the v0 layout of a WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult to ``out``."""
+def _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(obj, out, version):
+    """Append in ``version`` a WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult to ``out``."""
+    v1_up = version >= 1
     if obj is None:
         raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-
-
-def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, cur, end):
-    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
-def _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(obj, out):
-    """Append the v1 layout of a WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult to ``out``."""
-    if obj is None:
-        raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult expected, got None")
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult")
+    if v1_up:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult")
 
 
 class WriteTxnMarkersRequest_WritableTxnMarkerTopic(Struct):
@@ -633,8 +526,8 @@ class WriteTxnMarkersRequest(Message):
         FieldInfo('markers', (0, 2), None, None, True, WriteTxnMarkersRequest_WritableTxnMarker, None, '[]WritableTxnMarker'),
     )
     WritableTxnMarker = WriteTxnMarkersRequest_WritableTxnMarker
-    _DECODERS = {0: _dec_WriteTxnMarkersRequest_v0, 1: _dec_WriteTxnMarkersRequest_v1, 2: _dec_WriteTxnMarkersRequest_v2}
-    _ENCODERS = {0: _enc_WriteTxnMarkersRequest_v0, 1: _enc_WriteTxnMarkersRequest_v1, 2: _enc_WriteTxnMarkersRequest_v2}
+    _DECODERS = _decoders(_dec_WriteTxnMarkersRequest, range(0, 3))
+    _ENCODERS = _encoders(_enc_WriteTxnMarkersRequest, range(0, 3))
     API_KEY = 27
     KIND = 'request'
     VALID_VERSIONS = (0, 2)
@@ -761,9 +654,8 @@ class WriteTxnMarkersResponse(Message):
         FieldInfo('markers', (0, 2), None, None, True, WriteTxnMarkersResponse_WritableTxnMarkerResult, None, '[]WritableTxnMarkerResult'),
     )
     WritableTxnMarkerResult = WriteTxnMarkersResponse_WritableTxnMarkerResult
-    # v2 uses the v1 codecs: the bytes are the same; v2 changed the request only.
-    _DECODERS = {0: _dec_WriteTxnMarkersResponse_v0, 1: _dec_WriteTxnMarkersResponse_v1, 2: _dec_WriteTxnMarkersResponse_v1}
-    _ENCODERS = {0: _enc_WriteTxnMarkersResponse_v0, 1: _enc_WriteTxnMarkersResponse_v1, 2: _enc_WriteTxnMarkersResponse_v1}
+    _DECODERS = _decoders(_dec_WriteTxnMarkersResponse, range(0, 3))
+    _ENCODERS = _encoders(_enc_WriteTxnMarkersResponse, range(0, 3))
     API_KEY = 27
     KIND = 'response'
     VALID_VERSIONS = (0, 2)
