@@ -1,7 +1,7 @@
 """The per-version entries of the pure codecs' tables (``Message._DECODERS``/``_ENCODERS``).
 
-A pure generated module has one decoder ``dec(buf, cur, end, version)`` and one encoder
-``enc(obj, out, version)`` per struct; the classes' tables hold, for each version, a function of the
+A pure generated module has one decoder ``dec(version, buf, cur, end)`` and one encoder
+``enc(version, obj, out)`` per struct; the classes' tables hold, for each version, a function of the
 shape callers use (``decoder(buf, cur, end)``, ``encoder(obj, out)``) with the version bound.  They are
 plain Python functions (this module is never compiled), as the compiled field interpreter expects of
 the codecs it takes over.
@@ -16,14 +16,14 @@ __all__ = ["decoders", "encoders"]
 
 def _decoder(dec: Callable[..., Any], version: int) -> Callable[[bytes, Any, int], Any]:
     def decode(buf: bytes, cur: Any, end: int) -> Any:
-        return dec(buf, cur, end, version)
+        return dec(version, buf, cur, end)
 
     return decode
 
 
 def _encoder(enc: Callable[..., Any], version: int) -> Callable[[Any, bytearray], None]:
     def encode(obj: Any, out: bytearray) -> None:
-        enc(obj, out, version)
+        enc(version, obj, out)
 
     return encode
 

@@ -2,11 +2,13 @@
 
 The generator writes a function for every distinct byte layout of a struct (the compiled target keeps
 them: specialised C per layout is what its speed comes from).  For the pure target, :func:`fold` merges
-the layouts of each struct into one ``_dec_<Class>(buf, cur, end, version)`` and one
-``_enc_<Class>(obj, out, version)``: the statements all layouts share are written once, the others
-under a test of a flag computed once at the top of the call (``v3_up = version >= 3``), so a loop over
-elements tests a local boolean, never the version number.  Every version still runs exactly the
-statements of its own layout, in the same order: the same reads, the same checks, the same errors.
+the layouts of each struct into one ``_dec_<Class>(version, buf, cur, end)`` and one
+``_enc_<Class>(version, obj, out)`` (the version first, so that ``functools.partial(_dec_X, version)``
+hands the wire helpers a decoder of the usual shape): the statements all layouts share are written
+once, the others under a version test; inside a loop that test is a flag computed once at the top of
+the call (``v3_up = version >= 3``), so a loop over elements never compares the version number.
+Every version still runs exactly the statements of its own layout, in the same order: the same reads,
+the same checks, the same errors.
 
 The merge works on statement trees (a compound statement is its clause headers and their bodies):
 statements equal in every layout seen so far are shared; statements with the same headers are merged
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import re
 from difflib import SequenceMatcher
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 __all__ = ["fold"]
 
@@ -134,8 +136,9 @@ class _Flags:
         self.versions = versions  # layout -> the versions it serves
         self.used: Dict[str, str] = {}  # name -> expression
 
-    def of(self, tag: FrozenSet[int], within: FrozenSet[int]) -> str:
-        """The flag true for the versions of ``tag`` among those of ``within``."""
+    def of(self, tag: FrozenSet[int], within: FrozenSet[int], hoist: bool) -> str:
+        """The test true for the versions of ``tag`` among those of ``within``: a flag computed at the top
+        when ``hoist`` (inside a loop), else the comparison itself."""
         universe = sorted(v for layout in within for v in self.versions[layout])
         wanted = {v for layout in tag for v in self.versions[layout]}
         runs: List[List[int]] = []
@@ -159,11 +162,13 @@ class _Flags:
             chosen = sorted(wanted)
             name = "v" + "_".join(map(str, chosen))
             expr = f"version in ({', '.join(map(str, chosen))})"
+        if not hoist:
+            return expr
         self.used[name] = expr
         return name
 
 
-def _render(nodes: List[_Node], parent: FrozenSet[int], flags: _Flags, pad: str) -> List[str]:
+def _render(nodes: List[_Node], parent: FrozenSet[int], flags: _Flags, pad: str, in_loop: bool) -> List[str]:
     groups: List[Tuple[FrozenSet[int], List[_Node]]] = []
     for node in nodes:
         if groups and groups[-1][0] == node.tag:
@@ -177,7 +182,8 @@ def _render(nodes: List[_Node], parent: FrozenSet[int], flags: _Flags, pad: str)
         for node in members:
             for head, children in node.clauses:
                 body += [pad + line for line in head]
-                body += _render(children, node.tag, flags, pad + "    ")
+                loop = in_loop or head[0].startswith(("for ", "while "))
+                body += _render(children, node.tag, flags, pad + "    ", loop)
         if tag == parent:
             out += body
             chain = None
@@ -186,10 +192,10 @@ def _render(nodes: List[_Node], parent: FrozenSet[int], flags: _Flags, pad: str)
             continue
         if chain is not None and not chain & tag:
             chain = chain | tag
-            word = "else:" if chain == parent else f"elif {flags.of(tag, parent)}:"
+            word = "else:" if chain == parent else f"elif {flags.of(tag, parent, in_loop)}:"
         else:
             chain = tag
-            word = f"if {flags.of(tag, parent)}:"
+            word = f"if {flags.of(tag, parent, in_loop)}:"
         out.append(pad + word)
         out += ["    " + line for line in body]
         if chain == parent:
@@ -199,16 +205,17 @@ def _render(nodes: List[_Node], parent: FrozenSet[int], flags: _Flags, pad: str)
 
 def _bind_version(line: str) -> str:
     line = _LAYOUT_NOTE.sub(".", line)
-    line = _CALL.sub(lambda m: f"{m.group(1)}({m.group(2)}, version)", line)
-    return _REF.sub(lambda m: f"_partial({m.group(1)}, version=version)", line)
+    line = _CALL.sub(lambda m: f"{m.group(1)}(version, {m.group(2)})", line)
+    return _REF.sub(lambda m: f"_partial({m.group(1)}, version)", line)
 
 
 def fold(lines: List[str], versions: Dict[str, Tuple[int, ...]]) -> List[str]:
     """``lines`` (the pure target's module-level code) with each struct's layout functions, named
-    ``_dec_<Class>_v<N>``/``_enc_<Class>_v<N>`` and serving ``versions[name]``, folded into one."""
-    functions: Dict[str, List[Tuple[str, str, List[str]]]] = {}  # merged name -> [(layout name, doc, body)]
-    out: List[Optional[str]] = []
-    places: Dict[str, int] = {}
+    ``_dec_<Class>_v<N>``/``_enc_<Class>_v<N>`` and serving ``versions[name]``, folded into one, written
+    where the first of them was."""
+    layouts: Dict[str, List[_Layout]] = {}  # folded name -> its layouts, in order
+    out: List[str] = []
+    places: Dict[int, str] = {}  # index in out -> the folded function written there
     i = 0
     while i < len(lines):
         match = _LAYOUT_DEF.match(lines[i])
@@ -220,39 +227,40 @@ def fold(lines: List[str], versions: Dict[str, Tuple[int, ...]]) -> List[str]:
         while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > 0):
             j += 1
         body = [line for line in lines[i + 1 : j] if line.strip()]
-        name = match.group(1)
-        layout = f"{name}_v{match.group(2)}"
-        if name not in places:
-            places[name] = len(out)
-            out.append(None)
-            functions[name] = []
-        functions[name].append((match.group(3), body[0], [_bind_version(line) for line in body[1:]]))
-        versions.setdefault(layout, (int(match.group(2)),))
-        functions[name][-1] = functions[name][-1] + (layout,)  # type: ignore[assignment]
+        name, first = match.group(1), int(match.group(2))
+        if name not in layouts:
+            places[len(out)] = name
+            out.append("")
+            layouts[name] = []
+        served = versions.get(f"{name}_v{first}", (first,))
+        layouts[name].append(_Layout(match.group(3), body[0], [_bind_version(line) for line in body[1:]], served))
         i = j
     text: List[str] = []
     for n, line in enumerate(out):
-        if line is not None:
+        if n in places:
+            text += _one_function(places[n], layouts[places[n]]) + ["", ""]
+        else:
             text.append(line)
-            continue
-        name = next(k for k, v in places.items() if v == n)
-        text += _one_function(name, functions[name], versions)  # type: ignore[arg-type]
-        text += ["", ""]
     return text
 
 
-def _one_function(
-    name: str, layouts: List[Tuple[str, str, List[str], str]], versions: Dict[str, Tuple[int, ...]]
-) -> List[str]:
-    params, doc = layouts[0][0], layouts[0][1]
-    doc = re.sub(r"\(v\d+ layout\)", "(the layout of ``version``)", doc)
+class _Layout(NamedTuple):
+    """One layout function of a struct, as the generator wrote it."""
+
+    params: str
+    doc: str
+    body: List[str]  # its calls of other layout functions already given the version
+    versions: Tuple[int, ...]
+
+
+def _one_function(name: str, layouts: List[_Layout]) -> List[str]:
+    doc = re.sub(r"\(v\d+ layout\)", "(the layout of ``version``)", layouts[0].doc)
     doc = re.sub(r"the v\d+ layout of an? ", "in ``version`` a ", doc)
-    merged: List[_Node] = []
-    for n, (_, _, body, _) in enumerate(layouts):
-        merged = _merge(merged, _parse(body, frozenset({n})), n) if merged else _parse(body, frozenset({n}))
-    everything = frozenset(range(len(layouts)))
-    flags = _Flags({n: versions[layout[3]] for n, layout in enumerate(layouts)})
-    body = _render(merged, everything, flags, "    ")
-    head = [f"def {name}({params}, version):", doc]
-    head += [f"    {flag} = {expr}" for flag, expr in sorted(flags.used.items())]
-    return head + body
+    merged = _parse(layouts[0].body, frozenset({0}))
+    for n, layout in enumerate(layouts[1:], 1):
+        merged = _merge(merged, _parse(layout.body, frozenset({n})), n)
+    flags = _Flags({n: layout.versions for n, layout in enumerate(layouts)})
+    body = _render(merged, frozenset(range(len(layouts))), flags, "    ", False)
+    head = [f"def {name}(version, {layouts[0].params}):", doc]
+    order = sorted(flags.used.items(), key=lambda item: [int(x) for x in re.findall(r"\d+", item[0])])
+    return head + [f"    {flag} = {expr}" for flag, expr in order] + body
