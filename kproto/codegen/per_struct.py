@@ -8,7 +8,8 @@ hands the wire helpers a decoder of the usual shape): the statements all layouts
 once, the others under a version test; inside a loop that test is a flag computed once at the top of
 the call (``v3_up = version >= 3``), so a loop over elements never compares the version number.
 Every version still runs exactly the statements of its own layout, in the same order: the same reads,
-the same checks, the same errors.
+the same checks, the same errors.  The generator names the functions to leave per layout (the element
+encoders of the hot modules); calls of those stay as they are, under the version's flag.
 
 The merge works on statement trees (a compound statement is its clause headers and their bodies):
 statements equal in every layout seen so far are shared; statements with the same headers are merged
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import re
 from difflib import SequenceMatcher
-from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 __all__ = ["fold"]
 
@@ -203,23 +204,24 @@ def _render(nodes: List[_Node], parent: FrozenSet[int], flags: _Flags, pad: str,
     return out
 
 
-def _bind_version(line: str) -> str:
+def _bind_version(line: str, kept: Callable[[str], bool]) -> str:
+    """``line`` with its calls of folded layout functions given the version (``kept`` ones unchanged)."""
     line = _LAYOUT_NOTE.sub(".", line)
-    line = _CALL.sub(lambda m: f"{m.group(1)}(version, {m.group(2)})", line)
-    return _REF.sub(lambda m: f"_partial({m.group(1)}, version)", line)
+    line = _CALL.sub(lambda m: m.group(0) if kept(m.group(1)) else f"{m.group(1)}(version, {m.group(2)})", line)
+    return _REF.sub(lambda m: m.group(0) if kept(m.group(1)) else f"_partial({m.group(1)}, version)", line)
 
 
-def fold(lines: List[str], versions: Dict[str, Tuple[int, ...]]) -> List[str]:
+def fold(lines: List[str], versions: Dict[str, Tuple[int, ...]], kept: Callable[[str], bool]) -> List[str]:
     """``lines`` (the pure target's module-level code) with each struct's layout functions, named
     ``_dec_<Class>_v<N>``/``_enc_<Class>_v<N>`` and serving ``versions[name]``, folded into one, written
-    where the first of them was."""
+    where the first of them was; those whose ``_dec_<Class>``/``_enc_<Class>`` is ``kept`` stay per layout."""
     layouts: Dict[str, List[_Layout]] = {}  # folded name -> its layouts, in order
     out: List[str] = []
     places: Dict[int, str] = {}  # index in out -> the folded function written there
     i = 0
     while i < len(lines):
         match = _LAYOUT_DEF.match(lines[i])
-        if not match:
+        if not match or kept(match.group(1)):
             out.append(lines[i])
             i += 1
             continue
@@ -233,7 +235,7 @@ def fold(lines: List[str], versions: Dict[str, Tuple[int, ...]]) -> List[str]:
             out.append("")
             layouts[name] = []
         served = versions.get(f"{name}_v{first}", (first,))
-        layouts[name].append(_Layout(match.group(3), body[0], [_bind_version(line) for line in body[1:]], served))
+        layouts[name].append(_Layout(match.group(3), body[0], [_bind_version(line, kept) for line in body[1:]], served))
         i = j
     text: List[str] = []
     for n, line in enumerate(out):
