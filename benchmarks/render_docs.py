@@ -1,7 +1,8 @@
-"""Render ``docs/benchmarks.md`` from the benchmarks' saved JSON (``benchmarks/results/*.json``).
+"""Render ``docs/benchmarks.md`` and the README's headline figures from the benchmarks' saved JSON
+(``benchmarks/results/*.json``).
 
     python benchmarks/render_docs.py            # rewrite docs/benchmarks.md
-    python benchmarks/render_docs.py --check    # exit 1 when the document differs from what the JSON gives
+    python benchmarks/render_docs.py --check    # exit 1 when a document differs from what the JSON gives
 
 Each section is one benchmark: its renderer turns the saved rows into a table, and every table is stamped
 with the command that produced it, the run's date and the load average at its start and end, so a figure is
@@ -21,6 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import RESULTS_DIR, load  # noqa: E402
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+README = DOC.parent.parent / "README.md"
+# The README's block of headline figures lies between these two lines; the rest of the README is by hand.
+README_BEGIN = "<!-- figures: rendered by benchmarks/render_docs.py from benchmarks/results/, do not edit -->"
+README_END = "<!-- end of figures -->"
 
 Run = Dict[str, Any]
 
@@ -373,19 +378,60 @@ def render(directory: Optional[Path] = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _in_flight_gain(run: Optional[Run]) -> Optional[str]:
+    """``"N records/s at 5 in flight against M at 1: R×"`` of a pipelining-cluster run, None when not run."""
+    if run is None:
+        return None
+    by = {r["in_flight"]: r["records_per_s"] for r in run["rows"]}
+    if 1 not in by or 5 not in by:
+        return None
+    return f"{_num(by[5])} records/s at 5 in flight against {_num(by[1])} at 1: **{_ratio(by[5] / by[1])}**"
+
+
+def readme_figures(directory: Optional[Path] = None) -> str:
+    """The README's headline figures: the pipelining gain of kproto's producer on three brokers."""
+    mock = load("pipelining-cluster", directory)
+    kafka = load("pipelining-cluster-apache-kafka", directory)
+    lines = [README_BEGIN]
+    for run, where in (
+        (mock, "a 3-broker mock cluster with {delay} ms injected per request"),
+        (kafka, "a 3-node {engine} cluster (no injected latency)"),
+    ):
+        gain = _in_flight_gain(run)
+        if run is None or gain is None:
+            continue
+        s = run.get("settings", {})
+        text = where.format(delay=_num(s.get("delay_ms")), engine=s.get("engine", "Apache Kafka"))
+        lines.append(f"- {text}, {s.get('partitions', '?')} partitions: {gain} (`{run['command']}`, {run['started']}).")
+    lines.append(README_END)
+    return "\n".join(lines)
+
+
+def render_readme(text: str, directory: Optional[Path] = None) -> str:
+    """``text`` (the README) with its block of figures rendered again."""
+    head, begin, rest = text.partition(README_BEGIN)
+    if not begin:
+        raise SystemExit(f"{README}: no line {README_BEGIN!r}")
+    _, end, tail = rest.partition(README_END)
+    if not end:
+        raise SystemExit(f"{README}: no line {README_END!r} after the figures")
+    return head + readme_figures(directory) + tail
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="fail when docs/benchmarks.md is out of date")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="where the JSON files are")
     args = parser.parse_args(argv)
-    text = render(args.results)
+    outputs = {DOC: render(args.results), README: render_readme(README.read_text(), args.results)}
     if args.check:
-        if not DOC.is_file() or DOC.read_text() != text:
-            print(f"{DOC} is out of date: run python benchmarks/render_docs.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(text)
-    print(f"wrote {DOC}")
+        stale = [path for path, text in outputs.items() if not path.is_file() or path.read_text() != text]
+        for path in stale:
+            print(f"{path} is out of date: run python benchmarks/render_docs.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in outputs.items():
+        path.write_text(text)
+        print(f"wrote {path}")
     return 0
 
 

@@ -34,3 +34,13 @@ def test_the_document_is_rendered_from_the_saved_runs() -> None:
     expected = render_docs.render()
     actual = render_docs.DOC.read_text()
     assert actual == expected, "docs/benchmarks.md is stale: run python benchmarks/render_docs.py"
+
+
+def test_the_readme_figures_are_rendered_from_the_saved_runs() -> None:
+    readme = render_docs.README.read_text()
+    stale = "README.md's figures are stale: run python benchmarks/render_docs.py"
+    assert readme == render_docs.render_readme(readme), stale
+    block = render_docs.readme_figures()
+    # both pipelining runs are saved, so both lines are there, each with its ratio and its command
+    assert block.count("benchmarks/pipelining.py --cluster") == 2, block
+    assert block.count("×**") == 2, block
