@@ -13,6 +13,9 @@ cluster (6 partitions, two led by each broker) whose every broker answers ``--de
 request arrived: 1 vs 5 Produce requests in flight per broker, idempotent with acks=all, small batches
 (``--batch-bytes``) so that the brokers' latency, not the client's CPU, bounds the rate.  Every record is
 then read back partition by partition to check that each partition kept the order records were sent in.
+``--rounds`` (3) measures 1 then 5 in flight that many times, each round on fresh topics, after one
+warm-up round that is not saved; every round is saved and the median of the rounds' ratios is the figure
+reported, with their range.
 Rows go to ``benchmarks/results/pipelining-cluster.json``.
 
 ``--cluster --apache-kafka`` runs the same measurement against a 3-node Apache Kafka 4.1.1 cluster
@@ -21,13 +24,14 @@ for the followers): no latency is injected there, the brokers' own latency (repl
 pipelining hides.  Rows go to ``benchmarks/results/pipelining-cluster-apache-kafka.json``.
 
     .venv/bin/python benchmarks/pipelining.py [--requests 2000] [--batch 100] [--value-size 100] [--delay-ms 2]
-    .venv/bin/python benchmarks/pipelining.py --cluster [--records 20000] [--batch-bytes 512] [--delay-ms 2]
-    .venv/bin/python benchmarks/pipelining.py --cluster --apache-kafka [--records 20000] [--batch-bytes 512]
+    python benchmarks/pipelining.py --cluster [--records 20000] [--batch-bytes 512] [--delay-ms 2] [--rounds 3]
+    python benchmarks/pipelining.py --cluster --apache-kafka [--records 20000] [--batch-bytes 512] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import socket
 import subprocess
 import sys
@@ -64,7 +68,7 @@ import asyncio
 from kproto.testing import MockBroker
 
 async def main():
-    async with MockBroker(brokers=3, topics=["bench-1:6", "bench-5:6"]) as broker:
+    async with MockBroker(brokers=3, topics={topics!r}) as broker:
         for node in broker.node_ids:
             broker.set_latency(node, {delay})
         print(f"listening on {{broker.bootstrap_servers}}", flush=True)
@@ -153,14 +157,20 @@ def cluster_main(args: argparse.Namespace) -> int:
 
         record = Run("pipelining-cluster-apache-kafka")
         kafka = ApacheKafka("4.1.1", brokers=3, heap="384m").start()
-        for in_flight in (1, 5):
-            kafka.create_topic(f"bench-{in_flight}", partitions=CLUSTER_PARTITIONS, replication_factor=3)
+        for rnd in range(-1, args.rounds):
+            for in_flight in (1, 5):
+                kafka.create_topic(f"bench-{rnd}-{in_flight}", partitions=CLUSTER_PARTITIONS, replication_factor=3)
         bootstrap = kafka.bootstrap_servers
         latency = "no injected latency"
     else:
         record = Run("pipelining-cluster")
+        topics = [
+            f"bench-{rnd}-{in_flight}:{CLUSTER_PARTITIONS}" for rnd in range(-1, args.rounds) for in_flight in (1, 5)
+        ]
         proc = subprocess.Popen(
-            [sys.executable, "-c", _CLUSTER.format(delay=args.delay_ms / 1000.0)], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", _CLUSTER.format(delay=args.delay_ms / 1000.0, topics=topics)],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         bootstrap = proc.stdout.readline().strip().rsplit(" ", 1)[1]  # type: ignore[union-attr]
         latency = f"{args.delay_ms} ms latency per broker"
@@ -172,29 +182,44 @@ def cluster_main(args: argparse.Namespace) -> int:
         "value_size": args.value_size,
         "brokers": 3,
         "partitions": CLUSTER_PARTITIONS,
+        "rounds": args.rounds,
     }
     print(
         f"3 brokers ({bootstrap}), {CLUSTER_PARTITIONS} partitions, {latency}, "
         f"{args.batch_bytes}-byte batches of {args.value_size}-byte records"
     )
     try:
-        rates = {}
-        for in_flight in (1, 5):
-            topic = f"bench-{in_flight}"
-            rate, peak = asyncio.run(
-                _produce_to_cluster(bootstrap, topic, args.records, in_flight, args.batch_bytes, args.value_size)
-            )
-            kept = asyncio.run(_order_kept(bootstrap, topic, args.records))
-            rates[in_flight] = rate
-            print(
-                f"kproto Producer, {in_flight} in flight per broker: {rate:9.0f} records/s "
-                f"(peak {peak} in flight), order per partition kept: {kept}"
-            )
-            record.add(
-                client="kproto Producer", in_flight=in_flight, records_per_s=rate, peak_in_flight=peak, order_kept=kept
-            )
-        ratio = rates[5] / rates[1]
-        print(f"ratio 5/1 in flight: {ratio:.2f}x")
+        ratios = []
+        # Round -1 warms up (the JVMs' compilers, the client's first connections) and is not saved.
+        for rnd in range(-1, args.rounds):
+            rates = {}
+            for in_flight in (1, 5):
+                topic = f"bench-{rnd}-{in_flight}"
+                rate, peak = asyncio.run(
+                    _produce_to_cluster(bootstrap, topic, args.records, in_flight, args.batch_bytes, args.value_size)
+                )
+                kept = asyncio.run(_order_kept(bootstrap, topic, args.records))
+                rates[in_flight] = rate
+                label = "warm-up" if rnd < 0 else f"round {rnd + 1}"
+                print(
+                    f"{label}: kproto Producer, {in_flight} in flight per broker: {rate:9.0f} records/s "
+                    f"(peak {peak} in flight), order per partition kept: {kept}"
+                )
+                if rnd < 0:
+                    continue
+                record.add(
+                    client="kproto Producer",
+                    round=rnd + 1,
+                    in_flight=in_flight,
+                    records_per_s=rate,
+                    peak_in_flight=peak,
+                    order_kept=kept,
+                )
+            if rnd >= 0:
+                ratios.append(rates[5] / rates[1])
+        ratio = statistics.median(ratios)
+        spread = f"{min(ratios):.2f}-{max(ratios):.2f}x"
+        print(f"ratio 5/1 in flight: median {ratio:.2f}x over {len(ratios)} rounds, {spread}")
         if kafka is not None:
             record.note(
                 "No latency is injected into Apache Kafka: with 1 in flight a request waits for the leader to "
@@ -232,6 +257,9 @@ def main() -> int:
     )
     parser.add_argument("--records", type=int, default=20000, help="--cluster: records produced per run")
     parser.add_argument("--batch-bytes", type=int, default=512, help="--cluster: the producer's batch_size")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="--cluster: rounds of 1 then 5 in flight; the median ratio is reported"
+    )
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=100, help="messages per produce request")
     parser.add_argument("--value-size", type=int, default=100)
