@@ -424,7 +424,11 @@ def readme_figures(directory: Optional[Path] = None) -> str:
             continue
         s = run.get("settings", {})
         text = where.format(delay=_num(s.get("delay_ms")), engine=s.get("engine", "Apache Kafka"))
-        lines.append(f"- {text}, {s.get('partitions', '?')} partitions: {gain} (`{run['command']}`, {run['started']}).")
+        machine_load = " → ".join(f"{run[k][0]:.2f}" for k in ("load_start", "load_end") if run.get(k))
+        lines.append(
+            f"- {text}, {s.get('partitions', '?')} partitions: {gain} "
+            f"(`{run['command']}`, {run['started']}, load average {machine_load or 'unknown'})."
+        )
     lines.append(README_END)
     return "\n".join(lines)
 
