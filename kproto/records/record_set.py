@@ -95,3 +95,10 @@ class RecordSet:
         from kproto.records.codec import encode_record_batch
 
         return cls(encode_record_batch(records, **options))
+
+
+# Last, once every name is defined: where the build compiled a copy of this module, that copy's names take
+# the place of these (see kproto._backend.adopt_compiled_copy); KPROTO_PURE=1 keeps these.
+from kproto._backend import adopt_compiled_copy  # noqa: E402  (it loads the record core, which may import this module)
+
+adopt_compiled_copy(globals())
