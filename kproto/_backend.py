@@ -113,12 +113,23 @@ def adopt_compiled_copy(namespace: Dict[str, Any]) -> bool:
     """Called last, with its ``globals()``, by each hand-written module the build also compiles: bind every name of its
     compiled copy (``kproto._compiled.<name>``) in the module's place when the copy is built and
     ``KPROTO_PURE`` is not 1, so that every user of the module runs the compiled code; the source's own
-    definitions then serve nobody.  True when the copy was adopted.  The compiled copy itself, which runs
+    definitions then serve nobody.  The functions and plain classes adopted say they belong to the module
+    itself (``__module__``), so that what pickles them loads in either build.  True when the copy was
+    adopted.  The compiled copy itself, which runs
     the same last line, adopts nothing."""
     copy = _compiled_copy(namespace["__name__"])
     if copy is None:
         return False
-    namespace.update((name, value) for name, value in vars(copy).items() if not name.startswith("__"))
+    for name, value in vars(copy).items():
+        if name.startswith("__"):
+            continue
+        namespace[name] = value
+        if getattr(value, "__module__", None) == copy.__name__:
+            # Pickles name the source module, which both builds define (extension types keep theirs).
+            try:
+                value.__module__ = namespace["__name__"]
+            except (AttributeError, TypeError):
+                pass
     return True
 
 
