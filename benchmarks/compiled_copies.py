@@ -2,15 +2,15 @@
 every compiled copy (``kproto/_compiled/{wire,record_set,framing}``, see ``setup.py``) and with one or all
 of them left out, so that their source module runs as Python instead.
 
-    python benchmarks/compiled_copies.py [--rounds 5] [--only TEXT]
+    python benchmarks/compiled_copies.py [--rounds 7] [--only TEXT]
 
 Each variant runs in its own process (a module is loaded once per process): the process keeps the copies
 left out from importing, and :func:`kproto._backend.adopt_compiled_copy` then leaves their source in place.
 ``kproto._compiled.message_base`` is never left out: the compiled codecs' classes extend its extension types,
 so without it no compiled codec imports (the pure path's figures are ``KPROTO_PURE=1 benchmarks/codecs.py``).
 Rounds run every variant once each, in an order rotated by one place per round, so drift in the machine's
-load reaches all alike; an operation's time in one process is the best of 5 ``timeit`` loops of at least
-30 ms of CPU time (``time.process_time``: time spent waiting for a core does not count).  The table gives,
+load reaches all alike; an operation's time in one process is the best of 5 ``timeit`` loops of about
+20 ms of CPU time each (``time.process_time``: time spent waiting for a core does not count).  The table gives,
 per operation, the time with every copy compiled and, per variant, the median over rounds of
 (variant's time / that round's time with every copy), with the lowest and highest such ratio.
 """
@@ -53,11 +53,15 @@ class _LeaveOut(importlib.abc.MetaPathFinder):
         return None
 
 
-def _best(fn: Callable[[], Any], repeat: int = 5, min_time: float = 0.03) -> float:
+def _best(fn: Callable[[], Any], repeat: int = 5, min_time: float = 0.02) -> float:
     timer = timeit.Timer(fn, timer=time.process_time)
-    number, elapsed = timer.autorange()
-    if elapsed < min_time:
-        number = max(1, int(number * min_time / max(elapsed, 1e-9)))
+    number = 1
+    while True:  # calls enough for 5 ms, then scaled to ``min_time``
+        elapsed = timer.timeit(number)
+        if elapsed >= 0.005:
+            break
+        number *= 4
+    number = max(1, int(number * min_time / elapsed))
     return min(timer.repeat(repeat=repeat, number=number)) / number
 
 
@@ -119,7 +123,7 @@ def table(results: Dict[str, List[Dict[str, float]]]) -> List[str]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of every variant (default 5)")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of every variant (default 7)")
     parser.add_argument("--only", help="only the cases whose name contains this text")
     parser.add_argument("--worker", choices=list(VARIANTS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

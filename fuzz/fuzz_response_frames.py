@@ -48,6 +48,8 @@ def setup() -> None:
     from fuzz.twin_backends import frame_twins
 
     _twins = frame_twins()
+    for twin in _twins:  # each twin imports the harness before the first input
+        twin.run("fuzz.fuzz_response_frames", "twin_checks", b"")
 
 
 def apis():

@@ -94,7 +94,12 @@ def frame_twins() -> Tuple[Any, Any]:
     global _frame_twins
     if _frame_twins is None:
         local = LocalTwin()
-        _frame_twins = (local, PureProcess() if local.name == "compiled" else local)
+        pure = PureProcess() if local.name == "compiled" else local
+        # Wait until the worker has imported kproto (so that the first input's time is its own), and make
+        # sure it runs nothing compiled.
+        if pure.run("fuzz.twin_backends", "loaded_extensions", b"") != []:
+            raise RuntimeError("the pure twin's process loaded compiled kproto modules")
+        _frame_twins = (local, pure)
     return _frame_twins
 
 
@@ -127,7 +132,10 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
             reply = ("failure", str(exc))
         except Exception:  # noqa: BLE001 - reported to the harness, which fails the input
             reply = ("crash", traceback.format_exc())
-        _send(replies, reply)
+        try:
+            _send(replies, reply)
+        except BrokenPipeError:  # the harness has gone
+            return
 
 
 def records_modules():
