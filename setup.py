@@ -8,7 +8,11 @@ Two kinds of module are compiled:
 * ``kproto/_compiled/*.py`` — the compiled target of the hot generated codecs (Produce, Fetch, the group
   APIs, ... :data:`kproto.codegen.targets.COMPILED_MODULES`), written here from the specs by the same
   generator as the committed pure target ``kproto/_generated``, and compiled in Cython's pure-Python mode
-  with the typed declarations of the ``.pxd`` written beside each.  The other APIs run on the pure target.
+  with the typed declarations of the ``.pxd`` written beside each.  The other APIs run on the pure target;
+* ``kproto/_compiled/{message_base,wire,framing,record_set}.py`` — copies of the hand-written modules of
+  :data:`COMPILED_COPIES` and of their ``.pxd``, compiled in pure-Python mode.  The source
+  module binds its copy's names when it is built (:func:`kproto._backend.adopt_compiled_copy`), so that
+  ``KPROTO_PURE=1`` needs no import hook to run the source.
 
 The extensions are optional: without a compiler the package still installs and runs on its pure-Python
 twins, and says so (``kproto.backend``).  ``KPROTO_REQUIRE_FAST=1`` turns a failed build into an error,
@@ -35,6 +39,9 @@ GENERATED_FLAGS = ["-O2", "-g0"]
 FAST_FLAGS = ["-O3"] + ([] if os.environ.get("KPROTO_DEBUG_SYMBOLS") == "1" else ["-g0"])
 COMPILED_DIR = os.path.join("kproto", "_compiled")
 SKIP_FAST = os.environ.get("KPROTO_PURE_BUILD") == "1"
+#: Hand-written modules on the codec path that are compiled too, each from a copy in ``kproto/_compiled``
+#: (``kproto._compiled.<last part>``); each ends by adopting its copy (``kproto._backend.adopt_compiled_copy``).
+COMPILED_COPIES = ("kproto.message_base", "kproto.wire", "kproto.records.record_set", "kproto.framing")
 
 
 #: The hand-written C of the compiled core: ``kproto/_fast/_NAME.c`` with its ``_NAME.h`` and a ``_NAME.pxd``
@@ -52,6 +59,27 @@ def _c_sources(pyx: str) -> list:
     ]
 
 
+def _compiled_copies() -> dict:
+    """The copies of the hand-written compiled modules (:data:`COMPILED_COPIES`) and their
+    ``.pxd``, by file name in ``kproto/_compiled``; a ``.pxd`` cimports the other copies."""
+    copies = {}
+    for module in COMPILED_COPIES:
+        leaf = module.rpartition(".")[2]
+        for ext in (".py", ".pxd"):
+            source = module.replace(".", "/") + ext
+            if not os.path.exists(source):  # a module without typed declarations
+                continue
+            with open(source, encoding="utf-8") as f:
+                text = f.read()
+            if ext == ".pxd":
+                for other in COMPILED_COPIES:
+                    text = text.replace(
+                        f"from {other} cimport", f"from kproto._compiled.{other.rpartition('.')[2]} cimport"
+                    )
+            copies[leaf + ext] = text
+    return copies
+
+
 def _write_compiled_target() -> list:
     """Write ``kproto/_compiled`` from the specs (a file only when its text changed, so that an
     incremental build recompiles only what a spec change touched); (module, source path) of each."""
@@ -60,6 +88,7 @@ def _write_compiled_target() -> list:
 
     os.makedirs(COMPILED_DIR, exist_ok=True)
     files = generate_compiled()
+    files.update(_compiled_copies())
     for name, text in files.items():
         path = os.path.join(COMPILED_DIR, name)
         if not os.path.exists(path) or open(path, encoding="utf-8").read() != text:
@@ -71,6 +100,10 @@ def _write_compiled_target() -> list:
     # Extensions an older build compiled from kproto/_generated itself would shadow the pure target.
     for path in glob.glob(os.path.join("kproto", "_generated", "*.so")) + glob.glob("kproto/_generated/*.c"):
         os.remove(path)
+    # So would those an older build compiled from the hand-written modules in place (now their copies are).
+    for module in COMPILED_COPIES:
+        for path in glob.glob(module.replace(".", "/") + ".*.so") + glob.glob(module.replace(".", "/") + ".c"):
+            os.remove(path)
     return [
         (name[:-3], os.path.join(COMPILED_DIR, name))
         for name in sorted(files)
@@ -88,6 +121,7 @@ def _extensions() -> list:
             raise
         return []
     optional = not REQUIRE_FAST
+    copies = [module.rpartition(".")[2] for module in COMPILED_COPIES]
     fast = [
         Extension(
             "kproto._fast." + os.path.splitext(os.path.basename(path))[0],
@@ -103,6 +137,7 @@ def _extensions() -> list:
     generated = [
         Extension("kproto._compiled." + module, [path], extra_compile_args=GENERATED_FLAGS, optional=optional)
         for module, path in _write_compiled_target()
+        if module not in copies
     ]
     directives = {"boundscheck": False, "wraparound": False, "cdivision": True, "embedsignature": True}
     # The generated modules must behave exactly like their pure-Python selves, so Cython may not turn
@@ -115,11 +150,16 @@ def _extensions() -> list:
     generated_directives = dict(
         plain_directives, infer_types=True, auto_pickle=False, binding=False, embedsignature=False
     )
-    # Hand-written modules on the codec path, compiled as they are (their source stays the pure path);
-    # without debug information, like the generated ones (it would double their size).
+    # The copies of the hand-written modules on the codec path (their source stays the pure path); without
+    # debug information, like the generated ones (it would double their size).
     plain = [
-        Extension(module, [module.replace(".", "/") + ".py"], extra_compile_args=GENERATED_FLAGS, optional=optional)
-        for module in ("kproto.message_base", "kproto.framing", "kproto.wire", "kproto.records.record_set")
+        Extension(
+            "kproto._compiled." + leaf,
+            [os.path.join(COMPILED_DIR, leaf + ".py")],
+            extra_compile_args=GENERATED_FLAGS,
+            optional=optional,
+        )
+        for leaf in copies
     ]
     # Cythonize on every core too (the C compile is parallel with ``build_ext -j``/``--parallel``).
     workers = os.cpu_count() or 1

@@ -8,8 +8,9 @@ with ``atheris_runtime.main(NAME, setup, one_input)``.  :func:`main`:
    their libFuzzer runtime in ``LD_PRELOAD`` and loads the instrumented ``.so`` files in place of the
    regular ones (only if each was built from the current ``.c`` file; ``KPROTO_FUZZ_NATIVE=0`` skips all
    this), so the Cython code reports coverage;
-2. runs ``setup()`` and instruments the Python bytecode of every kproto function then loaded (the regular
-   modules and the pure twins of the compiled ones);
+2. runs ``setup()`` and instruments the Python bytecode of every kproto function then loaded in this
+   process (the pure twin of the frame codecs runs in a process of its own, see ``fuzz/twin_backends.py``,
+   and guides no coverage);
 3. hands ``one_input`` to atheris with the arguments given (libFuzzer flags, corpus directories); or, with
    ``--replay PATH...``, runs every file once without atheris and exits 1 if any fails.
 """

@@ -28,12 +28,12 @@ def main(argv=None) -> int:
     from kproto._fast import _checksums, _record_json
     from fuzz.atheris_runtime import corpus_files
     from fuzz import fuzz_message_sets as ms, fuzz_request_frames as rq, fuzz_response_frames as rs
+    from fuzz.oracles import twin_name
     from fuzz.twin_backends import is_compiled
 
     fast = records_module(True)
     compiled = [sys.modules[name] for name, _ in RECORD_MODULES]
-    assert is_compiled(framing) and all(map(is_compiled, compiled)), "the compiled extensions are not built"
-    rs.setup()
+    assert twin_name(framing) == "compiled" and all(map(is_compiled, compiled)), "the compiled extensions are not built"
     dirs = (argv if argv is not None else sys.argv[1:]) or [
         os.path.join(ROOT, "fuzz", "corpus", n) for n in ("request_frames", "response_frames", "message_sets")
     ]

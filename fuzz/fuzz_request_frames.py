@@ -24,15 +24,18 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fuzz import atheris_runtime  # noqa: E402
-from fuzz.oracles import (
+from fuzz.oracles import (  # noqa: E402
     Budget,
+    Seen,
     check_reencoding,
     check_round_trip,
-    check_same_outcome,
-    fail,  # noqa: E402
+    check_same_seen,
+    fail,
     is_flexible,
     message_value,
     outcome,
+    summary,
+    twin_name,
 )
 
 NAME = "request_frames"
@@ -42,9 +45,11 @@ _twins = None
 
 def setup() -> None:
     global _twins
-    from fuzz.twin_backends import compiled_codecs, load_pure_codecs
+    from fuzz.twin_backends import frame_twins
 
-    _twins = (compiled_codecs(), load_pure_codecs())
+    _twins = frame_twins()
+    for twin in _twins:  # each twin imports the harness before the first input
+        twin.run("fuzz.fuzz_request_frames", "twin_checks", b"")
 
 
 def frame_of(data: bytes) -> bytes:
@@ -68,108 +73,110 @@ def normalise_request_round_trip(value):
     return ((kind, {k: v for k, v in fields.items() if k != "unknown_tagged_fields"}), message_value(msg))
 
 
-def _reencode_request(twin, frame: bytes) -> bytes:
-    header, msg = twin.framing.decode_request(frame)
-    return twin.framing.encode_request(msg, header.api_version, header.correlation_id, header.client_id)
+def twin_checks(data: bytes) -> Seen:
+    """What this process's twin does with an input (run by each twin, see ``fuzz/twin_backends.py``): decode
+    the frame, check its own round trips, and return what both twins must agree on."""
+    from kproto import framing
+
+    twin = twin_name(framing)
+    frame = frame_of(data)
+    with Budget(len(frame), what=f"decode_request ({twin})", data=data):
+        out = outcome(framing.decode_request, frame, what=f"decode_request ({twin})", data=data)
+    seen = [("decode_request", summary(out, normalise_request))]
+    if out[0] != "ok":
+        return seen
+    header, msg = out[1]
+
+    def reencode(encoded: bytes) -> bytes:
+        again_header, again = framing.decode_request(encoded)
+        return framing.encode_request(
+            again, again_header.api_version, again_header.correlation_id, again_header.client_id
+        )
+
+    encoded = check_round_trip(
+        out[1],
+        lambda: framing.encode_request(msg, header.api_version, header.correlation_id, header.client_id),
+        framing.decode_request,
+        what=f"request round trip ({twin})",
+        data=data,
+        normalise=normalise_request_round_trip,
+    )
+    check_reencoding(
+        frame,
+        encoded,
+        lambda: reencode(encoded),
+        flexible=is_flexible(type(msg), header.api_version),
+        what=f"request ({twin})",
+        data=data,
+    )
+    return seen + embedded_checks(msg, data, twin)
 
 
 def one_input(data: bytes) -> None:
     if _twins is None:
         setup()
-    frame = frame_of(data)
-    outs = []
-    for twin in _twins:
-        with Budget(len(frame), what=f"decode_request ({twin.name})", data=data):
-            outs.append(outcome(twin.framing.decode_request, frame, what=f"decode_request ({twin.name})", data=data))
-    check_same_outcome(
-        outs[0],
-        outs[1],
-        what="decode_request",
-        data=data,
-        normalise=normalise_request,
-        names=(_twins[0].name, _twins[1].name),
-    )
-    if outs[0][0] == "ok":
-        for twin, (_, value) in zip(_twins, outs):
-            header, msg = value
-            encoded = check_round_trip(
-                value,
-                lambda: twin.framing.encode_request(msg, header.api_version, header.correlation_id, header.client_id),
-                twin.framing.decode_request,
-                what=f"request round trip ({twin.name})",
-                data=data,
-                normalise=normalise_request_round_trip,
-            )
-            check_reencoding(
-                frame,
-                encoded,
-                lambda: _reencode_request(twin, encoded),
-                flexible=is_flexible(type(msg), header.api_version),
-                what=f"request ({twin.name})",
-                data=data,
-            )
-        check_embedded(outs[0][1][1], data)
-    check_frame_reader(frame, (data[0] >> 1) if data else 0, data)
+    seen = [twin.run("fuzz.fuzz_request_frames", "twin_checks", data) for twin in _twins]
+    check_same_seen(seen[0], seen[1], data=data, names=(_twins[0].name, _twins[1].name))
+    check_frame_reader(frame_of(data), (data[0] >> 1) if data else 0, data)
 
 
-def check_embedded(msg, data: bytes) -> None:
+def embedded_checks(msg, data: bytes, twin: str) -> Seen:
     """JoinGroup protocol metadata / SyncGroup assignments: the consumer protocol's own codec."""
     name = type(msg).__name__
-    if name == "JoinGroupRequest":
-        blobs = [(p.metadata, "ConsumerProtocolSubscription") for p in msg.protocols]
+    if name in ("JoinGroupRequest", "JoinGroupResponse"):
+        members = msg.protocols if name == "JoinGroupRequest" else msg.members
+        blobs = [(p.metadata, "ConsumerProtocolSubscription") for p in members]
     elif name == "SyncGroupRequest":
         blobs = [(a.assignment, "ConsumerProtocolAssignment") for a in msg.assignments]
+    elif name == "SyncGroupResponse":
+        blobs = [(msg.assignment or None, "ConsumerProtocolAssignment")]
     else:
-        return
-    for blob, cls_name in blobs:
-        if blob is None:
-            continue
-        check_embedded_blob(bytes(blob), cls_name, data)
+        return []
+    return [
+        entry
+        for blob, cls_name in blobs
+        if blob is not None
+        for entry in embedded_blob(bytes(blob), cls_name, data, twin)
+    ]
 
 
-def check_embedded_blob(blob: bytes, cls_name: str, data: bytes) -> None:
-    outs = []
-    for twin in _twins:
-        cls = getattr(twin.messages, cls_name)
-        with Budget(len(blob), what=f"{cls_name}.decode_embedded ({twin.name})", data=data):
-            outs.append(outcome(cls.decode_embedded, blob, what=f"{cls_name}.decode_embedded", data=data))
+def embedded_blob(blob: bytes, cls_name: str, data: bytes, twin: str) -> Seen:
+    import kproto.messages
+
+    cls = getattr(kproto.messages, cls_name)
+    with Budget(len(blob), what=f"{cls_name}.decode_embedded ({twin})", data=data):
+        out = outcome(cls.decode_embedded, blob, what=f"{cls_name}.decode_embedded", data=data)
     norm = lambda v: (v[0], message_value(v[1]))  # noqa: E731
-    check_same_outcome(
-        outs[0],
-        outs[1],
-        what=f"{cls_name}.decode_embedded",
+    seen = [(f"{cls_name}.decode_embedded", summary(out, norm))]
+    if out[0] != "ok":
+        return seen
+    version, obj = out[1]
+    if version > cls.VALID_VERSIONS[1]:
+        return seen  # a newer version read with the newest layout kproto knows: trailing bytes were ignored
+    encoded = check_round_trip(
+        (version, obj),
+        lambda: obj.encode_embedded(version),
+        cls.decode_embedded,
+        what=f"{cls_name} round trip ({twin})",
         data=data,
         normalise=norm,
-        names=(_twins[0].name, _twins[1].name),
     )
-    if outs[0][0] != "ok":
-        return
-    for twin, (_, (version, obj)) in zip(_twins, outs):
-        cls = getattr(twin.messages, cls_name)
-        if version > cls.VALID_VERSIONS[1]:
-            continue  # a newer version read with the newest layout kproto knows: trailing bytes were ignored
-        encoded = check_round_trip(
-            (version, obj),
-            lambda: obj.encode_embedded(version),
-            cls.decode_embedded,
-            what=f"{cls_name} round trip ({twin.name})",
-            data=data,
-            normalise=norm,
-        )
-        check_reencoding(
-            blob,
-            encoded,
-            lambda: cls.decode_embedded(encoded)[1].encode_embedded(version),
-            flexible=is_flexible(cls, version),
-            what=f"{cls_name} ({twin.name})",
-            data=data,
-        )
+    check_reencoding(
+        blob,
+        encoded,
+        lambda: cls.decode_embedded(encoded)[1].encode_embedded(version),
+        flexible=is_flexible(cls, version),
+        what=f"{cls_name} ({twin})",
+        data=data,
+    )
+    return seen
 
 
 def check_frame_reader(frame: bytes, split: int, data: bytes) -> None:
     from kproto.errors import LimitExceededError
 
-    framing = _twins[0].framing
+    from kproto import framing
+
     reader = framing.FrameReader(max_frame_size=1 << 20)
     cut = min(split, len(frame))
     got = []

@@ -23,15 +23,18 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fuzz import atheris_runtime  # noqa: E402
-from fuzz.fuzz_request_frames import check_embedded_blob  # noqa: E402
-from fuzz.oracles import (
+from fuzz.fuzz_request_frames import embedded_checks  # noqa: E402
+from fuzz.oracles import (  # noqa: E402
     Budget,
+    Seen,
     check_reencoding,
     check_round_trip,
-    check_same_outcome,  # noqa: E402
+    check_same_seen,
     is_flexible,
     message_value,
     outcome,
+    summary,
+    twin_name,
 )
 
 NAME = "response_frames"
@@ -41,20 +44,29 @@ _apis = None
 
 
 def setup() -> None:
-    global _twins, _apis
-    from fuzz import fuzz_request_frames
-    from fuzz.twin_backends import compiled_codecs, load_pure_codecs
+    global _twins
+    from fuzz.twin_backends import frame_twins
 
-    _twins = (compiled_codecs(), load_pure_codecs())
-    fuzz_request_frames._twins = _twins
-    _apis = [(info.api_key, list(info.versions)) for _, info in sorted(_twins[0].apis.APIS.items())]
+    _twins = frame_twins()
+    for twin in _twins:  # each twin imports the harness before the first input
+        twin.run("fuzz.fuzz_response_frames", "twin_checks", b"")
+
+
+def apis():
+    """(api key, its versions) of every API, in key order: what an input's first two bytes choose from."""
+    global _apis
+    if _apis is None:
+        from kproto.apis import APIS
+
+        _apis = [(info.api_key, list(info.versions)) for _, info in sorted(APIS.items())]
+    return _apis
 
 
 def select(data: bytes):
     """(api_key, version, frame) for an input (see the module docstring)."""
     if len(data) < 3:
         return None
-    api_key, versions = _apis[data[0] % len(_apis)]
+    api_key, versions = apis()[data[0] % len(apis())]
     version = versions[data[1] % len(versions)]
     rest = data[3:]
     frame = rest if data[2] & 1 else _I32.pack(len(rest)) + rest
@@ -63,10 +75,8 @@ def select(data: bytes):
 
 def input_for(api_key: int, version: int, frame: bytes) -> bytes:
     """The harness input that stands for a response frame (used to make seeds)."""
-    if _apis is None:
-        setup()
-    index = [k for k, _ in _apis].index(api_key)
-    return bytes((index, dict(_apis)[api_key].index(version), 0)) + frame[4:]
+    index = [k for k, _ in apis()].index(api_key)
+    return bytes((index, dict(apis())[api_key].index(version), 0)) + frame[4:]
 
 
 def normalise_response(value):
@@ -82,57 +92,50 @@ def normalise_response_round_trip(value):
     return ((kind, {k: v for k, v in fields.items() if k != "unknown_tagged_fields"}), message_value(msg))
 
 
+def twin_checks(data: bytes) -> Seen:
+    """What this process's twin does with an input (run by each twin, see ``fuzz/twin_backends.py``): decode
+    the frame, check its own round trips, and return what both twins must agree on."""
+    from kproto import framing
+
+    chosen = select(data)
+    if chosen is None:
+        return []
+    api_key, version, frame = chosen
+    what = f"decode_response api {api_key} v{version}"
+    twin = twin_name(framing)
+    with Budget(len(frame), what=f"{what} ({twin})", data=data):
+        out = outcome(framing.decode_response, frame, api_key, version, what=f"{what} ({twin})", data=data)
+    seen = [(what, summary(out, normalise_response))]
+    if out[0] != "ok":
+        return seen
+    header, msg = out[1]
+    encoded = check_round_trip(
+        out[1],
+        lambda: framing.encode_response(msg, version, header.correlation_id),
+        lambda f: framing.decode_response(f, api_key, version),
+        what=f"response round trip api {api_key} v{version} ({twin})",
+        data=data,
+        normalise=normalise_response_round_trip,
+    )
+    again = lambda: framing.encode_response(  # noqa: E731
+        framing.decode_response(encoded, api_key, version)[1], version, header.correlation_id
+    )
+    check_reencoding(
+        frame,
+        encoded,
+        again,
+        flexible=is_flexible(type(msg), version),
+        what=f"response api {api_key} v{version} ({twin})",
+        data=data,
+    )
+    return seen + embedded_checks(msg, data, twin)
+
+
 def one_input(data: bytes) -> None:
     if _twins is None:
         setup()
-    chosen = select(data)
-    if chosen is None:
-        return
-    api_key, version, frame = chosen
-    outs = []
-    for twin in _twins:
-        what = f"decode_response api {api_key} v{version} ({twin.name})"
-        with Budget(len(frame), what=what, data=data):
-            outs.append(outcome(twin.framing.decode_response, frame, api_key, version, what=what, data=data))
-    check_same_outcome(
-        outs[0],
-        outs[1],
-        what=f"decode_response api {api_key} v{version}",
-        data=data,
-        normalise=normalise_response,
-        names=(_twins[0].name, _twins[1].name),
-    )
-    if outs[0][0] != "ok":
-        return
-    for twin, (_, value) in zip(_twins, outs):
-        header, msg = value
-        encoded = check_round_trip(
-            value,
-            lambda: twin.framing.encode_response(msg, version, header.correlation_id),
-            lambda f: twin.framing.decode_response(f, api_key, version),
-            what=f"response round trip api {api_key} v{version} ({twin.name})",
-            data=data,
-            normalise=normalise_response_round_trip,
-        )
-        again = lambda: twin.framing.encode_response(  # noqa: E731
-            twin.framing.decode_response(encoded, api_key, version)[1], version, header.correlation_id
-        )
-        check_reencoding(
-            frame,
-            encoded,
-            again,
-            flexible=is_flexible(type(msg), version),
-            what=f"response api {api_key} v{version} ({twin.name})",
-            data=data,
-        )
-    msg = outs[0][1][1]
-    name = type(msg).__name__
-    if name == "JoinGroupResponse":
-        for member in msg.members:
-            if member.metadata is not None:
-                check_embedded_blob(bytes(member.metadata), "ConsumerProtocolSubscription", data)
-    elif name == "SyncGroupResponse" and msg.assignment:
-        check_embedded_blob(bytes(msg.assignment), "ConsumerProtocolAssignment", data)
+    seen = [twin.run("fuzz.fuzz_response_frames", "twin_checks", data) for twin in _twins]
+    check_same_seen(seen[0], seen[1], data=data, names=(_twins[0].name, _twins[1].name))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ a crash and ``tests/fuzz/test_fuzz_corpora.py`` as a failure):
 2. **Round trip.**  Whatever decodes re-encodes without error, and decoding that again gives the same value
    (:func:`check_round_trip`).
 3. **Twins agree.**  The Cython build and the pure-Python source give the same value, or raise the same error
-   class at the same offset (:func:`check_same_outcome`).
+   class at the same offset (:func:`check_same_outcome`; :func:`check_same_seen` where each twin reports
+   from its own process, as plain data).
 4. **Budget.**  One decode of an input of ``n`` bytes may allocate at most
    ``MEMORY_PER_INPUT_BYTE * n + MEMORY_BASE + MEMORY_PER_DECOMPRESSED_BYTE * cap`` bytes at its peak, as seen by
    :mod:`tracemalloc` (``cap`` is the ``max_decompressed_size`` the harness configures), and at most
@@ -29,7 +30,8 @@ import os
 import struct
 import time
 import tracemalloc
-from typing import Any, Callable, Optional, Tuple, Type
+from types import FunctionType, ModuleType
+from typing import Any, Callable, List, Optional, Tuple, Type
 
 from kproto.errors import KprotoError
 
@@ -45,6 +47,11 @@ __all__ = [
     "memory_budget",
     "outcome",
     "check_same_outcome",
+    "ReportedError",
+    "Seen",
+    "summary",
+    "check_same_seen",
+    "twin_name",
     "check_round_trip",
     "fail",
     "KNOWN_ISSUES",
@@ -180,9 +187,46 @@ def outcome(
         raise fail(f"{what or getattr(fn, '__qualname__', fn)} raised {type(exc).__name__}: {exc}", data) from exc
 
 
-def error_signature(exc: BaseException) -> Tuple[str, Any]:
+def error_signature(exc: Any) -> Tuple[str, Any]:
     """What must agree between twins for an error: its class and, for decode errors, the offset."""
+    if isinstance(exc, ReportedError):
+        return (exc.error_class, exc.offset)
     return (type(exc).__name__, getattr(exc, "offset", None))
+
+
+class ReportedError:
+    """An error a twin raised, as plain data: what :func:`error_signature` compares, and its text."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.error_class, self.offset = error_signature(exc)
+        self.text = repr(exc)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+#: What one twin reports about an input: (step, outcome as plain data) per step, in order.
+Seen = List[Tuple[str, Outcome]]
+
+
+def summary(out: Outcome, normalise: Callable[[Any], Any] = lambda v: v) -> Outcome:
+    """An outcome as plain data: ("ok", normalised value) or ("error", :class:`ReportedError`)."""
+    return ("ok", normalise(out[1])) if out[0] == "ok" else ("error", ReportedError(out[1]))
+
+
+def check_same_seen(a: Seen, b: Seen, *, data: Optional[bytes] = None, names: Tuple[str, str]) -> None:
+    """Oracle 3 over two twins' reports (:data:`Seen`): each step has the same outcome in both."""
+    for (what, out_a), (_, out_b) in zip(a, b):
+        check_same_outcome(out_a, out_b, what=what, data=data, names=names)
+    if [what for what, _ in a] != [what for what, _ in b]:
+        raise fail(
+            f"the twins took different steps: {names[0]} {[w for w, _ in a]}, {names[1]} {[w for w, _ in b]}", data
+        )
+
+
+def twin_name(framing: ModuleType) -> str:
+    """``compiled`` when this process's ``kproto.framing`` runs the compiled build, else ``python``."""
+    return "python" if isinstance(framing.encode_request, FunctionType) else "compiled"
 
 
 def check_same_outcome(

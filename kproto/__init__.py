@@ -16,13 +16,7 @@ stale, and a plain ``import kproto`` stays cheap)::
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
-
-if os.environ.get("KPROTO_PURE") == "1":
-    from kproto.source_first import install as _install_source_first
-
-    _install_source_first()
 
 from kproto.errors import BrokerError as BrokerError
 from kproto.errors import DecodeError as DecodeError

@@ -15,15 +15,23 @@ variables steer the choice:
 ``decode_record_columns``, ``record_rows`` and ``encode_batch``.
 ``batch_builder_impl`` encodes magic 2 batches from columns: ``kproto._fast._batch_builder`` or
 ``kproto.records.batch_builder`` (``check_columns``, ``section``, ``encode_columns``), by the same choice.
+
+A few hand-written modules (``COMPILED_COPIES`` in ``setup.py``) are compiled by Cython from their own
+source: the build copies ``kproto/wire.py`` to ``kproto/_compiled/wire.py`` (and its ``.pxd``) and compiles the copy.
+The source module ends with :func:`adopt_compiled_copy`, which binds the copy's names in its place when
+the copy is built and the pure path was not asked for; so ``KPROTO_PURE=1`` runs the source itself, no
+import hook is needed, and no module is imported twice.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import importlib.util
 import os
 import warnings
 from types import ModuleType
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from kproto.errors import KprotoError
 
@@ -33,6 +41,7 @@ __all__ = [
     "FastPathMissingError",
     "FastPathUnavailableWarning",
     "RECORD_MODULES",
+    "adopt_compiled_copy",
     "batch_builder_impl",
     "load_codecs",
     "records_impl",
@@ -77,6 +86,51 @@ def records_module(compiled: bool) -> ModuleType:
         exported += module.__all__
     combined.__all__ = exported  # type: ignore[attr-defined]
     return combined
+
+
+def _compiled_copy(module: str) -> Optional[ModuleType]:
+    if FORCED_PURE or module.startswith("kproto._compiled."):
+        return None
+    name = "kproto._compiled." + module.rpartition(".")[2]
+    try:
+        spec = importlib.util.find_spec(name)
+    except ImportError:
+        spec = None
+    # Only the extension: the copied source, left over from a build whose compile failed, is no twin.
+    if spec is not None and isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            problem = f"{name} does not import: {exc}"
+    else:
+        problem = f"{name} is not built"
+    if _REQUIRE_FAST:
+        raise FastPathMissingError(f"KPROTO_REQUIRE_FAST=1 but {problem}")
+    return None
+
+
+def adopt_compiled_copy(namespace: Dict[str, Any]) -> bool:
+    """Called last, with its ``globals()``, by each hand-written module the build also compiles: bind every name of its
+    compiled copy (``kproto._compiled.<name>``) in the module's place when the copy is built and
+    ``KPROTO_PURE`` is not 1, so that every user of the module runs the compiled code; the source's own
+    definitions then serve nobody.  The functions and plain classes adopted say they belong to the module
+    itself (``__module__``), so that what pickles them loads in either build.  True when the copy was
+    adopted.  The compiled copy itself, which runs
+    the same last line, adopts nothing."""
+    copy = _compiled_copy(namespace["__name__"])
+    if copy is None:
+        return False
+    for name, value in vars(copy).items():
+        if name.startswith("__"):
+            continue
+        namespace[name] = value
+        if getattr(value, "__module__", None) == copy.__name__:
+            # Pickles name the source module, which both builds define (extension types keep theirs).
+            try:
+                value.__module__ = namespace["__name__"]
+            except (AttributeError, TypeError):
+                pass
+    return True
 
 
 def _load_fast(name: str) -> Optional[ModuleType]:

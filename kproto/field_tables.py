@@ -19,6 +19,7 @@ from typing import Any, Iterable, List, Set, Tuple
 import importlib
 from types import FunctionType
 
+from kproto._backend import FORCED_PURE
 from kproto.message_base import Struct
 
 __all__ = ["KINDS", "ABSENT", "STRUCT", "D_VALUE", "D_LIST", "D_STRUCT", "table", "use_field_interpreter"]
@@ -87,12 +88,14 @@ def use_field_interpreter(classes: Iterable[Any]) -> None:
     """Compiled build: run the codecs of those message ``classes`` whose module was not compiled (their
     codecs are plain Python functions) on the field interpreter.  Nothing on the pure path
     (``KPROTO_PURE=1``, or no extension built), where the pure codecs serve."""
+    if FORCED_PURE:
+        return
     try:  # by name, as kproto._backend loads the other compiled modules
         bind = importlib.import_module("kproto._fast._field_interpreter").bind
     except ImportError:  # an optional extension that did not build: the pure codecs serve
         return
     for cls in classes:
-        # Asked per class: the fuzz harnesses load a pure twin of kproto.message_base beside the compiled one.
+        # Asked per class: where the compiled copy of kproto.message_base is not built, the classes are plain.
         if isinstance(cls.__repr__, FunctionType):  # its kproto.message_base runs from source
             continue
         codecs = cls.__dict__.get("_DECODERS")

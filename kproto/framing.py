@@ -624,3 +624,10 @@ class ResyncingSplitter:
         run = (self._skipped_from, self._skipped)
         self._skipped = 0
         return run
+
+
+# Last, once every name is defined: where the build compiled a copy of this module, that copy's names take
+# the place of these (see kproto._backend.adopt_compiled_copy); KPROTO_PURE=1 keeps these.
+from kproto._backend import adopt_compiled_copy  # noqa: E402  (it loads the record core, which may import this module)
+
+adopt_compiled_copy(globals())

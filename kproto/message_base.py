@@ -420,3 +420,10 @@ def _bad_field(obj: Any, version: int, path: str) -> Optional[Tuple[str, str, st
                     out_of_range = kind in _INT_RANGES and isinstance(item, int)
                     return where, _EXPECTED.get(kind, kind), repr(item) if out_of_range else type(item).__name__
     return None
+
+
+# Last, once every name is defined: where the build compiled a copy of this module, that copy's names take
+# the place of these (see kproto._backend.adopt_compiled_copy); KPROTO_PURE=1 keeps these.
+from kproto._backend import adopt_compiled_copy  # noqa: E402  (it loads the record core, which may import this module)
+
+adopt_compiled_copy(globals())

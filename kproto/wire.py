@@ -403,3 +403,10 @@ def put_tag_section(out: bytearray, known: List[Tuple[int, Any]], unknown: Any, 
         put_uvarint(out, tag)
         put_uvarint(out, len(data))
         out += data
+
+
+# Last, once every name is defined: where the build compiled a copy of this module, that copy's names take
+# the place of these (see kproto._backend.adopt_compiled_copy); KPROTO_PURE=1 keeps these.
+from kproto._backend import adopt_compiled_copy  # noqa: E402  (it loads the record core, which may import this module)
+
+adopt_compiled_copy(globals())

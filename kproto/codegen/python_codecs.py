@@ -105,6 +105,13 @@ _C_WIRE_CIMPORT = (
 )
 
 
+def _bases_module(compiled: bool) -> str:
+    """Where a target takes its bases from: the compiled target from the build's compiled copy of
+    ``kproto/message_base.py`` (its classes extend that copy's extension types), the pure one from the
+    module itself (which is the compiled copy's names when that is built)."""
+    return "kproto._compiled.message_base" if compiled else "kproto.message_base"
+
+
 def class_name(message: MessageSpec, struct: Optional[StructSpec]) -> str:
     """Module-level name of a struct's class (nested ones are prefixed by their message)."""
     assert struct is not None, "a struct-typed field without its struct"
@@ -314,7 +321,7 @@ class ModuleGenerator:
             "from kproto import wire as _w",
             "from kproto.codec_versions import decoders as _decoders, encoders as _encoders",
             "from kproto.errors import DecodeError, UnsupportedVersionError",
-            "from kproto.message_base import (",
+            f"from {_bases_module(compiled)} import (",
             "    RECORDS, SCALAR, SCALARS, STRUCT, STRUCTS, FieldInfo, Message, Struct, as_record_set,",
             ")",
             "from kproto.records.record_set import RecordSet",
@@ -377,7 +384,7 @@ class ModuleGenerator:
             "# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).",
             "",
             "cimport cython as _cy",
-            "from kproto.message_base cimport Cursor, Message, Struct",
+            f"from {_bases_module(True)} cimport Cursor, Message, Struct",
             "",
         ]
         return "\n".join(lines + [_C_WIRE_CIMPORT] + self.out.pxd_classes + self.out.pxd) + "\n"

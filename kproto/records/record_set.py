@@ -53,8 +53,9 @@ class RecordSet:
         return hash(self._raw)
 
     def __reduce__(self) -> Any:
-        # One pickled form for both builds (the compiled class has no instance dict or slots to copy).
-        return (RecordSet, (self._raw,))
+        # One pickled form for both builds (the compiled class has no instance dict or slots to copy), by a
+        # function both builds define under this module's name (the compiled class is named after its copy).
+        return (_from_raw, (self._raw,))
 
     def __repr__(self) -> str:
         return f"RecordSet({len(self._raw)} bytes)"
@@ -95,3 +96,15 @@ class RecordSet:
         from kproto.records.codec import encode_record_batch
 
         return cls(encode_record_batch(records, **options))
+
+
+def _from_raw(raw: bytes) -> RecordSet:
+    """Unpickle a :class:`RecordSet`."""
+    return RecordSet(raw)
+
+
+# Last, once every name is defined: where the build compiled a copy of this module, that copy's names take
+# the place of these (see kproto._backend.adopt_compiled_copy); KPROTO_PURE=1 keeps these.
+from kproto._backend import adopt_compiled_copy  # noqa: E402  (it loads the record core, which may import this module)
+
+adopt_compiled_copy(globals())

@@ -73,13 +73,21 @@ def test_corpus_input_passes_oracles(name, path):
 
 @pytest.mark.compiled_only
 def test_twins_really_differ_when_built():
-    """The differential oracle is only meaningful when one side is compiled: check that it is."""
-    from fuzz.twin_backends import compiled_codecs, is_compiled, load_pure_codecs, records_modules
+    """The differential oracle is only meaningful when one side is compiled: check that it is, and that the
+    other side runs nothing compiled."""
+    from fuzz.twin_backends import frame_twins, is_compiled, records_modules
 
-    compiled, pure = compiled_codecs(), load_pure_codecs()
-    assert is_compiled(compiled.framing) and not is_compiled(pure.framing)
-    produce_compiled = sys.modules["kproto._compiled.produce"]
-    assert is_compiled(produce_compiled) and not is_compiled(pure.modules["kproto._generated.produce"])
+    compiled, pure = frame_twins()
+    assert (compiled.name, pure.name) == ("compiled", "python")
+    import kproto
+    import kproto.messages as km
+
+    frame = kproto.encode_request(km.ApiVersionsRequest(), 3, 7, "c")
+    for twin in (compiled, pure):
+        assert twin.run("fuzz.fuzz_request_frames", "twin_checks", b"\x01" + frame)[0][1][0] == "ok"
+    loaded = compiled.run("fuzz.twin_backends", "loaded_extensions", b"")
+    assert {"kproto._compiled.framing", "kproto._compiled.produce"} <= set(loaded), loaded
+    assert pure.run("fuzz.twin_backends", "loaded_extensions", b"") == []
     from kproto._backend import RECORD_MODULES
 
     fast, slow = records_modules()
