@@ -31,7 +31,7 @@ import re
 import time
 import uuid
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from kproto import ErrorCode
@@ -116,12 +116,15 @@ class CoordinatorMoved(ClusterEvent):
 
 @dataclass
 class Placement:
-    """Where one partition lives: its replicas, the in-sync ones, the leader (-1: none) and its epoch."""
+    """Where one partition lives: its replicas, the in-sync ones, the leader (-1: none) and its epoch,
+    with the offset each epoch began at, as a Kafka leader's epoch cache keeps it."""
 
     replicas: List[int]
     isr: List[int]
     leader: int
     leader_epoch: int = 0
+    #: (leader epoch, the log end offset when it began), oldest first.
+    epoch_starts: List[Tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
 
 
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -320,6 +323,8 @@ class Cluster:
         old = placement.leader
         placement.leader = leader
         placement.leader_epoch += 1
+        log = self.partition(topic, index)
+        placement.epoch_starts.append((placement.leader_epoch, log.high_watermark if log is not None else 0))
         self._record(LeaderMoved(time.monotonic(), topic, index, old, leader, placement.leader_epoch))
 
     def _set_isr(self, topic: str, index: int, placement: Placement, isr: Iterable[int]) -> None:
@@ -427,6 +432,19 @@ class Cluster:
         if placement.leader != node and not (follower_ok and node in placement.replicas and node in self.live):
             return ErrorCode.NOT_LEADER_FOR_PARTITION  # Kafka 2.6+ calls code 6 NOT_LEADER_OR_FOLLOWER
         return None
+
+    def epoch_end_offset(self, topic: str, index: int, epoch: int) -> Tuple[int, int]:
+        """(leader epoch, end offset) answering OffsetForLeaderEpoch for ``epoch``, as Kafka's epoch
+        cache does: the current epoch ends at the log end; an older one at the start of the first later
+        epoch, reported under the largest known epoch not above it; an unknown or future one is (-1, -1)."""
+        placement = self.placement(topic, index)
+        log = self.partition(topic, index)
+        if placement is None or log is None or epoch < 0 or epoch > placement.leader_epoch:
+            return -1, -1
+        if epoch == placement.leader_epoch:
+            return epoch, log.high_watermark
+        floor = max(e for e, _ in placement.epoch_starts if e <= epoch)  # epoch 0 always began at 0
+        return floor, next(start for e, start in placement.epoch_starts if e > epoch)
 
     # ---------------------------------------------------------------- coordinators
 

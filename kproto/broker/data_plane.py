@@ -1,6 +1,7 @@
-"""The mock broker's data plane: Produce, Fetch, ListOffsets and InitProducerId at every version it serves.
+"""The mock broker's data plane: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and InitProducerId at
+every version it serves.
 
-Why a module of its own: these four APIs share the partition logs, the producer-id table and the
+Why a module of its own: these APIs share the partition logs, the producer-id table and the
 "data arrived" event that wakes parked fetches, and none of them touches groups or cluster metadata.
 :attr:`DataPlane.API_TABLE` declares each api key's versions with its handler, once;
 :class:`~kproto.broker.core.BrokerCore` registers them and ApiVersions advertises
@@ -25,8 +26,9 @@ Versions and what each adds here (docs/broker-storage.md has the storage model):
 * ListOffsets v0 answers the old offset list (latest, or the log start for any other time); v1+
   searches the time index for a timestamp, -1 is the high watermark (the last stable offset for
   read_committed, v2+), -2 the log start, -3 (v7+) the record with the largest timestamp, -4 (v8+)
-  the log start again (all of it is local).  Leader epochs are unknown (-1): there is one broker and
-  it never changes leaders.
+  the log start again (all of it is local).  v4+ answers the partition's current leader epoch.
+* OffsetForLeaderEpoch v0-v4: where a leader epoch ended (:meth:`Cluster.epoch_end_offset`), from the
+  partition's leader only, with the same epoch checks as Fetch.
 * InitProducerId v0-v5: see :mod:`kproto.broker.producers`; for a transactional id with a transaction
   open, that transaction is aborted first.
 * AddPartitionsToTxn v0-v3, AddOffsetsToTxn v0-v3, TxnOffsetCommit v0-v3 and EndTxn v0-v4: see
@@ -61,6 +63,7 @@ from kproto.messages import (
     FetchResponse,
     InitProducerIdResponse,
     ListOffsetsResponse,
+    OffsetForLeaderEpochResponse,
     ProduceResponse,
     TxnOffsetCommitResponse,
 )
@@ -534,6 +537,34 @@ class DataPlane:
             return _C.NONE, -1, -1
         return _C.NONE, found[0], found[1]
 
+    # ---------------------------------------------------------------- OffsetForLeaderEpoch
+
+    async def offset_for_leader_epoch(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        """Where each asked leader epoch ended: what a consumer validates its position with (KIP-320)
+        after a partition's leader epoch grew."""
+        req: Any = request.message
+        T = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+        P = T.EpochEndOffset
+        topics = []
+        for topic in req.topics:
+            answers = []
+            for part in topic.partitions:
+                index = part.partition
+                if self.cluster.partition(topic.topic, index) is None:
+                    answers.append(P(partition=index, error_code=_C.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                # Kafka answers this from the leader only, to consumers and followers alike.
+                refused = self.cluster.leader_error(
+                    topic.topic, index, self.cluster.serving(), part.current_leader_epoch
+                )
+                if refused is not None:
+                    answers.append(P(partition=index, error_code=refused))
+                    continue
+                epoch, end = self.cluster.epoch_end_offset(topic.topic, index, part.leader_epoch)
+                answers.append(P(partition=index, error_code=_C.NONE, leader_epoch=epoch, end_offset=end))
+            topics.append(T(topic=topic.topic, partitions=answers))
+        return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
     # ---------------------------------------------------------------- InitProducerId
 
     async def init_producer_id(self, request: RequestReceived, client_host: str) -> Optional[Message]:
@@ -630,6 +661,7 @@ class DataPlane:
         1: ((0, 17), fetch),  # v18 adds a replica's high watermark
         2: ((0, 10), list_offsets),  # v10 adds a timeout for tiered storage, which the mock has none of
         22: ((0, 5), init_producer_id),  # v6 is two-phase commit
+        23: ((0, 4), offset_for_leader_epoch),  # Kafka 4 serves v2-v4; v0-v1 lack only the epochs
         24: ((0, 3), add_partitions_to_txn),  # v4+ is the brokers' batched form
         25: ((0, 3), add_offsets_to_txn),  # v4 is KIP-890's
         26: ((0, 4), end_txn),  # v5 bumps the epoch at every end, KIP-890

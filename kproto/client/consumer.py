@@ -450,9 +450,12 @@ class Consumer:
             sends = [a for a in actions if isinstance(a, SendRequest)]
             if sends:
                 await asyncio.gather(*(self._carry(a, wait=True) for a in sends), return_exceptions=True)
-        for task in self._tasks:
+        # The work they spawned too (a Fetch the broker holds, a position lookup): left pending, it would
+        # outlive the loop of a caller that stops it right after close() (kproto.client.sync does).
+        running = [*self._tasks, *self._spawned]
+        for task in running:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*running, return_exceptions=True)
         await self.cluster.close()
 
     # ---------------------------------------------------------------- the application's side

@@ -24,6 +24,7 @@ from kproto.messages import (
     ListOffsetsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
+    OffsetForLeaderEpochRequest,
 )
 from kproto.records import encode_record_batch
 from kproto.testing import MockBroker
@@ -360,3 +361,43 @@ def test_a_loading_coordinator_answers_heartbeats_as_kafka_does(cluster: MockBro
     with SocketClient(address(cluster, new)) as client:
         assert client.request(beat, 1).error_code == _C.NONE  # "blindly", while the group loads
         assert client.request(_fetch_offsets("hb"), 3).error_code == _C.GROUP_LOAD_IN_PROGRESS
+
+
+def test_offset_for_leader_epoch_tells_where_each_epoch_ended(cluster: MockBroker) -> None:
+    # What a consumer validates its position with after a leader change (KIP-320): an answer it must
+    # get, or its partition is never fetched again.
+    old = cluster.leader("t", 1)
+    for _ in range(3):
+        assert produce_code(cluster, old, 1).error_code == _C.NONE
+    new = next(n for n in cluster.isr("t", 1) if n != old)
+    cluster.move_leader("t", 1, new)
+    for _ in range(2):
+        assert produce_code(cluster, new, 1).error_code == _C.NONE
+    Topic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+
+    def ask(node: int, epoch: int, current: int = -1, partition: int = 1, version: int = 4) -> Any:
+        request = OffsetForLeaderEpochRequest(
+            replica_id=-1,
+            topics=[
+                Topic(
+                    topic="t",
+                    partitions=[
+                        Topic.OffsetForLeaderPartition(
+                            partition=partition, current_leader_epoch=current, leader_epoch=epoch
+                        )
+                    ],
+                )
+            ],
+        )
+        with SocketClient(address(cluster, node)) as client:
+            part = client.request(request, version).topics[0].partitions[0]
+        return part.error_code, part.leader_epoch, part.end_offset
+
+    assert ask(new, 0, current=1) == (_C.NONE, 0, 3)  # epoch 0 ended where epoch 1 began
+    assert ask(new, 1, current=1) == (_C.NONE, 1, 5)  # the current epoch ends at the log end
+    assert ask(new, 2)[1:] == (-1, -1)  # an epoch the partition never had
+    assert ask(new, 0, current=0)[0] == _C.FENCED_LEADER_EPOCH
+    assert ask(new, 0, current=2)[0] == _C.UNKNOWN_LEADER_EPOCH
+    assert ask(old, 0)[0] == _C.NOT_LEADER_FOR_PARTITION  # only the leader answers
+    assert ask(new, 0, partition=99)[0] == _C.UNKNOWN_TOPIC_OR_PARTITION
+    assert ask(new, 0, version=0) == (_C.NONE, -1, 3)  # v0 carries the end offset only

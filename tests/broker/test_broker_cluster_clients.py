@@ -29,7 +29,7 @@ from kproto.testing import MockBroker
 
 import confluent_kafka  # noqa: E402  (dev dependency)
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
-from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 
 pytestmark = pytest.mark.real_clients
 
@@ -255,6 +255,33 @@ def test_kafka_python_consumer_through_a_coordinator_failover(broker: MockBroker
         return out
 
     check_resumes(broker, "pg", consume(N, True), lambda n: consume(n, False))
+
+
+def test_kafka_python_consumer_reads_on_after_its_partitions_leader_stops(broker: MockBroker) -> None:
+    """The leader's stop gives the partition a new leader epoch; kafka-python then validates its position
+    with OffsetForLeaderEpoch (KIP-320) before fetching again, whatever ApiVersions advertised.  The
+    records come in many small fetches, so some are still unread when the leader stops."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for seq in range(N // PARTITIONS):
+        producer.produce("t", value=value(seq), partition=VICTIM)
+        if seq % 10 == 9:
+            assert producer.flush(DEADLINE) == 0  # one batch per ten records
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, max_partition_fetch_bytes=1)
+    consumer.assign([TopicPartition("t", VICTIM)])
+    consumer.seek_to_beginning()
+    read: List[int] = []
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while len(read) < N // PARTITIONS and time.monotonic() < deadline:
+            batches = consumer.poll(200, max_records=10)
+            read += [int(m.value[1:]) for ms in batches.values() for m in ms]
+            if VICTIM in broker.running() and len(read) >= 30:
+                broker.stop_broker(VICTIM)
+    finally:
+        consumer.close()
+    assert VICTIM not in broker.running() and broker.leader_epoch("t", VICTIM) == 1
+    assert read == list(range(N // PARTITIONS)), f"read {len(read)} records, the last {read[-1:]}"
+    assert any(key == 23 for key, _ in broker.core.request_counts), "the position was never validated"
 
 
 def test_confluent_consumer_through_a_coordinator_failover(broker: MockBroker) -> None:

@@ -7,11 +7,15 @@ generous deadline and nothing asserts on elapsed time, only on the order of even
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import os
 import signal
 import sys
 import textwrap
 from typing import Awaitable, Callable, Dict, List, Set, Tuple, TypeVar
+
+import pytest
 
 from kproto import ErrorCode
 from kproto.client import Consumer, Producer, sync
@@ -331,6 +335,21 @@ def test_a_sigkilled_member_loses_its_partitions_after_the_session_timeout() -> 
             await a.close()
 
     run(main)
+
+
+def test_sync_consumer_close_ends_the_fetch_it_has_out(caplog: pytest.LogCaptureFixture) -> None:
+    """A Fetch the broker holds (nothing to read) is still out when close() runs: close() must end it
+    before the loop thread stops, or the loop is closed with the task pending and asyncio reports "Task
+    was destroyed but it is pending!" once the consumer is collected."""
+    with MockBroker(topics={"t": 1}) as broker:
+        consumer = sync.Consumer(broker.bootstrap_servers, broker_release=RELEASE, fetch_max_wait_ms=5000)
+        consumer.assign([("t", 0)])
+        assert consumer.poll(300) == []
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            consumer.close()
+            del consumer
+            gc.collect()
+    assert not [r.getMessage() for r in caplog.records if r.name == "asyncio"]
 
 
 def test_sync_consumer() -> None:
