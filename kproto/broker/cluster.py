@@ -415,8 +415,9 @@ class Cluster:
     ) -> Optional[ErrorCode]:
         """Why ``node`` cannot serve the partition (Kafka's error), or None.
 
-        As a Kafka replica checks: a known ``current_leader_epoch`` older than the partition's is
-        FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH; then a node that does not lead it is
+        As a Kafka replica checks: a ``current_leader_epoch`` older than the partition's is
+        FENCED_LEADER_EPOCH (any negative one but -1, which means "not known", included), a newer one
+        UNKNOWN_LEADER_EPOCH; then a node that does not lead it is
         NOT_LEADER_OR_FOLLOWER (also when it holds no replica: the partition exists in its metadata) --
         unless ``follower_ok`` and it is a running replica: Kafka lets followers serve a consumer's Fetch
         v11+ (KIP-392; the request then carries client metadata), up to the high watermark.
@@ -424,7 +425,7 @@ class Cluster:
         placement = self.placement(topic, partition)
         if placement is None:
             return None  # the caller answers an unknown partition itself
-        if current_leader_epoch >= 0:
+        if current_leader_epoch != -1:
             if current_leader_epoch < placement.leader_epoch:
                 return ErrorCode.FENCED_LEADER_EPOCH
             if current_leader_epoch > placement.leader_epoch:

@@ -325,6 +325,28 @@ def modern_produce_fetch(s: Session) -> None:
     s.call("list-offsets-v7-future", list_offsets(topic, TS + 10**6), 7)
 
 
+def offset_for_leader_epoch(s: Session) -> None:
+    """OffsetForLeaderEpoch, which clients send to check their position after a leader change: the current
+    epoch, an epoch the partition never had, a fenced and an unknown current epoch, a missing partition."""
+    topic = s.create_topic("ofle")
+    s.call("produce-v9", produce(topic, batch([b"a", b"b", b"c"])), 9)
+
+    def ask(label: str, leader_epoch: int, current_leader_epoch: int = -1, partition: int = 0, name: str = "") -> None:
+        part = {"partition": partition, "current_leader_epoch": current_leader_epoch, "leader_epoch": leader_epoch}
+        request = build(
+            m.OffsetForLeaderEpochRequest, replica_id=-1, topics=[{"topic": name or topic, "partitions": [part]}]
+        )
+        s.call(label, request, 4)
+
+    ask("ofle-v4-current-epoch", 0, current_leader_epoch=0)
+    ask("ofle-v4-no-current-epoch", 0)
+    ask("ofle-v4-later-epoch", 5)
+    ask("ofle-v4-fenced", 0, current_leader_epoch=-2)
+    ask("ofle-v4-unknown-current-epoch", 0, current_leader_epoch=7)
+    ask("ofle-v4-unknown-partition", 0, partition=9)
+    ask("ofle-v4-unknown-topic", 0, name=s.name("missing"))
+
+
 def idempotent_sequences(s: Session) -> None:
     """An idempotent producer: in-order, duplicate, gap, stale epoch."""
     topic = s.create_topic("idem")
@@ -976,6 +998,7 @@ SCENARIOS: List[Scenario] = [
     Scenario("group-v0", "3.9", group_v0),
     Scenario("modern-metadata", "4.1", modern_metadata),
     Scenario("modern-produce-fetch", "4.1", modern_produce_fetch),
+    Scenario("offset-for-leader-epoch", "4.1", offset_for_leader_epoch),
     Scenario("idempotent-sequences", "4.1", idempotent_sequences),
     Scenario("transactions-aborted", "4.1", transactions_aborted),
     Scenario("group-modern", "4.1", group_modern),
