@@ -39,22 +39,63 @@ def _dec_AddOffsetsToTxnRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_transactional_id, pos, end)
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 2, False, True)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_transactional_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+            n_transactional_id -= 1
+    if 0 <= n_transactional_id <= end - pos:
+        try:
+            f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('transactional_id', pos, exc) from None
+        pos += n_transactional_id
+    else:
+        if version <= 2:
+            raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
+        else:
+            raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
+    if version <= 2:
         if end - pos < 12:
             raise _w.short_run(_RUN_producer_id__group_id, pos, end)
         f_producer_id, f_producer_epoch, n_group_id = _S_qhh.unpack_from(buf, pos)
         pos += 12
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
     else:
-        n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
-        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
         if end - pos < 10:
             raise _w.short_run(_RUN_producer_id__producer_epoch, pos, end)
         f_producer_id, f_producer_epoch = _S_qh.unpack_from(buf, pos)
         pos += 10
-        n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_group_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+            n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    else:
+        if version <= 2:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
+        else:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if version >= 3:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddOffsetsToTxnRequest)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
@@ -100,7 +141,11 @@ def _dec_AddOffsetsToTxnResponse(version, buf, cur, end):
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddOffsetsToTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code

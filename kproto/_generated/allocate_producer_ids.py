@@ -34,7 +34,11 @@ def _dec_AllocateProducerIdsRequest(version, buf, cur, end):
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AllocateProducerIdsRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
@@ -58,7 +62,11 @@ def _dec_AllocateProducerIdsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__producer_id_len, pos, end)
     f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len = _S_ihqi.unpack_from(buf, pos)
     pos += 18
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AllocateProducerIdsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code

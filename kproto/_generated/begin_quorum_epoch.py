@@ -16,6 +16,7 @@ from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['BeginQuorumEpochRequest', 'BeginQuorumEpochResponse']
@@ -47,16 +48,37 @@ _new = Struct.__new__
 
 def _dec_BeginQuorumEpochRequest(version, buf, cur, end):
     """Decode BeginQuorumEpochRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if version <= 0:
         if end - pos < 2:
             raise _w.short_run(_RUN_cluster_id, pos, end)
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 2, True, True)
     else:
-        n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-        f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
+        if pos < end and buf[pos] < 128:
+            n_cluster_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
+            n_cluster_id -= 1
+    if 0 <= n_cluster_id <= end - pos:
+        try:
+            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('cluster_id', pos, exc) from None
+        pos += n_cluster_id
+    elif n_cluster_id == -1:
+        f_cluster_id = None
+    else:
+        if version <= 0:
+            raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
+        else:
+            raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 4:
         if version <= 0:
             raise _w.short_run(_RUN_topics, pos, end)
@@ -68,13 +90,202 @@ def _dec_BeginQuorumEpochRequest(version, buf, cur, end):
         f_voter_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if version <= 0:
-        f_topics, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochRequest_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochRequest_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-        n_leader_endpoints, pos = _w.read_compact_length(buf, pos, end, 'leader_endpoints')
-        f_leader_endpoints, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochRequest_LeaderEndpoint, version), buf, cur, pos, end, n_leader_endpoints, 'leader_endpoints', 5, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v0_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic_name, pos, end)
+                    n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topic_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                        n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    if v0_down:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if v0_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 12:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 12, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 29:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 29, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v0_down:
+                                if end - pos < 12:
+                                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                                f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_iii.unpack_from(buf, pos)
+                                pos += 12
+                            else:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_partition_index, pos, end)
+                                f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                                if end - pos < 16:
+                                    raise _w.short_read('voter_directory_id', pos, 16, end)
+                                f_voter_directory_id__2 = _w.uuid_at(buf, pos)
+                                pos += 16
+                                if end - pos < 8:
+                                    raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
+                                f_leader_id__2, f_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                                pos += 8
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(BeginQuorumEpochRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            if v0_down:
+                                obj__2.voter_directory_id = _w.ZERO_UUID
+                            else:
+                                obj__2.voter_directory_id = f_voter_directory_id__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            if v0_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v1_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BeginQuorumEpochRequest_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                if v0_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if version >= 1:
+        if pos < end and buf[pos] < 128:
+            n_leader_endpoints = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_leader_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_leader_endpoints, pos = _w.read_uvarint(buf, pos, end, 'leader_endpoints')
+            n_leader_endpoints -= 1
+        if n_leader_endpoints < 0 or n_leader_endpoints > (end - pos) // 5:
+            raise _w.bad_count('leader_endpoints', pos - 1, n_leader_endpoints, end, 5, 1)
+        f_leader_endpoints = []
+        if n_leader_endpoints:
+            # Each element read inline.
+            try:
+                for i in range(n_leader_endpoints):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_host__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                        n_host__1 -= 1
+                    if 0 <= n_host__1 <= end - pos:
+                        try:
+                            f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('host', pos, exc) from None
+                        pos += n_host__1
+                    else:
+                        raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_port, pos, end)
+                    f_port__1 = _S_H.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(BeginQuorumEpochRequest_LeaderEndpoint)
+                    obj__1.name = f_name__1
+                    obj__1.host = f_host__1
+                    obj__1.port = f_port__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_leader_endpoints.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("leader_endpoints[%d]" % i)
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BeginQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
     if version <= 0:
@@ -119,37 +330,6 @@ def _enc_BeginQuorumEpochRequest(version, obj, out):
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest")
 
 
-def _dec_BeginQuorumEpochRequest_TopicData(version, buf, cur, end):
-    """Decode BeginQuorumEpochRequest.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partitions, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 12, 4, False)
-    else:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 29, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BeginQuorumEpochRequest_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_BeginQuorumEpochRequest_TopicData(version, obj, out):
     """Append in ``version`` a BeginQuorumEpochRequest.TopicData to ``out``."""
     if obj is None:
@@ -175,44 +355,6 @@ def _enc_BeginQuorumEpochRequest_TopicData(version, obj, out):
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData")
 
 
-def _dec_BeginQuorumEpochRequest_PartitionData(version, buf, cur, end):
-    """Decode BeginQuorumEpochRequest.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 12:
-            raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-        f_partition_index, f_leader_id, f_leader_epoch = _S_iii.unpack_from(buf, pos)
-        pos += 12
-    else:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_index, pos, end)
-        f_partition_index = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        if end - pos < 16:
-            raise _w.short_read('voter_directory_id', pos, 16, end)
-        f_voter_directory_id = _w.uuid_at(buf, pos)
-        pos += 16
-        if end - pos < 8:
-            raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
-        f_leader_id, f_leader_epoch = _S_ii.unpack_from(buf, pos)
-        pos += 8
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BeginQuorumEpochRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    if version <= 0:
-        obj.voter_directory_id = _w.ZERO_UUID
-    else:
-        obj.voter_directory_id = f_voter_directory_id
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_BeginQuorumEpochRequest_PartitionData(version, obj, out):
     """Append in ``version`` a BeginQuorumEpochRequest.TopicData.PartitionData to ``out``."""
     if obj is None:
@@ -224,27 +366,6 @@ def _enc_BeginQuorumEpochRequest_PartitionData(version, obj, out):
         out += obj.voter_directory_id.bytes
         out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData.PartitionData")
-
-
-def _dec_BeginQuorumEpochRequest_LeaderEndpoint(version, buf, cur, end):
-    """Decode BeginQuorumEpochRequest.LeaderEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_H.unpack_from(buf, pos)[0]
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BeginQuorumEpochRequest_LeaderEndpoint)
-    obj.name = f_name
-    obj.host = f_host
-    obj.port = f_port
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_BeginQuorumEpochRequest_LeaderEndpoint(version, obj, out):
@@ -265,20 +386,126 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint(version, obj, out):
 
 def _dec_BeginQuorumEpochResponse(version, buf, cur, end):
     """Decode BeginQuorumEpochResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if version <= 0:
         if end - pos < 6:
             raise _w.short_run(_RUN_error_code__topics, pos, end)
         f_error_code, n_topics = _S_hi.unpack_from(buf, pos)
         pos += 6
-        f_topics, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochResponse_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
         if end - pos < 2:
             raise _w.short_run(_RUN_error_code, pos, end)
         f_error_code = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochResponse_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v0_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic_name, pos, end)
+                    n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topic_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                        n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    if v0_down:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if v0_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 15:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 15, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                            f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2 = _S_ihii.unpack_from(buf, pos)
+                            pos += 14
+                            if v1_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(BeginQuorumEpochResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            if v0_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v1_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BeginQuorumEpochResponse_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                if v0_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if version >= 1:
         f_node_endpoints = []
         if pos < end and buf[pos] == 0:
             pos += 1
@@ -287,8 +514,27 @@ def _dec_BeginQuorumEpochResponse(version, buf, cur, end):
             unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
             for tag, pos, t_end in spans:
                 if tag == 0:
-                    n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
-                    f_node_endpoints, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochResponse_NodeEndpoint, version), buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
+                    if pos < t_end and buf[pos] < 128:
+                        n_node_endpoints = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                        n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
+                        n_node_endpoints -= 1
+                    if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 8:
+                        raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 8, 1)
+                    f_node_endpoints = []
+                    if n_node_endpoints:
+                        i = 0
+                        cur.pos = pos
+                        try:
+                            for i in range(n_node_endpoints):
+                                f_node_endpoints.append(_dec_BeginQuorumEpochResponse_NodeEndpoint(version, buf, cur, t_end))
+                        except DecodeError as exc:
+                            raise exc.within("node_endpoints[%d]" % i)
+                        pos = cur.pos
                     if pos != t_end:
                         raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
             pos = after
@@ -334,37 +580,6 @@ def _enc_BeginQuorumEpochResponse(version, obj, out):
             out.append(0)
 
 
-def _dec_BeginQuorumEpochResponse_TopicData(version, buf, cur, end):
-    """Decode BeginQuorumEpochResponse.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partitions, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
-    else:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_BeginQuorumEpochResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BeginQuorumEpochResponse_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_BeginQuorumEpochResponse_TopicData(version, obj, out):
     """Append in ``version`` a BeginQuorumEpochResponse.TopicData to ``out``."""
     if obj is None:
@@ -390,28 +605,6 @@ def _enc_BeginQuorumEpochResponse_TopicData(version, obj, out):
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.TopicData")
 
 
-def _dec_BeginQuorumEpochResponse_PartitionData(version, buf, cur, end):
-    """Decode BeginQuorumEpochResponse.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
-    f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
-    pos += 14
-    if version >= 1:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BeginQuorumEpochResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_BeginQuorumEpochResponse_PartitionData(version, obj, out):
     """Append in ``version`` a BeginQuorumEpochResponse.TopicData.PartitionData to ``out``."""
     if obj is None:
@@ -428,13 +621,32 @@ def _dec_BeginQuorumEpochResponse_NodeEndpoint(version, buf, cur, end):
         raise _w.short_run(_RUN_node_id, pos, end)
     f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
+        n_host -= 1
+    if 0 <= n_host <= end - pos:
+        try:
+            f_host = buf[pos:pos + n_host].decode() if n_host else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('host', pos, exc) from None
+        pos += n_host
+    else:
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     f_port = _S_H.unpack_from(buf, pos)[0]
     pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BeginQuorumEpochResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host

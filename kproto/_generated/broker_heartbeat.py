@@ -44,25 +44,33 @@ def _dec_BrokerHeartbeatRequest(version, buf, cur, end):
     if f_want_shut_down != 0 and f_want_shut_down != 1:
         raise _w.bad_bool('want_shut_down', pos - 1, f_want_shut_down)
     b_want_shut_down = f_want_shut_down == 1
-    if version <= 0:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
-    else:
+    if version >= 1:
         f_offline_log_dirs = []
     if version >= 2:
         f_cordoned_log_dirs = None
-    if version >= 1:
-        if pos < end and buf[pos] == 0:
-            pos += 1
-            unknown = []
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        if version <= 0:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
+        elif version == 1:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
         else:
-            if version <= 1:
-                unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
-            else:
-                unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
+        if version >= 1:
             for tag, pos, t_end in spans:
                 if v1_down:
                     if tag == 0:
-                        n_offline_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'offline_log_dirs')
+                        if pos < t_end and buf[pos] < 128:
+                            n_offline_log_dirs = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                            n_offline_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_offline_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'offline_log_dirs')
+                            n_offline_log_dirs -= 1
                         if n_offline_log_dirs < 0 or n_offline_log_dirs > (t_end - pos) // 16:
                             raise _w.bad_count('offline_log_dirs', pos - 1, n_offline_log_dirs, t_end, 16, 1)
                         f_offline_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_offline_log_dirs)]
@@ -71,7 +79,15 @@ def _dec_BrokerHeartbeatRequest(version, buf, cur, end):
                             raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
                 else:
                     if tag == 0:
-                        n_offline_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'offline_log_dirs')
+                        if pos < t_end and buf[pos] < 128:
+                            n_offline_log_dirs = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                            n_offline_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_offline_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'offline_log_dirs')
+                            n_offline_log_dirs -= 1
                         if n_offline_log_dirs < 0 or n_offline_log_dirs > (t_end - pos) // 16:
                             raise _w.bad_count('offline_log_dirs', pos - 1, n_offline_log_dirs, t_end, 16, 1)
                         f_offline_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_offline_log_dirs)]
@@ -79,7 +95,15 @@ def _dec_BrokerHeartbeatRequest(version, buf, cur, end):
                         if pos != t_end:
                             raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
                     elif tag == 1:
-                        n_cordoned_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'cordoned_log_dirs')
+                        if pos < t_end and buf[pos] < 128:
+                            n_cordoned_log_dirs = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                            n_cordoned_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_cordoned_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'cordoned_log_dirs')
+                            n_cordoned_log_dirs -= 1
                         if n_cordoned_log_dirs == -1:
                             f_cordoned_log_dirs = None
                         elif n_cordoned_log_dirs < 0 or n_cordoned_log_dirs > (t_end - pos) // 16:
@@ -174,7 +198,11 @@ def _dec_BrokerHeartbeatResponse(version, buf, cur, end):
     if f_should_shut_down != 0 and f_should_shut_down != 1:
         raise _w.bad_bool('should_shut_down', pos - 1, f_should_shut_down)
     b_should_shut_down = f_should_shut_down == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BrokerHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code

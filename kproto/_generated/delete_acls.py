@@ -15,6 +15,7 @@ from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteAclsRequest', 'DeleteAclsResponse']
@@ -52,6 +53,10 @@ _new = Struct.__new__
 
 def _dec_DeleteAclsRequest(version, buf, cur, end):
     """Decode DeleteAclsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 4:
@@ -59,13 +64,159 @@ def _dec_DeleteAclsRequest(version, buf, cur, end):
         n_filters = _S_i.unpack_from(buf, pos)[0]
         pos += 4
     if version <= 0:
-        f_filters, pos = _w.read_structs(_partial(_dec_DeleteAclsRequest_DeleteAclsFilter, version), buf, cur, pos, end, n_filters, 'filters', 9, 4, False)
+        if n_filters < 0 or n_filters > (end - pos) // 9:
+            raise _w.bad_count('filters', pos - 4, n_filters, end, 9, 4)
     elif version == 1:
-        f_filters, pos = _w.read_structs(_partial(_dec_DeleteAclsRequest_DeleteAclsFilter, version), buf, cur, pos, end, n_filters, 'filters', 10, 4, False)
+        if n_filters < 0 or n_filters > (end - pos) // 10:
+            raise _w.bad_count('filters', pos - 4, n_filters, end, 10, 4)
     else:
-        n_filters, pos = _w.read_compact_length(buf, pos, end, 'filters')
-        f_filters, pos = _w.read_structs(_partial(_dec_DeleteAclsRequest_DeleteAclsFilter, version), buf, cur, pos, end, n_filters, 'filters', 8, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_filters = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_filters, pos = _w.read_uvarint(buf, pos, end, 'filters')
+            n_filters -= 1
+        if n_filters < 0 or n_filters > (end - pos) // 8:
+            raise _w.bad_count('filters', pos - 1, n_filters, end, 8, 1)
+    f_filters = []
+    if n_filters:
+        # Each element read inline.
+        try:
+            for i in range(n_filters):
+                if v1_down:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
+                    f_resource_type_filter__1, n_resource_name_filter__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_resource_type_filter, pos, end)
+                    f_resource_type_filter__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_resource_name_filter__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_resource_name_filter__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_resource_name_filter__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
+                        n_resource_name_filter__1 -= 1
+                if 0 <= n_resource_name_filter__1 <= end - pos:
+                    try:
+                        f_resource_name_filter__1 = buf[pos:pos + n_resource_name_filter__1].decode() if n_resource_name_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+                    pos += n_resource_name_filter__1
+                elif n_resource_name_filter__1 == -1:
+                    f_resource_name_filter__1 = None
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter__1, end, 1, True)
+                if v0_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_principal_filter, pos, end)
+                    n_principal_filter__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                elif v1_only:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
+                    f_pattern_type_filter__1, n_principal_filter__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_pattern_type_filter, pos, end)
+                    f_pattern_type_filter__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_principal_filter__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_principal_filter__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_principal_filter__1, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
+                        n_principal_filter__1 -= 1
+                if 0 <= n_principal_filter__1 <= end - pos:
+                    try:
+                        f_principal_filter__1 = buf[pos:pos + n_principal_filter__1].decode() if n_principal_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_filter', pos, exc) from None
+                    pos += n_principal_filter__1
+                elif n_principal_filter__1 == -1:
+                    f_principal_filter__1 = None
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('principal_filter', pos, n_principal_filter__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('principal_filter', pos, n_principal_filter__1, end, 1, True)
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_host_filter, pos, end)
+                    n_host_filter__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_host_filter__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_host_filter__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_host_filter__1, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
+                        n_host_filter__1 -= 1
+                if 0 <= n_host_filter__1 <= end - pos:
+                    try:
+                        f_host_filter__1 = buf[pos:pos + n_host_filter__1].decode() if n_host_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_filter', pos, exc) from None
+                    pos += n_host_filter__1
+                elif n_host_filter__1 == -1:
+                    f_host_filter__1 = None
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('host_filter', pos, n_host_filter__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('host_filter', pos, n_host_filter__1, end, 1, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteAclsRequest_DeleteAclsFilter)
+                obj__1.resource_type_filter = f_resource_type_filter__1
+                obj__1.resource_name_filter = f_resource_name_filter__1
+                if v0_down:
+                    obj__1.pattern_type_filter = 3
+                else:
+                    obj__1.pattern_type_filter = f_pattern_type_filter__1
+                obj__1.principal_filter = f_principal_filter__1
+                obj__1.host_filter = f_host_filter__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_filters.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("filters[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteAclsRequest)
     obj.filters = f_filters
     if version <= 1:
@@ -92,72 +243,6 @@ def _enc_DeleteAclsRequest(version, obj, out):
     else:
         _w.put_structs(out, obj.filters, _partial(_enc_DeleteAclsRequest_DeleteAclsFilter, version), "DeleteAclsRequest.filters", False)
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest")
-
-
-def _dec_DeleteAclsRequest_DeleteAclsFilter(version, buf, cur, end):
-    """Decode DeleteAclsRequest.DeleteAclsFilter (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
-        f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 2, True, True)
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal_filter, pos, end)
-        n_principal_filter = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-    elif version == 1:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
-        f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
-        pos += 3
-    if version <= 1:
-        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 2, True, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_host_filter, pos, end)
-        n_host_filter = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 2, True, True)
-    else:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type_filter, pos, end)
-        f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name_filter, pos = _w.read_compact_length(buf, pos, end, 'resource_name_filter')
-        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 1, True, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_pattern_type_filter, pos, end)
-        f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_principal_filter, pos = _w.read_compact_length(buf, pos, end, 'principal_filter')
-        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 1, True, True)
-        n_host_filter, pos = _w.read_compact_length(buf, pos, end, 'host_filter')
-        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 1, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteAclsRequest_DeleteAclsFilter)
-    obj.resource_type_filter = f_resource_type_filter
-    obj.resource_name_filter = f_resource_name_filter
-    if version <= 0:
-        obj.pattern_type_filter = 3
-    else:
-        obj.pattern_type_filter = f_pattern_type_filter
-    obj.principal_filter = f_principal_filter
-    obj.host_filter = f_host_filter
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_DeleteAclsRequest_DeleteAclsFilter(version, obj, out):
@@ -201,21 +286,288 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter(version, obj, out):
 
 def _dec_DeleteAclsResponse(version, buf, cur, end):
     """Decode DeleteAclsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v0_2_3 = version in (0, 2, 3)
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__filter_results, pos, end)
         f_throttle_time_ms, n_filter_results = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_filter_results, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsFilterResult, version), buf, cur, pos, end, n_filter_results, 'filter_results', 8, 4, False)
+        if n_filter_results < 0 or n_filter_results > (end - pos) // 8:
+            raise _w.bad_count('filter_results', pos - 4, n_filter_results, end, 8, 4)
     else:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_filter_results, pos = _w.read_compact_length(buf, pos, end, 'filter_results')
-        f_filter_results, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsFilterResult, version), buf, cur, pos, end, n_filter_results, 'filter_results', 5, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_filter_results = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_filter_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_filter_results, pos = _w.read_uvarint(buf, pos, end, 'filter_results')
+            n_filter_results -= 1
+        if n_filter_results < 0 or n_filter_results > (end - pos) // 5:
+            raise _w.bad_count('filter_results', pos - 1, n_filter_results, end, 5, 1)
+    f_filter_results = []
+    if n_filter_results:
+        # Each element read inline.
+        try:
+            for i in range(n_filter_results):
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                    f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                    pos += 4
+                else:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_matching_acls, pos, end)
+                    n_matching_acls__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v0_down:
+                    if n_matching_acls__1 < 0 or n_matching_acls__1 > (end - pos) // 13:
+                        raise _w.bad_count('matching_acls', pos - 4, n_matching_acls__1, end, 13, 4)
+                elif v1_only:
+                    if n_matching_acls__1 < 0 or n_matching_acls__1 > (end - pos) // 14:
+                        raise _w.bad_count('matching_acls', pos - 4, n_matching_acls__1, end, 14, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_matching_acls__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_matching_acls__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_matching_acls__1, pos = _w.read_uvarint(buf, pos, end, 'matching_acls')
+                        n_matching_acls__1 -= 1
+                    if n_matching_acls__1 < 0 or n_matching_acls__1 > (end - pos) // 11:
+                        raise _w.bad_count('matching_acls', pos - 1, n_matching_acls__1, end, 11, 1)
+                f_matching_acls__1 = []
+                if n_matching_acls__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_matching_acls__1):
+                            if v1_down:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                                f_error_code__2, n_error_message__2 = _S_hh.unpack_from(buf, pos)
+                                pos += 4
+                                if 0 <= n_error_message__2 <= end - pos:
+                                    try:
+                                        f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('error_message', pos, exc) from None
+                                    pos += n_error_message__2
+                                elif n_error_message__2 == -1:
+                                    f_error_message__2 = None
+                                else:
+                                    raise _w.bad_sized('error_message', pos, n_error_message__2, end, 2, True)
+                                if end - pos < 3:
+                                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                                f_resource_type__2, n_resource_name__2 = _S_bh.unpack_from(buf, pos)
+                                pos += 3
+                                if 0 <= n_resource_name__2 <= end - pos:
+                                    try:
+                                        f_resource_name__2 = buf[pos:pos + n_resource_name__2].decode() if n_resource_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                                    pos += n_resource_name__2
+                                else:
+                                    raise _w.bad_sized('resource_name', pos, n_resource_name__2, end, 2, False)
+                            if v0_2_3:
+                                if end - pos < 2:
+                                    if v0_down:
+                                        raise _w.short_run(_RUN_principal, pos, end)
+                                    else:
+                                        raise _w.short_run(_RUN_error_code, pos, end)
+                            if v0_down:
+                                n_principal__2 = _S_h.unpack_from(buf, pos)[0]
+                            elif v2_up:
+                                f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            if v0_2_3:
+                                pos += 2
+                            else:
+                                if end - pos < 3:
+                                    raise _w.short_run(_RUN_pattern_type__principal, pos, end)
+                                f_pattern_type__2, n_principal__2 = _S_bh.unpack_from(buf, pos)
+                                pos += 3
+                            if v2_up:
+                                if pos < end and buf[pos] < 128:
+                                    n_error_message__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                    n_error_message__2 -= 1
+                                if 0 <= n_error_message__2 <= end - pos:
+                                    try:
+                                        f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('error_message', pos, exc) from None
+                                    pos += n_error_message__2
+                                elif n_error_message__2 == -1:
+                                    f_error_message__2 = None
+                                else:
+                                    raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                                if end - pos < 1:
+                                    raise _w.short_run(_RUN_resource_type, pos, end)
+                                f_resource_type__2 = _S_b.unpack_from(buf, pos)[0]
+                                pos += 1
+                                if pos < end and buf[pos] < 128:
+                                    n_resource_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_resource_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_resource_name__2, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                                    n_resource_name__2 -= 1
+                                if 0 <= n_resource_name__2 <= end - pos:
+                                    try:
+                                        f_resource_name__2 = buf[pos:pos + n_resource_name__2].decode() if n_resource_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                                    pos += n_resource_name__2
+                                else:
+                                    raise _w.bad_sized('resource_name', pos, n_resource_name__2, end, 1, False)
+                                if end - pos < 1:
+                                    raise _w.short_run(_RUN_pattern_type, pos, end)
+                                f_pattern_type__2 = _S_b.unpack_from(buf, pos)[0]
+                                pos += 1
+                                if pos < end and buf[pos] < 128:
+                                    n_principal__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_principal__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_principal__2, pos = _w.read_uvarint(buf, pos, end, 'principal')
+                                    n_principal__2 -= 1
+                            if 0 <= n_principal__2 <= end - pos:
+                                try:
+                                    f_principal__2 = buf[pos:pos + n_principal__2].decode() if n_principal__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal', pos, exc) from None
+                                pos += n_principal__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('principal', pos, n_principal__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('principal', pos, n_principal__2, end, 1, False)
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_host, pos, end)
+                                n_host__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_host__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                    n_host__2 -= 1
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                            f_operation__2, f_permission_type__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.resource_type = f_resource_type__2
+                            obj__2.resource_name = f_resource_name__2
+                            if v0_down:
+                                obj__2.pattern_type = 3
+                            else:
+                                obj__2.pattern_type = f_pattern_type__2
+                            obj__2.principal = f_principal__2
+                            obj__2.host = f_host__2
+                            obj__2.operation = f_operation__2
+                            obj__2.permission_type = f_permission_type__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_matching_acls__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("matching_acls[%d]" % i__1)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteAclsResponse_DeleteAclsFilterResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.matching_acls = f_matching_acls__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_filter_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("filter_results[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.filter_results = f_filter_results
@@ -246,45 +598,6 @@ def _enc_DeleteAclsResponse(version, obj, out):
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse")
 
 
-def _dec_DeleteAclsResponse_DeleteAclsFilterResult(version, buf, cur, end):
-    """Decode DeleteAclsResponse.DeleteAclsFilterResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__error_message, pos, end)
-        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_matching_acls, pos, end)
-        n_matching_acls = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version <= 0:
-        f_matching_acls, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl, version), buf, cur, pos, end, n_matching_acls, 'matching_acls', 13, 4, False)
-    elif version == 1:
-        f_matching_acls, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl, version), buf, cur, pos, end, n_matching_acls, 'matching_acls', 14, 4, False)
-    else:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_error_code, pos, end)
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        n_matching_acls, pos = _w.read_compact_length(buf, pos, end, 'matching_acls')
-        f_matching_acls, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl, version), buf, cur, pos, end, n_matching_acls, 'matching_acls', 11, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteAclsResponse_DeleteAclsFilterResult)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.matching_acls = f_matching_acls
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_DeleteAclsResponse_DeleteAclsFilterResult(version, obj, out):
     """Append in ``version`` a DeleteAclsResponse.DeleteAclsFilterResult to ``out``."""
     if obj is None:
@@ -310,88 +623,6 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult(version, obj, out):
     else:
         _w.put_structs(out, obj.matching_acls, _partial(_enc_DeleteAclsResponse_DeleteAclsMatchingAcl, version), "DeleteAclsResponse.DeleteAclsFilterResult.matching_acls", False)
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult")
-
-
-def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl(version, buf, cur, end):
-    """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__error_message, pos, end)
-        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if version in (0, 2, 3):
-        if end - pos < 2:
-            if version <= 0:
-                raise _w.short_run(_RUN_principal, pos, end)
-            else:
-                raise _w.short_run(_RUN_error_code, pos, end)
-    if version <= 0:
-        n_principal = _S_h.unpack_from(buf, pos)[0]
-    elif version >= 2:
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-    if version in (0, 2, 3):
-        pos += 2
-    else:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_pattern_type__principal, pos, end)
-        f_pattern_type, n_principal = _S_bh.unpack_from(buf, pos)
-        pos += 3
-    if version <= 1:
-        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_host, pos, end)
-        n_host = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
-    else:
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type, pos, end)
-        f_resource_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_pattern_type, pos, end)
-        f_pattern_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_principal, pos = _w.read_compact_length(buf, pos, end, 'principal')
-        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 1, False, True)
-        n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    if version <= 0:
-        obj.pattern_type = 3
-    else:
-        obj.pattern_type = f_pattern_type
-    obj.principal = f_principal
-    obj.host = f_host
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl(version, obj, out):

@@ -16,6 +16,7 @@ from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteShareGroupOffsetsRequest', 'DeleteShareGroupOffsetsResponse']
@@ -32,11 +33,72 @@ _new = Struct.__new__
 def _dec_DeleteShareGroupOffsetsRequest(version, buf, cur, end):
     """Decode DeleteShareGroupOffsetsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic, version), buf, cur, pos, end, n_topics, 'topics', 2, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+        n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 2:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 2, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteShareGroupOffsetsRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
@@ -57,19 +119,6 @@ def _enc_DeleteShareGroupOffsetsRequest(version, obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsRequest")
 
 
-def _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic(version, buf, cur, end):
-    """Decode DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic)
-    obj.topic_name = f_topic_name
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic(version, obj, out):
     """Append in ``version`` a DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic to ``out``."""
     if obj is None:
@@ -88,11 +137,104 @@ def _dec_DeleteShareGroupOffsetsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_partial(_dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic, version), buf, cur, pos, end, n_responses, 'responses', 21, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
+        n_responses -= 1
+    if n_responses < 0 or n_responses > (end - pos) // 21:
+        raise _w.bad_count('responses', pos - 1, n_responses, end, 21, 1)
+    f_responses = []
+    if n_responses:
+        # Each element read inline.
+        try:
+            for i in range(n_responses):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -114,32 +256,6 @@ def _enc_DeleteShareGroupOffsetsResponse(version, obj, out):
         out += f_error_message
     _w.put_structs(out, obj.responses, _partial(_enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic, version), "DeleteShareGroupOffsetsResponse.responses", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsResponse")
-
-
-def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic(version, buf, cur, end):
-    """Decode DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic)
-    obj.topic_name = f_topic_name
-    obj.topic_id = f_topic_id
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic(version, obj, out):

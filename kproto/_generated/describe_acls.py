@@ -15,6 +15,7 @@ from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeAclsRequest', 'DescribeAclsResponse']
@@ -57,7 +58,33 @@ def _dec_DescribeAclsRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
         f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
         pos += 3
-        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 2, True, True)
+    else:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type_filter, pos, end)
+        f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        if pos < end and buf[pos] < 128:
+            n_resource_name_filter = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_resource_name_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_resource_name_filter, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
+            n_resource_name_filter -= 1
+    if 0 <= n_resource_name_filter <= end - pos:
+        try:
+            f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode() if n_resource_name_filter else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+        pos += n_resource_name_filter
+    elif n_resource_name_filter == -1:
+        f_resource_name_filter = None
+    else:
+        if version <= 1:
+            raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter, end, 2, True)
+        else:
+            raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter, end, 1, True)
     if version <= 0:
         if end - pos < 2:
             raise _w.short_run(_RUN_principal_filter, pos, end)
@@ -68,34 +95,71 @@ def _dec_DescribeAclsRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
         f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
         pos += 3
-    if version <= 1:
-        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 2, True, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_host_filter, pos, end)
-        n_host_filter = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 2, True, True)
     else:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type_filter, pos, end)
-        f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name_filter, pos = _w.read_compact_length(buf, pos, end, 'resource_name_filter')
-        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 1, True, True)
         if end - pos < 1:
             raise _w.short_run(_RUN_pattern_type_filter, pos, end)
         f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
         pos += 1
-        n_principal_filter, pos = _w.read_compact_length(buf, pos, end, 'principal_filter')
-        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 1, True, True)
-        n_host_filter, pos = _w.read_compact_length(buf, pos, end, 'host_filter')
-        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 1, True, True)
+        if pos < end and buf[pos] < 128:
+            n_principal_filter = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_principal_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_principal_filter, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
+            n_principal_filter -= 1
+    if 0 <= n_principal_filter <= end - pos:
+        try:
+            f_principal_filter = buf[pos:pos + n_principal_filter].decode() if n_principal_filter else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('principal_filter', pos, exc) from None
+        pos += n_principal_filter
+    elif n_principal_filter == -1:
+        f_principal_filter = None
+    else:
+        if version <= 1:
+            raise _w.bad_sized('principal_filter', pos, n_principal_filter, end, 2, True)
+        else:
+            raise _w.bad_sized('principal_filter', pos, n_principal_filter, end, 1, True)
+    if version <= 1:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_host_filter, pos, end)
+        n_host_filter = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    else:
+        if pos < end and buf[pos] < 128:
+            n_host_filter = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_host_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_host_filter, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
+            n_host_filter -= 1
+    if 0 <= n_host_filter <= end - pos:
+        try:
+            f_host_filter = buf[pos:pos + n_host_filter].decode() if n_host_filter else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('host_filter', pos, exc) from None
+        pos += n_host_filter
+    elif n_host_filter == -1:
+        f_host_filter = None
+    else:
+        if version <= 1:
+            raise _w.bad_sized('host_filter', pos, n_host_filter, end, 2, True)
+        else:
+            raise _w.bad_sized('host_filter', pos, n_host_filter, end, 1, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeAclsRequest)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
@@ -156,31 +220,236 @@ def _enc_DescribeAclsRequest(version, obj, out):
 
 def _dec_DescribeAclsResponse(version, buf, cur, end):
     """Decode DescribeAclsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
         f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
         pos += 8
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_resources, pos, end)
-        n_resources = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version <= 0:
-        f_resources, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_DescribeAclsResource, version), buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
-    elif version == 1:
-        f_resources, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_DescribeAclsResource, version), buf, cur, pos, end, n_resources, 'resources', 8, 4, False)
     else:
         if end - pos < 6:
             raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        n_resources, pos = _w.read_compact_length(buf, pos, end, 'resources')
-        f_resources, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_DescribeAclsResource, version), buf, cur, pos, end, n_resources, 'resources', 5, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_error_message = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+            n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        if version <= 1:
+            raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
+        else:
+            raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if version <= 1:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_resources, pos, end)
+        n_resources = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if version <= 0:
+        if n_resources < 0 or n_resources > (end - pos) // 7:
+            raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
+    elif version == 1:
+        if n_resources < 0 or n_resources > (end - pos) // 8:
+            raise _w.bad_count('resources', pos - 4, n_resources, end, 8, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_resources = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_resources, pos = _w.read_uvarint(buf, pos, end, 'resources')
+            n_resources -= 1
+        if n_resources < 0 or n_resources > (end - pos) // 5:
+            raise _w.bad_count('resources', pos - 1, n_resources, end, 5, 1)
+    f_resources = []
+    if n_resources:
+        # Each element read inline.
+        try:
+            for i in range(n_resources):
+                if v1_down:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                    f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_resource_type, pos, end)
+                    f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_resource_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                        n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if v0_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_acls, pos, end)
+                    n_acls__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                elif v1_only:
+                    if end - pos < 5:
+                        raise _w.short_run(_RUN_pattern_type__acls, pos, end)
+                    f_pattern_type__1, n_acls__1 = _S_bi.unpack_from(buf, pos)
+                    pos += 5
+                if v1_down:
+                    if n_acls__1 < 0 or n_acls__1 > (end - pos) // 6:
+                        raise _w.bad_count('acls', pos - 4, n_acls__1, end, 6, 4)
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_pattern_type, pos, end)
+                    f_pattern_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_acls__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_acls__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_acls__1, pos = _w.read_uvarint(buf, pos, end, 'acls')
+                        n_acls__1 -= 1
+                    if n_acls__1 < 0 or n_acls__1 > (end - pos) // 5:
+                        raise _w.bad_count('acls', pos - 1, n_acls__1, end, 5, 1)
+                f_acls__1 = []
+                if n_acls__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_acls__1):
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_principal, pos, end)
+                                n_principal__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_principal__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_principal__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_principal__2, pos = _w.read_uvarint(buf, pos, end, 'principal')
+                                    n_principal__2 -= 1
+                            if 0 <= n_principal__2 <= end - pos:
+                                try:
+                                    f_principal__2 = buf[pos:pos + n_principal__2].decode() if n_principal__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal', pos, exc) from None
+                                pos += n_principal__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('principal', pos, n_principal__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('principal', pos, n_principal__2, end, 1, False)
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_host, pos, end)
+                                n_host__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_host__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                    n_host__2 -= 1
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                            f_operation__2, f_permission_type__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeAclsResponse_AclDescription)
+                            obj__2.principal = f_principal__2
+                            obj__2.host = f_host__2
+                            obj__2.operation = f_operation__2
+                            obj__2.permission_type = f_permission_type__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_acls__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("acls[%d]" % i__1)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeAclsResponse_DescribeAclsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                if v0_down:
+                    obj__1.pattern_type = 3
+                else:
+                    obj__1.pattern_type = f_pattern_type__1
+                obj__1.acls = f_acls__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -221,57 +490,6 @@ def _enc_DescribeAclsResponse(version, obj, out):
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse")
 
 
-def _dec_DescribeAclsResponse_DescribeAclsResource(version, buf, cur, end):
-    """Decode DescribeAclsResponse.DescribeAclsResource (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if version <= 0:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_acls, pos, end)
-        n_acls = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    elif version == 1:
-        if end - pos < 5:
-            raise _w.short_run(_RUN_pattern_type__acls, pos, end)
-        f_pattern_type, n_acls = _S_bi.unpack_from(buf, pos)
-        pos += 5
-    if version <= 1:
-        f_acls, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_AclDescription, version), buf, cur, pos, end, n_acls, 'acls', 6, 4, False)
-    else:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type, pos, end)
-        f_resource_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_pattern_type, pos, end)
-        f_pattern_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_acls, pos = _w.read_compact_length(buf, pos, end, 'acls')
-        f_acls, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_AclDescription, version), buf, cur, pos, end, n_acls, 'acls', 5, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeAclsResponse_DescribeAclsResource)
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    if version <= 0:
-        obj.pattern_type = 3
-    else:
-        obj.pattern_type = f_pattern_type
-    obj.acls = f_acls
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_DescribeAclsResponse_DescribeAclsResource(version, obj, out):
     """Append in ``version`` a DescribeAclsResponse.DescribeAclsResource to ``out``."""
     if obj is None:
@@ -305,44 +523,6 @@ def _enc_DescribeAclsResponse_DescribeAclsResource(version, obj, out):
         out += _S_b.pack(obj.pattern_type)
         _w.put_structs(out, obj.acls, _partial(_enc_DescribeAclsResponse_AclDescription, version), "DescribeAclsResponse.DescribeAclsResource.acls", False)
         _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource")
-
-
-def _dec_DescribeAclsResponse_AclDescription(version, buf, cur, end):
-    """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal, pos, end)
-        n_principal = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_host, pos, end)
-        n_host = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
-    else:
-        n_principal, pos = _w.read_compact_length(buf, pos, end, 'principal')
-        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 1, False, True)
-        n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
-    if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeAclsResponse_AclDescription)
-    obj.principal = f_principal
-    obj.host = f_host
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_DescribeAclsResponse_AclDescription(version, obj, out):

@@ -15,6 +15,7 @@ from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse']
@@ -33,9 +34,58 @@ _new = Struct.__new__
 def _dec_DescribeUserScramCredentialsRequest(version, buf, cur, end):
     """Decode DescribeUserScramCredentialsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_users, pos = _w.read_compact_length(buf, pos, end, 'users')
-    f_users, pos = _w.read_structs(_partial(_dec_DescribeUserScramCredentialsRequest_UserName, version), buf, cur, pos, end, n_users, 'users', 2, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_users = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_users = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_users, pos = _w.read_uvarint(buf, pos, end, 'users')
+        n_users -= 1
+    if n_users == -1:
+        f_users = None
+    elif n_users < 0 or n_users > (end - pos) // 2:
+        raise _w.bad_count('users', pos - 1, n_users, end, 2, 1)
+    else:
+        f_users = []
+        if n_users:
+            # Each element read inline.
+            try:
+                for i in range(n_users):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(DescribeUserScramCredentialsRequest_UserName)
+                    obj__1.name = f_name__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_users.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("users[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeUserScramCredentialsRequest)
     obj.users = f_users
     obj.unknown_tagged_fields = unknown
@@ -49,19 +99,6 @@ def _enc_DescribeUserScramCredentialsRequest(version, obj, out):
         raise TypeError("DescribeUserScramCredentialsRequest expected, got None")
     _w.put_structs(out, obj.users, _partial(_enc_DescribeUserScramCredentialsRequest_UserName, version), "DescribeUserScramCredentialsRequest.users", True)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest")
-
-
-def _dec_DescribeUserScramCredentialsRequest_UserName(version, buf, cur, end):
-    """Decode DescribeUserScramCredentialsRequest.UserName (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeUserScramCredentialsRequest_UserName)
-    obj.name = f_name
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_DescribeUserScramCredentialsRequest_UserName(version, obj, out):
@@ -82,11 +119,132 @@ def _dec_DescribeUserScramCredentialsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_partial(_dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, version), buf, cur, pos, end, n_results, 'results', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+        n_results -= 1
+    if n_results < 0 or n_results > (end - pos) // 6:
+        raise _w.bad_count('results', pos - 1, n_results, end, 6, 1)
+    f_results = []
+    if n_results:
+        # Each element read inline.
+        try:
+            for i in range(n_results):
+                if pos < end and buf[pos] < 128:
+                    n_user__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_user__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_user__1, pos = _w.read_uvarint(buf, pos, end, 'user')
+                    n_user__1 -= 1
+                if 0 <= n_user__1 <= end - pos:
+                    try:
+                        f_user__1 = buf[pos:pos + n_user__1].decode() if n_user__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('user', pos, exc) from None
+                    pos += n_user__1
+                else:
+                    raise _w.bad_sized('user', pos, n_user__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_credential_infos__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_credential_infos__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_credential_infos__1, pos = _w.read_uvarint(buf, pos, end, 'credential_infos')
+                    n_credential_infos__1 -= 1
+                if n_credential_infos__1 < 0 or n_credential_infos__1 > (end - pos) // 6:
+                    raise _w.bad_count('credential_infos', pos - 1, n_credential_infos__1, end, 6, 1)
+                f_credential_infos__1 = []
+                if n_credential_infos__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_credential_infos__1):
+                            if end - pos < 5:
+                                raise _w.short_run(_RUN_mechanism__iterations, pos, end)
+                            f_mechanism__2, f_iterations__2 = _S_bi.unpack_from(buf, pos)
+                            pos += 5
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeUserScramCredentialsResponse_CredentialInfo)
+                            obj__2.mechanism = f_mechanism__2
+                            obj__2.iterations = f_iterations__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_credential_infos__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("credential_infos[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
+                obj__1.user = f_user__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.credential_infos = f_credential_infos__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeUserScramCredentialsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -110,30 +268,6 @@ def _enc_DescribeUserScramCredentialsResponse(version, obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse")
 
 
-def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(version, buf, cur, end):
-    """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_user, pos = _w.read_compact_length(buf, pos, end, 'user')
-    f_user, pos = _w.read_sized(buf, pos, n_user, end, 'user', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_credential_infos, pos = _w.read_compact_length(buf, pos, end, 'credential_infos')
-    f_credential_infos, pos = _w.read_structs(_partial(_dec_DescribeUserScramCredentialsResponse_CredentialInfo, version), buf, cur, pos, end, n_credential_infos, 'credential_infos', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
-    obj.user = f_user
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.credential_infos = f_credential_infos
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(version, obj, out):
     """Append in ``version`` a DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult to ``out``."""
     if obj is None:
@@ -149,22 +283,6 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
         out += f_error_message
     _w.put_structs(out, obj.credential_infos, _partial(_enc_DescribeUserScramCredentialsResponse_CredentialInfo, version), "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.credential_infos", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult")
-
-
-def _dec_DescribeUserScramCredentialsResponse_CredentialInfo(version, buf, cur, end):
-    """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 5:
-        raise _w.short_run(_RUN_mechanism__iterations, pos, end)
-    f_mechanism, f_iterations = _S_bi.unpack_from(buf, pos)
-    pos += 5
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeUserScramCredentialsResponse_CredentialInfo)
-    obj.mechanism = f_mechanism
-    obj.iterations = f_iterations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_DescribeUserScramCredentialsResponse_CredentialInfo(version, obj, out):

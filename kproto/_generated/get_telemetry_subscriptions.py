@@ -41,7 +41,11 @@ def _dec_GetTelemetrySubscriptionsRequest(version, buf, cur, end):
         raise _w.short_read('client_instance_id', pos, 16, end)
     f_client_instance_id = _w.uuid_at(buf, pos)
     pos += 16
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(GetTelemetrySubscriptionsRequest)
     obj.client_instance_id = f_client_instance_id
     obj.unknown_tagged_fields = unknown
@@ -72,7 +76,15 @@ def _dec_GetTelemetrySubscriptionsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_subscription_id, pos, end)
     f_subscription_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_accepted_compression_types, pos = _w.read_compact_length(buf, pos, end, 'accepted_compression_types')
+    if pos < end and buf[pos] < 128:
+        n_accepted_compression_types = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_accepted_compression_types = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_accepted_compression_types, pos = _w.read_uvarint(buf, pos, end, 'accepted_compression_types')
+        n_accepted_compression_types -= 1
     if n_accepted_compression_types < 0 or n_accepted_compression_types > (end - pos) // 1:
         raise _w.bad_count('accepted_compression_types', pos - 1, n_accepted_compression_types, end, 1, 1)
     if n_accepted_compression_types < _w.SMALL_ARRAY_MAX:
@@ -87,12 +99,28 @@ def _dec_GetTelemetrySubscriptionsResponse(version, buf, cur, end):
     if f_delta_temporality != 0 and f_delta_temporality != 1:
         raise _w.bad_bool('delta_temporality', pos - 1, f_delta_temporality)
     b_delta_temporality = f_delta_temporality == 1
-    n_requested_metrics, pos = _w.read_compact_length(buf, pos, end, 'requested_metrics')
+    if pos < end and buf[pos] < 128:
+        n_requested_metrics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_requested_metrics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_requested_metrics, pos = _w.read_uvarint(buf, pos, end, 'requested_metrics')
+        n_requested_metrics -= 1
     if n_requested_metrics < 0 or n_requested_metrics > (end - pos) // 1:
         raise _w.bad_count('requested_metrics', pos - 1, n_requested_metrics, end, 1, 1)
     f_requested_metrics = []
     for i in range(n_requested_metrics):
-        m, pos = _w.read_compact_length(buf, pos, end, "requested_metrics[%d]" % i)
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            m, pos = _w.read_uvarint(buf, pos, end, "requested_metrics[%d]" % i)
+            m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("requested_metrics[%d]" % i, pos, m, end, 1, False)
         try:
@@ -101,7 +129,11 @@ def _dec_GetTelemetrySubscriptionsResponse(version, buf, cur, end):
             raise _w.bad_utf8("requested_metrics[%d]" % i, pos, exc) from None
         f_requested_metrics.append(s)
         pos += m
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(GetTelemetrySubscriptionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code

@@ -31,8 +31,25 @@ _new = Struct.__new__
 def _dec_RemoveRaftVoterRequest(version, buf, cur, end):
     """Decode RemoveRaftVoterRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
+        n_cluster_id -= 1
+    if 0 <= n_cluster_id <= end - pos:
+        try:
+            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('cluster_id', pos, exc) from None
+        pos += n_cluster_id
+    elif n_cluster_id == -1:
+        f_cluster_id = None
+    else:
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_voter_id, pos, end)
     f_voter_id = _S_i.unpack_from(buf, pos)[0]
@@ -41,7 +58,11 @@ def _dec_RemoveRaftVoterRequest(version, buf, cur, end):
         raise _w.short_read('voter_directory_id', pos, 16, end)
     f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(RemoveRaftVoterRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = f_voter_id
@@ -71,9 +92,30 @@ def _dec_RemoveRaftVoterResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(RemoveRaftVoterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code

@@ -34,7 +34,14 @@ def _dec_SaslHandshakeRequest(version, buf, cur, end):
         raise _w.short_run(_RUN_mechanism, pos, end)
     n_mechanism = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    f_mechanism, pos = _w.read_sized(buf, pos, n_mechanism, end, 'mechanism', 2, False, True)
+    if 0 <= n_mechanism <= end - pos:
+        try:
+            f_mechanism = buf[pos:pos + n_mechanism].decode() if n_mechanism else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('mechanism', pos, exc) from None
+        pos += n_mechanism
+    else:
+        raise _w.bad_sized('mechanism', pos, n_mechanism, end, 2, False)
     obj = _new(SaslHandshakeRequest)
     obj.mechanism = f_mechanism
     cur.pos = pos

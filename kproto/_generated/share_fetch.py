@@ -59,11 +59,46 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_ShareFetchRequest(version, buf, cur, end):
     """Decode ShareFetchRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, True, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+        n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    elif n_group_id == -1:
+        f_group_id = None
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+        n_member_id -= 1
+    if 0 <= n_member_id <= end - pos:
+        try:
+            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('member_id', pos, exc) from None
+        pos += n_member_id
+    elif n_member_id == -1:
+        f_member_id = None
+    else:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if version <= 0:
         if end - pos < 16:
             raise _w.short_run(_RUN_share_session_epoch__max_bytes, pos, end)
@@ -82,11 +117,186 @@ def _dec_ShareFetchRequest(version, buf, cur, end):
         if f_is_renew_ack != 0 and f_is_renew_ack != 1:
             raise _w.bad_bool('is_renew_ack', pos - 1, f_is_renew_ack)
         b_is_renew_ack = f_is_renew_ack == 1
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_FetchTopic, version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    n_forgotten_topics_data, pos = _w.read_compact_length(buf, pos, end, 'forgotten_topics_data')
-    f_forgotten_topics_data, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_ForgottenTopic, version), buf, cur, pos, end, n_forgotten_topics_data, 'forgotten_topics_data', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 18:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if v0_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 10:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 10, 1)
+                else:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v0_down:
+                                if end - pos < 8:
+                                    raise _w.short_run(_RUN_partition_index__partition_max_bytes, pos, end)
+                                f_partition_index__2, f_partition_max_bytes__2 = _S_ii.unpack_from(buf, pos)
+                                pos += 8
+                            else:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_partition_index, pos, end)
+                                f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledgement_batches__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledgement_batches__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledgement_batches__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+                                n_acknowledgement_batches__2 -= 1
+                            if n_acknowledgement_batches__2 < 0 or n_acknowledgement_batches__2 > (end - pos) // 18:
+                                raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
+                            f_acknowledgement_batches__2 = []
+                            if n_acknowledgement_batches__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_acknowledgement_batches__2):
+                                        if end - pos < 16:
+                                            raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                                        f_first_offset__3, f_last_offset__3 = _S_qq.unpack_from(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] < 128:
+                                            n_acknowledge_types__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_acknowledge_types__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_acknowledge_types__3, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                                            n_acknowledge_types__3 -= 1
+                                        if n_acknowledge_types__3 < 0 or n_acknowledge_types__3 > (end - pos) // 1:
+                                            raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__3, end, 1, 1)
+                                        if n_acknowledge_types__3 < _w.SMALL_ARRAY_MAX:
+                                            f_acknowledge_types__3 = list(_A_b[n_acknowledge_types__3].unpack_from(buf, pos))
+                                        else:
+                                            f_acknowledge_types__3 = list(_unpack_from(">%db" % n_acknowledge_types__3, buf, pos))
+                                        pos += n_acknowledge_types__3 * 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareFetchRequest_AcknowledgementBatch)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.acknowledge_types = f_acknowledge_types__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acknowledgement_batches__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acknowledgement_batches[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchRequest_FetchPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            if v0_down:
+                                obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            else:
+                                obj__2.partition_max_bytes = 0
+                            obj__2.acknowledgement_batches = f_acknowledgement_batches__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_FetchTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_forgotten_topics_data = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
+        n_forgotten_topics_data -= 1
+    if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
+        raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
+    f_forgotten_topics_data = []
+    if n_forgotten_topics_data:
+        # Each element read inline.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_ForgottenTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
@@ -152,27 +362,6 @@ def _enc_ShareFetchRequest(version, obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
 
 
-def _dec_ShareFetchRequest_FetchTopic(version, buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if version <= 0:
-        f_partitions, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_FetchPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 10, 1, False)
-    else:
-        f_partitions, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_FetchPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest_FetchTopic)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_ShareFetchRequest_FetchTopic(version, obj, out):
     """Append in ``version`` a ShareFetchRequest.FetchTopic to ``out``."""
     if obj is None:
@@ -180,34 +369,6 @@ def _enc_ShareFetchRequest_FetchTopic(version, obj, out):
     out += obj.topic_id.bytes
     _w.put_structs(out, obj.partitions, _partial(_enc_ShareFetchRequest_FetchPartition, version), "ShareFetchRequest.FetchTopic.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic")
-
-
-def _dec_ShareFetchRequest_FetchPartition(version, buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic.FetchPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 8:
-            raise _w.short_run(_RUN_partition_index__partition_max_bytes, pos, end)
-        f_partition_index, f_partition_max_bytes = _S_ii.unpack_from(buf, pos)
-        pos += 8
-    else:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_index, pos, end)
-        f_partition_index = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    n_acknowledgement_batches, pos = _w.read_compact_length(buf, pos, end, 'acknowledgement_batches')
-    f_acknowledgement_batches, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_AcknowledgementBatch, version), buf, cur, pos, end, n_acknowledgement_batches, 'acknowledgement_batches', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest_FetchPartition)
-    obj.partition_index = f_partition_index
-    if version <= 0:
-        obj.partition_max_bytes = f_partition_max_bytes
-    else:
-        obj.partition_max_bytes = 0
-    obj.acknowledgement_batches = f_acknowledgement_batches
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_ShareFetchRequest_FetchPartition(version, obj, out):
@@ -224,31 +385,6 @@ def _enc_ShareFetchRequest_FetchPartition(version, obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition")
 
 
-def _dec_ShareFetchRequest_AcknowledgementBatch(version, buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
-    f_first_offset, f_last_offset = _S_qq.unpack_from(buf, pos)
-    pos += 16
-    n_acknowledge_types, pos = _w.read_compact_length(buf, pos, end, 'acknowledge_types')
-    if n_acknowledge_types < 0 or n_acknowledge_types > (end - pos) // 1:
-        raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types, end, 1, 1)
-    if n_acknowledge_types < _w.SMALL_ARRAY_MAX:
-        f_acknowledge_types = list(_A_b[n_acknowledge_types].unpack_from(buf, pos))
-    else:
-        f_acknowledge_types = list(_unpack_from(">%db" % n_acknowledge_types, buf, pos))
-    pos += n_acknowledge_types * 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest_AcknowledgementBatch)
-    obj.first_offset = f_first_offset
-    obj.last_offset = f_last_offset
-    obj.acknowledge_types = f_acknowledge_types
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_ShareFetchRequest_AcknowledgementBatch(version, obj, out):
     """Append in ``version`` a ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch to ``out``."""
     if obj is None:
@@ -262,30 +398,6 @@ def _enc_ShareFetchRequest_AcknowledgementBatch(version, obj, out):
     _w.put_uvarint(out, n_acknowledge_types + 1)
     out += _pack(">%db" % n_acknowledge_types, *f_acknowledge_types)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch")
-
-
-def _dec_ShareFetchRequest_ForgottenTopic(version, buf, cur, end):
-    """Decode ShareFetchRequest.ForgottenTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
-    else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest_ForgottenTopic)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_ShareFetchRequest_ForgottenTopic(version, obj, out):
@@ -305,23 +417,289 @@ def _enc_ShareFetchRequest_ForgottenTopic(version, obj, out):
 
 def _dec_ShareFetchResponse(version, buf, cur, end):
     """Decode ShareFetchResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if version >= 1:
         if end - pos < 4:
             raise _w.short_run(_RUN_acquisition_lock_timeout_ms, pos, end)
         f_acquisition_lock_timeout_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_ShareFetchableTopicResponse, version), buf, cur, pos, end, n_responses, 'responses', 18, 1, False)
-    n_node_endpoints, pos = _w.read_compact_length(buf, pos, end, 'node_endpoints')
-    f_node_endpoints, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_NodeEndpoint, version), buf, cur, pos, end, n_node_endpoints, 'node_endpoints', 11, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
+        n_responses -= 1
+    if n_responses < 0 or n_responses > (end - pos) // 18:
+        raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
+    f_responses = []
+    if n_responses:
+        # Each element read inline.
+        try:
+            for i in range(n_responses):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 22, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_acknowledge_error_code, pos, end)
+                            f_acknowledge_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledge_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledge_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledge_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_error_message')
+                                n_acknowledge_error_message__2 -= 1
+                            if 0 <= n_acknowledge_error_message__2 <= end - pos:
+                                try:
+                                    f_acknowledge_error_message__2 = buf[pos:pos + n_acknowledge_error_message__2].decode() if n_acknowledge_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('acknowledge_error_message', pos, exc) from None
+                                pos += n_acknowledge_error_message__2
+                            elif n_acknowledge_error_message__2 == -1:
+                                f_acknowledge_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('acknowledge_error_message', pos, n_acknowledge_error_message__2, end, 1, True)
+                            cur.pos = pos
+                            try:
+                                f_current_leader__2 = _dec_ShareFetchResponse_LeaderIdAndEpoch(version, buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos < end and buf[pos] < 128:
+                                n_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
+                                n_records__2 -= 1
+                            if v0_down:
+                                if 0 <= n_records__2 <= end - pos:
+                                    f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                    pos += n_records__2
+                                elif n_records__2 == -1:
+                                    f_records__2 = None
+                                else:
+                                    raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
+                            else:
+                                if 0 <= n_records__2 <= end - pos:
+                                    f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                    pos += n_records__2
+                                else:
+                                    raise _w.bad_sized('records', pos, n_records__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_acquired_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acquired_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acquired_records__2, pos = _w.read_uvarint(buf, pos, end, 'acquired_records')
+                                n_acquired_records__2 -= 1
+                            if n_acquired_records__2 < 0 or n_acquired_records__2 > (end - pos) // 19:
+                                raise _w.bad_count('acquired_records', pos - 1, n_acquired_records__2, end, 19, 1)
+                            f_acquired_records__2 = []
+                            if n_acquired_records__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_acquired_records__2):
+                                        if end - pos < 18:
+                                            raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                                        f_first_offset__3, f_last_offset__3, f_delivery_count__3 = _S_qqh.unpack_from(buf, pos)
+                                        pos += 18
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareFetchResponse_AcquiredRecords)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.delivery_count = f_delivery_count__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acquired_records__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acquired_records[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.acknowledge_error_code = f_acknowledge_error_code__2
+                            obj__2.acknowledge_error_message = f_acknowledge_error_message__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.records = f_records__2
+                            obj__2.acquired_records = f_acquired_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_ShareFetchableTopicResponse)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_node_endpoints = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_node_endpoints, pos = _w.read_uvarint(buf, pos, end, 'node_endpoints')
+        n_node_endpoints -= 1
+    if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
+        raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
+    f_node_endpoints = []
+    if n_node_endpoints:
+        # Each element read inline.
+        try:
+            for i in range(n_node_endpoints):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_NodeEndpoint)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_node_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -356,24 +734,6 @@ def _enc_ShareFetchResponse(version, obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse")
 
 
-def _dec_ShareFetchResponse_ShareFetchableTopicResponse(version, buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 22, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchResponse_ShareFetchableTopicResponse)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_ShareFetchResponse_ShareFetchableTopicResponse(version, obj, out):
     """Append in ``version`` a ShareFetchResponse.ShareFetchableTopicResponse to ``out``."""
     if obj is None:
@@ -381,59 +741,6 @@ def _enc_ShareFetchResponse_ShareFetchableTopicResponse(version, obj, out):
     out += obj.topic_id.bytes
     _w.put_structs(out, obj.partitions, _partial(_enc_ShareFetchResponse_PartitionData, version), "ShareFetchResponse.ShareFetchableTopicResponse.partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse")
-
-
-def _dec_ShareFetchResponse_PartitionData(version, buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_acknowledge_error_code, pos, end)
-    f_acknowledge_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_acknowledge_error_message, pos = _w.read_compact_length(buf, pos, end, 'acknowledge_error_message')
-    f_acknowledge_error_message, pos = _w.read_sized(buf, pos, n_acknowledge_error_message, end, 'acknowledge_error_message', 1, True, True)
-    cur.pos = pos
-    try:
-        f_current_leader = _dec_ShareFetchResponse_LeaderIdAndEpoch(version, buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('current_leader')
-    pos = cur.pos
-    n_records, pos = _w.read_compact_length(buf, pos, end, 'records')
-    if version <= 0:
-        if 0 <= n_records <= end - pos:
-            f_records = RecordSet(buf[pos:pos + n_records])
-            pos += n_records
-        elif n_records == -1:
-            f_records = None
-        else:
-            raise _w.bad_sized('records', pos, n_records, end, 1, True)
-    else:
-        if 0 <= n_records <= end - pos:
-            f_records = RecordSet(buf[pos:pos + n_records])
-            pos += n_records
-        else:
-            raise _w.bad_sized('records', pos, n_records, end, 1, False)
-    n_acquired_records, pos = _w.read_compact_length(buf, pos, end, 'acquired_records')
-    f_acquired_records, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_AcquiredRecords, version), buf, cur, pos, end, n_acquired_records, 'acquired_records', 19, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.acknowledge_error_code = f_acknowledge_error_code
-    obj.acknowledge_error_message = f_acknowledge_error_message
-    obj.current_leader = f_current_leader
-    obj.records = f_records
-    obj.acquired_records = f_acquired_records
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_ShareFetchResponse_PartitionData(version, obj, out):
@@ -475,7 +782,11 @@ def _dec_ShareFetchResponse_LeaderIdAndEpoch(version, buf, cur, end):
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     f_leader_id, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
@@ -492,55 +803,12 @@ def _enc_ShareFetchResponse_LeaderIdAndEpoch(version, obj, out):
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch")
 
 
-def _dec_ShareFetchResponse_AcquiredRecords(version, buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 18:
-        raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
-    f_first_offset, f_last_offset, f_delivery_count = _S_qqh.unpack_from(buf, pos)
-    pos += 18
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchResponse_AcquiredRecords)
-    obj.first_offset = f_first_offset
-    obj.last_offset = f_last_offset
-    obj.delivery_count = f_delivery_count
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_ShareFetchResponse_AcquiredRecords(version, obj, out):
     """Append in ``version`` a ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords to ``out``."""
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords expected, got None")
     out += _S_qqh.pack(obj.first_offset, obj.last_offset, obj.delivery_count)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords")
-
-
-def _dec_ShareFetchResponse_NodeEndpoint(version, buf, cur, end):
-    """Decode ShareFetchResponse.NodeEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_node_id, pos, end)
-    f_node_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchResponse_NodeEndpoint)
-    obj.node_id = f_node_id
-    obj.host = f_host
-    obj.port = f_port
-    obj.rack = f_rack
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_ShareFetchResponse_NodeEndpoint(version, obj, out):

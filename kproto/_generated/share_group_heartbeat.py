@@ -38,17 +38,72 @@ _A_i = _w.SMALL_ARRAYS["i"]
 def _dec_ShareGroupHeartbeatRequest(version, buf, cur, end):
     """Decode ShareGroupHeartbeatRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+        n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+        n_member_id -= 1
+    if 0 <= n_member_id <= end - pos:
+        try:
+            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('member_id', pos, exc) from None
+        pos += n_member_id
+    else:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_epoch, pos, end)
     f_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_rack_id, pos = _w.read_compact_length(buf, pos, end, 'rack_id')
-    f_rack_id, pos = _w.read_sized(buf, pos, n_rack_id, end, 'rack_id', 1, True, True)
-    n_subscribed_topic_names, pos = _w.read_compact_length(buf, pos, end, 'subscribed_topic_names')
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
+        n_rack_id -= 1
+    if 0 <= n_rack_id <= end - pos:
+        try:
+            f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('rack_id', pos, exc) from None
+        pos += n_rack_id
+    elif n_rack_id == -1:
+        f_rack_id = None
+    else:
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_subscribed_topic_names = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subscribed_topic_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_subscribed_topic_names, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_names')
+        n_subscribed_topic_names -= 1
     if n_subscribed_topic_names == -1:
         f_subscribed_topic_names = None
     elif n_subscribed_topic_names < 0 or n_subscribed_topic_names > (end - pos) // 1:
@@ -56,7 +111,15 @@ def _dec_ShareGroupHeartbeatRequest(version, buf, cur, end):
     else:
         f_subscribed_topic_names = []
         for i in range(n_subscribed_topic_names):
-            m, pos = _w.read_compact_length(buf, pos, end, "subscribed_topic_names[%d]" % i)
+            if pos < end and buf[pos] < 128:
+                m = buf[pos] - 1
+                pos += 1
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
+            else:
+                m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
+                m -= 1
             if m < 0 or end - pos < m:
                 raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
             try:
@@ -65,7 +128,11 @@ def _dec_ShareGroupHeartbeatRequest(version, buf, cur, end):
                 raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
             f_subscribed_topic_names.append(s)
             pos += m
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareGroupHeartbeatRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
@@ -118,10 +185,44 @@ def _dec_ShareGroupHeartbeatResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+        n_member_id -= 1
+    if 0 <= n_member_id <= end - pos:
+        try:
+            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('member_id', pos, exc) from None
+        pos += n_member_id
+    elif n_member_id == -1:
+        f_member_id = None
+    else:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if end - pos < 9:
         raise _w.short_run(_RUN_member_epoch__assignment, pos, end)
     f_member_epoch, f_heartbeat_interval_ms, n_assignment = _S_iib.unpack_from(buf, pos)
@@ -137,7 +238,11 @@ def _dec_ShareGroupHeartbeatResponse(version, buf, cur, end):
         except DecodeError as exc:
             raise exc.within('assignment')
         pos = cur.pos
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareGroupHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -175,9 +280,59 @@ def _enc_ShareGroupHeartbeatResponse(version, obj, out):
 def _dec_ShareGroupHeartbeatResponse_Assignment(version, buf, cur, end):
     """Decode ShareGroupHeartbeatResponse.Assignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-    f_topic_partitions, pos = _w.read_structs(_partial(_dec_ShareGroupHeartbeatResponse_TopicPartitions, version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topic_partitions = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
+        n_topic_partitions -= 1
+    if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 18:
+        raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
+    f_topic_partitions = []
+    if n_topic_partitions:
+        # Each element read inline.
+        try:
+            for i in range(n_topic_partitions):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareGroupHeartbeatResponse_TopicPartitions)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareGroupHeartbeatResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
     obj.unknown_tagged_fields = unknown
@@ -191,30 +346,6 @@ def _enc_ShareGroupHeartbeatResponse_Assignment(version, obj, out):
         raise TypeError("ShareGroupHeartbeatResponse.Assignment expected, got None")
     _w.put_structs(out, obj.topic_partitions, _partial(_enc_ShareGroupHeartbeatResponse_TopicPartitions, version), "ShareGroupHeartbeatResponse.Assignment.topic_partitions", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatResponse.Assignment")
-
-
-def _dec_ShareGroupHeartbeatResponse_TopicPartitions(version, buf, cur, end):
-    """Decode ShareGroupHeartbeatResponse.Assignment.TopicPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
-    else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareGroupHeartbeatResponse_TopicPartitions)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_ShareGroupHeartbeatResponse_TopicPartitions(version, obj, out):

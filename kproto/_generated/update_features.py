@@ -15,6 +15,7 @@ from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['UpdateFeaturesRequest', 'UpdateFeaturesResponse']
@@ -39,13 +40,77 @@ _new = Struct.__new__
 
 def _dec_UpdateFeaturesRequest(version, buf, cur, end):
     """Decode UpdateFeaturesRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_feature_updates, pos = _w.read_compact_length(buf, pos, end, 'feature_updates')
-    f_feature_updates, pos = _w.read_structs(_partial(_dec_UpdateFeaturesRequest_FeatureUpdateKey, version), buf, cur, pos, end, n_feature_updates, 'feature_updates', 5, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_feature_updates = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature_updates = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_feature_updates, pos = _w.read_uvarint(buf, pos, end, 'feature_updates')
+        n_feature_updates -= 1
+    if n_feature_updates < 0 or n_feature_updates > (end - pos) // 5:
+        raise _w.bad_count('feature_updates', pos - 1, n_feature_updates, end, 5, 1)
+    f_feature_updates = []
+    if n_feature_updates:
+        # Each element read inline.
+        try:
+            for i in range(n_feature_updates):
+                if pos < end and buf[pos] < 128:
+                    n_feature__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_feature__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_feature__1, pos = _w.read_uvarint(buf, pos, end, 'feature')
+                    n_feature__1 -= 1
+                if 0 <= n_feature__1 <= end - pos:
+                    try:
+                        f_feature__1 = buf[pos:pos + n_feature__1].decode() if n_feature__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('feature', pos, exc) from None
+                    pos += n_feature__1
+                else:
+                    raise _w.bad_sized('feature', pos, n_feature__1, end, 1, False)
+                if end - pos < 3:
+                    if v0_down:
+                        raise _w.short_run(_RUN_max_version_level__allow_downgrade, pos, end)
+                    else:
+                        raise _w.short_run(_RUN_max_version_level__upgrade_type, pos, end)
+                if v0_down:
+                    f_max_version_level__1, f_allow_downgrade__1 = _S_hb.unpack_from(buf, pos)
+                else:
+                    f_max_version_level__1, f_upgrade_type__1 = _S_hb.unpack_from(buf, pos)
+                pos += 3
+                if v0_down:
+                    if f_allow_downgrade__1 != 0 and f_allow_downgrade__1 != 1:
+                        raise _w.bad_bool('allow_downgrade', pos - 1, f_allow_downgrade__1)
+                    b_allow_downgrade__1 = f_allow_downgrade__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateFeaturesRequest_FeatureUpdateKey)
+                obj__1.feature = f_feature__1
+                obj__1.max_version_level = f_max_version_level__1
+                if v0_down:
+                    obj__1.allow_downgrade = b_allow_downgrade__1
+                    obj__1.upgrade_type = 1
+                else:
+                    obj__1.allow_downgrade = False
+                    obj__1.upgrade_type = f_upgrade_type__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_feature_updates.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("feature_updates[%d]" % i)
     if version >= 1:
         if end - pos < 1:
             raise _w.short_run(_RUN_validate_only, pos, end)
@@ -54,7 +119,11 @@ def _dec_UpdateFeaturesRequest(version, buf, cur, end):
         if f_validate_only != 0 and f_validate_only != 1:
             raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
         b_validate_only = f_validate_only == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateFeaturesRequest)
     obj.timeout_ms = f_timeout_ms
     obj.feature_updates = f_feature_updates
@@ -79,40 +148,6 @@ def _enc_UpdateFeaturesRequest(version, obj, out):
     if version >= 1:
         out += _S_B.pack(obj.validate_only)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest")
-
-
-def _dec_UpdateFeaturesRequest_FeatureUpdateKey(version, buf, cur, end):
-    """Decode UpdateFeaturesRequest.FeatureUpdateKey (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_feature, pos = _w.read_compact_length(buf, pos, end, 'feature')
-    f_feature, pos = _w.read_sized(buf, pos, n_feature, end, 'feature', 1, False, True)
-    if end - pos < 3:
-        if version <= 0:
-            raise _w.short_run(_RUN_max_version_level__allow_downgrade, pos, end)
-        else:
-            raise _w.short_run(_RUN_max_version_level__upgrade_type, pos, end)
-    if version <= 0:
-        f_max_version_level, f_allow_downgrade = _S_hb.unpack_from(buf, pos)
-    else:
-        f_max_version_level, f_upgrade_type = _S_hb.unpack_from(buf, pos)
-    pos += 3
-    if version <= 0:
-        if f_allow_downgrade != 0 and f_allow_downgrade != 1:
-            raise _w.bad_bool('allow_downgrade', pos - 1, f_allow_downgrade)
-        b_allow_downgrade = f_allow_downgrade == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateFeaturesRequest_FeatureUpdateKey)
-    obj.feature = f_feature
-    obj.max_version_level = f_max_version_level
-    if version <= 0:
-        obj.allow_downgrade = b_allow_downgrade
-        obj.upgrade_type = 1
-    else:
-        obj.allow_downgrade = False
-        obj.upgrade_type = f_upgrade_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_UpdateFeaturesRequest_FeatureUpdateKey(version, obj, out):
@@ -143,12 +178,100 @@ def _dec_UpdateFeaturesResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if version <= 1:
-        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-        f_results, pos = _w.read_structs(_partial(_dec_UpdateFeaturesResponse_UpdatableFeatureResult, version), buf, cur, pos, end, n_results, 'results', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_results = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+            n_results -= 1
+        if n_results < 0 or n_results > (end - pos) // 5:
+            raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
+        f_results = []
+        if n_results:
+            # Each element read inline.
+            try:
+                for i in range(n_results):
+                    if pos < end and buf[pos] < 128:
+                        n_feature__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_feature__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_feature__1, pos = _w.read_uvarint(buf, pos, end, 'feature')
+                        n_feature__1 -= 1
+                    if 0 <= n_feature__1 <= end - pos:
+                        try:
+                            f_feature__1 = buf[pos:pos + n_feature__1].decode() if n_feature__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('feature', pos, exc) from None
+                        pos += n_feature__1
+                    else:
+                        raise _w.bad_sized('feature', pos, n_feature__1, end, 1, False)
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                    if 0 <= n_error_message__1 <= end - pos:
+                        try:
+                            f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('error_message', pos, exc) from None
+                        pos += n_error_message__1
+                    elif n_error_message__1 == -1:
+                        f_error_message__1 = None
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(UpdateFeaturesResponse_UpdatableFeatureResult)
+                    obj__1.feature = f_feature__1
+                    obj__1.error_code = f_error_code__1
+                    obj__1.error_message = f_error_message__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_results.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("results[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateFeaturesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -174,27 +297,6 @@ def _enc_UpdateFeaturesResponse(version, obj, out):
     if version <= 1:
         _w.put_structs(out, obj.results, _partial(_enc_UpdateFeaturesResponse_UpdatableFeatureResult, version), "UpdateFeaturesResponse.results", False)
     _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse")
-
-
-def _dec_UpdateFeaturesResponse_UpdatableFeatureResult(version, buf, cur, end):
-    """Decode UpdateFeaturesResponse.UpdatableFeatureResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_feature, pos = _w.read_compact_length(buf, pos, end, 'feature')
-    f_feature, pos = _w.read_sized(buf, pos, n_feature, end, 'feature', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateFeaturesResponse_UpdatableFeatureResult)
-    obj.feature = f_feature
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
 
 
 def _enc_UpdateFeaturesResponse_UpdatableFeatureResult(version, obj, out):

@@ -17,9 +17,12 @@ Shape of what is generated, per message:
 * every read is bounds-checked against ``end`` before it happens; array counts are checked against the
   bytes left (each element needs at least its minimum wire size), so no allocation follows an unchecked
   count; errors name the field path and the absolute offset;
-* in the modules off the hot path (not :data:`~kproto.codegen.targets.COMPILED_MODULES`), a length, a
-  string, an empty tag section or an array of structs is one call of a :mod:`kproto.wire` helper; the hot
-  modules take the same steps inline, and read array elements inline in the array's loop.
+* decoders take the common case inline (a one-byte compact length, an empty tag section, a string in
+  range) and call a :mod:`kproto.wire` helper only for the rest (longer varints, tagged fields, errors);
+  the pure target reads the elements of an array of structs inline in the array's loop;
+* in the encoders of the modules off the hot path (not :data:`~kproto.codegen.targets.COMPILED_MODULES`),
+  a length, a string, an empty tag section or an array of structs is one call of a :mod:`kproto.wire`
+  helper; the hot modules take the same steps inline.
 
 The text is written once, with ``if cython.compiled:`` tests where the targets differ; each target folds
 them.  The compiled target's ``.pxd`` declares the classes as extension types and the codec functions
@@ -245,12 +248,11 @@ class ModuleGenerator:
     ) -> None:
         self.messages = list(messages)
         self.module = module
-        # The pure target reads the elements of struct arrays inline in the array's loop (a call per
-        # element costs a small struct a fifth of its decode) only in the hot modules, which the benchmarks
-        # time; elsewhere each element is a call of its struct's decoder, one copy of the code.
-        self.inline_elements = module in COMPILED_MODULES
-        # Off the hot path, a length, a string or a varint is one call of a `kproto.wire` helper rather
-        # than the inline steps the hot modules take (same checks, same errors).
+        self.hot = module in COMPILED_MODULES
+        # Off the hot path, an encoder writes a length, a string or a varint with one call of a
+        # `kproto.wire` helper rather than the inline steps the hot modules take (same checks, same
+        # errors).  Decoders take the inline steps everywhere: the pure target is the cold APIs' only
+        # decoder, and a helper call per length, string and element cost those APIs half their decode.
         self.calls = module not in COMPILED_MODULES
         self.module_doc = module_doc
         self.sources = sources
@@ -351,7 +353,7 @@ class ModuleGenerator:
         modules, whose encoders run once per array element (the codec benchmark's encodes of
         OffsetCommitRequest and Fetch pay a third more for version tests there); every other struct gets
         one function taking the version."""
-        return self.inline_elements and not any(root.startswith(name + "_v") for root in self.roots)
+        return self.hot and not any(root.startswith(name + "_v") for root in self.roots)
 
     def _layout_versions(self) -> Dict[str, Tuple[int, ...]]:
         """Each layout function's name -> the versions it serves."""
@@ -696,10 +698,6 @@ class ModuleGenerator:
     def _read_varint(self, name: str, what: str, ind: int, minus_one: bool) -> None:
         """Read an unsigned varint at ``pos`` into ``name`` (minus one: a compact length or count)."""
         e, end = self.out, self.end
-        if self.calls:
-            helper = "read_compact_length" if minus_one else "read_uvarint"
-            e.add(f"{name}, pos = _w.{helper}(buf, pos, {end}, {what})", ind)
-            return
         less = " - 1" if minus_one else ""
         # Lengths below 127 (nearly all) take one byte: read it inline, in both builds.
         e.add(f"if pos < {end} and buf[pos] < 128:", ind)
@@ -799,11 +797,6 @@ class ModuleGenerator:
                 min_size = 2 if inner.kind == "string" else 4
             assert min_size >= 1
             width = "1" if it.compact else "4"
-            if self.calls and inner.is_struct:
-                fn = self._fn_name("dec", message, inner.struct, version)[0]
-                shape = f"{attr!r}, {min_size}, {width}, {it.nullable}"
-                e.add(f"{var}, pos = _w.read_structs({fn}, buf, cur, pos, {end}, {n}, {shape})", ind)
-                return
             if it.nullable:
                 e.add(f"if {n} == -1:", ind)
                 e.add(f"{var} = None", ind + 1)
@@ -817,10 +810,6 @@ class ModuleGenerator:
             self._decode_elements(it, inner, version, message, ind)
             return
         width = "1" if it.compact else ("2" if kind == "string" else "4")
-        if self.calls and kind != "records":
-            args = f"{attr!r}, {width}, {it.nullable}, {kind == 'string'}"
-            e.add(f"{var}, pos = _w.read_sized(buf, pos, {n}, {end}, {args})", ind)
-            return
         # One range test on the good path; the error helper sorts out which rule the length broke.
         e.add(f"if 0 <= {n} <= {end} - pos:", ind)
         if kind == "string":
@@ -864,8 +853,8 @@ class ModuleGenerator:
             assert inner.struct is not None
             fn = self._fn_name("dec", message, inner.struct, version)[0]
             e.add(f"{var} = []", ind)
-            # Inside a tag section (rare), or in a module off the hot path: a call per element in both targets.
-            if end != "end" or not self.inline_elements:
+            # Inside a tag section (rare): a call per element in both targets.
+            if end != "end":
                 # Pure Python: an empty array skips the loop's set-up (compiled, the test folds away).
                 e.add(f"if {'' if self.pure else 'cython.compiled or '}{n}:", ind)
                 self._call_elements(it, fn, ind + 1)
@@ -960,9 +949,6 @@ class ModuleGenerator:
         known = tuple(f.tag for f in tagged)
         refused = refused_tags(struct, version)
         extra = f", {refused!r}" if refused else ""
-        if self.calls and not tagged:
-            e.add(f"{unknown}, {spans}, pos = _w.read_tag_section(buf, pos, {end}, (){extra})", ind)
-            return
         e.add(f"if pos < {end} and buf[pos] == 0:", ind)
         e.add("pos += 1", ind + 1)
         e.add(f"{unknown} = []", ind + 1)
