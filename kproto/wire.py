@@ -19,7 +19,7 @@ only for errors and non-empty tag sections):
 from __future__ import annotations
 
 import struct
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 from uuid import UUID, SafeUUID
 
 from kproto.errors import DecodeError, EncodeError, LengthMismatchError, UnsupportedVersionError
@@ -33,8 +33,6 @@ __all__ = [
     "MAX_UVARINT_BYTES",
     "short_read",
     "short_run",
-    "encode_text",
-    "put_structs",
     "bad_length",
     "bad_count",
     "bad_utf8",
@@ -248,34 +246,6 @@ def put_uvarint(out: bytearray, value: int) -> None:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
-
-
-# The field writers of the generated encoders off the hot path: one call where the hot modules write
-# the same steps inline (with the same errors), so that their code stays one line a field.
-
-
-def put_structs(out: bytearray, items: Optional[List[Any]], encode: Any, field: str, nullable: bool) -> None:
-    """Append an array of structs with a compact count, each element written by ``encode(item, out)``."""
-    if items is None:
-        if not nullable:
-            raise not_nullable(field)
-        out.append(0)
-        return
-    put_uvarint(out, len(items) + 1)
-    for item in items:
-        encode(item, out)
-
-
-def encode_text(value: Optional[str], field: str, nullable: bool) -> Tuple[Optional[bytes], int]:
-    """``(UTF-8 bytes, their length)`` of a string field to write; ``(None, -1)`` for a null."""
-    if value is None:
-        if nullable:
-            return None, -1
-        raise not_nullable(field)
-    data = value.encode("utf-8")
-    if len(data) > MAX_STRING_BYTES:
-        raise string_too_long(field, len(data))
-    return data, len(data)
 
 
 def read_tag_section(

@@ -113,24 +113,47 @@ def _enc_AddOffsetsToTxnRequest(version, obj, out):
     """Append in ``version`` a AddOffsetsToTxnRequest to ``out``."""
     if obj is None:
         raise TypeError("AddOffsetsToTxnRequest expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "AddOffsetsToTxnRequest.transactional_id", False)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("AddOffsetsToTxnRequest.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("AddOffsetsToTxnRequest.transactional_id", n_transactional_id)
     if version <= 2:
         out += _S_h.pack(n_transactional_id)
     else:
-        _w.put_uvarint(out, n_transactional_id + 1)
+        if 0 <= n_transactional_id + 1 < 128:
+            out.append(n_transactional_id + 1)
+        else:
+            _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
     if version >= 3:
         out += _S_qh.pack(obj.producer_id, obj.producer_epoch)
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "AddOffsetsToTxnRequest.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("AddOffsetsToTxnRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("AddOffsetsToTxnRequest.group_id", n_group_id)
     if version <= 2:
         out += _S_qhh.pack(obj.producer_id, obj.producer_epoch, n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnRequest")
 
 
 def _dec_AddOffsetsToTxnResponse(version, buf, cur, end):
@@ -163,7 +186,10 @@ def _enc_AddOffsetsToTxnResponse(version, obj, out):
         raise TypeError("AddOffsetsToTxnResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnResponse")
 
 
 class AddOffsetsToTxnRequest(Message):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -330,26 +329,42 @@ def _enc_AddPartitionsToTxnRequest(version, obj, out):
                 raise _w.not_in_version("AddPartitionsToTxnRequest.transactions", 0, "4-5")
             else:
                 raise _w.not_in_version("AddPartitionsToTxnRequest.transactions", 3, "4-5")
-        f_v3_and_below_transactional_id, n_v3_and_below_transactional_id = _w.encode_text(obj.v3_and_below_transactional_id, "AddPartitionsToTxnRequest.v3_and_below_transactional_id", False)
+        f_v3_and_below_transactional_id = obj.v3_and_below_transactional_id
+        if f_v3_and_below_transactional_id is None:
+            raise _w.not_nullable("AddPartitionsToTxnRequest.v3_and_below_transactional_id")
+        else:
+            f_v3_and_below_transactional_id = f_v3_and_below_transactional_id.encode("utf-8")
+            n_v3_and_below_transactional_id = len(f_v3_and_below_transactional_id)
+            if n_v3_and_below_transactional_id > 32767:
+                raise _w.string_too_long("AddPartitionsToTxnRequest.v3_and_below_transactional_id", n_v3_and_below_transactional_id)
     if version <= 2:
         out += _S_h.pack(n_v3_and_below_transactional_id)
     elif version == 3:
-        _w.put_uvarint(out, n_v3_and_below_transactional_id + 1)
+        if 0 <= n_v3_and_below_transactional_id + 1 < 128:
+            out.append(n_v3_and_below_transactional_id + 1)
+        else:
+            _w.put_uvarint(out, n_v3_and_below_transactional_id + 1)
     if version <= 3:
         if n_v3_and_below_transactional_id > 0:
             out += f_v3_and_below_transactional_id
-    if version <= 2:
+    if version == 3:
+        out += _S_qh.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch)
+    if version <= 3:
         f_v3_and_below_topics = obj.v3_and_below_topics
         if f_v3_and_below_topics is None:
             raise _w.not_nullable("AddPartitionsToTxnRequest.v3_and_below_topics")
         else:
             n_v3_and_below_topics = len(f_v3_and_below_topics)
+    if version <= 2:
         out += _S_qhi.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch, n_v3_and_below_topics)
+    elif version == 3:
+        if 0 <= n_v3_and_below_topics + 1 < 128:
+            out.append(n_v3_and_below_topics + 1)
+        else:
+            _w.put_uvarint(out, n_v3_and_below_topics + 1)
+    if version <= 3:
         for item in f_v3_and_below_topics:
             _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(version, item, out)
-    elif version == 3:
-        out += _S_qh.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch)
-        _w.put_structs(out, obj.v3_and_below_topics, _partial(_enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version), "AddPartitionsToTxnRequest.v3_and_below_topics", False)
     else:
         if obj.v3_and_below_transactional_id != '':
             raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_transactional_id", 4, "0-3")
@@ -359,33 +374,79 @@ def _enc_AddPartitionsToTxnRequest(version, obj, out):
             raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_producer_epoch", 4, "0-3")
         if obj.v3_and_below_topics:
             raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_topics", 4, "0-3")
-        _w.put_structs(out, obj.transactions, _partial(_enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction, version), "AddPartitionsToTxnRequest.transactions", False)
+        f_transactions = obj.transactions
+        if f_transactions is None:
+            raise _w.not_nullable("AddPartitionsToTxnRequest.transactions")
+        else:
+            n_transactions = len(f_transactions)
+        if 0 <= n_transactions + 1 < 128:
+            out.append(n_transactions + 1)
+        else:
+            _w.put_uvarint(out, n_transactions + 1)
+        for item in f_transactions:
+            _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(version, item, out)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest")
 
 
 def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(version, obj, out):
     """Append in ``version`` a AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction to ``out``."""
     if obj is None:
         raise TypeError("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id", False)
-    _w.put_uvarint(out, n_transactional_id + 1)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id", n_transactional_id)
+    if 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
+    else:
+        _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
     out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.verify_only)
-    _w.put_structs(out, obj.topics, _partial(_enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version), "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction")
 
 
 def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(version, obj, out):
     """Append in ``version`` a AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic to ``out``."""
     if obj is None:
         raise TypeError("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name", n_name)
     if version <= 2:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partitions = obj.partitions
@@ -396,10 +457,16 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(version, obj, out):
     if version <= 2:
         out += _S_i.pack(n_partitions)
     else:
-        _w.put_uvarint(out, n_partitions + 1)
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic")
 
 
 def _dec_AddPartitionsToTxnResponse(version, buf, cur, end):
@@ -687,62 +754,121 @@ def _enc_AddPartitionsToTxnResponse(version, obj, out):
                 raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_transaction", 0, "4-5")
             else:
                 raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_transaction", 3, "4-5")
-    if version <= 2:
+    if version == 3:
+        out += _S_i.pack(obj.throttle_time_ms)
+    if version <= 3:
         f_results_by_topic_v3_and_below = obj.results_by_topic_v3_and_below
         if f_results_by_topic_v3_and_below is None:
             raise _w.not_nullable("AddPartitionsToTxnResponse.results_by_topic_v3_and_below")
         else:
             n_results_by_topic_v3_and_below = len(f_results_by_topic_v3_and_below)
+    if version <= 2:
         out += _S_ii.pack(obj.throttle_time_ms, n_results_by_topic_v3_and_below)
+    elif version == 3:
+        if 0 <= n_results_by_topic_v3_and_below + 1 < 128:
+            out.append(n_results_by_topic_v3_and_below + 1)
+        else:
+            _w.put_uvarint(out, n_results_by_topic_v3_and_below + 1)
+    if version <= 3:
         for item in f_results_by_topic_v3_and_below:
             _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(version, item, out)
-    elif version == 3:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results_by_topic_v3_and_below, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version), "AddPartitionsToTxnResponse.results_by_topic_v3_and_below", False)
     else:
         if obj.results_by_topic_v3_and_below:
             raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_topic_v3_and_below", 4, "0-3")
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-        _w.put_structs(out, obj.results_by_transaction, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult, version), "AddPartitionsToTxnResponse.results_by_transaction", False)
+        f_results_by_transaction = obj.results_by_transaction
+        if f_results_by_transaction is None:
+            raise _w.not_nullable("AddPartitionsToTxnResponse.results_by_transaction")
+        else:
+            n_results_by_transaction = len(f_results_by_transaction)
+        if 0 <= n_results_by_transaction + 1 < 128:
+            out.append(n_results_by_transaction + 1)
+        else:
+            _w.put_uvarint(out, n_results_by_transaction + 1)
+        for item in f_results_by_transaction:
+            _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult(version, item, out)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse")
 
 
 def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult(version, obj, out):
     """Append in ``version`` a AddPartitionsToTxnResponse.AddPartitionsToTxnResult to ``out``."""
     if obj is None:
         raise TypeError("AddPartitionsToTxnResponse.AddPartitionsToTxnResult expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id", False)
-    _w.put_uvarint(out, n_transactional_id + 1)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id", n_transactional_id)
+    if 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
+    else:
+        _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
-    _w.put_structs(out, obj.topic_results, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version), "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.topic_results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult")
+    f_topic_results = obj.topic_results
+    if f_topic_results is None:
+        raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.topic_results")
+    else:
+        n_topic_results = len(f_topic_results)
+    if 0 <= n_topic_results + 1 < 128:
+        out.append(n_topic_results + 1)
+    else:
+        _w.put_uvarint(out, n_topic_results + 1)
+    for item in f_topic_results:
+        _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult")
 
 
 def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(version, obj, out):
     """Append in ``version`` a AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult to ``out``."""
     if obj is None:
         raise TypeError("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name", n_name)
     if version <= 2:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    if version <= 2:
-        f_results_by_partition = obj.results_by_partition
-        if f_results_by_partition is None:
-            raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition")
-        else:
-            n_results_by_partition = len(f_results_by_partition)
-        out += _S_i.pack(n_results_by_partition)
-        for item in f_results_by_partition:
-            _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(version, item, out)
+    f_results_by_partition = obj.results_by_partition
+    if f_results_by_partition is None:
+        raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition")
     else:
-        _w.put_structs(out, obj.results_by_partition, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, version), "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult")
+        n_results_by_partition = len(f_results_by_partition)
+    if version <= 2:
+        out += _S_i.pack(n_results_by_partition)
+    else:
+        if 0 <= n_results_by_partition + 1 < 128:
+            out.append(n_results_by_partition + 1)
+        else:
+            _w.put_uvarint(out, n_results_by_partition + 1)
+    for item in f_results_by_partition:
+        _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(version, item, out)
+    if version >= 3:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult")
 
 
 def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(version, obj, out):
@@ -751,7 +877,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(version, o
         raise TypeError("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.partition_error_code)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult")
 
 
 class AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(Struct):

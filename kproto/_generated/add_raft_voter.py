@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -167,32 +166,78 @@ def _enc_AddRaftVoterRequest(version, obj, out):
     if version <= 0:
         if obj.ack_when_committed != True:
             raise _w.not_in_version("AddRaftVoterRequest.ack_when_committed", 0, "1")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "AddRaftVoterRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        n_cluster_id = -1
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("AddRaftVoterRequest.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += _S_ii.pack(obj.timeout_ms, obj.voter_id)
     out += obj.voter_directory_id.bytes
-    _w.put_structs(out, obj.listeners, _partial(_enc_AddRaftVoterRequest_Listener, version), "AddRaftVoterRequest.listeners", False)
+    f_listeners = obj.listeners
+    if f_listeners is None:
+        raise _w.not_nullable("AddRaftVoterRequest.listeners")
+    else:
+        n_listeners = len(f_listeners)
+    if 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
+    else:
+        _w.put_uvarint(out, n_listeners + 1)
+    for item in f_listeners:
+        _enc_AddRaftVoterRequest_Listener(version, item, out)
     if version >= 1:
         out += _S_B.pack(obj.ack_when_committed)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterRequest")
 
 
 def _enc_AddRaftVoterRequest_Listener(version, obj, out):
     """Append in ``version`` a AddRaftVoterRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("AddRaftVoterRequest.Listener expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AddRaftVoterRequest.Listener.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AddRaftVoterRequest.Listener.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AddRaftVoterRequest.Listener.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "AddRaftVoterRequest.Listener.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("AddRaftVoterRequest.Listener.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("AddRaftVoterRequest.Listener.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterRequest.Listener")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterRequest.Listener")
 
 
 def _dec_AddRaftVoterResponse(version, buf, cur, end):
@@ -240,11 +285,24 @@ def _enc_AddRaftVoterResponse(version, obj, out):
     if obj is None:
         raise TypeError("AddRaftVoterResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AddRaftVoterResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AddRaftVoterResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterResponse")
 
 
 class AddRaftVoterRequest_Listener(Struct):

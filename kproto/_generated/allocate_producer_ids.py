@@ -52,7 +52,10 @@ def _enc_AllocateProducerIdsRequest(version, obj, out):
     if obj is None:
         raise TypeError("AllocateProducerIdsRequest expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AllocateProducerIdsRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AllocateProducerIdsRequest")
 
 
 def _dec_AllocateProducerIdsResponse(version, buf, cur, end):
@@ -82,7 +85,10 @@ def _enc_AllocateProducerIdsResponse(version, obj, out):
     if obj is None:
         raise TypeError("AllocateProducerIdsResponse expected, got None")
     out += _S_ihqi.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id_start, obj.producer_id_len)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AllocateProducerIdsResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AllocateProducerIdsResponse")
 
 
 class AllocateProducerIdsRequest(Message):

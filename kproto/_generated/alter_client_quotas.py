@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -287,85 +286,139 @@ def _enc_AlterClientQuotasRequest(version, obj, out):
     """Append in ``version`` a AlterClientQuotasRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasRequest expected, got None")
-    if version <= 0:
-        f_entries = obj.entries
-        if f_entries is None:
-            raise _w.not_nullable("AlterClientQuotasRequest.entries")
-        else:
-            n_entries = len(f_entries)
-        out += _S_i.pack(n_entries)
-        for item in f_entries:
-            _enc_AlterClientQuotasRequest_EntryData(version, item, out)
+    f_entries = obj.entries
+    if f_entries is None:
+        raise _w.not_nullable("AlterClientQuotasRequest.entries")
     else:
-        _w.put_structs(out, obj.entries, _partial(_enc_AlterClientQuotasRequest_EntryData, version), "AlterClientQuotasRequest.entries", False)
+        n_entries = len(f_entries)
+    if version <= 0:
+        out += _S_i.pack(n_entries)
+    else:
+        if 0 <= n_entries + 1 < 128:
+            out.append(n_entries + 1)
+        else:
+            _w.put_uvarint(out, n_entries + 1)
+    for item in f_entries:
+        _enc_AlterClientQuotasRequest_EntryData(version, item, out)
     out += _S_B.pack(obj.validate_only)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest")
 
 
 def _enc_AlterClientQuotasRequest_EntryData(version, obj, out):
     """Append in ``version`` a AlterClientQuotasRequest.EntryData to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasRequest.EntryData expected, got None")
-    if version <= 0:
-        f_entity = obj.entity
-        if f_entity is None:
-            raise _w.not_nullable("AlterClientQuotasRequest.EntryData.entity")
-        else:
-            n_entity = len(f_entity)
-        out += _S_i.pack(n_entity)
-        for item in f_entity:
-            _enc_AlterClientQuotasRequest_EntityData(version, item, out)
-        f_ops = obj.ops
-        if f_ops is None:
-            raise _w.not_nullable("AlterClientQuotasRequest.EntryData.ops")
-        else:
-            n_ops = len(f_ops)
-        out += _S_i.pack(n_ops)
-        for item in f_ops:
-            _enc_AlterClientQuotasRequest_OpData(version, item, out)
+    f_entity = obj.entity
+    if f_entity is None:
+        raise _w.not_nullable("AlterClientQuotasRequest.EntryData.entity")
     else:
-        _w.put_structs(out, obj.entity, _partial(_enc_AlterClientQuotasRequest_EntityData, version), "AlterClientQuotasRequest.EntryData.entity", False)
-        _w.put_structs(out, obj.ops, _partial(_enc_AlterClientQuotasRequest_OpData, version), "AlterClientQuotasRequest.EntryData.ops", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData")
+        n_entity = len(f_entity)
+    if version <= 0:
+        out += _S_i.pack(n_entity)
+    else:
+        if 0 <= n_entity + 1 < 128:
+            out.append(n_entity + 1)
+        else:
+            _w.put_uvarint(out, n_entity + 1)
+    for item in f_entity:
+        _enc_AlterClientQuotasRequest_EntityData(version, item, out)
+    f_ops = obj.ops
+    if f_ops is None:
+        raise _w.not_nullable("AlterClientQuotasRequest.EntryData.ops")
+    else:
+        n_ops = len(f_ops)
+    if version <= 0:
+        out += _S_i.pack(n_ops)
+    else:
+        if 0 <= n_ops + 1 < 128:
+            out.append(n_ops + 1)
+        else:
+            _w.put_uvarint(out, n_ops + 1)
+    for item in f_ops:
+        _enc_AlterClientQuotasRequest_OpData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData")
 
 
 def _enc_AlterClientQuotasRequest_EntityData(version, obj, out):
     """Append in ``version`` a AlterClientQuotasRequest.EntryData.EntityData to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasRequest.EntryData.EntityData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "AlterClientQuotasRequest.EntryData.EntityData.entity_type", False)
+    f_entity_type = obj.entity_type
+    if f_entity_type is None:
+        raise _w.not_nullable("AlterClientQuotasRequest.EntryData.EntityData.entity_type")
+    else:
+        f_entity_type = f_entity_type.encode("utf-8")
+        n_entity_type = len(f_entity_type)
+        if n_entity_type > 32767:
+            raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_type", n_entity_type)
     if version <= 0:
         out += _S_h.pack(n_entity_type)
     else:
-        _w.put_uvarint(out, n_entity_type + 1)
+        if 0 <= n_entity_type + 1 < 128:
+            out.append(n_entity_type + 1)
+        else:
+            _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
-    f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "AlterClientQuotasRequest.EntryData.EntityData.entity_name", True)
+    f_entity_name = obj.entity_name
+    if f_entity_name is None:
+        n_entity_name = -1
+    else:
+        f_entity_name = f_entity_name.encode("utf-8")
+        n_entity_name = len(f_entity_name)
+        if n_entity_name > 32767:
+            raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_name", n_entity_name)
     if version <= 0:
         out += _S_h.pack(n_entity_name)
     else:
-        _w.put_uvarint(out, n_entity_name + 1)
+        if 0 <= n_entity_name + 1 < 128:
+            out.append(n_entity_name + 1)
+        else:
+            _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         out += f_entity_name
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.EntityData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.EntityData")
 
 
 def _enc_AlterClientQuotasRequest_OpData(version, obj, out):
     """Append in ``version`` a AlterClientQuotasRequest.EntryData.OpData to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasRequest.EntryData.OpData expected, got None")
-    f_key, n_key = _w.encode_text(obj.key, "AlterClientQuotasRequest.EntryData.OpData.key", False)
+    f_key = obj.key
+    if f_key is None:
+        raise _w.not_nullable("AlterClientQuotasRequest.EntryData.OpData.key")
+    else:
+        f_key = f_key.encode("utf-8")
+        n_key = len(f_key)
+        if n_key > 32767:
+            raise _w.string_too_long("AlterClientQuotasRequest.EntryData.OpData.key", n_key)
     if version <= 0:
         out += _S_h.pack(n_key)
     else:
-        _w.put_uvarint(out, n_key + 1)
+        if 0 <= n_key + 1 < 128:
+            out.append(n_key + 1)
+        else:
+            _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         out += f_key
     out += _S_dB.pack(obj.value, obj.remove)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.OpData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.OpData")
 
 
 def _dec_AlterClientQuotasResponse(version, buf, cur, end):
@@ -565,19 +618,27 @@ def _enc_AlterClientQuotasResponse(version, obj, out):
     """Append in ``version`` a AlterClientQuotasResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasResponse expected, got None")
-    if version <= 0:
-        f_entries = obj.entries
-        if f_entries is None:
-            raise _w.not_nullable("AlterClientQuotasResponse.entries")
-        else:
-            n_entries = len(f_entries)
-        out += _S_ii.pack(obj.throttle_time_ms, n_entries)
-        for item in f_entries:
-            _enc_AlterClientQuotasResponse_EntryData(version, item, out)
-    else:
+    if version >= 1:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.entries, _partial(_enc_AlterClientQuotasResponse_EntryData, version), "AlterClientQuotasResponse.entries", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse")
+    f_entries = obj.entries
+    if f_entries is None:
+        raise _w.not_nullable("AlterClientQuotasResponse.entries")
+    else:
+        n_entries = len(f_entries)
+    if version <= 0:
+        out += _S_ii.pack(obj.throttle_time_ms, n_entries)
+    else:
+        if 0 <= n_entries + 1 < 128:
+            out.append(n_entries + 1)
+        else:
+            _w.put_uvarint(out, n_entries + 1)
+    for item in f_entries:
+        _enc_AlterClientQuotasResponse_EntryData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse")
 
 
 def _enc_AlterClientQuotasResponse_EntryData(version, obj, out):
@@ -586,47 +647,87 @@ def _enc_AlterClientQuotasResponse_EntryData(version, obj, out):
         raise TypeError("AlterClientQuotasResponse.EntryData expected, got None")
     if version >= 1:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterClientQuotasResponse.EntryData.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterClientQuotasResponse.EntryData.error_message", n_error_message)
     if version <= 0:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    if version <= 0:
-        f_entity = obj.entity
-        if f_entity is None:
-            raise _w.not_nullable("AlterClientQuotasResponse.EntryData.entity")
-        else:
-            n_entity = len(f_entity)
-        out += _S_i.pack(n_entity)
-        for item in f_entity:
-            _enc_AlterClientQuotasResponse_EntityData(version, item, out)
+    f_entity = obj.entity
+    if f_entity is None:
+        raise _w.not_nullable("AlterClientQuotasResponse.EntryData.entity")
     else:
-        _w.put_structs(out, obj.entity, _partial(_enc_AlterClientQuotasResponse_EntityData, version), "AlterClientQuotasResponse.EntryData.entity", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData")
+        n_entity = len(f_entity)
+    if version <= 0:
+        out += _S_i.pack(n_entity)
+    else:
+        if 0 <= n_entity + 1 < 128:
+            out.append(n_entity + 1)
+        else:
+            _w.put_uvarint(out, n_entity + 1)
+    for item in f_entity:
+        _enc_AlterClientQuotasResponse_EntityData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData")
 
 
 def _enc_AlterClientQuotasResponse_EntityData(version, obj, out):
     """Append in ``version`` a AlterClientQuotasResponse.EntryData.EntityData to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasResponse.EntryData.EntityData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "AlterClientQuotasResponse.EntryData.EntityData.entity_type", False)
+    f_entity_type = obj.entity_type
+    if f_entity_type is None:
+        raise _w.not_nullable("AlterClientQuotasResponse.EntryData.EntityData.entity_type")
+    else:
+        f_entity_type = f_entity_type.encode("utf-8")
+        n_entity_type = len(f_entity_type)
+        if n_entity_type > 32767:
+            raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
     if version <= 0:
         out += _S_h.pack(n_entity_type)
     else:
-        _w.put_uvarint(out, n_entity_type + 1)
+        if 0 <= n_entity_type + 1 < 128:
+            out.append(n_entity_type + 1)
+        else:
+            _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
-    f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "AlterClientQuotasResponse.EntryData.EntityData.entity_name", True)
+    f_entity_name = obj.entity_name
+    if f_entity_name is None:
+        n_entity_name = -1
+    else:
+        f_entity_name = f_entity_name.encode("utf-8")
+        n_entity_name = len(f_entity_name)
+        if n_entity_name > 32767:
+            raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
     if version <= 0:
         out += _S_h.pack(n_entity_name)
     else:
-        _w.put_uvarint(out, n_entity_name + 1)
+        if 0 <= n_entity_name + 1 < 128:
+            out.append(n_entity_name + 1)
+        else:
+            _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         out += f_entity_name
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData.EntityData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData.EntityData")
 
 
 class AlterClientQuotasRequest_EntityData(Struct):

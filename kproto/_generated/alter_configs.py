@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -241,20 +240,26 @@ def _enc_AlterConfigsRequest(version, obj, out):
     """Append in ``version`` a AlterConfigsRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterConfigsRequest expected, got None")
-    if version <= 1:
-        f_resources = obj.resources
-        if f_resources is None:
-            raise _w.not_nullable("AlterConfigsRequest.resources")
-        else:
-            n_resources = len(f_resources)
-        out += _S_i.pack(n_resources)
-        for item in f_resources:
-            _enc_AlterConfigsRequest_AlterConfigsResource(version, item, out)
+    f_resources = obj.resources
+    if f_resources is None:
+        raise _w.not_nullable("AlterConfigsRequest.resources")
     else:
-        _w.put_structs(out, obj.resources, _partial(_enc_AlterConfigsRequest_AlterConfigsResource, version), "AlterConfigsRequest.resources", False)
+        n_resources = len(f_resources)
+    if version <= 1:
+        out += _S_i.pack(n_resources)
+    else:
+        if 0 <= n_resources + 1 < 128:
+            out.append(n_resources + 1)
+        else:
+            _w.put_uvarint(out, n_resources + 1)
+    for item in f_resources:
+        _enc_AlterConfigsRequest_AlterConfigsResource(version, item, out)
     out += _S_B.pack(obj.validate_only)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest")
 
 
 def _enc_AlterConfigsRequest_AlterConfigsResource(version, obj, out):
@@ -263,47 +268,87 @@ def _enc_AlterConfigsRequest_AlterConfigsResource(version, obj, out):
         raise TypeError("AlterConfigsRequest.AlterConfigsResource expected, got None")
     if version >= 2:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "AlterConfigsRequest.AlterConfigsResource.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.resource_name", n_resource_name)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
-    if version <= 1:
-        f_configs = obj.configs
-        if f_configs is None:
-            raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.configs")
-        else:
-            n_configs = len(f_configs)
-        out += _S_i.pack(n_configs)
-        for item in f_configs:
-            _enc_AlterConfigsRequest_AlterableConfig(version, item, out)
+    f_configs = obj.configs
+    if f_configs is None:
+        raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.configs")
     else:
-        _w.put_structs(out, obj.configs, _partial(_enc_AlterConfigsRequest_AlterableConfig, version), "AlterConfigsRequest.AlterConfigsResource.configs", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest.AlterConfigsResource")
+        n_configs = len(f_configs)
+    if version <= 1:
+        out += _S_i.pack(n_configs)
+    else:
+        if 0 <= n_configs + 1 < 128:
+            out.append(n_configs + 1)
+        else:
+            _w.put_uvarint(out, n_configs + 1)
+    for item in f_configs:
+        _enc_AlterConfigsRequest_AlterableConfig(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest.AlterConfigsResource")
 
 
 def _enc_AlterConfigsRequest_AlterableConfig(version, obj, out):
     """Append in ``version`` a AlterConfigsRequest.AlterConfigsResource.AlterableConfig to ``out``."""
     if obj is None:
         raise TypeError("AlterConfigsRequest.AlterConfigsResource.AlterableConfig expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "AlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", True)
+    f_value = obj.value
+    if f_value is None:
+        n_value = -1
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", n_value)
     if version <= 1:
         out += _S_h.pack(n_value)
     else:
-        _w.put_uvarint(out, n_value + 1)
+        if 0 <= n_value + 1 < 128:
+            out.append(n_value + 1)
+        else:
+            _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest.AlterConfigsResource.AlterableConfig")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest.AlterConfigsResource.AlterableConfig")
 
 
 def _dec_AlterConfigsResponse(version, buf, cur, end):
@@ -440,19 +485,27 @@ def _enc_AlterConfigsResponse(version, obj, out):
     """Append in ``version`` a AlterConfigsResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterConfigsResponse expected, got None")
-    if version <= 1:
-        f_responses = obj.responses
-        if f_responses is None:
-            raise _w.not_nullable("AlterConfigsResponse.responses")
-        else:
-            n_responses = len(f_responses)
-        out += _S_ii.pack(obj.throttle_time_ms, n_responses)
-        for item in f_responses:
-            _enc_AlterConfigsResponse_AlterConfigsResourceResponse(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.responses, _partial(_enc_AlterConfigsResponse_AlterConfigsResourceResponse, version), "AlterConfigsResponse.responses", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsResponse")
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("AlterConfigsResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if version <= 1:
+        out += _S_ii.pack(obj.throttle_time_ms, n_responses)
+    else:
+        if 0 <= n_responses + 1 < 128:
+            out.append(n_responses + 1)
+        else:
+            _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_AlterConfigsResponse_AlterConfigsResourceResponse(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsResponse")
 
 
 def _enc_AlterConfigsResponse_AlterConfigsResourceResponse(version, obj, out):
@@ -461,24 +514,47 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse(version, obj, out):
         raise TypeError("AlterConfigsResponse.AlterConfigsResourceResponse expected, got None")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterConfigsResponse.AlterConfigsResourceResponse.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterConfigsResponse.AlterConfigsResourceResponse.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "AlterConfigsResponse.AlterConfigsResourceResponse.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("AlterConfigsResponse.AlterConfigsResourceResponse.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("AlterConfigsResponse.AlterConfigsResourceResponse.resource_name", n_resource_name)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsResponse.AlterConfigsResourceResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsResponse.AlterConfigsResourceResponse")
 
 
 class AlterConfigsRequest_AlterableConfig(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -240,8 +239,21 @@ def _enc_AlterPartitionRequest(version, obj, out):
     if obj is None:
         raise TypeError("AlterPartitionRequest expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_structs(out, obj.topics, _partial(_enc_AlterPartitionRequest_TopicData, version), "AlterPartitionRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AlterPartitionRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AlterPartitionRequest_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
 
 
 def _enc_AlterPartitionRequest_TopicData(version, obj, out):
@@ -249,14 +261,37 @@ def _enc_AlterPartitionRequest_TopicData(version, obj, out):
     if obj is None:
         raise TypeError("AlterPartitionRequest.TopicData expected, got None")
     if version <= 1:
-        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterPartitionRequest.TopicData.topic_name", False)
-        _w.put_uvarint(out, n_topic_name + 1)
+        f_topic_name = obj.topic_name
+        if f_topic_name is None:
+            raise _w.not_nullable("AlterPartitionRequest.TopicData.topic_name")
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
+            n_topic_name = len(f_topic_name)
+            if n_topic_name > 32767:
+                raise _w.string_too_long("AlterPartitionRequest.TopicData.topic_name", n_topic_name)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
         if n_topic_name > 0:
             out += f_topic_name
     else:
         out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionRequest_PartitionData, version), "AlterPartitionRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterPartitionRequest.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterPartitionRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
 
 
 def _enc_AlterPartitionRequest_PartitionData(version, obj, out):
@@ -282,15 +317,31 @@ def _enc_AlterPartitionRequest_PartitionData(version, obj, out):
             raise _w.not_nullable("AlterPartitionRequest.TopicData.PartitionData.new_isr")
         else:
             n_new_isr = len(f_new_isr)
-        _w.put_uvarint(out, n_new_isr + 1)
+        if 0 <= n_new_isr + 1 < 128:
+            out.append(n_new_isr + 1)
+        else:
+            _w.put_uvarint(out, n_new_isr + 1)
         out += _pack(">%di" % n_new_isr, *f_new_isr)
     if version <= 0:
         out += _S_i.pack(obj.partition_epoch)
     elif version >= 3:
-        _w.put_structs(out, obj.new_isr_with_epochs, _partial(_enc_AlterPartitionRequest_BrokerState, version), "AlterPartitionRequest.TopicData.PartitionData.new_isr_with_epochs", False)
+        f_new_isr_with_epochs = obj.new_isr_with_epochs
+        if f_new_isr_with_epochs is None:
+            raise _w.not_nullable("AlterPartitionRequest.TopicData.PartitionData.new_isr_with_epochs")
+        else:
+            n_new_isr_with_epochs = len(f_new_isr_with_epochs)
+        if 0 <= n_new_isr_with_epochs + 1 < 128:
+            out.append(n_new_isr_with_epochs + 1)
+        else:
+            _w.put_uvarint(out, n_new_isr_with_epochs + 1)
+        for item in f_new_isr_with_epochs:
+            _enc_AlterPartitionRequest_BrokerState(version, item, out)
     if version >= 1:
         out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData")
 
 
 def _enc_AlterPartitionRequest_BrokerState(version, obj, out):
@@ -298,7 +349,10 @@ def _enc_AlterPartitionRequest_BrokerState(version, obj, out):
     if obj is None:
         raise TypeError("AlterPartitionRequest.TopicData.PartitionData.BrokerState expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData.BrokerState")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData.BrokerState")
 
 
 def _dec_AlterPartitionResponse(version, buf, cur, end):
@@ -459,8 +513,21 @@ def _enc_AlterPartitionResponse(version, obj, out):
     if obj is None:
         raise TypeError("AlterPartitionResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.topics, _partial(_enc_AlterPartitionResponse_TopicData, version), "AlterPartitionResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AlterPartitionResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AlterPartitionResponse_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse")
 
 
 def _enc_AlterPartitionResponse_TopicData(version, obj, out):
@@ -468,14 +535,37 @@ def _enc_AlterPartitionResponse_TopicData(version, obj, out):
     if obj is None:
         raise TypeError("AlterPartitionResponse.TopicData expected, got None")
     if version <= 1:
-        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterPartitionResponse.TopicData.topic_name", False)
-        _w.put_uvarint(out, n_topic_name + 1)
+        f_topic_name = obj.topic_name
+        if f_topic_name is None:
+            raise _w.not_nullable("AlterPartitionResponse.TopicData.topic_name")
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
+            n_topic_name = len(f_topic_name)
+            if n_topic_name > 32767:
+                raise _w.string_too_long("AlterPartitionResponse.TopicData.topic_name", n_topic_name)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
         if n_topic_name > 0:
             out += f_topic_name
     else:
         out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionResponse_PartitionData, version), "AlterPartitionResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterPartitionResponse.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterPartitionResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData")
 
 
 def _enc_AlterPartitionResponse_PartitionData(version, obj, out):
@@ -488,13 +578,19 @@ def _enc_AlterPartitionResponse_PartitionData(version, obj, out):
         raise _w.not_nullable("AlterPartitionResponse.TopicData.PartitionData.isr")
     else:
         n_isr = len(f_isr)
-    _w.put_uvarint(out, n_isr + 1)
+    if 0 <= n_isr + 1 < 128:
+        out.append(n_isr + 1)
+    else:
+        _w.put_uvarint(out, n_isr + 1)
     out += _pack(">%di" % n_isr, *f_isr)
     if version <= 0:
         out += _S_i.pack(obj.partition_epoch)
     else:
         out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData.PartitionData")
 
 
 class AlterPartitionRequest_BrokerState(Struct):

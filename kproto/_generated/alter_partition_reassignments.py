@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -179,20 +178,56 @@ def _enc_AlterPartitionReassignmentsRequest(version, obj, out):
         out += _S_i.pack(obj.timeout_ms)
     else:
         out += _S_iB.pack(obj.timeout_ms, obj.allow_replication_factor_change)
-    _w.put_structs(out, obj.topics, _partial(_enc_AlterPartitionReassignmentsRequest_ReassignableTopic, version), "AlterPartitionReassignmentsRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AlterPartitionReassignmentsRequest_ReassignableTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest")
 
 
 def _enc_AlterPartitionReassignmentsRequest_ReassignableTopic(version, obj, out):
     """Append in ``version`` a AlterPartitionReassignmentsRequest.ReassignableTopic to ``out``."""
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsRequest.ReassignableTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterPartitionReassignmentsRequest.ReassignableTopic.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsRequest.ReassignableTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterPartitionReassignmentsRequest.ReassignableTopic.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionReassignmentsRequest_ReassignablePartition, version), "AlterPartitionReassignmentsRequest.ReassignableTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsRequest.ReassignableTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterPartitionReassignmentsRequest_ReassignablePartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic")
 
 
 def _enc_AlterPartitionReassignmentsRequest_ReassignablePartition(version, obj, out):
@@ -205,10 +240,16 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignablePartition(version, obj, 
         n_replicas = -1
     else:
         n_replicas = len(f_replicas)
-    _w.put_uvarint(out, n_replicas + 1)
+    if 0 <= n_replicas + 1 < 128:
+        out.append(n_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_replicas + 1)
     if n_replicas > 0:
         out += _pack(">%di" % n_replicas, *f_replicas)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition")
 
 
 def _dec_AlterPartitionReassignmentsResponse(version, buf, cur, end):
@@ -370,24 +411,70 @@ def _enc_AlterPartitionReassignmentsResponse(version, obj, out):
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     else:
         out += _S_iBh.pack(obj.throttle_time_ms, obj.allow_replication_factor_change, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterPartitionReassignmentsResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterPartitionReassignmentsResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.responses, _partial(_enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse, version), "AlterPartitionReassignmentsResponse.responses", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse")
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
+    else:
+        _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse")
 
 
 def _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse(version, obj, out):
     """Append in ``version`` a AlterPartitionReassignmentsResponse.ReassignableTopicResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsResponse.ReassignableTopicResponse expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse, version), "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse")
 
 
 def _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(version, obj, out):
@@ -395,11 +482,24 @@ def _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(versi
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse")
 
 
 class AlterPartitionReassignmentsRequest_ReassignablePartition(Struct):

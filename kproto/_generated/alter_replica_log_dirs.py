@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -223,54 +222,88 @@ def _enc_AlterReplicaLogDirsRequest(version, obj, out):
     """Append in ``version`` a AlterReplicaLogDirsRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterReplicaLogDirsRequest expected, got None")
-    if version <= 1:
-        f_dirs = obj.dirs
-        if f_dirs is None:
-            raise _w.not_nullable("AlterReplicaLogDirsRequest.dirs")
-        else:
-            n_dirs = len(f_dirs)
-        out += _S_i.pack(n_dirs)
-        for item in f_dirs:
-            _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir(version, item, out)
+    f_dirs = obj.dirs
+    if f_dirs is None:
+        raise _w.not_nullable("AlterReplicaLogDirsRequest.dirs")
     else:
-        _w.put_structs(out, obj.dirs, _partial(_enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir, version), "AlterReplicaLogDirsRequest.dirs", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest")
+        n_dirs = len(f_dirs)
+    if version <= 1:
+        out += _S_i.pack(n_dirs)
+    else:
+        if 0 <= n_dirs + 1 < 128:
+            out.append(n_dirs + 1)
+        else:
+            _w.put_uvarint(out, n_dirs + 1)
+    for item in f_dirs:
+        _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest")
 
 
 def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir(version, obj, out):
     """Append in ``version`` a AlterReplicaLogDirsRequest.AlterReplicaLogDir to ``out``."""
     if obj is None:
         raise TypeError("AlterReplicaLogDirsRequest.AlterReplicaLogDir expected, got None")
-    f_path, n_path = _w.encode_text(obj.path, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.path", False)
+    f_path = obj.path
+    if f_path is None:
+        raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.path")
+    else:
+        f_path = f_path.encode("utf-8")
+        n_path = len(f_path)
+        if n_path > 32767:
+            raise _w.string_too_long("AlterReplicaLogDirsRequest.AlterReplicaLogDir.path", n_path)
     if version <= 1:
         out += _S_h.pack(n_path)
     else:
-        _w.put_uvarint(out, n_path + 1)
+        if 0 <= n_path + 1 < 128:
+            out.append(n_path + 1)
+        else:
+            _w.put_uvarint(out, n_path + 1)
     if n_path > 0:
         out += f_path
-    if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(version, item, out)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics")
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, version), "AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir")
+        n_topics = len(f_topics)
+    if version <= 1:
+        out += _S_i.pack(n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir")
 
 
 def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(version, obj, out):
     """Append in ``version`` a AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic to ``out``."""
     if obj is None:
         raise TypeError("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partitions = obj.partitions
@@ -281,10 +314,16 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_partitions)
     else:
-        _w.put_uvarint(out, n_partitions + 1)
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic")
 
 
 def _dec_AlterReplicaLogDirsResponse(version, buf, cur, end):
@@ -427,44 +466,69 @@ def _enc_AlterReplicaLogDirsResponse(version, obj, out):
     """Append in ``version`` a AlterReplicaLogDirsResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterReplicaLogDirsResponse expected, got None")
-    if version <= 1:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("AlterReplicaLogDirsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results, _partial(_enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, version), "AlterReplicaLogDirsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("AlterReplicaLogDirsResponse.results")
+    else:
+        n_results = len(f_results)
+    if version <= 1:
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+    else:
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse")
 
 
 def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(version, obj, out):
     """Append in ``version`` a AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult to ``out``."""
     if obj is None:
         raise TypeError("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name", n_topic_name)
     if version <= 1:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    if version <= 1:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, version), "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult")
+        n_partitions = len(f_partitions)
+    if version <= 1:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult")
 
 
 def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(version, obj, out):
@@ -473,7 +537,10 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(version, 
         raise TypeError("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult")
 
 
 class AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -145,24 +144,70 @@ def _enc_AlterShareGroupOffsetsRequest(version, obj, out):
     """Append in ``version`` a AlterShareGroupOffsetsRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "AlterShareGroupOffsetsRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("AlterShareGroupOffsetsRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic, version), "AlterShareGroupOffsetsRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest")
 
 
 def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic(version, obj, out):
     """Append in ``version`` a AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition, version), "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic")
 
 
 def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(version, obj, out):
@@ -170,7 +215,10 @@ def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(ve
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition expected, got None")
     out += _S_iq.pack(obj.partition_index, obj.start_offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition")
 
 
 def _dec_AlterShareGroupOffsetsResponse(version, buf, cur, end):
@@ -321,25 +369,71 @@ def _enc_AlterShareGroupOffsetsResponse(version, obj, out):
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterShareGroupOffsetsResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterShareGroupOffsetsResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.responses, _partial(_enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic, version), "AlterShareGroupOffsetsResponse.responses", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse")
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
+    else:
+        _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse")
 
 
 def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic(version, obj, out):
     """Append in ``version`` a AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition, version), "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic")
 
 
 def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition(version, obj, out):
@@ -347,11 +441,24 @@ def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition(
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition")
 
 
 class AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -182,29 +181,75 @@ def _enc_AlterUserScramCredentialsRequest(version, obj, out):
     """Append in ``version`` a AlterUserScramCredentialsRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsRequest expected, got None")
-    _w.put_structs(out, obj.deletions, _partial(_enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion, version), "AlterUserScramCredentialsRequest.deletions", False)
-    _w.put_structs(out, obj.upsertions, _partial(_enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion, version), "AlterUserScramCredentialsRequest.upsertions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest")
+    f_deletions = obj.deletions
+    if f_deletions is None:
+        raise _w.not_nullable("AlterUserScramCredentialsRequest.deletions")
+    else:
+        n_deletions = len(f_deletions)
+    if 0 <= n_deletions + 1 < 128:
+        out.append(n_deletions + 1)
+    else:
+        _w.put_uvarint(out, n_deletions + 1)
+    for item in f_deletions:
+        _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion(version, item, out)
+    f_upsertions = obj.upsertions
+    if f_upsertions is None:
+        raise _w.not_nullable("AlterUserScramCredentialsRequest.upsertions")
+    else:
+        n_upsertions = len(f_upsertions)
+    if 0 <= n_upsertions + 1 < 128:
+        out.append(n_upsertions + 1)
+    else:
+        _w.put_uvarint(out, n_upsertions + 1)
+    for item in f_upsertions:
+        _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest")
 
 
 def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion(version, obj, out):
     """Append in ``version`` a AlterUserScramCredentialsRequest.ScramCredentialDeletion to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsRequest.ScramCredentialDeletion expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterUserScramCredentialsRequest.ScramCredentialDeletion.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterUserScramCredentialsRequest.ScramCredentialDeletion.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterUserScramCredentialsRequest.ScramCredentialDeletion.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_b.pack(obj.mechanism)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialDeletion")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialDeletion")
 
 
 def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(version, obj, out):
     """Append in ``version`` a AlterUserScramCredentialsRequest.ScramCredentialUpsertion to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsRequest.ScramCredentialUpsertion expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterUserScramCredentialsRequest.ScramCredentialUpsertion.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_bi.pack(obj.mechanism, obj.iterations)
@@ -213,7 +258,10 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(version, obj,
         raise _w.not_nullable("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.salt")
     else:
         n_salt = len(f_salt)
-    _w.put_uvarint(out, n_salt + 1)
+    if 0 <= n_salt + 1 < 128:
+        out.append(n_salt + 1)
+    else:
+        _w.put_uvarint(out, n_salt + 1)
     if n_salt > 0:
         out += f_salt
     f_salted_password = obj.salted_password
@@ -221,10 +269,16 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(version, obj,
         raise _w.not_nullable("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.salted_password")
     else:
         n_salted_password = len(f_salted_password)
-    _w.put_uvarint(out, n_salted_password + 1)
+    if 0 <= n_salted_password + 1 < 128:
+        out.append(n_salted_password + 1)
+    else:
+        _w.put_uvarint(out, n_salted_password + 1)
     if n_salted_password > 0:
         out += f_salted_password
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialUpsertion")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialUpsertion")
 
 
 def _dec_AlterUserScramCredentialsResponse(version, buf, cur, end):
@@ -321,24 +375,60 @@ def _enc_AlterUserScramCredentialsResponse(version, obj, out):
     if obj is None:
         raise TypeError("AlterUserScramCredentialsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.results, _partial(_enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, version), "AlterUserScramCredentialsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("AlterUserScramCredentialsResponse.results")
+    else:
+        n_results = len(f_results)
+    if 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
+    else:
+        _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse")
 
 
 def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(version, obj, out):
     """Append in ``version`` a AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult expected, got None")
-    f_user, n_user = _w.encode_text(obj.user, "AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.user", False)
-    _w.put_uvarint(out, n_user + 1)
+    f_user = obj.user
+    if f_user is None:
+        raise _w.not_nullable("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.user")
+    else:
+        f_user = f_user.encode("utf-8")
+        n_user = len(f_user)
+        if n_user > 32767:
+            raise _w.string_too_long("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.user", n_user)
+    if 0 <= n_user + 1 < 128:
+        out.append(n_user + 1)
+    else:
+        _w.put_uvarint(out, n_user + 1)
     if n_user > 0:
         out += f_user
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult")
 
 
 class AlterUserScramCredentialsRequest_ScramCredentialDeletion(Struct):

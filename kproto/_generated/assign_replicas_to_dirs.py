@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -154,8 +153,21 @@ def _enc_AssignReplicasToDirsRequest(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_structs(out, obj.directories, _partial(_enc_AssignReplicasToDirsRequest_DirectoryData, version), "AssignReplicasToDirsRequest.directories", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest")
+    f_directories = obj.directories
+    if f_directories is None:
+        raise _w.not_nullable("AssignReplicasToDirsRequest.directories")
+    else:
+        n_directories = len(f_directories)
+    if 0 <= n_directories + 1 < 128:
+        out.append(n_directories + 1)
+    else:
+        _w.put_uvarint(out, n_directories + 1)
+    for item in f_directories:
+        _enc_AssignReplicasToDirsRequest_DirectoryData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest")
 
 
 def _enc_AssignReplicasToDirsRequest_DirectoryData(version, obj, out):
@@ -163,8 +175,21 @@ def _enc_AssignReplicasToDirsRequest_DirectoryData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest.DirectoryData expected, got None")
     out += obj.id.bytes
-    _w.put_structs(out, obj.topics, _partial(_enc_AssignReplicasToDirsRequest_TopicData, version), "AssignReplicasToDirsRequest.DirectoryData.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AssignReplicasToDirsRequest.DirectoryData.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AssignReplicasToDirsRequest_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData")
 
 
 def _enc_AssignReplicasToDirsRequest_TopicData(version, obj, out):
@@ -172,8 +197,21 @@ def _enc_AssignReplicasToDirsRequest_TopicData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest.DirectoryData.TopicData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_AssignReplicasToDirsRequest_PartitionData, version), "AssignReplicasToDirsRequest.DirectoryData.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData.TopicData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AssignReplicasToDirsRequest.DirectoryData.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AssignReplicasToDirsRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData.TopicData")
 
 
 def _enc_AssignReplicasToDirsRequest_PartitionData(version, obj, out):
@@ -181,7 +219,10 @@ def _enc_AssignReplicasToDirsRequest_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData expected, got None")
     out += _S_i.pack(obj.partition_index)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData")
 
 
 def _dec_AssignReplicasToDirsResponse(version, buf, cur, end):
@@ -306,8 +347,21 @@ def _enc_AssignReplicasToDirsResponse(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.directories, _partial(_enc_AssignReplicasToDirsResponse_DirectoryData, version), "AssignReplicasToDirsResponse.directories", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse")
+    f_directories = obj.directories
+    if f_directories is None:
+        raise _w.not_nullable("AssignReplicasToDirsResponse.directories")
+    else:
+        n_directories = len(f_directories)
+    if 0 <= n_directories + 1 < 128:
+        out.append(n_directories + 1)
+    else:
+        _w.put_uvarint(out, n_directories + 1)
+    for item in f_directories:
+        _enc_AssignReplicasToDirsResponse_DirectoryData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse")
 
 
 def _enc_AssignReplicasToDirsResponse_DirectoryData(version, obj, out):
@@ -315,8 +369,21 @@ def _enc_AssignReplicasToDirsResponse_DirectoryData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse.DirectoryData expected, got None")
     out += obj.id.bytes
-    _w.put_structs(out, obj.topics, _partial(_enc_AssignReplicasToDirsResponse_TopicData, version), "AssignReplicasToDirsResponse.DirectoryData.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AssignReplicasToDirsResponse.DirectoryData.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AssignReplicasToDirsResponse_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData")
 
 
 def _enc_AssignReplicasToDirsResponse_TopicData(version, obj, out):
@@ -324,8 +391,21 @@ def _enc_AssignReplicasToDirsResponse_TopicData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse.DirectoryData.TopicData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_AssignReplicasToDirsResponse_PartitionData, version), "AssignReplicasToDirsResponse.DirectoryData.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData.TopicData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AssignReplicasToDirsResponse.DirectoryData.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AssignReplicasToDirsResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData.TopicData")
 
 
 def _enc_AssignReplicasToDirsResponse_PartitionData(version, obj, out):
@@ -333,7 +413,10 @@ def _enc_AssignReplicasToDirsResponse_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData")
 
 
 class AssignReplicasToDirsRequest_PartitionData(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -307,52 +306,97 @@ def _enc_BeginQuorumEpochRequest(version, obj, out):
     """Append in ``version`` a BeginQuorumEpochRequest to ``out``."""
     if obj is None:
         raise TypeError("BeginQuorumEpochRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "BeginQuorumEpochRequest.cluster_id", True)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        n_cluster_id = -1
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("BeginQuorumEpochRequest.cluster_id", n_cluster_id)
     if version <= 0:
         out += _S_h.pack(n_cluster_id)
     else:
-        _w.put_uvarint(out, n_cluster_id + 1)
+        if 0 <= n_cluster_id + 1 < 128:
+            out.append(n_cluster_id + 1)
+        else:
+            _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
-    if version <= 0:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("BeginQuorumEpochRequest.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_BeginQuorumEpochRequest_TopicData(version, item, out)
-    else:
+    if version >= 1:
         out += _S_i.pack(obj.voter_id)
-        _w.put_structs(out, obj.topics, _partial(_enc_BeginQuorumEpochRequest_TopicData, version), "BeginQuorumEpochRequest.topics", False)
-        _w.put_structs(out, obj.leader_endpoints, _partial(_enc_BeginQuorumEpochRequest_LeaderEndpoint, version), "BeginQuorumEpochRequest.leader_endpoints", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("BeginQuorumEpochRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if version <= 0:
+        out += _S_i.pack(n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_BeginQuorumEpochRequest_TopicData(version, item, out)
+    if version >= 1:
+        f_leader_endpoints = obj.leader_endpoints
+        if f_leader_endpoints is None:
+            raise _w.not_nullable("BeginQuorumEpochRequest.leader_endpoints")
+        else:
+            n_leader_endpoints = len(f_leader_endpoints)
+        if 0 <= n_leader_endpoints + 1 < 128:
+            out.append(n_leader_endpoints + 1)
+        else:
+            _w.put_uvarint(out, n_leader_endpoints + 1)
+        for item in f_leader_endpoints:
+            _enc_BeginQuorumEpochRequest_LeaderEndpoint(version, item, out)
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest")
 
 
 def _enc_BeginQuorumEpochRequest_TopicData(version, obj, out):
     """Append in ``version`` a BeginQuorumEpochRequest.TopicData to ``out``."""
     if obj is None:
         raise TypeError("BeginQuorumEpochRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "BeginQuorumEpochRequest.TopicData.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("BeginQuorumEpochRequest.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("BeginQuorumEpochRequest.TopicData.topic_name", n_topic_name)
     if version <= 0:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    if version <= 0:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("BeginQuorumEpochRequest.TopicData.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_BeginQuorumEpochRequest_PartitionData(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("BeginQuorumEpochRequest.TopicData.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_BeginQuorumEpochRequest_PartitionData, version), "BeginQuorumEpochRequest.TopicData.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData")
+        n_partitions = len(f_partitions)
+    if version <= 0:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_BeginQuorumEpochRequest_PartitionData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData")
 
 
 def _enc_BeginQuorumEpochRequest_PartitionData(version, obj, out):
@@ -365,23 +409,49 @@ def _enc_BeginQuorumEpochRequest_PartitionData(version, obj, out):
         out += _S_i.pack(obj.partition_index)
         out += obj.voter_directory_id.bytes
         out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData.PartitionData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.TopicData.PartitionData")
 
 
 def _enc_BeginQuorumEpochRequest_LeaderEndpoint(version, obj, out):
     """Append in ``version`` a BeginQuorumEpochRequest.LeaderEndpoint to ``out``."""
     if obj is None:
         raise TypeError("BeginQuorumEpochRequest.LeaderEndpoint expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "BeginQuorumEpochRequest.LeaderEndpoint.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("BeginQuorumEpochRequest.LeaderEndpoint.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("BeginQuorumEpochRequest.LeaderEndpoint.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "BeginQuorumEpochRequest.LeaderEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("BeginQuorumEpochRequest.LeaderEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("BeginQuorumEpochRequest.LeaderEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.LeaderEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochRequest.LeaderEndpoint")
 
 
 def _dec_BeginQuorumEpochResponse(version, buf, cur, end):
@@ -558,21 +628,37 @@ def _enc_BeginQuorumEpochResponse(version, obj, out):
     if version <= 0:
         if obj.node_endpoints:
             raise _w.not_in_version("BeginQuorumEpochResponse.node_endpoints", 0, "1")
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("BeginQuorumEpochResponse.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_hi.pack(obj.error_code, n_topics)
-        for item in f_topics:
-            _enc_BeginQuorumEpochResponse_TopicData(version, item, out)
     else:
         out += _S_h.pack(obj.error_code)
-        _w.put_structs(out, obj.topics, _partial(_enc_BeginQuorumEpochResponse_TopicData, version), "BeginQuorumEpochResponse.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("BeginQuorumEpochResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if version <= 0:
+        out += _S_hi.pack(obj.error_code, n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_BeginQuorumEpochResponse_TopicData(version, item, out)
+    if version >= 1:
         known = []
         if obj.node_endpoints != []:
             t = bytearray()
-            _w.put_structs(t, obj.node_endpoints, _partial(_enc_BeginQuorumEpochResponse_NodeEndpoint, version), "BeginQuorumEpochResponse.node_endpoints", False)
+            f_node_endpoints = obj.node_endpoints
+            if f_node_endpoints is None:
+                raise _w.not_nullable("BeginQuorumEpochResponse.node_endpoints")
+            else:
+                n_node_endpoints = len(f_node_endpoints)
+            if 0 <= n_node_endpoints + 1 < 128:
+                t.append(n_node_endpoints + 1)
+            else:
+                _w.put_uvarint(t, n_node_endpoints + 1)
+            for item in f_node_endpoints:
+                _enc_BeginQuorumEpochResponse_NodeEndpoint(version, item, t)
             known.append((0, t))
         if known or obj.unknown_tagged_fields:
             _w.put_tag_section(out, known, obj.unknown_tagged_fields, "BeginQuorumEpochResponse")
@@ -584,25 +670,42 @@ def _enc_BeginQuorumEpochResponse_TopicData(version, obj, out):
     """Append in ``version`` a BeginQuorumEpochResponse.TopicData to ``out``."""
     if obj is None:
         raise TypeError("BeginQuorumEpochResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "BeginQuorumEpochResponse.TopicData.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("BeginQuorumEpochResponse.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("BeginQuorumEpochResponse.TopicData.topic_name", n_topic_name)
     if version <= 0:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    if version <= 0:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("BeginQuorumEpochResponse.TopicData.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_BeginQuorumEpochResponse_PartitionData(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("BeginQuorumEpochResponse.TopicData.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_BeginQuorumEpochResponse_PartitionData, version), "BeginQuorumEpochResponse.TopicData.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.TopicData")
+        n_partitions = len(f_partitions)
+    if version <= 0:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_BeginQuorumEpochResponse_PartitionData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.TopicData")
 
 
 def _enc_BeginQuorumEpochResponse_PartitionData(version, obj, out):
@@ -611,7 +714,10 @@ def _enc_BeginQuorumEpochResponse_PartitionData(version, obj, out):
         raise TypeError("BeginQuorumEpochResponse.TopicData.PartitionData expected, got None")
     out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.TopicData.PartitionData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.TopicData.PartitionData")
 
 
 def _dec_BeginQuorumEpochResponse_NodeEndpoint(version, buf, cur, end):
@@ -661,12 +767,25 @@ def _enc_BeginQuorumEpochResponse_NodeEndpoint(version, obj, out):
     if obj is None:
         raise TypeError("BeginQuorumEpochResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
-    f_host, n_host = _w.encode_text(obj.host, "BeginQuorumEpochResponse.NodeEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("BeginQuorumEpochResponse.NodeEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("BeginQuorumEpochResponse.NodeEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.NodeEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BeginQuorumEpochResponse.NodeEndpoint")
 
 
 class BeginQuorumEpochRequest_PartitionData(Struct):

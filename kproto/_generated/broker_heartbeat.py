@@ -148,7 +148,10 @@ def _enc_BrokerHeartbeatRequest(version, obj, out):
                 raise _w.not_in_version("BrokerHeartbeatRequest.cordoned_log_dirs", 1, "2")
     out += _S_iqqBB.pack(obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down)
     if version <= 0:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerHeartbeatRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerHeartbeatRequest")
     else:
         known = []
         if obj.offline_log_dirs != []:
@@ -158,7 +161,10 @@ def _enc_BrokerHeartbeatRequest(version, obj, out):
                 raise _w.not_nullable("BrokerHeartbeatRequest.offline_log_dirs")
             else:
                 n_offline_log_dirs = len(f_offline_log_dirs)
-            _w.put_uvarint(t, n_offline_log_dirs + 1)
+            if 0 <= n_offline_log_dirs + 1 < 128:
+                t.append(n_offline_log_dirs + 1)
+            else:
+                _w.put_uvarint(t, n_offline_log_dirs + 1)
             for item in f_offline_log_dirs:
                 t += item.bytes
             known.append((0, t))
@@ -170,7 +176,10 @@ def _enc_BrokerHeartbeatRequest(version, obj, out):
                 n_cordoned_log_dirs = -1
             else:
                 n_cordoned_log_dirs = len(f_cordoned_log_dirs)
-            _w.put_uvarint(t, n_cordoned_log_dirs + 1)
+            if 0 <= n_cordoned_log_dirs + 1 < 128:
+                t.append(n_cordoned_log_dirs + 1)
+            else:
+                _w.put_uvarint(t, n_cordoned_log_dirs + 1)
             if n_cordoned_log_dirs > 0:
                 for item in f_cordoned_log_dirs:
                     t += item.bytes
@@ -219,7 +228,10 @@ def _enc_BrokerHeartbeatResponse(version, obj, out):
     if obj is None:
         raise TypeError("BrokerHeartbeatResponse expected, got None")
     out += _S_ihBBB.pack(obj.throttle_time_ms, obj.error_code, obj.is_caught_up, obj.is_fenced, obj.should_shut_down)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerHeartbeatResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerHeartbeatResponse")
 
 
 class BrokerHeartbeatRequest(Message):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -268,15 +267,55 @@ def _enc_BrokerRegistrationRequest(version, obj, out):
         if obj.is_migrating_zk_broker != False:
             raise _w.not_in_version("BrokerRegistrationRequest.is_migrating_zk_broker", 0, "1-4")
     out += _S_i.pack(obj.broker_id)
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "BrokerRegistrationRequest.cluster_id", False)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.cluster_id")
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += obj.incarnation_id.bytes
-    _w.put_structs(out, obj.listeners, _partial(_enc_BrokerRegistrationRequest_Listener, version), "BrokerRegistrationRequest.listeners", False)
-    _w.put_structs(out, obj.features, _partial(_enc_BrokerRegistrationRequest_Feature, version), "BrokerRegistrationRequest.features", False)
-    f_rack, n_rack = _w.encode_text(obj.rack, "BrokerRegistrationRequest.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
+    f_listeners = obj.listeners
+    if f_listeners is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.listeners")
+    else:
+        n_listeners = len(f_listeners)
+    if 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
+    else:
+        _w.put_uvarint(out, n_listeners + 1)
+    for item in f_listeners:
+        _enc_BrokerRegistrationRequest_Listener(version, item, out)
+    f_features = obj.features
+    if f_features is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.features")
+    else:
+        n_features = len(f_features)
+    if 0 <= n_features + 1 < 128:
+        out.append(n_features + 1)
+    else:
+        _w.put_uvarint(out, n_features + 1)
+    for item in f_features:
+        _enc_BrokerRegistrationRequest_Feature(version, item, out)
+    f_rack = obj.rack
+    if f_rack is None:
+        n_rack = -1
+    else:
+        f_rack = f_rack.encode("utf-8")
+        n_rack = len(f_rack)
+        if n_rack > 32767:
+            raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
+    if 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
+    else:
+        _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         out += f_rack
     if version >= 1:
@@ -287,40 +326,82 @@ def _enc_BrokerRegistrationRequest(version, obj, out):
             raise _w.not_nullable("BrokerRegistrationRequest.log_dirs")
         else:
             n_log_dirs = len(f_log_dirs)
-        _w.put_uvarint(out, n_log_dirs + 1)
+        if 0 <= n_log_dirs + 1 < 128:
+            out.append(n_log_dirs + 1)
+        else:
+            _w.put_uvarint(out, n_log_dirs + 1)
         for item in f_log_dirs:
             out += item.bytes
     if version >= 3:
         out += _S_q.pack(obj.previous_broker_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
 
 
 def _enc_BrokerRegistrationRequest_Listener(version, obj, out):
     """Append in ``version`` a BrokerRegistrationRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("BrokerRegistrationRequest.Listener expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "BrokerRegistrationRequest.Listener.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.Listener.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("BrokerRegistrationRequest.Listener.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "BrokerRegistrationRequest.Listener.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.Listener.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("BrokerRegistrationRequest.Listener.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_Hh.pack(obj.port, obj.security_protocol)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Listener")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Listener")
 
 
 def _enc_BrokerRegistrationRequest_Feature(version, obj, out):
     """Append in ``version`` a BrokerRegistrationRequest.Feature to ``out``."""
     if obj is None:
         raise TypeError("BrokerRegistrationRequest.Feature expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "BrokerRegistrationRequest.Feature.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.Feature.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("BrokerRegistrationRequest.Feature.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Feature")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Feature")
 
 
 def _dec_BrokerRegistrationResponse(version, buf, cur, end):
@@ -349,7 +430,10 @@ def _enc_BrokerRegistrationResponse(version, obj, out):
     if obj is None:
         raise TypeError("BrokerRegistrationResponse expected, got None")
     out += _S_ihq.pack(obj.throttle_time_ms, obj.error_code, obj.broker_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationResponse")
 
 
 class BrokerRegistrationRequest_Listener(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -103,16 +102,25 @@ def _enc_ConsumerGroupDescribeRequest(version, obj, out):
         raise _w.not_nullable("ConsumerGroupDescribeRequest.group_ids")
     else:
         n_group_ids = len(f_group_ids)
-    _w.put_uvarint(out, n_group_ids + 1)
+    if 0 <= n_group_ids + 1 < 128:
+        out.append(n_group_ids + 1)
+    else:
+        _w.put_uvarint(out, n_group_ids + 1)
     for item in f_group_ids:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeRequest.group_ids[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
     out += _S_B.pack(obj.include_authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeRequest")
 
 
 def _dec_ConsumerGroupDescribeResponse(version, buf, cur, end):
@@ -462,8 +470,21 @@ def _enc_ConsumerGroupDescribeResponse(version, obj, out):
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _partial(_enc_ConsumerGroupDescribeResponse_DescribedGroup, version), "ConsumerGroupDescribeResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse")
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.groups")
+    else:
+        n_groups = len(f_groups)
+    if 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
+    else:
+        _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_ConsumerGroupDescribeResponse_DescribedGroup(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse")
 
 
 def _enc_ConsumerGroupDescribeResponse_DescribedGroup(version, obj, out):
@@ -471,26 +492,79 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup(version, obj, out):
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup expected, got None")
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ConsumerGroupDescribeResponse.DescribedGroup.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ConsumerGroupDescribeResponse.DescribedGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "ConsumerGroupDescribeResponse.DescribedGroup.group_state", False)
-    _w.put_uvarint(out, n_group_state + 1)
+    f_group_state = obj.group_state
+    if f_group_state is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_state")
+    else:
+        f_group_state = f_group_state.encode("utf-8")
+        n_group_state = len(f_group_state)
+        if n_group_state > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
+    if 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
+    else:
+        _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         out += f_group_state
     out += _S_ii.pack(obj.group_epoch, obj.assignment_epoch)
-    f_assignor_name, n_assignor_name = _w.encode_text(obj.assignor_name, "ConsumerGroupDescribeResponse.DescribedGroup.assignor_name", False)
-    _w.put_uvarint(out, n_assignor_name + 1)
+    f_assignor_name = obj.assignor_name
+    if f_assignor_name is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name")
+    else:
+        f_assignor_name = f_assignor_name.encode("utf-8")
+        n_assignor_name = len(f_assignor_name)
+        if n_assignor_name > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name", n_assignor_name)
+    if 0 <= n_assignor_name + 1 < 128:
+        out.append(n_assignor_name + 1)
+    else:
+        _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
         out += f_assignor_name
-    _w.put_structs(out, obj.members, _partial(_enc_ConsumerGroupDescribeResponse_Member, version), "ConsumerGroupDescribeResponse.DescribedGroup.members", False)
+    f_members = obj.members
+    if f_members is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.members")
+    else:
+        n_members = len(f_members)
+    if 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
+    else:
+        _w.put_uvarint(out, n_members + 1)
+    for item in f_members:
+        _enc_ConsumerGroupDescribeResponse_Member(version, item, out)
     out += _S_i.pack(obj.authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup")
 
 
 def _enc_ConsumerGroupDescribeResponse_Member(version, obj, out):
@@ -500,25 +574,75 @@ def _enc_ConsumerGroupDescribeResponse_Member(version, obj, out):
     if version <= 0:
         if obj.member_type != -1:
             raise _w.not_in_version("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_type", 0, "1")
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
-    f_instance_id, n_instance_id = _w.encode_text(obj.instance_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.instance_id", True)
-    _w.put_uvarint(out, n_instance_id + 1)
+    f_instance_id = obj.instance_id
+    if f_instance_id is None:
+        n_instance_id = -1
+    else:
+        f_instance_id = f_instance_id.encode("utf-8")
+        n_instance_id = len(f_instance_id)
+        if n_instance_id > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
+    if 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
+    else:
+        _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         out += f_instance_id
-    f_rack_id, n_rack_id = _w.encode_text(obj.rack_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.rack_id", True)
-    _w.put_uvarint(out, n_rack_id + 1)
+    f_rack_id = obj.rack_id
+    if f_rack_id is None:
+        n_rack_id = -1
+    else:
+        f_rack_id = f_rack_id.encode("utf-8")
+        n_rack_id = len(f_rack_id)
+        if n_rack_id > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
+    if 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
+    else:
+        _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         out += f_rack_id
     out += _S_i.pack(obj.member_epoch)
-    f_client_id, n_client_id = _w.encode_text(obj.client_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id", False)
-    _w.put_uvarint(out, n_client_id + 1)
+    f_client_id = obj.client_id
+    if f_client_id is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id")
+    else:
+        f_client_id = f_client_id.encode("utf-8")
+        n_client_id = len(f_client_id)
+        if n_client_id > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
+    if 0 <= n_client_id + 1 < 128:
+        out.append(n_client_id + 1)
+    else:
+        _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         out += f_client_id
-    f_client_host, n_client_host = _w.encode_text(obj.client_host, "ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host", False)
-    _w.put_uvarint(out, n_client_host + 1)
+    f_client_host = obj.client_host
+    if f_client_host is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host")
+    else:
+        f_client_host = f_client_host.encode("utf-8")
+        n_client_host = len(f_client_host)
+        if n_client_host > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
+    if 0 <= n_client_host + 1 < 128:
+        out.append(n_client_host + 1)
+    else:
+        _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
@@ -526,16 +650,32 @@ def _enc_ConsumerGroupDescribeResponse_Member(version, obj, out):
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names")
     else:
         n_subscribed_topic_names = len(f_subscribed_topic_names)
-    _w.put_uvarint(out, n_subscribed_topic_names + 1)
+    if 0 <= n_subscribed_topic_names + 1 < 128:
+        out.append(n_subscribed_topic_names + 1)
+    else:
+        _w.put_uvarint(out, n_subscribed_topic_names + 1)
     for item in f_subscribed_topic_names:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    f_subscribed_topic_regex, n_subscribed_topic_regex = _w.encode_text(obj.subscribed_topic_regex, "ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_regex", True)
-    _w.put_uvarint(out, n_subscribed_topic_regex + 1)
+    f_subscribed_topic_regex = obj.subscribed_topic_regex
+    if f_subscribed_topic_regex is None:
+        n_subscribed_topic_regex = -1
+    else:
+        f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
+        n_subscribed_topic_regex = len(f_subscribed_topic_regex)
+        if n_subscribed_topic_regex > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_regex", n_subscribed_topic_regex)
+    if 0 <= n_subscribed_topic_regex + 1 < 128:
+        out.append(n_subscribed_topic_regex + 1)
+    else:
+        _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
         out += f_subscribed_topic_regex
     f_assignment = obj.assignment
@@ -544,7 +684,10 @@ def _enc_ConsumerGroupDescribeResponse_Member(version, obj, out):
     _enc_ConsumerGroupDescribeResponse_Assignment(version, f_target_assignment, out)
     if version >= 1:
         out += _S_b.pack(obj.member_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member")
 
 
 def _dec_ConsumerGroupDescribeResponse_Assignment(version, buf, cur, end):
@@ -632,8 +775,21 @@ def _enc_ConsumerGroupDescribeResponse_Assignment(version, obj, out):
     """Append in ``version`` a ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment expected, got None")
-    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ConsumerGroupDescribeResponse_TopicPartitions, version), "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.topic_partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment")
+    f_topic_partitions = obj.topic_partitions
+    if f_topic_partitions is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.topic_partitions")
+    else:
+        n_topic_partitions = len(f_topic_partitions)
+    if 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_topic_partitions + 1)
+    for item in f_topic_partitions:
+        _enc_ConsumerGroupDescribeResponse_TopicPartitions(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment")
 
 
 def _enc_ConsumerGroupDescribeResponse_TopicPartitions(version, obj, out):
@@ -641,8 +797,18 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions(version, obj, out):
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions expected, got None")
     out += obj.topic_id.bytes
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     f_partitions = obj.partitions
@@ -650,9 +816,15 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions(version, obj, out):
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions")
 
 
 class ConsumerGroupDescribeRequest(Message):

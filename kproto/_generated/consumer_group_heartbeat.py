@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -273,21 +272,61 @@ def _enc_ConsumerGroupHeartbeatRequest(version, obj, out):
     if version <= 0:
         if obj.subscribed_topic_regex is not None:
             raise _w.not_in_version("ConsumerGroupHeartbeatRequest.subscribed_topic_regex", 0, "1")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ConsumerGroupHeartbeatRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("ConsumerGroupHeartbeatRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ConsumerGroupHeartbeatRequest.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("ConsumerGroupHeartbeatRequest.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatRequest.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     out += _S_i.pack(obj.member_epoch)
-    f_instance_id, n_instance_id = _w.encode_text(obj.instance_id, "ConsumerGroupHeartbeatRequest.instance_id", True)
-    _w.put_uvarint(out, n_instance_id + 1)
+    f_instance_id = obj.instance_id
+    if f_instance_id is None:
+        n_instance_id = -1
+    else:
+        f_instance_id = f_instance_id.encode("utf-8")
+        n_instance_id = len(f_instance_id)
+        if n_instance_id > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatRequest.instance_id", n_instance_id)
+    if 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
+    else:
+        _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         out += f_instance_id
-    f_rack_id, n_rack_id = _w.encode_text(obj.rack_id, "ConsumerGroupHeartbeatRequest.rack_id", True)
-    _w.put_uvarint(out, n_rack_id + 1)
+    f_rack_id = obj.rack_id
+    if f_rack_id is None:
+        n_rack_id = -1
+    else:
+        f_rack_id = f_rack_id.encode("utf-8")
+        n_rack_id = len(f_rack_id)
+        if n_rack_id > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatRequest.rack_id", n_rack_id)
+    if 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
+    else:
+        _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         out += f_rack_id
     out += _S_i.pack(obj.rebalance_timeout_ms)
@@ -296,26 +335,66 @@ def _enc_ConsumerGroupHeartbeatRequest(version, obj, out):
         n_subscribed_topic_names = -1
     else:
         n_subscribed_topic_names = len(f_subscribed_topic_names)
-    _w.put_uvarint(out, n_subscribed_topic_names + 1)
+    if 0 <= n_subscribed_topic_names + 1 < 128:
+        out.append(n_subscribed_topic_names + 1)
+    else:
+        _w.put_uvarint(out, n_subscribed_topic_names + 1)
     if n_subscribed_topic_names > 0:
         for item in f_subscribed_topic_names:
             data = item.encode("utf-8")
             m = len(data)
             if m > 32767:
                 raise _w.string_too_long("ConsumerGroupHeartbeatRequest.subscribed_topic_names[]", m)
-            _w.put_uvarint(out, m + 1)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
             out += data
     if version >= 1:
-        f_subscribed_topic_regex, n_subscribed_topic_regex = _w.encode_text(obj.subscribed_topic_regex, "ConsumerGroupHeartbeatRequest.subscribed_topic_regex", True)
-        _w.put_uvarint(out, n_subscribed_topic_regex + 1)
+        f_subscribed_topic_regex = obj.subscribed_topic_regex
+        if f_subscribed_topic_regex is None:
+            n_subscribed_topic_regex = -1
+        else:
+            f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
+            n_subscribed_topic_regex = len(f_subscribed_topic_regex)
+            if n_subscribed_topic_regex > 32767:
+                raise _w.string_too_long("ConsumerGroupHeartbeatRequest.subscribed_topic_regex", n_subscribed_topic_regex)
+        if 0 <= n_subscribed_topic_regex + 1 < 128:
+            out.append(n_subscribed_topic_regex + 1)
+        else:
+            _w.put_uvarint(out, n_subscribed_topic_regex + 1)
         if n_subscribed_topic_regex > 0:
             out += f_subscribed_topic_regex
-    f_server_assignor, n_server_assignor = _w.encode_text(obj.server_assignor, "ConsumerGroupHeartbeatRequest.server_assignor", True)
-    _w.put_uvarint(out, n_server_assignor + 1)
+    f_server_assignor = obj.server_assignor
+    if f_server_assignor is None:
+        n_server_assignor = -1
+    else:
+        f_server_assignor = f_server_assignor.encode("utf-8")
+        n_server_assignor = len(f_server_assignor)
+        if n_server_assignor > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatRequest.server_assignor", n_server_assignor)
+    if 0 <= n_server_assignor + 1 < 128:
+        out.append(n_server_assignor + 1)
+    else:
+        _w.put_uvarint(out, n_server_assignor + 1)
     if n_server_assignor > 0:
         out += f_server_assignor
-    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ConsumerGroupHeartbeatRequest_TopicPartitions, version), "ConsumerGroupHeartbeatRequest.topic_partitions", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest")
+    f_topic_partitions = obj.topic_partitions
+    if f_topic_partitions is None:
+        n_topic_partitions = -1
+    else:
+        n_topic_partitions = len(f_topic_partitions)
+    if 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_topic_partitions + 1)
+    if n_topic_partitions > 0:
+        for item in f_topic_partitions:
+            _enc_ConsumerGroupHeartbeatRequest_TopicPartitions(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest")
 
 
 def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions(version, obj, out):
@@ -328,9 +407,15 @@ def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions(version, obj, out):
         raise _w.not_nullable("ConsumerGroupHeartbeatRequest.TopicPartitions.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest.TopicPartitions")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest.TopicPartitions")
 
 
 def _dec_ConsumerGroupHeartbeatResponse(version, buf, cur, end):
@@ -416,12 +501,32 @@ def _enc_ConsumerGroupHeartbeatResponse(version, obj, out):
     if obj is None:
         raise TypeError("ConsumerGroupHeartbeatResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ConsumerGroupHeartbeatResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ConsumerGroupHeartbeatResponse.member_id", True)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        n_member_id = -1
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatResponse.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     f_assignment = obj.assignment
@@ -429,7 +534,10 @@ def _enc_ConsumerGroupHeartbeatResponse(version, obj, out):
     out += _S_iib.pack(obj.member_epoch, obj.heartbeat_interval_ms, n_assignment)
     if f_assignment is not None:
         _enc_ConsumerGroupHeartbeatResponse_Assignment(version, f_assignment, out)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse")
 
 
 def _dec_ConsumerGroupHeartbeatResponse_Assignment(version, buf, cur, end):
@@ -499,8 +607,21 @@ def _enc_ConsumerGroupHeartbeatResponse_Assignment(version, obj, out):
     """Append in ``version`` a ConsumerGroupHeartbeatResponse.Assignment to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupHeartbeatResponse.Assignment expected, got None")
-    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ConsumerGroupHeartbeatResponse_TopicPartitions, version), "ConsumerGroupHeartbeatResponse.Assignment.topic_partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse.Assignment")
+    f_topic_partitions = obj.topic_partitions
+    if f_topic_partitions is None:
+        raise _w.not_nullable("ConsumerGroupHeartbeatResponse.Assignment.topic_partitions")
+    else:
+        n_topic_partitions = len(f_topic_partitions)
+    if 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_topic_partitions + 1)
+    for item in f_topic_partitions:
+        _enc_ConsumerGroupHeartbeatResponse_TopicPartitions(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse.Assignment")
 
 
 def _enc_ConsumerGroupHeartbeatResponse_TopicPartitions(version, obj, out):
@@ -513,9 +634,15 @@ def _enc_ConsumerGroupHeartbeatResponse_TopicPartitions(version, obj, out):
         raise _w.not_nullable("ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions")
 
 
 class ConsumerGroupHeartbeatRequest_TopicPartitions(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -77,7 +76,10 @@ def _enc_ControlledShutdownRequest(version, obj, out):
     else:
         out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownRequest")
 
 
 def _dec_ControlledShutdownResponse(version, buf, cur, end):
@@ -181,35 +183,56 @@ def _enc_ControlledShutdownResponse(version, obj, out):
     """Append in ``version`` a ControlledShutdownResponse to ``out``."""
     if obj is None:
         raise TypeError("ControlledShutdownResponse expected, got None")
-    if version <= 2:
-        f_remaining_partitions = obj.remaining_partitions
-        if f_remaining_partitions is None:
-            raise _w.not_nullable("ControlledShutdownResponse.remaining_partitions")
-        else:
-            n_remaining_partitions = len(f_remaining_partitions)
-        out += _S_hi.pack(obj.error_code, n_remaining_partitions)
-        for item in f_remaining_partitions:
-            _enc_ControlledShutdownResponse_RemainingPartition(version, item, out)
-    else:
+    if version >= 3:
         out += _S_h.pack(obj.error_code)
-        _w.put_structs(out, obj.remaining_partitions, _partial(_enc_ControlledShutdownResponse_RemainingPartition, version), "ControlledShutdownResponse.remaining_partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse")
+    f_remaining_partitions = obj.remaining_partitions
+    if f_remaining_partitions is None:
+        raise _w.not_nullable("ControlledShutdownResponse.remaining_partitions")
+    else:
+        n_remaining_partitions = len(f_remaining_partitions)
+    if version <= 2:
+        out += _S_hi.pack(obj.error_code, n_remaining_partitions)
+    else:
+        if 0 <= n_remaining_partitions + 1 < 128:
+            out.append(n_remaining_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_remaining_partitions + 1)
+    for item in f_remaining_partitions:
+        _enc_ControlledShutdownResponse_RemainingPartition(version, item, out)
+    if version >= 3:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse")
 
 
 def _enc_ControlledShutdownResponse_RemainingPartition(version, obj, out):
     """Append in ``version`` a ControlledShutdownResponse.RemainingPartition to ``out``."""
     if obj is None:
         raise TypeError("ControlledShutdownResponse.RemainingPartition expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "ControlledShutdownResponse.RemainingPartition.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("ControlledShutdownResponse.RemainingPartition.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("ControlledShutdownResponse.RemainingPartition.topic_name", n_topic_name)
     if version <= 2:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += _S_i.pack(obj.partition_index)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse.RemainingPartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse.RemainingPartition")
 
 
 class ControlledShutdownRequest(Message):

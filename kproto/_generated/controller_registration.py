@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -196,37 +195,96 @@ def _enc_ControllerRegistrationRequest(version, obj, out):
     out += _S_i.pack(obj.controller_id)
     out += obj.incarnation_id.bytes
     out += _S_B.pack(obj.zk_migration_ready)
-    _w.put_structs(out, obj.listeners, _partial(_enc_ControllerRegistrationRequest_Listener, version), "ControllerRegistrationRequest.listeners", False)
-    _w.put_structs(out, obj.features, _partial(_enc_ControllerRegistrationRequest_Feature, version), "ControllerRegistrationRequest.features", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest")
+    f_listeners = obj.listeners
+    if f_listeners is None:
+        raise _w.not_nullable("ControllerRegistrationRequest.listeners")
+    else:
+        n_listeners = len(f_listeners)
+    if 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
+    else:
+        _w.put_uvarint(out, n_listeners + 1)
+    for item in f_listeners:
+        _enc_ControllerRegistrationRequest_Listener(version, item, out)
+    f_features = obj.features
+    if f_features is None:
+        raise _w.not_nullable("ControllerRegistrationRequest.features")
+    else:
+        n_features = len(f_features)
+    if 0 <= n_features + 1 < 128:
+        out.append(n_features + 1)
+    else:
+        _w.put_uvarint(out, n_features + 1)
+    for item in f_features:
+        _enc_ControllerRegistrationRequest_Feature(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest")
 
 
 def _enc_ControllerRegistrationRequest_Listener(version, obj, out):
     """Append in ``version`` a ControllerRegistrationRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("ControllerRegistrationRequest.Listener expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "ControllerRegistrationRequest.Listener.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("ControllerRegistrationRequest.Listener.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("ControllerRegistrationRequest.Listener.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "ControllerRegistrationRequest.Listener.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("ControllerRegistrationRequest.Listener.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("ControllerRegistrationRequest.Listener.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_Hh.pack(obj.port, obj.security_protocol)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest.Listener")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest.Listener")
 
 
 def _enc_ControllerRegistrationRequest_Feature(version, obj, out):
     """Append in ``version`` a ControllerRegistrationRequest.Feature to ``out``."""
     if obj is None:
         raise TypeError("ControllerRegistrationRequest.Feature expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "ControllerRegistrationRequest.Feature.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("ControllerRegistrationRequest.Feature.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("ControllerRegistrationRequest.Feature.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest.Feature")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest.Feature")
 
 
 def _dec_ControllerRegistrationResponse(version, buf, cur, end):
@@ -274,11 +332,24 @@ def _enc_ControllerRegistrationResponse(version, obj, out):
     if obj is None:
         raise TypeError("ControllerRegistrationResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ControllerRegistrationResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ControllerRegistrationResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationResponse")
 
 
 class ControllerRegistrationRequest_Listener(Struct):

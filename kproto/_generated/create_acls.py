@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -218,18 +217,25 @@ def _enc_CreateAclsRequest(version, obj, out):
     """Append in ``version`` a CreateAclsRequest to ``out``."""
     if obj is None:
         raise TypeError("CreateAclsRequest expected, got None")
-    if version <= 1:
-        f_creations = obj.creations
-        if f_creations is None:
-            raise _w.not_nullable("CreateAclsRequest.creations")
-        else:
-            n_creations = len(f_creations)
-        out += _S_i.pack(n_creations)
-        for item in f_creations:
-            _enc_CreateAclsRequest_AclCreation(version, item, out)
+    f_creations = obj.creations
+    if f_creations is None:
+        raise _w.not_nullable("CreateAclsRequest.creations")
     else:
-        _w.put_structs(out, obj.creations, _partial(_enc_CreateAclsRequest_AclCreation, version), "CreateAclsRequest.creations", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest")
+        n_creations = len(f_creations)
+    if version <= 1:
+        out += _S_i.pack(n_creations)
+    else:
+        if 0 <= n_creations + 1 < 128:
+            out.append(n_creations + 1)
+        else:
+            _w.put_uvarint(out, n_creations + 1)
+    for item in f_creations:
+        _enc_CreateAclsRequest_AclCreation(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest")
 
 
 def _enc_CreateAclsRequest_AclCreation(version, obj, out):
@@ -241,34 +247,67 @@ def _enc_CreateAclsRequest_AclCreation(version, obj, out):
             raise _w.not_in_version("CreateAclsRequest.AclCreation.resource_pattern_type", 0, "1-3")
     elif version >= 2:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "CreateAclsRequest.AclCreation.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("CreateAclsRequest.AclCreation.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("CreateAclsRequest.AclCreation.resource_name", n_resource_name)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     if version >= 2:
         out += _S_b.pack(obj.resource_pattern_type)
-    f_principal, n_principal = _w.encode_text(obj.principal, "CreateAclsRequest.AclCreation.principal", False)
+    f_principal = obj.principal
+    if f_principal is None:
+        raise _w.not_nullable("CreateAclsRequest.AclCreation.principal")
+    else:
+        f_principal = f_principal.encode("utf-8")
+        n_principal = len(f_principal)
+        if n_principal > 32767:
+            raise _w.string_too_long("CreateAclsRequest.AclCreation.principal", n_principal)
     if version <= 0:
         out += _S_h.pack(n_principal)
     elif version == 1:
         out += _S_bh.pack(obj.resource_pattern_type, n_principal)
     else:
-        _w.put_uvarint(out, n_principal + 1)
+        if 0 <= n_principal + 1 < 128:
+            out.append(n_principal + 1)
+        else:
+            _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         out += f_principal
-    f_host, n_host = _w.encode_text(obj.host, "CreateAclsRequest.AclCreation.host", False)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("CreateAclsRequest.AclCreation.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("CreateAclsRequest.AclCreation.host", n_host)
     if version <= 1:
         out += _S_h.pack(n_host)
     else:
-        _w.put_uvarint(out, n_host + 1)
+        if 0 <= n_host + 1 < 128:
+            out.append(n_host + 1)
+        else:
+            _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_bb.pack(obj.operation, obj.permission_type)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest.AclCreation")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest.AclCreation")
 
 
 def _dec_CreateAclsResponse(version, buf, cur, end):
@@ -374,19 +413,27 @@ def _enc_CreateAclsResponse(version, obj, out):
     """Append in ``version`` a CreateAclsResponse to ``out``."""
     if obj is None:
         raise TypeError("CreateAclsResponse expected, got None")
-    if version <= 1:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("CreateAclsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_CreateAclsResponse_AclCreationResult(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results, _partial(_enc_CreateAclsResponse_AclCreationResult, version), "CreateAclsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("CreateAclsResponse.results")
+    else:
+        n_results = len(f_results)
+    if version <= 1:
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+    else:
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_CreateAclsResponse_AclCreationResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse")
 
 
 def _enc_CreateAclsResponse_AclCreationResult(version, obj, out):
@@ -395,15 +442,28 @@ def _enc_CreateAclsResponse_AclCreationResult(version, obj, out):
         raise TypeError("CreateAclsResponse.AclCreationResult expected, got None")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreateAclsResponse.AclCreationResult.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("CreateAclsResponse.AclCreationResult.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse.AclCreationResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse.AclCreationResult")
 
 
 class CreateAclsRequest_AclCreation(Struct):

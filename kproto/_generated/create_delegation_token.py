@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -219,51 +218,100 @@ def _enc_CreateDelegationTokenRequest(version, obj, out):
                 raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_name", 0, "3")
             else:
                 raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_name", 2, "3")
-    if version <= 1:
-        f_renewers = obj.renewers
-        if f_renewers is None:
-            raise _w.not_nullable("CreateDelegationTokenRequest.renewers")
+    else:
+        f_owner_principal_type = obj.owner_principal_type
+        if f_owner_principal_type is None:
+            n_owner_principal_type = -1
         else:
-            n_renewers = len(f_renewers)
-        out += _S_i.pack(n_renewers)
-        for item in f_renewers:
-            _enc_CreateDelegationTokenRequest_CreatableRenewers(version, item, out)
-    elif version >= 3:
-        f_owner_principal_type, n_owner_principal_type = _w.encode_text(obj.owner_principal_type, "CreateDelegationTokenRequest.owner_principal_type", True)
-        _w.put_uvarint(out, n_owner_principal_type + 1)
+            f_owner_principal_type = f_owner_principal_type.encode("utf-8")
+            n_owner_principal_type = len(f_owner_principal_type)
+            if n_owner_principal_type > 32767:
+                raise _w.string_too_long("CreateDelegationTokenRequest.owner_principal_type", n_owner_principal_type)
+        if 0 <= n_owner_principal_type + 1 < 128:
+            out.append(n_owner_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_owner_principal_type + 1)
         if n_owner_principal_type > 0:
             out += f_owner_principal_type
-        f_owner_principal_name, n_owner_principal_name = _w.encode_text(obj.owner_principal_name, "CreateDelegationTokenRequest.owner_principal_name", True)
-        _w.put_uvarint(out, n_owner_principal_name + 1)
+        f_owner_principal_name = obj.owner_principal_name
+        if f_owner_principal_name is None:
+            n_owner_principal_name = -1
+        else:
+            f_owner_principal_name = f_owner_principal_name.encode("utf-8")
+            n_owner_principal_name = len(f_owner_principal_name)
+            if n_owner_principal_name > 32767:
+                raise _w.string_too_long("CreateDelegationTokenRequest.owner_principal_name", n_owner_principal_name)
+        if 0 <= n_owner_principal_name + 1 < 128:
+            out.append(n_owner_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_owner_principal_name + 1)
         if n_owner_principal_name > 0:
             out += f_owner_principal_name
-    if version >= 2:
-        _w.put_structs(out, obj.renewers, _partial(_enc_CreateDelegationTokenRequest_CreatableRenewers, version), "CreateDelegationTokenRequest.renewers", False)
+    f_renewers = obj.renewers
+    if f_renewers is None:
+        raise _w.not_nullable("CreateDelegationTokenRequest.renewers")
+    else:
+        n_renewers = len(f_renewers)
+    if version <= 1:
+        out += _S_i.pack(n_renewers)
+    else:
+        if 0 <= n_renewers + 1 < 128:
+            out.append(n_renewers + 1)
+        else:
+            _w.put_uvarint(out, n_renewers + 1)
+    for item in f_renewers:
+        _enc_CreateDelegationTokenRequest_CreatableRenewers(version, item, out)
     out += _S_q.pack(obj.max_lifetime_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest")
 
 
 def _enc_CreateDelegationTokenRequest_CreatableRenewers(version, obj, out):
     """Append in ``version`` a CreateDelegationTokenRequest.CreatableRenewers to ``out``."""
     if obj is None:
         raise TypeError("CreateDelegationTokenRequest.CreatableRenewers expected, got None")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "CreateDelegationTokenRequest.CreatableRenewers.principal_type", False)
+    f_principal_type = obj.principal_type
+    if f_principal_type is None:
+        raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_type")
+    else:
+        f_principal_type = f_principal_type.encode("utf-8")
+        n_principal_type = len(f_principal_type)
+        if n_principal_type > 32767:
+            raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_type", n_principal_type)
     if version <= 1:
         out += _S_h.pack(n_principal_type)
     else:
-        _w.put_uvarint(out, n_principal_type + 1)
+        if 0 <= n_principal_type + 1 < 128:
+            out.append(n_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "CreateDelegationTokenRequest.CreatableRenewers.principal_name", False)
+    f_principal_name = obj.principal_name
+    if f_principal_name is None:
+        raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_name")
+    else:
+        f_principal_name = f_principal_name.encode("utf-8")
+        n_principal_name = len(f_principal_name)
+        if n_principal_name > 32767:
+            raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_name", n_principal_name)
     if version <= 1:
         out += _S_h.pack(n_principal_name)
     else:
-        _w.put_uvarint(out, n_principal_name + 1)
+        if 0 <= n_principal_name + 1 < 128:
+            out.append(n_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest.CreatableRenewers")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest.CreatableRenewers")
 
 
 def _dec_CreateDelegationTokenResponse(version, buf, cur, end):
@@ -469,36 +517,86 @@ def _enc_CreateDelegationTokenResponse(version, obj, out):
                 raise _w.not_in_version("CreateDelegationTokenResponse.token_requester_principal_name", 2, "3")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "CreateDelegationTokenResponse.principal_type", False)
+    f_principal_type = obj.principal_type
+    if f_principal_type is None:
+        raise _w.not_nullable("CreateDelegationTokenResponse.principal_type")
+    else:
+        f_principal_type = f_principal_type.encode("utf-8")
+        n_principal_type = len(f_principal_type)
+        if n_principal_type > 32767:
+            raise _w.string_too_long("CreateDelegationTokenResponse.principal_type", n_principal_type)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_principal_type)
     else:
-        _w.put_uvarint(out, n_principal_type + 1)
+        if 0 <= n_principal_type + 1 < 128:
+            out.append(n_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "CreateDelegationTokenResponse.principal_name", False)
+    f_principal_name = obj.principal_name
+    if f_principal_name is None:
+        raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
+    else:
+        f_principal_name = f_principal_name.encode("utf-8")
+        n_principal_name = len(f_principal_name)
+        if n_principal_name > 32767:
+            raise _w.string_too_long("CreateDelegationTokenResponse.principal_name", n_principal_name)
     if version <= 1:
         out += _S_h.pack(n_principal_name)
     else:
-        _w.put_uvarint(out, n_principal_name + 1)
+        if 0 <= n_principal_name + 1 < 128:
+            out.append(n_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
     if version >= 3:
-        f_token_requester_principal_type, n_token_requester_principal_type = _w.encode_text(obj.token_requester_principal_type, "CreateDelegationTokenResponse.token_requester_principal_type", False)
-        _w.put_uvarint(out, n_token_requester_principal_type + 1)
+        f_token_requester_principal_type = obj.token_requester_principal_type
+        if f_token_requester_principal_type is None:
+            raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_type")
+        else:
+            f_token_requester_principal_type = f_token_requester_principal_type.encode("utf-8")
+            n_token_requester_principal_type = len(f_token_requester_principal_type)
+            if n_token_requester_principal_type > 32767:
+                raise _w.string_too_long("CreateDelegationTokenResponse.token_requester_principal_type", n_token_requester_principal_type)
+        if 0 <= n_token_requester_principal_type + 1 < 128:
+            out.append(n_token_requester_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_token_requester_principal_type + 1)
         if n_token_requester_principal_type > 0:
             out += f_token_requester_principal_type
-        f_token_requester_principal_name, n_token_requester_principal_name = _w.encode_text(obj.token_requester_principal_name, "CreateDelegationTokenResponse.token_requester_principal_name", False)
-        _w.put_uvarint(out, n_token_requester_principal_name + 1)
+        f_token_requester_principal_name = obj.token_requester_principal_name
+        if f_token_requester_principal_name is None:
+            raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_name")
+        else:
+            f_token_requester_principal_name = f_token_requester_principal_name.encode("utf-8")
+            n_token_requester_principal_name = len(f_token_requester_principal_name)
+            if n_token_requester_principal_name > 32767:
+                raise _w.string_too_long("CreateDelegationTokenResponse.token_requester_principal_name", n_token_requester_principal_name)
+        if 0 <= n_token_requester_principal_name + 1 < 128:
+            out.append(n_token_requester_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_token_requester_principal_name + 1)
         if n_token_requester_principal_name > 0:
             out += f_token_requester_principal_name
     if version >= 2:
         out += _S_qqq.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms)
-    f_token_id, n_token_id = _w.encode_text(obj.token_id, "CreateDelegationTokenResponse.token_id", False)
+    f_token_id = obj.token_id
+    if f_token_id is None:
+        raise _w.not_nullable("CreateDelegationTokenResponse.token_id")
+    else:
+        f_token_id = f_token_id.encode("utf-8")
+        n_token_id = len(f_token_id)
+        if n_token_id > 32767:
+            raise _w.string_too_long("CreateDelegationTokenResponse.token_id", n_token_id)
     if version <= 1:
         out += _S_qqqh.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms, n_token_id)
     else:
-        _w.put_uvarint(out, n_token_id + 1)
+        if 0 <= n_token_id + 1 < 128:
+            out.append(n_token_id + 1)
+        else:
+            _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         out += f_token_id
     f_hmac = obj.hmac
@@ -509,12 +607,18 @@ def _enc_CreateDelegationTokenResponse(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_hmac)
     else:
-        _w.put_uvarint(out, n_hmac + 1)
+        if 0 <= n_hmac + 1 < 128:
+            out.append(n_hmac + 1)
+        else:
+            _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
         out += f_hmac
     out += _S_i.pack(obj.throttle_time_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenResponse")
 
 
 class CreateDelegationTokenRequest_CreatableRenewers(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -226,47 +225,71 @@ def _enc_CreatePartitionsRequest(version, obj, out):
     """Append in ``version`` a CreatePartitionsRequest to ``out``."""
     if obj is None:
         raise TypeError("CreatePartitionsRequest expected, got None")
-    if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("CreatePartitionsRequest.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_CreatePartitionsRequest_CreatePartitionsTopic(version, item, out)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("CreatePartitionsRequest.topics")
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_CreatePartitionsRequest_CreatePartitionsTopic, version), "CreatePartitionsRequest.topics", False)
+        n_topics = len(f_topics)
+    if version <= 1:
+        out += _S_i.pack(n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_CreatePartitionsRequest_CreatePartitionsTopic(version, item, out)
     out += _S_iB.pack(obj.timeout_ms, obj.validate_only)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest")
 
 
 def _enc_CreatePartitionsRequest_CreatePartitionsTopic(version, obj, out):
     """Append in ``version`` a CreatePartitionsRequest.CreatePartitionsTopic to ``out``."""
     if obj is None:
         raise TypeError("CreatePartitionsRequest.CreatePartitionsTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreatePartitionsRequest.CreatePartitionsTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreatePartitionsRequest.CreatePartitionsTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreatePartitionsRequest.CreatePartitionsTopic.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    if version <= 1:
-        f_assignments = obj.assignments
-        if f_assignments is None:
-            n_assignments = -1
-        else:
-            n_assignments = len(f_assignments)
-        out += _S_ii.pack(obj.count, n_assignments)
-        if n_assignments > 0:
-            for item in f_assignments:
-                _enc_CreatePartitionsRequest_CreatePartitionsAssignment(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.count)
-        _w.put_structs(out, obj.assignments, _partial(_enc_CreatePartitionsRequest_CreatePartitionsAssignment, version), "CreatePartitionsRequest.CreatePartitionsTopic.assignments", True)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic")
+    f_assignments = obj.assignments
+    if f_assignments is None:
+        n_assignments = -1
+    else:
+        n_assignments = len(f_assignments)
+    if version <= 1:
+        out += _S_ii.pack(obj.count, n_assignments)
+    else:
+        if 0 <= n_assignments + 1 < 128:
+            out.append(n_assignments + 1)
+        else:
+            _w.put_uvarint(out, n_assignments + 1)
+    if n_assignments > 0:
+        for item in f_assignments:
+            _enc_CreatePartitionsRequest_CreatePartitionsAssignment(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic")
 
 
 def _enc_CreatePartitionsRequest_CreatePartitionsAssignment(version, obj, out):
@@ -281,10 +304,16 @@ def _enc_CreatePartitionsRequest_CreatePartitionsAssignment(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_broker_ids)
     else:
-        _w.put_uvarint(out, n_broker_ids + 1)
+        if 0 <= n_broker_ids + 1 < 128:
+            out.append(n_broker_ids + 1)
+        else:
+            _w.put_uvarint(out, n_broker_ids + 1)
     out += _pack(">%di" % n_broker_ids, *f_broker_ids)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment")
 
 
 def _dec_CreatePartitionsResponse(version, buf, cur, end):
@@ -422,43 +451,74 @@ def _enc_CreatePartitionsResponse(version, obj, out):
     """Append in ``version`` a CreatePartitionsResponse to ``out``."""
     if obj is None:
         raise TypeError("CreatePartitionsResponse expected, got None")
-    if version <= 1:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("CreatePartitionsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_CreatePartitionsResponse_CreatePartitionsTopicResult(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results, _partial(_enc_CreatePartitionsResponse_CreatePartitionsTopicResult, version), "CreatePartitionsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("CreatePartitionsResponse.results")
+    else:
+        n_results = len(f_results)
+    if version <= 1:
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+    else:
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_CreatePartitionsResponse_CreatePartitionsTopicResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse")
 
 
 def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult(version, obj, out):
     """Append in ``version`` a CreatePartitionsResponse.CreatePartitionsTopicResult to ``out``."""
     if obj is None:
         raise TypeError("CreatePartitionsResponse.CreatePartitionsTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreatePartitionsResponse.CreatePartitionsTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreatePartitionsResponse.CreatePartitionsTopicResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreatePartitionsResponse.CreatePartitionsTopicResult.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreatePartitionsResponse.CreatePartitionsTopicResult.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("CreatePartitionsResponse.CreatePartitionsTopicResult.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse.CreatePartitionsTopicResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse.CreatePartitionsTopicResult")
 
 
 class CreatePartitionsRequest_CreatePartitionsAssignment(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -337,58 +336,87 @@ def _enc_CreateTopicsRequest(version, obj, out):
     if version <= 0:
         if obj.validate_only != False:
             raise _w.not_in_version("CreateTopicsRequest.validate_only", 0, "1-7")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("CreateTopicsRequest.topics")
+    else:
+        n_topics = len(f_topics)
     if version <= 4:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("CreateTopicsRequest.topics")
-        else:
-            n_topics = len(f_topics)
         out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_CreateTopicsRequest_CreatableTopic(version, item, out)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_CreateTopicsRequest_CreatableTopic(version, item, out)
     if version <= 0:
         out += _S_i.pack(obj.timeout_ms)
-    elif version >= 5:
-        _w.put_structs(out, obj.topics, _partial(_enc_CreateTopicsRequest_CreatableTopic, version), "CreateTopicsRequest.topics", False)
-    if version >= 1:
+    else:
         out += _S_iB.pack(obj.timeout_ms, obj.validate_only)
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest")
 
 
 def _enc_CreateTopicsRequest_CreatableTopic(version, obj, out):
     """Append in ``version`` a CreateTopicsRequest.CreatableTopic to ``out``."""
     if obj is None:
         raise TypeError("CreateTopicsRequest.CreatableTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsRequest.CreatableTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.name", n_name)
     if version <= 4:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    if version <= 4:
-        f_assignments = obj.assignments
-        if f_assignments is None:
-            raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.assignments")
-        else:
-            n_assignments = len(f_assignments)
-        out += _S_ihi.pack(obj.num_partitions, obj.replication_factor, n_assignments)
-        for item in f_assignments:
-            _enc_CreateTopicsRequest_CreatableReplicaAssignment(version, item, out)
-        f_configs = obj.configs
-        if f_configs is None:
-            raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.configs")
-        else:
-            n_configs = len(f_configs)
-        out += _S_i.pack(n_configs)
-        for item in f_configs:
-            _enc_CreateTopicsRequest_CreatableTopicConfig(version, item, out)
-    else:
+    if version >= 5:
         out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-        _w.put_structs(out, obj.assignments, _partial(_enc_CreateTopicsRequest_CreatableReplicaAssignment, version), "CreateTopicsRequest.CreatableTopic.assignments", False)
-        _w.put_structs(out, obj.configs, _partial(_enc_CreateTopicsRequest_CreatableTopicConfig, version), "CreateTopicsRequest.CreatableTopic.configs", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic")
+    f_assignments = obj.assignments
+    if f_assignments is None:
+        raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.assignments")
+    else:
+        n_assignments = len(f_assignments)
+    if version <= 4:
+        out += _S_ihi.pack(obj.num_partitions, obj.replication_factor, n_assignments)
+    else:
+        if 0 <= n_assignments + 1 < 128:
+            out.append(n_assignments + 1)
+        else:
+            _w.put_uvarint(out, n_assignments + 1)
+    for item in f_assignments:
+        _enc_CreateTopicsRequest_CreatableReplicaAssignment(version, item, out)
+    f_configs = obj.configs
+    if f_configs is None:
+        raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.configs")
+    else:
+        n_configs = len(f_configs)
+    if version <= 4:
+        out += _S_i.pack(n_configs)
+    else:
+        if 0 <= n_configs + 1 < 128:
+            out.append(n_configs + 1)
+        else:
+            _w.put_uvarint(out, n_configs + 1)
+    for item in f_configs:
+        _enc_CreateTopicsRequest_CreatableTopicConfig(version, item, out)
+    if version >= 5:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic")
 
 
 def _enc_CreateTopicsRequest_CreatableReplicaAssignment(version, obj, out):
@@ -405,32 +433,61 @@ def _enc_CreateTopicsRequest_CreatableReplicaAssignment(version, obj, out):
     if version <= 4:
         out += _S_ii.pack(obj.partition_index, n_broker_ids)
     else:
-        _w.put_uvarint(out, n_broker_ids + 1)
+        if 0 <= n_broker_ids + 1 < 128:
+            out.append(n_broker_ids + 1)
+        else:
+            _w.put_uvarint(out, n_broker_ids + 1)
     out += _pack(">%di" % n_broker_ids, *f_broker_ids)
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment")
 
 
 def _enc_CreateTopicsRequest_CreatableTopicConfig(version, obj, out):
     """Append in ``version`` a CreateTopicsRequest.CreatableTopic.CreatableTopicConfig to ``out``."""
     if obj is None:
         raise TypeError("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name", n_name)
     if version <= 4:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.value", True)
+    f_value = obj.value
+    if f_value is None:
+        n_value = -1
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.value", n_value)
     if version <= 4:
         out += _S_h.pack(n_value)
     else:
-        _w.put_uvarint(out, n_value + 1)
+        if 0 <= n_value + 1 < 128:
+            out.append(n_value + 1)
+        else:
+            _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig")
 
 
 def _dec_CreateTopicsResponse(version, buf, cur, end):
@@ -702,34 +759,50 @@ def _enc_CreateTopicsResponse(version, obj, out):
     """Append in ``version`` a CreateTopicsResponse to ``out``."""
     if obj is None:
         raise TypeError("CreateTopicsResponse expected, got None")
-    if version <= 4:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("CreateTopicsResponse.topics")
-        else:
-            n_topics = len(f_topics)
+    if version >= 5:
+        out += _S_i.pack(obj.throttle_time_ms)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("CreateTopicsResponse.topics")
+    else:
+        n_topics = len(f_topics)
     if version <= 1:
         out += _S_i.pack(n_topics)
     elif 2 <= version <= 4:
         out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    if version <= 4:
-        for item in f_topics:
-            _enc_CreateTopicsResponse_CreatableTopicResult(version, item, out)
     else:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.topics, _partial(_enc_CreateTopicsResponse_CreatableTopicResult, version), "CreateTopicsResponse.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse")
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_CreateTopicsResponse_CreatableTopicResult(version, item, out)
+    if version >= 5:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse")
 
 
 def _enc_CreateTopicsResponse_CreatableTopicResult(version, obj, out):
     """Append in ``version`` a CreateTopicsResponse.CreatableTopicResult to ``out``."""
     if obj is None:
         raise TypeError("CreateTopicsResponse.CreatableTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsResponse.CreatableTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
     if version <= 4:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     if version >= 7:
@@ -737,17 +810,38 @@ def _enc_CreateTopicsResponse_CreatableTopicResult(version, obj, out):
     if version in (0, 5, 6, 7):
         out += _S_h.pack(obj.error_code)
     if version >= 1:
-        f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreateTopicsResponse.CreatableTopicResult.error_message", True)
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.error_message", n_error_message)
     if 1 <= version <= 4:
         out += _S_hh.pack(obj.error_code, n_error_message)
     elif version >= 5:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if version >= 1:
         if n_error_message > 0:
             out += f_error_message
     if version >= 5:
         out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-        _w.put_structs(out, obj.configs, _partial(_enc_CreateTopicsResponse_CreatableTopicConfigs, version), "CreateTopicsResponse.CreatableTopicResult.configs", True)
+        f_configs = obj.configs
+        if f_configs is None:
+            n_configs = -1
+        else:
+            n_configs = len(f_configs)
+        if 0 <= n_configs + 1 < 128:
+            out.append(n_configs + 1)
+        else:
+            _w.put_uvarint(out, n_configs + 1)
+        if n_configs > 0:
+            for item in f_configs:
+                _enc_CreateTopicsResponse_CreatableTopicConfigs(version, item, out)
         known = []
         if obj.topic_config_error_code != 0:
             t = bytearray()
@@ -763,16 +857,39 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs(version, obj, out):
     """Append in ``version`` a CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs to ``out``."""
     if obj is None:
         raise TypeError("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.value", True)
-    _w.put_uvarint(out, n_value + 1)
+    f_value = obj.value
+    if f_value is None:
+        n_value = -1
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.value", n_value)
+    if 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
+    else:
+        _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     out += _S_BbB.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs")
 
 
 class CreateTopicsRequest_CreatableReplicaAssignment(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -231,18 +230,25 @@ def _enc_DeleteAclsRequest(version, obj, out):
     """Append in ``version`` a DeleteAclsRequest to ``out``."""
     if obj is None:
         raise TypeError("DeleteAclsRequest expected, got None")
-    if version <= 1:
-        f_filters = obj.filters
-        if f_filters is None:
-            raise _w.not_nullable("DeleteAclsRequest.filters")
-        else:
-            n_filters = len(f_filters)
-        out += _S_i.pack(n_filters)
-        for item in f_filters:
-            _enc_DeleteAclsRequest_DeleteAclsFilter(version, item, out)
+    f_filters = obj.filters
+    if f_filters is None:
+        raise _w.not_nullable("DeleteAclsRequest.filters")
     else:
-        _w.put_structs(out, obj.filters, _partial(_enc_DeleteAclsRequest_DeleteAclsFilter, version), "DeleteAclsRequest.filters", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest")
+        n_filters = len(f_filters)
+    if version <= 1:
+        out += _S_i.pack(n_filters)
+    else:
+        if 0 <= n_filters + 1 < 128:
+            out.append(n_filters + 1)
+        else:
+            _w.put_uvarint(out, n_filters + 1)
+    for item in f_filters:
+        _enc_DeleteAclsRequest_DeleteAclsFilter(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest")
 
 
 def _enc_DeleteAclsRequest_DeleteAclsFilter(version, obj, out):
@@ -254,34 +260,67 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter(version, obj, out):
             raise _w.not_in_version("DeleteAclsRequest.DeleteAclsFilter.pattern_type_filter", 0, "1-3")
     elif version >= 2:
         out += _S_b.pack(obj.resource_type_filter)
-    f_resource_name_filter, n_resource_name_filter = _w.encode_text(obj.resource_name_filter, "DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", True)
+    f_resource_name_filter = obj.resource_name_filter
+    if f_resource_name_filter is None:
+        n_resource_name_filter = -1
+    else:
+        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        n_resource_name_filter = len(f_resource_name_filter)
+        if n_resource_name_filter > 32767:
+            raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", n_resource_name_filter)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     else:
-        _w.put_uvarint(out, n_resource_name_filter + 1)
+        if 0 <= n_resource_name_filter + 1 < 128:
+            out.append(n_resource_name_filter + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
         out += f_resource_name_filter
     if version >= 2:
         out += _S_b.pack(obj.pattern_type_filter)
-    f_principal_filter, n_principal_filter = _w.encode_text(obj.principal_filter, "DeleteAclsRequest.DeleteAclsFilter.principal_filter", True)
+    f_principal_filter = obj.principal_filter
+    if f_principal_filter is None:
+        n_principal_filter = -1
+    else:
+        f_principal_filter = f_principal_filter.encode("utf-8")
+        n_principal_filter = len(f_principal_filter)
+        if n_principal_filter > 32767:
+            raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.principal_filter", n_principal_filter)
     if version <= 0:
         out += _S_h.pack(n_principal_filter)
     elif version == 1:
         out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
     else:
-        _w.put_uvarint(out, n_principal_filter + 1)
+        if 0 <= n_principal_filter + 1 < 128:
+            out.append(n_principal_filter + 1)
+        else:
+            _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
         out += f_principal_filter
-    f_host_filter, n_host_filter = _w.encode_text(obj.host_filter, "DeleteAclsRequest.DeleteAclsFilter.host_filter", True)
+    f_host_filter = obj.host_filter
+    if f_host_filter is None:
+        n_host_filter = -1
+    else:
+        f_host_filter = f_host_filter.encode("utf-8")
+        n_host_filter = len(f_host_filter)
+        if n_host_filter > 32767:
+            raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.host_filter", n_host_filter)
     if version <= 1:
         out += _S_h.pack(n_host_filter)
     else:
-        _w.put_uvarint(out, n_host_filter + 1)
+        if 0 <= n_host_filter + 1 < 128:
+            out.append(n_host_filter + 1)
+        else:
+            _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
         out += f_host_filter
     out += _S_bb.pack(obj.operation, obj.permission_type)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest.DeleteAclsFilter")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest.DeleteAclsFilter")
 
 
 def _dec_DeleteAclsResponse(version, buf, cur, end):
@@ -583,19 +622,27 @@ def _enc_DeleteAclsResponse(version, obj, out):
     """Append in ``version`` a DeleteAclsResponse to ``out``."""
     if obj is None:
         raise TypeError("DeleteAclsResponse expected, got None")
-    if version <= 1:
-        f_filter_results = obj.filter_results
-        if f_filter_results is None:
-            raise _w.not_nullable("DeleteAclsResponse.filter_results")
-        else:
-            n_filter_results = len(f_filter_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_filter_results)
-        for item in f_filter_results:
-            _enc_DeleteAclsResponse_DeleteAclsFilterResult(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.filter_results, _partial(_enc_DeleteAclsResponse_DeleteAclsFilterResult, version), "DeleteAclsResponse.filter_results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse")
+    f_filter_results = obj.filter_results
+    if f_filter_results is None:
+        raise _w.not_nullable("DeleteAclsResponse.filter_results")
+    else:
+        n_filter_results = len(f_filter_results)
+    if version <= 1:
+        out += _S_ii.pack(obj.throttle_time_ms, n_filter_results)
+    else:
+        if 0 <= n_filter_results + 1 < 128:
+            out.append(n_filter_results + 1)
+        else:
+            _w.put_uvarint(out, n_filter_results + 1)
+    for item in f_filter_results:
+        _enc_DeleteAclsResponse_DeleteAclsFilterResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse")
 
 
 def _enc_DeleteAclsResponse_DeleteAclsFilterResult(version, obj, out):
@@ -604,25 +651,42 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult(version, obj, out):
         raise TypeError("DeleteAclsResponse.DeleteAclsFilterResult expected, got None")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteAclsResponse.DeleteAclsFilterResult.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    if version <= 1:
-        f_matching_acls = obj.matching_acls
-        if f_matching_acls is None:
-            raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
-        else:
-            n_matching_acls = len(f_matching_acls)
-        out += _S_i.pack(n_matching_acls)
-        for item in f_matching_acls:
-            _enc_DeleteAclsResponse_DeleteAclsMatchingAcl(version, item, out)
+    f_matching_acls = obj.matching_acls
+    if f_matching_acls is None:
+        raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
     else:
-        _w.put_structs(out, obj.matching_acls, _partial(_enc_DeleteAclsResponse_DeleteAclsMatchingAcl, version), "DeleteAclsResponse.DeleteAclsFilterResult.matching_acls", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult")
+        n_matching_acls = len(f_matching_acls)
+    if version <= 1:
+        out += _S_i.pack(n_matching_acls)
+    else:
+        if 0 <= n_matching_acls + 1 < 128:
+            out.append(n_matching_acls + 1)
+        else:
+            _w.put_uvarint(out, n_matching_acls + 1)
+    for item in f_matching_acls:
+        _enc_DeleteAclsResponse_DeleteAclsMatchingAcl(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult")
 
 
 def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl(version, obj, out):
@@ -634,43 +698,86 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl(version, obj, out):
             raise _w.not_in_version("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.pattern_type", 0, "1-3")
     elif version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", n_resource_name)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     if version >= 2:
         out += _S_b.pack(obj.pattern_type)
-    f_principal, n_principal = _w.encode_text(obj.principal, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", False)
+    f_principal = obj.principal
+    if f_principal is None:
+        raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
+    else:
+        f_principal = f_principal.encode("utf-8")
+        n_principal = len(f_principal)
+        if n_principal > 32767:
+            raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", n_principal)
     if version <= 0:
         out += _S_h.pack(n_principal)
     elif version == 1:
         out += _S_bh.pack(obj.pattern_type, n_principal)
     else:
-        _w.put_uvarint(out, n_principal + 1)
+        if 0 <= n_principal + 1 < 128:
+            out.append(n_principal + 1)
+        else:
+            _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         out += f_principal
-    f_host, n_host = _w.encode_text(obj.host, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", False)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", n_host)
     if version <= 1:
         out += _S_h.pack(n_host)
     else:
-        _w.put_uvarint(out, n_host + 1)
+        if 0 <= n_host + 1 < 128:
+            out.append(n_host + 1)
+        else:
+            _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_bb.pack(obj.operation, obj.permission_type)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl")
 
 
 class DeleteAclsRequest_DeleteAclsFilter(Struct):

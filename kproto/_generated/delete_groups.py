@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -110,7 +109,10 @@ def _enc_DeleteGroupsRequest(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_groups_names)
     else:
-        _w.put_uvarint(out, n_groups_names + 1)
+        if 0 <= n_groups_names + 1 < 128:
+            out.append(n_groups_names + 1)
+        else:
+            _w.put_uvarint(out, n_groups_names + 1)
     for item in f_groups_names:
         data = item.encode("utf-8")
         m = len(data)
@@ -119,10 +121,16 @@ def _enc_DeleteGroupsRequest(version, obj, out):
         if v1_down:
             out += _S_h.pack(m)
         else:
-            _w.put_uvarint(out, m + 1)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
         out += data
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsRequest")
 
 
 def _dec_DeleteGroupsResponse(version, buf, cur, end):
@@ -226,35 +234,56 @@ def _enc_DeleteGroupsResponse(version, obj, out):
     """Append in ``version`` a DeleteGroupsResponse to ``out``."""
     if obj is None:
         raise TypeError("DeleteGroupsResponse expected, got None")
-    if version <= 1:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("DeleteGroupsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_DeleteGroupsResponse_DeletableGroupResult(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results, _partial(_enc_DeleteGroupsResponse_DeletableGroupResult, version), "DeleteGroupsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("DeleteGroupsResponse.results")
+    else:
+        n_results = len(f_results)
+    if version <= 1:
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+    else:
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_DeleteGroupsResponse_DeletableGroupResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse")
 
 
 def _enc_DeleteGroupsResponse_DeletableGroupResult(version, obj, out):
     """Append in ``version`` a DeleteGroupsResponse.DeletableGroupResult to ``out``."""
     if obj is None:
         raise TypeError("DeleteGroupsResponse.DeletableGroupResult expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DeleteGroupsResponse.DeletableGroupResult.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("DeleteGroupsResponse.DeletableGroupResult.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("DeleteGroupsResponse.DeletableGroupResult.group_id", n_group_id)
     if version <= 1:
         out += _S_h.pack(n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
     out += _S_h.pack(obj.error_code)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse.DeletableGroupResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse.DeletableGroupResult")
 
 
 class DeleteGroupsRequest(Message):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -178,45 +177,68 @@ def _enc_DeleteRecordsRequest(version, obj, out):
     """Append in ``version`` a DeleteRecordsRequest to ``out``."""
     if obj is None:
         raise TypeError("DeleteRecordsRequest expected, got None")
-    if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("DeleteRecordsRequest.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_DeleteRecordsRequest_DeleteRecordsTopic(version, item, out)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DeleteRecordsRequest.topics")
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_DeleteRecordsRequest_DeleteRecordsTopic, version), "DeleteRecordsRequest.topics", False)
+        n_topics = len(f_topics)
+    if version <= 1:
+        out += _S_i.pack(n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DeleteRecordsRequest_DeleteRecordsTopic(version, item, out)
     out += _S_i.pack(obj.timeout_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest")
 
 
 def _enc_DeleteRecordsRequest_DeleteRecordsTopic(version, obj, out):
     """Append in ``version`` a DeleteRecordsRequest.DeleteRecordsTopic to ``out``."""
     if obj is None:
         raise TypeError("DeleteRecordsRequest.DeleteRecordsTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteRecordsRequest.DeleteRecordsTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DeleteRecordsRequest.DeleteRecordsTopic.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    if version <= 1:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_DeleteRecordsRequest_DeleteRecordsPartition(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_DeleteRecordsRequest_DeleteRecordsPartition, version), "DeleteRecordsRequest.DeleteRecordsTopic.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic")
+        n_partitions = len(f_partitions)
+    if version <= 1:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DeleteRecordsRequest_DeleteRecordsPartition(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic")
 
 
 def _enc_DeleteRecordsRequest_DeleteRecordsPartition(version, obj, out):
@@ -225,7 +247,10 @@ def _enc_DeleteRecordsRequest_DeleteRecordsPartition(version, obj, out):
         raise TypeError("DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition expected, got None")
     out += _S_iq.pack(obj.partition_index, obj.offset)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition")
 
 
 def _dec_DeleteRecordsResponse(version, buf, cur, end):
@@ -369,44 +394,69 @@ def _enc_DeleteRecordsResponse(version, obj, out):
     """Append in ``version`` a DeleteRecordsResponse to ``out``."""
     if obj is None:
         raise TypeError("DeleteRecordsResponse expected, got None")
-    if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("DeleteRecordsResponse.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-        for item in f_topics:
-            _enc_DeleteRecordsResponse_DeleteRecordsTopicResult(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.topics, _partial(_enc_DeleteRecordsResponse_DeleteRecordsTopicResult, version), "DeleteRecordsResponse.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DeleteRecordsResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if version <= 1:
+        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DeleteRecordsResponse_DeleteRecordsTopicResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse")
 
 
 def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult(version, obj, out):
     """Append in ``version`` a DeleteRecordsResponse.DeleteRecordsTopicResult to ``out``."""
     if obj is None:
         raise TypeError("DeleteRecordsResponse.DeleteRecordsTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteRecordsResponse.DeleteRecordsTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DeleteRecordsResponse.DeleteRecordsTopicResult.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    if version <= 1:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_DeleteRecordsResponse_DeleteRecordsPartitionResult, version), "DeleteRecordsResponse.DeleteRecordsTopicResult.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult")
+        n_partitions = len(f_partitions)
+    if version <= 1:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult")
 
 
 def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult(version, obj, out):
@@ -415,7 +465,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult(version, obj, out):
         raise TypeError("DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult expected, got None")
     out += _S_iqh.pack(obj.partition_index, obj.low_watermark, obj.error_code)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult")
 
 
 class DeleteRecordsRequest_DeleteRecordsPartition(Struct):

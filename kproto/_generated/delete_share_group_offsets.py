@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -111,23 +110,59 @@ def _enc_DeleteShareGroupOffsetsRequest(version, obj, out):
     """Append in ``version`` a DeleteShareGroupOffsetsRequest to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupOffsetsRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DeleteShareGroupOffsetsRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("DeleteShareGroupOffsetsRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("DeleteShareGroupOffsetsRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic, version), "DeleteShareGroupOffsetsRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DeleteShareGroupOffsetsRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsRequest")
 
 
 def _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic(version, obj, out):
     """Append in ``version`` a DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic")
 
 
 def _dec_DeleteShareGroupOffsetsResponse(version, buf, cur, end):
@@ -250,29 +285,75 @@ def _enc_DeleteShareGroupOffsetsResponse(version, obj, out):
     if obj is None:
         raise TypeError("DeleteShareGroupOffsetsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteShareGroupOffsetsResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DeleteShareGroupOffsetsResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.responses, _partial(_enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic, version), "DeleteShareGroupOffsetsResponse.responses", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsResponse")
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("DeleteShareGroupOffsetsResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
+    else:
+        _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsResponse")
 
 
 def _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic(version, obj, out):
     """Append in ``version`` a DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += obj.topic_id.bytes
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic")
 
 
 class DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -130,12 +129,35 @@ def _enc_DeleteShareGroupStateRequest(version, obj, out):
     """Append in ``version`` a DeleteShareGroupStateRequest to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupStateRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DeleteShareGroupStateRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("DeleteShareGroupStateRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("DeleteShareGroupStateRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_DeleteShareGroupStateRequest_DeleteStateData, version), "DeleteShareGroupStateRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DeleteShareGroupStateRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DeleteShareGroupStateRequest_DeleteStateData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateRequest")
 
 
 def _enc_DeleteShareGroupStateRequest_DeleteStateData(version, obj, out):
@@ -143,8 +165,21 @@ def _enc_DeleteShareGroupStateRequest_DeleteStateData(version, obj, out):
     if obj is None:
         raise TypeError("DeleteShareGroupStateRequest.DeleteStateData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_DeleteShareGroupStateRequest_PartitionData, version), "DeleteShareGroupStateRequest.DeleteStateData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateRequest.DeleteStateData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DeleteShareGroupStateRequest.DeleteStateData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DeleteShareGroupStateRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateRequest.DeleteStateData")
 
 
 def _enc_DeleteShareGroupStateRequest_PartitionData(version, obj, out):
@@ -152,7 +187,10 @@ def _enc_DeleteShareGroupStateRequest_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("DeleteShareGroupStateRequest.DeleteStateData.PartitionData expected, got None")
     out += _S_i.pack(obj.partition)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateRequest.DeleteStateData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateRequest.DeleteStateData.PartitionData")
 
 
 def _dec_DeleteShareGroupStateResponse(version, buf, cur, end):
@@ -258,8 +296,21 @@ def _enc_DeleteShareGroupStateResponse(version, obj, out):
     """Append in ``version`` a DeleteShareGroupStateResponse to ``out``."""
     if obj is None:
         raise TypeError("DeleteShareGroupStateResponse expected, got None")
-    _w.put_structs(out, obj.results, _partial(_enc_DeleteShareGroupStateResponse_DeleteStateResult, version), "DeleteShareGroupStateResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("DeleteShareGroupStateResponse.results")
+    else:
+        n_results = len(f_results)
+    if 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
+    else:
+        _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_DeleteShareGroupStateResponse_DeleteStateResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateResponse")
 
 
 def _enc_DeleteShareGroupStateResponse_DeleteStateResult(version, obj, out):
@@ -267,8 +318,21 @@ def _enc_DeleteShareGroupStateResponse_DeleteStateResult(version, obj, out):
     if obj is None:
         raise TypeError("DeleteShareGroupStateResponse.DeleteStateResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_DeleteShareGroupStateResponse_PartitionResult, version), "DeleteShareGroupStateResponse.DeleteStateResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateResponse.DeleteStateResult")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DeleteShareGroupStateResponse.DeleteStateResult.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DeleteShareGroupStateResponse_PartitionResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateResponse.DeleteStateResult")
 
 
 def _enc_DeleteShareGroupStateResponse_PartitionResult(version, obj, out):
@@ -276,11 +340,24 @@ def _enc_DeleteShareGroupStateResponse_PartitionResult(version, obj, out):
     if obj is None:
         raise TypeError("DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult expected, got None")
     out += _S_ih.pack(obj.partition, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult")
 
 
 class DeleteShareGroupStateRequest_PartitionData(Struct):

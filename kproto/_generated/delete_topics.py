@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -184,7 +183,10 @@ def _enc_DeleteTopicsRequest(version, obj, out):
     if version <= 3:
         out += _S_i.pack(n_topic_names)
     elif 4 <= version <= 5:
-        _w.put_uvarint(out, n_topic_names + 1)
+        if 0 <= n_topic_names + 1 < 128:
+            out.append(n_topic_names + 1)
+        else:
+            _w.put_uvarint(out, n_topic_names + 1)
     if version <= 5:
         for item in f_topic_names:
             data = item.encode("utf-8")
@@ -194,25 +196,54 @@ def _enc_DeleteTopicsRequest(version, obj, out):
             if v3_down:
                 out += _S_h.pack(m)
             else:
-                _w.put_uvarint(out, m + 1)
+                if 0 <= m + 1 < 128:
+                    out.append(m + 1)
+                else:
+                    _w.put_uvarint(out, m + 1)
             out += data
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_DeleteTopicsRequest_DeleteTopicState, version), "DeleteTopicsRequest.topics", False)
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("DeleteTopicsRequest.topics")
+        else:
+            n_topics = len(f_topics)
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+        for item in f_topics:
+            _enc_DeleteTopicsRequest_DeleteTopicState(version, item, out)
     out += _S_i.pack(obj.timeout_ms)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest")
 
 
 def _enc_DeleteTopicsRequest_DeleteTopicState(version, obj, out):
     """Append in ``version`` a DeleteTopicsRequest.DeleteTopicState to ``out``."""
     if obj is None:
         raise TypeError("DeleteTopicsRequest.DeleteTopicState expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsRequest.DeleteTopicState.name", True)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        n_name = -1
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DeleteTopicsRequest.DeleteTopicState.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += obj.topic_id.bytes
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest.DeleteTopicState")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest.DeleteTopicState")
 
 
 def _dec_DeleteTopicsResponse(version, buf, cur, end):
@@ -381,49 +412,78 @@ def _enc_DeleteTopicsResponse(version, obj, out):
     """Append in ``version`` a DeleteTopicsResponse to ``out``."""
     if obj is None:
         raise TypeError("DeleteTopicsResponse expected, got None")
-    if version <= 3:
-        f_responses = obj.responses
-        if f_responses is None:
-            raise _w.not_nullable("DeleteTopicsResponse.responses")
-        else:
-            n_responses = len(f_responses)
+    if version >= 4:
+        out += _S_i.pack(obj.throttle_time_ms)
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("DeleteTopicsResponse.responses")
+    else:
+        n_responses = len(f_responses)
     if version <= 0:
         out += _S_i.pack(n_responses)
     elif 1 <= version <= 3:
         out += _S_ii.pack(obj.throttle_time_ms, n_responses)
-    if version <= 3:
-        for item in f_responses:
-            _enc_DeleteTopicsResponse_DeletableTopicResult(version, item, out)
     else:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.responses, _partial(_enc_DeleteTopicsResponse_DeletableTopicResult, version), "DeleteTopicsResponse.responses", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse")
+        if 0 <= n_responses + 1 < 128:
+            out.append(n_responses + 1)
+        else:
+            _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_DeleteTopicsResponse_DeletableTopicResult(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse")
 
 
 def _enc_DeleteTopicsResponse_DeletableTopicResult(version, obj, out):
     """Append in ``version`` a DeleteTopicsResponse.DeletableTopicResult to ``out``."""
     if obj is None:
         raise TypeError("DeleteTopicsResponse.DeletableTopicResult expected, got None")
-    if version <= 5:
-        f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsResponse.DeletableTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        if version <= 5:
+            raise _w.not_nullable("DeleteTopicsResponse.DeletableTopicResult.name")
+        else:
+            n_name = -1
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.name", n_name)
     if version <= 3:
         out += _S_h.pack(n_name)
-    elif version >= 6:
-        f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsResponse.DeletableTopicResult.name", True)
-    if version >= 4:
-        _w.put_uvarint(out, n_name + 1)
+    else:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     if version >= 6:
         out += obj.topic_id.bytes
     out += _S_h.pack(obj.error_code)
     if version >= 5:
-        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteTopicsResponse.DeletableTopicResult.error_message", True)
-        _w.put_uvarint(out, n_error_message + 1)
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.error_message", n_error_message)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
         if n_error_message > 0:
             out += f_error_message
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
 
 
 class DeleteTopicsRequest_DeleteTopicState(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -188,34 +187,67 @@ def _enc_DescribeAclsRequest(version, obj, out):
             raise _w.not_in_version("DescribeAclsRequest.pattern_type_filter", 0, "1-3")
     elif version >= 2:
         out += _S_b.pack(obj.resource_type_filter)
-    f_resource_name_filter, n_resource_name_filter = _w.encode_text(obj.resource_name_filter, "DescribeAclsRequest.resource_name_filter", True)
+    f_resource_name_filter = obj.resource_name_filter
+    if f_resource_name_filter is None:
+        n_resource_name_filter = -1
+    else:
+        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        n_resource_name_filter = len(f_resource_name_filter)
+        if n_resource_name_filter > 32767:
+            raise _w.string_too_long("DescribeAclsRequest.resource_name_filter", n_resource_name_filter)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     else:
-        _w.put_uvarint(out, n_resource_name_filter + 1)
+        if 0 <= n_resource_name_filter + 1 < 128:
+            out.append(n_resource_name_filter + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
         out += f_resource_name_filter
     if version >= 2:
         out += _S_b.pack(obj.pattern_type_filter)
-    f_principal_filter, n_principal_filter = _w.encode_text(obj.principal_filter, "DescribeAclsRequest.principal_filter", True)
+    f_principal_filter = obj.principal_filter
+    if f_principal_filter is None:
+        n_principal_filter = -1
+    else:
+        f_principal_filter = f_principal_filter.encode("utf-8")
+        n_principal_filter = len(f_principal_filter)
+        if n_principal_filter > 32767:
+            raise _w.string_too_long("DescribeAclsRequest.principal_filter", n_principal_filter)
     if version <= 0:
         out += _S_h.pack(n_principal_filter)
     elif version == 1:
         out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
     else:
-        _w.put_uvarint(out, n_principal_filter + 1)
+        if 0 <= n_principal_filter + 1 < 128:
+            out.append(n_principal_filter + 1)
+        else:
+            _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
         out += f_principal_filter
-    f_host_filter, n_host_filter = _w.encode_text(obj.host_filter, "DescribeAclsRequest.host_filter", True)
+    f_host_filter = obj.host_filter
+    if f_host_filter is None:
+        n_host_filter = -1
+    else:
+        f_host_filter = f_host_filter.encode("utf-8")
+        n_host_filter = len(f_host_filter)
+        if n_host_filter > 32767:
+            raise _w.string_too_long("DescribeAclsRequest.host_filter", n_host_filter)
     if version <= 1:
         out += _S_h.pack(n_host_filter)
     else:
-        _w.put_uvarint(out, n_host_filter + 1)
+        if 0 <= n_host_filter + 1 < 128:
+            out.append(n_host_filter + 1)
+        else:
+            _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
         out += f_host_filter
     out += _S_bb.pack(obj.operation, obj.permission_type)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsRequest")
 
 
 def _dec_DescribeAclsResponse(version, buf, cur, end):
@@ -469,25 +501,42 @@ def _enc_DescribeAclsResponse(version, obj, out):
         raise TypeError("DescribeAclsResponse expected, got None")
     if version >= 2:
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeAclsResponse.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeAclsResponse.error_message", n_error_message)
     if version <= 1:
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    if version <= 1:
-        f_resources = obj.resources
-        if f_resources is None:
-            raise _w.not_nullable("DescribeAclsResponse.resources")
-        else:
-            n_resources = len(f_resources)
-        out += _S_i.pack(n_resources)
-        for item in f_resources:
-            _enc_DescribeAclsResponse_DescribeAclsResource(version, item, out)
+    f_resources = obj.resources
+    if f_resources is None:
+        raise _w.not_nullable("DescribeAclsResponse.resources")
     else:
-        _w.put_structs(out, obj.resources, _partial(_enc_DescribeAclsResponse_DescribeAclsResource, version), "DescribeAclsResponse.resources", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse")
+        n_resources = len(f_resources)
+    if version <= 1:
+        out += _S_i.pack(n_resources)
+    else:
+        if 0 <= n_resources + 1 < 128:
+            out.append(n_resources + 1)
+        else:
+            _w.put_uvarint(out, n_resources + 1)
+    for item in f_resources:
+        _enc_DescribeAclsResponse_DescribeAclsResource(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse")
 
 
 def _enc_DescribeAclsResponse_DescribeAclsResource(version, obj, out):
@@ -499,53 +548,92 @@ def _enc_DescribeAclsResponse_DescribeAclsResource(version, obj, out):
             raise _w.not_in_version("DescribeAclsResponse.DescribeAclsResource.pattern_type", 0, "1-3")
     elif version >= 2:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeAclsResponse.DescribeAclsResource.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.resource_name", n_resource_name)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
-    if version <= 1:
-        f_acls = obj.acls
-        if f_acls is None:
-            raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.acls")
-        else:
-            n_acls = len(f_acls)
+    if version >= 2:
+        out += _S_b.pack(obj.pattern_type)
+    f_acls = obj.acls
+    if f_acls is None:
+        raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.acls")
+    else:
+        n_acls = len(f_acls)
     if version <= 0:
         out += _S_i.pack(n_acls)
     elif version == 1:
         out += _S_bi.pack(obj.pattern_type, n_acls)
-    if version <= 1:
-        for item in f_acls:
-            _enc_DescribeAclsResponse_AclDescription(version, item, out)
     else:
-        out += _S_b.pack(obj.pattern_type)
-        _w.put_structs(out, obj.acls, _partial(_enc_DescribeAclsResponse_AclDescription, version), "DescribeAclsResponse.DescribeAclsResource.acls", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource")
+        if 0 <= n_acls + 1 < 128:
+            out.append(n_acls + 1)
+        else:
+            _w.put_uvarint(out, n_acls + 1)
+    for item in f_acls:
+        _enc_DescribeAclsResponse_AclDescription(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource")
 
 
 def _enc_DescribeAclsResponse_AclDescription(version, obj, out):
     """Append in ``version`` a DescribeAclsResponse.DescribeAclsResource.AclDescription to ``out``."""
     if obj is None:
         raise TypeError("DescribeAclsResponse.DescribeAclsResource.AclDescription expected, got None")
-    f_principal, n_principal = _w.encode_text(obj.principal, "DescribeAclsResponse.DescribeAclsResource.AclDescription.principal", False)
+    f_principal = obj.principal
+    if f_principal is None:
+        raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.principal")
+    else:
+        f_principal = f_principal.encode("utf-8")
+        n_principal = len(f_principal)
+        if n_principal > 32767:
+            raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.AclDescription.principal", n_principal)
     if version <= 1:
         out += _S_h.pack(n_principal)
     else:
-        _w.put_uvarint(out, n_principal + 1)
+        if 0 <= n_principal + 1 < 128:
+            out.append(n_principal + 1)
+        else:
+            _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         out += f_principal
-    f_host, n_host = _w.encode_text(obj.host, "DescribeAclsResponse.DescribeAclsResource.AclDescription.host", False)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.AclDescription.host", n_host)
     if version <= 1:
         out += _S_h.pack(n_host)
     else:
-        _w.put_uvarint(out, n_host + 1)
+        if 0 <= n_host + 1 < 128:
+            out.append(n_host + 1)
+        else:
+            _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_bb.pack(obj.operation, obj.permission_type)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource.AclDescription")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource.AclDescription")
 
 
 class DescribeAclsRequest(Message):

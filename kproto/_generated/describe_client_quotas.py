@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -178,44 +177,73 @@ def _enc_DescribeClientQuotasRequest(version, obj, out):
     """Append in ``version`` a DescribeClientQuotasRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeClientQuotasRequest expected, got None")
-    if version <= 0:
-        f_components = obj.components
-        if f_components is None:
-            raise _w.not_nullable("DescribeClientQuotasRequest.components")
-        else:
-            n_components = len(f_components)
-        out += _S_i.pack(n_components)
-        for item in f_components:
-            _enc_DescribeClientQuotasRequest_ComponentData(version, item, out)
+    f_components = obj.components
+    if f_components is None:
+        raise _w.not_nullable("DescribeClientQuotasRequest.components")
     else:
-        _w.put_structs(out, obj.components, _partial(_enc_DescribeClientQuotasRequest_ComponentData, version), "DescribeClientQuotasRequest.components", False)
+        n_components = len(f_components)
+    if version <= 0:
+        out += _S_i.pack(n_components)
+    else:
+        if 0 <= n_components + 1 < 128:
+            out.append(n_components + 1)
+        else:
+            _w.put_uvarint(out, n_components + 1)
+    for item in f_components:
+        _enc_DescribeClientQuotasRequest_ComponentData(version, item, out)
     out += _S_B.pack(obj.strict)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest")
 
 
 def _enc_DescribeClientQuotasRequest_ComponentData(version, obj, out):
     """Append in ``version`` a DescribeClientQuotasRequest.ComponentData to ``out``."""
     if obj is None:
         raise TypeError("DescribeClientQuotasRequest.ComponentData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "DescribeClientQuotasRequest.ComponentData.entity_type", False)
+    f_entity_type = obj.entity_type
+    if f_entity_type is None:
+        raise _w.not_nullable("DescribeClientQuotasRequest.ComponentData.entity_type")
+    else:
+        f_entity_type = f_entity_type.encode("utf-8")
+        n_entity_type = len(f_entity_type)
+        if n_entity_type > 32767:
+            raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.entity_type", n_entity_type)
     if version <= 0:
         out += _S_h.pack(n_entity_type)
     else:
-        _w.put_uvarint(out, n_entity_type + 1)
+        if 0 <= n_entity_type + 1 < 128:
+            out.append(n_entity_type + 1)
+        else:
+            _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
     if version >= 1:
         out += _S_b.pack(obj.match_type)
-    f_match, n_match = _w.encode_text(obj.match, "DescribeClientQuotasRequest.ComponentData.match", True)
+    f_match = obj.match
+    if f_match is None:
+        n_match = -1
+    else:
+        f_match = f_match.encode("utf-8")
+        n_match = len(f_match)
+        if n_match > 32767:
+            raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.match", n_match)
     if version <= 0:
         out += _S_bh.pack(obj.match_type, n_match)
     else:
-        _w.put_uvarint(out, n_match + 1)
+        if 0 <= n_match + 1 < 128:
+            out.append(n_match + 1)
+        else:
+            _w.put_uvarint(out, n_match + 1)
     if n_match > 0:
         out += f_match
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest.ComponentData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest.ComponentData")
 
 
 def _dec_DescribeClientQuotasResponse(version, buf, cur, end):
@@ -522,91 +550,156 @@ def _enc_DescribeClientQuotasResponse(version, obj, out):
         raise TypeError("DescribeClientQuotasResponse expected, got None")
     if version >= 1:
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeClientQuotasResponse.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeClientQuotasResponse.error_message", n_error_message)
     if version <= 0:
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    if version <= 0:
-        f_entries = obj.entries
-        if f_entries is None:
-            n_entries = -1
-        else:
-            n_entries = len(f_entries)
-        out += _S_i.pack(n_entries)
-        if n_entries > 0:
-            for item in f_entries:
-                _enc_DescribeClientQuotasResponse_EntryData(version, item, out)
+    f_entries = obj.entries
+    if f_entries is None:
+        n_entries = -1
     else:
-        _w.put_structs(out, obj.entries, _partial(_enc_DescribeClientQuotasResponse_EntryData, version), "DescribeClientQuotasResponse.entries", True)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse")
+        n_entries = len(f_entries)
+    if version <= 0:
+        out += _S_i.pack(n_entries)
+    else:
+        if 0 <= n_entries + 1 < 128:
+            out.append(n_entries + 1)
+        else:
+            _w.put_uvarint(out, n_entries + 1)
+    if n_entries > 0:
+        for item in f_entries:
+            _enc_DescribeClientQuotasResponse_EntryData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse")
 
 
 def _enc_DescribeClientQuotasResponse_EntryData(version, obj, out):
     """Append in ``version`` a DescribeClientQuotasResponse.EntryData to ``out``."""
     if obj is None:
         raise TypeError("DescribeClientQuotasResponse.EntryData expected, got None")
-    if version <= 0:
-        f_entity = obj.entity
-        if f_entity is None:
-            raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.entity")
-        else:
-            n_entity = len(f_entity)
-        out += _S_i.pack(n_entity)
-        for item in f_entity:
-            _enc_DescribeClientQuotasResponse_EntityData(version, item, out)
-        f_values = obj.values
-        if f_values is None:
-            raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.values")
-        else:
-            n_values = len(f_values)
-        out += _S_i.pack(n_values)
-        for item in f_values:
-            _enc_DescribeClientQuotasResponse_ValueData(version, item, out)
+    f_entity = obj.entity
+    if f_entity is None:
+        raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.entity")
     else:
-        _w.put_structs(out, obj.entity, _partial(_enc_DescribeClientQuotasResponse_EntityData, version), "DescribeClientQuotasResponse.EntryData.entity", False)
-        _w.put_structs(out, obj.values, _partial(_enc_DescribeClientQuotasResponse_ValueData, version), "DescribeClientQuotasResponse.EntryData.values", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData")
+        n_entity = len(f_entity)
+    if version <= 0:
+        out += _S_i.pack(n_entity)
+    else:
+        if 0 <= n_entity + 1 < 128:
+            out.append(n_entity + 1)
+        else:
+            _w.put_uvarint(out, n_entity + 1)
+    for item in f_entity:
+        _enc_DescribeClientQuotasResponse_EntityData(version, item, out)
+    f_values = obj.values
+    if f_values is None:
+        raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.values")
+    else:
+        n_values = len(f_values)
+    if version <= 0:
+        out += _S_i.pack(n_values)
+    else:
+        if 0 <= n_values + 1 < 128:
+            out.append(n_values + 1)
+        else:
+            _w.put_uvarint(out, n_values + 1)
+    for item in f_values:
+        _enc_DescribeClientQuotasResponse_ValueData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData")
 
 
 def _enc_DescribeClientQuotasResponse_EntityData(version, obj, out):
     """Append in ``version`` a DescribeClientQuotasResponse.EntryData.EntityData to ``out``."""
     if obj is None:
         raise TypeError("DescribeClientQuotasResponse.EntryData.EntityData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "DescribeClientQuotasResponse.EntryData.EntityData.entity_type", False)
+    f_entity_type = obj.entity_type
+    if f_entity_type is None:
+        raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.EntityData.entity_type")
+    else:
+        f_entity_type = f_entity_type.encode("utf-8")
+        n_entity_type = len(f_entity_type)
+        if n_entity_type > 32767:
+            raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
     if version <= 0:
         out += _S_h.pack(n_entity_type)
     else:
-        _w.put_uvarint(out, n_entity_type + 1)
+        if 0 <= n_entity_type + 1 < 128:
+            out.append(n_entity_type + 1)
+        else:
+            _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
-    f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "DescribeClientQuotasResponse.EntryData.EntityData.entity_name", True)
+    f_entity_name = obj.entity_name
+    if f_entity_name is None:
+        n_entity_name = -1
+    else:
+        f_entity_name = f_entity_name.encode("utf-8")
+        n_entity_name = len(f_entity_name)
+        if n_entity_name > 32767:
+            raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
     if version <= 0:
         out += _S_h.pack(n_entity_name)
     else:
-        _w.put_uvarint(out, n_entity_name + 1)
+        if 0 <= n_entity_name + 1 < 128:
+            out.append(n_entity_name + 1)
+        else:
+            _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         out += f_entity_name
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.EntityData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.EntityData")
 
 
 def _enc_DescribeClientQuotasResponse_ValueData(version, obj, out):
     """Append in ``version`` a DescribeClientQuotasResponse.EntryData.ValueData to ``out``."""
     if obj is None:
         raise TypeError("DescribeClientQuotasResponse.EntryData.ValueData expected, got None")
-    f_key, n_key = _w.encode_text(obj.key, "DescribeClientQuotasResponse.EntryData.ValueData.key", False)
+    f_key = obj.key
+    if f_key is None:
+        raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.ValueData.key")
+    else:
+        f_key = f_key.encode("utf-8")
+        n_key = len(f_key)
+        if n_key > 32767:
+            raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.ValueData.key", n_key)
     if version <= 0:
         out += _S_h.pack(n_key)
     else:
-        _w.put_uvarint(out, n_key + 1)
+        if 0 <= n_key + 1 < 128:
+            out.append(n_key + 1)
+        else:
+            _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         out += f_key
     out += _S_d.pack(obj.value)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.ValueData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.ValueData")
 
 
 class DescribeClientQuotasRequest_ComponentData(Struct):

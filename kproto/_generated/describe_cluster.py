@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -112,7 +111,10 @@ def _enc_DescribeClusterRequest(version, obj, out):
         out += _S_Bb.pack(obj.include_cluster_authorized_operations, obj.endpoint_type)
     else:
         out += _S_BbB.pack(obj.include_cluster_authorized_operations, obj.endpoint_type, obj.include_fenced_brokers)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterRequest")
 
 
 def _dec_DescribeClusterResponse(version, buf, cur, end):
@@ -293,20 +295,53 @@ def _enc_DescribeClusterResponse(version, obj, out):
         if obj.endpoint_type != 1:
             raise _w.not_in_version("DescribeClusterResponse.endpoint_type", 0, "1-2")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeClusterResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeClusterResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 1:
         out += _S_b.pack(obj.endpoint_type)
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "DescribeClusterResponse.cluster_id", False)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        raise _w.not_nullable("DescribeClusterResponse.cluster_id")
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("DescribeClusterResponse.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += _S_i.pack(obj.controller_id)
-    _w.put_structs(out, obj.brokers, _partial(_enc_DescribeClusterResponse_DescribeClusterBroker, version), "DescribeClusterResponse.brokers", False)
+    f_brokers = obj.brokers
+    if f_brokers is None:
+        raise _w.not_nullable("DescribeClusterResponse.brokers")
+    else:
+        n_brokers = len(f_brokers)
+    if 0 <= n_brokers + 1 < 128:
+        out.append(n_brokers + 1)
+    else:
+        _w.put_uvarint(out, n_brokers + 1)
+    for item in f_brokers:
+        _enc_DescribeClusterResponse_DescribeClusterBroker(version, item, out)
     out += _S_i.pack(obj.cluster_authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse")
 
 
 def _enc_DescribeClusterResponse_DescribeClusterBroker(version, obj, out):
@@ -317,18 +352,41 @@ def _enc_DescribeClusterResponse_DescribeClusterBroker(version, obj, out):
         if obj.is_fenced != False:
             raise _w.not_in_version("DescribeClusterResponse.DescribeClusterBroker.is_fenced", 0, "2")
     out += _S_i.pack(obj.broker_id)
-    f_host, n_host = _w.encode_text(obj.host, "DescribeClusterResponse.DescribeClusterBroker.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("DescribeClusterResponse.DescribeClusterBroker.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("DescribeClusterResponse.DescribeClusterBroker.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_i.pack(obj.port)
-    f_rack, n_rack = _w.encode_text(obj.rack, "DescribeClusterResponse.DescribeClusterBroker.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
+    f_rack = obj.rack
+    if f_rack is None:
+        n_rack = -1
+    else:
+        f_rack = f_rack.encode("utf-8")
+        n_rack = len(f_rack)
+        if n_rack > 32767:
+            raise _w.string_too_long("DescribeClusterResponse.DescribeClusterBroker.rack", n_rack)
+    if 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
+    else:
+        _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         out += f_rack
     if version >= 2:
         out += _S_B.pack(obj.is_fenced)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse.DescribeClusterBroker")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse.DescribeClusterBroker")
 
 
 class DescribeClusterRequest(Message):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -248,23 +247,29 @@ def _enc_DescribeConfigsRequest(version, obj, out):
                 raise _w.not_in_version("DescribeConfigsRequest.include_documentation", 0, "3-4")
             else:
                 raise _w.not_in_version("DescribeConfigsRequest.include_documentation", 1, "3-4")
+    f_resources = obj.resources
+    if f_resources is None:
+        raise _w.not_nullable("DescribeConfigsRequest.resources")
+    else:
+        n_resources = len(f_resources)
     if version <= 3:
-        f_resources = obj.resources
-        if f_resources is None:
-            raise _w.not_nullable("DescribeConfigsRequest.resources")
-        else:
-            n_resources = len(f_resources)
         out += _S_i.pack(n_resources)
-        for item in f_resources:
-            _enc_DescribeConfigsRequest_DescribeConfigsResource(version, item, out)
+    else:
+        if 0 <= n_resources + 1 < 128:
+            out.append(n_resources + 1)
+        else:
+            _w.put_uvarint(out, n_resources + 1)
+    for item in f_resources:
+        _enc_DescribeConfigsRequest_DescribeConfigsResource(version, item, out)
     if 1 <= version <= 2:
         out += _S_B.pack(obj.include_synonyms)
-    elif version >= 4:
-        _w.put_structs(out, obj.resources, _partial(_enc_DescribeConfigsRequest_DescribeConfigsResource, version), "DescribeConfigsRequest.resources", False)
-    if version >= 3:
+    elif version >= 3:
         out += _S_BB.pack(obj.include_synonyms, obj.include_documentation)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest")
 
 
 def _enc_DescribeConfigsRequest_DescribeConfigsResource(version, obj, out):
@@ -274,11 +279,21 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource(version, obj, out):
         raise TypeError("DescribeConfigsRequest.DescribeConfigsResource expected, got None")
     if version >= 4:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeConfigsRequest.DescribeConfigsResource.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("DescribeConfigsRequest.DescribeConfigsResource.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("DescribeConfigsRequest.DescribeConfigsResource.resource_name", n_resource_name)
     if version <= 3:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     f_configuration_keys = obj.configuration_keys
@@ -289,7 +304,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource(version, obj, out):
     if version <= 3:
         out += _S_i.pack(n_configuration_keys)
     else:
-        _w.put_uvarint(out, n_configuration_keys + 1)
+        if 0 <= n_configuration_keys + 1 < 128:
+            out.append(n_configuration_keys + 1)
+        else:
+            _w.put_uvarint(out, n_configuration_keys + 1)
     if n_configuration_keys > 0:
         for item in f_configuration_keys:
             data = item.encode("utf-8")
@@ -299,10 +317,16 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource(version, obj, out):
             if v3_down:
                 out += _S_h.pack(m)
             else:
-                _w.put_uvarint(out, m + 1)
+                if 0 <= m + 1 < 128:
+                    out.append(m + 1)
+                else:
+                    _w.put_uvarint(out, m + 1)
             out += data
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest.DescribeConfigsResource")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest.DescribeConfigsResource")
 
 
 def _dec_DescribeConfigsResponse(version, buf, cur, end):
@@ -729,19 +753,27 @@ def _enc_DescribeConfigsResponse(version, obj, out):
     """Append in ``version`` a DescribeConfigsResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeConfigsResponse expected, got None")
-    if version <= 3:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("DescribeConfigsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_DescribeConfigsResponse_DescribeConfigsResult(version, item, out)
-    else:
+    if version >= 4:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results, _partial(_enc_DescribeConfigsResponse_DescribeConfigsResult, version), "DescribeConfigsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("DescribeConfigsResponse.results")
+    else:
+        n_results = len(f_results)
+    if version <= 3:
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+    else:
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_DescribeConfigsResponse_DescribeConfigsResult(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse")
 
 
 def _enc_DescribeConfigsResponse_DescribeConfigsResult(version, obj, out):
@@ -750,34 +782,61 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult(version, obj, out):
         raise TypeError("DescribeConfigsResponse.DescribeConfigsResult expected, got None")
     if version >= 4:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeConfigsResponse.DescribeConfigsResult.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.error_message", n_error_message)
     if version <= 3:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 4:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeConfigsResponse.DescribeConfigsResult.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.resource_name", n_resource_name)
     if version <= 3:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
-    if version <= 3:
-        f_configs = obj.configs
-        if f_configs is None:
-            raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
-        else:
-            n_configs = len(f_configs)
-        out += _S_i.pack(n_configs)
-        for item in f_configs:
-            _enc_DescribeConfigsResponse_DescribeConfigsResourceResult(version, item, out)
+    f_configs = obj.configs
+    if f_configs is None:
+        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
     else:
-        _w.put_structs(out, obj.configs, _partial(_enc_DescribeConfigsResponse_DescribeConfigsResourceResult, version), "DescribeConfigsResponse.DescribeConfigsResult.configs", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult")
+        n_configs = len(f_configs)
+    if version <= 3:
+        out += _S_i.pack(n_configs)
+    else:
+        if 0 <= n_configs + 1 < 128:
+            out.append(n_configs + 1)
+        else:
+            _w.put_uvarint(out, n_configs + 1)
+    for item in f_configs:
+        _enc_DescribeConfigsResponse_DescribeConfigsResourceResult(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult")
 
 
 def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult(version, obj, out):
@@ -792,69 +851,132 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult(version, obj, out
                 raise _w.not_in_version("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.is_default", 3, "0")
             else:
                 raise _w.not_in_version("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.is_default", 4, "0")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", n_name)
     if version <= 3:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", True)
+    f_value = obj.value
+    if f_value is None:
+        n_value = -1
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", n_value)
     if version <= 3:
         out += _S_h.pack(n_value)
     else:
-        _w.put_uvarint(out, n_value + 1)
+        if 0 <= n_value + 1 < 128:
+            out.append(n_value + 1)
+        else:
+            _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     if version <= 0:
         out += _S_BBB.pack(obj.read_only, obj.is_default, obj.is_sensitive)
-    elif 1 <= version <= 3:
+    elif version >= 4:
+        out += _S_BbB.pack(obj.read_only, obj.config_source, obj.is_sensitive)
+    if version >= 1:
         f_synonyms = obj.synonyms
         if f_synonyms is None:
             raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms")
         else:
             n_synonyms = len(f_synonyms)
+    if 1 <= version <= 3:
         out += _S_BbBi.pack(obj.read_only, obj.config_source, obj.is_sensitive, n_synonyms)
+    elif version >= 4:
+        if 0 <= n_synonyms + 1 < 128:
+            out.append(n_synonyms + 1)
+        else:
+            _w.put_uvarint(out, n_synonyms + 1)
+    if version >= 1:
         for item in f_synonyms:
             _enc_DescribeConfigsResponse_DescribeConfigsSynonym(version, item, out)
-    else:
-        out += _S_BbB.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-        _w.put_structs(out, obj.synonyms, _partial(_enc_DescribeConfigsResponse_DescribeConfigsSynonym, version), "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms", False)
+    if version >= 4:
         out += _S_b.pack(obj.config_type)
     if version >= 3:
-        f_documentation, n_documentation = _w.encode_text(obj.documentation, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", True)
+        f_documentation = obj.documentation
+        if f_documentation is None:
+            n_documentation = -1
+        else:
+            f_documentation = f_documentation.encode("utf-8")
+            n_documentation = len(f_documentation)
+            if n_documentation > 32767:
+                raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", n_documentation)
     if version == 3:
         out += _S_bh.pack(obj.config_type, n_documentation)
     elif version >= 4:
-        _w.put_uvarint(out, n_documentation + 1)
+        if 0 <= n_documentation + 1 < 128:
+            out.append(n_documentation + 1)
+        else:
+            _w.put_uvarint(out, n_documentation + 1)
     if version >= 3:
         if n_documentation > 0:
             out += f_documentation
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult")
 
 
 def _enc_DescribeConfigsResponse_DescribeConfigsSynonym(version, obj, out):
     """Append in ``version`` a DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym to ``out``."""
     if obj is None:
         raise TypeError("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name", n_name)
     if version <= 3:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.value", True)
+    f_value = obj.value
+    if f_value is None:
+        n_value = -1
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.value", n_value)
     if version <= 3:
         out += _S_h.pack(n_value)
     else:
-        _w.put_uvarint(out, n_value + 1)
+        if 0 <= n_value + 1 < 128:
+            out.append(n_value + 1)
+        else:
+            _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     out += _S_b.pack(obj.source)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym")
 
 
 class DescribeConfigsRequest_DescribeConfigsResource(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -174,41 +173,71 @@ def _enc_DescribeDelegationTokenRequest(version, obj, out):
     """Append in ``version`` a DescribeDelegationTokenRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeDelegationTokenRequest expected, got None")
-    if version <= 1:
-        f_owners = obj.owners
-        if f_owners is None:
-            n_owners = -1
-        else:
-            n_owners = len(f_owners)
-        out += _S_i.pack(n_owners)
-        if n_owners > 0:
-            for item in f_owners:
-                _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(version, item, out)
+    f_owners = obj.owners
+    if f_owners is None:
+        n_owners = -1
     else:
-        _w.put_structs(out, obj.owners, _partial(_enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, version), "DescribeDelegationTokenRequest.owners", True)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest")
+        n_owners = len(f_owners)
+    if version <= 1:
+        out += _S_i.pack(n_owners)
+    else:
+        if 0 <= n_owners + 1 < 128:
+            out.append(n_owners + 1)
+        else:
+            _w.put_uvarint(out, n_owners + 1)
+    if n_owners > 0:
+        for item in f_owners:
+            _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest")
 
 
 def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(version, obj, out):
     """Append in ``version`` a DescribeDelegationTokenRequest.DescribeDelegationTokenOwner to ``out``."""
     if obj is None:
         raise TypeError("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner expected, got None")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type", False)
+    f_principal_type = obj.principal_type
+    if f_principal_type is None:
+        raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type")
+    else:
+        f_principal_type = f_principal_type.encode("utf-8")
+        n_principal_type = len(f_principal_type)
+        if n_principal_type > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type", n_principal_type)
     if version <= 1:
         out += _S_h.pack(n_principal_type)
     else:
-        _w.put_uvarint(out, n_principal_type + 1)
+        if 0 <= n_principal_type + 1 < 128:
+            out.append(n_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name", False)
+    f_principal_name = obj.principal_name
+    if f_principal_name is None:
+        raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name")
+    else:
+        f_principal_name = f_principal_name.encode("utf-8")
+        n_principal_name = len(f_principal_name)
+        if n_principal_name > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name", n_principal_name)
     if version <= 1:
         out += _S_h.pack(n_principal_name)
     else:
-        _w.put_uvarint(out, n_principal_name + 1)
+        if 0 <= n_principal_name + 1 < 128:
+            out.append(n_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner")
 
 
 def _dec_DescribeDelegationTokenResponse(version, buf, cur, end):
@@ -536,21 +565,28 @@ def _enc_DescribeDelegationTokenResponse(version, obj, out):
     """Append in ``version`` a DescribeDelegationTokenResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeDelegationTokenResponse expected, got None")
-    if version <= 1:
-        f_tokens = obj.tokens
-        if f_tokens is None:
-            raise _w.not_nullable("DescribeDelegationTokenResponse.tokens")
-        else:
-            n_tokens = len(f_tokens)
-        out += _S_hi.pack(obj.error_code, n_tokens)
-        for item in f_tokens:
-            _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(version, item, out)
-    else:
+    if version >= 2:
         out += _S_h.pack(obj.error_code)
-        _w.put_structs(out, obj.tokens, _partial(_enc_DescribeDelegationTokenResponse_DescribedDelegationToken, version), "DescribeDelegationTokenResponse.tokens", False)
+    f_tokens = obj.tokens
+    if f_tokens is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.tokens")
+    else:
+        n_tokens = len(f_tokens)
+    if version <= 1:
+        out += _S_hi.pack(obj.error_code, n_tokens)
+    else:
+        if 0 <= n_tokens + 1 < 128:
+            out.append(n_tokens + 1)
+        else:
+            _w.put_uvarint(out, n_tokens + 1)
+    for item in f_tokens:
+        _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(version, item, out)
     out += _S_i.pack(obj.throttle_time_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse")
 
 
 def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(version, obj, out):
@@ -568,36 +604,86 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(version, obj, 
                 raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", 0, "3")
             else:
                 raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", 2, "3")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", False)
+    f_principal_type = obj.principal_type
+    if f_principal_type is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type")
+    else:
+        f_principal_type = f_principal_type.encode("utf-8")
+        n_principal_type = len(f_principal_type)
+        if n_principal_type > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", n_principal_type)
     if version <= 1:
         out += _S_h.pack(n_principal_type)
     else:
-        _w.put_uvarint(out, n_principal_type + 1)
+        if 0 <= n_principal_type + 1 < 128:
+            out.append(n_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", False)
+    f_principal_name = obj.principal_name
+    if f_principal_name is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name")
+    else:
+        f_principal_name = f_principal_name.encode("utf-8")
+        n_principal_name = len(f_principal_name)
+        if n_principal_name > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", n_principal_name)
     if version <= 1:
         out += _S_h.pack(n_principal_name)
     else:
-        _w.put_uvarint(out, n_principal_name + 1)
+        if 0 <= n_principal_name + 1 < 128:
+            out.append(n_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
     if version >= 3:
-        f_token_requester_principal_type, n_token_requester_principal_type = _w.encode_text(obj.token_requester_principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", False)
-        _w.put_uvarint(out, n_token_requester_principal_type + 1)
+        f_token_requester_principal_type = obj.token_requester_principal_type
+        if f_token_requester_principal_type is None:
+            raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type")
+        else:
+            f_token_requester_principal_type = f_token_requester_principal_type.encode("utf-8")
+            n_token_requester_principal_type = len(f_token_requester_principal_type)
+            if n_token_requester_principal_type > 32767:
+                raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", n_token_requester_principal_type)
+        if 0 <= n_token_requester_principal_type + 1 < 128:
+            out.append(n_token_requester_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_token_requester_principal_type + 1)
         if n_token_requester_principal_type > 0:
             out += f_token_requester_principal_type
-        f_token_requester_principal_name, n_token_requester_principal_name = _w.encode_text(obj.token_requester_principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", False)
-        _w.put_uvarint(out, n_token_requester_principal_name + 1)
+        f_token_requester_principal_name = obj.token_requester_principal_name
+        if f_token_requester_principal_name is None:
+            raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name")
+        else:
+            f_token_requester_principal_name = f_token_requester_principal_name.encode("utf-8")
+            n_token_requester_principal_name = len(f_token_requester_principal_name)
+            if n_token_requester_principal_name > 32767:
+                raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", n_token_requester_principal_name)
+        if 0 <= n_token_requester_principal_name + 1 < 128:
+            out.append(n_token_requester_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_token_requester_principal_name + 1)
         if n_token_requester_principal_name > 0:
             out += f_token_requester_principal_name
     if version >= 2:
         out += _S_qqq.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp)
-    f_token_id, n_token_id = _w.encode_text(obj.token_id, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", False)
+    f_token_id = obj.token_id
+    if f_token_id is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id")
+    else:
+        f_token_id = f_token_id.encode("utf-8")
+        n_token_id = len(f_token_id)
+        if n_token_id > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", n_token_id)
     if version <= 1:
         out += _S_qqqh.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp, n_token_id)
     else:
-        _w.put_uvarint(out, n_token_id + 1)
+        if 0 <= n_token_id + 1 < 128:
+            out.append(n_token_id + 1)
+        else:
+            _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         out += f_token_id
     f_hmac = obj.hmac
@@ -608,43 +694,76 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(version, obj, 
     if version <= 1:
         out += _S_i.pack(n_hmac)
     else:
-        _w.put_uvarint(out, n_hmac + 1)
+        if 0 <= n_hmac + 1 < 128:
+            out.append(n_hmac + 1)
+        else:
+            _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
         out += f_hmac
-    if version <= 1:
-        f_renewers = obj.renewers
-        if f_renewers is None:
-            raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
-        else:
-            n_renewers = len(f_renewers)
-        out += _S_i.pack(n_renewers)
-        for item in f_renewers:
-            _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(version, item, out)
+    f_renewers = obj.renewers
+    if f_renewers is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
     else:
-        _w.put_structs(out, obj.renewers, _partial(_enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, version), "DescribeDelegationTokenResponse.DescribedDelegationToken.renewers", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken")
+        n_renewers = len(f_renewers)
+    if version <= 1:
+        out += _S_i.pack(n_renewers)
+    else:
+        if 0 <= n_renewers + 1 < 128:
+            out.append(n_renewers + 1)
+        else:
+            _w.put_uvarint(out, n_renewers + 1)
+    for item in f_renewers:
+        _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken")
 
 
 def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(version, obj, out):
     """Append in ``version`` a DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer to ``out``."""
     if obj is None:
         raise TypeError("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer expected, got None")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type", False)
+    f_principal_type = obj.principal_type
+    if f_principal_type is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type")
+    else:
+        f_principal_type = f_principal_type.encode("utf-8")
+        n_principal_type = len(f_principal_type)
+        if n_principal_type > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type", n_principal_type)
     if version <= 1:
         out += _S_h.pack(n_principal_type)
     else:
-        _w.put_uvarint(out, n_principal_type + 1)
+        if 0 <= n_principal_type + 1 < 128:
+            out.append(n_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name", False)
+    f_principal_name = obj.principal_name
+    if f_principal_name is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name")
+    else:
+        f_principal_name = f_principal_name.encode("utf-8")
+        n_principal_name = len(f_principal_name)
+        if n_principal_name > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name", n_principal_name)
     if version <= 1:
         out += _S_h.pack(n_principal_name)
     else:
-        _w.put_uvarint(out, n_principal_name + 1)
+        if 0 <= n_principal_name + 1 < 128:
+            out.append(n_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer")
 
 
 class DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(Struct):

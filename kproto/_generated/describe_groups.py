@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -140,7 +139,10 @@ def _enc_DescribeGroupsRequest(version, obj, out):
     if version <= 4:
         out += _S_i.pack(n_groups)
     else:
-        _w.put_uvarint(out, n_groups + 1)
+        if 0 <= n_groups + 1 < 128:
+            out.append(n_groups + 1)
+        else:
+            _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
         data = item.encode("utf-8")
         m = len(data)
@@ -149,12 +151,18 @@ def _enc_DescribeGroupsRequest(version, obj, out):
         if v4_down:
             out += _S_h.pack(m)
         else:
-            _w.put_uvarint(out, m + 1)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
         out += data
     if version >= 3:
         out += _S_B.pack(obj.include_authorized_operations)
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsRequest")
 
 
 def _dec_DescribeGroupsResponse(version, buf, cur, end):
@@ -607,23 +615,29 @@ def _enc_DescribeGroupsResponse(version, obj, out):
     """Append in ``version`` a DescribeGroupsResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeGroupsResponse expected, got None")
-    if version <= 4:
-        f_groups = obj.groups
-        if f_groups is None:
-            raise _w.not_nullable("DescribeGroupsResponse.groups")
-        else:
-            n_groups = len(f_groups)
+    if version >= 5:
+        out += _S_i.pack(obj.throttle_time_ms)
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("DescribeGroupsResponse.groups")
+    else:
+        n_groups = len(f_groups)
     if version <= 0:
         out += _S_i.pack(n_groups)
     elif 1 <= version <= 4:
         out += _S_ii.pack(obj.throttle_time_ms, n_groups)
-    if version <= 4:
-        for item in f_groups:
-            _enc_DescribeGroupsResponse_DescribedGroup(version, item, out)
     else:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.groups, _partial(_enc_DescribeGroupsResponse_DescribedGroup, version), "DescribeGroupsResponse.groups", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse")
+        if 0 <= n_groups + 1 < 128:
+            out.append(n_groups + 1)
+        else:
+            _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_DescribeGroupsResponse_DescribedGroup(version, item, out)
+    if version >= 5:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse")
 
 
 def _enc_DescribeGroupsResponse_DescribedGroup(version, obj, out):
@@ -646,87 +660,183 @@ def _enc_DescribeGroupsResponse_DescribedGroup(version, obj, out):
     elif version >= 5:
         out += _S_h.pack(obj.error_code)
     if version >= 6:
-        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeGroupsResponse.DescribedGroup.error_message", True)
-        _w.put_uvarint(out, n_error_message + 1)
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.error_message", n_error_message)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
         if n_error_message > 0:
             out += f_error_message
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeGroupsResponse.DescribedGroup.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
     if version <= 4:
         out += _S_hh.pack(obj.error_code, n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "DescribeGroupsResponse.DescribedGroup.group_state", False)
+    f_group_state = obj.group_state
+    if f_group_state is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
+    else:
+        f_group_state = f_group_state.encode("utf-8")
+        n_group_state = len(f_group_state)
+        if n_group_state > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
     if version <= 4:
         out += _S_h.pack(n_group_state)
     else:
-        _w.put_uvarint(out, n_group_state + 1)
+        if 0 <= n_group_state + 1 < 128:
+            out.append(n_group_state + 1)
+        else:
+            _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         out += f_group_state
-    f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "DescribeGroupsResponse.DescribedGroup.protocol_type", False)
+    f_protocol_type = obj.protocol_type
+    if f_protocol_type is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
+    else:
+        f_protocol_type = f_protocol_type.encode("utf-8")
+        n_protocol_type = len(f_protocol_type)
+        if n_protocol_type > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
     if version <= 4:
         out += _S_h.pack(n_protocol_type)
     else:
-        _w.put_uvarint(out, n_protocol_type + 1)
+        if 0 <= n_protocol_type + 1 < 128:
+            out.append(n_protocol_type + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         out += f_protocol_type
-    f_protocol_data, n_protocol_data = _w.encode_text(obj.protocol_data, "DescribeGroupsResponse.DescribedGroup.protocol_data", False)
+    f_protocol_data = obj.protocol_data
+    if f_protocol_data is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
+    else:
+        f_protocol_data = f_protocol_data.encode("utf-8")
+        n_protocol_data = len(f_protocol_data)
+        if n_protocol_data > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
     if version <= 4:
         out += _S_h.pack(n_protocol_data)
     else:
-        _w.put_uvarint(out, n_protocol_data + 1)
+        if 0 <= n_protocol_data + 1 < 128:
+            out.append(n_protocol_data + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
         out += f_protocol_data
-    if version <= 4:
-        f_members = obj.members
-        if f_members is None:
-            raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
-        else:
-            n_members = len(f_members)
-        out += _S_i.pack(n_members)
-        for item in f_members:
-            _enc_DescribeGroupsResponse_DescribedGroupMember(version, item, out)
+    f_members = obj.members
+    if f_members is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
     else:
-        _w.put_structs(out, obj.members, _partial(_enc_DescribeGroupsResponse_DescribedGroupMember, version), "DescribeGroupsResponse.DescribedGroup.members", False)
+        n_members = len(f_members)
+    if version <= 4:
+        out += _S_i.pack(n_members)
+    else:
+        if 0 <= n_members + 1 < 128:
+            out.append(n_members + 1)
+        else:
+            _w.put_uvarint(out, n_members + 1)
+    for item in f_members:
+        _enc_DescribeGroupsResponse_DescribedGroupMember(version, item, out)
     if version >= 3:
         out += _S_i.pack(obj.authorized_operations)
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup")
 
 
 def _enc_DescribeGroupsResponse_DescribedGroupMember(version, obj, out):
     """Append in ``version`` a DescribeGroupsResponse.DescribedGroup.DescribedGroupMember to ``out``."""
     if obj is None:
         raise TypeError("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember expected, got None")
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", False)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", n_member_id)
     if version <= 4:
         out += _S_h.pack(n_member_id)
     else:
-        _w.put_uvarint(out, n_member_id + 1)
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     if version >= 4:
-        f_group_instance_id, n_group_instance_id = _w.encode_text(obj.group_instance_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", True)
+        f_group_instance_id = obj.group_instance_id
+        if f_group_instance_id is None:
+            n_group_instance_id = -1
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
+            n_group_instance_id = len(f_group_instance_id)
+            if n_group_instance_id > 32767:
+                raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", n_group_instance_id)
     if version == 4:
         out += _S_h.pack(n_group_instance_id)
     elif version >= 5:
-        _w.put_uvarint(out, n_group_instance_id + 1)
+        if 0 <= n_group_instance_id + 1 < 128:
+            out.append(n_group_instance_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_instance_id + 1)
     if version >= 4:
         if n_group_instance_id > 0:
             out += f_group_instance_id
-    f_client_id, n_client_id = _w.encode_text(obj.client_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", False)
+    f_client_id = obj.client_id
+    if f_client_id is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
+    else:
+        f_client_id = f_client_id.encode("utf-8")
+        n_client_id = len(f_client_id)
+        if n_client_id > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", n_client_id)
     if version <= 4:
         out += _S_h.pack(n_client_id)
     else:
-        _w.put_uvarint(out, n_client_id + 1)
+        if 0 <= n_client_id + 1 < 128:
+            out.append(n_client_id + 1)
+        else:
+            _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         out += f_client_id
-    f_client_host, n_client_host = _w.encode_text(obj.client_host, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", False)
+    f_client_host = obj.client_host
+    if f_client_host is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
+    else:
+        f_client_host = f_client_host.encode("utf-8")
+        n_client_host = len(f_client_host)
+        if n_client_host > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", n_client_host)
     if version <= 4:
         out += _S_h.pack(n_client_host)
     else:
-        _w.put_uvarint(out, n_client_host + 1)
+        if 0 <= n_client_host + 1 < 128:
+            out.append(n_client_host + 1)
+        else:
+            _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         out += f_client_host
     f_member_metadata = obj.member_metadata
@@ -737,7 +847,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember(version, obj, out):
     if version <= 4:
         out += _S_i.pack(n_member_metadata)
     else:
-        _w.put_uvarint(out, n_member_metadata + 1)
+        if 0 <= n_member_metadata + 1 < 128:
+            out.append(n_member_metadata + 1)
+        else:
+            _w.put_uvarint(out, n_member_metadata + 1)
     if n_member_metadata > 0:
         out += f_member_metadata
     f_member_assignment = obj.member_assignment
@@ -748,11 +861,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember(version, obj, out):
     if version <= 4:
         out += _S_i.pack(n_member_assignment)
     else:
-        _w.put_uvarint(out, n_member_assignment + 1)
+        if 0 <= n_member_assignment + 1 < 128:
+            out.append(n_member_assignment + 1)
+        else:
+            _w.put_uvarint(out, n_member_assignment + 1)
     if n_member_assignment > 0:
         out += f_member_assignment
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember")
 
 
 class DescribeGroupsRequest(Message):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -182,30 +181,47 @@ def _enc_DescribeLogDirsRequest(version, obj, out):
     """Append in ``version`` a DescribeLogDirsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeLogDirsRequest expected, got None")
-    if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            n_topics = -1
-        else:
-            n_topics = len(f_topics)
-        out += _S_i.pack(n_topics)
-        if n_topics > 0:
-            for item in f_topics:
-                _enc_DescribeLogDirsRequest_DescribableLogDirTopic(version, item, out)
+    f_topics = obj.topics
+    if f_topics is None:
+        n_topics = -1
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_DescribeLogDirsRequest_DescribableLogDirTopic, version), "DescribeLogDirsRequest.topics", True)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest")
+        n_topics = len(f_topics)
+    if version <= 1:
+        out += _S_i.pack(n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    if n_topics > 0:
+        for item in f_topics:
+            _enc_DescribeLogDirsRequest_DescribableLogDirTopic(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest")
 
 
 def _enc_DescribeLogDirsRequest_DescribableLogDirTopic(version, obj, out):
     """Append in ``version`` a DescribeLogDirsRequest.DescribableLogDirTopic to ``out``."""
     if obj is None:
         raise TypeError("DescribeLogDirsRequest.DescribableLogDirTopic expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "DescribeLogDirsRequest.DescribableLogDirTopic.topic", False)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("DescribeLogDirsRequest.DescribableLogDirTopic.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("DescribeLogDirsRequest.DescribableLogDirTopic.topic", n_topic)
     if version <= 1:
         out += _S_h.pack(n_topic)
     else:
-        _w.put_uvarint(out, n_topic + 1)
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
     f_partitions = obj.partitions
@@ -216,10 +232,16 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_partitions)
     else:
-        _w.put_uvarint(out, n_partitions + 1)
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest.DescribableLogDirTopic")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest.DescribableLogDirTopic")
 
 
 def _dec_DescribeLogDirsResponse(version, buf, cur, end):
@@ -482,22 +504,29 @@ def _enc_DescribeLogDirsResponse(version, obj, out):
     """Append in ``version`` a DescribeLogDirsResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeLogDirsResponse expected, got None")
-    if version <= 1:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("DescribeLogDirsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_DescribeLogDirsResponse_DescribeLogDirsResult(version, item, out)
-    elif version == 2:
+    if version == 2:
         out += _S_i.pack(obj.throttle_time_ms)
-    else:
+    elif version >= 3:
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("DescribeLogDirsResponse.results")
+    else:
+        n_results = len(f_results)
+    if version <= 1:
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+    else:
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_DescribeLogDirsResponse_DescribeLogDirsResult(version, item, out)
     if version >= 2:
-        _w.put_structs(out, obj.results, _partial(_enc_DescribeLogDirsResponse_DescribeLogDirsResult, version), "DescribeLogDirsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
 
 
 def _enc_DescribeLogDirsResponse_DescribeLogDirsResult(version, obj, out):
@@ -506,55 +535,88 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult(version, obj, out):
         raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult expected, got None")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_log_dir, n_log_dir = _w.encode_text(obj.log_dir, "DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", False)
+    f_log_dir = obj.log_dir
+    if f_log_dir is None:
+        raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir")
+    else:
+        f_log_dir = f_log_dir.encode("utf-8")
+        n_log_dir = len(f_log_dir)
+        if n_log_dir > 32767:
+            raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", n_log_dir)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_log_dir)
     else:
-        _w.put_uvarint(out, n_log_dir + 1)
+        if 0 <= n_log_dir + 1 < 128:
+            out.append(n_log_dir + 1)
+        else:
+            _w.put_uvarint(out, n_log_dir + 1)
     if n_log_dir > 0:
         out += f_log_dir
-    if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_DescribeLogDirsResponse_DescribeLogDirsTopic(version, item, out)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.topics")
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_DescribeLogDirsResponse_DescribeLogDirsTopic, version), "DescribeLogDirsResponse.DescribeLogDirsResult.topics", False)
+        n_topics = len(f_topics)
+    if version <= 1:
+        out += _S_i.pack(n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeLogDirsResponse_DescribeLogDirsTopic(version, item, out)
     if version == 4:
         out += _S_qq.pack(obj.total_bytes, obj.usable_bytes)
     elif version >= 5:
         out += _S_qqB.pack(obj.total_bytes, obj.usable_bytes, obj.is_cordoned)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult")
 
 
 def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic(version, obj, out):
     """Append in ``version`` a DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic to ``out``."""
     if obj is None:
         raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    if version <= 1:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_DescribeLogDirsResponse_DescribeLogDirsPartition(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_DescribeLogDirsResponse_DescribeLogDirsPartition, version), "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic")
+        n_partitions = len(f_partitions)
+    if version <= 1:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeLogDirsResponse_DescribeLogDirsPartition(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic")
 
 
 def _enc_DescribeLogDirsResponse_DescribeLogDirsPartition(version, obj, out):
@@ -563,7 +625,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsPartition(version, obj, out):
         raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition expected, got None")
     out += _S_iqqB.pack(obj.partition_index, obj.partition_size, obj.offset_lag, obj.is_future_key)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition")
 
 
 class DescribeLogDirsRequest_DescribableLogDirTopic(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -114,16 +113,39 @@ def _enc_DescribeProducersRequest(version, obj, out):
     """Append in ``version`` a DescribeProducersRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersRequest expected, got None")
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeProducersRequest_TopicRequest, version), "DescribeProducersRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeProducersRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeProducersRequest_TopicRequest(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest")
 
 
 def _enc_DescribeProducersRequest_TopicRequest(version, obj, out):
     """Append in ``version`` a DescribeProducersRequest.TopicRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersRequest.TopicRequest expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeProducersRequest.TopicRequest.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeProducersRequest.TopicRequest.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeProducersRequest.TopicRequest.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -131,9 +153,15 @@ def _enc_DescribeProducersRequest_TopicRequest(version, obj, out):
         raise _w.not_nullable("DescribeProducersRequest.TopicRequest.partition_indexes")
     else:
         n_partition_indexes = len(f_partition_indexes)
-    _w.put_uvarint(out, n_partition_indexes + 1)
+    if 0 <= n_partition_indexes + 1 < 128:
+        out.append(n_partition_indexes + 1)
+    else:
+        _w.put_uvarint(out, n_partition_indexes + 1)
     out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest.TopicRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest.TopicRequest")
 
 
 def _dec_DescribeProducersResponse(version, buf, cur, end):
@@ -295,20 +323,56 @@ def _enc_DescribeProducersResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeProducersResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeProducersResponse_TopicResponse, version), "DescribeProducersResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeProducersResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeProducersResponse_TopicResponse(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse")
 
 
 def _enc_DescribeProducersResponse_TopicResponse(version, obj, out):
     """Append in ``version`` a DescribeProducersResponse.TopicResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersResponse.TopicResponse expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeProducersResponse.TopicResponse.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeProducersResponse.TopicResponse.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeProducersResponse.TopicResponse.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeProducersResponse_PartitionResponse, version), "DescribeProducersResponse.TopicResponse.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeProducersResponse.TopicResponse.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeProducersResponse_PartitionResponse(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse")
 
 
 def _enc_DescribeProducersResponse_PartitionResponse(version, obj, out):
@@ -316,12 +380,35 @@ def _enc_DescribeProducersResponse_PartitionResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeProducersResponse.TopicResponse.PartitionResponse expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeProducersResponse.TopicResponse.PartitionResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeProducersResponse.TopicResponse.PartitionResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.active_producers, _partial(_enc_DescribeProducersResponse_ProducerState, version), "DescribeProducersResponse.TopicResponse.PartitionResponse.active_producers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse.PartitionResponse")
+    f_active_producers = obj.active_producers
+    if f_active_producers is None:
+        raise _w.not_nullable("DescribeProducersResponse.TopicResponse.PartitionResponse.active_producers")
+    else:
+        n_active_producers = len(f_active_producers)
+    if 0 <= n_active_producers + 1 < 128:
+        out.append(n_active_producers + 1)
+    else:
+        _w.put_uvarint(out, n_active_producers + 1)
+    for item in f_active_producers:
+        _enc_DescribeProducersResponse_ProducerState(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse.PartitionResponse")
 
 
 def _enc_DescribeProducersResponse_ProducerState(version, obj, out):
@@ -329,7 +416,10 @@ def _enc_DescribeProducersResponse_ProducerState(version, obj, out):
     if obj is None:
         raise TypeError("DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState expected, got None")
     out += _S_qiiqiq.pack(obj.producer_id, obj.producer_epoch, obj.last_sequence, obj.last_timestamp, obj.coordinator_epoch, obj.current_txn_start_offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState")
 
 
 class DescribeProducersRequest_TopicRequest(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -141,20 +140,56 @@ def _enc_DescribeQuorumRequest(version, obj, out):
     """Append in ``version`` a DescribeQuorumRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumRequest expected, got None")
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeQuorumRequest_TopicData, version), "DescribeQuorumRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeQuorumRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeQuorumRequest_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest")
 
 
 def _enc_DescribeQuorumRequest_TopicData(version, obj, out):
     """Append in ``version`` a DescribeQuorumRequest.TopicData to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeQuorumRequest.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeQuorumRequest.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeQuorumRequest.TopicData.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeQuorumRequest_PartitionData, version), "DescribeQuorumRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeQuorumRequest.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeQuorumRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData")
 
 
 def _enc_DescribeQuorumRequest_PartitionData(version, obj, out):
@@ -162,7 +197,10 @@ def _enc_DescribeQuorumRequest_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("DescribeQuorumRequest.TopicData.PartitionData expected, got None")
     out += _S_i.pack(obj.partition_index)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData.PartitionData")
 
 
 def _dec_DescribeQuorumResponse(version, buf, cur, end):
@@ -583,26 +621,82 @@ def _enc_DescribeQuorumResponse(version, obj, out):
                 raise _w.not_in_version("DescribeQuorumResponse.nodes", 1, "2")
     out += _S_h.pack(obj.error_code)
     if version >= 2:
-        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeQuorumResponse.error_message", True)
-        _w.put_uvarint(out, n_error_message + 1)
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("DescribeQuorumResponse.error_message", n_error_message)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
         if n_error_message > 0:
             out += f_error_message
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeQuorumResponse_TopicData, version), "DescribeQuorumResponse.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeQuorumResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeQuorumResponse_TopicData(version, item, out)
     if version >= 2:
-        _w.put_structs(out, obj.nodes, _partial(_enc_DescribeQuorumResponse_Node, version), "DescribeQuorumResponse.nodes", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse")
+        f_nodes = obj.nodes
+        if f_nodes is None:
+            raise _w.not_nullable("DescribeQuorumResponse.nodes")
+        else:
+            n_nodes = len(f_nodes)
+        if 0 <= n_nodes + 1 < 128:
+            out.append(n_nodes + 1)
+        else:
+            _w.put_uvarint(out, n_nodes + 1)
+        for item in f_nodes:
+            _enc_DescribeQuorumResponse_Node(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse")
 
 
 def _enc_DescribeQuorumResponse_TopicData(version, obj, out):
     """Append in ``version`` a DescribeQuorumResponse.TopicData to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeQuorumResponse.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeQuorumResponse.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeQuorumResponse.TopicData.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeQuorumResponse_PartitionData, version), "DescribeQuorumResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeQuorumResponse.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeQuorumResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData")
 
 
 def _enc_DescribeQuorumResponse_PartitionData(version, obj, out):
@@ -613,14 +707,47 @@ def _enc_DescribeQuorumResponse_PartitionData(version, obj, out):
         out += _S_ihiiq.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.high_watermark)
     else:
         out += _S_ih.pack(obj.partition_index, obj.error_code)
-        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeQuorumResponse.TopicData.PartitionData.error_message", True)
-        _w.put_uvarint(out, n_error_message + 1)
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("DescribeQuorumResponse.TopicData.PartitionData.error_message", n_error_message)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
         if n_error_message > 0:
             out += f_error_message
         out += _S_iiq.pack(obj.leader_id, obj.leader_epoch, obj.high_watermark)
-    _w.put_structs(out, obj.current_voters, _partial(_enc_DescribeQuorumResponse_ReplicaState, version), "DescribeQuorumResponse.TopicData.PartitionData.current_voters", False)
-    _w.put_structs(out, obj.observers, _partial(_enc_DescribeQuorumResponse_ReplicaState, version), "DescribeQuorumResponse.TopicData.PartitionData.observers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData")
+    f_current_voters = obj.current_voters
+    if f_current_voters is None:
+        raise _w.not_nullable("DescribeQuorumResponse.TopicData.PartitionData.current_voters")
+    else:
+        n_current_voters = len(f_current_voters)
+    if 0 <= n_current_voters + 1 < 128:
+        out.append(n_current_voters + 1)
+    else:
+        _w.put_uvarint(out, n_current_voters + 1)
+    for item in f_current_voters:
+        _enc_DescribeQuorumResponse_ReplicaState(version, item, out)
+    f_observers = obj.observers
+    if f_observers is None:
+        raise _w.not_nullable("DescribeQuorumResponse.TopicData.PartitionData.observers")
+    else:
+        n_observers = len(f_observers)
+    if 0 <= n_observers + 1 < 128:
+        out.append(n_observers + 1)
+    else:
+        _w.put_uvarint(out, n_observers + 1)
+    for item in f_observers:
+        _enc_DescribeQuorumResponse_ReplicaState(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData")
 
 
 def _enc_DescribeQuorumResponse_ReplicaState(version, obj, out):
@@ -641,7 +768,10 @@ def _enc_DescribeQuorumResponse_ReplicaState(version, obj, out):
         out += _S_i.pack(obj.replica_id)
         out += obj.replica_directory_id.bytes
         out += _S_qqq.pack(obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData.ReplicaState")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData.ReplicaState")
 
 
 def _enc_DescribeQuorumResponse_Node(version, obj, out):
@@ -649,24 +779,60 @@ def _enc_DescribeQuorumResponse_Node(version, obj, out):
     if obj is None:
         raise TypeError("DescribeQuorumResponse.Node expected, got None")
     out += _S_i.pack(obj.node_id)
-    _w.put_structs(out, obj.listeners, _partial(_enc_DescribeQuorumResponse_Listener, version), "DescribeQuorumResponse.Node.listeners", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.Node")
+    f_listeners = obj.listeners
+    if f_listeners is None:
+        raise _w.not_nullable("DescribeQuorumResponse.Node.listeners")
+    else:
+        n_listeners = len(f_listeners)
+    if 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
+    else:
+        _w.put_uvarint(out, n_listeners + 1)
+    for item in f_listeners:
+        _enc_DescribeQuorumResponse_Listener(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.Node")
 
 
 def _enc_DescribeQuorumResponse_Listener(version, obj, out):
     """Append in ``version`` a DescribeQuorumResponse.Node.Listener to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumResponse.Node.Listener expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeQuorumResponse.Node.Listener.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeQuorumResponse.Node.Listener.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeQuorumResponse.Node.Listener.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "DescribeQuorumResponse.Node.Listener.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("DescribeQuorumResponse.Node.Listener.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("DescribeQuorumResponse.Node.Listener.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.Node.Listener")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.Node.Listener")
 
 
 class DescribeQuorumRequest_PartitionData(Struct):

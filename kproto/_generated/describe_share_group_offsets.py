@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -165,28 +164,75 @@ def _enc_DescribeShareGroupOffsetsRequest(version, obj, out):
     """Append in ``version`` a DescribeShareGroupOffsetsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsRequest expected, got None")
-    _w.put_structs(out, obj.groups, _partial(_enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup, version), "DescribeShareGroupOffsetsRequest.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest")
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsRequest.groups")
+    else:
+        n_groups = len(f_groups)
+    if 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
+    else:
+        _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest")
 
 
 def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup(version, obj, out):
     """Append in ``version`` a DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic, version), "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.topics", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup")
+    f_topics = obj.topics
+    if f_topics is None:
+        n_topics = -1
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    if n_topics > 0:
+        for item in f_topics:
+            _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup")
 
 
 def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(version, obj, out):
     """Append in ``version`` a DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     f_partitions = obj.partitions
@@ -194,9 +240,15 @@ def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(
         raise _w.not_nullable("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic")
 
 
 def _dec_DescribeShareGroupOffsetsResponse(version, buf, cur, end):
@@ -413,38 +465,107 @@ def _enc_DescribeShareGroupOffsetsResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _partial(_enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, version), "DescribeShareGroupOffsetsResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse")
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsResponse.groups")
+    else:
+        n_groups = len(f_groups)
+    if 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
+    else:
+        _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse")
 
 
 def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup(version, obj, out):
     """Append in ``version`` a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic, version), "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic(version, item, out)
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup")
 
 
 def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic(version, obj, out):
     """Append in ``version`` a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, version), "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic")
 
 
 def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition(version, obj, out):
@@ -457,11 +578,24 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
         out += _S_iqih.pack(obj.partition_index, obj.start_offset, obj.leader_epoch, obj.error_code)
     else:
         out += _S_iqiqh.pack(obj.partition_index, obj.start_offset, obj.leader_epoch, obj.lag, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition")
 
 
 class DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(Struct):

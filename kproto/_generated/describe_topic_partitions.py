@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -123,24 +122,50 @@ def _enc_DescribeTopicPartitionsRequest(version, obj, out):
     """Append in ``version`` a DescribeTopicPartitionsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsRequest expected, got None")
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeTopicPartitionsRequest_TopicRequest, version), "DescribeTopicPartitionsRequest.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeTopicPartitionsRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeTopicPartitionsRequest_TopicRequest(version, item, out)
     f_cursor = obj.cursor
     n_cursor = -1 if f_cursor is None else 1
     out += _S_ib.pack(obj.response_partition_limit, n_cursor)
     if f_cursor is not None:
         _enc_DescribeTopicPartitionsRequest_Cursor(version, f_cursor, out)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest")
 
 
 def _enc_DescribeTopicPartitionsRequest_TopicRequest(version, obj, out):
     """Append in ``version`` a DescribeTopicPartitionsRequest.TopicRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsRequest.TopicRequest expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeTopicPartitionsRequest.TopicRequest.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeTopicPartitionsRequest.TopicRequest.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeTopicPartitionsRequest.TopicRequest.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest.TopicRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest.TopicRequest")
 
 
 def _dec_DescribeTopicPartitionsRequest_Cursor(version, buf, cur, end):
@@ -184,12 +209,25 @@ def _enc_DescribeTopicPartitionsRequest_Cursor(version, obj, out):
     """Append in ``version`` a DescribeTopicPartitionsRequest.Cursor to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsRequest.Cursor expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeTopicPartitionsRequest.Cursor.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeTopicPartitionsRequest.Cursor.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeTopicPartitionsRequest.Cursor.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += _S_i.pack(obj.partition_index)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest.Cursor")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest.Cursor")
 
 
 def _dec_DescribeTopicPartitionsResponse(version, buf, cur, end):
@@ -428,13 +466,26 @@ def _enc_DescribeTopicPartitionsResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeTopicPartitionsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic, version), "DescribeTopicPartitionsResponse.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeTopicPartitionsResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(version, item, out)
     f_next_cursor = obj.next_cursor
     n_next_cursor = -1 if f_next_cursor is None else 1
     out += _S_b.pack(n_next_cursor)
     if f_next_cursor is not None:
         _enc_DescribeTopicPartitionsResponse_Cursor(version, f_next_cursor, out)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse")
 
 
 def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(version, obj, out):
@@ -442,15 +493,38 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(ve
     if obj is None:
         raise TypeError("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic expected, got None")
     out += _S_h.pack(obj.error_code)
-    f_name, n_name = _w.encode_text(obj.name, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.name", True)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        n_name = -1
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += obj.topic_id.bytes
     out += _S_B.pack(obj.is_internal)
-    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition, version), "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.partitions", False)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(version, item, out)
     out += _S_i.pack(obj.topic_authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic")
 
 
 def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(version, obj, out):
@@ -463,21 +537,30 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         raise _w.not_nullable("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition.replica_nodes")
     else:
         n_replica_nodes = len(f_replica_nodes)
-    _w.put_uvarint(out, n_replica_nodes + 1)
+    if 0 <= n_replica_nodes + 1 < 128:
+        out.append(n_replica_nodes + 1)
+    else:
+        _w.put_uvarint(out, n_replica_nodes + 1)
     out += _pack(">%di" % n_replica_nodes, *f_replica_nodes)
     f_isr_nodes = obj.isr_nodes
     if f_isr_nodes is None:
         raise _w.not_nullable("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition.isr_nodes")
     else:
         n_isr_nodes = len(f_isr_nodes)
-    _w.put_uvarint(out, n_isr_nodes + 1)
+    if 0 <= n_isr_nodes + 1 < 128:
+        out.append(n_isr_nodes + 1)
+    else:
+        _w.put_uvarint(out, n_isr_nodes + 1)
     out += _pack(">%di" % n_isr_nodes, *f_isr_nodes)
     f_eligible_leader_replicas = obj.eligible_leader_replicas
     if f_eligible_leader_replicas is None:
         n_eligible_leader_replicas = -1
     else:
         n_eligible_leader_replicas = len(f_eligible_leader_replicas)
-    _w.put_uvarint(out, n_eligible_leader_replicas + 1)
+    if 0 <= n_eligible_leader_replicas + 1 < 128:
+        out.append(n_eligible_leader_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_eligible_leader_replicas + 1)
     if n_eligible_leader_replicas > 0:
         out += _pack(">%di" % n_eligible_leader_replicas, *f_eligible_leader_replicas)
     f_last_known_elr = obj.last_known_elr
@@ -485,7 +568,10 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         n_last_known_elr = -1
     else:
         n_last_known_elr = len(f_last_known_elr)
-    _w.put_uvarint(out, n_last_known_elr + 1)
+    if 0 <= n_last_known_elr + 1 < 128:
+        out.append(n_last_known_elr + 1)
+    else:
+        _w.put_uvarint(out, n_last_known_elr + 1)
     if n_last_known_elr > 0:
         out += _pack(">%di" % n_last_known_elr, *f_last_known_elr)
     f_offline_replicas = obj.offline_replicas
@@ -493,9 +579,15 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         raise _w.not_nullable("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition.offline_replicas")
     else:
         n_offline_replicas = len(f_offline_replicas)
-    _w.put_uvarint(out, n_offline_replicas + 1)
+    if 0 <= n_offline_replicas + 1 < 128:
+        out.append(n_offline_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_offline_replicas + 1)
     out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition")
 
 
 def _dec_DescribeTopicPartitionsResponse_Cursor(version, buf, cur, end):
@@ -539,12 +631,25 @@ def _enc_DescribeTopicPartitionsResponse_Cursor(version, obj, out):
     """Append in ``version`` a DescribeTopicPartitionsResponse.Cursor to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsResponse.Cursor expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeTopicPartitionsResponse.Cursor.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeTopicPartitionsResponse.Cursor.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeTopicPartitionsResponse.Cursor.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += _S_i.pack(obj.partition_index)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.Cursor")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.Cursor")
 
 
 class DescribeTopicPartitionsRequest_TopicRequest(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -88,15 +87,24 @@ def _enc_DescribeTransactionsRequest(version, obj, out):
         raise _w.not_nullable("DescribeTransactionsRequest.transactional_ids")
     else:
         n_transactional_ids = len(f_transactional_ids)
-    _w.put_uvarint(out, n_transactional_ids + 1)
+    if 0 <= n_transactional_ids + 1 < 128:
+        out.append(n_transactional_ids + 1)
+    else:
+        _w.put_uvarint(out, n_transactional_ids + 1)
     for item in f_transactional_ids:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("DescribeTransactionsRequest.transactional_ids[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsRequest")
 
 
 def _dec_DescribeTransactionsResponse(version, buf, cur, end):
@@ -261,8 +269,21 @@ def _enc_DescribeTransactionsResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeTransactionsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.transaction_states, _partial(_enc_DescribeTransactionsResponse_TransactionState, version), "DescribeTransactionsResponse.transaction_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse")
+    f_transaction_states = obj.transaction_states
+    if f_transaction_states is None:
+        raise _w.not_nullable("DescribeTransactionsResponse.transaction_states")
+    else:
+        n_transaction_states = len(f_transaction_states)
+    if 0 <= n_transaction_states + 1 < 128:
+        out.append(n_transaction_states + 1)
+    else:
+        _w.put_uvarint(out, n_transaction_states + 1)
+    for item in f_transaction_states:
+        _enc_DescribeTransactionsResponse_TransactionState(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse")
 
 
 def _enc_DescribeTransactionsResponse_TransactionState(version, obj, out):
@@ -270,25 +291,68 @@ def _enc_DescribeTransactionsResponse_TransactionState(version, obj, out):
     if obj is None:
         raise TypeError("DescribeTransactionsResponse.TransactionState expected, got None")
     out += _S_h.pack(obj.error_code)
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "DescribeTransactionsResponse.TransactionState.transactional_id", False)
-    _w.put_uvarint(out, n_transactional_id + 1)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.transactional_id", n_transactional_id)
+    if 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
+    else:
+        _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
-    f_transaction_state, n_transaction_state = _w.encode_text(obj.transaction_state, "DescribeTransactionsResponse.TransactionState.transaction_state", False)
-    _w.put_uvarint(out, n_transaction_state + 1)
+    f_transaction_state = obj.transaction_state
+    if f_transaction_state is None:
+        raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.transaction_state")
+    else:
+        f_transaction_state = f_transaction_state.encode("utf-8")
+        n_transaction_state = len(f_transaction_state)
+        if n_transaction_state > 32767:
+            raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.transaction_state", n_transaction_state)
+    if 0 <= n_transaction_state + 1 < 128:
+        out.append(n_transaction_state + 1)
+    else:
+        _w.put_uvarint(out, n_transaction_state + 1)
     if n_transaction_state > 0:
         out += f_transaction_state
     out += _S_iqqh.pack(obj.transaction_timeout_ms, obj.transaction_start_time_ms, obj.producer_id, obj.producer_epoch)
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeTransactionsResponse_TopicData, version), "DescribeTransactionsResponse.TransactionState.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse.TransactionState")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeTransactionsResponse_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse.TransactionState")
 
 
 def _enc_DescribeTransactionsResponse_TopicData(version, obj, out):
     """Append in ``version`` a DescribeTransactionsResponse.TransactionState.TopicData to ``out``."""
     if obj is None:
         raise TypeError("DescribeTransactionsResponse.TransactionState.TopicData expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "DescribeTransactionsResponse.TransactionState.TopicData.topic", False)
-    _w.put_uvarint(out, n_topic + 1)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.TopicData.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.TopicData.topic", n_topic)
+    if 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
+    else:
+        _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
     f_partitions = obj.partitions
@@ -296,9 +360,15 @@ def _enc_DescribeTransactionsResponse_TopicData(version, obj, out):
         raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.TopicData.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse.TransactionState.TopicData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse.TransactionState.TopicData")
 
 
 class DescribeTransactionsRequest(Message):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -97,19 +96,46 @@ def _enc_DescribeUserScramCredentialsRequest(version, obj, out):
     """Append in ``version`` a DescribeUserScramCredentialsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsRequest expected, got None")
-    _w.put_structs(out, obj.users, _partial(_enc_DescribeUserScramCredentialsRequest_UserName, version), "DescribeUserScramCredentialsRequest.users", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest")
+    f_users = obj.users
+    if f_users is None:
+        n_users = -1
+    else:
+        n_users = len(f_users)
+    if 0 <= n_users + 1 < 128:
+        out.append(n_users + 1)
+    else:
+        _w.put_uvarint(out, n_users + 1)
+    if n_users > 0:
+        for item in f_users:
+            _enc_DescribeUserScramCredentialsRequest_UserName(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest")
 
 
 def _enc_DescribeUserScramCredentialsRequest_UserName(version, obj, out):
     """Append in ``version`` a DescribeUserScramCredentialsRequest.UserName to ``out``."""
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsRequest.UserName expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeUserScramCredentialsRequest.UserName.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeUserScramCredentialsRequest.UserName.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeUserScramCredentialsRequest.UserName.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest.UserName")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest.UserName")
 
 
 def _dec_DescribeUserScramCredentialsResponse(version, buf, cur, end):
@@ -260,29 +286,85 @@ def _enc_DescribeUserScramCredentialsResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeUserScramCredentialsResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeUserScramCredentialsResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.results, _partial(_enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, version), "DescribeUserScramCredentialsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("DescribeUserScramCredentialsResponse.results")
+    else:
+        n_results = len(f_results)
+    if 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
+    else:
+        _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse")
 
 
 def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(version, obj, out):
     """Append in ``version`` a DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult to ``out``."""
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult expected, got None")
-    f_user, n_user = _w.encode_text(obj.user, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.user", False)
-    _w.put_uvarint(out, n_user + 1)
+    f_user = obj.user
+    if f_user is None:
+        raise _w.not_nullable("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.user")
+    else:
+        f_user = f_user.encode("utf-8")
+        n_user = len(f_user)
+        if n_user > 32767:
+            raise _w.string_too_long("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.user", n_user)
+    if 0 <= n_user + 1 < 128:
+        out.append(n_user + 1)
+    else:
+        _w.put_uvarint(out, n_user + 1)
     if n_user > 0:
         out += f_user
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.credential_infos, _partial(_enc_DescribeUserScramCredentialsResponse_CredentialInfo, version), "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.credential_infos", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult")
+    f_credential_infos = obj.credential_infos
+    if f_credential_infos is None:
+        raise _w.not_nullable("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.credential_infos")
+    else:
+        n_credential_infos = len(f_credential_infos)
+    if 0 <= n_credential_infos + 1 < 128:
+        out.append(n_credential_infos + 1)
+    else:
+        _w.put_uvarint(out, n_credential_infos + 1)
+    for item in f_credential_infos:
+        _enc_DescribeUserScramCredentialsResponse_CredentialInfo(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult")
 
 
 def _enc_DescribeUserScramCredentialsResponse_CredentialInfo(version, obj, out):
@@ -290,7 +372,10 @@ def _enc_DescribeUserScramCredentialsResponse_CredentialInfo(version, obj, out):
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo expected, got None")
     out += _S_bi.pack(obj.mechanism, obj.iterations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo")
 
 
 class DescribeUserScramCredentialsRequest_UserName(Struct):

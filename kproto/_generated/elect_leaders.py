@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -203,37 +202,52 @@ def _enc_ElectLeadersRequest(version, obj, out):
     if version <= 0:
         if obj.election_type != 0:
             raise _w.not_in_version("ElectLeadersRequest.election_type", 0, "1-2")
-    if version <= 1:
-        f_topic_partitions = obj.topic_partitions
-        if f_topic_partitions is None:
-            n_topic_partitions = -1
-        else:
-            n_topic_partitions = len(f_topic_partitions)
+    elif version >= 2:
+        out += _S_b.pack(obj.election_type)
+    f_topic_partitions = obj.topic_partitions
+    if f_topic_partitions is None:
+        n_topic_partitions = -1
+    else:
+        n_topic_partitions = len(f_topic_partitions)
     if version <= 0:
         out += _S_i.pack(n_topic_partitions)
     elif version == 1:
         out += _S_bi.pack(obj.election_type, n_topic_partitions)
-    if version <= 1:
-        if n_topic_partitions > 0:
-            for item in f_topic_partitions:
-                _enc_ElectLeadersRequest_TopicPartitions(version, item, out)
     else:
-        out += _S_b.pack(obj.election_type)
-        _w.put_structs(out, obj.topic_partitions, _partial(_enc_ElectLeadersRequest_TopicPartitions, version), "ElectLeadersRequest.topic_partitions", True)
+        if 0 <= n_topic_partitions + 1 < 128:
+            out.append(n_topic_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_topic_partitions + 1)
+    if n_topic_partitions > 0:
+        for item in f_topic_partitions:
+            _enc_ElectLeadersRequest_TopicPartitions(version, item, out)
     out += _S_i.pack(obj.timeout_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest")
 
 
 def _enc_ElectLeadersRequest_TopicPartitions(version, obj, out):
     """Append in ``version`` a ElectLeadersRequest.TopicPartitions to ``out``."""
     if obj is None:
         raise TypeError("ElectLeadersRequest.TopicPartitions expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "ElectLeadersRequest.TopicPartitions.topic", False)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("ElectLeadersRequest.TopicPartitions.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("ElectLeadersRequest.TopicPartitions.topic", n_topic)
     if version <= 1:
         out += _S_h.pack(n_topic)
     else:
-        _w.put_uvarint(out, n_topic + 1)
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
     f_partitions = obj.partitions
@@ -244,10 +258,16 @@ def _enc_ElectLeadersRequest_TopicPartitions(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_partitions)
     else:
-        _w.put_uvarint(out, n_partitions + 1)
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest.TopicPartitions")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest.TopicPartitions")
 
 
 def _dec_ElectLeadersResponse(version, buf, cur, end):
@@ -433,48 +453,71 @@ def _enc_ElectLeadersResponse(version, obj, out):
     if version <= 0:
         if obj.error_code != 0:
             raise _w.not_in_version("ElectLeadersResponse.error_code", 0, "1-2")
-    if version <= 1:
-        f_replica_election_results = obj.replica_election_results
-        if f_replica_election_results is None:
-            raise _w.not_nullable("ElectLeadersResponse.replica_election_results")
-        else:
-            n_replica_election_results = len(f_replica_election_results)
+    elif version >= 2:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    f_replica_election_results = obj.replica_election_results
+    if f_replica_election_results is None:
+        raise _w.not_nullable("ElectLeadersResponse.replica_election_results")
+    else:
+        n_replica_election_results = len(f_replica_election_results)
     if version <= 0:
         out += _S_ii.pack(obj.throttle_time_ms, n_replica_election_results)
     elif version == 1:
         out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_replica_election_results)
-    if version <= 1:
-        for item in f_replica_election_results:
-            _enc_ElectLeadersResponse_ReplicaElectionResult(version, item, out)
     else:
-        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-        _w.put_structs(out, obj.replica_election_results, _partial(_enc_ElectLeadersResponse_ReplicaElectionResult, version), "ElectLeadersResponse.replica_election_results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse")
+        if 0 <= n_replica_election_results + 1 < 128:
+            out.append(n_replica_election_results + 1)
+        else:
+            _w.put_uvarint(out, n_replica_election_results + 1)
+    for item in f_replica_election_results:
+        _enc_ElectLeadersResponse_ReplicaElectionResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse")
 
 
 def _enc_ElectLeadersResponse_ReplicaElectionResult(version, obj, out):
     """Append in ``version`` a ElectLeadersResponse.ReplicaElectionResult to ``out``."""
     if obj is None:
         raise TypeError("ElectLeadersResponse.ReplicaElectionResult expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "ElectLeadersResponse.ReplicaElectionResult.topic", False)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.topic", n_topic)
     if version <= 1:
         out += _S_h.pack(n_topic)
     else:
-        _w.put_uvarint(out, n_topic + 1)
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
-    if version <= 1:
-        f_partition_result = obj.partition_result
-        if f_partition_result is None:
-            raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.partition_result")
-        else:
-            n_partition_result = len(f_partition_result)
-        out += _S_i.pack(n_partition_result)
-        for item in f_partition_result:
-            _enc_ElectLeadersResponse_PartitionResult(version, item, out)
+    f_partition_result = obj.partition_result
+    if f_partition_result is None:
+        raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.partition_result")
     else:
-        _w.put_structs(out, obj.partition_result, _partial(_enc_ElectLeadersResponse_PartitionResult, version), "ElectLeadersResponse.ReplicaElectionResult.partition_result", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult")
+        n_partition_result = len(f_partition_result)
+    if version <= 1:
+        out += _S_i.pack(n_partition_result)
+    else:
+        if 0 <= n_partition_result + 1 < 128:
+            out.append(n_partition_result + 1)
+        else:
+            _w.put_uvarint(out, n_partition_result + 1)
+    for item in f_partition_result:
+        _enc_ElectLeadersResponse_PartitionResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult")
 
 
 def _enc_ElectLeadersResponse_PartitionResult(version, obj, out):
@@ -483,15 +526,28 @@ def _enc_ElectLeadersResponse_PartitionResult(version, obj, out):
         raise TypeError("ElectLeadersResponse.ReplicaElectionResult.PartitionResult expected, got None")
     if version >= 2:
         out += _S_ih.pack(obj.partition_id, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.PartitionResult.error_message", n_error_message)
     if version <= 1:
         out += _S_ihh.pack(obj.partition_id, obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult")
 
 
 class ElectLeadersRequest_TopicPartitions(Struct):

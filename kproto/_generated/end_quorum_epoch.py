@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -334,51 +333,95 @@ def _enc_EndQuorumEpochRequest(version, obj, out):
     """Append in ``version`` a EndQuorumEpochRequest to ``out``."""
     if obj is None:
         raise TypeError("EndQuorumEpochRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "EndQuorumEpochRequest.cluster_id", True)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        n_cluster_id = -1
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("EndQuorumEpochRequest.cluster_id", n_cluster_id)
     if version <= 0:
         out += _S_h.pack(n_cluster_id)
     else:
-        _w.put_uvarint(out, n_cluster_id + 1)
+        if 0 <= n_cluster_id + 1 < 128:
+            out.append(n_cluster_id + 1)
+        else:
+            _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
-    if version <= 0:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("EndQuorumEpochRequest.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_EndQuorumEpochRequest_TopicData(version, item, out)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("EndQuorumEpochRequest.topics")
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_EndQuorumEpochRequest_TopicData, version), "EndQuorumEpochRequest.topics", False)
-        _w.put_structs(out, obj.leader_endpoints, _partial(_enc_EndQuorumEpochRequest_LeaderEndpoint, version), "EndQuorumEpochRequest.leader_endpoints", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest")
+        n_topics = len(f_topics)
+    if version <= 0:
+        out += _S_i.pack(n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_EndQuorumEpochRequest_TopicData(version, item, out)
+    if version >= 1:
+        f_leader_endpoints = obj.leader_endpoints
+        if f_leader_endpoints is None:
+            raise _w.not_nullable("EndQuorumEpochRequest.leader_endpoints")
+        else:
+            n_leader_endpoints = len(f_leader_endpoints)
+        if 0 <= n_leader_endpoints + 1 < 128:
+            out.append(n_leader_endpoints + 1)
+        else:
+            _w.put_uvarint(out, n_leader_endpoints + 1)
+        for item in f_leader_endpoints:
+            _enc_EndQuorumEpochRequest_LeaderEndpoint(version, item, out)
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest")
 
 
 def _enc_EndQuorumEpochRequest_TopicData(version, obj, out):
     """Append in ``version`` a EndQuorumEpochRequest.TopicData to ``out``."""
     if obj is None:
         raise TypeError("EndQuorumEpochRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "EndQuorumEpochRequest.TopicData.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("EndQuorumEpochRequest.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("EndQuorumEpochRequest.TopicData.topic_name", n_topic_name)
     if version <= 0:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    if version <= 0:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("EndQuorumEpochRequest.TopicData.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_EndQuorumEpochRequest_PartitionData(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("EndQuorumEpochRequest.TopicData.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_EndQuorumEpochRequest_PartitionData, version), "EndQuorumEpochRequest.TopicData.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData")
+        n_partitions = len(f_partitions)
+    if version <= 0:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_EndQuorumEpochRequest_PartitionData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData")
 
 
 def _enc_EndQuorumEpochRequest_PartitionData(version, obj, out):
@@ -395,8 +438,21 @@ def _enc_EndQuorumEpochRequest_PartitionData(version, obj, out):
         out += _pack(">%di" % n_preferred_successors, *f_preferred_successors)
     else:
         out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
-        _w.put_structs(out, obj.preferred_candidates, _partial(_enc_EndQuorumEpochRequest_ReplicaInfo, version), "EndQuorumEpochRequest.TopicData.PartitionData.preferred_candidates", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData")
+        f_preferred_candidates = obj.preferred_candidates
+        if f_preferred_candidates is None:
+            raise _w.not_nullable("EndQuorumEpochRequest.TopicData.PartitionData.preferred_candidates")
+        else:
+            n_preferred_candidates = len(f_preferred_candidates)
+        if 0 <= n_preferred_candidates + 1 < 128:
+            out.append(n_preferred_candidates + 1)
+        else:
+            _w.put_uvarint(out, n_preferred_candidates + 1)
+        for item in f_preferred_candidates:
+            _enc_EndQuorumEpochRequest_ReplicaInfo(version, item, out)
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData")
 
 
 def _enc_EndQuorumEpochRequest_ReplicaInfo(version, obj, out):
@@ -405,23 +461,49 @@ def _enc_EndQuorumEpochRequest_ReplicaInfo(version, obj, out):
         raise TypeError("EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo expected, got None")
     out += _S_i.pack(obj.candidate_id)
     out += obj.candidate_directory_id.bytes
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo")
 
 
 def _enc_EndQuorumEpochRequest_LeaderEndpoint(version, obj, out):
     """Append in ``version`` a EndQuorumEpochRequest.LeaderEndpoint to ``out``."""
     if obj is None:
         raise TypeError("EndQuorumEpochRequest.LeaderEndpoint expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "EndQuorumEpochRequest.LeaderEndpoint.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("EndQuorumEpochRequest.LeaderEndpoint.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("EndQuorumEpochRequest.LeaderEndpoint.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "EndQuorumEpochRequest.LeaderEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("EndQuorumEpochRequest.LeaderEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("EndQuorumEpochRequest.LeaderEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.LeaderEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.LeaderEndpoint")
 
 
 def _dec_EndQuorumEpochResponse(version, buf, cur, end):
@@ -598,21 +680,37 @@ def _enc_EndQuorumEpochResponse(version, obj, out):
     if version <= 0:
         if obj.node_endpoints:
             raise _w.not_in_version("EndQuorumEpochResponse.node_endpoints", 0, "1")
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("EndQuorumEpochResponse.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_hi.pack(obj.error_code, n_topics)
-        for item in f_topics:
-            _enc_EndQuorumEpochResponse_TopicData(version, item, out)
     else:
         out += _S_h.pack(obj.error_code)
-        _w.put_structs(out, obj.topics, _partial(_enc_EndQuorumEpochResponse_TopicData, version), "EndQuorumEpochResponse.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("EndQuorumEpochResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if version <= 0:
+        out += _S_hi.pack(obj.error_code, n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_EndQuorumEpochResponse_TopicData(version, item, out)
+    if version >= 1:
         known = []
         if obj.node_endpoints != []:
             t = bytearray()
-            _w.put_structs(t, obj.node_endpoints, _partial(_enc_EndQuorumEpochResponse_NodeEndpoint, version), "EndQuorumEpochResponse.node_endpoints", False)
+            f_node_endpoints = obj.node_endpoints
+            if f_node_endpoints is None:
+                raise _w.not_nullable("EndQuorumEpochResponse.node_endpoints")
+            else:
+                n_node_endpoints = len(f_node_endpoints)
+            if 0 <= n_node_endpoints + 1 < 128:
+                t.append(n_node_endpoints + 1)
+            else:
+                _w.put_uvarint(t, n_node_endpoints + 1)
+            for item in f_node_endpoints:
+                _enc_EndQuorumEpochResponse_NodeEndpoint(version, item, t)
             known.append((0, t))
         if known or obj.unknown_tagged_fields:
             _w.put_tag_section(out, known, obj.unknown_tagged_fields, "EndQuorumEpochResponse")
@@ -624,25 +722,42 @@ def _enc_EndQuorumEpochResponse_TopicData(version, obj, out):
     """Append in ``version`` a EndQuorumEpochResponse.TopicData to ``out``."""
     if obj is None:
         raise TypeError("EndQuorumEpochResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "EndQuorumEpochResponse.TopicData.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("EndQuorumEpochResponse.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("EndQuorumEpochResponse.TopicData.topic_name", n_topic_name)
     if version <= 0:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    if version <= 0:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("EndQuorumEpochResponse.TopicData.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_EndQuorumEpochResponse_PartitionData(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("EndQuorumEpochResponse.TopicData.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_EndQuorumEpochResponse_PartitionData, version), "EndQuorumEpochResponse.TopicData.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData")
+        n_partitions = len(f_partitions)
+    if version <= 0:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_EndQuorumEpochResponse_PartitionData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData")
 
 
 def _enc_EndQuorumEpochResponse_PartitionData(version, obj, out):
@@ -651,7 +766,10 @@ def _enc_EndQuorumEpochResponse_PartitionData(version, obj, out):
         raise TypeError("EndQuorumEpochResponse.TopicData.PartitionData expected, got None")
     out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData.PartitionData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData.PartitionData")
 
 
 def _dec_EndQuorumEpochResponse_NodeEndpoint(version, buf, cur, end):
@@ -701,12 +819,25 @@ def _enc_EndQuorumEpochResponse_NodeEndpoint(version, obj, out):
     if obj is None:
         raise TypeError("EndQuorumEpochResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
-    f_host, n_host = _w.encode_text(obj.host, "EndQuorumEpochResponse.NodeEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("EndQuorumEpochResponse.NodeEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("EndQuorumEpochResponse.NodeEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.NodeEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.NodeEndpoint")
 
 
 class EndQuorumEpochRequest_ReplicaInfo(Struct):

@@ -91,16 +91,29 @@ def _enc_EndTxnRequest(version, obj, out):
     """Append in ``version`` a EndTxnRequest to ``out``."""
     if obj is None:
         raise TypeError("EndTxnRequest expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "EndTxnRequest.transactional_id", False)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("EndTxnRequest.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("EndTxnRequest.transactional_id", n_transactional_id)
     if version <= 2:
         out += _S_h.pack(n_transactional_id)
     else:
-        _w.put_uvarint(out, n_transactional_id + 1)
+        if 0 <= n_transactional_id + 1 < 128:
+            out.append(n_transactional_id + 1)
+        else:
+            _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
     out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.committed)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnRequest")
 
 
 def _dec_EndTxnResponse(version, buf, cur, end):
@@ -148,7 +161,10 @@ def _enc_EndTxnResponse(version, obj, out):
     else:
         out += _S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnResponse")
 
 
 class EndTxnRequest(Message):

@@ -95,7 +95,10 @@ def _enc_EnvelopeRequest(version, obj, out):
         raise _w.not_nullable("EnvelopeRequest.request_data")
     else:
         n_request_data = len(f_request_data)
-    _w.put_uvarint(out, n_request_data + 1)
+    if 0 <= n_request_data + 1 < 128:
+        out.append(n_request_data + 1)
+    else:
+        _w.put_uvarint(out, n_request_data + 1)
     if n_request_data > 0:
         out += f_request_data
     f_request_principal = obj.request_principal
@@ -103,7 +106,10 @@ def _enc_EnvelopeRequest(version, obj, out):
         n_request_principal = -1
     else:
         n_request_principal = len(f_request_principal)
-    _w.put_uvarint(out, n_request_principal + 1)
+    if 0 <= n_request_principal + 1 < 128:
+        out.append(n_request_principal + 1)
+    else:
+        _w.put_uvarint(out, n_request_principal + 1)
     if n_request_principal > 0:
         out += f_request_principal
     f_client_host_address = obj.client_host_address
@@ -111,10 +117,16 @@ def _enc_EnvelopeRequest(version, obj, out):
         raise _w.not_nullable("EnvelopeRequest.client_host_address")
     else:
         n_client_host_address = len(f_client_host_address)
-    _w.put_uvarint(out, n_client_host_address + 1)
+    if 0 <= n_client_host_address + 1 < 128:
+        out.append(n_client_host_address + 1)
+    else:
+        _w.put_uvarint(out, n_client_host_address + 1)
     if n_client_host_address > 0:
         out += f_client_host_address
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EnvelopeRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EnvelopeRequest")
 
 
 def _dec_EnvelopeResponse(version, buf, cur, end):
@@ -162,11 +174,17 @@ def _enc_EnvelopeResponse(version, obj, out):
         n_response_data = -1
     else:
         n_response_data = len(f_response_data)
-    _w.put_uvarint(out, n_response_data + 1)
+    if 0 <= n_response_data + 1 < 128:
+        out.append(n_response_data + 1)
+    else:
+        _w.put_uvarint(out, n_response_data + 1)
     if n_response_data > 0:
         out += f_response_data
     out += _S_h.pack(obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EnvelopeResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EnvelopeResponse")
 
 
 class EnvelopeRequest(Message):

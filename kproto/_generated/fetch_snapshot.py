@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -205,12 +204,32 @@ def _enc_FetchSnapshotRequest(version, obj, out):
     if obj is None:
         raise TypeError("FetchSnapshotRequest expected, got None")
     out += _S_ii.pack(obj.replica_id, obj.max_bytes)
-    _w.put_structs(out, obj.topics, _partial(_enc_FetchSnapshotRequest_TopicSnapshot, version), "FetchSnapshotRequest.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("FetchSnapshotRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_FetchSnapshotRequest_TopicSnapshot(version, item, out)
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
-        f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "FetchSnapshotRequest.cluster_id", True)
-        _w.put_uvarint(t, n_cluster_id + 1)
+        f_cluster_id = obj.cluster_id
+        if f_cluster_id is None:
+            n_cluster_id = -1
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
+            n_cluster_id = len(f_cluster_id)
+            if n_cluster_id > 32767:
+                raise _w.string_too_long("FetchSnapshotRequest.cluster_id", n_cluster_id)
+        if 0 <= n_cluster_id + 1 < 128:
+            t.append(n_cluster_id + 1)
+        else:
+            _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             t += f_cluster_id
         known.append((0, t))
@@ -224,12 +243,35 @@ def _enc_FetchSnapshotRequest_TopicSnapshot(version, obj, out):
     """Append in ``version`` a FetchSnapshotRequest.TopicSnapshot to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotRequest.TopicSnapshot expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "FetchSnapshotRequest.TopicSnapshot.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("FetchSnapshotRequest.TopicSnapshot.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("FetchSnapshotRequest.TopicSnapshot.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_FetchSnapshotRequest_PartitionSnapshot, version), "FetchSnapshotRequest.TopicSnapshot.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("FetchSnapshotRequest.TopicSnapshot.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_FetchSnapshotRequest_PartitionSnapshot(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot")
 
 
 def _enc_FetchSnapshotRequest_PartitionSnapshot(version, obj, out):
@@ -241,7 +283,10 @@ def _enc_FetchSnapshotRequest_PartitionSnapshot(version, obj, out):
     _enc_FetchSnapshotRequest_SnapshotId(version, f_snapshot_id, out)
     out += _S_q.pack(obj.position)
     if version <= 0:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot")
     else:
         known = []
         if obj.replica_directory_id != _w.ZERO_UUID:
@@ -279,7 +324,10 @@ def _enc_FetchSnapshotRequest_SnapshotId(version, obj, out):
     if obj is None:
         raise TypeError("FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId expected, got None")
     out += _S_qi.pack(obj.end_offset, obj.epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId")
 
 
 def _dec_FetchSnapshotResponse(version, buf, cur, end):
@@ -468,14 +516,37 @@ def _enc_FetchSnapshotResponse(version, obj, out):
         if obj.node_endpoints:
             raise _w.not_in_version("FetchSnapshotResponse.node_endpoints", 0, "1")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.topics, _partial(_enc_FetchSnapshotResponse_TopicSnapshot, version), "FetchSnapshotResponse.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("FetchSnapshotResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_FetchSnapshotResponse_TopicSnapshot(version, item, out)
     if version <= 0:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse")
     else:
         known = []
         if obj.node_endpoints != []:
             t = bytearray()
-            _w.put_structs(t, obj.node_endpoints, _partial(_enc_FetchSnapshotResponse_NodeEndpoint, version), "FetchSnapshotResponse.node_endpoints", False)
+            f_node_endpoints = obj.node_endpoints
+            if f_node_endpoints is None:
+                raise _w.not_nullable("FetchSnapshotResponse.node_endpoints")
+            else:
+                n_node_endpoints = len(f_node_endpoints)
+            if 0 <= n_node_endpoints + 1 < 128:
+                t.append(n_node_endpoints + 1)
+            else:
+                _w.put_uvarint(t, n_node_endpoints + 1)
+            for item in f_node_endpoints:
+                _enc_FetchSnapshotResponse_NodeEndpoint(version, item, t)
             known.append((0, t))
         if known or obj.unknown_tagged_fields:
             _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotResponse")
@@ -487,12 +558,35 @@ def _enc_FetchSnapshotResponse_TopicSnapshot(version, obj, out):
     """Append in ``version`` a FetchSnapshotResponse.TopicSnapshot to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotResponse.TopicSnapshot expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "FetchSnapshotResponse.TopicSnapshot.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("FetchSnapshotResponse.TopicSnapshot.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("FetchSnapshotResponse.TopicSnapshot.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_FetchSnapshotResponse_PartitionSnapshot, version), "FetchSnapshotResponse.TopicSnapshot.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("FetchSnapshotResponse.TopicSnapshot.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_FetchSnapshotResponse_PartitionSnapshot(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot")
 
 
 def _enc_FetchSnapshotResponse_PartitionSnapshot(version, obj, out):
@@ -509,7 +603,10 @@ def _enc_FetchSnapshotResponse_PartitionSnapshot(version, obj, out):
     else:
         f_unaligned_records = as_record_set(f_unaligned_records).raw
         n_unaligned_records = len(f_unaligned_records)
-    _w.put_uvarint(out, n_unaligned_records + 1)
+    if 0 <= n_unaligned_records + 1 < 128:
+        out.append(n_unaligned_records + 1)
+    else:
+        _w.put_uvarint(out, n_unaligned_records + 1)
     if n_unaligned_records > 0:
         out += f_unaligned_records
     known = []
@@ -550,7 +647,10 @@ def _enc_FetchSnapshotResponse_SnapshotId(version, obj, out):
     if obj is None:
         raise TypeError("FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId expected, got None")
     out += _S_qi.pack(obj.end_offset, obj.epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId")
 
 
 def _dec_FetchSnapshotResponse_LeaderIdAndEpoch(version, buf, cur, end):
@@ -578,7 +678,10 @@ def _enc_FetchSnapshotResponse_LeaderIdAndEpoch(version, obj, out):
     if obj is None:
         raise TypeError("FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch")
 
 
 def _dec_FetchSnapshotResponse_NodeEndpoint(version, buf, cur, end):
@@ -628,12 +731,25 @@ def _enc_FetchSnapshotResponse_NodeEndpoint(version, obj, out):
     if obj is None:
         raise TypeError("FetchSnapshotResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
-    f_host, n_host = _w.encode_text(obj.host, "FetchSnapshotResponse.NodeEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("FetchSnapshotResponse.NodeEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("FetchSnapshotResponse.NodeEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.NodeEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.NodeEndpoint")
 
 
 class FetchSnapshotRequest_SnapshotId(Struct):

@@ -58,7 +58,10 @@ def _enc_GetTelemetrySubscriptionsRequest(version, obj, out):
     if obj is None:
         raise TypeError("GetTelemetrySubscriptionsRequest expected, got None")
     out += obj.client_instance_id.bytes
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "GetTelemetrySubscriptionsRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "GetTelemetrySubscriptionsRequest")
 
 
 def _dec_GetTelemetrySubscriptionsResponse(version, buf, cur, end):
@@ -161,7 +164,10 @@ def _enc_GetTelemetrySubscriptionsResponse(version, obj, out):
         raise _w.not_nullable("GetTelemetrySubscriptionsResponse.accepted_compression_types")
     else:
         n_accepted_compression_types = len(f_accepted_compression_types)
-    _w.put_uvarint(out, n_accepted_compression_types + 1)
+    if 0 <= n_accepted_compression_types + 1 < 128:
+        out.append(n_accepted_compression_types + 1)
+    else:
+        _w.put_uvarint(out, n_accepted_compression_types + 1)
     out += _pack(">%db" % n_accepted_compression_types, *f_accepted_compression_types)
     out += _S_iiB.pack(obj.push_interval_ms, obj.telemetry_max_bytes, obj.delta_temporality)
     f_requested_metrics = obj.requested_metrics
@@ -169,15 +175,24 @@ def _enc_GetTelemetrySubscriptionsResponse(version, obj, out):
         raise _w.not_nullable("GetTelemetrySubscriptionsResponse.requested_metrics")
     else:
         n_requested_metrics = len(f_requested_metrics)
-    _w.put_uvarint(out, n_requested_metrics + 1)
+    if 0 <= n_requested_metrics + 1 < 128:
+        out.append(n_requested_metrics + 1)
+    else:
+        _w.put_uvarint(out, n_requested_metrics + 1)
     for item in f_requested_metrics:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("GetTelemetrySubscriptionsResponse.requested_metrics[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "GetTelemetrySubscriptionsResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "GetTelemetrySubscriptionsResponse")
 
 
 class GetTelemetrySubscriptionsRequest(Message):

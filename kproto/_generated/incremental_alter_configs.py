@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -247,20 +246,26 @@ def _enc_IncrementalAlterConfigsRequest(version, obj, out):
     """Append in ``version`` a IncrementalAlterConfigsRequest to ``out``."""
     if obj is None:
         raise TypeError("IncrementalAlterConfigsRequest expected, got None")
-    if version <= 0:
-        f_resources = obj.resources
-        if f_resources is None:
-            raise _w.not_nullable("IncrementalAlterConfigsRequest.resources")
-        else:
-            n_resources = len(f_resources)
-        out += _S_i.pack(n_resources)
-        for item in f_resources:
-            _enc_IncrementalAlterConfigsRequest_AlterConfigsResource(version, item, out)
+    f_resources = obj.resources
+    if f_resources is None:
+        raise _w.not_nullable("IncrementalAlterConfigsRequest.resources")
     else:
-        _w.put_structs(out, obj.resources, _partial(_enc_IncrementalAlterConfigsRequest_AlterConfigsResource, version), "IncrementalAlterConfigsRequest.resources", False)
+        n_resources = len(f_resources)
+    if version <= 0:
+        out += _S_i.pack(n_resources)
+    else:
+        if 0 <= n_resources + 1 < 128:
+            out.append(n_resources + 1)
+        else:
+            _w.put_uvarint(out, n_resources + 1)
+    for item in f_resources:
+        _enc_IncrementalAlterConfigsRequest_AlterConfigsResource(version, item, out)
     out += _S_B.pack(obj.validate_only)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest")
 
 
 def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource(version, obj, out):
@@ -269,49 +274,89 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource(version, obj, out):
         raise TypeError("IncrementalAlterConfigsRequest.AlterConfigsResource expected, got None")
     if version >= 1:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "IncrementalAlterConfigsRequest.AlterConfigsResource.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("IncrementalAlterConfigsRequest.AlterConfigsResource.resource_name", n_resource_name)
     if version <= 0:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
-    if version <= 0:
-        f_configs = obj.configs
-        if f_configs is None:
-            raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.configs")
-        else:
-            n_configs = len(f_configs)
-        out += _S_i.pack(n_configs)
-        for item in f_configs:
-            _enc_IncrementalAlterConfigsRequest_AlterableConfig(version, item, out)
+    f_configs = obj.configs
+    if f_configs is None:
+        raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.configs")
     else:
-        _w.put_structs(out, obj.configs, _partial(_enc_IncrementalAlterConfigsRequest_AlterableConfig, version), "IncrementalAlterConfigsRequest.AlterConfigsResource.configs", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource")
+        n_configs = len(f_configs)
+    if version <= 0:
+        out += _S_i.pack(n_configs)
+    else:
+        if 0 <= n_configs + 1 < 128:
+            out.append(n_configs + 1)
+        else:
+            _w.put_uvarint(out, n_configs + 1)
+    for item in f_configs:
+        _enc_IncrementalAlterConfigsRequest_AlterableConfig(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource")
 
 
 def _enc_IncrementalAlterConfigsRequest_AlterableConfig(version, obj, out):
     """Append in ``version`` a IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig to ``out``."""
     if obj is None:
         raise TypeError("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", n_name)
     if version <= 0:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     if version >= 1:
         out += _S_b.pack(obj.config_operation)
-    f_value, n_value = _w.encode_text(obj.value, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", True)
+    f_value = obj.value
+    if f_value is None:
+        n_value = -1
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", n_value)
     if version <= 0:
         out += _S_bh.pack(obj.config_operation, n_value)
     else:
-        _w.put_uvarint(out, n_value + 1)
+        if 0 <= n_value + 1 < 128:
+            out.append(n_value + 1)
+        else:
+            _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig")
 
 
 def _dec_IncrementalAlterConfigsResponse(version, buf, cur, end):
@@ -448,19 +493,27 @@ def _enc_IncrementalAlterConfigsResponse(version, obj, out):
     """Append in ``version`` a IncrementalAlterConfigsResponse to ``out``."""
     if obj is None:
         raise TypeError("IncrementalAlterConfigsResponse expected, got None")
-    if version <= 0:
-        f_responses = obj.responses
-        if f_responses is None:
-            raise _w.not_nullable("IncrementalAlterConfigsResponse.responses")
-        else:
-            n_responses = len(f_responses)
-        out += _S_ii.pack(obj.throttle_time_ms, n_responses)
-        for item in f_responses:
-            _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(version, item, out)
-    else:
+    if version >= 1:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.responses, _partial(_enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, version), "IncrementalAlterConfigsResponse.responses", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse")
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("IncrementalAlterConfigsResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if version <= 0:
+        out += _S_ii.pack(obj.throttle_time_ms, n_responses)
+    else:
+        if 0 <= n_responses + 1 < 128:
+            out.append(n_responses + 1)
+        else:
+            _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse")
 
 
 def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(version, obj, out):
@@ -469,24 +522,47 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(version, o
         raise TypeError("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse expected, got None")
     if version >= 1:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.error_message", n_error_message)
     if version <= 0:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 1:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.resource_name", n_resource_name)
     if version <= 0:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "IncrementalAlterConfigsResponse.AlterConfigsResourceResponse")
 
 
 class IncrementalAlterConfigsRequest_AlterableConfig(Struct):

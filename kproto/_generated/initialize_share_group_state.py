@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -132,12 +131,35 @@ def _enc_InitializeShareGroupStateRequest(version, obj, out):
     """Append in ``version`` a InitializeShareGroupStateRequest to ``out``."""
     if obj is None:
         raise TypeError("InitializeShareGroupStateRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "InitializeShareGroupStateRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("InitializeShareGroupStateRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("InitializeShareGroupStateRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_InitializeShareGroupStateRequest_InitializeStateData, version), "InitializeShareGroupStateRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("InitializeShareGroupStateRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_InitializeShareGroupStateRequest_InitializeStateData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest")
 
 
 def _enc_InitializeShareGroupStateRequest_InitializeStateData(version, obj, out):
@@ -145,8 +167,21 @@ def _enc_InitializeShareGroupStateRequest_InitializeStateData(version, obj, out)
     if obj is None:
         raise TypeError("InitializeShareGroupStateRequest.InitializeStateData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_InitializeShareGroupStateRequest_PartitionData, version), "InitializeShareGroupStateRequest.InitializeStateData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest.InitializeStateData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("InitializeShareGroupStateRequest.InitializeStateData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_InitializeShareGroupStateRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest.InitializeStateData")
 
 
 def _enc_InitializeShareGroupStateRequest_PartitionData(version, obj, out):
@@ -154,7 +189,10 @@ def _enc_InitializeShareGroupStateRequest_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("InitializeShareGroupStateRequest.InitializeStateData.PartitionData expected, got None")
     out += _S_iiq.pack(obj.partition, obj.state_epoch, obj.start_offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest.InitializeStateData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest.InitializeStateData.PartitionData")
 
 
 def _dec_InitializeShareGroupStateResponse(version, buf, cur, end):
@@ -260,8 +298,21 @@ def _enc_InitializeShareGroupStateResponse(version, obj, out):
     """Append in ``version`` a InitializeShareGroupStateResponse to ``out``."""
     if obj is None:
         raise TypeError("InitializeShareGroupStateResponse expected, got None")
-    _w.put_structs(out, obj.results, _partial(_enc_InitializeShareGroupStateResponse_InitializeStateResult, version), "InitializeShareGroupStateResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("InitializeShareGroupStateResponse.results")
+    else:
+        n_results = len(f_results)
+    if 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
+    else:
+        _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_InitializeShareGroupStateResponse_InitializeStateResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse")
 
 
 def _enc_InitializeShareGroupStateResponse_InitializeStateResult(version, obj, out):
@@ -269,8 +320,21 @@ def _enc_InitializeShareGroupStateResponse_InitializeStateResult(version, obj, o
     if obj is None:
         raise TypeError("InitializeShareGroupStateResponse.InitializeStateResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_InitializeShareGroupStateResponse_PartitionResult, version), "InitializeShareGroupStateResponse.InitializeStateResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse.InitializeStateResult")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("InitializeShareGroupStateResponse.InitializeStateResult.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_InitializeShareGroupStateResponse_PartitionResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse.InitializeStateResult")
 
 
 def _enc_InitializeShareGroupStateResponse_PartitionResult(version, obj, out):
@@ -278,11 +342,24 @@ def _enc_InitializeShareGroupStateResponse_PartitionResult(version, obj, out):
     if obj is None:
         raise TypeError("InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult expected, got None")
     out += _S_ih.pack(obj.partition, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult")
 
 
 class InitializeShareGroupStateRequest_PartitionData(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -623,34 +622,47 @@ def _enc_LeaderAndIsrRequest(version, obj, out):
                 raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 6, "0-1")
             else:
                 raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 7, "0-1")
-    if 2 <= version <= 3:
+    if version == 4:
+        out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
+    elif 5 <= version <= 6:
+        out += _S_iiqb.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.type)
+    elif version >= 7:
+        out += _S_iBiqb.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch, obj.type)
+    if version >= 2:
         f_topic_states = obj.topic_states
         if f_topic_states is None:
             raise _w.not_nullable("LeaderAndIsrRequest.topic_states")
         else:
             n_topic_states = len(f_topic_states)
+    if 2 <= version <= 3:
         out += _S_iiqi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, n_topic_states)
+    elif version >= 4:
+        if 0 <= n_topic_states + 1 < 128:
+            out.append(n_topic_states + 1)
+        else:
+            _w.put_uvarint(out, n_topic_states + 1)
+    if version >= 2:
         for item in f_topic_states:
             _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState(version, item, out)
-    if version <= 3:
-        f_live_leaders = obj.live_leaders
-        if f_live_leaders is None:
-            raise _w.not_nullable("LeaderAndIsrRequest.live_leaders")
-        else:
-            n_live_leaders = len(f_live_leaders)
-        out += _S_i.pack(n_live_leaders)
-        for item in f_live_leaders:
-            _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(version, item, out)
-    elif version == 4:
-        out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
-    elif 5 <= version <= 6:
-        out += _S_iiqb.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.type)
+    f_live_leaders = obj.live_leaders
+    if f_live_leaders is None:
+        raise _w.not_nullable("LeaderAndIsrRequest.live_leaders")
     else:
-        out += _S_iBiqb.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch, obj.type)
+        n_live_leaders = len(f_live_leaders)
+    if version <= 3:
+        out += _S_i.pack(n_live_leaders)
+    else:
+        if 0 <= n_live_leaders + 1 < 128:
+            out.append(n_live_leaders + 1)
+        else:
+            _w.put_uvarint(out, n_live_leaders + 1)
+    for item in f_live_leaders:
+        _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(version, item, out)
     if version >= 4:
-        _w.put_structs(out, obj.topic_states, _partial(_enc_LeaderAndIsrRequest_LeaderAndIsrTopicState, version), "LeaderAndIsrRequest.topic_states", False)
-        _w.put_structs(out, obj.live_leaders, _partial(_enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader, version), "LeaderAndIsrRequest.live_leaders", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
 
 
 def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
@@ -670,7 +682,14 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
             else:
                 raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 4, "6-7")
     if version <= 1:
-        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name", False)
+        f_topic_name = obj.topic_name
+        if f_topic_name is None:
+            raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name")
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
+            n_topic_name = len(f_topic_name)
+            if n_topic_name > 32767:
+                raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name", n_topic_name)
         out += _S_h.pack(n_topic_name)
         if n_topic_name > 0:
             out += f_topic_name
@@ -684,7 +703,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
     if version <= 3:
         out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
     else:
-        _w.put_uvarint(out, n_isr + 1)
+        if 0 <= n_isr + 1 < 128:
+            out.append(n_isr + 1)
+        else:
+            _w.put_uvarint(out, n_isr + 1)
     out += _pack(">%di" % n_isr, *f_isr)
     if version >= 4:
         out += _S_i.pack(obj.partition_epoch)
@@ -696,7 +718,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
     if version <= 3:
         out += _S_ii.pack(obj.partition_epoch, n_replicas)
     else:
-        _w.put_uvarint(out, n_replicas + 1)
+        if 0 <= n_replicas + 1 < 128:
+            out.append(n_replicas + 1)
+        else:
+            _w.put_uvarint(out, n_replicas + 1)
     out += _pack(">%di" % n_replicas, *f_replicas)
     if version >= 3:
         f_adding_replicas = obj.adding_replicas
@@ -707,7 +732,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
     if version == 3:
         out += _S_i.pack(n_adding_replicas)
     elif version >= 4:
-        _w.put_uvarint(out, n_adding_replicas + 1)
+        if 0 <= n_adding_replicas + 1 < 128:
+            out.append(n_adding_replicas + 1)
+        else:
+            _w.put_uvarint(out, n_adding_replicas + 1)
     if version >= 3:
         out += _pack(">%di" % n_adding_replicas, *f_adding_replicas)
         f_removing_replicas = obj.removing_replicas
@@ -718,7 +746,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
     if version == 3:
         out += _S_i.pack(n_removing_replicas)
     elif version >= 4:
-        _w.put_uvarint(out, n_removing_replicas + 1)
+        if 0 <= n_removing_replicas + 1 < 128:
+            out.append(n_removing_replicas + 1)
+        else:
+            _w.put_uvarint(out, n_removing_replicas + 1)
     if version >= 3:
         out += _pack(">%di" % n_removing_replicas, *f_removing_replicas)
     if 1 <= version <= 5:
@@ -726,34 +757,54 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
     elif version >= 6:
         out += _S_Bb.pack(obj.is_new, obj.leader_recovery_state)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrPartitionState")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrPartitionState")
 
 
 def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState(version, obj, out):
     """Append in ``version`` a LeaderAndIsrRequest.LeaderAndIsrTopicState to ``out``."""
     if obj is None:
         raise TypeError("LeaderAndIsrRequest.LeaderAndIsrTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
     if version <= 3:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    if version <= 3:
-        f_partition_states = obj.partition_states
-        if f_partition_states is None:
-            raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
-        else:
-            n_partition_states = len(f_partition_states)
-        out += _S_i.pack(n_partition_states)
-        for item in f_partition_states:
-            _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, item, out)
-    elif version >= 5:
+    if version >= 5:
         out += obj.topic_id.bytes
+    f_partition_states = obj.partition_states
+    if f_partition_states is None:
+        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
+    else:
+        n_partition_states = len(f_partition_states)
+    if version <= 3:
+        out += _S_i.pack(n_partition_states)
+    else:
+        if 0 <= n_partition_states + 1 < 128:
+            out.append(n_partition_states + 1)
+        else:
+            _w.put_uvarint(out, n_partition_states + 1)
+    for item in f_partition_states:
+        _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, item, out)
     if version >= 4:
-        _w.put_structs(out, obj.partition_states, _partial(_enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version), "LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
 
 
 def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(version, obj, out):
@@ -762,16 +813,29 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(version, obj, out):
         raise TypeError("LeaderAndIsrRequest.LeaderAndIsrLiveLeader expected, got None")
     if version >= 4:
         out += _S_i.pack(obj.broker_id)
-    f_host_name, n_host_name = _w.encode_text(obj.host_name, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", False)
+    f_host_name = obj.host_name
+    if f_host_name is None:
+        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name")
+    else:
+        f_host_name = f_host_name.encode("utf-8")
+        n_host_name = len(f_host_name)
+        if n_host_name > 32767:
+            raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", n_host_name)
     if version <= 3:
         out += _S_ih.pack(obj.broker_id, n_host_name)
     else:
-        _w.put_uvarint(out, n_host_name + 1)
+        if 0 <= n_host_name + 1 < 128:
+            out.append(n_host_name + 1)
+        else:
+            _w.put_uvarint(out, n_host_name + 1)
     if n_host_name > 0:
         out += f_host_name
     out += _S_i.pack(obj.port)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader")
 
 
 def _dec_LeaderAndIsrResponse(version, buf, cur, end):
@@ -955,26 +1019,44 @@ def _enc_LeaderAndIsrResponse(version, obj, out):
                 raise _w.not_in_version("LeaderAndIsrResponse.topics", 0, "5-7")
             else:
                 raise _w.not_in_version("LeaderAndIsrResponse.topics", 4, "5-7")
-    if version <= 3:
+    else:
+        if obj.partition_errors:
+            raise _w.not_in_version("LeaderAndIsrResponse.partition_errors", 5, "0-4")
+    if version >= 4:
+        out += _S_h.pack(obj.error_code)
+    if version <= 4:
         f_partition_errors = obj.partition_errors
         if f_partition_errors is None:
             raise _w.not_nullable("LeaderAndIsrResponse.partition_errors")
         else:
             n_partition_errors = len(f_partition_errors)
+    if version <= 3:
         out += _S_hi.pack(obj.error_code, n_partition_errors)
+    elif version == 4:
+        if 0 <= n_partition_errors + 1 < 128:
+            out.append(n_partition_errors + 1)
+        else:
+            _w.put_uvarint(out, n_partition_errors + 1)
+    if version <= 4:
         for item in f_partition_errors:
             _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError(version, item, out)
-    elif version >= 5:
-        if obj.partition_errors:
-            raise _w.not_in_version("LeaderAndIsrResponse.partition_errors", 5, "0-4")
+    else:
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("LeaderAndIsrResponse.topics")
+        else:
+            n_topics = len(f_topics)
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+        for item in f_topics:
+            _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError(version, item, out)
     if version >= 4:
-        out += _S_h.pack(obj.error_code)
-    if version == 4:
-        _w.put_structs(out, obj.partition_errors, _partial(_enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version), "LeaderAndIsrResponse.partition_errors", False)
-    elif version >= 5:
-        _w.put_structs(out, obj.topics, _partial(_enc_LeaderAndIsrResponse_LeaderAndIsrTopicError, version), "LeaderAndIsrResponse.topics", False)
-    if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse")
 
 
 def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError(version, obj, out):
@@ -982,17 +1064,30 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError(version, obj, out):
     if obj is None:
         raise TypeError("LeaderAndIsrResponse.LeaderAndIsrPartitionError expected, got None")
     if version <= 4:
-        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", False)
+        f_topic_name = obj.topic_name
+        if f_topic_name is None:
+            raise _w.not_nullable("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name")
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
+            n_topic_name = len(f_topic_name)
+            if n_topic_name > 32767:
+                raise _w.string_too_long("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", n_topic_name)
     if version <= 3:
         out += _S_h.pack(n_topic_name)
     elif version == 4:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if version <= 4:
         if n_topic_name > 0:
             out += f_topic_name
     out += _S_ih.pack(obj.partition_index, obj.error_code)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrPartitionError")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrPartitionError")
 
 
 def _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError(version, obj, out):
@@ -1000,8 +1095,21 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError(version, obj, out):
     if obj is None:
         raise TypeError("LeaderAndIsrResponse.LeaderAndIsrTopicError expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partition_errors, _partial(_enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version), "LeaderAndIsrResponse.LeaderAndIsrTopicError.partition_errors", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrTopicError")
+    f_partition_errors = obj.partition_errors
+    if f_partition_errors is None:
+        raise _w.not_nullable("LeaderAndIsrResponse.LeaderAndIsrTopicError.partition_errors")
+    else:
+        n_partition_errors = len(f_partition_errors)
+    if 0 <= n_partition_errors + 1 < 128:
+        out.append(n_partition_errors + 1)
+    else:
+        _w.put_uvarint(out, n_partition_errors + 1)
+    for item in f_partition_errors:
+        _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrTopicError")
 
 
 class LeaderAndIsrRequest_LeaderAndIsrPartitionState(Struct):

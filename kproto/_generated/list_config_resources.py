@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -80,9 +79,15 @@ def _enc_ListConfigResourcesRequest(version, obj, out):
             raise _w.not_nullable("ListConfigResourcesRequest.resource_types")
         else:
             n_resource_types = len(f_resource_types)
-        _w.put_uvarint(out, n_resource_types + 1)
+        if 0 <= n_resource_types + 1 < 128:
+            out.append(n_resource_types + 1)
+        else:
+            _w.put_uvarint(out, n_resource_types + 1)
         out += _pack(">%db" % n_resource_types, *f_resource_types)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesRequest")
 
 
 def _dec_ListConfigResourcesResponse(version, buf, cur, end):
@@ -170,21 +175,47 @@ def _enc_ListConfigResourcesResponse(version, obj, out):
     if obj is None:
         raise TypeError("ListConfigResourcesResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.config_resources, _partial(_enc_ListConfigResourcesResponse_ConfigResource, version), "ListConfigResourcesResponse.config_resources", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse")
+    f_config_resources = obj.config_resources
+    if f_config_resources is None:
+        raise _w.not_nullable("ListConfigResourcesResponse.config_resources")
+    else:
+        n_config_resources = len(f_config_resources)
+    if 0 <= n_config_resources + 1 < 128:
+        out.append(n_config_resources + 1)
+    else:
+        _w.put_uvarint(out, n_config_resources + 1)
+    for item in f_config_resources:
+        _enc_ListConfigResourcesResponse_ConfigResource(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse")
 
 
 def _enc_ListConfigResourcesResponse_ConfigResource(version, obj, out):
     """Append in ``version`` a ListConfigResourcesResponse.ConfigResource to ``out``."""
     if obj is None:
         raise TypeError("ListConfigResourcesResponse.ConfigResource expected, got None")
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "ListConfigResourcesResponse.ConfigResource.resource_name", False)
-    _w.put_uvarint(out, n_resource_name + 1)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("ListConfigResourcesResponse.ConfigResource.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("ListConfigResourcesResponse.ConfigResource.resource_name", n_resource_name)
+    if 0 <= n_resource_name + 1 < 128:
+        out.append(n_resource_name + 1)
+    else:
+        _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     if version >= 1:
         out += _S_b.pack(obj.resource_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse.ConfigResource")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse.ConfigResource")
 
 
 class ListConfigResourcesRequest(Message):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -148,13 +147,19 @@ def _enc_ListGroupsRequest(version, obj, out):
             raise _w.not_nullable("ListGroupsRequest.states_filter")
         else:
             n_states_filter = len(f_states_filter)
-        _w.put_uvarint(out, n_states_filter + 1)
+        if 0 <= n_states_filter + 1 < 128:
+            out.append(n_states_filter + 1)
+        else:
+            _w.put_uvarint(out, n_states_filter + 1)
         for item in f_states_filter:
             data = item.encode("utf-8")
             m = len(data)
             if m > 32767:
                 raise _w.string_too_long("ListGroupsRequest.states_filter[]", m)
-            _w.put_uvarint(out, m + 1)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
             out += data
     if version >= 5:
         f_types_filter = obj.types_filter
@@ -162,16 +167,25 @@ def _enc_ListGroupsRequest(version, obj, out):
             raise _w.not_nullable("ListGroupsRequest.types_filter")
         else:
             n_types_filter = len(f_types_filter)
-        _w.put_uvarint(out, n_types_filter + 1)
+        if 0 <= n_types_filter + 1 < 128:
+            out.append(n_types_filter + 1)
+        else:
+            _w.put_uvarint(out, n_types_filter + 1)
         for item in f_types_filter:
             data = item.encode("utf-8")
             m = len(data)
             if m > 32767:
                 raise _w.string_too_long("ListGroupsRequest.types_filter[]", m)
-            _w.put_uvarint(out, m + 1)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
             out += data
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsRequest")
 
 
 def _dec_ListGroupsResponse(version, buf, cur, end):
@@ -364,55 +378,104 @@ def _enc_ListGroupsResponse(version, obj, out):
     """Append in ``version`` a ListGroupsResponse to ``out``."""
     if obj is None:
         raise TypeError("ListGroupsResponse expected, got None")
-    if version <= 2:
-        f_groups = obj.groups
-        if f_groups is None:
-            raise _w.not_nullable("ListGroupsResponse.groups")
-        else:
-            n_groups = len(f_groups)
+    if version >= 3:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("ListGroupsResponse.groups")
+    else:
+        n_groups = len(f_groups)
     if version <= 0:
         out += _S_hi.pack(obj.error_code, n_groups)
     elif 1 <= version <= 2:
         out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_groups)
-    if version <= 2:
-        for item in f_groups:
-            _enc_ListGroupsResponse_ListedGroup(version, item, out)
     else:
-        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-        _w.put_structs(out, obj.groups, _partial(_enc_ListGroupsResponse_ListedGroup, version), "ListGroupsResponse.groups", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse")
+        if 0 <= n_groups + 1 < 128:
+            out.append(n_groups + 1)
+        else:
+            _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_ListGroupsResponse_ListedGroup(version, item, out)
+    if version >= 3:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse")
 
 
 def _enc_ListGroupsResponse_ListedGroup(version, obj, out):
     """Append in ``version`` a ListGroupsResponse.ListedGroup to ``out``."""
     if obj is None:
         raise TypeError("ListGroupsResponse.ListedGroup expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ListGroupsResponse.ListedGroup.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_id", n_group_id)
     if version <= 2:
         out += _S_h.pack(n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "ListGroupsResponse.ListedGroup.protocol_type", False)
+    f_protocol_type = obj.protocol_type
+    if f_protocol_type is None:
+        raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
+    else:
+        f_protocol_type = f_protocol_type.encode("utf-8")
+        n_protocol_type = len(f_protocol_type)
+        if n_protocol_type > 32767:
+            raise _w.string_too_long("ListGroupsResponse.ListedGroup.protocol_type", n_protocol_type)
     if version <= 2:
         out += _S_h.pack(n_protocol_type)
     else:
-        _w.put_uvarint(out, n_protocol_type + 1)
+        if 0 <= n_protocol_type + 1 < 128:
+            out.append(n_protocol_type + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         out += f_protocol_type
     if version >= 4:
-        f_group_state, n_group_state = _w.encode_text(obj.group_state, "ListGroupsResponse.ListedGroup.group_state", False)
-        _w.put_uvarint(out, n_group_state + 1)
+        f_group_state = obj.group_state
+        if f_group_state is None:
+            raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_state")
+        else:
+            f_group_state = f_group_state.encode("utf-8")
+            n_group_state = len(f_group_state)
+            if n_group_state > 32767:
+                raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_state", n_group_state)
+        if 0 <= n_group_state + 1 < 128:
+            out.append(n_group_state + 1)
+        else:
+            _w.put_uvarint(out, n_group_state + 1)
         if n_group_state > 0:
             out += f_group_state
     if version >= 5:
-        f_group_type, n_group_type = _w.encode_text(obj.group_type, "ListGroupsResponse.ListedGroup.group_type", False)
-        _w.put_uvarint(out, n_group_type + 1)
+        f_group_type = obj.group_type
+        if f_group_type is None:
+            raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_type")
+        else:
+            f_group_type = f_group_type.encode("utf-8")
+            n_group_type = len(f_group_type)
+            if n_group_type > 32767:
+                raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_type", n_group_type)
+        if 0 <= n_group_type + 1 < 128:
+            out.append(n_group_type + 1)
+        else:
+            _w.put_uvarint(out, n_group_type + 1)
         if n_group_type > 0:
             out += f_group_type
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
 
 
 class ListGroupsRequest(Message):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -122,16 +121,40 @@ def _enc_ListPartitionReassignmentsRequest(version, obj, out):
     if obj is None:
         raise TypeError("ListPartitionReassignmentsRequest expected, got None")
     out += _S_i.pack(obj.timeout_ms)
-    _w.put_structs(out, obj.topics, _partial(_enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, version), "ListPartitionReassignmentsRequest.topics", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        n_topics = -1
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    if n_topics > 0:
+        for item in f_topics:
+            _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest")
 
 
 def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(version, obj, out):
     """Append in ``version`` a ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics to ``out``."""
     if obj is None:
         raise TypeError("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -139,9 +162,15 @@ def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(vers
         raise _w.not_nullable("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.partition_indexes")
     else:
         n_partition_indexes = len(f_partition_indexes)
-    _w.put_uvarint(out, n_partition_indexes + 1)
+    if 0 <= n_partition_indexes + 1 < 128:
+        out.append(n_partition_indexes + 1)
+    else:
+        _w.put_uvarint(out, n_partition_indexes + 1)
     out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics")
 
 
 def _dec_ListPartitionReassignmentsResponse(version, buf, cur, end):
@@ -317,24 +346,70 @@ def _enc_ListPartitionReassignmentsResponse(version, obj, out):
     if obj is None:
         raise TypeError("ListPartitionReassignmentsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ListPartitionReassignmentsResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ListPartitionReassignmentsResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.topics, _partial(_enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment, version), "ListPartitionReassignmentsResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("ListPartitionReassignmentsResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse")
 
 
 def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment(version, obj, out):
     """Append in ``version`` a ListPartitionReassignmentsResponse.OngoingTopicReassignment to ``out``."""
     if obj is None:
         raise TypeError("ListPartitionReassignmentsResponse.OngoingTopicReassignment expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "ListPartitionReassignmentsResponse.OngoingTopicReassignment.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("ListPartitionReassignmentsResponse.OngoingTopicReassignment.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment, version), "ListPartitionReassignmentsResponse.OngoingTopicReassignment.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse.OngoingTopicReassignment")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse.OngoingTopicReassignment")
 
 
 def _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(version, obj, out):
@@ -347,23 +422,35 @@ def _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(version
         raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment.replicas")
     else:
         n_replicas = len(f_replicas)
-    _w.put_uvarint(out, n_replicas + 1)
+    if 0 <= n_replicas + 1 < 128:
+        out.append(n_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_replicas + 1)
     out += _pack(">%di" % n_replicas, *f_replicas)
     f_adding_replicas = obj.adding_replicas
     if f_adding_replicas is None:
         raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment.adding_replicas")
     else:
         n_adding_replicas = len(f_adding_replicas)
-    _w.put_uvarint(out, n_adding_replicas + 1)
+    if 0 <= n_adding_replicas + 1 < 128:
+        out.append(n_adding_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_adding_replicas + 1)
     out += _pack(">%di" % n_adding_replicas, *f_adding_replicas)
     f_removing_replicas = obj.removing_replicas
     if f_removing_replicas is None:
         raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment.removing_replicas")
     else:
         n_removing_replicas = len(f_removing_replicas)
-    _w.put_uvarint(out, n_removing_replicas + 1)
+    if 0 <= n_removing_replicas + 1 < 128:
+        out.append(n_removing_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_removing_replicas + 1)
     out += _pack(">%di" % n_removing_replicas, *f_removing_replicas)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment")
 
 
 class ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(Struct):

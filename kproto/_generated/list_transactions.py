@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -146,29 +145,51 @@ def _enc_ListTransactionsRequest(version, obj, out):
         raise _w.not_nullable("ListTransactionsRequest.state_filters")
     else:
         n_state_filters = len(f_state_filters)
-    _w.put_uvarint(out, n_state_filters + 1)
+    if 0 <= n_state_filters + 1 < 128:
+        out.append(n_state_filters + 1)
+    else:
+        _w.put_uvarint(out, n_state_filters + 1)
     for item in f_state_filters:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("ListTransactionsRequest.state_filters[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
     f_producer_id_filters = obj.producer_id_filters
     if f_producer_id_filters is None:
         raise _w.not_nullable("ListTransactionsRequest.producer_id_filters")
     else:
         n_producer_id_filters = len(f_producer_id_filters)
-    _w.put_uvarint(out, n_producer_id_filters + 1)
+    if 0 <= n_producer_id_filters + 1 < 128:
+        out.append(n_producer_id_filters + 1)
+    else:
+        _w.put_uvarint(out, n_producer_id_filters + 1)
     out += _pack(">%dq" % n_producer_id_filters, *f_producer_id_filters)
     if version >= 1:
         out += _S_q.pack(obj.duration_filter)
     if version >= 2:
-        f_transactional_id_pattern, n_transactional_id_pattern = _w.encode_text(obj.transactional_id_pattern, "ListTransactionsRequest.transactional_id_pattern", True)
-        _w.put_uvarint(out, n_transactional_id_pattern + 1)
+        f_transactional_id_pattern = obj.transactional_id_pattern
+        if f_transactional_id_pattern is None:
+            n_transactional_id_pattern = -1
+        else:
+            f_transactional_id_pattern = f_transactional_id_pattern.encode("utf-8")
+            n_transactional_id_pattern = len(f_transactional_id_pattern)
+            if n_transactional_id_pattern > 32767:
+                raise _w.string_too_long("ListTransactionsRequest.transactional_id_pattern", n_transactional_id_pattern)
+        if 0 <= n_transactional_id_pattern + 1 < 128:
+            out.append(n_transactional_id_pattern + 1)
+        else:
+            _w.put_uvarint(out, n_transactional_id_pattern + 1)
         if n_transactional_id_pattern > 0:
             out += f_transactional_id_pattern
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsRequest")
 
 
 def _dec_ListTransactionsResponse(version, buf, cur, end):
@@ -300,32 +321,74 @@ def _enc_ListTransactionsResponse(version, obj, out):
         raise _w.not_nullable("ListTransactionsResponse.unknown_state_filters")
     else:
         n_unknown_state_filters = len(f_unknown_state_filters)
-    _w.put_uvarint(out, n_unknown_state_filters + 1)
+    if 0 <= n_unknown_state_filters + 1 < 128:
+        out.append(n_unknown_state_filters + 1)
+    else:
+        _w.put_uvarint(out, n_unknown_state_filters + 1)
     for item in f_unknown_state_filters:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("ListTransactionsResponse.unknown_state_filters[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.transaction_states, _partial(_enc_ListTransactionsResponse_TransactionState, version), "ListTransactionsResponse.transaction_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse")
+    f_transaction_states = obj.transaction_states
+    if f_transaction_states is None:
+        raise _w.not_nullable("ListTransactionsResponse.transaction_states")
+    else:
+        n_transaction_states = len(f_transaction_states)
+    if 0 <= n_transaction_states + 1 < 128:
+        out.append(n_transaction_states + 1)
+    else:
+        _w.put_uvarint(out, n_transaction_states + 1)
+    for item in f_transaction_states:
+        _enc_ListTransactionsResponse_TransactionState(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse")
 
 
 def _enc_ListTransactionsResponse_TransactionState(version, obj, out):
     """Append in ``version`` a ListTransactionsResponse.TransactionState to ``out``."""
     if obj is None:
         raise TypeError("ListTransactionsResponse.TransactionState expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "ListTransactionsResponse.TransactionState.transactional_id", False)
-    _w.put_uvarint(out, n_transactional_id + 1)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("ListTransactionsResponse.TransactionState.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("ListTransactionsResponse.TransactionState.transactional_id", n_transactional_id)
+    if 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
+    else:
+        _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
     out += _S_q.pack(obj.producer_id)
-    f_transaction_state, n_transaction_state = _w.encode_text(obj.transaction_state, "ListTransactionsResponse.TransactionState.transaction_state", False)
-    _w.put_uvarint(out, n_transaction_state + 1)
+    f_transaction_state = obj.transaction_state
+    if f_transaction_state is None:
+        raise _w.not_nullable("ListTransactionsResponse.TransactionState.transaction_state")
+    else:
+        f_transaction_state = f_transaction_state.encode("utf-8")
+        n_transaction_state = len(f_transaction_state)
+        if n_transaction_state > 32767:
+            raise _w.string_too_long("ListTransactionsResponse.TransactionState.transaction_state", n_transaction_state)
+    if 0 <= n_transaction_state + 1 < 128:
+        out.append(n_transaction_state + 1)
+    else:
+        _w.put_uvarint(out, n_transaction_state + 1)
     if n_transaction_state > 0:
         out += f_transaction_state
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse.TransactionState")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse.TransactionState")
 
 
 class ListTransactionsRequest(Message):

@@ -110,7 +110,14 @@ def _enc_OffsetDeleteRequest(version, obj, out):
     """Append in ``version`` a OffsetDeleteRequest to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "OffsetDeleteRequest.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("OffsetDeleteRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("OffsetDeleteRequest.group_id", n_group_id)
     out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         out += f_group_id
@@ -128,7 +135,14 @@ def _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic(version, obj, out):
     """Append in ``version`` a OffsetDeleteRequest.OffsetDeleteRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteRequest.OffsetDeleteRequestTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "OffsetDeleteRequest.OffsetDeleteRequestTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("OffsetDeleteRequest.OffsetDeleteRequestTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("OffsetDeleteRequest.OffsetDeleteRequestTopic.name", n_name)
     out += _S_h.pack(n_name)
     if n_name > 0:
         out += f_name
@@ -228,7 +242,14 @@ def _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic(version, obj, out):
     """Append in ``version`` a OffsetDeleteResponse.OffsetDeleteResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteResponse.OffsetDeleteResponseTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "OffsetDeleteResponse.OffsetDeleteResponseTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("OffsetDeleteResponse.OffsetDeleteResponseTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("OffsetDeleteResponse.OffsetDeleteResponseTopic.name", n_name)
     out += _S_h.pack(n_name)
     if n_name > 0:
         out += f_name

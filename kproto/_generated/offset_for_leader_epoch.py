@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -210,48 +209,71 @@ def _enc_OffsetForLeaderEpochRequest(version, obj, out):
     """Append in ``version`` a OffsetForLeaderEpochRequest to ``out``."""
     if obj is None:
         raise TypeError("OffsetForLeaderEpochRequest expected, got None")
-    if version <= 3:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("OffsetForLeaderEpochRequest.topics")
-        else:
-            n_topics = len(f_topics)
+    if version >= 4:
+        out += _S_i.pack(obj.replica_id)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("OffsetForLeaderEpochRequest.topics")
+    else:
+        n_topics = len(f_topics)
     if version <= 2:
         out += _S_i.pack(n_topics)
     elif version == 3:
         out += _S_ii.pack(obj.replica_id, n_topics)
-    if version <= 3:
-        for item in f_topics:
-            _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(version, item, out)
     else:
-        out += _S_i.pack(obj.replica_id)
-        _w.put_structs(out, obj.topics, _partial(_enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic, version), "OffsetForLeaderEpochRequest.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest")
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest")
 
 
 def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(version, obj, out):
     """Append in ``version`` a OffsetForLeaderEpochRequest.OffsetForLeaderTopic to ``out``."""
     if obj is None:
         raise TypeError("OffsetForLeaderEpochRequest.OffsetForLeaderTopic expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic", False)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic", n_topic)
     if version <= 3:
         out += _S_h.pack(n_topic)
     else:
-        _w.put_uvarint(out, n_topic + 1)
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
-    if version <= 3:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition, version), "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic")
+        n_partitions = len(f_partitions)
+    if version <= 3:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic")
 
 
 def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(version, obj, out):
@@ -263,7 +285,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(version, obj, out)
     else:
         out += _S_iii.pack(obj.partition, obj.current_leader_epoch, obj.leader_epoch)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition")
 
 
 def _dec_OffsetForLeaderEpochResponse(version, buf, cur, end):
@@ -435,48 +460,71 @@ def _enc_OffsetForLeaderEpochResponse(version, obj, out):
     """Append in ``version`` a OffsetForLeaderEpochResponse to ``out``."""
     if obj is None:
         raise TypeError("OffsetForLeaderEpochResponse expected, got None")
-    if version <= 3:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("OffsetForLeaderEpochResponse.topics")
-        else:
-            n_topics = len(f_topics)
+    if version >= 4:
+        out += _S_i.pack(obj.throttle_time_ms)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("OffsetForLeaderEpochResponse.topics")
+    else:
+        n_topics = len(f_topics)
     if version <= 1:
         out += _S_i.pack(n_topics)
     elif 2 <= version <= 3:
         out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    if version <= 3:
-        for item in f_topics:
-            _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(version, item, out)
     else:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.topics, _partial(_enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, version), "OffsetForLeaderEpochResponse.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse")
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse")
 
 
 def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(version, obj, out):
     """Append in ``version`` a OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult to ``out``."""
     if obj is None:
         raise TypeError("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic", False)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic", n_topic)
     if version <= 3:
         out += _S_h.pack(n_topic)
     else:
-        _w.put_uvarint(out, n_topic + 1)
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
-    if version <= 3:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_OffsetForLeaderEpochResponse_EpochEndOffset(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_OffsetForLeaderEpochResponse_EpochEndOffset, version), "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult")
+        n_partitions = len(f_partitions)
+    if version <= 3:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_OffsetForLeaderEpochResponse_EpochEndOffset(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult")
 
 
 def _enc_OffsetForLeaderEpochResponse_EpochEndOffset(version, obj, out):
@@ -488,7 +536,10 @@ def _enc_OffsetForLeaderEpochResponse_EpochEndOffset(version, obj, out):
     else:
         out += _S_hiiq.pack(obj.error_code, obj.partition, obj.leader_epoch, obj.end_offset)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset")
 
 
 class OffsetForLeaderEpochRequest_OffsetForLeaderPartition(Struct):

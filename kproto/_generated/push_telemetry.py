@@ -84,10 +84,16 @@ def _enc_PushTelemetryRequest(version, obj, out):
         raise _w.not_nullable("PushTelemetryRequest.metrics")
     else:
         n_metrics = len(f_metrics)
-    _w.put_uvarint(out, n_metrics + 1)
+    if 0 <= n_metrics + 1 < 128:
+        out.append(n_metrics + 1)
+    else:
+        _w.put_uvarint(out, n_metrics + 1)
     if n_metrics > 0:
         out += f_metrics
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "PushTelemetryRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "PushTelemetryRequest")
 
 
 def _dec_PushTelemetryResponse(version, buf, cur, end):
@@ -115,7 +121,10 @@ def _enc_PushTelemetryResponse(version, obj, out):
     if obj is None:
         raise TypeError("PushTelemetryResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "PushTelemetryResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "PushTelemetryResponse")
 
 
 class PushTelemetryRequest(Message):

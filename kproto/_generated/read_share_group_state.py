@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -135,12 +134,35 @@ def _enc_ReadShareGroupStateRequest(version, obj, out):
     """Append in ``version`` a ReadShareGroupStateRequest to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ReadShareGroupStateRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("ReadShareGroupStateRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ReadShareGroupStateRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_ReadShareGroupStateRequest_ReadStateData, version), "ReadShareGroupStateRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("ReadShareGroupStateRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_ReadShareGroupStateRequest_ReadStateData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest")
 
 
 def _enc_ReadShareGroupStateRequest_ReadStateData(version, obj, out):
@@ -148,8 +170,21 @@ def _enc_ReadShareGroupStateRequest_ReadStateData(version, obj, out):
     if obj is None:
         raise TypeError("ReadShareGroupStateRequest.ReadStateData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ReadShareGroupStateRequest_PartitionData, version), "ReadShareGroupStateRequest.ReadStateData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest.ReadStateData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ReadShareGroupStateRequest.ReadStateData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ReadShareGroupStateRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest.ReadStateData")
 
 
 def _enc_ReadShareGroupStateRequest_PartitionData(version, obj, out):
@@ -157,7 +192,10 @@ def _enc_ReadShareGroupStateRequest_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("ReadShareGroupStateRequest.ReadStateData.PartitionData expected, got None")
     out += _S_ii.pack(obj.partition, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest.ReadStateData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateRequest.ReadStateData.PartitionData")
 
 
 def _dec_ReadShareGroupStateResponse(version, buf, cur, end):
@@ -304,8 +342,21 @@ def _enc_ReadShareGroupStateResponse(version, obj, out):
     """Append in ``version`` a ReadShareGroupStateResponse to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateResponse expected, got None")
-    _w.put_structs(out, obj.results, _partial(_enc_ReadShareGroupStateResponse_ReadStateResult, version), "ReadShareGroupStateResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("ReadShareGroupStateResponse.results")
+    else:
+        n_results = len(f_results)
+    if 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
+    else:
+        _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_ReadShareGroupStateResponse_ReadStateResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse")
 
 
 def _enc_ReadShareGroupStateResponse_ReadStateResult(version, obj, out):
@@ -313,8 +364,21 @@ def _enc_ReadShareGroupStateResponse_ReadStateResult(version, obj, out):
     if obj is None:
         raise TypeError("ReadShareGroupStateResponse.ReadStateResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ReadShareGroupStateResponse_PartitionResult, version), "ReadShareGroupStateResponse.ReadStateResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse.ReadStateResult")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ReadShareGroupStateResponse.ReadStateResult.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ReadShareGroupStateResponse_PartitionResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse.ReadStateResult")
 
 
 def _enc_ReadShareGroupStateResponse_PartitionResult(version, obj, out):
@@ -322,13 +386,36 @@ def _enc_ReadShareGroupStateResponse_PartitionResult(version, obj, out):
     if obj is None:
         raise TypeError("ReadShareGroupStateResponse.ReadStateResult.PartitionResult expected, got None")
     out += _S_ih.pack(obj.partition, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ReadShareGroupStateResponse.ReadStateResult.PartitionResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ReadShareGroupStateResponse.ReadStateResult.PartitionResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     out += _S_iq.pack(obj.state_epoch, obj.start_offset)
-    _w.put_structs(out, obj.state_batches, _partial(_enc_ReadShareGroupStateResponse_StateBatch, version), "ReadShareGroupStateResponse.ReadStateResult.PartitionResult.state_batches", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse.ReadStateResult.PartitionResult")
+    f_state_batches = obj.state_batches
+    if f_state_batches is None:
+        raise _w.not_nullable("ReadShareGroupStateResponse.ReadStateResult.PartitionResult.state_batches")
+    else:
+        n_state_batches = len(f_state_batches)
+    if 0 <= n_state_batches + 1 < 128:
+        out.append(n_state_batches + 1)
+    else:
+        _w.put_uvarint(out, n_state_batches + 1)
+    for item in f_state_batches:
+        _enc_ReadShareGroupStateResponse_StateBatch(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse.ReadStateResult.PartitionResult")
 
 
 def _enc_ReadShareGroupStateResponse_StateBatch(version, obj, out):
@@ -336,7 +423,10 @@ def _enc_ReadShareGroupStateResponse_StateBatch(version, obj, out):
     if obj is None:
         raise TypeError("ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch expected, got None")
     out += _S_qqbh.pack(obj.first_offset, obj.last_offset, obj.delivery_state, obj.delivery_count)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch")
 
 
 class ReadShareGroupStateRequest_PartitionData(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -135,12 +134,35 @@ def _enc_ReadShareGroupStateSummaryRequest(version, obj, out):
     """Append in ``version`` a ReadShareGroupStateSummaryRequest to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateSummaryRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ReadShareGroupStateSummaryRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("ReadShareGroupStateSummaryRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ReadShareGroupStateSummaryRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData, version), "ReadShareGroupStateSummaryRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("ReadShareGroupStateSummaryRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest")
 
 
 def _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData(version, obj, out):
@@ -148,8 +170,21 @@ def _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData(version, obj, ou
     if obj is None:
         raise TypeError("ReadShareGroupStateSummaryRequest.ReadStateSummaryData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ReadShareGroupStateSummaryRequest_PartitionData, version), "ReadShareGroupStateSummaryRequest.ReadStateSummaryData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest.ReadStateSummaryData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ReadShareGroupStateSummaryRequest.ReadStateSummaryData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ReadShareGroupStateSummaryRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest.ReadStateSummaryData")
 
 
 def _enc_ReadShareGroupStateSummaryRequest_PartitionData(version, obj, out):
@@ -157,7 +192,10 @@ def _enc_ReadShareGroupStateSummaryRequest_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData expected, got None")
     out += _S_ii.pack(obj.partition, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData")
 
 
 def _dec_ReadShareGroupStateSummaryResponse(version, buf, cur, end):
@@ -285,8 +323,21 @@ def _enc_ReadShareGroupStateSummaryResponse(version, obj, out):
     """Append in ``version`` a ReadShareGroupStateSummaryResponse to ``out``."""
     if obj is None:
         raise TypeError("ReadShareGroupStateSummaryResponse expected, got None")
-    _w.put_structs(out, obj.results, _partial(_enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult, version), "ReadShareGroupStateSummaryResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("ReadShareGroupStateSummaryResponse.results")
+    else:
+        n_results = len(f_results)
+    if 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
+    else:
+        _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse")
 
 
 def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(version, obj, out):
@@ -294,8 +345,21 @@ def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(version, obj,
     if obj is None:
         raise TypeError("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ReadShareGroupStateSummaryResponse_PartitionResult, version), "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ReadShareGroupStateSummaryResponse_PartitionResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult")
 
 
 def _enc_ReadShareGroupStateSummaryResponse_PartitionResult(version, obj, out):
@@ -306,15 +370,28 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult(version, obj, out):
         if obj.delivery_complete_count != -1:
             raise _w.not_in_version("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult.delivery_complete_count", 0, "1")
     out += _S_ih.pack(obj.partition, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version <= 0:
         out += _S_iiq.pack(obj.state_epoch, obj.leader_epoch, obj.start_offset)
     else:
         out += _S_iiqi.pack(obj.state_epoch, obj.leader_epoch, obj.start_offset, obj.delivery_complete_count)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult")
 
 
 class ReadShareGroupStateSummaryRequest_PartitionData(Struct):

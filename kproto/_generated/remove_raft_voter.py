@@ -76,13 +76,26 @@ def _enc_RemoveRaftVoterRequest(version, obj, out):
     """Append in ``version`` a RemoveRaftVoterRequest to ``out``."""
     if obj is None:
         raise TypeError("RemoveRaftVoterRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "RemoveRaftVoterRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        n_cluster_id = -1
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("RemoveRaftVoterRequest.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += _S_i.pack(obj.voter_id)
     out += obj.voter_directory_id.bytes
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RemoveRaftVoterRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RemoveRaftVoterRequest")
 
 
 def _dec_RemoveRaftVoterResponse(version, buf, cur, end):
@@ -130,11 +143,24 @@ def _enc_RemoveRaftVoterResponse(version, obj, out):
     if obj is None:
         raise TypeError("RemoveRaftVoterResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "RemoveRaftVoterResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("RemoveRaftVoterResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RemoveRaftVoterResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RemoveRaftVoterResponse")
 
 
 class RemoveRaftVoterRequest(Message):

@@ -88,12 +88,18 @@ def _enc_RenewDelegationTokenRequest(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_hmac)
     else:
-        _w.put_uvarint(out, n_hmac + 1)
+        if 0 <= n_hmac + 1 < 128:
+            out.append(n_hmac + 1)
+        else:
+            _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
         out += f_hmac
     out += _S_q.pack(obj.renew_period_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RenewDelegationTokenRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RenewDelegationTokenRequest")
 
 
 def _dec_RenewDelegationTokenResponse(version, buf, cur, end):
@@ -127,7 +133,10 @@ def _enc_RenewDelegationTokenResponse(version, obj, out):
         raise TypeError("RenewDelegationTokenResponse expected, got None")
     out += _S_hqi.pack(obj.error_code, obj.expiry_timestamp_ms, obj.throttle_time_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RenewDelegationTokenResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RenewDelegationTokenResponse")
 
 
 class RenewDelegationTokenRequest(Message):

@@ -85,11 +85,17 @@ def _enc_SaslAuthenticateRequest(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_auth_bytes)
     else:
-        _w.put_uvarint(out, n_auth_bytes + 1)
+        if 0 <= n_auth_bytes + 1 < 128:
+            out.append(n_auth_bytes + 1)
+        else:
+            _w.put_uvarint(out, n_auth_bytes + 1)
     if n_auth_bytes > 0:
         out += f_auth_bytes
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateRequest")
 
 
 def _dec_SaslAuthenticateResponse(version, buf, cur, end):
@@ -183,11 +189,21 @@ def _enc_SaslAuthenticateResponse(version, obj, out):
         raise TypeError("SaslAuthenticateResponse expected, got None")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "SaslAuthenticateResponse.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("SaslAuthenticateResponse.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     f_auth_bytes = obj.auth_bytes
@@ -198,13 +214,19 @@ def _enc_SaslAuthenticateResponse(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_auth_bytes)
     else:
-        _w.put_uvarint(out, n_auth_bytes + 1)
+        if 0 <= n_auth_bytes + 1 < 128:
+            out.append(n_auth_bytes + 1)
+        else:
+            _w.put_uvarint(out, n_auth_bytes + 1)
     if n_auth_bytes > 0:
         out += f_auth_bytes
     if version >= 1:
         out += _S_q.pack(obj.session_lifetime_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateResponse")
 
 
 class SaslAuthenticateRequest(Message):

@@ -52,7 +52,14 @@ def _enc_SaslHandshakeRequest(version, obj, out):
     """Append in ``version`` a SaslHandshakeRequest to ``out``."""
     if obj is None:
         raise TypeError("SaslHandshakeRequest expected, got None")
-    f_mechanism, n_mechanism = _w.encode_text(obj.mechanism, "SaslHandshakeRequest.mechanism", False)
+    f_mechanism = obj.mechanism
+    if f_mechanism is None:
+        raise _w.not_nullable("SaslHandshakeRequest.mechanism")
+    else:
+        f_mechanism = f_mechanism.encode("utf-8")
+        n_mechanism = len(f_mechanism)
+        if n_mechanism > 32767:
+            raise _w.string_too_long("SaslHandshakeRequest.mechanism", n_mechanism)
     out += _S_h.pack(n_mechanism)
     if n_mechanism > 0:
         out += f_mechanism

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -238,20 +237,53 @@ def _enc_ShareAcknowledgeRequest(version, obj, out):
     if version <= 1:
         if obj.is_renew_ack != False:
             raise _w.not_in_version("ShareAcknowledgeRequest.is_renew_ack", 0, "2")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ShareAcknowledgeRequest.group_id", True)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        n_group_id = -1
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ShareAcknowledgeRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ShareAcknowledgeRequest.member_id", True)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        n_member_id = -1
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ShareAcknowledgeRequest.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     if version <= 1:
         out += _S_i.pack(obj.share_session_epoch)
     else:
         out += _S_iB.pack(obj.share_session_epoch, obj.is_renew_ack)
-    _w.put_structs(out, obj.topics, _partial(_enc_ShareAcknowledgeRequest_AcknowledgeTopic, version), "ShareAcknowledgeRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("ShareAcknowledgeRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_ShareAcknowledgeRequest_AcknowledgeTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest")
 
 
 def _enc_ShareAcknowledgeRequest_AcknowledgeTopic(version, obj, out):
@@ -259,8 +291,21 @@ def _enc_ShareAcknowledgeRequest_AcknowledgeTopic(version, obj, out):
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest.AcknowledgeTopic expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ShareAcknowledgeRequest_AcknowledgePartition, version), "ShareAcknowledgeRequest.AcknowledgeTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ShareAcknowledgeRequest.AcknowledgeTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ShareAcknowledgeRequest_AcknowledgePartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic")
 
 
 def _enc_ShareAcknowledgeRequest_AcknowledgePartition(version, obj, out):
@@ -268,8 +313,21 @@ def _enc_ShareAcknowledgeRequest_AcknowledgePartition(version, obj, out):
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition expected, got None")
     out += _S_i.pack(obj.partition_index)
-    _w.put_structs(out, obj.acknowledgement_batches, _partial(_enc_ShareAcknowledgeRequest_AcknowledgementBatch, version), "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.acknowledgement_batches", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition")
+    f_acknowledgement_batches = obj.acknowledgement_batches
+    if f_acknowledgement_batches is None:
+        raise _w.not_nullable("ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.acknowledgement_batches")
+    else:
+        n_acknowledgement_batches = len(f_acknowledgement_batches)
+    if 0 <= n_acknowledgement_batches + 1 < 128:
+        out.append(n_acknowledgement_batches + 1)
+    else:
+        _w.put_uvarint(out, n_acknowledgement_batches + 1)
+    for item in f_acknowledgement_batches:
+        _enc_ShareAcknowledgeRequest_AcknowledgementBatch(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition")
 
 
 def _enc_ShareAcknowledgeRequest_AcknowledgementBatch(version, obj, out):
@@ -282,9 +340,15 @@ def _enc_ShareAcknowledgeRequest_AcknowledgementBatch(version, obj, out):
         raise _w.not_nullable("ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch.acknowledge_types")
     else:
         n_acknowledge_types = len(f_acknowledge_types)
-    _w.put_uvarint(out, n_acknowledge_types + 1)
+    if 0 <= n_acknowledge_types + 1 < 128:
+        out.append(n_acknowledge_types + 1)
+    else:
+        _w.put_uvarint(out, n_acknowledge_types + 1)
     out += _pack(">%db" % n_acknowledge_types, *f_acknowledge_types)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch")
 
 
 def _dec_ShareAcknowledgeResponse(version, buf, cur, end):
@@ -511,15 +575,48 @@ def _enc_ShareAcknowledgeResponse(version, obj, out):
         if obj.acquisition_lock_timeout_ms != 0:
             raise _w.not_in_version("ShareAcknowledgeResponse.acquisition_lock_timeout_ms", 0, "2")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareAcknowledgeResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ShareAcknowledgeResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
         out += _S_i.pack(obj.acquisition_lock_timeout_ms)
-    _w.put_structs(out, obj.responses, _partial(_enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse, version), "ShareAcknowledgeResponse.responses", False)
-    _w.put_structs(out, obj.node_endpoints, _partial(_enc_ShareAcknowledgeResponse_NodeEndpoint, version), "ShareAcknowledgeResponse.node_endpoints", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse")
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("ShareAcknowledgeResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
+    else:
+        _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(version, item, out)
+    f_node_endpoints = obj.node_endpoints
+    if f_node_endpoints is None:
+        raise _w.not_nullable("ShareAcknowledgeResponse.node_endpoints")
+    else:
+        n_node_endpoints = len(f_node_endpoints)
+    if 0 <= n_node_endpoints + 1 < 128:
+        out.append(n_node_endpoints + 1)
+    else:
+        _w.put_uvarint(out, n_node_endpoints + 1)
+    for item in f_node_endpoints:
+        _enc_ShareAcknowledgeResponse_NodeEndpoint(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse")
 
 
 def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(version, obj, out):
@@ -527,8 +624,21 @@ def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(version, obj, ou
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ShareAcknowledgeResponse_PartitionData, version), "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ShareAcknowledgeResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse")
 
 
 def _enc_ShareAcknowledgeResponse_PartitionData(version, obj, out):
@@ -536,13 +646,26 @@ def _enc_ShareAcknowledgeResponse_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     f_current_leader = obj.current_leader
     _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch(version, f_current_leader, out)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData")
 
 
 def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch(version, buf, cur, end):
@@ -570,7 +693,10 @@ def _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch(version, obj, out):
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch")
 
 
 def _enc_ShareAcknowledgeResponse_NodeEndpoint(version, obj, out):
@@ -578,16 +704,39 @@ def _enc_ShareAcknowledgeResponse_NodeEndpoint(version, obj, out):
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
-    f_host, n_host = _w.encode_text(obj.host, "ShareAcknowledgeResponse.NodeEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("ShareAcknowledgeResponse.NodeEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("ShareAcknowledgeResponse.NodeEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_i.pack(obj.port)
-    f_rack, n_rack = _w.encode_text(obj.rack, "ShareAcknowledgeResponse.NodeEndpoint.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
+    f_rack = obj.rack
+    if f_rack is None:
+        n_rack = -1
+    else:
+        f_rack = f_rack.encode("utf-8")
+        n_rack = len(f_rack)
+        if n_rack > 32767:
+            raise _w.string_too_long("ShareAcknowledgeResponse.NodeEndpoint.rack", n_rack)
+    if 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
+    else:
+        _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         out += f_rack
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.NodeEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.NodeEndpoint")
 
 
 class ShareAcknowledgeRequest_AcknowledgementBatch(Struct):

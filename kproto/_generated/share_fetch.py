@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -343,12 +342,32 @@ def _enc_ShareFetchRequest(version, obj, out):
                 raise _w.not_in_version("ShareFetchRequest.is_renew_ack", 0, "2")
             else:
                 raise _w.not_in_version("ShareFetchRequest.is_renew_ack", 1, "2")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ShareFetchRequest.group_id", True)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        n_group_id = -1
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ShareFetchRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ShareFetchRequest.member_id", True)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        n_member_id = -1
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ShareFetchRequest.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     if version <= 0:
@@ -357,9 +376,32 @@ def _enc_ShareFetchRequest(version, obj, out):
         out += _S_iiiiii.pack(obj.share_session_epoch, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.max_records, obj.batch_size)
     else:
         out += _S_iiiiiibB.pack(obj.share_session_epoch, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.max_records, obj.batch_size, obj.share_acquire_mode, obj.is_renew_ack)
-    _w.put_structs(out, obj.topics, _partial(_enc_ShareFetchRequest_FetchTopic, version), "ShareFetchRequest.topics", False)
-    _w.put_structs(out, obj.forgotten_topics_data, _partial(_enc_ShareFetchRequest_ForgottenTopic, version), "ShareFetchRequest.forgotten_topics_data", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("ShareFetchRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_ShareFetchRequest_FetchTopic(version, item, out)
+    f_forgotten_topics_data = obj.forgotten_topics_data
+    if f_forgotten_topics_data is None:
+        raise _w.not_nullable("ShareFetchRequest.forgotten_topics_data")
+    else:
+        n_forgotten_topics_data = len(f_forgotten_topics_data)
+    if 0 <= n_forgotten_topics_data + 1 < 128:
+        out.append(n_forgotten_topics_data + 1)
+    else:
+        _w.put_uvarint(out, n_forgotten_topics_data + 1)
+    for item in f_forgotten_topics_data:
+        _enc_ShareFetchRequest_ForgottenTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
 
 
 def _enc_ShareFetchRequest_FetchTopic(version, obj, out):
@@ -367,8 +409,21 @@ def _enc_ShareFetchRequest_FetchTopic(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchRequest.FetchTopic expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ShareFetchRequest_FetchPartition, version), "ShareFetchRequest.FetchTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ShareFetchRequest.FetchTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ShareFetchRequest_FetchPartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic")
 
 
 def _enc_ShareFetchRequest_FetchPartition(version, obj, out):
@@ -381,8 +436,21 @@ def _enc_ShareFetchRequest_FetchPartition(version, obj, out):
         if obj.partition_max_bytes != 0:
             raise _w.not_in_version("ShareFetchRequest.FetchTopic.FetchPartition.partition_max_bytes", 1, "0")
         out += _S_i.pack(obj.partition_index)
-    _w.put_structs(out, obj.acknowledgement_batches, _partial(_enc_ShareFetchRequest_AcknowledgementBatch, version), "ShareFetchRequest.FetchTopic.FetchPartition.acknowledgement_batches", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition")
+    f_acknowledgement_batches = obj.acknowledgement_batches
+    if f_acknowledgement_batches is None:
+        raise _w.not_nullable("ShareFetchRequest.FetchTopic.FetchPartition.acknowledgement_batches")
+    else:
+        n_acknowledgement_batches = len(f_acknowledgement_batches)
+    if 0 <= n_acknowledgement_batches + 1 < 128:
+        out.append(n_acknowledgement_batches + 1)
+    else:
+        _w.put_uvarint(out, n_acknowledgement_batches + 1)
+    for item in f_acknowledgement_batches:
+        _enc_ShareFetchRequest_AcknowledgementBatch(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition")
 
 
 def _enc_ShareFetchRequest_AcknowledgementBatch(version, obj, out):
@@ -395,9 +463,15 @@ def _enc_ShareFetchRequest_AcknowledgementBatch(version, obj, out):
         raise _w.not_nullable("ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch.acknowledge_types")
     else:
         n_acknowledge_types = len(f_acknowledge_types)
-    _w.put_uvarint(out, n_acknowledge_types + 1)
+    if 0 <= n_acknowledge_types + 1 < 128:
+        out.append(n_acknowledge_types + 1)
+    else:
+        _w.put_uvarint(out, n_acknowledge_types + 1)
     out += _pack(">%db" % n_acknowledge_types, *f_acknowledge_types)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch")
 
 
 def _enc_ShareFetchRequest_ForgottenTopic(version, obj, out):
@@ -410,9 +484,15 @@ def _enc_ShareFetchRequest_ForgottenTopic(version, obj, out):
         raise _w.not_nullable("ShareFetchRequest.ForgottenTopic.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.ForgottenTopic")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.ForgottenTopic")
 
 
 def _dec_ShareFetchResponse(version, buf, cur, end):
@@ -723,15 +803,48 @@ def _enc_ShareFetchResponse(version, obj, out):
         if obj.acquisition_lock_timeout_ms != 0:
             raise _w.not_in_version("ShareFetchResponse.acquisition_lock_timeout_ms", 0, "1-2")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareFetchResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ShareFetchResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 1:
         out += _S_i.pack(obj.acquisition_lock_timeout_ms)
-    _w.put_structs(out, obj.responses, _partial(_enc_ShareFetchResponse_ShareFetchableTopicResponse, version), "ShareFetchResponse.responses", False)
-    _w.put_structs(out, obj.node_endpoints, _partial(_enc_ShareFetchResponse_NodeEndpoint, version), "ShareFetchResponse.node_endpoints", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse")
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("ShareFetchResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
+    else:
+        _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_ShareFetchResponse_ShareFetchableTopicResponse(version, item, out)
+    f_node_endpoints = obj.node_endpoints
+    if f_node_endpoints is None:
+        raise _w.not_nullable("ShareFetchResponse.node_endpoints")
+    else:
+        n_node_endpoints = len(f_node_endpoints)
+    if 0 <= n_node_endpoints + 1 < 128:
+        out.append(n_node_endpoints + 1)
+    else:
+        _w.put_uvarint(out, n_node_endpoints + 1)
+    for item in f_node_endpoints:
+        _enc_ShareFetchResponse_NodeEndpoint(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse")
 
 
 def _enc_ShareFetchResponse_ShareFetchableTopicResponse(version, obj, out):
@@ -739,8 +852,21 @@ def _enc_ShareFetchResponse_ShareFetchableTopicResponse(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ShareFetchResponse_PartitionData, version), "ShareFetchResponse.ShareFetchableTopicResponse.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ShareFetchResponse.ShareFetchableTopicResponse.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ShareFetchResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse")
 
 
 def _enc_ShareFetchResponse_PartitionData(version, obj, out):
@@ -748,13 +874,33 @@ def _enc_ShareFetchResponse_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     out += _S_h.pack(obj.acknowledge_error_code)
-    f_acknowledge_error_message, n_acknowledge_error_message = _w.encode_text(obj.acknowledge_error_message, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acknowledge_error_message", True)
-    _w.put_uvarint(out, n_acknowledge_error_message + 1)
+    f_acknowledge_error_message = obj.acknowledge_error_message
+    if f_acknowledge_error_message is None:
+        n_acknowledge_error_message = -1
+    else:
+        f_acknowledge_error_message = f_acknowledge_error_message.encode("utf-8")
+        n_acknowledge_error_message = len(f_acknowledge_error_message)
+        if n_acknowledge_error_message > 32767:
+            raise _w.string_too_long("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acknowledge_error_message", n_acknowledge_error_message)
+    if 0 <= n_acknowledge_error_message + 1 < 128:
+        out.append(n_acknowledge_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_acknowledge_error_message + 1)
     if n_acknowledge_error_message > 0:
         out += f_acknowledge_error_message
     f_current_leader = obj.current_leader
@@ -768,11 +914,27 @@ def _enc_ShareFetchResponse_PartitionData(version, obj, out):
     else:
         f_records = as_record_set(f_records).raw
         n_records = len(f_records)
-    _w.put_uvarint(out, n_records + 1)
+    if 0 <= n_records + 1 < 128:
+        out.append(n_records + 1)
+    else:
+        _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
         out += f_records
-    _w.put_structs(out, obj.acquired_records, _partial(_enc_ShareFetchResponse_AcquiredRecords, version), "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acquired_records", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData")
+    f_acquired_records = obj.acquired_records
+    if f_acquired_records is None:
+        raise _w.not_nullable("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acquired_records")
+    else:
+        n_acquired_records = len(f_acquired_records)
+    if 0 <= n_acquired_records + 1 < 128:
+        out.append(n_acquired_records + 1)
+    else:
+        _w.put_uvarint(out, n_acquired_records + 1)
+    for item in f_acquired_records:
+        _enc_ShareFetchResponse_AcquiredRecords(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData")
 
 
 def _dec_ShareFetchResponse_LeaderIdAndEpoch(version, buf, cur, end):
@@ -800,7 +962,10 @@ def _enc_ShareFetchResponse_LeaderIdAndEpoch(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch")
 
 
 def _enc_ShareFetchResponse_AcquiredRecords(version, obj, out):
@@ -808,7 +973,10 @@ def _enc_ShareFetchResponse_AcquiredRecords(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords expected, got None")
     out += _S_qqh.pack(obj.first_offset, obj.last_offset, obj.delivery_count)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords")
 
 
 def _enc_ShareFetchResponse_NodeEndpoint(version, obj, out):
@@ -816,16 +984,39 @@ def _enc_ShareFetchResponse_NodeEndpoint(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
-    f_host, n_host = _w.encode_text(obj.host, "ShareFetchResponse.NodeEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("ShareFetchResponse.NodeEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("ShareFetchResponse.NodeEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_i.pack(obj.port)
-    f_rack, n_rack = _w.encode_text(obj.rack, "ShareFetchResponse.NodeEndpoint.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
+    f_rack = obj.rack
+    if f_rack is None:
+        n_rack = -1
+    else:
+        f_rack = f_rack.encode("utf-8")
+        n_rack = len(f_rack)
+        if n_rack > 32767:
+            raise _w.string_too_long("ShareFetchResponse.NodeEndpoint.rack", n_rack)
+    if 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
+    else:
+        _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         out += f_rack
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.NodeEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.NodeEndpoint")
 
 
 class ShareFetchRequest_AcknowledgementBatch(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -148,17 +147,47 @@ def _enc_ShareGroupHeartbeatRequest(version, obj, out):
     """Append in ``version`` a ShareGroupHeartbeatRequest to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupHeartbeatRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ShareGroupHeartbeatRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("ShareGroupHeartbeatRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ShareGroupHeartbeatRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ShareGroupHeartbeatRequest.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("ShareGroupHeartbeatRequest.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ShareGroupHeartbeatRequest.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     out += _S_i.pack(obj.member_epoch)
-    f_rack_id, n_rack_id = _w.encode_text(obj.rack_id, "ShareGroupHeartbeatRequest.rack_id", True)
-    _w.put_uvarint(out, n_rack_id + 1)
+    f_rack_id = obj.rack_id
+    if f_rack_id is None:
+        n_rack_id = -1
+    else:
+        f_rack_id = f_rack_id.encode("utf-8")
+        n_rack_id = len(f_rack_id)
+        if n_rack_id > 32767:
+            raise _w.string_too_long("ShareGroupHeartbeatRequest.rack_id", n_rack_id)
+    if 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
+    else:
+        _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         out += f_rack_id
     f_subscribed_topic_names = obj.subscribed_topic_names
@@ -166,16 +195,25 @@ def _enc_ShareGroupHeartbeatRequest(version, obj, out):
         n_subscribed_topic_names = -1
     else:
         n_subscribed_topic_names = len(f_subscribed_topic_names)
-    _w.put_uvarint(out, n_subscribed_topic_names + 1)
+    if 0 <= n_subscribed_topic_names + 1 < 128:
+        out.append(n_subscribed_topic_names + 1)
+    else:
+        _w.put_uvarint(out, n_subscribed_topic_names + 1)
     if n_subscribed_topic_names > 0:
         for item in f_subscribed_topic_names:
             data = item.encode("utf-8")
             m = len(data)
             if m > 32767:
                 raise _w.string_too_long("ShareGroupHeartbeatRequest.subscribed_topic_names[]", m)
-            _w.put_uvarint(out, m + 1)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
             out += data
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatRequest")
 
 
 def _dec_ShareGroupHeartbeatResponse(version, buf, cur, end):
@@ -261,12 +299,32 @@ def _enc_ShareGroupHeartbeatResponse(version, obj, out):
     if obj is None:
         raise TypeError("ShareGroupHeartbeatResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareGroupHeartbeatResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ShareGroupHeartbeatResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ShareGroupHeartbeatResponse.member_id", True)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        n_member_id = -1
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ShareGroupHeartbeatResponse.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     f_assignment = obj.assignment
@@ -274,7 +332,10 @@ def _enc_ShareGroupHeartbeatResponse(version, obj, out):
     out += _S_iib.pack(obj.member_epoch, obj.heartbeat_interval_ms, n_assignment)
     if f_assignment is not None:
         _enc_ShareGroupHeartbeatResponse_Assignment(version, f_assignment, out)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatResponse")
 
 
 def _dec_ShareGroupHeartbeatResponse_Assignment(version, buf, cur, end):
@@ -344,8 +405,21 @@ def _enc_ShareGroupHeartbeatResponse_Assignment(version, obj, out):
     """Append in ``version`` a ShareGroupHeartbeatResponse.Assignment to ``out``."""
     if obj is None:
         raise TypeError("ShareGroupHeartbeatResponse.Assignment expected, got None")
-    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ShareGroupHeartbeatResponse_TopicPartitions, version), "ShareGroupHeartbeatResponse.Assignment.topic_partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatResponse.Assignment")
+    f_topic_partitions = obj.topic_partitions
+    if f_topic_partitions is None:
+        raise _w.not_nullable("ShareGroupHeartbeatResponse.Assignment.topic_partitions")
+    else:
+        n_topic_partitions = len(f_topic_partitions)
+    if 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_topic_partitions + 1)
+    for item in f_topic_partitions:
+        _enc_ShareGroupHeartbeatResponse_TopicPartitions(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatResponse.Assignment")
 
 
 def _enc_ShareGroupHeartbeatResponse_TopicPartitions(version, obj, out):
@@ -358,9 +432,15 @@ def _enc_ShareGroupHeartbeatResponse_TopicPartitions(version, obj, out):
         raise _w.not_nullable("ShareGroupHeartbeatResponse.Assignment.TopicPartitions.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatResponse.Assignment.TopicPartitions")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareGroupHeartbeatResponse.Assignment.TopicPartitions")
 
 
 class ShareGroupHeartbeatRequest(Message):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -399,33 +398,59 @@ def _enc_StopReplicaRequest(version, obj, out):
         out += _S_iiBi.pack(obj.controller_id, obj.controller_epoch, obj.delete_partitions, n_ungrouped_partitions)
         for item in f_ungrouped_partitions:
             _enc_StopReplicaRequest_StopReplicaPartitionV0(version, item, out)
-    elif version == 1:
+    elif version == 2:
+        out += _S_iiqB.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.delete_partitions)
+    if 1 <= version <= 2:
         f_topics = obj.topics
         if f_topics is None:
             raise _w.not_nullable("StopReplicaRequest.topics")
         else:
             n_topics = len(f_topics)
+    if version == 1:
         out += _S_iiqBi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.delete_partitions, n_topics)
+    elif version == 2:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    if 1 <= version <= 2:
         for item in f_topics:
             _enc_StopReplicaRequest_StopReplicaTopicV1(version, item, out)
-    elif version == 2:
-        out += _S_iiqB.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.delete_partitions)
-        _w.put_structs(out, obj.topics, _partial(_enc_StopReplicaRequest_StopReplicaTopicV1, version), "StopReplicaRequest.topics", False)
     elif version == 3:
         out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
-    else:
+    elif version >= 4:
         out += _S_iBiq.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch)
     if version >= 3:
-        _w.put_structs(out, obj.topic_states, _partial(_enc_StopReplicaRequest_StopReplicaTopicState, version), "StopReplicaRequest.topic_states", False)
+        f_topic_states = obj.topic_states
+        if f_topic_states is None:
+            raise _w.not_nullable("StopReplicaRequest.topic_states")
+        else:
+            n_topic_states = len(f_topic_states)
+        if 0 <= n_topic_states + 1 < 128:
+            out.append(n_topic_states + 1)
+        else:
+            _w.put_uvarint(out, n_topic_states + 1)
+        for item in f_topic_states:
+            _enc_StopReplicaRequest_StopReplicaTopicState(version, item, out)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest")
 
 
 def _enc_StopReplicaRequest_StopReplicaPartitionV0(version, obj, out):
     """Append in ``version`` a StopReplicaRequest.StopReplicaPartitionV0 to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaPartitionV0 expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "StopReplicaRequest.StopReplicaPartitionV0.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("StopReplicaRequest.StopReplicaPartitionV0.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("StopReplicaRequest.StopReplicaPartitionV0.topic_name", n_topic_name)
     out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         out += f_topic_name
@@ -436,11 +461,21 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1(version, obj, out):
     """Append in ``version`` a StopReplicaRequest.StopReplicaTopicV1 to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaTopicV1 expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "StopReplicaRequest.StopReplicaTopicV1.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicV1.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("StopReplicaRequest.StopReplicaTopicV1.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -451,22 +486,51 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_partition_indexes)
     else:
-        _w.put_uvarint(out, n_partition_indexes + 1)
+        if 0 <= n_partition_indexes + 1 < 128:
+            out.append(n_partition_indexes + 1)
+        else:
+            _w.put_uvarint(out, n_partition_indexes + 1)
     out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicV1")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicV1")
 
 
 def _enc_StopReplicaRequest_StopReplicaTopicState(version, obj, out):
     """Append in ``version`` a StopReplicaRequest.StopReplicaTopicState to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "StopReplicaRequest.StopReplicaTopicState.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicState.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("StopReplicaRequest.StopReplicaTopicState.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partition_states, _partial(_enc_StopReplicaRequest_StopReplicaPartitionState, version), "StopReplicaRequest.StopReplicaTopicState.partition_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState")
+    f_partition_states = obj.partition_states
+    if f_partition_states is None:
+        raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicState.partition_states")
+    else:
+        n_partition_states = len(f_partition_states)
+    if 0 <= n_partition_states + 1 < 128:
+        out.append(n_partition_states + 1)
+    else:
+        _w.put_uvarint(out, n_partition_states + 1)
+    for item in f_partition_states:
+        _enc_StopReplicaRequest_StopReplicaPartitionState(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState")
 
 
 def _enc_StopReplicaRequest_StopReplicaPartitionState(version, obj, out):
@@ -474,7 +538,10 @@ def _enc_StopReplicaRequest_StopReplicaPartitionState(version, obj, out):
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState expected, got None")
     out += _S_iiB.pack(obj.partition_index, obj.leader_epoch, obj.delete_partition)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState")
 
 
 def _dec_StopReplicaResponse(version, buf, cur, end):
@@ -579,35 +646,56 @@ def _enc_StopReplicaResponse(version, obj, out):
     """Append in ``version`` a StopReplicaResponse to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaResponse expected, got None")
-    if version <= 1:
-        f_partition_errors = obj.partition_errors
-        if f_partition_errors is None:
-            raise _w.not_nullable("StopReplicaResponse.partition_errors")
-        else:
-            n_partition_errors = len(f_partition_errors)
-        out += _S_hi.pack(obj.error_code, n_partition_errors)
-        for item in f_partition_errors:
-            _enc_StopReplicaResponse_StopReplicaPartitionError(version, item, out)
-    else:
+    if version >= 2:
         out += _S_h.pack(obj.error_code)
-        _w.put_structs(out, obj.partition_errors, _partial(_enc_StopReplicaResponse_StopReplicaPartitionError, version), "StopReplicaResponse.partition_errors", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse")
+    f_partition_errors = obj.partition_errors
+    if f_partition_errors is None:
+        raise _w.not_nullable("StopReplicaResponse.partition_errors")
+    else:
+        n_partition_errors = len(f_partition_errors)
+    if version <= 1:
+        out += _S_hi.pack(obj.error_code, n_partition_errors)
+    else:
+        if 0 <= n_partition_errors + 1 < 128:
+            out.append(n_partition_errors + 1)
+        else:
+            _w.put_uvarint(out, n_partition_errors + 1)
+    for item in f_partition_errors:
+        _enc_StopReplicaResponse_StopReplicaPartitionError(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse")
 
 
 def _enc_StopReplicaResponse_StopReplicaPartitionError(version, obj, out):
     """Append in ``version`` a StopReplicaResponse.StopReplicaPartitionError to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaResponse.StopReplicaPartitionError expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "StopReplicaResponse.StopReplicaPartitionError.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("StopReplicaResponse.StopReplicaPartitionError.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("StopReplicaResponse.StopReplicaPartitionError.topic_name", n_topic_name)
     if version <= 1:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += _S_ih.pack(obj.partition_index, obj.error_code)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse.StopReplicaPartitionError")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse.StopReplicaPartitionError")
 
 
 class StopReplicaRequest_StopReplicaPartitionV0(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -111,16 +110,25 @@ def _enc_StreamsGroupDescribeRequest(version, obj, out):
         raise _w.not_nullable("StreamsGroupDescribeRequest.group_ids")
     else:
         n_group_ids = len(f_group_ids)
-    _w.put_uvarint(out, n_group_ids + 1)
+    if 0 <= n_group_ids + 1 < 128:
+        out.append(n_group_ids + 1)
+    else:
+        _w.put_uvarint(out, n_group_ids + 1)
     for item in f_group_ids:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupDescribeRequest.group_ids[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
     out += _S_B.pack(obj.include_authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeRequest")
 
 
 def _dec_StreamsGroupDescribeResponse(version, buf, cur, end):
@@ -610,8 +618,21 @@ def _enc_StreamsGroupDescribeResponse(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _partial(_enc_StreamsGroupDescribeResponse_DescribedGroup, version), "StreamsGroupDescribeResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse")
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.groups")
+    else:
+        n_groups = len(f_groups)
+    if 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
+    else:
+        _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_StreamsGroupDescribeResponse_DescribedGroup(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse")
 
 
 def _enc_StreamsGroupDescribeResponse_DescribedGroup(version, obj, out):
@@ -619,16 +640,46 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup expected, got None")
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "StreamsGroupDescribeResponse.DescribedGroup.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "StreamsGroupDescribeResponse.DescribedGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "StreamsGroupDescribeResponse.DescribedGroup.group_state", False)
-    _w.put_uvarint(out, n_group_state + 1)
+    f_group_state = obj.group_state
+    if f_group_state is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.group_state")
+    else:
+        f_group_state = f_group_state.encode("utf-8")
+        n_group_state = len(f_group_state)
+        if n_group_state > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
+    if 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
+    else:
+        _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         out += f_group_state
     f_topology = obj.topology
@@ -636,9 +687,22 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup(version, obj, out):
     out += _S_iib.pack(obj.group_epoch, obj.assignment_epoch, n_topology)
     if f_topology is not None:
         _enc_StreamsGroupDescribeResponse_Topology(version, f_topology, out)
-    _w.put_structs(out, obj.members, _partial(_enc_StreamsGroupDescribeResponse_Member, version), "StreamsGroupDescribeResponse.DescribedGroup.members", False)
+    f_members = obj.members
+    if f_members is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.members")
+    else:
+        n_members = len(f_members)
+    if 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
+    else:
+        _w.put_uvarint(out, n_members + 1)
+    for item in f_members:
+        _enc_StreamsGroupDescribeResponse_Member(version, item, out)
     out += _S_i.pack(obj.authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup")
 
 
 def _dec_StreamsGroupDescribeResponse_Topology(version, buf, cur, end):
@@ -1003,16 +1067,40 @@ def _enc_StreamsGroupDescribeResponse_Topology(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology expected, got None")
     out += _S_i.pack(obj.epoch)
-    _w.put_structs(out, obj.subtopologies, _partial(_enc_StreamsGroupDescribeResponse_Subtopology, version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.subtopologies", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology")
+    f_subtopologies = obj.subtopologies
+    if f_subtopologies is None:
+        n_subtopologies = -1
+    else:
+        n_subtopologies = len(f_subtopologies)
+    if 0 <= n_subtopologies + 1 < 128:
+        out.append(n_subtopologies + 1)
+    else:
+        _w.put_uvarint(out, n_subtopologies + 1)
+    if n_subtopologies > 0:
+        for item in f_subtopologies:
+            _enc_StreamsGroupDescribeResponse_Subtopology(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology")
 
 
 def _enc_StreamsGroupDescribeResponse_Subtopology(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     f_source_topics = obj.source_topics
@@ -1020,88 +1108,229 @@ def _enc_StreamsGroupDescribeResponse_Subtopology(version, obj, out):
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.source_topics")
     else:
         n_source_topics = len(f_source_topics)
-    _w.put_uvarint(out, n_source_topics + 1)
+    if 0 <= n_source_topics + 1 < 128:
+        out.append(n_source_topics + 1)
+    else:
+        _w.put_uvarint(out, n_source_topics + 1)
     for item in f_source_topics:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.source_topics[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
     f_repartition_sink_topics = obj.repartition_sink_topics
     if f_repartition_sink_topics is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_sink_topics")
     else:
         n_repartition_sink_topics = len(f_repartition_sink_topics)
-    _w.put_uvarint(out, n_repartition_sink_topics + 1)
+    if 0 <= n_repartition_sink_topics + 1 < 128:
+        out.append(n_repartition_sink_topics + 1)
+    else:
+        _w.put_uvarint(out, n_repartition_sink_topics + 1)
     for item in f_repartition_sink_topics:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_sink_topics[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.state_changelog_topics, _partial(_enc_StreamsGroupDescribeResponse_TopicInfo, version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.state_changelog_topics", False)
-    _w.put_structs(out, obj.repartition_source_topics, _partial(_enc_StreamsGroupDescribeResponse_TopicInfo, version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_source_topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology")
+    f_state_changelog_topics = obj.state_changelog_topics
+    if f_state_changelog_topics is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.state_changelog_topics")
+    else:
+        n_state_changelog_topics = len(f_state_changelog_topics)
+    if 0 <= n_state_changelog_topics + 1 < 128:
+        out.append(n_state_changelog_topics + 1)
+    else:
+        _w.put_uvarint(out, n_state_changelog_topics + 1)
+    for item in f_state_changelog_topics:
+        _enc_StreamsGroupDescribeResponse_TopicInfo(version, item, out)
+    f_repartition_source_topics = obj.repartition_source_topics
+    if f_repartition_source_topics is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_source_topics")
+    else:
+        n_repartition_source_topics = len(f_repartition_source_topics)
+    if 0 <= n_repartition_source_topics + 1 < 128:
+        out.append(n_repartition_source_topics + 1)
+    else:
+        _w.put_uvarint(out, n_repartition_source_topics + 1)
+    for item in f_repartition_source_topics:
+        _enc_StreamsGroupDescribeResponse_TopicInfo(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology")
 
 
 def _enc_StreamsGroupDescribeResponse_TopicInfo(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_ih.pack(obj.partitions, obj.replication_factor)
-    _w.put_structs(out, obj.topic_configs, _partial(_enc_StreamsGroupDescribeResponse_KeyValue, version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.topic_configs", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo")
+    f_topic_configs = obj.topic_configs
+    if f_topic_configs is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.topic_configs")
+    else:
+        n_topic_configs = len(f_topic_configs)
+    if 0 <= n_topic_configs + 1 < 128:
+        out.append(n_topic_configs + 1)
+    else:
+        _w.put_uvarint(out, n_topic_configs + 1)
+    for item in f_topic_configs:
+        _enc_StreamsGroupDescribeResponse_KeyValue(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo")
 
 
 def _enc_StreamsGroupDescribeResponse_KeyValue(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue expected, got None")
-    f_key, n_key = _w.encode_text(obj.key, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.key", False)
-    _w.put_uvarint(out, n_key + 1)
+    f_key = obj.key
+    if f_key is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.key")
+    else:
+        f_key = f_key.encode("utf-8")
+        n_key = len(f_key)
+        if n_key > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.key", n_key)
+    if 0 <= n_key + 1 < 128:
+        out.append(n_key + 1)
+    else:
+        _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         out += f_key
-    f_value, n_value = _w.encode_text(obj.value, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.value", False)
-    _w.put_uvarint(out, n_value + 1)
+    f_value = obj.value
+    if f_value is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.value")
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.value", n_value)
+    if 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
+    else:
+        _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue")
 
 
 def _enc_StreamsGroupDescribeResponse_Member(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member expected, got None")
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     out += _S_i.pack(obj.member_epoch)
-    f_instance_id, n_instance_id = _w.encode_text(obj.instance_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.instance_id", True)
-    _w.put_uvarint(out, n_instance_id + 1)
+    f_instance_id = obj.instance_id
+    if f_instance_id is None:
+        n_instance_id = -1
+    else:
+        f_instance_id = f_instance_id.encode("utf-8")
+        n_instance_id = len(f_instance_id)
+        if n_instance_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
+    if 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
+    else:
+        _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         out += f_instance_id
-    f_rack_id, n_rack_id = _w.encode_text(obj.rack_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.rack_id", True)
-    _w.put_uvarint(out, n_rack_id + 1)
+    f_rack_id = obj.rack_id
+    if f_rack_id is None:
+        n_rack_id = -1
+    else:
+        f_rack_id = f_rack_id.encode("utf-8")
+        n_rack_id = len(f_rack_id)
+        if n_rack_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
+    if 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
+    else:
+        _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         out += f_rack_id
-    f_client_id, n_client_id = _w.encode_text(obj.client_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.client_id", False)
-    _w.put_uvarint(out, n_client_id + 1)
+    f_client_id = obj.client_id
+    if f_client_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.client_id")
+    else:
+        f_client_id = f_client_id.encode("utf-8")
+        n_client_id = len(f_client_id)
+        if n_client_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
+    if 0 <= n_client_id + 1 < 128:
+        out.append(n_client_id + 1)
+    else:
+        _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         out += f_client_id
-    f_client_host, n_client_host = _w.encode_text(obj.client_host, "StreamsGroupDescribeResponse.DescribedGroup.Member.client_host", False)
-    _w.put_uvarint(out, n_client_host + 1)
+    f_client_host = obj.client_host
+    if f_client_host is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.client_host")
+    else:
+        f_client_host = f_client_host.encode("utf-8")
+        n_client_host = len(f_client_host)
+        if n_client_host > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
+    if 0 <= n_client_host + 1 < 128:
+        out.append(n_client_host + 1)
+    else:
+        _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         out += f_client_host
     out += _S_i.pack(obj.topology_epoch)
-    f_process_id, n_process_id = _w.encode_text(obj.process_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.process_id", False)
-    _w.put_uvarint(out, n_process_id + 1)
+    f_process_id = obj.process_id
+    if f_process_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.process_id")
+    else:
+        f_process_id = f_process_id.encode("utf-8")
+        n_process_id = len(f_process_id)
+        if n_process_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.process_id", n_process_id)
+    if 0 <= n_process_id + 1 < 128:
+        out.append(n_process_id + 1)
+    else:
+        _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
         out += f_process_id
     f_user_endpoint = obj.user_endpoint
@@ -1109,15 +1338,48 @@ def _enc_StreamsGroupDescribeResponse_Member(version, obj, out):
     out += _S_b.pack(n_user_endpoint)
     if f_user_endpoint is not None:
         _enc_StreamsGroupDescribeResponse_Endpoint(version, f_user_endpoint, out)
-    _w.put_structs(out, obj.client_tags, _partial(_enc_StreamsGroupDescribeResponse_KeyValue, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.client_tags", False)
-    _w.put_structs(out, obj.task_offsets, _partial(_enc_StreamsGroupDescribeResponse_TaskOffset, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.task_offsets", False)
-    _w.put_structs(out, obj.task_end_offsets, _partial(_enc_StreamsGroupDescribeResponse_TaskOffset, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.task_end_offsets", False)
+    f_client_tags = obj.client_tags
+    if f_client_tags is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.client_tags")
+    else:
+        n_client_tags = len(f_client_tags)
+    if 0 <= n_client_tags + 1 < 128:
+        out.append(n_client_tags + 1)
+    else:
+        _w.put_uvarint(out, n_client_tags + 1)
+    for item in f_client_tags:
+        _enc_StreamsGroupDescribeResponse_KeyValue(version, item, out)
+    f_task_offsets = obj.task_offsets
+    if f_task_offsets is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.task_offsets")
+    else:
+        n_task_offsets = len(f_task_offsets)
+    if 0 <= n_task_offsets + 1 < 128:
+        out.append(n_task_offsets + 1)
+    else:
+        _w.put_uvarint(out, n_task_offsets + 1)
+    for item in f_task_offsets:
+        _enc_StreamsGroupDescribeResponse_TaskOffset(version, item, out)
+    f_task_end_offsets = obj.task_end_offsets
+    if f_task_end_offsets is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.task_end_offsets")
+    else:
+        n_task_end_offsets = len(f_task_end_offsets)
+    if 0 <= n_task_end_offsets + 1 < 128:
+        out.append(n_task_end_offsets + 1)
+    else:
+        _w.put_uvarint(out, n_task_end_offsets + 1)
+    for item in f_task_end_offsets:
+        _enc_StreamsGroupDescribeResponse_TaskOffset(version, item, out)
     f_assignment = obj.assignment
     _enc_StreamsGroupDescribeResponse_Assignment(version, f_assignment, out)
     f_target_assignment = obj.target_assignment
     _enc_StreamsGroupDescribeResponse_Assignment(version, f_target_assignment, out)
     out += _S_B.pack(obj.is_classic)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member")
 
 
 def _dec_StreamsGroupDescribeResponse_Endpoint(version, buf, cur, end):
@@ -1161,24 +1423,50 @@ def _enc_StreamsGroupDescribeResponse_Endpoint(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint expected, got None")
-    f_host, n_host = _w.encode_text(obj.host, "StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint")
 
 
 def _enc_StreamsGroupDescribeResponse_TaskOffset(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     out += _S_iq.pack(obj.partition, obj.offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset")
 
 
 def _dec_StreamsGroupDescribeResponse_Assignment(version, buf, cur, end):
@@ -1385,18 +1673,61 @@ def _enc_StreamsGroupDescribeResponse_Assignment(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment expected, got None")
-    _w.put_structs(out, obj.active_tasks, _partial(_enc_StreamsGroupDescribeResponse_TaskIds, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.active_tasks", False)
-    _w.put_structs(out, obj.standby_tasks, _partial(_enc_StreamsGroupDescribeResponse_TaskIds, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.standby_tasks", False)
-    _w.put_structs(out, obj.warmup_tasks, _partial(_enc_StreamsGroupDescribeResponse_TaskIds, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.warmup_tasks", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment")
+    f_active_tasks = obj.active_tasks
+    if f_active_tasks is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.active_tasks")
+    else:
+        n_active_tasks = len(f_active_tasks)
+    if 0 <= n_active_tasks + 1 < 128:
+        out.append(n_active_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_active_tasks + 1)
+    for item in f_active_tasks:
+        _enc_StreamsGroupDescribeResponse_TaskIds(version, item, out)
+    f_standby_tasks = obj.standby_tasks
+    if f_standby_tasks is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.standby_tasks")
+    else:
+        n_standby_tasks = len(f_standby_tasks)
+    if 0 <= n_standby_tasks + 1 < 128:
+        out.append(n_standby_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_standby_tasks + 1)
+    for item in f_standby_tasks:
+        _enc_StreamsGroupDescribeResponse_TaskIds(version, item, out)
+    f_warmup_tasks = obj.warmup_tasks
+    if f_warmup_tasks is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.warmup_tasks")
+    else:
+        n_warmup_tasks = len(f_warmup_tasks)
+    if 0 <= n_warmup_tasks + 1 < 128:
+        out.append(n_warmup_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_warmup_tasks + 1)
+    for item in f_warmup_tasks:
+        _enc_StreamsGroupDescribeResponse_TaskIds(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment")
 
 
 def _enc_StreamsGroupDescribeResponse_TaskIds(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     f_partitions = obj.partitions
@@ -1404,9 +1735,15 @@ def _enc_StreamsGroupDescribeResponse_TaskIds(version, obj, out):
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds")
 
 
 class StreamsGroupDescribeRequest(Message):

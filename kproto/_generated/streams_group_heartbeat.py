@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -580,21 +579,61 @@ def _enc_StreamsGroupHeartbeatRequest(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "StreamsGroupHeartbeatRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "StreamsGroupHeartbeatRequest.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     out += _S_ii.pack(obj.member_epoch, obj.endpoint_information_epoch)
-    f_instance_id, n_instance_id = _w.encode_text(obj.instance_id, "StreamsGroupHeartbeatRequest.instance_id", True)
-    _w.put_uvarint(out, n_instance_id + 1)
+    f_instance_id = obj.instance_id
+    if f_instance_id is None:
+        n_instance_id = -1
+    else:
+        f_instance_id = f_instance_id.encode("utf-8")
+        n_instance_id = len(f_instance_id)
+        if n_instance_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.instance_id", n_instance_id)
+    if 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
+    else:
+        _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         out += f_instance_id
-    f_rack_id, n_rack_id = _w.encode_text(obj.rack_id, "StreamsGroupHeartbeatRequest.rack_id", True)
-    _w.put_uvarint(out, n_rack_id + 1)
+    f_rack_id = obj.rack_id
+    if f_rack_id is None:
+        n_rack_id = -1
+    else:
+        f_rack_id = f_rack_id.encode("utf-8")
+        n_rack_id = len(f_rack_id)
+        if n_rack_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.rack_id", n_rack_id)
+    if 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
+    else:
+        _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         out += f_rack_id
     f_topology = obj.topology
@@ -602,11 +641,54 @@ def _enc_StreamsGroupHeartbeatRequest(version, obj, out):
     out += _S_ib.pack(obj.rebalance_timeout_ms, n_topology)
     if f_topology is not None:
         _enc_StreamsGroupHeartbeatRequest_Topology(version, f_topology, out)
-    _w.put_structs(out, obj.active_tasks, _partial(_enc_StreamsGroupHeartbeatRequest_TaskIds, version), "StreamsGroupHeartbeatRequest.active_tasks", True)
-    _w.put_structs(out, obj.standby_tasks, _partial(_enc_StreamsGroupHeartbeatRequest_TaskIds, version), "StreamsGroupHeartbeatRequest.standby_tasks", True)
-    _w.put_structs(out, obj.warmup_tasks, _partial(_enc_StreamsGroupHeartbeatRequest_TaskIds, version), "StreamsGroupHeartbeatRequest.warmup_tasks", True)
-    f_process_id, n_process_id = _w.encode_text(obj.process_id, "StreamsGroupHeartbeatRequest.process_id", True)
-    _w.put_uvarint(out, n_process_id + 1)
+    f_active_tasks = obj.active_tasks
+    if f_active_tasks is None:
+        n_active_tasks = -1
+    else:
+        n_active_tasks = len(f_active_tasks)
+    if 0 <= n_active_tasks + 1 < 128:
+        out.append(n_active_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_active_tasks + 1)
+    if n_active_tasks > 0:
+        for item in f_active_tasks:
+            _enc_StreamsGroupHeartbeatRequest_TaskIds(version, item, out)
+    f_standby_tasks = obj.standby_tasks
+    if f_standby_tasks is None:
+        n_standby_tasks = -1
+    else:
+        n_standby_tasks = len(f_standby_tasks)
+    if 0 <= n_standby_tasks + 1 < 128:
+        out.append(n_standby_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_standby_tasks + 1)
+    if n_standby_tasks > 0:
+        for item in f_standby_tasks:
+            _enc_StreamsGroupHeartbeatRequest_TaskIds(version, item, out)
+    f_warmup_tasks = obj.warmup_tasks
+    if f_warmup_tasks is None:
+        n_warmup_tasks = -1
+    else:
+        n_warmup_tasks = len(f_warmup_tasks)
+    if 0 <= n_warmup_tasks + 1 < 128:
+        out.append(n_warmup_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_warmup_tasks + 1)
+    if n_warmup_tasks > 0:
+        for item in f_warmup_tasks:
+            _enc_StreamsGroupHeartbeatRequest_TaskIds(version, item, out)
+    f_process_id = obj.process_id
+    if f_process_id is None:
+        n_process_id = -1
+    else:
+        f_process_id = f_process_id.encode("utf-8")
+        n_process_id = len(f_process_id)
+        if n_process_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.process_id", n_process_id)
+    if 0 <= n_process_id + 1 < 128:
+        out.append(n_process_id + 1)
+    else:
+        _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
         out += f_process_id
     f_user_endpoint = obj.user_endpoint
@@ -614,11 +696,47 @@ def _enc_StreamsGroupHeartbeatRequest(version, obj, out):
     out += _S_b.pack(n_user_endpoint)
     if f_user_endpoint is not None:
         _enc_StreamsGroupHeartbeatRequest_Endpoint(version, f_user_endpoint, out)
-    _w.put_structs(out, obj.client_tags, _partial(_enc_StreamsGroupHeartbeatRequest_KeyValue, version), "StreamsGroupHeartbeatRequest.client_tags", True)
-    _w.put_structs(out, obj.task_offsets, _partial(_enc_StreamsGroupHeartbeatRequest_TaskOffset, version), "StreamsGroupHeartbeatRequest.task_offsets", True)
-    _w.put_structs(out, obj.task_end_offsets, _partial(_enc_StreamsGroupHeartbeatRequest_TaskOffset, version), "StreamsGroupHeartbeatRequest.task_end_offsets", True)
+    f_client_tags = obj.client_tags
+    if f_client_tags is None:
+        n_client_tags = -1
+    else:
+        n_client_tags = len(f_client_tags)
+    if 0 <= n_client_tags + 1 < 128:
+        out.append(n_client_tags + 1)
+    else:
+        _w.put_uvarint(out, n_client_tags + 1)
+    if n_client_tags > 0:
+        for item in f_client_tags:
+            _enc_StreamsGroupHeartbeatRequest_KeyValue(version, item, out)
+    f_task_offsets = obj.task_offsets
+    if f_task_offsets is None:
+        n_task_offsets = -1
+    else:
+        n_task_offsets = len(f_task_offsets)
+    if 0 <= n_task_offsets + 1 < 128:
+        out.append(n_task_offsets + 1)
+    else:
+        _w.put_uvarint(out, n_task_offsets + 1)
+    if n_task_offsets > 0:
+        for item in f_task_offsets:
+            _enc_StreamsGroupHeartbeatRequest_TaskOffset(version, item, out)
+    f_task_end_offsets = obj.task_end_offsets
+    if f_task_end_offsets is None:
+        n_task_end_offsets = -1
+    else:
+        n_task_end_offsets = len(f_task_end_offsets)
+    if 0 <= n_task_end_offsets + 1 < 128:
+        out.append(n_task_end_offsets + 1)
+    else:
+        _w.put_uvarint(out, n_task_end_offsets + 1)
+    if n_task_end_offsets > 0:
+        for item in f_task_end_offsets:
+            _enc_StreamsGroupHeartbeatRequest_TaskOffset(version, item, out)
     out += _S_B.pack(obj.shutdown_application)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest")
 
 
 def _dec_StreamsGroupHeartbeatRequest_Topology(version, buf, cur, end):
@@ -1089,16 +1207,39 @@ def _enc_StreamsGroupHeartbeatRequest_Topology(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology expected, got None")
     out += _S_i.pack(obj.epoch)
-    _w.put_structs(out, obj.subtopologies, _partial(_enc_StreamsGroupHeartbeatRequest_Subtopology, version), "StreamsGroupHeartbeatRequest.Topology.subtopologies", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology")
+    f_subtopologies = obj.subtopologies
+    if f_subtopologies is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.subtopologies")
+    else:
+        n_subtopologies = len(f_subtopologies)
+    if 0 <= n_subtopologies + 1 < 128:
+        out.append(n_subtopologies + 1)
+    else:
+        _w.put_uvarint(out, n_subtopologies + 1)
+    for item in f_subtopologies:
+        _enc_StreamsGroupHeartbeatRequest_Subtopology(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology")
 
 
 def _enc_StreamsGroupHeartbeatRequest_Subtopology(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.Topology.Subtopology to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology.Subtopology expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     f_source_topics = obj.source_topics
@@ -1106,72 +1247,169 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology(version, obj, out):
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topics")
     else:
         n_source_topics = len(f_source_topics)
-    _w.put_uvarint(out, n_source_topics + 1)
+    if 0 <= n_source_topics + 1 < 128:
+        out.append(n_source_topics + 1)
+    else:
+        _w.put_uvarint(out, n_source_topics + 1)
     for item in f_source_topics:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topics[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
     f_source_topic_regex = obj.source_topic_regex
     if f_source_topic_regex is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topic_regex")
     else:
         n_source_topic_regex = len(f_source_topic_regex)
-    _w.put_uvarint(out, n_source_topic_regex + 1)
+    if 0 <= n_source_topic_regex + 1 < 128:
+        out.append(n_source_topic_regex + 1)
+    else:
+        _w.put_uvarint(out, n_source_topic_regex + 1)
     for item in f_source_topic_regex:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topic_regex[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.state_changelog_topics, _partial(_enc_StreamsGroupHeartbeatRequest_TopicInfo, version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.state_changelog_topics", False)
+    f_state_changelog_topics = obj.state_changelog_topics
+    if f_state_changelog_topics is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.state_changelog_topics")
+    else:
+        n_state_changelog_topics = len(f_state_changelog_topics)
+    if 0 <= n_state_changelog_topics + 1 < 128:
+        out.append(n_state_changelog_topics + 1)
+    else:
+        _w.put_uvarint(out, n_state_changelog_topics + 1)
+    for item in f_state_changelog_topics:
+        _enc_StreamsGroupHeartbeatRequest_TopicInfo(version, item, out)
     f_repartition_sink_topics = obj.repartition_sink_topics
     if f_repartition_sink_topics is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_sink_topics")
     else:
         n_repartition_sink_topics = len(f_repartition_sink_topics)
-    _w.put_uvarint(out, n_repartition_sink_topics + 1)
+    if 0 <= n_repartition_sink_topics + 1 < 128:
+        out.append(n_repartition_sink_topics + 1)
+    else:
+        _w.put_uvarint(out, n_repartition_sink_topics + 1)
     for item in f_repartition_sink_topics:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_sink_topics[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.repartition_source_topics, _partial(_enc_StreamsGroupHeartbeatRequest_TopicInfo, version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_source_topics", False)
-    _w.put_structs(out, obj.copartition_groups, _partial(_enc_StreamsGroupHeartbeatRequest_CopartitionGroup, version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.copartition_groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology")
+    f_repartition_source_topics = obj.repartition_source_topics
+    if f_repartition_source_topics is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_source_topics")
+    else:
+        n_repartition_source_topics = len(f_repartition_source_topics)
+    if 0 <= n_repartition_source_topics + 1 < 128:
+        out.append(n_repartition_source_topics + 1)
+    else:
+        _w.put_uvarint(out, n_repartition_source_topics + 1)
+    for item in f_repartition_source_topics:
+        _enc_StreamsGroupHeartbeatRequest_TopicInfo(version, item, out)
+    f_copartition_groups = obj.copartition_groups
+    if f_copartition_groups is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.copartition_groups")
+    else:
+        n_copartition_groups = len(f_copartition_groups)
+    if 0 <= n_copartition_groups + 1 < 128:
+        out.append(n_copartition_groups + 1)
+    else:
+        _w.put_uvarint(out, n_copartition_groups + 1)
+    for item in f_copartition_groups:
+        _enc_StreamsGroupHeartbeatRequest_CopartitionGroup(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology")
 
 
 def _enc_StreamsGroupHeartbeatRequest_TopicInfo(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_ih.pack(obj.partitions, obj.replication_factor)
-    _w.put_structs(out, obj.topic_configs, _partial(_enc_StreamsGroupHeartbeatRequest_KeyValue, version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.topic_configs", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo")
+    f_topic_configs = obj.topic_configs
+    if f_topic_configs is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.topic_configs")
+    else:
+        n_topic_configs = len(f_topic_configs)
+    if 0 <= n_topic_configs + 1 < 128:
+        out.append(n_topic_configs + 1)
+    else:
+        _w.put_uvarint(out, n_topic_configs + 1)
+    for item in f_topic_configs:
+        _enc_StreamsGroupHeartbeatRequest_KeyValue(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo")
 
 
 def _enc_StreamsGroupHeartbeatRequest_KeyValue(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue expected, got None")
-    f_key, n_key = _w.encode_text(obj.key, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key", False)
-    _w.put_uvarint(out, n_key + 1)
+    f_key = obj.key
+    if f_key is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key")
+    else:
+        f_key = f_key.encode("utf-8")
+        n_key = len(f_key)
+        if n_key > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key", n_key)
+    if 0 <= n_key + 1 < 128:
+        out.append(n_key + 1)
+    else:
+        _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         out += f_key
-    f_value, n_value = _w.encode_text(obj.value, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value", False)
-    _w.put_uvarint(out, n_value + 1)
+    f_value = obj.value
+    if f_value is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value")
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value", n_value)
+    if 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
+    else:
+        _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue")
 
 
 def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup(version, obj, out):
@@ -1183,31 +1421,53 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup(version, obj, out):
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup.source_topics")
     else:
         n_source_topics = len(f_source_topics)
-    _w.put_uvarint(out, n_source_topics + 1)
+    if 0 <= n_source_topics + 1 < 128:
+        out.append(n_source_topics + 1)
+    else:
+        _w.put_uvarint(out, n_source_topics + 1)
     out += _pack(">%dh" % n_source_topics, *f_source_topics)
     f_source_topic_regex = obj.source_topic_regex
     if f_source_topic_regex is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup.source_topic_regex")
     else:
         n_source_topic_regex = len(f_source_topic_regex)
-    _w.put_uvarint(out, n_source_topic_regex + 1)
+    if 0 <= n_source_topic_regex + 1 < 128:
+        out.append(n_source_topic_regex + 1)
+    else:
+        _w.put_uvarint(out, n_source_topic_regex + 1)
     out += _pack(">%dh" % n_source_topic_regex, *f_source_topic_regex)
     f_repartition_source_topics = obj.repartition_source_topics
     if f_repartition_source_topics is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup.repartition_source_topics")
     else:
         n_repartition_source_topics = len(f_repartition_source_topics)
-    _w.put_uvarint(out, n_repartition_source_topics + 1)
+    if 0 <= n_repartition_source_topics + 1 < 128:
+        out.append(n_repartition_source_topics + 1)
+    else:
+        _w.put_uvarint(out, n_repartition_source_topics + 1)
     out += _pack(">%dh" % n_repartition_source_topics, *f_repartition_source_topics)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup")
 
 
 def _enc_StreamsGroupHeartbeatRequest_TaskIds(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.TaskIds to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.TaskIds expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatRequest.TaskIds.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.TaskIds.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.TaskIds.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     f_partitions = obj.partitions
@@ -1215,9 +1475,15 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds(version, obj, out):
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.TaskIds.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskIds")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskIds")
 
 
 def _dec_StreamsGroupHeartbeatRequest_Endpoint(version, buf, cur, end):
@@ -1261,24 +1527,50 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.Endpoint to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Endpoint expected, got None")
-    f_host, n_host = _w.encode_text(obj.host, "StreamsGroupHeartbeatRequest.Endpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Endpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.Endpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Endpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Endpoint")
 
 
 def _enc_StreamsGroupHeartbeatRequest_TaskOffset(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.TaskOffset to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.TaskOffset expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     out += _S_iq.pack(obj.partition, obj.offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskOffset")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskOffset")
 
 
 def _dec_StreamsGroupHeartbeatResponse(version, buf, cur, end):
@@ -1766,22 +2058,100 @@ def _enc_StreamsGroupHeartbeatResponse(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "StreamsGroupHeartbeatResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "StreamsGroupHeartbeatResponse.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     out += _S_iiii.pack(obj.member_epoch, obj.heartbeat_interval_ms, obj.acceptable_recovery_lag, obj.task_offset_interval_ms)
-    _w.put_structs(out, obj.status, _partial(_enc_StreamsGroupHeartbeatResponse_Status, version), "StreamsGroupHeartbeatResponse.status", True)
-    _w.put_structs(out, obj.active_tasks, _partial(_enc_StreamsGroupHeartbeatResponse_TaskIds, version), "StreamsGroupHeartbeatResponse.active_tasks", True)
-    _w.put_structs(out, obj.standby_tasks, _partial(_enc_StreamsGroupHeartbeatResponse_TaskIds, version), "StreamsGroupHeartbeatResponse.standby_tasks", True)
-    _w.put_structs(out, obj.warmup_tasks, _partial(_enc_StreamsGroupHeartbeatResponse_TaskIds, version), "StreamsGroupHeartbeatResponse.warmup_tasks", True)
+    f_status = obj.status
+    if f_status is None:
+        n_status = -1
+    else:
+        n_status = len(f_status)
+    if 0 <= n_status + 1 < 128:
+        out.append(n_status + 1)
+    else:
+        _w.put_uvarint(out, n_status + 1)
+    if n_status > 0:
+        for item in f_status:
+            _enc_StreamsGroupHeartbeatResponse_Status(version, item, out)
+    f_active_tasks = obj.active_tasks
+    if f_active_tasks is None:
+        n_active_tasks = -1
+    else:
+        n_active_tasks = len(f_active_tasks)
+    if 0 <= n_active_tasks + 1 < 128:
+        out.append(n_active_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_active_tasks + 1)
+    if n_active_tasks > 0:
+        for item in f_active_tasks:
+            _enc_StreamsGroupHeartbeatResponse_TaskIds(version, item, out)
+    f_standby_tasks = obj.standby_tasks
+    if f_standby_tasks is None:
+        n_standby_tasks = -1
+    else:
+        n_standby_tasks = len(f_standby_tasks)
+    if 0 <= n_standby_tasks + 1 < 128:
+        out.append(n_standby_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_standby_tasks + 1)
+    if n_standby_tasks > 0:
+        for item in f_standby_tasks:
+            _enc_StreamsGroupHeartbeatResponse_TaskIds(version, item, out)
+    f_warmup_tasks = obj.warmup_tasks
+    if f_warmup_tasks is None:
+        n_warmup_tasks = -1
+    else:
+        n_warmup_tasks = len(f_warmup_tasks)
+    if 0 <= n_warmup_tasks + 1 < 128:
+        out.append(n_warmup_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_warmup_tasks + 1)
+    if n_warmup_tasks > 0:
+        for item in f_warmup_tasks:
+            _enc_StreamsGroupHeartbeatResponse_TaskIds(version, item, out)
     out += _S_i.pack(obj.endpoint_information_epoch)
-    _w.put_structs(out, obj.partitions_by_user_endpoint, _partial(_enc_StreamsGroupHeartbeatResponse_EndpointToPartitions, version), "StreamsGroupHeartbeatResponse.partitions_by_user_endpoint", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse")
+    f_partitions_by_user_endpoint = obj.partitions_by_user_endpoint
+    if f_partitions_by_user_endpoint is None:
+        n_partitions_by_user_endpoint = -1
+    else:
+        n_partitions_by_user_endpoint = len(f_partitions_by_user_endpoint)
+    if 0 <= n_partitions_by_user_endpoint + 1 < 128:
+        out.append(n_partitions_by_user_endpoint + 1)
+    else:
+        _w.put_uvarint(out, n_partitions_by_user_endpoint + 1)
+    if n_partitions_by_user_endpoint > 0:
+        for item in f_partitions_by_user_endpoint:
+            _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse")
 
 
 def _enc_StreamsGroupHeartbeatResponse_Status(version, obj, out):
@@ -1789,19 +2159,42 @@ def _enc_StreamsGroupHeartbeatResponse_Status(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.Status expected, got None")
     out += _S_b.pack(obj.status_code)
-    f_status_detail, n_status_detail = _w.encode_text(obj.status_detail, "StreamsGroupHeartbeatResponse.Status.status_detail", False)
-    _w.put_uvarint(out, n_status_detail + 1)
+    f_status_detail = obj.status_detail
+    if f_status_detail is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.Status.status_detail")
+    else:
+        f_status_detail = f_status_detail.encode("utf-8")
+        n_status_detail = len(f_status_detail)
+        if n_status_detail > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.Status.status_detail", n_status_detail)
+    if 0 <= n_status_detail + 1 < 128:
+        out.append(n_status_detail + 1)
+    else:
+        _w.put_uvarint(out, n_status_detail + 1)
     if n_status_detail > 0:
         out += f_status_detail
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.Status")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.Status")
 
 
 def _enc_StreamsGroupHeartbeatResponse_TaskIds(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatResponse.TaskIds to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.TaskIds expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatResponse.TaskIds.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.TaskIds.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.TaskIds.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     f_partitions = obj.partitions
@@ -1809,9 +2202,15 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds(version, obj, out):
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.TaskIds.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.TaskIds")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.TaskIds")
 
 
 def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions(version, obj, out):
@@ -1820,9 +2219,32 @@ def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions(version, obj, out):
         raise TypeError("StreamsGroupHeartbeatResponse.EndpointToPartitions expected, got None")
     f_user_endpoint = obj.user_endpoint
     _enc_StreamsGroupHeartbeatResponse_Endpoint(version, f_user_endpoint, out)
-    _w.put_structs(out, obj.active_partitions, _partial(_enc_StreamsGroupHeartbeatResponse_TopicPartition, version), "StreamsGroupHeartbeatResponse.EndpointToPartitions.active_partitions", False)
-    _w.put_structs(out, obj.standby_partitions, _partial(_enc_StreamsGroupHeartbeatResponse_TopicPartition, version), "StreamsGroupHeartbeatResponse.EndpointToPartitions.standby_partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions")
+    f_active_partitions = obj.active_partitions
+    if f_active_partitions is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.active_partitions")
+    else:
+        n_active_partitions = len(f_active_partitions)
+    if 0 <= n_active_partitions + 1 < 128:
+        out.append(n_active_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_active_partitions + 1)
+    for item in f_active_partitions:
+        _enc_StreamsGroupHeartbeatResponse_TopicPartition(version, item, out)
+    f_standby_partitions = obj.standby_partitions
+    if f_standby_partitions is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.standby_partitions")
+    else:
+        n_standby_partitions = len(f_standby_partitions)
+    if 0 <= n_standby_partitions + 1 < 128:
+        out.append(n_standby_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_standby_partitions + 1)
+    for item in f_standby_partitions:
+        _enc_StreamsGroupHeartbeatResponse_TopicPartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions")
 
 
 def _dec_StreamsGroupHeartbeatResponse_Endpoint(version, buf, cur, end):
@@ -1866,20 +2288,43 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint expected, got None")
-    f_host, n_host = _w.encode_text(obj.host, "StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint")
 
 
 def _enc_StreamsGroupHeartbeatResponse_TopicPartition(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic", False)
-    _w.put_uvarint(out, n_topic + 1)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic", n_topic)
+    if 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
+    else:
+        _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
     f_partitions = obj.partitions
@@ -1887,9 +2332,15 @@ def _enc_StreamsGroupHeartbeatResponse_TopicPartition(version, obj, out):
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition")
 
 
 class StreamsGroupHeartbeatRequest_KeyValue(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -348,66 +347,131 @@ def _enc_TxnOffsetCommitRequest(version, obj, out):
                 raise _w.not_in_version("TxnOffsetCommitRequest.group_instance_id", 0, "3-5")
             else:
                 raise _w.not_in_version("TxnOffsetCommitRequest.group_instance_id", 2, "3-5")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "TxnOffsetCommitRequest.transactional_id", False)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("TxnOffsetCommitRequest.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("TxnOffsetCommitRequest.transactional_id", n_transactional_id)
     if version <= 2:
         out += _S_h.pack(n_transactional_id)
     else:
-        _w.put_uvarint(out, n_transactional_id + 1)
+        if 0 <= n_transactional_id + 1 < 128:
+            out.append(n_transactional_id + 1)
+        else:
+            _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "TxnOffsetCommitRequest.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("TxnOffsetCommitRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("TxnOffsetCommitRequest.group_id", n_group_id)
     if version <= 2:
         out += _S_h.pack(n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    if version <= 2:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("TxnOffsetCommitRequest.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_qhi.pack(obj.producer_id, obj.producer_epoch, n_topics)
-        for item in f_topics:
-            _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(version, item, out)
-    else:
+    if version >= 3:
         out += _S_qhi.pack(obj.producer_id, obj.producer_epoch, obj.generation_id)
-        f_member_id, n_member_id = _w.encode_text(obj.member_id, "TxnOffsetCommitRequest.member_id", False)
-        _w.put_uvarint(out, n_member_id + 1)
+        f_member_id = obj.member_id
+        if f_member_id is None:
+            raise _w.not_nullable("TxnOffsetCommitRequest.member_id")
+        else:
+            f_member_id = f_member_id.encode("utf-8")
+            n_member_id = len(f_member_id)
+            if n_member_id > 32767:
+                raise _w.string_too_long("TxnOffsetCommitRequest.member_id", n_member_id)
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
         if n_member_id > 0:
             out += f_member_id
-        f_group_instance_id, n_group_instance_id = _w.encode_text(obj.group_instance_id, "TxnOffsetCommitRequest.group_instance_id", True)
-        _w.put_uvarint(out, n_group_instance_id + 1)
+        f_group_instance_id = obj.group_instance_id
+        if f_group_instance_id is None:
+            n_group_instance_id = -1
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
+            n_group_instance_id = len(f_group_instance_id)
+            if n_group_instance_id > 32767:
+                raise _w.string_too_long("TxnOffsetCommitRequest.group_instance_id", n_group_instance_id)
+        if 0 <= n_group_instance_id + 1 < 128:
+            out.append(n_group_instance_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_instance_id + 1)
         if n_group_instance_id > 0:
             out += f_group_instance_id
-        _w.put_structs(out, obj.topics, _partial(_enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, version), "TxnOffsetCommitRequest.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("TxnOffsetCommitRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if version <= 2:
+        out += _S_qhi.pack(obj.producer_id, obj.producer_epoch, n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(version, item, out)
+    if version >= 3:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest")
 
 
 def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(version, obj, out):
     """Append in ``version`` a TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name", n_name)
     if version <= 2:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    if version <= 2:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, version), "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic")
+        n_partitions = len(f_partitions)
+    if version <= 2:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(version, item, out)
+    if version >= 3:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic")
 
 
 def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(version, obj, out):
@@ -416,17 +480,30 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(version, obj, ou
         raise TypeError("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition expected, got None")
     if version >= 3:
         out += _S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch)
-    f_committed_metadata, n_committed_metadata = _w.encode_text(obj.committed_metadata, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition.committed_metadata", True)
+    f_committed_metadata = obj.committed_metadata
+    if f_committed_metadata is None:
+        n_committed_metadata = -1
+    else:
+        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        n_committed_metadata = len(f_committed_metadata)
+        if n_committed_metadata > 32767:
+            raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
     if version <= 1:
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
     elif version == 2:
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
     else:
-        _w.put_uvarint(out, n_committed_metadata + 1)
+        if 0 <= n_committed_metadata + 1 < 128:
+            out.append(n_committed_metadata + 1)
+        else:
+            _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
         out += f_committed_metadata
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition")
 
 
 def _dec_TxnOffsetCommitResponse(version, buf, cur, end):
@@ -569,44 +646,69 @@ def _enc_TxnOffsetCommitResponse(version, obj, out):
     """Append in ``version`` a TxnOffsetCommitResponse to ``out``."""
     if obj is None:
         raise TypeError("TxnOffsetCommitResponse expected, got None")
-    if version <= 2:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("TxnOffsetCommitResponse.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-        for item in f_topics:
-            _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(version, item, out)
-    else:
+    if version >= 3:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.topics, _partial(_enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, version), "TxnOffsetCommitResponse.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("TxnOffsetCommitResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if version <= 2:
+        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(version, item, out)
+    if version >= 3:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse")
 
 
 def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(version, obj, out):
     """Append in ``version`` a TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name", n_name)
     if version <= 2:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    if version <= 2:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, version), "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic")
+        n_partitions = len(f_partitions)
+    if version <= 2:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(version, item, out)
+    if version >= 3:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic")
 
 
 def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(version, obj, out):
@@ -615,7 +717,10 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(version, obj, 
         raise TypeError("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition")
 
 
 class TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(Struct):

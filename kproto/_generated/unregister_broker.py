@@ -51,7 +51,10 @@ def _enc_UnregisterBrokerRequest(version, obj, out):
     if obj is None:
         raise TypeError("UnregisterBrokerRequest expected, got None")
     out += _S_i.pack(obj.broker_id)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UnregisterBrokerRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UnregisterBrokerRequest")
 
 
 def _dec_UnregisterBrokerResponse(version, buf, cur, end):
@@ -99,11 +102,24 @@ def _enc_UnregisterBrokerResponse(version, obj, out):
     if obj is None:
         raise TypeError("UnregisterBrokerResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "UnregisterBrokerResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("UnregisterBrokerResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UnregisterBrokerResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UnregisterBrokerResponse")
 
 
 class UnregisterBrokerRequest(Message):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -144,10 +143,23 @@ def _enc_UpdateFeaturesRequest(version, obj, out):
         if obj.validate_only != False:
             raise _w.not_in_version("UpdateFeaturesRequest.validate_only", 0, "1-2")
     out += _S_i.pack(obj.timeout_ms)
-    _w.put_structs(out, obj.feature_updates, _partial(_enc_UpdateFeaturesRequest_FeatureUpdateKey, version), "UpdateFeaturesRequest.feature_updates", False)
+    f_feature_updates = obj.feature_updates
+    if f_feature_updates is None:
+        raise _w.not_nullable("UpdateFeaturesRequest.feature_updates")
+    else:
+        n_feature_updates = len(f_feature_updates)
+    if 0 <= n_feature_updates + 1 < 128:
+        out.append(n_feature_updates + 1)
+    else:
+        _w.put_uvarint(out, n_feature_updates + 1)
+    for item in f_feature_updates:
+        _enc_UpdateFeaturesRequest_FeatureUpdateKey(version, item, out)
     if version >= 1:
         out += _S_B.pack(obj.validate_only)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest")
 
 
 def _enc_UpdateFeaturesRequest_FeatureUpdateKey(version, obj, out):
@@ -160,15 +172,28 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey(version, obj, out):
     else:
         if obj.allow_downgrade != False:
             raise _w.not_in_version("UpdateFeaturesRequest.FeatureUpdateKey.allow_downgrade", 1, "0")
-    f_feature, n_feature = _w.encode_text(obj.feature, "UpdateFeaturesRequest.FeatureUpdateKey.feature", False)
-    _w.put_uvarint(out, n_feature + 1)
+    f_feature = obj.feature
+    if f_feature is None:
+        raise _w.not_nullable("UpdateFeaturesRequest.FeatureUpdateKey.feature")
+    else:
+        f_feature = f_feature.encode("utf-8")
+        n_feature = len(f_feature)
+        if n_feature > 32767:
+            raise _w.string_too_long("UpdateFeaturesRequest.FeatureUpdateKey.feature", n_feature)
+    if 0 <= n_feature + 1 < 128:
+        out.append(n_feature + 1)
+    else:
+        _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
         out += f_feature
     if version <= 0:
         out += _S_hB.pack(obj.max_version_level, obj.allow_downgrade)
     else:
         out += _S_hb.pack(obj.max_version_level, obj.upgrade_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest.FeatureUpdateKey")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest.FeatureUpdateKey")
 
 
 def _dec_UpdateFeaturesResponse(version, buf, cur, end):
@@ -290,29 +315,75 @@ def _enc_UpdateFeaturesResponse(version, obj, out):
     if obj is None:
         raise TypeError("UpdateFeaturesResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "UpdateFeaturesResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("UpdateFeaturesResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version <= 1:
-        _w.put_structs(out, obj.results, _partial(_enc_UpdateFeaturesResponse_UpdatableFeatureResult, version), "UpdateFeaturesResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse")
+        f_results = obj.results
+        if f_results is None:
+            raise _w.not_nullable("UpdateFeaturesResponse.results")
+        else:
+            n_results = len(f_results)
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+        for item in f_results:
+            _enc_UpdateFeaturesResponse_UpdatableFeatureResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse")
 
 
 def _enc_UpdateFeaturesResponse_UpdatableFeatureResult(version, obj, out):
     """Append in ``version`` a UpdateFeaturesResponse.UpdatableFeatureResult to ``out``."""
     if obj is None:
         raise TypeError("UpdateFeaturesResponse.UpdatableFeatureResult expected, got None")
-    f_feature, n_feature = _w.encode_text(obj.feature, "UpdateFeaturesResponse.UpdatableFeatureResult.feature", False)
-    _w.put_uvarint(out, n_feature + 1)
+    f_feature = obj.feature
+    if f_feature is None:
+        raise _w.not_nullable("UpdateFeaturesResponse.UpdatableFeatureResult.feature")
+    else:
+        f_feature = f_feature.encode("utf-8")
+        n_feature = len(f_feature)
+        if n_feature > 32767:
+            raise _w.string_too_long("UpdateFeaturesResponse.UpdatableFeatureResult.feature", n_feature)
+    if 0 <= n_feature + 1 < 128:
+        out.append(n_feature + 1)
+    else:
+        _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
         out += f_feature
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "UpdateFeaturesResponse.UpdatableFeatureResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("UpdateFeaturesResponse.UpdatableFeatureResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse.UpdatableFeatureResult")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse.UpdatableFeatureResult")
 
 
 class UpdateFeaturesRequest_FeatureUpdateKey(Struct):

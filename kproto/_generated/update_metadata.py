@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -721,33 +720,45 @@ def _enc_UpdateMetadataRequest(version, obj, out):
                 raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 7, "0-4")
             else:
                 raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 8, "0-4")
-    if version == 5:
+    if 6 <= version <= 7:
+        out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
+    elif version >= 8:
+        out += _S_iBiq.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch)
+    if version >= 5:
         f_topic_states = obj.topic_states
         if f_topic_states is None:
             raise _w.not_nullable("UpdateMetadataRequest.topic_states")
         else:
             n_topic_states = len(f_topic_states)
+    if version == 5:
         out += _S_iiqi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, n_topic_states)
+    elif version >= 6:
+        if 0 <= n_topic_states + 1 < 128:
+            out.append(n_topic_states + 1)
+        else:
+            _w.put_uvarint(out, n_topic_states + 1)
+    if version >= 5:
         for item in f_topic_states:
             _enc_UpdateMetadataRequest_UpdateMetadataTopicState(version, item, out)
-    if version <= 5:
-        f_live_brokers = obj.live_brokers
-        if f_live_brokers is None:
-            raise _w.not_nullable("UpdateMetadataRequest.live_brokers")
-        else:
-            n_live_brokers = len(f_live_brokers)
-        out += _S_i.pack(n_live_brokers)
-        for item in f_live_brokers:
-            _enc_UpdateMetadataRequest_UpdateMetadataBroker(version, item, out)
-    elif 6 <= version <= 7:
-        out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
+    f_live_brokers = obj.live_brokers
+    if f_live_brokers is None:
+        raise _w.not_nullable("UpdateMetadataRequest.live_brokers")
     else:
-        out += _S_iBiq.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch)
-    if version >= 6:
-        _w.put_structs(out, obj.topic_states, _partial(_enc_UpdateMetadataRequest_UpdateMetadataTopicState, version), "UpdateMetadataRequest.topic_states", False)
-        _w.put_structs(out, obj.live_brokers, _partial(_enc_UpdateMetadataRequest_UpdateMetadataBroker, version), "UpdateMetadataRequest.live_brokers", False)
+        n_live_brokers = len(f_live_brokers)
+    if version <= 5:
+        out += _S_i.pack(n_live_brokers)
+    else:
+        if 0 <= n_live_brokers + 1 < 128:
+            out.append(n_live_brokers + 1)
+        else:
+            _w.put_uvarint(out, n_live_brokers + 1)
+    for item in f_live_brokers:
+        _enc_UpdateMetadataRequest_UpdateMetadataBroker(version, item, out)
     if 6 <= version <= 7:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest")
     elif version >= 8:
         known = []
         if obj.type != 0:
@@ -765,7 +776,14 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, obj, out):
     if obj is None:
         raise TypeError("UpdateMetadataRequest.UpdateMetadataPartitionState expected, got None")
     if version <= 4:
-        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name", False)
+        f_topic_name = obj.topic_name
+        if f_topic_name is None:
+            raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name")
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
+            n_topic_name = len(f_topic_name)
+            if n_topic_name > 32767:
+                raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name", n_topic_name)
         out += _S_h.pack(n_topic_name)
         if n_topic_name > 0:
             out += f_topic_name
@@ -779,7 +797,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, obj, out):
     if version <= 5:
         out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
     else:
-        _w.put_uvarint(out, n_isr + 1)
+        if 0 <= n_isr + 1 < 128:
+            out.append(n_isr + 1)
+        else:
+            _w.put_uvarint(out, n_isr + 1)
     out += _pack(">%di" % n_isr, *f_isr)
     if version >= 6:
         out += _S_i.pack(obj.zk_version)
@@ -791,7 +812,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, obj, out):
     if version <= 5:
         out += _S_ii.pack(obj.zk_version, n_replicas)
     else:
-        _w.put_uvarint(out, n_replicas + 1)
+        if 0 <= n_replicas + 1 < 128:
+            out.append(n_replicas + 1)
+        else:
+            _w.put_uvarint(out, n_replicas + 1)
     out += _pack(">%di" % n_replicas, *f_replicas)
     if version >= 4:
         f_offline_replicas = obj.offline_replicas
@@ -802,38 +826,61 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, obj, out):
     if 4 <= version <= 5:
         out += _S_i.pack(n_offline_replicas)
     elif version >= 6:
-        _w.put_uvarint(out, n_offline_replicas + 1)
+        if 0 <= n_offline_replicas + 1 < 128:
+            out.append(n_offline_replicas + 1)
+        else:
+            _w.put_uvarint(out, n_offline_replicas + 1)
     if version >= 4:
         out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
     if version >= 6:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataPartitionState")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataPartitionState")
 
 
 def _enc_UpdateMetadataRequest_UpdateMetadataTopicState(version, obj, out):
     """Append in ``version`` a UpdateMetadataRequest.UpdateMetadataTopicState to ``out``."""
     if obj is None:
         raise TypeError("UpdateMetadataRequest.UpdateMetadataTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", n_topic_name)
     if version <= 5:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    if version <= 5:
-        f_partition_states = obj.partition_states
-        if f_partition_states is None:
-            raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.partition_states")
-        else:
-            n_partition_states = len(f_partition_states)
-        out += _S_i.pack(n_partition_states)
-        for item in f_partition_states:
-            _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, item, out)
-    elif version >= 7:
+    if version >= 7:
         out += obj.topic_id.bytes
+    f_partition_states = obj.partition_states
+    if f_partition_states is None:
+        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.partition_states")
+    else:
+        n_partition_states = len(f_partition_states)
+    if version <= 5:
+        out += _S_i.pack(n_partition_states)
+    else:
+        if 0 <= n_partition_states + 1 < 128:
+            out.append(n_partition_states + 1)
+        else:
+            _w.put_uvarint(out, n_partition_states + 1)
+    for item in f_partition_states:
+        _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, item, out)
     if version >= 6:
-        _w.put_structs(out, obj.partition_states, _partial(_enc_UpdateMetadataRequest_UpdateMetadataPartitionState, version), "UpdateMetadataRequest.UpdateMetadataTopicState.partition_states", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataTopicState")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataTopicState")
 
 
 def _enc_UpdateMetadataRequest_UpdateMetadataBroker(version, obj, out):
@@ -841,34 +888,60 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker(version, obj, out):
     if obj is None:
         raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker expected, got None")
     if version <= 0:
-        f_v0_host, n_v0_host = _w.encode_text(obj.v0_host, "UpdateMetadataRequest.UpdateMetadataBroker.v0_host", False)
+        f_v0_host = obj.v0_host
+        if f_v0_host is None:
+            raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.v0_host")
+        else:
+            f_v0_host = f_v0_host.encode("utf-8")
+            n_v0_host = len(f_v0_host)
+            if n_v0_host > 32767:
+                raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.v0_host", n_v0_host)
         out += _S_ih.pack(obj.id, n_v0_host)
         if n_v0_host > 0:
             out += f_v0_host
         out += _S_i.pack(obj.v0_port)
-    elif 1 <= version <= 5:
+    elif version >= 6:
+        out += _S_i.pack(obj.id)
+    if version >= 1:
         f_endpoints = obj.endpoints
         if f_endpoints is None:
             raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.endpoints")
         else:
             n_endpoints = len(f_endpoints)
+    if 1 <= version <= 5:
         out += _S_ii.pack(obj.id, n_endpoints)
+    elif version >= 6:
+        if 0 <= n_endpoints + 1 < 128:
+            out.append(n_endpoints + 1)
+        else:
+            _w.put_uvarint(out, n_endpoints + 1)
+    if version >= 1:
         for item in f_endpoints:
             _enc_UpdateMetadataRequest_UpdateMetadataEndpoint(version, item, out)
-    else:
-        out += _S_i.pack(obj.id)
-        _w.put_structs(out, obj.endpoints, _partial(_enc_UpdateMetadataRequest_UpdateMetadataEndpoint, version), "UpdateMetadataRequest.UpdateMetadataBroker.endpoints", False)
     if version >= 2:
-        f_rack, n_rack = _w.encode_text(obj.rack, "UpdateMetadataRequest.UpdateMetadataBroker.rack", True)
+        f_rack = obj.rack
+        if f_rack is None:
+            n_rack = -1
+        else:
+            f_rack = f_rack.encode("utf-8")
+            n_rack = len(f_rack)
+            if n_rack > 32767:
+                raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.rack", n_rack)
     if 2 <= version <= 5:
         out += _S_h.pack(n_rack)
     elif version >= 6:
-        _w.put_uvarint(out, n_rack + 1)
+        if 0 <= n_rack + 1 < 128:
+            out.append(n_rack + 1)
+        else:
+            _w.put_uvarint(out, n_rack + 1)
     if version >= 2:
         if n_rack > 0:
             out += f_rack
     if version >= 6:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker")
 
 
 def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint(version, obj, out):
@@ -877,25 +950,48 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint(version, obj, out):
         raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint expected, got None")
     if version >= 6:
         out += _S_i.pack(obj.port)
-    f_host, n_host = _w.encode_text(obj.host, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host", False)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host", n_host)
     if version <= 5:
         out += _S_ih.pack(obj.port, n_host)
     else:
-        _w.put_uvarint(out, n_host + 1)
+        if 0 <= n_host + 1 < 128:
+            out.append(n_host + 1)
+        else:
+            _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     if version >= 3:
-        f_listener, n_listener = _w.encode_text(obj.listener, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener", False)
+        f_listener = obj.listener
+        if f_listener is None:
+            raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener")
+        else:
+            f_listener = f_listener.encode("utf-8")
+            n_listener = len(f_listener)
+            if n_listener > 32767:
+                raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener", n_listener)
     if 3 <= version <= 5:
         out += _S_h.pack(n_listener)
     elif version >= 6:
-        _w.put_uvarint(out, n_listener + 1)
+        if 0 <= n_listener + 1 < 128:
+            out.append(n_listener + 1)
+        else:
+            _w.put_uvarint(out, n_listener + 1)
     if version >= 3:
         if n_listener > 0:
             out += f_listener
     out += _S_h.pack(obj.security_protocol)
     if version >= 6:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint")
 
 
 def _dec_UpdateMetadataResponse(version, buf, cur, end):
@@ -927,7 +1023,10 @@ def _enc_UpdateMetadataResponse(version, obj, out):
         raise TypeError("UpdateMetadataResponse expected, got None")
     out += _S_h.pack(obj.error_code)
     if version >= 6:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataResponse")
 
 
 class UpdateMetadataRequest_UpdateMetadataPartitionState(Struct):

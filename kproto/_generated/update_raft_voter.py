@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -161,32 +160,78 @@ def _enc_UpdateRaftVoterRequest(version, obj, out):
     """Append in ``version`` a UpdateRaftVoterRequest to ``out``."""
     if obj is None:
         raise TypeError("UpdateRaftVoterRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "UpdateRaftVoterRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        n_cluster_id = -1
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("UpdateRaftVoterRequest.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += _S_ii.pack(obj.current_leader_epoch, obj.voter_id)
     out += obj.voter_directory_id.bytes
-    _w.put_structs(out, obj.listeners, _partial(_enc_UpdateRaftVoterRequest_Listener, version), "UpdateRaftVoterRequest.listeners", False)
+    f_listeners = obj.listeners
+    if f_listeners is None:
+        raise _w.not_nullable("UpdateRaftVoterRequest.listeners")
+    else:
+        n_listeners = len(f_listeners)
+    if 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
+    else:
+        _w.put_uvarint(out, n_listeners + 1)
+    for item in f_listeners:
+        _enc_UpdateRaftVoterRequest_Listener(version, item, out)
     f_k_raft_version_feature = obj.k_raft_version_feature
     _enc_UpdateRaftVoterRequest_KRaftVersionFeature(version, f_k_raft_version_feature, out)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest")
 
 
 def _enc_UpdateRaftVoterRequest_Listener(version, obj, out):
     """Append in ``version`` a UpdateRaftVoterRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("UpdateRaftVoterRequest.Listener expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "UpdateRaftVoterRequest.Listener.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("UpdateRaftVoterRequest.Listener.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("UpdateRaftVoterRequest.Listener.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "UpdateRaftVoterRequest.Listener.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("UpdateRaftVoterRequest.Listener.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("UpdateRaftVoterRequest.Listener.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.Listener")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.Listener")
 
 
 def _dec_UpdateRaftVoterRequest_KRaftVersionFeature(version, buf, cur, end):
@@ -214,7 +259,10 @@ def _enc_UpdateRaftVoterRequest_KRaftVersionFeature(version, obj, out):
     if obj is None:
         raise TypeError("UpdateRaftVoterRequest.KRaftVersionFeature expected, got None")
     out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.KRaftVersionFeature")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.KRaftVersionFeature")
 
 
 def _dec_UpdateRaftVoterResponse(version, buf, cur, end):
@@ -322,12 +370,25 @@ def _enc_UpdateRaftVoterResponse_CurrentLeader(version, obj, out):
     if obj is None:
         raise TypeError("UpdateRaftVoterResponse.CurrentLeader expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
-    f_host, n_host = _w.encode_text(obj.host, "UpdateRaftVoterResponse.CurrentLeader.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("UpdateRaftVoterResponse.CurrentLeader.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("UpdateRaftVoterResponse.CurrentLeader.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_i.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterResponse.CurrentLeader")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterResponse.CurrentLeader")
 
 
 class UpdateRaftVoterRequest_Listener(Struct):

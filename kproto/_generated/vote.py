@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -221,26 +220,72 @@ def _enc_VoteRequest(version, obj, out):
     """Append in ``version`` a VoteRequest to ``out``."""
     if obj is None:
         raise TypeError("VoteRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "VoteRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        n_cluster_id = -1
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("VoteRequest.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     if version >= 1:
         out += _S_i.pack(obj.voter_id)
-    _w.put_structs(out, obj.topics, _partial(_enc_VoteRequest_TopicData, version), "VoteRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("VoteRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_VoteRequest_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest")
 
 
 def _enc_VoteRequest_TopicData(version, obj, out):
     """Append in ``version`` a VoteRequest.TopicData to ``out``."""
     if obj is None:
         raise TypeError("VoteRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "VoteRequest.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("VoteRequest.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("VoteRequest.TopicData.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_VoteRequest_PartitionData, version), "VoteRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("VoteRequest.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_VoteRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData")
 
 
 def _enc_VoteRequest_PartitionData(version, obj, out):
@@ -266,7 +311,10 @@ def _enc_VoteRequest_PartitionData(version, obj, out):
         out += _S_iq.pack(obj.last_offset_epoch, obj.last_offset)
     elif version >= 2:
         out += _S_iqB.pack(obj.last_offset_epoch, obj.last_offset, obj.pre_vote)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData.PartitionData")
 
 
 def _dec_VoteResponse(version, buf, cur, end):
@@ -415,14 +463,37 @@ def _enc_VoteResponse(version, obj, out):
         if obj.node_endpoints:
             raise _w.not_in_version("VoteResponse.node_endpoints", 0, "1-2")
     out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.topics, _partial(_enc_VoteResponse_TopicData, version), "VoteResponse.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("VoteResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_VoteResponse_TopicData(version, item, out)
     if version <= 0:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse")
     else:
         known = []
         if obj.node_endpoints != []:
             t = bytearray()
-            _w.put_structs(t, obj.node_endpoints, _partial(_enc_VoteResponse_NodeEndpoint, version), "VoteResponse.node_endpoints", False)
+            f_node_endpoints = obj.node_endpoints
+            if f_node_endpoints is None:
+                raise _w.not_nullable("VoteResponse.node_endpoints")
+            else:
+                n_node_endpoints = len(f_node_endpoints)
+            if 0 <= n_node_endpoints + 1 < 128:
+                t.append(n_node_endpoints + 1)
+            else:
+                _w.put_uvarint(t, n_node_endpoints + 1)
+            for item in f_node_endpoints:
+                _enc_VoteResponse_NodeEndpoint(version, item, t)
             known.append((0, t))
         if known or obj.unknown_tagged_fields:
             _w.put_tag_section(out, known, obj.unknown_tagged_fields, "VoteResponse")
@@ -434,12 +505,35 @@ def _enc_VoteResponse_TopicData(version, obj, out):
     """Append in ``version`` a VoteResponse.TopicData to ``out``."""
     if obj is None:
         raise TypeError("VoteResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "VoteResponse.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("VoteResponse.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("VoteResponse.TopicData.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_VoteResponse_PartitionData, version), "VoteResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("VoteResponse.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_VoteResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData")
 
 
 def _enc_VoteResponse_PartitionData(version, obj, out):
@@ -447,7 +541,10 @@ def _enc_VoteResponse_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("VoteResponse.TopicData.PartitionData expected, got None")
     out += _S_ihiiB.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.vote_granted)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData.PartitionData")
 
 
 def _dec_VoteResponse_NodeEndpoint(version, buf, cur, end):
@@ -497,12 +594,25 @@ def _enc_VoteResponse_NodeEndpoint(version, obj, out):
     if obj is None:
         raise TypeError("VoteResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
-    f_host, n_host = _w.encode_text(obj.host, "VoteResponse.NodeEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("VoteResponse.NodeEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("VoteResponse.NodeEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.NodeEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.NodeEndpoint")
 
 
 class VoteRequest_PartitionData(Struct):

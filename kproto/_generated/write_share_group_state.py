@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -187,12 +186,35 @@ def _enc_WriteShareGroupStateRequest(version, obj, out):
     """Append in ``version`` a WriteShareGroupStateRequest to ``out``."""
     if obj is None:
         raise TypeError("WriteShareGroupStateRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "WriteShareGroupStateRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("WriteShareGroupStateRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("WriteShareGroupStateRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_WriteShareGroupStateRequest_WriteStateData, version), "WriteShareGroupStateRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("WriteShareGroupStateRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_WriteShareGroupStateRequest_WriteStateData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest")
 
 
 def _enc_WriteShareGroupStateRequest_WriteStateData(version, obj, out):
@@ -200,8 +222,21 @@ def _enc_WriteShareGroupStateRequest_WriteStateData(version, obj, out):
     if obj is None:
         raise TypeError("WriteShareGroupStateRequest.WriteStateData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_WriteShareGroupStateRequest_PartitionData, version), "WriteShareGroupStateRequest.WriteStateData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("WriteShareGroupStateRequest.WriteStateData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_WriteShareGroupStateRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData")
 
 
 def _enc_WriteShareGroupStateRequest_PartitionData(version, obj, out):
@@ -214,8 +249,21 @@ def _enc_WriteShareGroupStateRequest_PartitionData(version, obj, out):
         out += _S_iiiq.pack(obj.partition, obj.state_epoch, obj.leader_epoch, obj.start_offset)
     else:
         out += _S_iiiqi.pack(obj.partition, obj.state_epoch, obj.leader_epoch, obj.start_offset, obj.delivery_complete_count)
-    _w.put_structs(out, obj.state_batches, _partial(_enc_WriteShareGroupStateRequest_StateBatch, version), "WriteShareGroupStateRequest.WriteStateData.PartitionData.state_batches", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData")
+    f_state_batches = obj.state_batches
+    if f_state_batches is None:
+        raise _w.not_nullable("WriteShareGroupStateRequest.WriteStateData.PartitionData.state_batches")
+    else:
+        n_state_batches = len(f_state_batches)
+    if 0 <= n_state_batches + 1 < 128:
+        out.append(n_state_batches + 1)
+    else:
+        _w.put_uvarint(out, n_state_batches + 1)
+    for item in f_state_batches:
+        _enc_WriteShareGroupStateRequest_StateBatch(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData")
 
 
 def _enc_WriteShareGroupStateRequest_StateBatch(version, obj, out):
@@ -223,7 +271,10 @@ def _enc_WriteShareGroupStateRequest_StateBatch(version, obj, out):
     if obj is None:
         raise TypeError("WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch expected, got None")
     out += _S_qqbh.pack(obj.first_offset, obj.last_offset, obj.delivery_state, obj.delivery_count)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch")
 
 
 def _dec_WriteShareGroupStateResponse(version, buf, cur, end):
@@ -329,8 +380,21 @@ def _enc_WriteShareGroupStateResponse(version, obj, out):
     """Append in ``version`` a WriteShareGroupStateResponse to ``out``."""
     if obj is None:
         raise TypeError("WriteShareGroupStateResponse expected, got None")
-    _w.put_structs(out, obj.results, _partial(_enc_WriteShareGroupStateResponse_WriteStateResult, version), "WriteShareGroupStateResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse")
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("WriteShareGroupStateResponse.results")
+    else:
+        n_results = len(f_results)
+    if 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
+    else:
+        _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_WriteShareGroupStateResponse_WriteStateResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse")
 
 
 def _enc_WriteShareGroupStateResponse_WriteStateResult(version, obj, out):
@@ -338,8 +402,21 @@ def _enc_WriteShareGroupStateResponse_WriteStateResult(version, obj, out):
     if obj is None:
         raise TypeError("WriteShareGroupStateResponse.WriteStateResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_WriteShareGroupStateResponse_PartitionResult, version), "WriteShareGroupStateResponse.WriteStateResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult")
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("WriteShareGroupStateResponse.WriteStateResult.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_WriteShareGroupStateResponse_PartitionResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult")
 
 
 def _enc_WriteShareGroupStateResponse_PartitionResult(version, obj, out):
@@ -347,11 +424,24 @@ def _enc_WriteShareGroupStateResponse_PartitionResult(version, obj, out):
     if obj is None:
         raise TypeError("WriteShareGroupStateResponse.WriteStateResult.PartitionResult expected, got None")
     out += _S_ih.pack(obj.partition, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "WriteShareGroupStateResponse.WriteStateResult.PartitionResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("WriteShareGroupStateResponse.WriteStateResult.PartitionResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult.PartitionResult")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult.PartitionResult")
 
 
 class WriteShareGroupStateRequest_StateBatch(Struct):

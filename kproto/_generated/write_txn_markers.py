@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -240,53 +239,77 @@ def _enc_WriteTxnMarkersRequest(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersRequest to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersRequest expected, got None")
-    if version <= 0:
-        f_markers = obj.markers
-        if f_markers is None:
-            raise _w.not_nullable("WriteTxnMarkersRequest.markers")
-        else:
-            n_markers = len(f_markers)
-        out += _S_i.pack(n_markers)
-        for item in f_markers:
-            _enc_WriteTxnMarkersRequest_WritableTxnMarker(version, item, out)
+    f_markers = obj.markers
+    if f_markers is None:
+        raise _w.not_nullable("WriteTxnMarkersRequest.markers")
     else:
-        _w.put_structs(out, obj.markers, _partial(_enc_WriteTxnMarkersRequest_WritableTxnMarker, version), "WriteTxnMarkersRequest.markers", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest")
+        n_markers = len(f_markers)
+    if version <= 0:
+        out += _S_i.pack(n_markers)
+    else:
+        if 0 <= n_markers + 1 < 128:
+            out.append(n_markers + 1)
+        else:
+            _w.put_uvarint(out, n_markers + 1)
+    for item in f_markers:
+        _enc_WriteTxnMarkersRequest_WritableTxnMarker(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest")
 
 
 def _enc_WriteTxnMarkersRequest_WritableTxnMarker(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersRequest.WritableTxnMarker to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersRequest.WritableTxnMarker expected, got None")
-    if version <= 0:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_qhBi.pack(obj.producer_id, obj.producer_epoch, obj.transaction_result, n_topics)
-        for item in f_topics:
-            _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic(version, item, out)
-    else:
+    if version >= 1:
         out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.transaction_result)
-        _w.put_structs(out, obj.topics, _partial(_enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic, version), "WriteTxnMarkersRequest.WritableTxnMarker.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.topics")
+    else:
+        n_topics = len(f_topics)
+    if version <= 0:
+        out += _S_qhBi.pack(obj.producer_id, obj.producer_epoch, obj.transaction_result, n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic(version, item, out)
     if version <= 1:
         out += _S_i.pack(obj.coordinator_epoch)
     else:
         out += _S_ib.pack(obj.coordinator_epoch, obj.transaction_version)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker")
 
 
 def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name", n_name)
     if version <= 0:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -297,10 +320,16 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic(version, obj, out):
     if version <= 0:
         out += _S_i.pack(n_partition_indexes)
     else:
-        _w.put_uvarint(out, n_partition_indexes + 1)
+        if 0 <= n_partition_indexes + 1 < 128:
+            out.append(n_partition_indexes + 1)
+        else:
+            _w.put_uvarint(out, n_partition_indexes + 1)
     out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic")
 
 
 def _dec_WriteTxnMarkersResponse(version, buf, cur, end):
@@ -482,62 +511,94 @@ def _enc_WriteTxnMarkersResponse(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersResponse to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersResponse expected, got None")
-    if version <= 0:
-        f_markers = obj.markers
-        if f_markers is None:
-            raise _w.not_nullable("WriteTxnMarkersResponse.markers")
-        else:
-            n_markers = len(f_markers)
-        out += _S_i.pack(n_markers)
-        for item in f_markers:
-            _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult(version, item, out)
+    f_markers = obj.markers
+    if f_markers is None:
+        raise _w.not_nullable("WriteTxnMarkersResponse.markers")
     else:
-        _w.put_structs(out, obj.markers, _partial(_enc_WriteTxnMarkersResponse_WritableTxnMarkerResult, version), "WriteTxnMarkersResponse.markers", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse")
+        n_markers = len(f_markers)
+    if version <= 0:
+        out += _S_i.pack(n_markers)
+    else:
+        if 0 <= n_markers + 1 < 128:
+            out.append(n_markers + 1)
+        else:
+            _w.put_uvarint(out, n_markers + 1)
+    for item in f_markers:
+        _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse")
 
 
 def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersResponse.WritableTxnMarkerResult to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult expected, got None")
-    if version <= 0:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_qi.pack(obj.producer_id, n_topics)
-        for item in f_topics:
-            _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(version, item, out)
-    else:
+    if version >= 1:
         out += _S_q.pack(obj.producer_id)
-        _w.put_structs(out, obj.topics, _partial(_enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, version), "WriteTxnMarkersResponse.WritableTxnMarkerResult.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.topics")
+    else:
+        n_topics = len(f_topics)
+    if version <= 0:
+        out += _S_qi.pack(obj.producer_id, n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult")
 
 
 def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name", n_name)
     if version <= 0:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    if version <= 0:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions")
-        else:
-            n_partitions = len(f_partitions)
-        out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(version, item, out)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions")
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, version), "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult")
+        n_partitions = len(f_partitions)
+    if version <= 0:
+        out += _S_i.pack(n_partitions)
+    else:
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult")
 
 
 def _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(version, obj, out):
@@ -546,7 +607,10 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(version, obj, 
         raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult")
 
 
 class WriteTxnMarkersRequest_WritableTxnMarkerTopic(Struct):

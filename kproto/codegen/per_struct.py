@@ -3,10 +3,9 @@
 The generator writes a function for every distinct byte layout of a struct (the compiled target keeps
 them: specialised C per layout is what its speed comes from).  For the pure target, :func:`fold` merges
 the layouts of each struct into one ``_dec_<Class>(version, buf, cur, end)`` and one
-``_enc_<Class>(version, obj, out)`` (the version first, so that ``functools.partial(_enc_X, version)``
-hands the wire helpers an encoder of the usual shape): the statements all layouts share are written
-once, the others under a version test; inside a loop that test is a flag computed once at the top of
-the call (``v3_up = version >= 3``), so a loop over elements never compares the version number.
+``_enc_<Class>(version, obj, out)``: the statements all layouts share are written once, the others
+under a version test; inside a loop that test is a flag computed once at the top of the call
+(``v3_up = version >= 3``), so a loop over elements never compares the version number.
 Every version still runs exactly the statements of its own layout, in the same order: the same reads,
 the same checks, the same errors.  The generator names the functions to leave per layout (the element
 encoders of the hot modules); a loop calling those picks the one for the version once, before the loop.
@@ -27,7 +26,7 @@ __all__ = ["fold"]
 _LAYOUT_DEF = re.compile(r"^def (_(?:dec|enc)_\w+?)_v(\d+)\((.*)\):$")
 #: A call of another layout function whose arguments hold no parentheses: it gains the version.
 _CALL = re.compile(r"\b(_(?:dec|enc)_\w+?)_v\d+\(([^()]*)\)")
-#: A layout function passed as a value (to ``_w.put_structs``): bound to the version.
+#: A layout function passed as a value (to a helper that calls it): bound to the version.
 _REF = re.compile(r"\b(_(?:dec|enc)_\w+?)_v\d+\b")
 #: The end of a note naming the layout an inlined element decoder was written for.
 _LAYOUT_NOTE = re.compile(r", as [\w.]+ v\d+ is\.$")

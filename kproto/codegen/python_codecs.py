@@ -17,12 +17,9 @@ Shape of what is generated, per message:
 * every read is bounds-checked against ``end`` before it happens; array counts are checked against the
   bytes left (each element needs at least its minimum wire size), so no allocation follows an unchecked
   count; errors name the field path and the absolute offset;
-* decoders take the common case inline (a one-byte compact length, an empty tag section, a string in
+* the codecs take the common case inline (a one-byte compact length, an empty tag section, a string in
   range) and call a :mod:`kproto.wire` helper only for the rest (longer varints, tagged fields, errors);
-  the pure target reads the elements of an array of structs inline in the array's loop;
-* in the encoders of the modules off the hot path (not :data:`~kproto.codegen.targets.COMPILED_MODULES`),
-  a length, a string, an empty tag section or an array of structs is one call of a :mod:`kproto.wire`
-  helper; the hot modules take the same steps inline.
+  the pure target's decoders read the elements of an array of structs inline in the array's loop.
 
 The text is written once, with ``if cython.compiled:`` tests where the targets differ; each target folds
 them.  The compiled target's ``.pxd`` declares the classes as extension types and the codec functions
@@ -249,11 +246,6 @@ class ModuleGenerator:
         self.messages = list(messages)
         self.module = module
         self.hot = module in COMPILED_MODULES
-        # Off the hot path, an encoder writes a length, a string or a varint with one call of a
-        # `kproto.wire` helper rather than the inline steps the hot modules take (same checks, same
-        # errors).  Decoders take the inline steps everywhere: the pure target is the cold APIs' only
-        # decoder, and a helper call per length, string and element cost those APIs half their decode.
-        self.calls = module not in COMPILED_MODULES
         self.module_doc = module_doc
         self.sources = sources
         self.out = _Emitter()
@@ -1064,12 +1056,6 @@ class ModuleGenerator:
         e, out = self.out, self.sink
         fixed = [it for it in run if it.prefix_fmt is not None]
         last = run[-1]
-        element = last.f.type.element if last.kind == "array" else None
-        if self.calls and not fixed and last.compact and element is not None and element.is_struct:
-            fn = self._fn_name("enc", message, element.struct, version)[0]
-            what = f'"{qual}.{last.attr}"'
-            e.add(f"_w.put_structs({out}, obj.{last.attr}, {fn}, {what}, {last.nullable})", ind)
-            return
         if last.has_body:
             self._encode_prefix(last, qual, ind)
         if fixed:
@@ -1092,9 +1078,6 @@ class ModuleGenerator:
 
     def _put_varint(self, value: str, ind: int) -> None:
         e, out = self.out, self.sink
-        if self.calls:
-            e.add(f"_w.put_uvarint({out}, {value})", ind)
-            return
         e.add("if cython.compiled:", ind)
         e.add(f"_put_uvarint({out}, {value})", ind + 1)
         e.add(f"elif 0 <= {value} < 128:", ind)
@@ -1108,9 +1091,6 @@ class ModuleGenerator:
         kind = it.kind
         attr, var, n = it.attr, it.var, it.count
         if kind == "uuid":
-            return
-        if kind == "string" and self.calls:
-            e.add(f'{var}, {n} = _w.encode_text(obj.{attr}, "{qual}.{attr}", {it.nullable})', ind)
             return
         e.add(f"{var} = obj.{attr}", ind)
         if kind == "struct":
@@ -1208,8 +1188,13 @@ class ModuleGenerator:
         """Known tagged fields that differ from their default, merged with the unknown ones in tag order."""
         e = self.out
         tagged = struct.tagged_fields(version)
-        if not tagged and self.calls:
-            e.add(f'_w.put_tag_section(out, [], obj.unknown_tagged_fields, "{qual}")', 1)
+        if not tagged and not self.hot:
+            # Only an empty list is written inline: anything else (None included) goes to the helper, which
+            # refuses what is not a list of (tag, bytes) pairs, as the field interpreter does.
+            e.add("if obj.unknown_tagged_fields == []:", 1)
+            self._put_no_tags(2)
+            e.add("else:", 1)
+            e.add(f'_w.put_tag_section(out, [], obj.unknown_tagged_fields, "{qual}")', 2)
             return
         if not tagged:
             e.add("if obj.unknown_tagged_fields:", 1)
