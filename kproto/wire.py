@@ -19,7 +19,7 @@ only for errors and non-empty tag sections):
 from __future__ import annotations
 
 import struct
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 from uuid import UUID, SafeUUID
 
 from kproto.errors import DecodeError, EncodeError, LengthMismatchError, UnsupportedVersionError
@@ -33,11 +33,6 @@ __all__ = [
     "MAX_UVARINT_BYTES",
     "short_read",
     "short_run",
-    "read_compact_length",
-    "read_sized",
-    "encode_text",
-    "read_structs",
-    "put_structs",
     "bad_length",
     "bad_count",
     "bad_utf8",
@@ -251,89 +246,6 @@ def put_uvarint(out: bytearray, value: int) -> None:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
-
-
-# The field readers and writers of the generated modules off the hot path: one call where the hot
-# modules write the same steps inline (with the same errors), so that their code stays one line a field.
-
-
-def read_compact_length(buf: bytes, pos: int, end: int, field: str) -> Tuple[int, int]:
-    """``(length or count, position after it)`` of a compact length at ``pos`` (its varint minus one:
-    -1 is null)."""
-    value, pos = read_uvarint(buf, pos, end, field)
-    return value - 1, pos
-
-
-def read_sized(
-    buf: bytes, pos: int, size: int, end: int, field: str, width: int, nullable: bool, text: bool
-) -> Tuple[Any, int]:
-    """``(value, position after it)`` of the ``size`` bytes at ``pos`` whose length (``width`` bytes wide)
-    was just read: UTF-8 text or bytes, None for a null where ``nullable``."""
-    if 0 <= size <= end - pos:
-        if not text:
-            return buf[pos : pos + size], pos + size
-        try:
-            return (buf[pos : pos + size].decode() if size else ""), pos + size
-        except UnicodeDecodeError as exc:
-            raise bad_utf8(field, pos, exc) from None
-    if size == -1 and nullable:
-        return None, pos
-    raise bad_sized(field, pos, size, end, width, nullable)
-
-
-def read_structs(
-    decode: Any,
-    buf: bytes,
-    cur: Any,
-    pos: int,
-    end: int,
-    count: int,
-    field: str,
-    min_size: int,
-    width: int,
-    nullable: bool,
-) -> Tuple[Optional[List[Any]], int]:
-    """``(elements, position after them)`` of an array of structs whose count (``width`` bytes wide, each
-    element at least ``min_size`` bytes) was just read; each element read by ``decode(buf, cur, end)``."""
-    if count == -1 and nullable:
-        return None, pos
-    if count < 0 or count > (end - pos) // min_size:
-        raise bad_count(field, pos - width, count, end, min_size, width)
-    items: List[Any] = []
-    if count:
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(count):
-                items.append(decode(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("%s[%d]" % (field, i))
-        pos = cur.pos
-    return items, pos
-
-
-def put_structs(out: bytearray, items: Optional[List[Any]], encode: Any, field: str, nullable: bool) -> None:
-    """Append an array of structs with a compact count, each element written by ``encode(item, out)``."""
-    if items is None:
-        if not nullable:
-            raise not_nullable(field)
-        out.append(0)
-        return
-    put_uvarint(out, len(items) + 1)
-    for item in items:
-        encode(item, out)
-
-
-def encode_text(value: Optional[str], field: str, nullable: bool) -> Tuple[Optional[bytes], int]:
-    """``(UTF-8 bytes, their length)`` of a string field to write; ``(None, -1)`` for a null."""
-    if value is None:
-        if nullable:
-            return None, -1
-        raise not_nullable(field)
-    data = value.encode("utf-8")
-    if len(data) > MAX_STRING_BYTES:
-        raise string_too_long(field, len(data))
-    return data, len(data)
 
 
 def read_tag_section(

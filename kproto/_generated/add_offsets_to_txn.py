@@ -39,22 +39,63 @@ def _dec_AddOffsetsToTxnRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_transactional_id, pos, end)
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 2, False, True)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_transactional_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+            n_transactional_id -= 1
+    if 0 <= n_transactional_id <= end - pos:
+        try:
+            f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('transactional_id', pos, exc) from None
+        pos += n_transactional_id
+    else:
+        if version <= 2:
+            raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
+        else:
+            raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
+    if version <= 2:
         if end - pos < 12:
             raise _w.short_run(_RUN_producer_id__group_id, pos, end)
         f_producer_id, f_producer_epoch, n_group_id = _S_qhh.unpack_from(buf, pos)
         pos += 12
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
     else:
-        n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
-        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
         if end - pos < 10:
             raise _w.short_run(_RUN_producer_id__producer_epoch, pos, end)
         f_producer_id, f_producer_epoch = _S_qh.unpack_from(buf, pos)
         pos += 10
-        n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_group_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+            n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    else:
+        if version <= 2:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
+        else:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if version >= 3:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddOffsetsToTxnRequest)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
@@ -72,24 +113,47 @@ def _enc_AddOffsetsToTxnRequest(version, obj, out):
     """Append in ``version`` a AddOffsetsToTxnRequest to ``out``."""
     if obj is None:
         raise TypeError("AddOffsetsToTxnRequest expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "AddOffsetsToTxnRequest.transactional_id", False)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("AddOffsetsToTxnRequest.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("AddOffsetsToTxnRequest.transactional_id", n_transactional_id)
     if version <= 2:
         out += _S_h.pack(n_transactional_id)
     else:
-        _w.put_uvarint(out, n_transactional_id + 1)
+        if 0 <= n_transactional_id + 1 < 128:
+            out.append(n_transactional_id + 1)
+        else:
+            _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
     if version >= 3:
         out += _S_qh.pack(obj.producer_id, obj.producer_epoch)
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "AddOffsetsToTxnRequest.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("AddOffsetsToTxnRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("AddOffsetsToTxnRequest.group_id", n_group_id)
     if version <= 2:
         out += _S_qhh.pack(obj.producer_id, obj.producer_epoch, n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnRequest")
 
 
 def _dec_AddOffsetsToTxnResponse(version, buf, cur, end):
@@ -100,7 +164,11 @@ def _dec_AddOffsetsToTxnResponse(version, buf, cur, end):
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddOffsetsToTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -118,7 +186,10 @@ def _enc_AddOffsetsToTxnResponse(version, obj, out):
         raise TypeError("AddOffsetsToTxnResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddOffsetsToTxnResponse")
 
 
 class AddOffsetsToTxnRequest(Message):

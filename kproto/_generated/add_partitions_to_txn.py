@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse']
@@ -48,32 +48,256 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_AddPartitionsToTxnRequest(version, buf, cur, end):
     """Decode AddPartitionsToTxnRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
     if version <= 2:
         if end - pos < 2:
             raise _w.short_run(_RUN_v3_and_below_transactional_id, pos, end)
         n_v3_and_below_transactional_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        f_v3_and_below_transactional_id, pos = _w.read_sized(buf, pos, n_v3_and_below_transactional_id, end, 'v3_and_below_transactional_id', 2, False, True)
+    else:
+        if pos < end and buf[pos] < 128:
+            if version <= 3:
+                n_v3_and_below_transactional_id = buf[pos] - 1
+            else:
+                n_transactions = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            if version <= 3:
+                n_v3_and_below_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            else:
+                n_transactions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            if version <= 3:
+                n_v3_and_below_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'v3_and_below_transactional_id')
+                n_v3_and_below_transactional_id -= 1
+            else:
+                n_transactions, pos = _w.read_uvarint(buf, pos, end, 'transactions')
+                n_transactions -= 1
+    if version <= 3:
+        if 0 <= n_v3_and_below_transactional_id <= end - pos:
+            try:
+                f_v3_and_below_transactional_id = buf[pos:pos + n_v3_and_below_transactional_id].decode() if n_v3_and_below_transactional_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('v3_and_below_transactional_id', pos, exc) from None
+            pos += n_v3_and_below_transactional_id
+        else:
+            if version <= 2:
+                raise _w.bad_sized('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end, 2, False)
+            else:
+                raise _w.bad_sized('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end, 1, False)
+    if version <= 2:
         if end - pos < 14:
             raise _w.short_run(_RUN_v3_and_below_producer_id__v3_and_below_topics, pos, end)
         f_v3_and_below_producer_id, f_v3_and_below_producer_epoch, n_v3_and_below_topics = _S_qhi.unpack_from(buf, pos)
         pos += 14
-        f_v3_and_below_topics, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version), buf, cur, pos, end, n_v3_and_below_topics, 'v3_and_below_topics', 6, 4, False)
+        if n_v3_and_below_topics < 0 or n_v3_and_below_topics > (end - pos) // 6:
+            raise _w.bad_count('v3_and_below_topics', pos - 4, n_v3_and_below_topics, end, 6, 4)
     elif version == 3:
-        n_v3_and_below_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'v3_and_below_transactional_id')
-        f_v3_and_below_transactional_id, pos = _w.read_sized(buf, pos, n_v3_and_below_transactional_id, end, 'v3_and_below_transactional_id', 1, False, True)
         if end - pos < 10:
             raise _w.short_run(_RUN_v3_and_below_producer_id__v3_and_below_producer_epoch, pos, end)
         f_v3_and_below_producer_id, f_v3_and_below_producer_epoch = _S_qh.unpack_from(buf, pos)
         pos += 10
-        n_v3_and_below_topics, pos = _w.read_compact_length(buf, pos, end, 'v3_and_below_topics')
-        f_v3_and_below_topics, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version), buf, cur, pos, end, n_v3_and_below_topics, 'v3_and_below_topics', 3, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_v3_and_below_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_v3_and_below_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_v3_and_below_topics, pos = _w.read_uvarint(buf, pos, end, 'v3_and_below_topics')
+            n_v3_and_below_topics -= 1
+        if n_v3_and_below_topics < 0 or n_v3_and_below_topics > (end - pos) // 3:
+            raise _w.bad_count('v3_and_below_topics', pos - 1, n_v3_and_below_topics, end, 3, 1)
+    if version <= 3:
+        f_v3_and_below_topics = []
+        if n_v3_and_below_topics:
+            # Each element read inline.
+            try:
+                for i in range(n_v3_and_below_topics):
+                    if v2_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_name, pos, end)
+                        n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_name__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                            n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        if v2_down:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if v2_down:
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_partitions, pos, end)
+                        n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_partitions__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                            n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        if v2_down:
+                            raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                        else:
+                            raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if v3_up:
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+                    obj__1.name = f_name__1
+                    obj__1.partitions = f_partitions__1
+                    if v2_down:
+                        obj__1.unknown_tagged_fields = []
+                    else:
+                        obj__1.unknown_tagged_fields = unknown__1
+                    f_v3_and_below_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("v3_and_below_topics[%d]" % i)
     else:
-        n_transactions, pos = _w.read_compact_length(buf, pos, end, 'transactions')
-        f_transactions, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction, version), buf, cur, pos, end, n_transactions, 'transactions', 14, 1, False)
+        if n_transactions < 0 or n_transactions > (end - pos) // 14:
+            raise _w.bad_count('transactions', pos - 1, n_transactions, end, 14, 1)
+        f_transactions = []
+        if n_transactions:
+            # Each element read inline.
+            try:
+                for i in range(n_transactions):
+                    if pos < end and buf[pos] < 128:
+                        n_transactional_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_transactional_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_transactional_id__1, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+                        n_transactional_id__1 -= 1
+                    if 0 <= n_transactional_id__1 <= end - pos:
+                        try:
+                            f_transactional_id__1 = buf[pos:pos + n_transactional_id__1].decode() if n_transactional_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('transactional_id', pos, exc) from None
+                        pos += n_transactional_id__1
+                    else:
+                        raise _w.bad_sized('transactional_id', pos, n_transactional_id__1, end, 1, False)
+                    if end - pos < 11:
+                        raise _w.short_run(_RUN_producer_id__verify_only, pos, end)
+                    f_producer_id__1, f_producer_epoch__1, f_verify_only__1 = _S_qhb.unpack_from(buf, pos)
+                    pos += 11
+                    if f_verify_only__1 != 0 and f_verify_only__1 != 1:
+                        raise _w.bad_bool('verify_only', pos - 1, f_verify_only__1)
+                    b_verify_only__1 = f_verify_only__1 == 1
+                    if pos < end and buf[pos] < 128:
+                        n_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                        n_topics__1 -= 1
+                    if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                        raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                    f_topics__1 = []
+                    if n_topics__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_topics__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                                if 0 <= n_name__2 <= end - pos:
+                                    try:
+                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('name', pos, exc) from None
+                                    pos += n_name__2
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_partitions__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                    n_partitions__2 -= 1
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 4, 1)
+                                if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                    f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                                else:
+                                    f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                                pos += n_partitions__2 * 4
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+                                obj__2.name = f_name__2
+                                obj__2.partitions = f_partitions__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_topics__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("topics[%d]" % i__1)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
+                    obj__1.transactional_id = f_transactional_id__1
+                    obj__1.producer_id = f_producer_id__1
+                    obj__1.producer_epoch = f_producer_epoch__1
+                    obj__1.verify_only = b_verify_only__1
+                    obj__1.topics = f_topics__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_transactions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("transactions[%d]" % i)
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddPartitionsToTxnRequest)
     if version <= 3:
         obj.transactions = []
@@ -105,26 +329,42 @@ def _enc_AddPartitionsToTxnRequest(version, obj, out):
                 raise _w.not_in_version("AddPartitionsToTxnRequest.transactions", 0, "4-5")
             else:
                 raise _w.not_in_version("AddPartitionsToTxnRequest.transactions", 3, "4-5")
-        f_v3_and_below_transactional_id, n_v3_and_below_transactional_id = _w.encode_text(obj.v3_and_below_transactional_id, "AddPartitionsToTxnRequest.v3_and_below_transactional_id", False)
+        f_v3_and_below_transactional_id = obj.v3_and_below_transactional_id
+        if f_v3_and_below_transactional_id is None:
+            raise _w.not_nullable("AddPartitionsToTxnRequest.v3_and_below_transactional_id")
+        else:
+            f_v3_and_below_transactional_id = f_v3_and_below_transactional_id.encode("utf-8")
+            n_v3_and_below_transactional_id = len(f_v3_and_below_transactional_id)
+            if n_v3_and_below_transactional_id > 32767:
+                raise _w.string_too_long("AddPartitionsToTxnRequest.v3_and_below_transactional_id", n_v3_and_below_transactional_id)
     if version <= 2:
         out += _S_h.pack(n_v3_and_below_transactional_id)
     elif version == 3:
-        _w.put_uvarint(out, n_v3_and_below_transactional_id + 1)
+        if 0 <= n_v3_and_below_transactional_id + 1 < 128:
+            out.append(n_v3_and_below_transactional_id + 1)
+        else:
+            _w.put_uvarint(out, n_v3_and_below_transactional_id + 1)
     if version <= 3:
         if n_v3_and_below_transactional_id > 0:
             out += f_v3_and_below_transactional_id
-    if version <= 2:
+    if version == 3:
+        out += _S_qh.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch)
+    if version <= 3:
         f_v3_and_below_topics = obj.v3_and_below_topics
         if f_v3_and_below_topics is None:
             raise _w.not_nullable("AddPartitionsToTxnRequest.v3_and_below_topics")
         else:
             n_v3_and_below_topics = len(f_v3_and_below_topics)
+    if version <= 2:
         out += _S_qhi.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch, n_v3_and_below_topics)
+    elif version == 3:
+        if 0 <= n_v3_and_below_topics + 1 < 128:
+            out.append(n_v3_and_below_topics + 1)
+        else:
+            _w.put_uvarint(out, n_v3_and_below_topics + 1)
+    if version <= 3:
         for item in f_v3_and_below_topics:
             _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(version, item, out)
-    elif version == 3:
-        out += _S_qh.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch)
-        _w.put_structs(out, obj.v3_and_below_topics, _partial(_enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version), "AddPartitionsToTxnRequest.v3_and_below_topics", False)
     else:
         if obj.v3_and_below_transactional_id != '':
             raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_transactional_id", 4, "0-3")
@@ -134,99 +374,79 @@ def _enc_AddPartitionsToTxnRequest(version, obj, out):
             raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_producer_epoch", 4, "0-3")
         if obj.v3_and_below_topics:
             raise _w.not_in_version("AddPartitionsToTxnRequest.v3_and_below_topics", 4, "0-3")
-        _w.put_structs(out, obj.transactions, _partial(_enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction, version), "AddPartitionsToTxnRequest.transactions", False)
+        f_transactions = obj.transactions
+        if f_transactions is None:
+            raise _w.not_nullable("AddPartitionsToTxnRequest.transactions")
+        else:
+            n_transactions = len(f_transactions)
+        if 0 <= n_transactions + 1 < 128:
+            out.append(n_transactions + 1)
+        else:
+            _w.put_uvarint(out, n_transactions + 1)
+        for item in f_transactions:
+            _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(version, item, out)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest")
-
-
-def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(version, buf, cur, end):
-    """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
-    f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
-    if end - pos < 11:
-        raise _w.short_run(_RUN_producer_id__verify_only, pos, end)
-    f_producer_id, f_producer_epoch, f_verify_only = _S_qhb.unpack_from(buf, pos)
-    pos += 11
-    if f_verify_only != 0 and f_verify_only != 1:
-        raise _w.bad_bool('verify_only', pos - 1, f_verify_only)
-    b_verify_only = f_verify_only == 1
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
-    obj.transactional_id = f_transactional_id
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.verify_only = b_verify_only
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest")
 
 
 def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(version, obj, out):
     """Append in ``version`` a AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction to ``out``."""
     if obj is None:
         raise TypeError("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id", False)
-    _w.put_uvarint(out, n_transactional_id + 1)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id", n_transactional_id)
+    if 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
+    else:
+        _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
     out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.verify_only)
-    _w.put_structs(out, obj.topics, _partial(_enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, version), "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction")
-
-
-def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(version, buf, cur, end):
-    """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 2:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.topics")
     else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        if version <= 2:
-            raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
-        else:
-            raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    if version <= 2:
-        obj.unknown_tagged_fields = []
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction")
 
 
 def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(version, obj, out):
     """Append in ``version`` a AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic to ``out``."""
     if obj is None:
         raise TypeError("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name", n_name)
     if version <= 2:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partitions = obj.partitions
@@ -237,37 +457,275 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(version, obj, out):
     if version <= 2:
         out += _S_i.pack(n_partitions)
     else:
-        _w.put_uvarint(out, n_partitions + 1)
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic")
 
 
 def _dec_AddPartitionsToTxnResponse(version, buf, cur, end):
     """Decode AddPartitionsToTxnResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
     if version <= 2:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__results_by_topic_v3_and_below, pos, end)
         f_throttle_time_ms, n_results_by_topic_v3_and_below = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_results_by_topic_v3_and_below, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version), buf, cur, pos, end, n_results_by_topic_v3_and_below, 'results_by_topic_v3_and_below', 6, 4, False)
+        if n_results_by_topic_v3_and_below < 0 or n_results_by_topic_v3_and_below > (end - pos) // 6:
+            raise _w.bad_count('results_by_topic_v3_and_below', pos - 4, n_results_by_topic_v3_and_below, end, 6, 4)
     elif version == 3:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_results_by_topic_v3_and_below, pos = _w.read_compact_length(buf, pos, end, 'results_by_topic_v3_and_below')
-        f_results_by_topic_v3_and_below, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version), buf, cur, pos, end, n_results_by_topic_v3_and_below, 'results_by_topic_v3_and_below', 3, 1, False)
     else:
         if end - pos < 6:
             raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
-        n_results_by_transaction, pos = _w.read_compact_length(buf, pos, end, 'results_by_transaction')
-        f_results_by_transaction, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult, version), buf, cur, pos, end, n_results_by_transaction, 'results_by_transaction', 3, 1, False)
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            if version <= 3:
+                n_results_by_topic_v3_and_below = buf[pos] - 1
+            else:
+                n_results_by_transaction = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            if version <= 3:
+                n_results_by_topic_v3_and_below = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            else:
+                n_results_by_transaction = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            if version <= 3:
+                n_results_by_topic_v3_and_below, pos = _w.read_uvarint(buf, pos, end, 'results_by_topic_v3_and_below')
+                n_results_by_topic_v3_and_below -= 1
+            else:
+                n_results_by_transaction, pos = _w.read_uvarint(buf, pos, end, 'results_by_transaction')
+                n_results_by_transaction -= 1
+    if version == 3:
+        if n_results_by_topic_v3_and_below < 0 or n_results_by_topic_v3_and_below > (end - pos) // 3:
+            raise _w.bad_count('results_by_topic_v3_and_below', pos - 1, n_results_by_topic_v3_and_below, end, 3, 1)
+    if version <= 3:
+        f_results_by_topic_v3_and_below = []
+        if n_results_by_topic_v3_and_below:
+            # Each element read inline.
+            try:
+                for i in range(n_results_by_topic_v3_and_below):
+                    if v2_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_name, pos, end)
+                        n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_name__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                            n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        if v2_down:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if v2_down:
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_results_by_partition, pos, end)
+                        n_results_by_partition__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                        if n_results_by_partition__1 < 0 or n_results_by_partition__1 > (end - pos) // 6:
+                            raise _w.bad_count('results_by_partition', pos - 4, n_results_by_partition__1, end, 6, 4)
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_results_by_partition__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_results_by_partition__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_results_by_partition__1, pos = _w.read_uvarint(buf, pos, end, 'results_by_partition')
+                            n_results_by_partition__1 -= 1
+                        if n_results_by_partition__1 < 0 or n_results_by_partition__1 > (end - pos) // 7:
+                            raise _w.bad_count('results_by_partition', pos - 1, n_results_by_partition__1, end, 7, 1)
+                    f_results_by_partition__1 = []
+                    if n_results_by_partition__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_results_by_partition__1):
+                                if end - pos < 6:
+                                    raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
+                                f_partition_index__2, f_partition_error_code__2 = _S_ih.unpack_from(buf, pos)
+                                pos += 6
+                                if v3_up:
+                                    if pos < end and buf[pos] == 0:
+                                        pos += 1
+                                        unknown__2 = []
+                                    else:
+                                        unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+                                obj__2.partition_index = f_partition_index__2
+                                obj__2.partition_error_code = f_partition_error_code__2
+                                if v2_down:
+                                    obj__2.unknown_tagged_fields = []
+                                else:
+                                    obj__2.unknown_tagged_fields = unknown__2
+                                f_results_by_partition__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("results_by_partition[%d]" % i__1)
+                    if v3_up:
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+                    obj__1.name = f_name__1
+                    obj__1.results_by_partition = f_results_by_partition__1
+                    if v2_down:
+                        obj__1.unknown_tagged_fields = []
+                    else:
+                        obj__1.unknown_tagged_fields = unknown__1
+                    f_results_by_topic_v3_and_below.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("results_by_topic_v3_and_below[%d]" % i)
+    else:
+        if n_results_by_transaction < 0 or n_results_by_transaction > (end - pos) // 3:
+            raise _w.bad_count('results_by_transaction', pos - 1, n_results_by_transaction, end, 3, 1)
+        f_results_by_transaction = []
+        if n_results_by_transaction:
+            # Each element read inline.
+            try:
+                for i in range(n_results_by_transaction):
+                    if pos < end and buf[pos] < 128:
+                        n_transactional_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_transactional_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_transactional_id__1, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+                        n_transactional_id__1 -= 1
+                    if 0 <= n_transactional_id__1 <= end - pos:
+                        try:
+                            f_transactional_id__1 = buf[pos:pos + n_transactional_id__1].decode() if n_transactional_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('transactional_id', pos, exc) from None
+                        pos += n_transactional_id__1
+                    else:
+                        raise _w.bad_sized('transactional_id', pos, n_transactional_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_topic_results__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic_results__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic_results__1, pos = _w.read_uvarint(buf, pos, end, 'topic_results')
+                        n_topic_results__1 -= 1
+                    if n_topic_results__1 < 0 or n_topic_results__1 > (end - pos) // 3:
+                        raise _w.bad_count('topic_results', pos - 1, n_topic_results__1, end, 3, 1)
+                    f_topic_results__1 = []
+                    if n_topic_results__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_topic_results__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                                if 0 <= n_name__2 <= end - pos:
+                                    try:
+                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('name', pos, exc) from None
+                                    pos += n_name__2
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_results_by_partition__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_results_by_partition__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_results_by_partition__2, pos = _w.read_uvarint(buf, pos, end, 'results_by_partition')
+                                    n_results_by_partition__2 -= 1
+                                if n_results_by_partition__2 < 0 or n_results_by_partition__2 > (end - pos) // 7:
+                                    raise _w.bad_count('results_by_partition', pos - 1, n_results_by_partition__2, end, 7, 1)
+                                f_results_by_partition__2 = []
+                                if n_results_by_partition__2:
+                                    # Each element read inline.
+                                    try:
+                                        for i__2 in range(n_results_by_partition__2):
+                                            if end - pos < 6:
+                                                raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
+                                            f_partition_index__3, f_partition_error_code__3 = _S_ih.unpack_from(buf, pos)
+                                            pos += 6
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+                                            obj__3.partition_index = f_partition_index__3
+                                            obj__3.partition_error_code = f_partition_error_code__3
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                            f_results_by_partition__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("results_by_partition[%d]" % i__2)
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+                                obj__2.name = f_name__2
+                                obj__2.results_by_partition = f_results_by_partition__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_topic_results__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("topic_results[%d]" % i__1)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
+                    obj__1.transactional_id = f_transactional_id__1
+                    obj__1.topic_results = f_topic_results__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_results_by_transaction.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("results_by_transaction[%d]" % i)
+    if version >= 3:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddPartitionsToTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     if version <= 3:
@@ -296,129 +754,121 @@ def _enc_AddPartitionsToTxnResponse(version, obj, out):
                 raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_transaction", 0, "4-5")
             else:
                 raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_transaction", 3, "4-5")
-    if version <= 2:
+    if version == 3:
+        out += _S_i.pack(obj.throttle_time_ms)
+    if version <= 3:
         f_results_by_topic_v3_and_below = obj.results_by_topic_v3_and_below
         if f_results_by_topic_v3_and_below is None:
             raise _w.not_nullable("AddPartitionsToTxnResponse.results_by_topic_v3_and_below")
         else:
             n_results_by_topic_v3_and_below = len(f_results_by_topic_v3_and_below)
+    if version <= 2:
         out += _S_ii.pack(obj.throttle_time_ms, n_results_by_topic_v3_and_below)
+    elif version == 3:
+        if 0 <= n_results_by_topic_v3_and_below + 1 < 128:
+            out.append(n_results_by_topic_v3_and_below + 1)
+        else:
+            _w.put_uvarint(out, n_results_by_topic_v3_and_below + 1)
+    if version <= 3:
         for item in f_results_by_topic_v3_and_below:
             _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(version, item, out)
-    elif version == 3:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results_by_topic_v3_and_below, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version), "AddPartitionsToTxnResponse.results_by_topic_v3_and_below", False)
     else:
         if obj.results_by_topic_v3_and_below:
             raise _w.not_in_version("AddPartitionsToTxnResponse.results_by_topic_v3_and_below", 4, "0-3")
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-        _w.put_structs(out, obj.results_by_transaction, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult, version), "AddPartitionsToTxnResponse.results_by_transaction", False)
+        f_results_by_transaction = obj.results_by_transaction
+        if f_results_by_transaction is None:
+            raise _w.not_nullable("AddPartitionsToTxnResponse.results_by_transaction")
+        else:
+            n_results_by_transaction = len(f_results_by_transaction)
+        if 0 <= n_results_by_transaction + 1 < 128:
+            out.append(n_results_by_transaction + 1)
+        else:
+            _w.put_uvarint(out, n_results_by_transaction + 1)
+        for item in f_results_by_transaction:
+            _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult(version, item, out)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse")
-
-
-def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult(version, buf, cur, end):
-    """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
-    f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
-    n_topic_results, pos = _w.read_compact_length(buf, pos, end, 'topic_results')
-    f_topic_results, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version), buf, cur, pos, end, n_topic_results, 'topic_results', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
-    obj.transactional_id = f_transactional_id
-    obj.topic_results = f_topic_results
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse")
 
 
 def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult(version, obj, out):
     """Append in ``version`` a AddPartitionsToTxnResponse.AddPartitionsToTxnResult to ``out``."""
     if obj is None:
         raise TypeError("AddPartitionsToTxnResponse.AddPartitionsToTxnResult expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id", False)
-    _w.put_uvarint(out, n_transactional_id + 1)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id", n_transactional_id)
+    if 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
+    else:
+        _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
-    _w.put_structs(out, obj.topic_results, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, version), "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.topic_results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult")
-
-
-def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(version, buf, cur, end):
-    """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 2:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_results_by_partition, pos, end)
-        n_results_by_partition = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_results_by_partition, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, version), buf, cur, pos, end, n_results_by_partition, 'results_by_partition', 6, 4, False)
+    f_topic_results = obj.topic_results
+    if f_topic_results is None:
+        raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.topic_results")
     else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_results_by_partition, pos = _w.read_compact_length(buf, pos, end, 'results_by_partition')
-        f_results_by_partition, pos = _w.read_structs(_partial(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, version), buf, cur, pos, end, n_results_by_partition, 'results_by_partition', 7, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
-    obj.name = f_name
-    obj.results_by_partition = f_results_by_partition
-    if version <= 2:
-        obj.unknown_tagged_fields = []
+        n_topic_results = len(f_topic_results)
+    if 0 <= n_topic_results + 1 < 128:
+        out.append(n_topic_results + 1)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_uvarint(out, n_topic_results + 1)
+    for item in f_topic_results:
+        _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult")
 
 
 def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(version, obj, out):
     """Append in ``version`` a AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult to ``out``."""
     if obj is None:
         raise TypeError("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name", n_name)
     if version <= 2:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
+    f_results_by_partition = obj.results_by_partition
+    if f_results_by_partition is None:
+        raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition")
+    else:
+        n_results_by_partition = len(f_results_by_partition)
     if version <= 2:
-        f_results_by_partition = obj.results_by_partition
-        if f_results_by_partition is None:
-            raise _w.not_nullable("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition")
-        else:
-            n_results_by_partition = len(f_results_by_partition)
         out += _S_i.pack(n_results_by_partition)
-        for item in f_results_by_partition:
-            _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(version, item, out)
     else:
-        _w.put_structs(out, obj.results_by_partition, _partial(_enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, version), "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.results_by_partition", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult")
-
-
-def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(version, buf, cur, end):
-    """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
-    f_partition_index, f_partition_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
+        if 0 <= n_results_by_partition + 1 < 128:
+            out.append(n_results_by_partition + 1)
+        else:
+            _w.put_uvarint(out, n_results_by_partition + 1)
+    for item in f_results_by_partition:
+        _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(version, item, out)
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
-    obj.partition_index = f_partition_index
-    obj.partition_error_code = f_partition_error_code
-    if version <= 2:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult")
 
 
 def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(version, obj, out):
@@ -427,7 +877,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(version, o
         raise TypeError("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.partition_error_code)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult")
 
 
 class AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(Struct):

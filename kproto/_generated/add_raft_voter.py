@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AddRaftVoterRequest', 'AddRaftVoterResponse']
@@ -37,8 +37,25 @@ _new = Struct.__new__
 def _dec_AddRaftVoterRequest(version, buf, cur, end):
     """Decode AddRaftVoterRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
+        n_cluster_id -= 1
+    if 0 <= n_cluster_id <= end - pos:
+        try:
+            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('cluster_id', pos, exc) from None
+        pos += n_cluster_id
+    elif n_cluster_id == -1:
+        f_cluster_id = None
+    else:
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 8:
         raise _w.short_run(_RUN_timeout_ms__voter_id, pos, end)
     f_timeout_ms, f_voter_id = _S_ii.unpack_from(buf, pos)
@@ -47,8 +64,73 @@ def _dec_AddRaftVoterRequest(version, buf, cur, end):
         raise _w.short_read('voter_directory_id', pos, 16, end)
     f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
-    n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_partial(_dec_AddRaftVoterRequest_Listener, version), buf, cur, pos, end, n_listeners, 'listeners', 5, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_listeners = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
+        n_listeners -= 1
+    if n_listeners < 0 or n_listeners > (end - pos) // 5:
+        raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
+    f_listeners = []
+    if n_listeners:
+        # Each element read inline.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_H.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AddRaftVoterRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
     if version >= 1:
         if end - pos < 1:
             raise _w.short_run(_RUN_ack_when_committed, pos, end)
@@ -57,7 +139,11 @@ def _dec_AddRaftVoterRequest(version, buf, cur, end):
         if f_ack_when_committed != 0 and f_ack_when_committed != 1:
             raise _w.bad_bool('ack_when_committed', pos - 1, f_ack_when_committed)
         b_ack_when_committed = f_ack_when_committed == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddRaftVoterRequest)
     obj.cluster_id = f_cluster_id
     obj.timeout_ms = f_timeout_ms
@@ -80,53 +166,78 @@ def _enc_AddRaftVoterRequest(version, obj, out):
     if version <= 0:
         if obj.ack_when_committed != True:
             raise _w.not_in_version("AddRaftVoterRequest.ack_when_committed", 0, "1")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "AddRaftVoterRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        n_cluster_id = -1
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("AddRaftVoterRequest.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += _S_ii.pack(obj.timeout_ms, obj.voter_id)
     out += obj.voter_directory_id.bytes
-    _w.put_structs(out, obj.listeners, _partial(_enc_AddRaftVoterRequest_Listener, version), "AddRaftVoterRequest.listeners", False)
+    f_listeners = obj.listeners
+    if f_listeners is None:
+        raise _w.not_nullable("AddRaftVoterRequest.listeners")
+    else:
+        n_listeners = len(f_listeners)
+    if 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
+    else:
+        _w.put_uvarint(out, n_listeners + 1)
+    for item in f_listeners:
+        _enc_AddRaftVoterRequest_Listener(version, item, out)
     if version >= 1:
         out += _S_B.pack(obj.ack_when_committed)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterRequest")
-
-
-def _dec_AddRaftVoterRequest_Listener(version, buf, cur, end):
-    """Decode AddRaftVoterRequest.Listener (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_H.unpack_from(buf, pos)[0]
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AddRaftVoterRequest_Listener)
-    obj.name = f_name
-    obj.host = f_host
-    obj.port = f_port
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterRequest")
 
 
 def _enc_AddRaftVoterRequest_Listener(version, obj, out):
     """Append in ``version`` a AddRaftVoterRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("AddRaftVoterRequest.Listener expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AddRaftVoterRequest.Listener.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AddRaftVoterRequest.Listener.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AddRaftVoterRequest.Listener.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "AddRaftVoterRequest.Listener.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("AddRaftVoterRequest.Listener.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("AddRaftVoterRequest.Listener.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterRequest.Listener")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterRequest.Listener")
 
 
 def _dec_AddRaftVoterResponse(version, buf, cur, end):
@@ -136,9 +247,30 @@ def _dec_AddRaftVoterResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AddRaftVoterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -153,11 +285,24 @@ def _enc_AddRaftVoterResponse(version, obj, out):
     if obj is None:
         raise TypeError("AddRaftVoterResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AddRaftVoterResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AddRaftVoterResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AddRaftVoterResponse")
 
 
 class AddRaftVoterRequest_Listener(Struct):

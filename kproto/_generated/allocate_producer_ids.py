@@ -34,7 +34,11 @@ def _dec_AllocateProducerIdsRequest(version, buf, cur, end):
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AllocateProducerIdsRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
@@ -48,7 +52,10 @@ def _enc_AllocateProducerIdsRequest(version, obj, out):
     if obj is None:
         raise TypeError("AllocateProducerIdsRequest expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AllocateProducerIdsRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AllocateProducerIdsRequest")
 
 
 def _dec_AllocateProducerIdsResponse(version, buf, cur, end):
@@ -58,7 +65,11 @@ def _dec_AllocateProducerIdsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__producer_id_len, pos, end)
     f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len = _S_ihqi.unpack_from(buf, pos)
     pos += 18
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AllocateProducerIdsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -74,7 +85,10 @@ def _enc_AllocateProducerIdsResponse(version, obj, out):
     if obj is None:
         raise TypeError("AllocateProducerIdsResponse expected, got None")
     out += _S_ihqi.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id_start, obj.producer_id_len)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AllocateProducerIdsResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AllocateProducerIdsResponse")
 
 
 class AllocateProducerIdsRequest(Message):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterClientQuotasRequest', 'AlterClientQuotasResponse']
@@ -46,16 +46,218 @@ _new = Struct.__new__
 
 def _dec_AlterClientQuotasRequest(version, buf, cur, end):
     """Decode AlterClientQuotasRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if version <= 0:
         if end - pos < 4:
             raise _w.short_run(_RUN_entries, pos, end)
         n_entries = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_entries, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_EntryData, version), buf, cur, pos, end, n_entries, 'entries', 8, 4, False)
+        if n_entries < 0 or n_entries > (end - pos) // 8:
+            raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
     else:
-        n_entries, pos = _w.read_compact_length(buf, pos, end, 'entries')
-        f_entries, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_EntryData, version), buf, cur, pos, end, n_entries, 'entries', 3, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_entries = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_entries = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_entries, pos = _w.read_uvarint(buf, pos, end, 'entries')
+            n_entries -= 1
+        if n_entries < 0 or n_entries > (end - pos) // 3:
+            raise _w.bad_count('entries', pos - 1, n_entries, end, 3, 1)
+    f_entries = []
+    if n_entries:
+        # Each element read inline.
+        try:
+            for i in range(n_entries):
+                if v0_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_entity, pos, end)
+                    n_entity__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_entity__1 < 0 or n_entity__1 > (end - pos) // 4:
+                        raise _w.bad_count('entity', pos - 4, n_entity__1, end, 4, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_entity__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_entity__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_entity__1, pos = _w.read_uvarint(buf, pos, end, 'entity')
+                        n_entity__1 -= 1
+                    if n_entity__1 < 0 or n_entity__1 > (end - pos) // 3:
+                        raise _w.bad_count('entity', pos - 1, n_entity__1, end, 3, 1)
+                f_entity__1 = []
+                if n_entity__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_entity__1):
+                            if v0_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_entity_type, pos, end)
+                                n_entity_type__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_entity_type__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_entity_type__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_entity_type__2, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
+                                    n_entity_type__2 -= 1
+                            if 0 <= n_entity_type__2 <= end - pos:
+                                try:
+                                    f_entity_type__2 = buf[pos:pos + n_entity_type__2].decode() if n_entity_type__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_type', pos, exc) from None
+                                pos += n_entity_type__2
+                            else:
+                                if v0_down:
+                                    raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 1, False)
+                            if v0_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_entity_name, pos, end)
+                                n_entity_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_entity_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_entity_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_entity_name__2, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
+                                    n_entity_name__2 -= 1
+                            if 0 <= n_entity_name__2 <= end - pos:
+                                try:
+                                    f_entity_name__2 = buf[pos:pos + n_entity_name__2].decode() if n_entity_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_name', pos, exc) from None
+                                pos += n_entity_name__2
+                            elif n_entity_name__2 == -1:
+                                f_entity_name__2 = None
+                            else:
+                                if v0_down:
+                                    raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 2, True)
+                                else:
+                                    raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 1, True)
+                            if v1_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterClientQuotasRequest_EntityData)
+                            obj__2.entity_type = f_entity_type__2
+                            obj__2.entity_name = f_entity_name__2
+                            if v0_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_entity__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("entity[%d]" % i__1)
+                if v0_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_ops, pos, end)
+                    n_ops__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_ops__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_ops__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_ops__1, pos = _w.read_uvarint(buf, pos, end, 'ops')
+                        n_ops__1 -= 1
+                if n_ops__1 < 0 or n_ops__1 > (end - pos) // 11:
+                    if v0_down:
+                        raise _w.bad_count('ops', pos - 4, n_ops__1, end, 11, 4)
+                    else:
+                        raise _w.bad_count('ops', pos - 1, n_ops__1, end, 11, 1)
+                f_ops__1 = []
+                if n_ops__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_ops__1):
+                            if v0_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_key, pos, end)
+                                n_key__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_key__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_key__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_key__2, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                    n_key__2 -= 1
+                            if 0 <= n_key__2 <= end - pos:
+                                try:
+                                    f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('key', pos, exc) from None
+                                pos += n_key__2
+                            else:
+                                if v0_down:
+                                    raise _w.bad_sized('key', pos, n_key__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('key', pos, n_key__2, end, 1, False)
+                            if end - pos < 9:
+                                raise _w.short_run(_RUN_value__remove, pos, end)
+                            f_value__2, f_remove__2 = _S_db.unpack_from(buf, pos)
+                            pos += 9
+                            if f_remove__2 != 0 and f_remove__2 != 1:
+                                raise _w.bad_bool('remove', pos - 1, f_remove__2)
+                            b_remove__2 = f_remove__2 == 1
+                            if v1_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterClientQuotasRequest_OpData)
+                            obj__2.key = f_key__2
+                            obj__2.value = f_value__2
+                            obj__2.remove = b_remove__2
+                            if v0_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_ops__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("ops[%d]" % i__1)
+                if v1_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterClientQuotasRequest_EntryData)
+                obj__1.entity = f_entity__1
+                obj__1.ops = f_ops__1
+                if v0_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_entries.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     f_validate_only = _S_b.unpack_from(buf, pos)[0]
@@ -64,7 +266,11 @@ def _dec_AlterClientQuotasRequest(version, buf, cur, end):
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
     if version >= 1:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterClientQuotasRequest)
     obj.entries = f_entries
     obj.validate_only = b_validate_only
@@ -80,199 +286,323 @@ def _enc_AlterClientQuotasRequest(version, obj, out):
     """Append in ``version`` a AlterClientQuotasRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasRequest expected, got None")
-    if version <= 0:
-        f_entries = obj.entries
-        if f_entries is None:
-            raise _w.not_nullable("AlterClientQuotasRequest.entries")
-        else:
-            n_entries = len(f_entries)
-        out += _S_i.pack(n_entries)
-        for item in f_entries:
-            _enc_AlterClientQuotasRequest_EntryData(version, item, out)
+    f_entries = obj.entries
+    if f_entries is None:
+        raise _w.not_nullable("AlterClientQuotasRequest.entries")
     else:
-        _w.put_structs(out, obj.entries, _partial(_enc_AlterClientQuotasRequest_EntryData, version), "AlterClientQuotasRequest.entries", False)
+        n_entries = len(f_entries)
+    if version <= 0:
+        out += _S_i.pack(n_entries)
+    else:
+        if 0 <= n_entries + 1 < 128:
+            out.append(n_entries + 1)
+        else:
+            _w.put_uvarint(out, n_entries + 1)
+    for item in f_entries:
+        _enc_AlterClientQuotasRequest_EntryData(version, item, out)
     out += _S_B.pack(obj.validate_only)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest")
-
-
-def _dec_AlterClientQuotasRequest_EntryData(version, buf, cur, end):
-    """Decode AlterClientQuotasRequest.EntryData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_entity, pos, end)
-        n_entity = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_entity, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_EntityData, version), buf, cur, pos, end, n_entity, 'entity', 4, 4, False)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_ops, pos, end)
-        n_ops = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_ops, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_OpData, version), buf, cur, pos, end, n_ops, 'ops', 11, 4, False)
-    else:
-        n_entity, pos = _w.read_compact_length(buf, pos, end, 'entity')
-        f_entity, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_EntityData, version), buf, cur, pos, end, n_entity, 'entity', 3, 1, False)
-        n_ops, pos = _w.read_compact_length(buf, pos, end, 'ops')
-        f_ops, pos = _w.read_structs(_partial(_dec_AlterClientQuotasRequest_OpData, version), buf, cur, pos, end, n_ops, 'ops', 11, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasRequest_EntryData)
-    obj.entity = f_entity
-    obj.ops = f_ops
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest")
 
 
 def _enc_AlterClientQuotasRequest_EntryData(version, obj, out):
     """Append in ``version`` a AlterClientQuotasRequest.EntryData to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasRequest.EntryData expected, got None")
+    f_entity = obj.entity
+    if f_entity is None:
+        raise _w.not_nullable("AlterClientQuotasRequest.EntryData.entity")
+    else:
+        n_entity = len(f_entity)
     if version <= 0:
-        f_entity = obj.entity
-        if f_entity is None:
-            raise _w.not_nullable("AlterClientQuotasRequest.EntryData.entity")
-        else:
-            n_entity = len(f_entity)
         out += _S_i.pack(n_entity)
-        for item in f_entity:
-            _enc_AlterClientQuotasRequest_EntityData(version, item, out)
-        f_ops = obj.ops
-        if f_ops is None:
-            raise _w.not_nullable("AlterClientQuotasRequest.EntryData.ops")
+    else:
+        if 0 <= n_entity + 1 < 128:
+            out.append(n_entity + 1)
         else:
-            n_ops = len(f_ops)
+            _w.put_uvarint(out, n_entity + 1)
+    for item in f_entity:
+        _enc_AlterClientQuotasRequest_EntityData(version, item, out)
+    f_ops = obj.ops
+    if f_ops is None:
+        raise _w.not_nullable("AlterClientQuotasRequest.EntryData.ops")
+    else:
+        n_ops = len(f_ops)
+    if version <= 0:
         out += _S_i.pack(n_ops)
-        for item in f_ops:
-            _enc_AlterClientQuotasRequest_OpData(version, item, out)
     else:
-        _w.put_structs(out, obj.entity, _partial(_enc_AlterClientQuotasRequest_EntityData, version), "AlterClientQuotasRequest.EntryData.entity", False)
-        _w.put_structs(out, obj.ops, _partial(_enc_AlterClientQuotasRequest_OpData, version), "AlterClientQuotasRequest.EntryData.ops", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData")
-
-
-def _dec_AlterClientQuotasRequest_EntityData(version, buf, cur, end):
-    """Decode AlterClientQuotasRequest.EntryData.EntityData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_entity_type, pos, end)
-        n_entity_type = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_entity_name, pos, end)
-        n_entity_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 2, True, True)
-    else:
-        n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
-        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
-        n_entity_name, pos = _w.read_compact_length(buf, pos, end, 'entity_name')
-        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasRequest_EntityData)
-    obj.entity_type = f_entity_type
-    obj.entity_name = f_entity_name
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_ops + 1 < 128:
+            out.append(n_ops + 1)
+        else:
+            _w.put_uvarint(out, n_ops + 1)
+    for item in f_ops:
+        _enc_AlterClientQuotasRequest_OpData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData")
 
 
 def _enc_AlterClientQuotasRequest_EntityData(version, obj, out):
     """Append in ``version`` a AlterClientQuotasRequest.EntryData.EntityData to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasRequest.EntryData.EntityData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "AlterClientQuotasRequest.EntryData.EntityData.entity_type", False)
+    f_entity_type = obj.entity_type
+    if f_entity_type is None:
+        raise _w.not_nullable("AlterClientQuotasRequest.EntryData.EntityData.entity_type")
+    else:
+        f_entity_type = f_entity_type.encode("utf-8")
+        n_entity_type = len(f_entity_type)
+        if n_entity_type > 32767:
+            raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_type", n_entity_type)
     if version <= 0:
         out += _S_h.pack(n_entity_type)
     else:
-        _w.put_uvarint(out, n_entity_type + 1)
+        if 0 <= n_entity_type + 1 < 128:
+            out.append(n_entity_type + 1)
+        else:
+            _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
-    f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "AlterClientQuotasRequest.EntryData.EntityData.entity_name", True)
+    f_entity_name = obj.entity_name
+    if f_entity_name is None:
+        n_entity_name = -1
+    else:
+        f_entity_name = f_entity_name.encode("utf-8")
+        n_entity_name = len(f_entity_name)
+        if n_entity_name > 32767:
+            raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_name", n_entity_name)
     if version <= 0:
         out += _S_h.pack(n_entity_name)
     else:
-        _w.put_uvarint(out, n_entity_name + 1)
+        if 0 <= n_entity_name + 1 < 128:
+            out.append(n_entity_name + 1)
+        else:
+            _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         out += f_entity_name
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.EntityData")
-
-
-def _dec_AlterClientQuotasRequest_OpData(version, buf, cur, end):
-    """Decode AlterClientQuotasRequest.EntryData.OpData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_key, pos, end)
-        n_key = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 2, False, True)
-    else:
-        n_key, pos = _w.read_compact_length(buf, pos, end, 'key')
-        f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 1, False, True)
-    if end - pos < 9:
-        raise _w.short_run(_RUN_value__remove, pos, end)
-    f_value, f_remove = _S_db.unpack_from(buf, pos)
-    pos += 9
-    if f_remove != 0 and f_remove != 1:
-        raise _w.bad_bool('remove', pos - 1, f_remove)
-    b_remove = f_remove == 1
-    if version >= 1:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasRequest_OpData)
-    obj.key = f_key
-    obj.value = f_value
-    obj.remove = b_remove
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.EntityData")
 
 
 def _enc_AlterClientQuotasRequest_OpData(version, obj, out):
     """Append in ``version`` a AlterClientQuotasRequest.EntryData.OpData to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasRequest.EntryData.OpData expected, got None")
-    f_key, n_key = _w.encode_text(obj.key, "AlterClientQuotasRequest.EntryData.OpData.key", False)
+    f_key = obj.key
+    if f_key is None:
+        raise _w.not_nullable("AlterClientQuotasRequest.EntryData.OpData.key")
+    else:
+        f_key = f_key.encode("utf-8")
+        n_key = len(f_key)
+        if n_key > 32767:
+            raise _w.string_too_long("AlterClientQuotasRequest.EntryData.OpData.key", n_key)
     if version <= 0:
         out += _S_h.pack(n_key)
     else:
-        _w.put_uvarint(out, n_key + 1)
+        if 0 <= n_key + 1 < 128:
+            out.append(n_key + 1)
+        else:
+            _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         out += f_key
     out += _S_dB.pack(obj.value, obj.remove)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.OpData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasRequest.EntryData.OpData")
 
 
 def _dec_AlterClientQuotasResponse(version, buf, cur, end):
     """Decode AlterClientQuotasResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if version <= 0:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__entries, pos, end)
         f_throttle_time_ms, n_entries = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_entries, pos = _w.read_structs(_partial(_dec_AlterClientQuotasResponse_EntryData, version), buf, cur, pos, end, n_entries, 'entries', 8, 4, False)
+        if n_entries < 0 or n_entries > (end - pos) // 8:
+            raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
     else:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_entries, pos = _w.read_compact_length(buf, pos, end, 'entries')
-        f_entries, pos = _w.read_structs(_partial(_dec_AlterClientQuotasResponse_EntryData, version), buf, cur, pos, end, n_entries, 'entries', 5, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_entries = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_entries = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_entries, pos = _w.read_uvarint(buf, pos, end, 'entries')
+            n_entries -= 1
+        if n_entries < 0 or n_entries > (end - pos) // 5:
+            raise _w.bad_count('entries', pos - 1, n_entries, end, 5, 1)
+    f_entries = []
+    if n_entries:
+        # Each element read inline.
+        try:
+            for i in range(n_entries):
+                if v0_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                    f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                    pos += 4
+                else:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    if v0_down:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if v0_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_entity, pos, end)
+                    n_entity__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_entity__1 < 0 or n_entity__1 > (end - pos) // 4:
+                        raise _w.bad_count('entity', pos - 4, n_entity__1, end, 4, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_entity__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_entity__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_entity__1, pos = _w.read_uvarint(buf, pos, end, 'entity')
+                        n_entity__1 -= 1
+                    if n_entity__1 < 0 or n_entity__1 > (end - pos) // 3:
+                        raise _w.bad_count('entity', pos - 1, n_entity__1, end, 3, 1)
+                f_entity__1 = []
+                if n_entity__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_entity__1):
+                            if v0_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_entity_type, pos, end)
+                                n_entity_type__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_entity_type__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_entity_type__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_entity_type__2, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
+                                    n_entity_type__2 -= 1
+                            if 0 <= n_entity_type__2 <= end - pos:
+                                try:
+                                    f_entity_type__2 = buf[pos:pos + n_entity_type__2].decode() if n_entity_type__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_type', pos, exc) from None
+                                pos += n_entity_type__2
+                            else:
+                                if v0_down:
+                                    raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 1, False)
+                            if v0_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_entity_name, pos, end)
+                                n_entity_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_entity_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_entity_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_entity_name__2, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
+                                    n_entity_name__2 -= 1
+                            if 0 <= n_entity_name__2 <= end - pos:
+                                try:
+                                    f_entity_name__2 = buf[pos:pos + n_entity_name__2].decode() if n_entity_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('entity_name', pos, exc) from None
+                                pos += n_entity_name__2
+                            elif n_entity_name__2 == -1:
+                                f_entity_name__2 = None
+                            else:
+                                if v0_down:
+                                    raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 2, True)
+                                else:
+                                    raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 1, True)
+                            if v1_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterClientQuotasResponse_EntityData)
+                            obj__2.entity_type = f_entity_type__2
+                            obj__2.entity_name = f_entity_name__2
+                            if v0_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_entity__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("entity[%d]" % i__1)
+                if v1_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterClientQuotasResponse_EntryData)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.entity = f_entity__1
+                if v0_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_entries.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
+    if version >= 1:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterClientQuotasResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.entries = f_entries
@@ -288,55 +618,27 @@ def _enc_AlterClientQuotasResponse(version, obj, out):
     """Append in ``version`` a AlterClientQuotasResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasResponse expected, got None")
-    if version <= 0:
-        f_entries = obj.entries
-        if f_entries is None:
-            raise _w.not_nullable("AlterClientQuotasResponse.entries")
-        else:
-            n_entries = len(f_entries)
-        out += _S_ii.pack(obj.throttle_time_ms, n_entries)
-        for item in f_entries:
-            _enc_AlterClientQuotasResponse_EntryData(version, item, out)
-    else:
+    if version >= 1:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.entries, _partial(_enc_AlterClientQuotasResponse_EntryData, version), "AlterClientQuotasResponse.entries", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse")
-
-
-def _dec_AlterClientQuotasResponse_EntryData(version, buf, cur, end):
-    """Decode AlterClientQuotasResponse.EntryData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__error_message, pos, end)
-        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_entity, pos, end)
-        n_entity = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_entity, pos = _w.read_structs(_partial(_dec_AlterClientQuotasResponse_EntityData, version), buf, cur, pos, end, n_entity, 'entity', 4, 4, False)
+    f_entries = obj.entries
+    if f_entries is None:
+        raise _w.not_nullable("AlterClientQuotasResponse.entries")
     else:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_error_code, pos, end)
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        n_entity, pos = _w.read_compact_length(buf, pos, end, 'entity')
-        f_entity, pos = _w.read_structs(_partial(_dec_AlterClientQuotasResponse_EntityData, version), buf, cur, pos, end, n_entity, 'entity', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasResponse_EntryData)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.entity = f_entity
+        n_entries = len(f_entries)
     if version <= 0:
-        obj.unknown_tagged_fields = []
+        out += _S_ii.pack(obj.throttle_time_ms, n_entries)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_entries + 1 < 128:
+            out.append(n_entries + 1)
+        else:
+            _w.put_uvarint(out, n_entries + 1)
+    for item in f_entries:
+        _enc_AlterClientQuotasResponse_EntryData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse")
 
 
 def _enc_AlterClientQuotasResponse_EntryData(version, obj, out):
@@ -345,78 +647,87 @@ def _enc_AlterClientQuotasResponse_EntryData(version, obj, out):
         raise TypeError("AlterClientQuotasResponse.EntryData expected, got None")
     if version >= 1:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterClientQuotasResponse.EntryData.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterClientQuotasResponse.EntryData.error_message", n_error_message)
     if version <= 0:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
+    f_entity = obj.entity
+    if f_entity is None:
+        raise _w.not_nullable("AlterClientQuotasResponse.EntryData.entity")
+    else:
+        n_entity = len(f_entity)
     if version <= 0:
-        f_entity = obj.entity
-        if f_entity is None:
-            raise _w.not_nullable("AlterClientQuotasResponse.EntryData.entity")
-        else:
-            n_entity = len(f_entity)
         out += _S_i.pack(n_entity)
-        for item in f_entity:
-            _enc_AlterClientQuotasResponse_EntityData(version, item, out)
     else:
-        _w.put_structs(out, obj.entity, _partial(_enc_AlterClientQuotasResponse_EntityData, version), "AlterClientQuotasResponse.EntryData.entity", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData")
-
-
-def _dec_AlterClientQuotasResponse_EntityData(version, buf, cur, end):
-    """Decode AlterClientQuotasResponse.EntryData.EntityData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_entity_type, pos, end)
-        n_entity_type = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_entity_name, pos, end)
-        n_entity_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 2, True, True)
-    else:
-        n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
-        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
-        n_entity_name, pos = _w.read_compact_length(buf, pos, end, 'entity_name')
-        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterClientQuotasResponse_EntityData)
-    obj.entity_type = f_entity_type
-    obj.entity_name = f_entity_name
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_entity + 1 < 128:
+            out.append(n_entity + 1)
+        else:
+            _w.put_uvarint(out, n_entity + 1)
+    for item in f_entity:
+        _enc_AlterClientQuotasResponse_EntityData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData")
 
 
 def _enc_AlterClientQuotasResponse_EntityData(version, obj, out):
     """Append in ``version`` a AlterClientQuotasResponse.EntryData.EntityData to ``out``."""
     if obj is None:
         raise TypeError("AlterClientQuotasResponse.EntryData.EntityData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "AlterClientQuotasResponse.EntryData.EntityData.entity_type", False)
+    f_entity_type = obj.entity_type
+    if f_entity_type is None:
+        raise _w.not_nullable("AlterClientQuotasResponse.EntryData.EntityData.entity_type")
+    else:
+        f_entity_type = f_entity_type.encode("utf-8")
+        n_entity_type = len(f_entity_type)
+        if n_entity_type > 32767:
+            raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
     if version <= 0:
         out += _S_h.pack(n_entity_type)
     else:
-        _w.put_uvarint(out, n_entity_type + 1)
+        if 0 <= n_entity_type + 1 < 128:
+            out.append(n_entity_type + 1)
+        else:
+            _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
-    f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "AlterClientQuotasResponse.EntryData.EntityData.entity_name", True)
+    f_entity_name = obj.entity_name
+    if f_entity_name is None:
+        n_entity_name = -1
+    else:
+        f_entity_name = f_entity_name.encode("utf-8")
+        n_entity_name = len(f_entity_name)
+        if n_entity_name > 32767:
+            raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
     if version <= 0:
         out += _S_h.pack(n_entity_name)
     else:
-        _w.put_uvarint(out, n_entity_name + 1)
+        if 0 <= n_entity_name + 1 < 128:
+            out.append(n_entity_name + 1)
+        else:
+            _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         out += f_entity_name
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData.EntityData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterClientQuotasResponse.EntryData.EntityData")
 
 
 class AlterClientQuotasRequest_EntityData(Struct):

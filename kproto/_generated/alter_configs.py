@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterConfigsRequest', 'AlterConfigsResponse']
@@ -44,16 +44,174 @@ _new = Struct.__new__
 
 def _dec_AlterConfigsRequest(version, buf, cur, end):
     """Decode AlterConfigsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 4:
             raise _w.short_run(_RUN_resources, pos, end)
         n_resources = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_resources, pos = _w.read_structs(_partial(_dec_AlterConfigsRequest_AlterConfigsResource, version), buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
+        if n_resources < 0 or n_resources > (end - pos) // 7:
+            raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     else:
-        n_resources, pos = _w.read_compact_length(buf, pos, end, 'resources')
-        f_resources, pos = _w.read_structs(_partial(_dec_AlterConfigsRequest_AlterConfigsResource, version), buf, cur, pos, end, n_resources, 'resources', 4, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_resources = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_resources, pos = _w.read_uvarint(buf, pos, end, 'resources')
+            n_resources -= 1
+        if n_resources < 0 or n_resources > (end - pos) // 4:
+            raise _w.bad_count('resources', pos - 1, n_resources, end, 4, 1)
+    f_resources = []
+    if n_resources:
+        # Each element read inline.
+        try:
+            for i in range(n_resources):
+                if v1_down:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                    f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_resource_type, pos, end)
+                    f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_resource_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                        n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_configs, pos, end)
+                    n_configs__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_configs__1 < 0 or n_configs__1 > (end - pos) // 4:
+                        raise _w.bad_count('configs', pos - 4, n_configs__1, end, 4, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_configs__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_configs__1, pos = _w.read_uvarint(buf, pos, end, 'configs')
+                        n_configs__1 -= 1
+                    if n_configs__1 < 0 or n_configs__1 > (end - pos) // 3:
+                        raise _w.bad_count('configs', pos - 1, n_configs__1, end, 3, 1)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_name, pos, end)
+                                n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_value, pos, end)
+                                n_value__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_value__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                    n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                                else:
+                                    raise _w.bad_sized('value', pos, n_value__2, end, 1, True)
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterConfigsRequest_AlterableConfig)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterConfigsRequest_AlterConfigsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configs = f_configs__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     f_validate_only = _S_b.unpack_from(buf, pos)[0]
@@ -62,7 +220,11 @@ def _dec_AlterConfigsRequest(version, buf, cur, end):
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterConfigsRequest)
     obj.resources = f_resources
     obj.validate_only = b_validate_only
@@ -78,56 +240,26 @@ def _enc_AlterConfigsRequest(version, obj, out):
     """Append in ``version`` a AlterConfigsRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterConfigsRequest expected, got None")
-    if version <= 1:
-        f_resources = obj.resources
-        if f_resources is None:
-            raise _w.not_nullable("AlterConfigsRequest.resources")
-        else:
-            n_resources = len(f_resources)
-        out += _S_i.pack(n_resources)
-        for item in f_resources:
-            _enc_AlterConfigsRequest_AlterConfigsResource(version, item, out)
+    f_resources = obj.resources
+    if f_resources is None:
+        raise _w.not_nullable("AlterConfigsRequest.resources")
     else:
-        _w.put_structs(out, obj.resources, _partial(_enc_AlterConfigsRequest_AlterConfigsResource, version), "AlterConfigsRequest.resources", False)
+        n_resources = len(f_resources)
+    if version <= 1:
+        out += _S_i.pack(n_resources)
+    else:
+        if 0 <= n_resources + 1 < 128:
+            out.append(n_resources + 1)
+        else:
+            _w.put_uvarint(out, n_resources + 1)
+    for item in f_resources:
+        _enc_AlterConfigsRequest_AlterConfigsResource(version, item, out)
     out += _S_B.pack(obj.validate_only)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest")
-
-
-def _dec_AlterConfigsRequest_AlterConfigsResource(version, buf, cur, end):
-    """Decode AlterConfigsRequest.AlterConfigsResource (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_configs, pos, end)
-        n_configs = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_configs, pos = _w.read_structs(_partial(_dec_AlterConfigsRequest_AlterableConfig, version), buf, cur, pos, end, n_configs, 'configs', 4, 4, False)
-    else:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type, pos, end)
-        f_resource_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-        n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
-        f_configs, pos = _w.read_structs(_partial(_dec_AlterConfigsRequest_AlterableConfig, version), buf, cur, pos, end, n_configs, 'configs', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterConfigsRequest_AlterConfigsResource)
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.configs = f_configs
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest")
 
 
 def _enc_AlterConfigsRequest_AlterConfigsResource(version, obj, out):
@@ -136,97 +268,208 @@ def _enc_AlterConfigsRequest_AlterConfigsResource(version, obj, out):
         raise TypeError("AlterConfigsRequest.AlterConfigsResource expected, got None")
     if version >= 2:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "AlterConfigsRequest.AlterConfigsResource.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.resource_name", n_resource_name)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
+    f_configs = obj.configs
+    if f_configs is None:
+        raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.configs")
+    else:
+        n_configs = len(f_configs)
     if version <= 1:
-        f_configs = obj.configs
-        if f_configs is None:
-            raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.configs")
-        else:
-            n_configs = len(f_configs)
         out += _S_i.pack(n_configs)
-        for item in f_configs:
-            _enc_AlterConfigsRequest_AlterableConfig(version, item, out)
     else:
-        _w.put_structs(out, obj.configs, _partial(_enc_AlterConfigsRequest_AlterableConfig, version), "AlterConfigsRequest.AlterConfigsResource.configs", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest.AlterConfigsResource")
-
-
-def _dec_AlterConfigsRequest_AlterableConfig(version, buf, cur, end):
-    """Decode AlterConfigsRequest.AlterConfigsResource.AlterableConfig (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_value, pos, end)
-        n_value = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
-        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterConfigsRequest_AlterableConfig)
-    obj.name = f_name
-    obj.value = f_value
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_configs + 1 < 128:
+            out.append(n_configs + 1)
+        else:
+            _w.put_uvarint(out, n_configs + 1)
+    for item in f_configs:
+        _enc_AlterConfigsRequest_AlterableConfig(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest.AlterConfigsResource")
 
 
 def _enc_AlterConfigsRequest_AlterableConfig(version, obj, out):
     """Append in ``version`` a AlterConfigsRequest.AlterConfigsResource.AlterableConfig to ``out``."""
     if obj is None:
         raise TypeError("AlterConfigsRequest.AlterConfigsResource.AlterableConfig expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "AlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", True)
+    f_value = obj.value
+    if f_value is None:
+        n_value = -1
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", n_value)
     if version <= 1:
         out += _S_h.pack(n_value)
     else:
-        _w.put_uvarint(out, n_value + 1)
+        if 0 <= n_value + 1 < 128:
+            out.append(n_value + 1)
+        else:
+            _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest.AlterConfigsResource.AlterableConfig")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsRequest.AlterConfigsResource.AlterableConfig")
 
 
 def _dec_AlterConfigsResponse(version, buf, cur, end):
     """Decode AlterConfigsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
         f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_responses, pos = _w.read_structs(_partial(_dec_AlterConfigsResponse_AlterConfigsResourceResponse, version), buf, cur, pos, end, n_responses, 'responses', 7, 4, False)
+        if n_responses < 0 or n_responses > (end - pos) // 7:
+            raise _w.bad_count('responses', pos - 4, n_responses, end, 7, 4)
     else:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-        f_responses, pos = _w.read_structs(_partial(_dec_AlterConfigsResponse_AlterConfigsResourceResponse, version), buf, cur, pos, end, n_responses, 'responses', 6, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_responses = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
+            n_responses -= 1
+        if n_responses < 0 or n_responses > (end - pos) // 6:
+            raise _w.bad_count('responses', pos - 1, n_responses, end, 6, 1)
+    f_responses = []
+    if n_responses:
+        # Each element read inline.
+        try:
+            for i in range(n_responses):
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                    f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                    pos += 4
+                else:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if v1_down:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                    f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_resource_type, pos, end)
+                    f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_resource_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                        n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterConfigsResponse_AlterConfigsResourceResponse)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
@@ -242,60 +485,27 @@ def _enc_AlterConfigsResponse(version, obj, out):
     """Append in ``version`` a AlterConfigsResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterConfigsResponse expected, got None")
-    if version <= 1:
-        f_responses = obj.responses
-        if f_responses is None:
-            raise _w.not_nullable("AlterConfigsResponse.responses")
-        else:
-            n_responses = len(f_responses)
-        out += _S_ii.pack(obj.throttle_time_ms, n_responses)
-        for item in f_responses:
-            _enc_AlterConfigsResponse_AlterConfigsResourceResponse(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.responses, _partial(_enc_AlterConfigsResponse_AlterConfigsResourceResponse, version), "AlterConfigsResponse.responses", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsResponse")
-
-
-def _dec_AlterConfigsResponse_AlterConfigsResourceResponse(version, buf, cur, end):
-    """Decode AlterConfigsResponse.AlterConfigsResourceResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__error_message, pos, end)
-        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("AlterConfigsResponse.responses")
     else:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_error_code, pos, end)
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type, pos, end)
-        f_resource_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterConfigsResponse_AlterConfigsResourceResponse)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
+        n_responses = len(f_responses)
     if version <= 1:
-        obj.unknown_tagged_fields = []
+        out += _S_ii.pack(obj.throttle_time_ms, n_responses)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_responses + 1 < 128:
+            out.append(n_responses + 1)
+        else:
+            _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_AlterConfigsResponse_AlterConfigsResourceResponse(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsResponse")
 
 
 def _enc_AlterConfigsResponse_AlterConfigsResourceResponse(version, obj, out):
@@ -304,24 +514,47 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse(version, obj, out):
         raise TypeError("AlterConfigsResponse.AlterConfigsResourceResponse expected, got None")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterConfigsResponse.AlterConfigsResourceResponse.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterConfigsResponse.AlterConfigsResourceResponse.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "AlterConfigsResponse.AlterConfigsResourceResponse.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("AlterConfigsResponse.AlterConfigsResourceResponse.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("AlterConfigsResponse.AlterConfigsResourceResponse.resource_name", n_resource_name)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsResponse.AlterConfigsResourceResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterConfigsResponse.AlterConfigsResourceResponse")
 
 
 class AlterConfigsRequest_AlterableConfig(Struct):

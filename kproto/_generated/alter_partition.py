@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterPartitionRequest', 'AlterPartitionResponse']
@@ -42,17 +42,189 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_AlterPartitionRequest(version, buf, cur, end):
     """Decode AlterPartitionRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    if version <= 1:
-        f_topics, pos = _w.read_structs(_partial(_dec_AlterPartitionRequest_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
-        f_topics, pos = _w.read_structs(_partial(_dec_AlterPartitionRequest_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if version <= 1:
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    else:
+        if n_topics < 0 or n_topics > (end - pos) // 18:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v1_down:
+                    if pos < end and buf[pos] < 128:
+                        n_topic_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                        n_topic_name__1 -= 1
+                    if 0 <= n_topic_name__1 <= end - pos:
+                        try:
+                            f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic_name', pos, exc) from None
+                        pos += n_topic_name__1
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                else:
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if v0_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 14, 1)
+                else:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 15:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 15, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                            f_partition_index__2, f_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            if pos < end and buf[pos] < 128:
+                                if v2_down:
+                                    n_new_isr__2 = buf[pos] - 1
+                                else:
+                                    n_new_isr_with_epochs__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                if v2_down:
+                                    n_new_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                else:
+                                    n_new_isr_with_epochs__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                if v2_down:
+                                    n_new_isr__2, pos = _w.read_uvarint(buf, pos, end, 'new_isr')
+                                    n_new_isr__2 -= 1
+                                else:
+                                    n_new_isr_with_epochs__2, pos = _w.read_uvarint(buf, pos, end, 'new_isr_with_epochs')
+                                    n_new_isr_with_epochs__2 -= 1
+                            if v2_down:
+                                if n_new_isr__2 < 0 or n_new_isr__2 > (end - pos) // 4:
+                                    raise _w.bad_count('new_isr', pos - 1, n_new_isr__2, end, 4, 1)
+                                if n_new_isr__2 < _w.SMALL_ARRAY_MAX:
+                                    f_new_isr__2 = list(_A_i[n_new_isr__2].unpack_from(buf, pos))
+                                else:
+                                    f_new_isr__2 = list(_unpack_from(">%di" % n_new_isr__2, buf, pos))
+                                pos += n_new_isr__2 * 4
+                            if v0_down:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_partition_epoch, pos, end)
+                                f_partition_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                            elif v3_up:
+                                if n_new_isr_with_epochs__2 < 0 or n_new_isr_with_epochs__2 > (end - pos) // 13:
+                                    raise _w.bad_count('new_isr_with_epochs', pos - 1, n_new_isr_with_epochs__2, end, 13, 1)
+                                f_new_isr_with_epochs__2 = []
+                                if n_new_isr_with_epochs__2:
+                                    # Each element read inline.
+                                    try:
+                                        for i__2 in range(n_new_isr_with_epochs__2):
+                                            if end - pos < 12:
+                                                raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
+                                            f_broker_id__3, f_broker_epoch__3 = _S_iq.unpack_from(buf, pos)
+                                            pos += 12
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(AlterPartitionRequest_BrokerState)
+                                            obj__3.broker_id = f_broker_id__3
+                                            obj__3.broker_epoch = f_broker_epoch__3
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                            f_new_isr_with_epochs__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("new_isr_with_epochs[%d]" % i__2)
+                            if v1_up:
+                                if end - pos < 5:
+                                    raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                                f_leader_recovery_state__2, f_partition_epoch__2 = _S_bi.unpack_from(buf, pos)
+                                pos += 5
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            if v2_down:
+                                obj__2.new_isr = f_new_isr__2
+                                obj__2.new_isr_with_epochs = []
+                            if v0_down:
+                                obj__2.leader_recovery_state = 0
+                            elif v3_up:
+                                obj__2.new_isr = []
+                                obj__2.new_isr_with_epochs = f_new_isr_with_epochs__2
+                            if v1_up:
+                                obj__2.leader_recovery_state = f_leader_recovery_state__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionRequest_TopicData)
+                if v1_down:
+                    obj__1.topic_name = f_topic_name__1
+                    obj__1.topic_id = _w.ZERO_UUID
+                else:
+                    obj__1.topic_name = ''
+                    obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
@@ -67,38 +239,21 @@ def _enc_AlterPartitionRequest(version, obj, out):
     if obj is None:
         raise TypeError("AlterPartitionRequest expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_structs(out, obj.topics, _partial(_enc_AlterPartitionRequest_TopicData, version), "AlterPartitionRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
-
-
-def _dec_AlterPartitionRequest_TopicData(version, buf, cur, end):
-    """Decode AlterPartitionRequest.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AlterPartitionRequest.topics")
     else:
-        if end - pos < 16:
-            raise _w.short_read('topic_id', pos, 16, end)
-        f_topic_id = _w.uuid_at(buf, pos)
-        pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if version <= 0:
-        f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 14, 1, False)
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
-        f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionRequest_TopicData)
-    if version <= 1:
-        obj.topic_name = f_topic_name
-        obj.topic_id = _w.ZERO_UUID
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AlterPartitionRequest_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        obj.topic_name = ''
-        obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest")
 
 
 def _enc_AlterPartitionRequest_TopicData(version, obj, out):
@@ -106,63 +261,37 @@ def _enc_AlterPartitionRequest_TopicData(version, obj, out):
     if obj is None:
         raise TypeError("AlterPartitionRequest.TopicData expected, got None")
     if version <= 1:
-        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterPartitionRequest.TopicData.topic_name", False)
-        _w.put_uvarint(out, n_topic_name + 1)
+        f_topic_name = obj.topic_name
+        if f_topic_name is None:
+            raise _w.not_nullable("AlterPartitionRequest.TopicData.topic_name")
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
+            n_topic_name = len(f_topic_name)
+            if n_topic_name > 32767:
+                raise _w.string_too_long("AlterPartitionRequest.TopicData.topic_name", n_topic_name)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
         if n_topic_name > 0:
             out += f_topic_name
     else:
         out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionRequest_PartitionData, version), "AlterPartitionRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
-
-
-def _dec_AlterPartitionRequest_PartitionData(version, buf, cur, end):
-    """Decode AlterPartitionRequest.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-    f_partition_index, f_leader_epoch = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    if version <= 2:
-        n_new_isr, pos = _w.read_compact_length(buf, pos, end, 'new_isr')
-        if n_new_isr < 0 or n_new_isr > (end - pos) // 4:
-            raise _w.bad_count('new_isr', pos - 1, n_new_isr, end, 4, 1)
-        if n_new_isr < _w.SMALL_ARRAY_MAX:
-            f_new_isr = list(_A_i[n_new_isr].unpack_from(buf, pos))
-        else:
-            f_new_isr = list(_unpack_from(">%di" % n_new_isr, buf, pos))
-        pos += n_new_isr * 4
-    if version <= 0:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_epoch, pos, end)
-        f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    elif version >= 3:
-        n_new_isr_with_epochs, pos = _w.read_compact_length(buf, pos, end, 'new_isr_with_epochs')
-        f_new_isr_with_epochs, pos = _w.read_structs(_partial(_dec_AlterPartitionRequest_BrokerState, version), buf, cur, pos, end, n_new_isr_with_epochs, 'new_isr_with_epochs', 13, 1, False)
-    if version >= 1:
-        if end - pos < 5:
-            raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
-        f_leader_recovery_state, f_partition_epoch = _S_bi.unpack_from(buf, pos)
-        pos += 5
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.leader_epoch = f_leader_epoch
-    if version <= 2:
-        obj.new_isr = f_new_isr
-        obj.new_isr_with_epochs = []
-    if version <= 0:
-        obj.leader_recovery_state = 0
-    elif version >= 3:
-        obj.new_isr = []
-        obj.new_isr_with_epochs = f_new_isr_with_epochs
-    if version >= 1:
-        obj.leader_recovery_state = f_leader_recovery_state
-    obj.partition_epoch = f_partition_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterPartitionRequest.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterPartitionRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData")
 
 
 def _enc_AlterPartitionRequest_PartitionData(version, obj, out):
@@ -188,31 +317,31 @@ def _enc_AlterPartitionRequest_PartitionData(version, obj, out):
             raise _w.not_nullable("AlterPartitionRequest.TopicData.PartitionData.new_isr")
         else:
             n_new_isr = len(f_new_isr)
-        _w.put_uvarint(out, n_new_isr + 1)
+        if 0 <= n_new_isr + 1 < 128:
+            out.append(n_new_isr + 1)
+        else:
+            _w.put_uvarint(out, n_new_isr + 1)
         out += _pack(">%di" % n_new_isr, *f_new_isr)
     if version <= 0:
         out += _S_i.pack(obj.partition_epoch)
     elif version >= 3:
-        _w.put_structs(out, obj.new_isr_with_epochs, _partial(_enc_AlterPartitionRequest_BrokerState, version), "AlterPartitionRequest.TopicData.PartitionData.new_isr_with_epochs", False)
+        f_new_isr_with_epochs = obj.new_isr_with_epochs
+        if f_new_isr_with_epochs is None:
+            raise _w.not_nullable("AlterPartitionRequest.TopicData.PartitionData.new_isr_with_epochs")
+        else:
+            n_new_isr_with_epochs = len(f_new_isr_with_epochs)
+        if 0 <= n_new_isr_with_epochs + 1 < 128:
+            out.append(n_new_isr_with_epochs + 1)
+        else:
+            _w.put_uvarint(out, n_new_isr_with_epochs + 1)
+        for item in f_new_isr_with_epochs:
+            _enc_AlterPartitionRequest_BrokerState(version, item, out)
     if version >= 1:
         out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData")
-
-
-def _dec_AlterPartitionRequest_BrokerState(version, buf, cur, end):
-    """Decode AlterPartitionRequest.TopicData.PartitionData.BrokerState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
-    f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionRequest_BrokerState)
-    obj.broker_id = f_broker_id
-    obj.broker_epoch = f_broker_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData")
 
 
 def _enc_AlterPartitionRequest_BrokerState(version, obj, out):
@@ -220,22 +349,156 @@ def _enc_AlterPartitionRequest_BrokerState(version, obj, out):
     if obj is None:
         raise TypeError("AlterPartitionRequest.TopicData.PartitionData.BrokerState expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData.BrokerState")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionRequest.TopicData.PartitionData.BrokerState")
 
 
 def _dec_AlterPartitionResponse(version, buf, cur, end):
     """Decode AlterPartitionResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    if version <= 1:
-        f_topics, pos = _w.read_structs(_partial(_dec_AlterPartitionResponse_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
-        f_topics, pos = _w.read_structs(_partial(_dec_AlterPartitionResponse_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if version <= 1:
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    else:
+        if n_topics < 0 or n_topics > (end - pos) // 18:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v1_down:
+                    if pos < end and buf[pos] < 128:
+                        n_topic_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                        n_topic_name__1 -= 1
+                    if 0 <= n_topic_name__1 <= end - pos:
+                        try:
+                            f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic_name', pos, exc) from None
+                        pos += n_topic_name__1
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                else:
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if v0_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 20:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 20, 1)
+                else:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 21:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 21, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                            f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2 = _S_ihii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] < 128:
+                                n_isr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                n_isr__2 -= 1
+                            if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                            if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                            else:
+                                f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                            pos += n_isr__2 * 4
+                            if v0_down:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_partition_epoch, pos, end)
+                                f_partition_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                            else:
+                                if end - pos < 5:
+                                    raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
+                                f_leader_recovery_state__2, f_partition_epoch__2 = _S_bi.unpack_from(buf, pos)
+                                pos += 5
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.isr = f_isr__2
+                            if v0_down:
+                                obj__2.leader_recovery_state = 0
+                            else:
+                                obj__2.leader_recovery_state = f_leader_recovery_state__2
+                            obj__2.partition_epoch = f_partition_epoch__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionResponse_TopicData)
+                if v1_down:
+                    obj__1.topic_name = f_topic_name__1
+                    obj__1.topic_id = _w.ZERO_UUID
+                else:
+                    obj__1.topic_name = ''
+                    obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -250,38 +513,21 @@ def _enc_AlterPartitionResponse(version, obj, out):
     if obj is None:
         raise TypeError("AlterPartitionResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.topics, _partial(_enc_AlterPartitionResponse_TopicData, version), "AlterPartitionResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse")
-
-
-def _dec_AlterPartitionResponse_TopicData(version, buf, cur, end):
-    """Decode AlterPartitionResponse.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AlterPartitionResponse.topics")
     else:
-        if end - pos < 16:
-            raise _w.short_read('topic_id', pos, 16, end)
-        f_topic_id = _w.uuid_at(buf, pos)
-        pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if version <= 0:
-        f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 20, 1, False)
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
-        f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 21, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionResponse_TopicData)
-    if version <= 1:
-        obj.topic_name = f_topic_name
-        obj.topic_id = _w.ZERO_UUID
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AlterPartitionResponse_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        obj.topic_name = ''
-        obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse")
 
 
 def _enc_AlterPartitionResponse_TopicData(version, obj, out):
@@ -289,56 +535,37 @@ def _enc_AlterPartitionResponse_TopicData(version, obj, out):
     if obj is None:
         raise TypeError("AlterPartitionResponse.TopicData expected, got None")
     if version <= 1:
-        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterPartitionResponse.TopicData.topic_name", False)
-        _w.put_uvarint(out, n_topic_name + 1)
+        f_topic_name = obj.topic_name
+        if f_topic_name is None:
+            raise _w.not_nullable("AlterPartitionResponse.TopicData.topic_name")
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
+            n_topic_name = len(f_topic_name)
+            if n_topic_name > 32767:
+                raise _w.string_too_long("AlterPartitionResponse.TopicData.topic_name", n_topic_name)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
         if n_topic_name > 0:
             out += f_topic_name
     else:
         out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionResponse_PartitionData, version), "AlterPartitionResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData")
-
-
-def _dec_AlterPartitionResponse_PartitionData(version, buf, cur, end):
-    """Decode AlterPartitionResponse.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
-    f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
-    pos += 14
-    n_isr, pos = _w.read_compact_length(buf, pos, end, 'isr')
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterPartitionResponse.TopicData.partitions")
     else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if version <= 0:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_epoch, pos, end)
-        f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
-        if end - pos < 5:
-            raise _w.short_run(_RUN_leader_recovery_state__partition_epoch, pos, end)
-        f_leader_recovery_state, f_partition_epoch = _S_bi.unpack_from(buf, pos)
-        pos += 5
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    if version <= 0:
-        obj.leader_recovery_state = 0
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterPartitionResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        obj.leader_recovery_state = f_leader_recovery_state
-    obj.partition_epoch = f_partition_epoch
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData")
 
 
 def _enc_AlterPartitionResponse_PartitionData(version, obj, out):
@@ -351,13 +578,19 @@ def _enc_AlterPartitionResponse_PartitionData(version, obj, out):
         raise _w.not_nullable("AlterPartitionResponse.TopicData.PartitionData.isr")
     else:
         n_isr = len(f_isr)
-    _w.put_uvarint(out, n_isr + 1)
+    if 0 <= n_isr + 1 < 128:
+        out.append(n_isr + 1)
+    else:
+        _w.put_uvarint(out, n_isr + 1)
     out += _pack(">%di" % n_isr, *f_isr)
     if version <= 0:
         out += _S_i.pack(obj.partition_epoch)
     else:
         out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionResponse.TopicData.PartitionData")
 
 
 class AlterPartitionRequest_BrokerState(Struct):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse']
@@ -55,9 +55,107 @@ def _dec_AlterPartitionReassignmentsRequest(version, buf, cur, end):
         if f_allow_replication_factor_change != 0 and f_allow_replication_factor_change != 1:
             raise _w.bad_bool('allow_replication_factor_change', pos - 1, f_allow_replication_factor_change)
         b_allow_replication_factor_change = f_allow_replication_factor_change == 1
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_AlterPartitionReassignmentsRequest_ReassignableTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 == -1:
+                                f_replicas__2 = None
+                            elif n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            else:
+                                if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                    f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                                else:
+                                    f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                                pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionReassignmentsRequest_ReassignablePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionReassignmentsRequest_ReassignableTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionReassignmentsRequest)
     obj.timeout_ms = f_timeout_ms
     if version <= 0:
@@ -80,63 +178,56 @@ def _enc_AlterPartitionReassignmentsRequest(version, obj, out):
         out += _S_i.pack(obj.timeout_ms)
     else:
         out += _S_iB.pack(obj.timeout_ms, obj.allow_replication_factor_change)
-    _w.put_structs(out, obj.topics, _partial(_enc_AlterPartitionReassignmentsRequest_ReassignableTopic, version), "AlterPartitionReassignmentsRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest")
-
-
-def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic(version, buf, cur, end):
-    """Decode AlterPartitionReassignmentsRequest.ReassignableTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionReassignmentsRequest_ReassignablePartition, version), buf, cur, pos, end, n_partitions, 'partitions', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionReassignmentsRequest_ReassignableTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AlterPartitionReassignmentsRequest_ReassignableTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest")
 
 
 def _enc_AlterPartitionReassignmentsRequest_ReassignableTopic(version, obj, out):
     """Append in ``version`` a AlterPartitionReassignmentsRequest.ReassignableTopic to ``out``."""
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsRequest.ReassignableTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterPartitionReassignmentsRequest.ReassignableTopic.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsRequest.ReassignableTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterPartitionReassignmentsRequest.ReassignableTopic.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionReassignmentsRequest_ReassignablePartition, version), "AlterPartitionReassignmentsRequest.ReassignableTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic")
-
-
-def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition(version, buf, cur, end):
-    """Decode AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_replicas, pos = _w.read_compact_length(buf, pos, end, 'replicas')
-    if n_replicas == -1:
-        f_replicas = None
-    elif n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsRequest.ReassignableTopic.partitions")
     else:
-        if n_replicas < _w.SMALL_ARRAY_MAX:
-            f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
-        else:
-            f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-        pos += n_replicas * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionReassignmentsRequest_ReassignablePartition)
-    obj.partition_index = f_partition_index
-    obj.replicas = f_replicas
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterPartitionReassignmentsRequest_ReassignablePartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic")
 
 
 def _enc_AlterPartitionReassignmentsRequest_ReassignablePartition(version, obj, out):
@@ -149,10 +240,16 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignablePartition(version, obj, 
         n_replicas = -1
     else:
         n_replicas = len(f_replicas)
-    _w.put_uvarint(out, n_replicas + 1)
+    if 0 <= n_replicas + 1 < 128:
+        out.append(n_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_replicas + 1)
     if n_replicas > 0:
         out += _pack(">%di" % n_replicas, *f_replicas)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition")
 
 
 def _dec_AlterPartitionReassignmentsResponse(version, buf, cur, end):
@@ -171,11 +268,127 @@ def _dec_AlterPartitionReassignmentsResponse(version, buf, cur, end):
         if f_allow_replication_factor_change != 0 and f_allow_replication_factor_change != 1:
             raise _w.bad_bool('allow_replication_factor_change', pos - 3, f_allow_replication_factor_change)
         b_allow_replication_factor_change = f_allow_replication_factor_change == 1
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_partial(_dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse, version), buf, cur, pos, end, n_responses, 'responses', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
+        n_responses -= 1
+    if n_responses < 0 or n_responses > (end - pos) // 3:
+        raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
+    f_responses = []
+    if n_responses:
+        # Each element read inline.
+        try:
+            for i in range(n_responses):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 8:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 8, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterPartitionReassignmentsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     if version <= 0:
@@ -198,59 +411,70 @@ def _enc_AlterPartitionReassignmentsResponse(version, obj, out):
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     else:
         out += _S_iBh.pack(obj.throttle_time_ms, obj.allow_replication_factor_change, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterPartitionReassignmentsResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterPartitionReassignmentsResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.responses, _partial(_enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse, version), "AlterPartitionReassignmentsResponse.responses", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse")
-
-
-def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse(version, buf, cur, end):
-    """Decode AlterPartitionReassignmentsResponse.ReassignableTopicResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse, version), buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
+    else:
+        _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse")
 
 
 def _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse(version, obj, out):
     """Append in ``version`` a AlterPartitionReassignmentsResponse.ReassignableTopicResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsResponse.ReassignableTopicResponse expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse, version), "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse")
-
-
-def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(version, buf, cur, end):
-    """Decode AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse")
 
 
 def _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(version, obj, out):
@@ -258,11 +482,24 @@ def _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(versi
     if obj is None:
         raise TypeError("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse")
 
 
 class AlterPartitionReassignmentsRequest_ReassignablePartition(Struct):

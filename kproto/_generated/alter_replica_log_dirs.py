@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse']
@@ -42,17 +42,172 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_AlterReplicaLogDirsRequest(version, buf, cur, end):
     """Decode AlterReplicaLogDirsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 4:
             raise _w.short_run(_RUN_dirs, pos, end)
         n_dirs = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_dirs, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir, version), buf, cur, pos, end, n_dirs, 'dirs', 6, 4, False)
+        if n_dirs < 0 or n_dirs > (end - pos) // 6:
+            raise _w.bad_count('dirs', pos - 4, n_dirs, end, 6, 4)
     else:
-        n_dirs, pos = _w.read_compact_length(buf, pos, end, 'dirs')
-        f_dirs, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir, version), buf, cur, pos, end, n_dirs, 'dirs', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_dirs = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_dirs, pos = _w.read_uvarint(buf, pos, end, 'dirs')
+            n_dirs -= 1
+        if n_dirs < 0 or n_dirs > (end - pos) // 3:
+            raise _w.bad_count('dirs', pos - 1, n_dirs, end, 3, 1)
+    f_dirs = []
+    if n_dirs:
+        # Each element read inline.
+        try:
+            for i in range(n_dirs):
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_path, pos, end)
+                    n_path__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_path__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_path__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_path__1, pos = _w.read_uvarint(buf, pos, end, 'path')
+                        n_path__1 -= 1
+                if 0 <= n_path__1 <= end - pos:
+                    try:
+                        f_path__1 = buf[pos:pos + n_path__1].decode() if n_path__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('path', pos, exc) from None
+                    pos += n_path__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('path', pos, n_path__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('path', pos, n_path__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_topics, pos, end)
+                    n_topics__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_topics__1 < 0 or n_topics__1 > (end - pos) // 6:
+                        raise _w.bad_count('topics', pos - 4, n_topics__1, end, 6, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                        n_topics__1 -= 1
+                    if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                        raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_name, pos, end)
+                                n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if v1_down:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_partitions, pos, end)
+                                n_partitions__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_partitions__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                    n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                if v1_down:
+                                    raise _w.bad_count('partitions', pos - 4, n_partitions__2, end, 4, 4)
+                                else:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 4, 1)
+                            if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                            else:
+                                f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                            pos += n_partitions__2 * 4
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+                obj__1.path = f_path__1
+                obj__1.topics = f_topics__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_dirs.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("dirs[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterReplicaLogDirsRequest)
     obj.dirs = f_dirs
     if version <= 1:
@@ -67,125 +222,88 @@ def _enc_AlterReplicaLogDirsRequest(version, obj, out):
     """Append in ``version`` a AlterReplicaLogDirsRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterReplicaLogDirsRequest expected, got None")
+    f_dirs = obj.dirs
+    if f_dirs is None:
+        raise _w.not_nullable("AlterReplicaLogDirsRequest.dirs")
+    else:
+        n_dirs = len(f_dirs)
     if version <= 1:
-        f_dirs = obj.dirs
-        if f_dirs is None:
-            raise _w.not_nullable("AlterReplicaLogDirsRequest.dirs")
-        else:
-            n_dirs = len(f_dirs)
         out += _S_i.pack(n_dirs)
-        for item in f_dirs:
-            _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir(version, item, out)
     else:
-        _w.put_structs(out, obj.dirs, _partial(_enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir, version), "AlterReplicaLogDirsRequest.dirs", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest")
-
-
-def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir(version, buf, cur, end):
-    """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_path, pos, end)
-        n_path = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_path, pos = _w.read_sized(buf, pos, n_path, end, 'path', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_topics, pos, end)
-        n_topics = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_topics, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    else:
-        n_path, pos = _w.read_compact_length(buf, pos, end, 'path')
-        f_path, pos = _w.read_sized(buf, pos, n_path, end, 'path', 1, False, True)
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
-    obj.path = f_path
-    obj.topics = f_topics
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_dirs + 1 < 128:
+            out.append(n_dirs + 1)
+        else:
+            _w.put_uvarint(out, n_dirs + 1)
+    for item in f_dirs:
+        _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest")
 
 
 def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir(version, obj, out):
     """Append in ``version`` a AlterReplicaLogDirsRequest.AlterReplicaLogDir to ``out``."""
     if obj is None:
         raise TypeError("AlterReplicaLogDirsRequest.AlterReplicaLogDir expected, got None")
-    f_path, n_path = _w.encode_text(obj.path, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.path", False)
+    f_path = obj.path
+    if f_path is None:
+        raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.path")
+    else:
+        f_path = f_path.encode("utf-8")
+        n_path = len(f_path)
+        if n_path > 32767:
+            raise _w.string_too_long("AlterReplicaLogDirsRequest.AlterReplicaLogDir.path", n_path)
     if version <= 1:
         out += _S_h.pack(n_path)
     else:
-        _w.put_uvarint(out, n_path + 1)
+        if 0 <= n_path + 1 < 128:
+            out.append(n_path + 1)
+        else:
+            _w.put_uvarint(out, n_path + 1)
     if n_path > 0:
         out += f_path
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics")
+    else:
+        n_topics = len(f_topics)
     if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics")
-        else:
-            n_topics = len(f_topics)
         out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(version, item, out)
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, version), "AlterReplicaLogDirsRequest.AlterReplicaLogDir.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir")
-
-
-def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(version, buf, cur, end):
-    """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        if version <= 1:
-            raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
         else:
-            raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
-    else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(version, item, out)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir")
 
 
 def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(version, obj, out):
     """Append in ``version`` a AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic to ``out``."""
     if obj is None:
         raise TypeError("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partitions = obj.partitions
@@ -196,29 +314,143 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_partitions)
     else:
-        _w.put_uvarint(out, n_partitions + 1)
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic")
 
 
 def _dec_AlterReplicaLogDirsResponse(version, buf, cur, end):
     """Decode AlterReplicaLogDirsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
         f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_results, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, version), buf, cur, pos, end, n_results, 'results', 6, 4, False)
+        if n_results < 0 or n_results > (end - pos) // 6:
+            raise _w.bad_count('results', pos - 4, n_results, end, 6, 4)
     else:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-        f_results, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, version), buf, cur, pos, end, n_results, 'results', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_results = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+            n_results -= 1
+        if n_results < 0 or n_results > (end - pos) // 3:
+            raise _w.bad_count('results', pos - 1, n_results, end, 3, 1)
+    f_results = []
+    if n_results:
+        # Each element read inline.
+        try:
+            for i in range(n_results):
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic_name, pos, end)
+                    n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topic_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                        n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 6, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 7:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 7, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterReplicaLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
@@ -234,95 +466,69 @@ def _enc_AlterReplicaLogDirsResponse(version, obj, out):
     """Append in ``version`` a AlterReplicaLogDirsResponse to ``out``."""
     if obj is None:
         raise TypeError("AlterReplicaLogDirsResponse expected, got None")
-    if version <= 1:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("AlterReplicaLogDirsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results, _partial(_enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, version), "AlterReplicaLogDirsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse")
-
-
-def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(version, buf, cur, end):
-    """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partitions, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, version), buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("AlterReplicaLogDirsResponse.results")
     else:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, version), buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
+        n_results = len(f_results)
     if version <= 1:
-        obj.unknown_tagged_fields = []
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse")
 
 
 def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(version, obj, out):
     """Append in ``version`` a AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult to ``out``."""
     if obj is None:
         raise TypeError("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.topic_name", n_topic_name)
     if version <= 1:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions")
+    else:
+        n_partitions = len(f_partitions)
     if version <= 1:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions")
-        else:
-            n_partitions = len(f_partitions)
         out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(version, item, out)
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, version), "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult")
-
-
-def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(version, buf, cur, end):
-    """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(version, item, out)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult")
 
 
 def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(version, obj, out):
@@ -331,7 +537,10 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(version, 
         raise TypeError("AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult")
 
 
 class AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(Struct):

@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterShareGroupOffsetsRequest', 'AlterShareGroupOffsetsResponse']
@@ -33,11 +33,105 @@ _new = Struct.__new__
 def _dec_AlterShareGroupOffsetsRequest(version, buf, cur, end):
     """Decode AlterShareGroupOffsetsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+        n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 13:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 13, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition_index__start_offset, pos, end)
+                            f_partition_index__2, f_start_offset__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.start_offset = f_start_offset__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterShareGroupOffsetsRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
@@ -50,56 +144,70 @@ def _enc_AlterShareGroupOffsetsRequest(version, obj, out):
     """Append in ``version`` a AlterShareGroupOffsetsRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "AlterShareGroupOffsetsRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("AlterShareGroupOffsetsRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic, version), "AlterShareGroupOffsetsRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest")
-
-
-def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic(version, buf, cur, end):
-    """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 13, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest")
 
 
 def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic(version, obj, out):
     """Append in ``version`` a AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition, version), "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic")
-
-
-def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(version, buf, cur, end):
-    """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_partition_index__start_offset, pos, end)
-    f_partition_index, f_start_offset = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition)
-    obj.partition_index = f_partition_index
-    obj.start_offset = f_start_offset
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic")
 
 
 def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(version, obj, out):
@@ -107,7 +215,10 @@ def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(ve
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition expected, got None")
     out += _S_iq.pack(obj.partition_index, obj.start_offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition")
 
 
 def _dec_AlterShareGroupOffsetsResponse(version, buf, cur, end):
@@ -117,11 +228,132 @@ def _dec_AlterShareGroupOffsetsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_partial(_dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic, version), buf, cur, pos, end, n_responses, 'responses', 19, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
+        n_responses -= 1
+    if n_responses < 0 or n_responses > (end - pos) // 19:
+        raise _w.bad_count('responses', pos - 1, n_responses, end, 19, 1)
+    f_responses = []
+    if n_responses:
+        # Each element read inline.
+        try:
+            for i in range(n_responses):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 8:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 8, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -137,65 +369,71 @@ def _enc_AlterShareGroupOffsetsResponse(version, obj, out):
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterShareGroupOffsetsResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterShareGroupOffsetsResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.responses, _partial(_enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic, version), "AlterShareGroupOffsetsResponse.responses", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse")
-
-
-def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic(version, buf, cur, end):
-    """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition, version), buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
-    obj.topic_name = f_topic_name
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
+    else:
+        _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse")
 
 
 def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic(version, obj, out):
     """Append in ``version`` a AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition, version), "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic")
-
-
-def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition(version, buf, cur, end):
-    """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic")
 
 
 def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition(version, obj, out):
@@ -203,11 +441,24 @@ def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition(
     if obj is None:
         raise TypeError("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition")
 
 
 class AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(Struct):

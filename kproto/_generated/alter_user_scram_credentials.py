@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse']
@@ -35,11 +35,140 @@ _new = Struct.__new__
 def _dec_AlterUserScramCredentialsRequest(version, buf, cur, end):
     """Decode AlterUserScramCredentialsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_deletions, pos = _w.read_compact_length(buf, pos, end, 'deletions')
-    f_deletions, pos = _w.read_structs(_partial(_dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion, version), buf, cur, pos, end, n_deletions, 'deletions', 3, 1, False)
-    n_upsertions, pos = _w.read_compact_length(buf, pos, end, 'upsertions')
-    f_upsertions, pos = _w.read_structs(_partial(_dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion, version), buf, cur, pos, end, n_upsertions, 'upsertions', 9, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_deletions = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_deletions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_deletions, pos = _w.read_uvarint(buf, pos, end, 'deletions')
+        n_deletions -= 1
+    if n_deletions < 0 or n_deletions > (end - pos) // 3:
+        raise _w.bad_count('deletions', pos - 1, n_deletions, end, 3, 1)
+    f_deletions = []
+    if n_deletions:
+        # Each element read inline.
+        try:
+            for i in range(n_deletions):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_mechanism, pos, end)
+                f_mechanism__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterUserScramCredentialsRequest_ScramCredentialDeletion)
+                obj__1.name = f_name__1
+                obj__1.mechanism = f_mechanism__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_deletions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("deletions[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_upsertions = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_upsertions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_upsertions, pos = _w.read_uvarint(buf, pos, end, 'upsertions')
+        n_upsertions -= 1
+    if n_upsertions < 0 or n_upsertions > (end - pos) // 9:
+        raise _w.bad_count('upsertions', pos - 1, n_upsertions, end, 9, 1)
+    f_upsertions = []
+    if n_upsertions:
+        # Each element read inline.
+        try:
+            for i in range(n_upsertions):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 5:
+                    raise _w.short_run(_RUN_mechanism__iterations, pos, end)
+                f_mechanism__1, f_iterations__1 = _S_bi.unpack_from(buf, pos)
+                pos += 5
+                if pos < end and buf[pos] < 128:
+                    n_salt__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_salt__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_salt__1, pos = _w.read_uvarint(buf, pos, end, 'salt')
+                    n_salt__1 -= 1
+                if 0 <= n_salt__1 <= end - pos:
+                    f_salt__1 = buf[pos:pos + n_salt__1]
+                    pos += n_salt__1
+                else:
+                    raise _w.bad_sized('salt', pos, n_salt__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_salted_password__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_salted_password__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_salted_password__1, pos = _w.read_uvarint(buf, pos, end, 'salted_password')
+                    n_salted_password__1 -= 1
+                if 0 <= n_salted_password__1 <= end - pos:
+                    f_salted_password__1 = buf[pos:pos + n_salted_password__1]
+                    pos += n_salted_password__1
+                else:
+                    raise _w.bad_sized('salted_password', pos, n_salted_password__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
+                obj__1.name = f_name__1
+                obj__1.mechanism = f_mechanism__1
+                obj__1.iterations = f_iterations__1
+                obj__1.salt = f_salt__1
+                obj__1.salted_password = f_salted_password__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_upsertions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("upsertions[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterUserScramCredentialsRequest)
     obj.deletions = f_deletions
     obj.upsertions = f_upsertions
@@ -52,72 +181,75 @@ def _enc_AlterUserScramCredentialsRequest(version, obj, out):
     """Append in ``version`` a AlterUserScramCredentialsRequest to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsRequest expected, got None")
-    _w.put_structs(out, obj.deletions, _partial(_enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion, version), "AlterUserScramCredentialsRequest.deletions", False)
-    _w.put_structs(out, obj.upsertions, _partial(_enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion, version), "AlterUserScramCredentialsRequest.upsertions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest")
-
-
-def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion(version, buf, cur, end):
-    """Decode AlterUserScramCredentialsRequest.ScramCredentialDeletion (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_mechanism, pos, end)
-    f_mechanism = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterUserScramCredentialsRequest_ScramCredentialDeletion)
-    obj.name = f_name
-    obj.mechanism = f_mechanism
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_deletions = obj.deletions
+    if f_deletions is None:
+        raise _w.not_nullable("AlterUserScramCredentialsRequest.deletions")
+    else:
+        n_deletions = len(f_deletions)
+    if 0 <= n_deletions + 1 < 128:
+        out.append(n_deletions + 1)
+    else:
+        _w.put_uvarint(out, n_deletions + 1)
+    for item in f_deletions:
+        _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion(version, item, out)
+    f_upsertions = obj.upsertions
+    if f_upsertions is None:
+        raise _w.not_nullable("AlterUserScramCredentialsRequest.upsertions")
+    else:
+        n_upsertions = len(f_upsertions)
+    if 0 <= n_upsertions + 1 < 128:
+        out.append(n_upsertions + 1)
+    else:
+        _w.put_uvarint(out, n_upsertions + 1)
+    for item in f_upsertions:
+        _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest")
 
 
 def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion(version, obj, out):
     """Append in ``version`` a AlterUserScramCredentialsRequest.ScramCredentialDeletion to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsRequest.ScramCredentialDeletion expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterUserScramCredentialsRequest.ScramCredentialDeletion.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterUserScramCredentialsRequest.ScramCredentialDeletion.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterUserScramCredentialsRequest.ScramCredentialDeletion.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_b.pack(obj.mechanism)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialDeletion")
-
-
-def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(version, buf, cur, end):
-    """Decode AlterUserScramCredentialsRequest.ScramCredentialUpsertion (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 5:
-        raise _w.short_run(_RUN_mechanism__iterations, pos, end)
-    f_mechanism, f_iterations = _S_bi.unpack_from(buf, pos)
-    pos += 5
-    n_salt, pos = _w.read_compact_length(buf, pos, end, 'salt')
-    f_salt, pos = _w.read_sized(buf, pos, n_salt, end, 'salt', 1, False, False)
-    n_salted_password, pos = _w.read_compact_length(buf, pos, end, 'salted_password')
-    f_salted_password, pos = _w.read_sized(buf, pos, n_salted_password, end, 'salted_password', 1, False, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
-    obj.name = f_name
-    obj.mechanism = f_mechanism
-    obj.iterations = f_iterations
-    obj.salt = f_salt
-    obj.salted_password = f_salted_password
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialDeletion")
 
 
 def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(version, obj, out):
     """Append in ``version`` a AlterUserScramCredentialsRequest.ScramCredentialUpsertion to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsRequest.ScramCredentialUpsertion expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "AlterUserScramCredentialsRequest.ScramCredentialUpsertion.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_bi.pack(obj.mechanism, obj.iterations)
@@ -126,7 +258,10 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(version, obj,
         raise _w.not_nullable("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.salt")
     else:
         n_salt = len(f_salt)
-    _w.put_uvarint(out, n_salt + 1)
+    if 0 <= n_salt + 1 < 128:
+        out.append(n_salt + 1)
+    else:
+        _w.put_uvarint(out, n_salt + 1)
     if n_salt > 0:
         out += f_salt
     f_salted_password = obj.salted_password
@@ -134,10 +269,16 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(version, obj,
         raise _w.not_nullable("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.salted_password")
     else:
         n_salted_password = len(f_salted_password)
-    _w.put_uvarint(out, n_salted_password + 1)
+    if 0 <= n_salted_password + 1 < 128:
+        out.append(n_salted_password + 1)
+    else:
+        _w.put_uvarint(out, n_salted_password + 1)
     if n_salted_password > 0:
         out += f_salted_password
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialUpsertion")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsRequest.ScramCredentialUpsertion")
 
 
 def _dec_AlterUserScramCredentialsResponse(version, buf, cur, end):
@@ -147,9 +288,80 @@ def _dec_AlterUserScramCredentialsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_partial(_dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, version), buf, cur, pos, end, n_results, 'results', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+        n_results -= 1
+    if n_results < 0 or n_results > (end - pos) // 5:
+        raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
+    f_results = []
+    if n_results:
+        # Each element read inline.
+        try:
+            for i in range(n_results):
+                if pos < end and buf[pos] < 128:
+                    n_user__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_user__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_user__1, pos = _w.read_uvarint(buf, pos, end, 'user')
+                    n_user__1 -= 1
+                if 0 <= n_user__1 <= end - pos:
+                    try:
+                        f_user__1 = buf[pos:pos + n_user__1].decode() if n_user__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('user', pos, exc) from None
+                    pos += n_user__1
+                else:
+                    raise _w.bad_sized('user', pos, n_user__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
+                obj__1.user = f_user__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AlterUserScramCredentialsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
@@ -163,45 +375,60 @@ def _enc_AlterUserScramCredentialsResponse(version, obj, out):
     if obj is None:
         raise TypeError("AlterUserScramCredentialsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.results, _partial(_enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, version), "AlterUserScramCredentialsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse")
-
-
-def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(version, buf, cur, end):
-    """Decode AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_user, pos = _w.read_compact_length(buf, pos, end, 'user')
-    f_user, pos = _w.read_sized(buf, pos, n_user, end, 'user', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
-    obj.user = f_user
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("AlterUserScramCredentialsResponse.results")
+    else:
+        n_results = len(f_results)
+    if 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
+    else:
+        _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse")
 
 
 def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(version, obj, out):
     """Append in ``version`` a AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult to ``out``."""
     if obj is None:
         raise TypeError("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult expected, got None")
-    f_user, n_user = _w.encode_text(obj.user, "AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.user", False)
-    _w.put_uvarint(out, n_user + 1)
+    f_user = obj.user
+    if f_user is None:
+        raise _w.not_nullable("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.user")
+    else:
+        f_user = f_user.encode("utf-8")
+        n_user = len(f_user)
+        if n_user > 32767:
+            raise _w.string_too_long("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.user", n_user)
+    if 0 <= n_user + 1 < 128:
+        out.append(n_user + 1)
+    else:
+        _w.put_uvarint(out, n_user + 1)
     if n_user > 0:
         out += f_user
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult")
 
 
 class AlterUserScramCredentialsRequest_ScramCredentialDeletion(Struct):

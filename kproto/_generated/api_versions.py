@@ -299,7 +299,6 @@ def _dec_ApiVersionsResponse(version, buf, cur, end):
 
 def _enc_ApiVersionsResponse(version, obj, out):
     """Append in ``version`` a ApiVersionsResponse to ``out``."""
-    v2_down = version <= 2
     if obj is None:
         raise TypeError("ApiVersionsResponse expected, got None")
     if version >= 3:
@@ -316,11 +315,12 @@ def _enc_ApiVersionsResponse(version, obj, out):
             out.append(n_api_keys + 1)
         else:
             _w.put_uvarint(out, n_api_keys + 1)
+    if version <= 2:
+        element = _enc_ApiVersionsResponse_ApiVersion_v0
+    else:
+        element = _enc_ApiVersionsResponse_ApiVersion_v3
     for item in f_api_keys:
-        if v2_down:
-            _enc_ApiVersionsResponse_ApiVersion_v0(item, out)
-        else:
-            _enc_ApiVersionsResponse_ApiVersion_v3(item, out)
+        element(item, out)
     if version >= 1:
         out += _S_i.pack(obj.throttle_time_ms)
     if version >= 3:

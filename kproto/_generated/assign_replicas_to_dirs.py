@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse']
@@ -39,9 +39,106 @@ def _dec_AssignReplicasToDirsRequest(version, buf, cur, end):
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    n_directories, pos = _w.read_compact_length(buf, pos, end, 'directories')
-    f_directories, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsRequest_DirectoryData, version), buf, cur, pos, end, n_directories, 'directories', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_directories = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_directories = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_directories, pos = _w.read_uvarint(buf, pos, end, 'directories')
+        n_directories -= 1
+    if n_directories < 0 or n_directories > (end - pos) // 18:
+        raise _w.bad_count('directories', pos - 1, n_directories, end, 18, 1)
+    f_directories = []
+    if n_directories:
+        # Each element read inline.
+        try:
+            for i in range(n_directories):
+                if end - pos < 16:
+                    raise _w.short_read('id', pos, 16, end)
+                f_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 18:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 18, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if end - pos < 16:
+                                raise _w.short_read('topic_id', pos, 16, end)
+                            f_topic_id__2 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 5:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 5, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 4:
+                                            raise _w.short_run(_RUN_partition_index, pos, end)
+                                        f_partition_index__3 = _S_i.unpack_from(buf, pos)[0]
+                                        pos += 4
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(AssignReplicasToDirsRequest_PartitionData)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AssignReplicasToDirsRequest_TopicData)
+                            obj__2.topic_id = f_topic_id__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AssignReplicasToDirsRequest_DirectoryData)
+                obj__1.id = f_id__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_directories.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("directories[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AssignReplicasToDirsRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
@@ -56,26 +153,21 @@ def _enc_AssignReplicasToDirsRequest(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest expected, got None")
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    _w.put_structs(out, obj.directories, _partial(_enc_AssignReplicasToDirsRequest_DirectoryData, version), "AssignReplicasToDirsRequest.directories", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest")
-
-
-def _dec_AssignReplicasToDirsRequest_DirectoryData(version, buf, cur, end):
-    """Decode AssignReplicasToDirsRequest.DirectoryData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('id', pos, 16, end)
-    f_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsRequest_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AssignReplicasToDirsRequest_DirectoryData)
-    obj.id = f_id
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_directories = obj.directories
+    if f_directories is None:
+        raise _w.not_nullable("AssignReplicasToDirsRequest.directories")
+    else:
+        n_directories = len(f_directories)
+    if 0 <= n_directories + 1 < 128:
+        out.append(n_directories + 1)
+    else:
+        _w.put_uvarint(out, n_directories + 1)
+    for item in f_directories:
+        _enc_AssignReplicasToDirsRequest_DirectoryData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest")
 
 
 def _enc_AssignReplicasToDirsRequest_DirectoryData(version, obj, out):
@@ -83,26 +175,21 @@ def _enc_AssignReplicasToDirsRequest_DirectoryData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest.DirectoryData expected, got None")
     out += obj.id.bytes
-    _w.put_structs(out, obj.topics, _partial(_enc_AssignReplicasToDirsRequest_TopicData, version), "AssignReplicasToDirsRequest.DirectoryData.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData")
-
-
-def _dec_AssignReplicasToDirsRequest_TopicData(version, buf, cur, end):
-    """Decode AssignReplicasToDirsRequest.DirectoryData.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AssignReplicasToDirsRequest_TopicData)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AssignReplicasToDirsRequest.DirectoryData.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AssignReplicasToDirsRequest_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData")
 
 
 def _enc_AssignReplicasToDirsRequest_TopicData(version, obj, out):
@@ -110,23 +197,21 @@ def _enc_AssignReplicasToDirsRequest_TopicData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest.DirectoryData.TopicData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_AssignReplicasToDirsRequest_PartitionData, version), "AssignReplicasToDirsRequest.DirectoryData.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData.TopicData")
-
-
-def _dec_AssignReplicasToDirsRequest_PartitionData(version, buf, cur, end):
-    """Decode AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AssignReplicasToDirsRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AssignReplicasToDirsRequest.DirectoryData.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AssignReplicasToDirsRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData.TopicData")
 
 
 def _enc_AssignReplicasToDirsRequest_PartitionData(version, obj, out):
@@ -134,7 +219,10 @@ def _enc_AssignReplicasToDirsRequest_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData expected, got None")
     out += _S_i.pack(obj.partition_index)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData")
 
 
 def _dec_AssignReplicasToDirsResponse(version, buf, cur, end):
@@ -144,9 +232,107 @@ def _dec_AssignReplicasToDirsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_directories, pos = _w.read_compact_length(buf, pos, end, 'directories')
-    f_directories, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsResponse_DirectoryData, version), buf, cur, pos, end, n_directories, 'directories', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_directories = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_directories = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_directories, pos = _w.read_uvarint(buf, pos, end, 'directories')
+        n_directories -= 1
+    if n_directories < 0 or n_directories > (end - pos) // 18:
+        raise _w.bad_count('directories', pos - 1, n_directories, end, 18, 1)
+    f_directories = []
+    if n_directories:
+        # Each element read inline.
+        try:
+            for i in range(n_directories):
+                if end - pos < 16:
+                    raise _w.short_read('id', pos, 16, end)
+                f_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 18:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 18, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if end - pos < 16:
+                                raise _w.short_read('topic_id', pos, 16, end)
+                            f_topic_id__2 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 7:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 7, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 6:
+                                            raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                                        f_partition_index__3, f_error_code__3 = _S_ih.unpack_from(buf, pos)
+                                        pos += 6
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(AssignReplicasToDirsResponse_PartitionData)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.error_code = f_error_code__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(AssignReplicasToDirsResponse_TopicData)
+                            obj__2.topic_id = f_topic_id__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(AssignReplicasToDirsResponse_DirectoryData)
+                obj__1.id = f_id__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_directories.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("directories[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(AssignReplicasToDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -161,26 +347,21 @@ def _enc_AssignReplicasToDirsResponse(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.directories, _partial(_enc_AssignReplicasToDirsResponse_DirectoryData, version), "AssignReplicasToDirsResponse.directories", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse")
-
-
-def _dec_AssignReplicasToDirsResponse_DirectoryData(version, buf, cur, end):
-    """Decode AssignReplicasToDirsResponse.DirectoryData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('id', pos, 16, end)
-    f_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsResponse_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AssignReplicasToDirsResponse_DirectoryData)
-    obj.id = f_id
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_directories = obj.directories
+    if f_directories is None:
+        raise _w.not_nullable("AssignReplicasToDirsResponse.directories")
+    else:
+        n_directories = len(f_directories)
+    if 0 <= n_directories + 1 < 128:
+        out.append(n_directories + 1)
+    else:
+        _w.put_uvarint(out, n_directories + 1)
+    for item in f_directories:
+        _enc_AssignReplicasToDirsResponse_DirectoryData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse")
 
 
 def _enc_AssignReplicasToDirsResponse_DirectoryData(version, obj, out):
@@ -188,26 +369,21 @@ def _enc_AssignReplicasToDirsResponse_DirectoryData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse.DirectoryData expected, got None")
     out += obj.id.bytes
-    _w.put_structs(out, obj.topics, _partial(_enc_AssignReplicasToDirsResponse_TopicData, version), "AssignReplicasToDirsResponse.DirectoryData.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData")
-
-
-def _dec_AssignReplicasToDirsResponse_TopicData(version, buf, cur, end):
-    """Decode AssignReplicasToDirsResponse.DirectoryData.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_AssignReplicasToDirsResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AssignReplicasToDirsResponse_TopicData)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("AssignReplicasToDirsResponse.DirectoryData.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_AssignReplicasToDirsResponse_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData")
 
 
 def _enc_AssignReplicasToDirsResponse_TopicData(version, obj, out):
@@ -215,24 +391,21 @@ def _enc_AssignReplicasToDirsResponse_TopicData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse.DirectoryData.TopicData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_AssignReplicasToDirsResponse_PartitionData, version), "AssignReplicasToDirsResponse.DirectoryData.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData.TopicData")
-
-
-def _dec_AssignReplicasToDirsResponse_PartitionData(version, buf, cur, end):
-    """Decode AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(AssignReplicasToDirsResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("AssignReplicasToDirsResponse.DirectoryData.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_AssignReplicasToDirsResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData.TopicData")
 
 
 def _enc_AssignReplicasToDirsResponse_PartitionData(version, obj, out):
@@ -240,7 +413,10 @@ def _enc_AssignReplicasToDirsResponse_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData")
 
 
 class AssignReplicasToDirsRequest_PartitionData(Struct):

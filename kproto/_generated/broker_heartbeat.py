@@ -44,25 +44,33 @@ def _dec_BrokerHeartbeatRequest(version, buf, cur, end):
     if f_want_shut_down != 0 and f_want_shut_down != 1:
         raise _w.bad_bool('want_shut_down', pos - 1, f_want_shut_down)
     b_want_shut_down = f_want_shut_down == 1
-    if version <= 0:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
-    else:
+    if version >= 1:
         f_offline_log_dirs = []
     if version >= 2:
         f_cordoned_log_dirs = None
-    if version >= 1:
-        if pos < end and buf[pos] == 0:
-            pos += 1
-            unknown = []
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        if version <= 0:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0, 1))
+        elif version == 1:
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
         else:
-            if version <= 1:
-                unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,), (1,))
-            else:
-                unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
+            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
+        if version >= 1:
             for tag, pos, t_end in spans:
                 if v1_down:
                     if tag == 0:
-                        n_offline_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'offline_log_dirs')
+                        if pos < t_end and buf[pos] < 128:
+                            n_offline_log_dirs = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                            n_offline_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_offline_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'offline_log_dirs')
+                            n_offline_log_dirs -= 1
                         if n_offline_log_dirs < 0 or n_offline_log_dirs > (t_end - pos) // 16:
                             raise _w.bad_count('offline_log_dirs', pos - 1, n_offline_log_dirs, t_end, 16, 1)
                         f_offline_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_offline_log_dirs)]
@@ -71,7 +79,15 @@ def _dec_BrokerHeartbeatRequest(version, buf, cur, end):
                             raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
                 else:
                     if tag == 0:
-                        n_offline_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'offline_log_dirs')
+                        if pos < t_end and buf[pos] < 128:
+                            n_offline_log_dirs = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                            n_offline_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_offline_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'offline_log_dirs')
+                            n_offline_log_dirs -= 1
                         if n_offline_log_dirs < 0 or n_offline_log_dirs > (t_end - pos) // 16:
                             raise _w.bad_count('offline_log_dirs', pos - 1, n_offline_log_dirs, t_end, 16, 1)
                         f_offline_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_offline_log_dirs)]
@@ -79,7 +95,15 @@ def _dec_BrokerHeartbeatRequest(version, buf, cur, end):
                         if pos != t_end:
                             raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
                     elif tag == 1:
-                        n_cordoned_log_dirs, pos = _w.read_compact_length(buf, pos, t_end, 'cordoned_log_dirs')
+                        if pos < t_end and buf[pos] < 128:
+                            n_cordoned_log_dirs = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                            n_cordoned_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_cordoned_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'cordoned_log_dirs')
+                            n_cordoned_log_dirs -= 1
                         if n_cordoned_log_dirs == -1:
                             f_cordoned_log_dirs = None
                         elif n_cordoned_log_dirs < 0 or n_cordoned_log_dirs > (t_end - pos) // 16:
@@ -124,7 +148,10 @@ def _enc_BrokerHeartbeatRequest(version, obj, out):
                 raise _w.not_in_version("BrokerHeartbeatRequest.cordoned_log_dirs", 1, "2")
     out += _S_iqqBB.pack(obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down)
     if version <= 0:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerHeartbeatRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerHeartbeatRequest")
     else:
         known = []
         if obj.offline_log_dirs != []:
@@ -134,7 +161,10 @@ def _enc_BrokerHeartbeatRequest(version, obj, out):
                 raise _w.not_nullable("BrokerHeartbeatRequest.offline_log_dirs")
             else:
                 n_offline_log_dirs = len(f_offline_log_dirs)
-            _w.put_uvarint(t, n_offline_log_dirs + 1)
+            if 0 <= n_offline_log_dirs + 1 < 128:
+                t.append(n_offline_log_dirs + 1)
+            else:
+                _w.put_uvarint(t, n_offline_log_dirs + 1)
             for item in f_offline_log_dirs:
                 t += item.bytes
             known.append((0, t))
@@ -146,7 +176,10 @@ def _enc_BrokerHeartbeatRequest(version, obj, out):
                 n_cordoned_log_dirs = -1
             else:
                 n_cordoned_log_dirs = len(f_cordoned_log_dirs)
-            _w.put_uvarint(t, n_cordoned_log_dirs + 1)
+            if 0 <= n_cordoned_log_dirs + 1 < 128:
+                t.append(n_cordoned_log_dirs + 1)
+            else:
+                _w.put_uvarint(t, n_cordoned_log_dirs + 1)
             if n_cordoned_log_dirs > 0:
                 for item in f_cordoned_log_dirs:
                     t += item.bytes
@@ -174,7 +207,11 @@ def _dec_BrokerHeartbeatResponse(version, buf, cur, end):
     if f_should_shut_down != 0 and f_should_shut_down != 1:
         raise _w.bad_bool('should_shut_down', pos - 1, f_should_shut_down)
     b_should_shut_down = f_should_shut_down == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BrokerHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -191,7 +228,10 @@ def _enc_BrokerHeartbeatResponse(version, obj, out):
     if obj is None:
         raise TypeError("BrokerHeartbeatResponse expected, got None")
     out += _S_ihBBB.pack(obj.throttle_time_ms, obj.error_code, obj.is_caught_up, obj.is_fenced, obj.should_shut_down)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerHeartbeatResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerHeartbeatResponse")
 
 
 class BrokerHeartbeatRequest(Message):

@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['BrokerRegistrationRequest', 'BrokerRegistrationResponse']
@@ -45,18 +45,164 @@ def _dec_BrokerRegistrationRequest(version, buf, cur, end):
         raise _w.short_run(_RUN_broker_id, pos, end)
     f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
+        n_cluster_id -= 1
+    if 0 <= n_cluster_id <= end - pos:
+        try:
+            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('cluster_id', pos, exc) from None
+        pos += n_cluster_id
+    else:
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('incarnation_id', pos, 16, end)
     f_incarnation_id = _w.uuid_at(buf, pos)
     pos += 16
-    n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_partial(_dec_BrokerRegistrationRequest_Listener, version), buf, cur, pos, end, n_listeners, 'listeners', 7, 1, False)
-    n_features, pos = _w.read_compact_length(buf, pos, end, 'features')
-    f_features, pos = _w.read_structs(_partial(_dec_BrokerRegistrationRequest_Feature, version), buf, cur, pos, end, n_features, 'features', 6, 1, False)
-    n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_listeners = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
+        n_listeners -= 1
+    if n_listeners < 0 or n_listeners > (end - pos) // 7:
+        raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
+    f_listeners = []
+    if n_listeners:
+        # Each element read inline.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port__security_protocol, pos, end)
+                f_port__1, f_security_protocol__1 = _S_Hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BrokerRegistrationRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.security_protocol = f_security_protocol__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_features = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_features, pos = _w.read_uvarint(buf, pos, end, 'features')
+        n_features -= 1
+    if n_features < 0 or n_features > (end - pos) // 6:
+        raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
+    f_features = []
+    if n_features:
+        # Each element read inline.
+        try:
+            for i in range(n_features):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
+                f_min_supported_version__1, f_max_supported_version__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(BrokerRegistrationRequest_Feature)
+                obj__1.name = f_name__1
+                obj__1.min_supported_version = f_min_supported_version__1
+                obj__1.max_supported_version = f_max_supported_version__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_features.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
+        n_rack -= 1
+    if 0 <= n_rack <= end - pos:
+        try:
+            f_rack = buf[pos:pos + n_rack].decode() if n_rack else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('rack', pos, exc) from None
+        pos += n_rack
+    elif n_rack == -1:
+        f_rack = None
+    else:
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if version >= 1:
         if end - pos < 1:
             raise _w.short_run(_RUN_is_migrating_zk_broker, pos, end)
@@ -66,7 +212,15 @@ def _dec_BrokerRegistrationRequest(version, buf, cur, end):
             raise _w.bad_bool('is_migrating_zk_broker', pos - 1, f_is_migrating_zk_broker)
         b_is_migrating_zk_broker = f_is_migrating_zk_broker == 1
     if version >= 2:
-        n_log_dirs, pos = _w.read_compact_length(buf, pos, end, 'log_dirs')
+        if pos < end and buf[pos] < 128:
+            n_log_dirs = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_log_dirs, pos = _w.read_uvarint(buf, pos, end, 'log_dirs')
+            n_log_dirs -= 1
         if n_log_dirs < 0 or n_log_dirs > (end - pos) // 16:
             raise _w.bad_count('log_dirs', pos - 1, n_log_dirs, end, 16, 1)
         f_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_log_dirs)]
@@ -76,7 +230,11 @@ def _dec_BrokerRegistrationRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_previous_broker_epoch, pos, end)
         f_previous_broker_epoch = _S_q.unpack_from(buf, pos)[0]
         pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BrokerRegistrationRequest)
     obj.broker_id = f_broker_id
     obj.cluster_id = f_cluster_id
@@ -109,15 +267,55 @@ def _enc_BrokerRegistrationRequest(version, obj, out):
         if obj.is_migrating_zk_broker != False:
             raise _w.not_in_version("BrokerRegistrationRequest.is_migrating_zk_broker", 0, "1-4")
     out += _S_i.pack(obj.broker_id)
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "BrokerRegistrationRequest.cluster_id", False)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.cluster_id")
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += obj.incarnation_id.bytes
-    _w.put_structs(out, obj.listeners, _partial(_enc_BrokerRegistrationRequest_Listener, version), "BrokerRegistrationRequest.listeners", False)
-    _w.put_structs(out, obj.features, _partial(_enc_BrokerRegistrationRequest_Feature, version), "BrokerRegistrationRequest.features", False)
-    f_rack, n_rack = _w.encode_text(obj.rack, "BrokerRegistrationRequest.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
+    f_listeners = obj.listeners
+    if f_listeners is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.listeners")
+    else:
+        n_listeners = len(f_listeners)
+    if 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
+    else:
+        _w.put_uvarint(out, n_listeners + 1)
+    for item in f_listeners:
+        _enc_BrokerRegistrationRequest_Listener(version, item, out)
+    f_features = obj.features
+    if f_features is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.features")
+    else:
+        n_features = len(f_features)
+    if 0 <= n_features + 1 < 128:
+        out.append(n_features + 1)
+    else:
+        _w.put_uvarint(out, n_features + 1)
+    for item in f_features:
+        _enc_BrokerRegistrationRequest_Feature(version, item, out)
+    f_rack = obj.rack
+    if f_rack is None:
+        n_rack = -1
+    else:
+        f_rack = f_rack.encode("utf-8")
+        n_rack = len(f_rack)
+        if n_rack > 32767:
+            raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
+    if 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
+    else:
+        _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         out += f_rack
     if version >= 1:
@@ -128,81 +326,82 @@ def _enc_BrokerRegistrationRequest(version, obj, out):
             raise _w.not_nullable("BrokerRegistrationRequest.log_dirs")
         else:
             n_log_dirs = len(f_log_dirs)
-        _w.put_uvarint(out, n_log_dirs + 1)
+        if 0 <= n_log_dirs + 1 < 128:
+            out.append(n_log_dirs + 1)
+        else:
+            _w.put_uvarint(out, n_log_dirs + 1)
         for item in f_log_dirs:
             out += item.bytes
     if version >= 3:
         out += _S_q.pack(obj.previous_broker_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
-
-
-def _dec_BrokerRegistrationRequest_Listener(version, buf, cur, end):
-    """Decode BrokerRegistrationRequest.Listener (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port__security_protocol, pos, end)
-    f_port, f_security_protocol = _S_Hh.unpack_from(buf, pos)
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BrokerRegistrationRequest_Listener)
-    obj.name = f_name
-    obj.host = f_host
-    obj.port = f_port
-    obj.security_protocol = f_security_protocol
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest")
 
 
 def _enc_BrokerRegistrationRequest_Listener(version, obj, out):
     """Append in ``version`` a BrokerRegistrationRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("BrokerRegistrationRequest.Listener expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "BrokerRegistrationRequest.Listener.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.Listener.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("BrokerRegistrationRequest.Listener.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "BrokerRegistrationRequest.Listener.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.Listener.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("BrokerRegistrationRequest.Listener.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_Hh.pack(obj.port, obj.security_protocol)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Listener")
-
-
-def _dec_BrokerRegistrationRequest_Feature(version, buf, cur, end):
-    """Decode BrokerRegistrationRequest.Feature (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
-    f_min_supported_version, f_max_supported_version = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(BrokerRegistrationRequest_Feature)
-    obj.name = f_name
-    obj.min_supported_version = f_min_supported_version
-    obj.max_supported_version = f_max_supported_version
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Listener")
 
 
 def _enc_BrokerRegistrationRequest_Feature(version, obj, out):
     """Append in ``version`` a BrokerRegistrationRequest.Feature to ``out``."""
     if obj is None:
         raise TypeError("BrokerRegistrationRequest.Feature expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "BrokerRegistrationRequest.Feature.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("BrokerRegistrationRequest.Feature.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("BrokerRegistrationRequest.Feature.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Feature")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationRequest.Feature")
 
 
 def _dec_BrokerRegistrationResponse(version, buf, cur, end):
@@ -212,7 +411,11 @@ def _dec_BrokerRegistrationResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__broker_epoch, pos, end)
     f_throttle_time_ms, f_error_code, f_broker_epoch = _S_ihq.unpack_from(buf, pos)
     pos += 14
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(BrokerRegistrationResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -227,7 +430,10 @@ def _enc_BrokerRegistrationResponse(version, obj, out):
     if obj is None:
         raise TypeError("BrokerRegistrationResponse expected, got None")
     out += _S_ihq.pack(obj.throttle_time_ms, obj.error_code, obj.broker_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "BrokerRegistrationResponse")
 
 
 class BrokerRegistrationRequest_Listener(Struct):

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -44,12 +43,28 @@ _A_i = _w.SMALL_ARRAYS["i"]
 def _dec_ConsumerGroupDescribeRequest(version, buf, cur, end):
     """Decode ConsumerGroupDescribeRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_group_ids, pos = _w.read_compact_length(buf, pos, end, 'group_ids')
+    if pos < end and buf[pos] < 128:
+        n_group_ids = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_ids = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_ids, pos = _w.read_uvarint(buf, pos, end, 'group_ids')
+        n_group_ids -= 1
     if n_group_ids < 0 or n_group_ids > (end - pos) // 1:
         raise _w.bad_count('group_ids', pos - 1, n_group_ids, end, 1, 1)
     f_group_ids = []
     for i in range(n_group_ids):
-        m, pos = _w.read_compact_length(buf, pos, end, "group_ids[%d]" % i)
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            m, pos = _w.read_uvarint(buf, pos, end, "group_ids[%d]" % i)
+            m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("group_ids[%d]" % i, pos, m, end, 1, False)
         try:
@@ -65,7 +80,11 @@ def _dec_ConsumerGroupDescribeRequest(version, buf, cur, end):
     if f_include_authorized_operations != 0 and f_include_authorized_operations != 1:
         raise _w.bad_bool('include_authorized_operations', pos - 1, f_include_authorized_operations)
     b_include_authorized_operations = f_include_authorized_operations == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ConsumerGroupDescribeRequest)
     obj.group_ids = f_group_ids
     obj.include_authorized_operations = b_include_authorized_operations
@@ -83,28 +102,361 @@ def _enc_ConsumerGroupDescribeRequest(version, obj, out):
         raise _w.not_nullable("ConsumerGroupDescribeRequest.group_ids")
     else:
         n_group_ids = len(f_group_ids)
-    _w.put_uvarint(out, n_group_ids + 1)
+    if 0 <= n_group_ids + 1 < 128:
+        out.append(n_group_ids + 1)
+    else:
+        _w.put_uvarint(out, n_group_ids + 1)
     for item in f_group_ids:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeRequest.group_ids[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
     out += _S_B.pack(obj.include_authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeRequest")
 
 
 def _dec_ConsumerGroupDescribeResponse(version, buf, cur, end):
     """Decode ConsumerGroupDescribeResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_partial(_dec_ConsumerGroupDescribeResponse_DescribedGroup, version), buf, cur, pos, end, n_groups, 'groups', 20, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
+        n_groups -= 1
+    if n_groups < 0 or n_groups > (end - pos) // 20:
+        raise _w.bad_count('groups', pos - 1, n_groups, end, 20, 1)
+    f_groups = []
+    if n_groups:
+        # Each element read inline.
+        try:
+            for i in range(n_groups):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_state__1, pos = _w.read_uvarint(buf, pos, end, 'group_state')
+                    n_group_state__1 -= 1
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 1, False)
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_group_epoch__assignment_epoch, pos, end)
+                f_group_epoch__1, f_assignment_epoch__1 = _S_ii.unpack_from(buf, pos)
+                pos += 8
+                if pos < end and buf[pos] < 128:
+                    n_assignor_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_assignor_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_assignor_name__1, pos = _w.read_uvarint(buf, pos, end, 'assignor_name')
+                    n_assignor_name__1 -= 1
+                if 0 <= n_assignor_name__1 <= end - pos:
+                    try:
+                        f_assignor_name__1 = buf[pos:pos + n_assignor_name__1].decode() if n_assignor_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('assignor_name', pos, exc) from None
+                    pos += n_assignor_name__1
+                else:
+                    raise _w.bad_sized('assignor_name', pos, n_assignor_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_members__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_members__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_members__1, pos = _w.read_uvarint(buf, pos, end, 'members')
+                    n_members__1 -= 1
+                if v0_down:
+                    if n_members__1 < 0 or n_members__1 > (end - pos) // 16:
+                        raise _w.bad_count('members', pos - 1, n_members__1, end, 16, 1)
+                else:
+                    if n_members__1 < 0 or n_members__1 > (end - pos) // 17:
+                        raise _w.bad_count('members', pos - 1, n_members__1, end, 17, 1)
+                f_members__1 = []
+                if n_members__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_members__1):
+                            if pos < end and buf[pos] < 128:
+                                n_member_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_member_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_member_id__2, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                                n_member_id__2 -= 1
+                            if 0 <= n_member_id__2 <= end - pos:
+                                try:
+                                    f_member_id__2 = buf[pos:pos + n_member_id__2].decode() if n_member_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('member_id', pos, exc) from None
+                                pos += n_member_id__2
+                            else:
+                                raise _w.bad_sized('member_id', pos, n_member_id__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_instance_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_instance_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_instance_id__2, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
+                                n_instance_id__2 -= 1
+                            if 0 <= n_instance_id__2 <= end - pos:
+                                try:
+                                    f_instance_id__2 = buf[pos:pos + n_instance_id__2].decode() if n_instance_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('instance_id', pos, exc) from None
+                                pos += n_instance_id__2
+                            elif n_instance_id__2 == -1:
+                                f_instance_id__2 = None
+                            else:
+                                raise _w.bad_sized('instance_id', pos, n_instance_id__2, end, 1, True)
+                            if pos < end and buf[pos] < 128:
+                                n_rack_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_rack_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_rack_id__2, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
+                                n_rack_id__2 -= 1
+                            if 0 <= n_rack_id__2 <= end - pos:
+                                try:
+                                    f_rack_id__2 = buf[pos:pos + n_rack_id__2].decode() if n_rack_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('rack_id', pos, exc) from None
+                                pos += n_rack_id__2
+                            elif n_rack_id__2 == -1:
+                                f_rack_id__2 = None
+                            else:
+                                raise _w.bad_sized('rack_id', pos, n_rack_id__2, end, 1, True)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_epoch, pos, end)
+                            f_member_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_client_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_id__2, pos = _w.read_uvarint(buf, pos, end, 'client_id')
+                                n_client_id__2 -= 1
+                            if 0 <= n_client_id__2 <= end - pos:
+                                try:
+                                    f_client_id__2 = buf[pos:pos + n_client_id__2].decode() if n_client_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_id', pos, exc) from None
+                                pos += n_client_id__2
+                            else:
+                                raise _w.bad_sized('client_id', pos, n_client_id__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_client_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_host__2, pos = _w.read_uvarint(buf, pos, end, 'client_host')
+                                n_client_host__2 -= 1
+                            if 0 <= n_client_host__2 <= end - pos:
+                                try:
+                                    f_client_host__2 = buf[pos:pos + n_client_host__2].decode() if n_client_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_host', pos, exc) from None
+                                pos += n_client_host__2
+                            else:
+                                raise _w.bad_sized('client_host', pos, n_client_host__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_subscribed_topic_names__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_subscribed_topic_names__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_subscribed_topic_names__2, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_names')
+                                n_subscribed_topic_names__2 -= 1
+                            if n_subscribed_topic_names__2 < 0 or n_subscribed_topic_names__2 > (end - pos) // 1:
+                                raise _w.bad_count('subscribed_topic_names', pos - 1, n_subscribed_topic_names__2, end, 1, 1)
+                            f_subscribed_topic_names__2 = []
+                            for i__2 in range(n_subscribed_topic_names__2):
+                                if pos < end and buf[pos] < 128:
+                                    m = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i__2)
+                                    m -= 1
+                                if m < 0 or end - pos < m:
+                                    raise _w.bad_sized("subscribed_topic_names[%d]" % i__2, pos, m, end, 1, False)
+                                try:
+                                    s = buf[pos:pos + m].decode() if m else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8("subscribed_topic_names[%d]" % i__2, pos, exc) from None
+                                f_subscribed_topic_names__2.append(s)
+                                pos += m
+                            if pos < end and buf[pos] < 128:
+                                n_subscribed_topic_regex__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_subscribed_topic_regex__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_subscribed_topic_regex__2, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_regex')
+                                n_subscribed_topic_regex__2 -= 1
+                            if 0 <= n_subscribed_topic_regex__2 <= end - pos:
+                                try:
+                                    f_subscribed_topic_regex__2 = buf[pos:pos + n_subscribed_topic_regex__2].decode() if n_subscribed_topic_regex__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
+                                pos += n_subscribed_topic_regex__2
+                            elif n_subscribed_topic_regex__2 == -1:
+                                f_subscribed_topic_regex__2 = None
+                            else:
+                                raise _w.bad_sized('subscribed_topic_regex', pos, n_subscribed_topic_regex__2, end, 1, True)
+                            cur.pos = pos
+                            try:
+                                f_assignment__2 = _dec_ConsumerGroupDescribeResponse_Assignment(version, buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('assignment')
+                            pos = cur.pos
+                            cur.pos = pos
+                            try:
+                                f_target_assignment__2 = _dec_ConsumerGroupDescribeResponse_Assignment(version, buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('target_assignment')
+                            pos = cur.pos
+                            if v1_up:
+                                if end - pos < 1:
+                                    raise _w.short_run(_RUN_member_type, pos, end)
+                                f_member_type__2 = _S_b.unpack_from(buf, pos)[0]
+                                pos += 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ConsumerGroupDescribeResponse_Member)
+                            obj__2.member_id = f_member_id__2
+                            obj__2.instance_id = f_instance_id__2
+                            obj__2.rack_id = f_rack_id__2
+                            obj__2.member_epoch = f_member_epoch__2
+                            obj__2.client_id = f_client_id__2
+                            obj__2.client_host = f_client_host__2
+                            obj__2.subscribed_topic_names = f_subscribed_topic_names__2
+                            obj__2.subscribed_topic_regex = f_subscribed_topic_regex__2
+                            obj__2.assignment = f_assignment__2
+                            obj__2.target_assignment = f_target_assignment__2
+                            if v0_down:
+                                obj__2.member_type = -1
+                            else:
+                                obj__2.member_type = f_member_type__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_members__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("members[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_authorized_operations, pos, end)
+                f_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ConsumerGroupDescribeResponse_DescribedGroup)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.group_id = f_group_id__1
+                obj__1.group_state = f_group_state__1
+                obj__1.group_epoch = f_group_epoch__1
+                obj__1.assignment_epoch = f_assignment_epoch__1
+                obj__1.assignor_name = f_assignor_name__1
+                obj__1.members = f_members__1
+                obj__1.authorized_operations = f_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ConsumerGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
@@ -118,52 +470,21 @@ def _enc_ConsumerGroupDescribeResponse(version, obj, out):
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _partial(_enc_ConsumerGroupDescribeResponse_DescribedGroup, version), "ConsumerGroupDescribeResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse")
-
-
-def _dec_ConsumerGroupDescribeResponse_DescribedGroup(version, buf, cur, end):
-    """Decode ConsumerGroupDescribeResponse.DescribedGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_group_state, pos = _w.read_compact_length(buf, pos, end, 'group_state')
-    f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 1, False, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_group_epoch__assignment_epoch, pos, end)
-    f_group_epoch, f_assignment_epoch = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    n_assignor_name, pos = _w.read_compact_length(buf, pos, end, 'assignor_name')
-    f_assignor_name, pos = _w.read_sized(buf, pos, n_assignor_name, end, 'assignor_name', 1, False, True)
-    n_members, pos = _w.read_compact_length(buf, pos, end, 'members')
-    if version <= 0:
-        f_members, pos = _w.read_structs(_partial(_dec_ConsumerGroupDescribeResponse_Member, version), buf, cur, pos, end, n_members, 'members', 16, 1, False)
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.groups")
     else:
-        f_members, pos = _w.read_structs(_partial(_dec_ConsumerGroupDescribeResponse_Member, version), buf, cur, pos, end, n_members, 'members', 17, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_authorized_operations, pos, end)
-    f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ConsumerGroupDescribeResponse_DescribedGroup)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.group_id = f_group_id
-    obj.group_state = f_group_state
-    obj.group_epoch = f_group_epoch
-    obj.assignment_epoch = f_assignment_epoch
-    obj.assignor_name = f_assignor_name
-    obj.members = f_members
-    obj.authorized_operations = f_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_groups = len(f_groups)
+    if 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
+    else:
+        _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_ConsumerGroupDescribeResponse_DescribedGroup(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse")
 
 
 def _enc_ConsumerGroupDescribeResponse_DescribedGroup(version, obj, out):
@@ -171,97 +492,79 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup(version, obj, out):
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup expected, got None")
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ConsumerGroupDescribeResponse.DescribedGroup.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ConsumerGroupDescribeResponse.DescribedGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "ConsumerGroupDescribeResponse.DescribedGroup.group_state", False)
-    _w.put_uvarint(out, n_group_state + 1)
+    f_group_state = obj.group_state
+    if f_group_state is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.group_state")
+    else:
+        f_group_state = f_group_state.encode("utf-8")
+        n_group_state = len(f_group_state)
+        if n_group_state > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
+    if 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
+    else:
+        _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         out += f_group_state
     out += _S_ii.pack(obj.group_epoch, obj.assignment_epoch)
-    f_assignor_name, n_assignor_name = _w.encode_text(obj.assignor_name, "ConsumerGroupDescribeResponse.DescribedGroup.assignor_name", False)
-    _w.put_uvarint(out, n_assignor_name + 1)
+    f_assignor_name = obj.assignor_name
+    if f_assignor_name is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name")
+    else:
+        f_assignor_name = f_assignor_name.encode("utf-8")
+        n_assignor_name = len(f_assignor_name)
+        if n_assignor_name > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name", n_assignor_name)
+    if 0 <= n_assignor_name + 1 < 128:
+        out.append(n_assignor_name + 1)
+    else:
+        _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
         out += f_assignor_name
-    _w.put_structs(out, obj.members, _partial(_enc_ConsumerGroupDescribeResponse_Member, version), "ConsumerGroupDescribeResponse.DescribedGroup.members", False)
-    out += _S_i.pack(obj.authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup")
-
-
-def _dec_ConsumerGroupDescribeResponse_Member(version, buf, cur, end):
-    """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
-    n_instance_id, pos = _w.read_compact_length(buf, pos, end, 'instance_id')
-    f_instance_id, pos = _w.read_sized(buf, pos, n_instance_id, end, 'instance_id', 1, True, True)
-    n_rack_id, pos = _w.read_compact_length(buf, pos, end, 'rack_id')
-    f_rack_id, pos = _w.read_sized(buf, pos, n_rack_id, end, 'rack_id', 1, True, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_member_epoch, pos, end)
-    f_member_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_client_id, pos = _w.read_compact_length(buf, pos, end, 'client_id')
-    f_client_id, pos = _w.read_sized(buf, pos, n_client_id, end, 'client_id', 1, False, True)
-    n_client_host, pos = _w.read_compact_length(buf, pos, end, 'client_host')
-    f_client_host, pos = _w.read_sized(buf, pos, n_client_host, end, 'client_host', 1, False, True)
-    n_subscribed_topic_names, pos = _w.read_compact_length(buf, pos, end, 'subscribed_topic_names')
-    if n_subscribed_topic_names < 0 or n_subscribed_topic_names > (end - pos) // 1:
-        raise _w.bad_count('subscribed_topic_names', pos - 1, n_subscribed_topic_names, end, 1, 1)
-    f_subscribed_topic_names = []
-    for i in range(n_subscribed_topic_names):
-        m, pos = _w.read_compact_length(buf, pos, end, "subscribed_topic_names[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
-        f_subscribed_topic_names.append(s)
-        pos += m
-    n_subscribed_topic_regex, pos = _w.read_compact_length(buf, pos, end, 'subscribed_topic_regex')
-    f_subscribed_topic_regex, pos = _w.read_sized(buf, pos, n_subscribed_topic_regex, end, 'subscribed_topic_regex', 1, True, True)
-    cur.pos = pos
-    try:
-        f_assignment = _dec_ConsumerGroupDescribeResponse_Assignment(version, buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('assignment')
-    pos = cur.pos
-    cur.pos = pos
-    try:
-        f_target_assignment = _dec_ConsumerGroupDescribeResponse_Assignment(version, buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('target_assignment')
-    pos = cur.pos
-    if version >= 1:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_member_type, pos, end)
-        f_member_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ConsumerGroupDescribeResponse_Member)
-    obj.member_id = f_member_id
-    obj.instance_id = f_instance_id
-    obj.rack_id = f_rack_id
-    obj.member_epoch = f_member_epoch
-    obj.client_id = f_client_id
-    obj.client_host = f_client_host
-    obj.subscribed_topic_names = f_subscribed_topic_names
-    obj.subscribed_topic_regex = f_subscribed_topic_regex
-    obj.assignment = f_assignment
-    obj.target_assignment = f_target_assignment
-    if version <= 0:
-        obj.member_type = -1
+    f_members = obj.members
+    if f_members is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.members")
     else:
-        obj.member_type = f_member_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_members = len(f_members)
+    if 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
+    else:
+        _w.put_uvarint(out, n_members + 1)
+    for item in f_members:
+        _enc_ConsumerGroupDescribeResponse_Member(version, item, out)
+    out += _S_i.pack(obj.authorized_operations)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup")
 
 
 def _enc_ConsumerGroupDescribeResponse_Member(version, obj, out):
@@ -271,25 +574,75 @@ def _enc_ConsumerGroupDescribeResponse_Member(version, obj, out):
     if version <= 0:
         if obj.member_type != -1:
             raise _w.not_in_version("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_type", 0, "1")
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
-    f_instance_id, n_instance_id = _w.encode_text(obj.instance_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.instance_id", True)
-    _w.put_uvarint(out, n_instance_id + 1)
+    f_instance_id = obj.instance_id
+    if f_instance_id is None:
+        n_instance_id = -1
+    else:
+        f_instance_id = f_instance_id.encode("utf-8")
+        n_instance_id = len(f_instance_id)
+        if n_instance_id > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
+    if 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
+    else:
+        _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         out += f_instance_id
-    f_rack_id, n_rack_id = _w.encode_text(obj.rack_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.rack_id", True)
-    _w.put_uvarint(out, n_rack_id + 1)
+    f_rack_id = obj.rack_id
+    if f_rack_id is None:
+        n_rack_id = -1
+    else:
+        f_rack_id = f_rack_id.encode("utf-8")
+        n_rack_id = len(f_rack_id)
+        if n_rack_id > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
+    if 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
+    else:
+        _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         out += f_rack_id
     out += _S_i.pack(obj.member_epoch)
-    f_client_id, n_client_id = _w.encode_text(obj.client_id, "ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id", False)
-    _w.put_uvarint(out, n_client_id + 1)
+    f_client_id = obj.client_id
+    if f_client_id is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id")
+    else:
+        f_client_id = f_client_id.encode("utf-8")
+        n_client_id = len(f_client_id)
+        if n_client_id > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
+    if 0 <= n_client_id + 1 < 128:
+        out.append(n_client_id + 1)
+    else:
+        _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         out += f_client_id
-    f_client_host, n_client_host = _w.encode_text(obj.client_host, "ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host", False)
-    _w.put_uvarint(out, n_client_host + 1)
+    f_client_host = obj.client_host
+    if f_client_host is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host")
+    else:
+        f_client_host = f_client_host.encode("utf-8")
+        n_client_host = len(f_client_host)
+        if n_client_host > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
+    if 0 <= n_client_host + 1 < 128:
+        out.append(n_client_host + 1)
+    else:
+        _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         out += f_client_host
     f_subscribed_topic_names = obj.subscribed_topic_names
@@ -297,16 +650,32 @@ def _enc_ConsumerGroupDescribeResponse_Member(version, obj, out):
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names")
     else:
         n_subscribed_topic_names = len(f_subscribed_topic_names)
-    _w.put_uvarint(out, n_subscribed_topic_names + 1)
+    if 0 <= n_subscribed_topic_names + 1 < 128:
+        out.append(n_subscribed_topic_names + 1)
+    else:
+        _w.put_uvarint(out, n_subscribed_topic_names + 1)
     for item in f_subscribed_topic_names:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    f_subscribed_topic_regex, n_subscribed_topic_regex = _w.encode_text(obj.subscribed_topic_regex, "ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_regex", True)
-    _w.put_uvarint(out, n_subscribed_topic_regex + 1)
+    f_subscribed_topic_regex = obj.subscribed_topic_regex
+    if f_subscribed_topic_regex is None:
+        n_subscribed_topic_regex = -1
+    else:
+        f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
+        n_subscribed_topic_regex = len(f_subscribed_topic_regex)
+        if n_subscribed_topic_regex > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_regex", n_subscribed_topic_regex)
+    if 0 <= n_subscribed_topic_regex + 1 < 128:
+        out.append(n_subscribed_topic_regex + 1)
+    else:
+        _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
         out += f_subscribed_topic_regex
     f_assignment = obj.assignment
@@ -315,15 +684,86 @@ def _enc_ConsumerGroupDescribeResponse_Member(version, obj, out):
     _enc_ConsumerGroupDescribeResponse_Assignment(version, f_target_assignment, out)
     if version >= 1:
         out += _S_b.pack(obj.member_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member")
 
 
 def _dec_ConsumerGroupDescribeResponse_Assignment(version, buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-    f_topic_partitions, pos = _w.read_structs(_partial(_dec_ConsumerGroupDescribeResponse_TopicPartitions, version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 19, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topic_partitions = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
+        n_topic_partitions -= 1
+    if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 19:
+        raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 19, 1)
+    f_topic_partitions = []
+    if n_topic_partitions:
+        # Each element read inline.
+        try:
+            for i in range(n_topic_partitions):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ConsumerGroupDescribeResponse_TopicPartitions)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ConsumerGroupDescribeResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
     obj.unknown_tagged_fields = unknown
@@ -335,35 +775,21 @@ def _enc_ConsumerGroupDescribeResponse_Assignment(version, obj, out):
     """Append in ``version`` a ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment expected, got None")
-    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ConsumerGroupDescribeResponse_TopicPartitions, version), "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.topic_partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment")
-
-
-def _dec_ConsumerGroupDescribeResponse_TopicPartitions(version, buf, cur, end):
-    """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    f_topic_partitions = obj.topic_partitions
+    if f_topic_partitions is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.topic_partitions")
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ConsumerGroupDescribeResponse_TopicPartitions)
-    obj.topic_id = f_topic_id
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_topic_partitions = len(f_topic_partitions)
+    if 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_topic_partitions + 1)
+    for item in f_topic_partitions:
+        _enc_ConsumerGroupDescribeResponse_TopicPartitions(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment")
 
 
 def _enc_ConsumerGroupDescribeResponse_TopicPartitions(version, obj, out):
@@ -371,8 +797,18 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions(version, obj, out):
     if obj is None:
         raise TypeError("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions expected, got None")
     out += obj.topic_id.bytes
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     f_partitions = obj.partitions
@@ -380,9 +816,15 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions(version, obj, out):
         raise _w.not_nullable("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions")
 
 
 class ConsumerGroupDescribeRequest(Message):

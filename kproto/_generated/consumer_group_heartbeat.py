@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -39,23 +38,95 @@ _A_i = _w.SMALL_ARRAYS["i"]
 def _dec_ConsumerGroupHeartbeatRequest(version, buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+        n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+        n_member_id -= 1
+    if 0 <= n_member_id <= end - pos:
+        try:
+            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('member_id', pos, exc) from None
+        pos += n_member_id
+    else:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_epoch, pos, end)
     f_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_instance_id, pos = _w.read_compact_length(buf, pos, end, 'instance_id')
-    f_instance_id, pos = _w.read_sized(buf, pos, n_instance_id, end, 'instance_id', 1, True, True)
-    n_rack_id, pos = _w.read_compact_length(buf, pos, end, 'rack_id')
-    f_rack_id, pos = _w.read_sized(buf, pos, n_rack_id, end, 'rack_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_instance_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
+        n_instance_id -= 1
+    if 0 <= n_instance_id <= end - pos:
+        try:
+            f_instance_id = buf[pos:pos + n_instance_id].decode() if n_instance_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('instance_id', pos, exc) from None
+        pos += n_instance_id
+    elif n_instance_id == -1:
+        f_instance_id = None
+    else:
+        raise _w.bad_sized('instance_id', pos, n_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
+        n_rack_id -= 1
+    if 0 <= n_rack_id <= end - pos:
+        try:
+            f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('rack_id', pos, exc) from None
+        pos += n_rack_id
+    elif n_rack_id == -1:
+        f_rack_id = None
+    else:
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_rebalance_timeout_ms, pos, end)
     f_rebalance_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_subscribed_topic_names, pos = _w.read_compact_length(buf, pos, end, 'subscribed_topic_names')
+    if pos < end and buf[pos] < 128:
+        n_subscribed_topic_names = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subscribed_topic_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_subscribed_topic_names, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_names')
+        n_subscribed_topic_names -= 1
     if n_subscribed_topic_names == -1:
         f_subscribed_topic_names = None
     elif n_subscribed_topic_names < 0 or n_subscribed_topic_names > (end - pos) // 1:
@@ -63,7 +134,15 @@ def _dec_ConsumerGroupHeartbeatRequest(version, buf, cur, end):
     else:
         f_subscribed_topic_names = []
         for i in range(n_subscribed_topic_names):
-            m, pos = _w.read_compact_length(buf, pos, end, "subscribed_topic_names[%d]" % i)
+            if pos < end and buf[pos] < 128:
+                m = buf[pos] - 1
+                pos += 1
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
+            else:
+                m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
+                m -= 1
             if m < 0 or end - pos < m:
                 raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
             try:
@@ -73,13 +152,100 @@ def _dec_ConsumerGroupHeartbeatRequest(version, buf, cur, end):
             f_subscribed_topic_names.append(s)
             pos += m
     if version >= 1:
-        n_subscribed_topic_regex, pos = _w.read_compact_length(buf, pos, end, 'subscribed_topic_regex')
-        f_subscribed_topic_regex, pos = _w.read_sized(buf, pos, n_subscribed_topic_regex, end, 'subscribed_topic_regex', 1, True, True)
-    n_server_assignor, pos = _w.read_compact_length(buf, pos, end, 'server_assignor')
-    f_server_assignor, pos = _w.read_sized(buf, pos, n_server_assignor, end, 'server_assignor', 1, True, True)
-    n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-    f_topic_partitions, pos = _w.read_structs(_partial(_dec_ConsumerGroupHeartbeatRequest_TopicPartitions, version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 18, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_subscribed_topic_regex = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_subscribed_topic_regex = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_subscribed_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_regex')
+            n_subscribed_topic_regex -= 1
+        if 0 <= n_subscribed_topic_regex <= end - pos:
+            try:
+                f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode() if n_subscribed_topic_regex else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
+            pos += n_subscribed_topic_regex
+        elif n_subscribed_topic_regex == -1:
+            f_subscribed_topic_regex = None
+        else:
+            raise _w.bad_sized('subscribed_topic_regex', pos, n_subscribed_topic_regex, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_server_assignor = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_server_assignor = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_server_assignor, pos = _w.read_uvarint(buf, pos, end, 'server_assignor')
+        n_server_assignor -= 1
+    if 0 <= n_server_assignor <= end - pos:
+        try:
+            f_server_assignor = buf[pos:pos + n_server_assignor].decode() if n_server_assignor else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('server_assignor', pos, exc) from None
+        pos += n_server_assignor
+    elif n_server_assignor == -1:
+        f_server_assignor = None
+    else:
+        raise _w.bad_sized('server_assignor', pos, n_server_assignor, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_topic_partitions = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
+        n_topic_partitions -= 1
+    if n_topic_partitions == -1:
+        f_topic_partitions = None
+    elif n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 18:
+        raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
+    else:
+        f_topic_partitions = []
+        if n_topic_partitions:
+            # Each element read inline.
+            try:
+                for i in range(n_topic_partitions):
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(ConsumerGroupHeartbeatRequest_TopicPartitions)
+                    obj__1.topic_id = f_topic_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topic_partitions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ConsumerGroupHeartbeatRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
@@ -106,21 +272,61 @@ def _enc_ConsumerGroupHeartbeatRequest(version, obj, out):
     if version <= 0:
         if obj.subscribed_topic_regex is not None:
             raise _w.not_in_version("ConsumerGroupHeartbeatRequest.subscribed_topic_regex", 0, "1")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ConsumerGroupHeartbeatRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("ConsumerGroupHeartbeatRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ConsumerGroupHeartbeatRequest.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("ConsumerGroupHeartbeatRequest.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatRequest.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     out += _S_i.pack(obj.member_epoch)
-    f_instance_id, n_instance_id = _w.encode_text(obj.instance_id, "ConsumerGroupHeartbeatRequest.instance_id", True)
-    _w.put_uvarint(out, n_instance_id + 1)
+    f_instance_id = obj.instance_id
+    if f_instance_id is None:
+        n_instance_id = -1
+    else:
+        f_instance_id = f_instance_id.encode("utf-8")
+        n_instance_id = len(f_instance_id)
+        if n_instance_id > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatRequest.instance_id", n_instance_id)
+    if 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
+    else:
+        _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         out += f_instance_id
-    f_rack_id, n_rack_id = _w.encode_text(obj.rack_id, "ConsumerGroupHeartbeatRequest.rack_id", True)
-    _w.put_uvarint(out, n_rack_id + 1)
+    f_rack_id = obj.rack_id
+    if f_rack_id is None:
+        n_rack_id = -1
+    else:
+        f_rack_id = f_rack_id.encode("utf-8")
+        n_rack_id = len(f_rack_id)
+        if n_rack_id > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatRequest.rack_id", n_rack_id)
+    if 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
+    else:
+        _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         out += f_rack_id
     out += _S_i.pack(obj.rebalance_timeout_ms)
@@ -129,50 +335,66 @@ def _enc_ConsumerGroupHeartbeatRequest(version, obj, out):
         n_subscribed_topic_names = -1
     else:
         n_subscribed_topic_names = len(f_subscribed_topic_names)
-    _w.put_uvarint(out, n_subscribed_topic_names + 1)
+    if 0 <= n_subscribed_topic_names + 1 < 128:
+        out.append(n_subscribed_topic_names + 1)
+    else:
+        _w.put_uvarint(out, n_subscribed_topic_names + 1)
     if n_subscribed_topic_names > 0:
         for item in f_subscribed_topic_names:
             data = item.encode("utf-8")
             m = len(data)
             if m > 32767:
                 raise _w.string_too_long("ConsumerGroupHeartbeatRequest.subscribed_topic_names[]", m)
-            _w.put_uvarint(out, m + 1)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
             out += data
     if version >= 1:
-        f_subscribed_topic_regex, n_subscribed_topic_regex = _w.encode_text(obj.subscribed_topic_regex, "ConsumerGroupHeartbeatRequest.subscribed_topic_regex", True)
-        _w.put_uvarint(out, n_subscribed_topic_regex + 1)
+        f_subscribed_topic_regex = obj.subscribed_topic_regex
+        if f_subscribed_topic_regex is None:
+            n_subscribed_topic_regex = -1
+        else:
+            f_subscribed_topic_regex = f_subscribed_topic_regex.encode("utf-8")
+            n_subscribed_topic_regex = len(f_subscribed_topic_regex)
+            if n_subscribed_topic_regex > 32767:
+                raise _w.string_too_long("ConsumerGroupHeartbeatRequest.subscribed_topic_regex", n_subscribed_topic_regex)
+        if 0 <= n_subscribed_topic_regex + 1 < 128:
+            out.append(n_subscribed_topic_regex + 1)
+        else:
+            _w.put_uvarint(out, n_subscribed_topic_regex + 1)
         if n_subscribed_topic_regex > 0:
             out += f_subscribed_topic_regex
-    f_server_assignor, n_server_assignor = _w.encode_text(obj.server_assignor, "ConsumerGroupHeartbeatRequest.server_assignor", True)
-    _w.put_uvarint(out, n_server_assignor + 1)
+    f_server_assignor = obj.server_assignor
+    if f_server_assignor is None:
+        n_server_assignor = -1
+    else:
+        f_server_assignor = f_server_assignor.encode("utf-8")
+        n_server_assignor = len(f_server_assignor)
+        if n_server_assignor > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatRequest.server_assignor", n_server_assignor)
+    if 0 <= n_server_assignor + 1 < 128:
+        out.append(n_server_assignor + 1)
+    else:
+        _w.put_uvarint(out, n_server_assignor + 1)
     if n_server_assignor > 0:
         out += f_server_assignor
-    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ConsumerGroupHeartbeatRequest_TopicPartitions, version), "ConsumerGroupHeartbeatRequest.topic_partitions", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest")
-
-
-def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions(version, buf, cur, end):
-    """Decode ConsumerGroupHeartbeatRequest.TopicPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    f_topic_partitions = obj.topic_partitions
+    if f_topic_partitions is None:
+        n_topic_partitions = -1
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ConsumerGroupHeartbeatRequest_TopicPartitions)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_topic_partitions = len(f_topic_partitions)
+    if 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_topic_partitions + 1)
+    if n_topic_partitions > 0:
+        for item in f_topic_partitions:
+            _enc_ConsumerGroupHeartbeatRequest_TopicPartitions(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest")
 
 
 def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions(version, obj, out):
@@ -185,9 +407,15 @@ def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions(version, obj, out):
         raise _w.not_nullable("ConsumerGroupHeartbeatRequest.TopicPartitions.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest.TopicPartitions")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatRequest.TopicPartitions")
 
 
 def _dec_ConsumerGroupHeartbeatResponse(version, buf, cur, end):
@@ -197,10 +425,44 @@ def _dec_ConsumerGroupHeartbeatResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+        n_member_id -= 1
+    if 0 <= n_member_id <= end - pos:
+        try:
+            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('member_id', pos, exc) from None
+        pos += n_member_id
+    elif n_member_id == -1:
+        f_member_id = None
+    else:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if end - pos < 9:
         raise _w.short_run(_RUN_member_epoch__assignment, pos, end)
     f_member_epoch, f_heartbeat_interval_ms, n_assignment = _S_iib.unpack_from(buf, pos)
@@ -216,7 +478,11 @@ def _dec_ConsumerGroupHeartbeatResponse(version, buf, cur, end):
         except DecodeError as exc:
             raise exc.within('assignment')
         pos = cur.pos
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ConsumerGroupHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -235,12 +501,32 @@ def _enc_ConsumerGroupHeartbeatResponse(version, obj, out):
     if obj is None:
         raise TypeError("ConsumerGroupHeartbeatResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ConsumerGroupHeartbeatResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ConsumerGroupHeartbeatResponse.member_id", True)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        n_member_id = -1
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ConsumerGroupHeartbeatResponse.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     f_assignment = obj.assignment
@@ -248,15 +534,68 @@ def _enc_ConsumerGroupHeartbeatResponse(version, obj, out):
     out += _S_iib.pack(obj.member_epoch, obj.heartbeat_interval_ms, n_assignment)
     if f_assignment is not None:
         _enc_ConsumerGroupHeartbeatResponse_Assignment(version, f_assignment, out)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse")
 
 
 def _dec_ConsumerGroupHeartbeatResponse_Assignment(version, buf, cur, end):
     """Decode ConsumerGroupHeartbeatResponse.Assignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-    f_topic_partitions, pos = _w.read_structs(_partial(_dec_ConsumerGroupHeartbeatResponse_TopicPartitions, version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topic_partitions = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
+        n_topic_partitions -= 1
+    if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 18:
+        raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
+    f_topic_partitions = []
+    if n_topic_partitions:
+        # Each element read inline.
+        try:
+            for i in range(n_topic_partitions):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ConsumerGroupHeartbeatResponse_TopicPartitions)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topic_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ConsumerGroupHeartbeatResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
     obj.unknown_tagged_fields = unknown
@@ -268,32 +607,21 @@ def _enc_ConsumerGroupHeartbeatResponse_Assignment(version, obj, out):
     """Append in ``version`` a ConsumerGroupHeartbeatResponse.Assignment to ``out``."""
     if obj is None:
         raise TypeError("ConsumerGroupHeartbeatResponse.Assignment expected, got None")
-    _w.put_structs(out, obj.topic_partitions, _partial(_enc_ConsumerGroupHeartbeatResponse_TopicPartitions, version), "ConsumerGroupHeartbeatResponse.Assignment.topic_partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse.Assignment")
-
-
-def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions(version, buf, cur, end):
-    """Decode ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    f_topic_partitions = obj.topic_partitions
+    if f_topic_partitions is None:
+        raise _w.not_nullable("ConsumerGroupHeartbeatResponse.Assignment.topic_partitions")
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ConsumerGroupHeartbeatResponse_TopicPartitions)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_topic_partitions = len(f_topic_partitions)
+    if 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_topic_partitions + 1)
+    for item in f_topic_partitions:
+        _enc_ConsumerGroupHeartbeatResponse_TopicPartitions(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse.Assignment")
 
 
 def _enc_ConsumerGroupHeartbeatResponse_TopicPartitions(version, obj, out):
@@ -306,9 +634,15 @@ def _enc_ConsumerGroupHeartbeatResponse_TopicPartitions(version, obj, out):
         raise _w.not_nullable("ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions")
 
 
 class ConsumerGroupHeartbeatRequest_TopicPartitions(Struct):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ControlledShutdownRequest', 'ControlledShutdownResponse']
@@ -48,7 +48,11 @@ def _dec_ControlledShutdownRequest(version, buf, cur, end):
         f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
         pos += 12
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ControlledShutdownRequest)
     obj.broker_id = f_broker_id
     if version <= 1:
@@ -72,26 +76,98 @@ def _enc_ControlledShutdownRequest(version, obj, out):
     else:
         out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownRequest")
 
 
 def _dec_ControlledShutdownResponse(version, buf, cur, end):
     """Decode ControlledShutdownResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
     if version <= 2:
         if end - pos < 6:
             raise _w.short_run(_RUN_error_code__remaining_partitions, pos, end)
         f_error_code, n_remaining_partitions = _S_hi.unpack_from(buf, pos)
         pos += 6
-        f_remaining_partitions, pos = _w.read_structs(_partial(_dec_ControlledShutdownResponse_RemainingPartition, version), buf, cur, pos, end, n_remaining_partitions, 'remaining_partitions', 6, 4, False)
     else:
         if end - pos < 2:
             raise _w.short_run(_RUN_error_code, pos, end)
         f_error_code = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        n_remaining_partitions, pos = _w.read_compact_length(buf, pos, end, 'remaining_partitions')
-        f_remaining_partitions, pos = _w.read_structs(_partial(_dec_ControlledShutdownResponse_RemainingPartition, version), buf, cur, pos, end, n_remaining_partitions, 'remaining_partitions', 6, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_remaining_partitions = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_remaining_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_remaining_partitions, pos = _w.read_uvarint(buf, pos, end, 'remaining_partitions')
+            n_remaining_partitions -= 1
+    if n_remaining_partitions < 0 or n_remaining_partitions > (end - pos) // 6:
+        if version <= 2:
+            raise _w.bad_count('remaining_partitions', pos - 4, n_remaining_partitions, end, 6, 4)
+        else:
+            raise _w.bad_count('remaining_partitions', pos - 1, n_remaining_partitions, end, 6, 1)
+    f_remaining_partitions = []
+    if n_remaining_partitions:
+        # Each element read inline.
+        try:
+            for i in range(n_remaining_partitions):
+                if v2_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic_name, pos, end)
+                    n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topic_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                        n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    if v2_down:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partition_index, pos, end)
+                f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if v3_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ControlledShutdownResponse_RemainingPartition)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                if v2_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_remaining_partitions.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("remaining_partitions[%d]" % i)
+    if version >= 3:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ControlledShutdownResponse)
     obj.error_code = f_error_code
     obj.remaining_partitions = f_remaining_partitions
@@ -107,64 +183,56 @@ def _enc_ControlledShutdownResponse(version, obj, out):
     """Append in ``version`` a ControlledShutdownResponse to ``out``."""
     if obj is None:
         raise TypeError("ControlledShutdownResponse expected, got None")
-    if version <= 2:
-        f_remaining_partitions = obj.remaining_partitions
-        if f_remaining_partitions is None:
-            raise _w.not_nullable("ControlledShutdownResponse.remaining_partitions")
-        else:
-            n_remaining_partitions = len(f_remaining_partitions)
-        out += _S_hi.pack(obj.error_code, n_remaining_partitions)
-        for item in f_remaining_partitions:
-            _enc_ControlledShutdownResponse_RemainingPartition(version, item, out)
-    else:
-        out += _S_h.pack(obj.error_code)
-        _w.put_structs(out, obj.remaining_partitions, _partial(_enc_ControlledShutdownResponse_RemainingPartition, version), "ControlledShutdownResponse.remaining_partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse")
-
-
-def _dec_ControlledShutdownResponse_RemainingPartition(version, buf, cur, end):
-    """Decode ControlledShutdownResponse.RemainingPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 2:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    else:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ControlledShutdownResponse_RemainingPartition)
-    obj.topic_name = f_topic_name
-    obj.partition_index = f_partition_index
-    if version <= 2:
-        obj.unknown_tagged_fields = []
+        out += _S_h.pack(obj.error_code)
+    f_remaining_partitions = obj.remaining_partitions
+    if f_remaining_partitions is None:
+        raise _w.not_nullable("ControlledShutdownResponse.remaining_partitions")
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_remaining_partitions = len(f_remaining_partitions)
+    if version <= 2:
+        out += _S_hi.pack(obj.error_code, n_remaining_partitions)
+    else:
+        if 0 <= n_remaining_partitions + 1 < 128:
+            out.append(n_remaining_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_remaining_partitions + 1)
+    for item in f_remaining_partitions:
+        _enc_ControlledShutdownResponse_RemainingPartition(version, item, out)
+    if version >= 3:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse")
 
 
 def _enc_ControlledShutdownResponse_RemainingPartition(version, obj, out):
     """Append in ``version`` a ControlledShutdownResponse.RemainingPartition to ``out``."""
     if obj is None:
         raise TypeError("ControlledShutdownResponse.RemainingPartition expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "ControlledShutdownResponse.RemainingPartition.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("ControlledShutdownResponse.RemainingPartition.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("ControlledShutdownResponse.RemainingPartition.topic_name", n_topic_name)
     if version <= 2:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += _S_i.pack(obj.partition_index)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse.RemainingPartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControlledShutdownResponse.RemainingPartition")
 
 
 class ControlledShutdownRequest(Message):

@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ControllerRegistrationRequest', 'ControllerRegistrationResponse']
@@ -54,11 +54,129 @@ def _dec_ControllerRegistrationRequest(version, buf, cur, end):
     if f_zk_migration_ready != 0 and f_zk_migration_ready != 1:
         raise _w.bad_bool('zk_migration_ready', pos - 1, f_zk_migration_ready)
     b_zk_migration_ready = f_zk_migration_ready == 1
-    n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_partial(_dec_ControllerRegistrationRequest_Listener, version), buf, cur, pos, end, n_listeners, 'listeners', 7, 1, False)
-    n_features, pos = _w.read_compact_length(buf, pos, end, 'features')
-    f_features, pos = _w.read_structs(_partial(_dec_ControllerRegistrationRequest_Feature, version), buf, cur, pos, end, n_features, 'features', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_listeners = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
+        n_listeners -= 1
+    if n_listeners < 0 or n_listeners > (end - pos) // 7:
+        raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
+    f_listeners = []
+    if n_listeners:
+        # Each element read inline.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port__security_protocol, pos, end)
+                f_port__1, f_security_protocol__1 = _S_Hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ControllerRegistrationRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.security_protocol = f_security_protocol__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_features = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_features, pos = _w.read_uvarint(buf, pos, end, 'features')
+        n_features -= 1
+    if n_features < 0 or n_features > (end - pos) // 6:
+        raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
+    f_features = []
+    if n_features:
+        # Each element read inline.
+        try:
+            for i in range(n_features):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
+                f_min_supported_version__1, f_max_supported_version__1 = _S_hh.unpack_from(buf, pos)
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ControllerRegistrationRequest_Feature)
+                obj__1.name = f_name__1
+                obj__1.min_supported_version = f_min_supported_version__1
+                obj__1.max_supported_version = f_max_supported_version__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_features.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ControllerRegistrationRequest)
     obj.controller_id = f_controller_id
     obj.incarnation_id = f_incarnation_id
@@ -77,78 +195,96 @@ def _enc_ControllerRegistrationRequest(version, obj, out):
     out += _S_i.pack(obj.controller_id)
     out += obj.incarnation_id.bytes
     out += _S_B.pack(obj.zk_migration_ready)
-    _w.put_structs(out, obj.listeners, _partial(_enc_ControllerRegistrationRequest_Listener, version), "ControllerRegistrationRequest.listeners", False)
-    _w.put_structs(out, obj.features, _partial(_enc_ControllerRegistrationRequest_Feature, version), "ControllerRegistrationRequest.features", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest")
-
-
-def _dec_ControllerRegistrationRequest_Listener(version, buf, cur, end):
-    """Decode ControllerRegistrationRequest.Listener (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port__security_protocol, pos, end)
-    f_port, f_security_protocol = _S_Hh.unpack_from(buf, pos)
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ControllerRegistrationRequest_Listener)
-    obj.name = f_name
-    obj.host = f_host
-    obj.port = f_port
-    obj.security_protocol = f_security_protocol
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_listeners = obj.listeners
+    if f_listeners is None:
+        raise _w.not_nullable("ControllerRegistrationRequest.listeners")
+    else:
+        n_listeners = len(f_listeners)
+    if 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
+    else:
+        _w.put_uvarint(out, n_listeners + 1)
+    for item in f_listeners:
+        _enc_ControllerRegistrationRequest_Listener(version, item, out)
+    f_features = obj.features
+    if f_features is None:
+        raise _w.not_nullable("ControllerRegistrationRequest.features")
+    else:
+        n_features = len(f_features)
+    if 0 <= n_features + 1 < 128:
+        out.append(n_features + 1)
+    else:
+        _w.put_uvarint(out, n_features + 1)
+    for item in f_features:
+        _enc_ControllerRegistrationRequest_Feature(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest")
 
 
 def _enc_ControllerRegistrationRequest_Listener(version, obj, out):
     """Append in ``version`` a ControllerRegistrationRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("ControllerRegistrationRequest.Listener expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "ControllerRegistrationRequest.Listener.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("ControllerRegistrationRequest.Listener.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("ControllerRegistrationRequest.Listener.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "ControllerRegistrationRequest.Listener.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("ControllerRegistrationRequest.Listener.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("ControllerRegistrationRequest.Listener.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_Hh.pack(obj.port, obj.security_protocol)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest.Listener")
-
-
-def _dec_ControllerRegistrationRequest_Feature(version, buf, cur, end):
-    """Decode ControllerRegistrationRequest.Feature (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
-    f_min_supported_version, f_max_supported_version = _S_hh.unpack_from(buf, pos)
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ControllerRegistrationRequest_Feature)
-    obj.name = f_name
-    obj.min_supported_version = f_min_supported_version
-    obj.max_supported_version = f_max_supported_version
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest.Listener")
 
 
 def _enc_ControllerRegistrationRequest_Feature(version, obj, out):
     """Append in ``version`` a ControllerRegistrationRequest.Feature to ``out``."""
     if obj is None:
         raise TypeError("ControllerRegistrationRequest.Feature expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "ControllerRegistrationRequest.Feature.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("ControllerRegistrationRequest.Feature.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("ControllerRegistrationRequest.Feature.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest.Feature")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationRequest.Feature")
 
 
 def _dec_ControllerRegistrationResponse(version, buf, cur, end):
@@ -158,9 +294,30 @@ def _dec_ControllerRegistrationResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ControllerRegistrationResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -175,11 +332,24 @@ def _enc_ControllerRegistrationResponse(version, obj, out):
     if obj is None:
         raise TypeError("ControllerRegistrationResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ControllerRegistrationResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ControllerRegistrationResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ControllerRegistrationResponse")
 
 
 class ControllerRegistrationRequest_Listener(Struct):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['CreateAclsRequest', 'CreateAclsResponse']
@@ -45,6 +45,10 @@ _new = Struct.__new__
 
 def _dec_CreateAclsRequest(version, buf, cur, end):
     """Decode CreateAclsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 4:
@@ -52,13 +56,153 @@ def _dec_CreateAclsRequest(version, buf, cur, end):
         n_creations = _S_i.unpack_from(buf, pos)[0]
         pos += 4
     if version <= 0:
-        f_creations, pos = _w.read_structs(_partial(_dec_CreateAclsRequest_AclCreation, version), buf, cur, pos, end, n_creations, 'creations', 9, 4, False)
+        if n_creations < 0 or n_creations > (end - pos) // 9:
+            raise _w.bad_count('creations', pos - 4, n_creations, end, 9, 4)
     elif version == 1:
-        f_creations, pos = _w.read_structs(_partial(_dec_CreateAclsRequest_AclCreation, version), buf, cur, pos, end, n_creations, 'creations', 10, 4, False)
+        if n_creations < 0 or n_creations > (end - pos) // 10:
+            raise _w.bad_count('creations', pos - 4, n_creations, end, 10, 4)
     else:
-        n_creations, pos = _w.read_compact_length(buf, pos, end, 'creations')
-        f_creations, pos = _w.read_structs(_partial(_dec_CreateAclsRequest_AclCreation, version), buf, cur, pos, end, n_creations, 'creations', 8, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_creations = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_creations = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_creations, pos = _w.read_uvarint(buf, pos, end, 'creations')
+            n_creations -= 1
+        if n_creations < 0 or n_creations > (end - pos) // 8:
+            raise _w.bad_count('creations', pos - 1, n_creations, end, 8, 1)
+    f_creations = []
+    if n_creations:
+        # Each element read inline.
+        try:
+            for i in range(n_creations):
+                if v1_down:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                    f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_resource_type, pos, end)
+                    f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_resource_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                        n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if v0_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_principal, pos, end)
+                    n_principal__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                elif v1_only:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_resource_pattern_type__principal, pos, end)
+                    f_resource_pattern_type__1, n_principal__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_resource_pattern_type, pos, end)
+                    f_resource_pattern_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_principal__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_principal__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_principal__1, pos = _w.read_uvarint(buf, pos, end, 'principal')
+                        n_principal__1 -= 1
+                if 0 <= n_principal__1 <= end - pos:
+                    try:
+                        f_principal__1 = buf[pos:pos + n_principal__1].decode() if n_principal__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal', pos, exc) from None
+                    pos += n_principal__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('principal', pos, n_principal__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('principal', pos, n_principal__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_host, pos, end)
+                    n_host__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_host__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                        n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('host', pos, n_host__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreateAclsRequest_AclCreation)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                if v0_down:
+                    obj__1.resource_pattern_type = 3
+                else:
+                    obj__1.resource_pattern_type = f_resource_pattern_type__1
+                obj__1.principal = f_principal__1
+                obj__1.host = f_host__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_creations.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("creations[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateAclsRequest)
     obj.creations = f_creations
     if version <= 1:
@@ -73,84 +217,25 @@ def _enc_CreateAclsRequest(version, obj, out):
     """Append in ``version`` a CreateAclsRequest to ``out``."""
     if obj is None:
         raise TypeError("CreateAclsRequest expected, got None")
+    f_creations = obj.creations
+    if f_creations is None:
+        raise _w.not_nullable("CreateAclsRequest.creations")
+    else:
+        n_creations = len(f_creations)
     if version <= 1:
-        f_creations = obj.creations
-        if f_creations is None:
-            raise _w.not_nullable("CreateAclsRequest.creations")
-        else:
-            n_creations = len(f_creations)
         out += _S_i.pack(n_creations)
-        for item in f_creations:
-            _enc_CreateAclsRequest_AclCreation(version, item, out)
     else:
-        _w.put_structs(out, obj.creations, _partial(_enc_CreateAclsRequest_AclCreation, version), "CreateAclsRequest.creations", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest")
-
-
-def _dec_CreateAclsRequest_AclCreation(version, buf, cur, end):
-    """Decode CreateAclsRequest.AclCreation (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal, pos, end)
-        n_principal = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-    elif version == 1:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_pattern_type__principal, pos, end)
-        f_resource_pattern_type, n_principal = _S_bh.unpack_from(buf, pos)
-        pos += 3
-    if version <= 1:
-        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_host, pos, end)
-        n_host = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
-    else:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type, pos, end)
-        f_resource_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_pattern_type, pos, end)
-        f_resource_pattern_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_principal, pos = _w.read_compact_length(buf, pos, end, 'principal')
-        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 1, False, True)
-        n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
+        if 0 <= n_creations + 1 < 128:
+            out.append(n_creations + 1)
+        else:
+            _w.put_uvarint(out, n_creations + 1)
+    for item in f_creations:
+        _enc_CreateAclsRequest_AclCreation(version, item, out)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateAclsRequest_AclCreation)
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    if version <= 0:
-        obj.resource_pattern_type = 3
-    else:
-        obj.resource_pattern_type = f_resource_pattern_type
-    obj.principal = f_principal
-    obj.host = f_host
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest")
 
 
 def _enc_CreateAclsRequest_AclCreation(version, obj, out):
@@ -162,53 +247,157 @@ def _enc_CreateAclsRequest_AclCreation(version, obj, out):
             raise _w.not_in_version("CreateAclsRequest.AclCreation.resource_pattern_type", 0, "1-3")
     elif version >= 2:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "CreateAclsRequest.AclCreation.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("CreateAclsRequest.AclCreation.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("CreateAclsRequest.AclCreation.resource_name", n_resource_name)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     if version >= 2:
         out += _S_b.pack(obj.resource_pattern_type)
-    f_principal, n_principal = _w.encode_text(obj.principal, "CreateAclsRequest.AclCreation.principal", False)
+    f_principal = obj.principal
+    if f_principal is None:
+        raise _w.not_nullable("CreateAclsRequest.AclCreation.principal")
+    else:
+        f_principal = f_principal.encode("utf-8")
+        n_principal = len(f_principal)
+        if n_principal > 32767:
+            raise _w.string_too_long("CreateAclsRequest.AclCreation.principal", n_principal)
     if version <= 0:
         out += _S_h.pack(n_principal)
     elif version == 1:
         out += _S_bh.pack(obj.resource_pattern_type, n_principal)
     else:
-        _w.put_uvarint(out, n_principal + 1)
+        if 0 <= n_principal + 1 < 128:
+            out.append(n_principal + 1)
+        else:
+            _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         out += f_principal
-    f_host, n_host = _w.encode_text(obj.host, "CreateAclsRequest.AclCreation.host", False)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("CreateAclsRequest.AclCreation.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("CreateAclsRequest.AclCreation.host", n_host)
     if version <= 1:
         out += _S_h.pack(n_host)
     else:
-        _w.put_uvarint(out, n_host + 1)
+        if 0 <= n_host + 1 < 128:
+            out.append(n_host + 1)
+        else:
+            _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_bb.pack(obj.operation, obj.permission_type)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest.AclCreation")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsRequest.AclCreation")
 
 
 def _dec_CreateAclsResponse(version, buf, cur, end):
     """Decode CreateAclsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
         f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_results, pos = _w.read_structs(_partial(_dec_CreateAclsResponse_AclCreationResult, version), buf, cur, pos, end, n_results, 'results', 4, 4, False)
     else:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-        f_results, pos = _w.read_structs(_partial(_dec_CreateAclsResponse_AclCreationResult, version), buf, cur, pos, end, n_results, 'results', 4, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_results = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+            n_results -= 1
+    if n_results < 0 or n_results > (end - pos) // 4:
+        if version <= 1:
+            raise _w.bad_count('results', pos - 4, n_results, end, 4, 4)
+        else:
+            raise _w.bad_count('results', pos - 1, n_results, end, 4, 1)
+    f_results = []
+    if n_results:
+        # Each element read inline.
+        try:
+            for i in range(n_results):
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                    f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                    pos += 4
+                else:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreateAclsResponse_AclCreationResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
@@ -224,47 +413,27 @@ def _enc_CreateAclsResponse(version, obj, out):
     """Append in ``version`` a CreateAclsResponse to ``out``."""
     if obj is None:
         raise TypeError("CreateAclsResponse expected, got None")
-    if version <= 1:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("CreateAclsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_CreateAclsResponse_AclCreationResult(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results, _partial(_enc_CreateAclsResponse_AclCreationResult, version), "CreateAclsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse")
-
-
-def _dec_CreateAclsResponse_AclCreationResult(version, buf, cur, end):
-    """Decode CreateAclsResponse.AclCreationResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__error_message, pos, end)
-        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("CreateAclsResponse.results")
     else:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_error_code, pos, end)
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateAclsResponse_AclCreationResult)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
+        n_results = len(f_results)
     if version <= 1:
-        obj.unknown_tagged_fields = []
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_CreateAclsResponse_AclCreationResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse")
 
 
 def _enc_CreateAclsResponse_AclCreationResult(version, obj, out):
@@ -273,15 +442,28 @@ def _enc_CreateAclsResponse_AclCreationResult(version, obj, out):
         raise TypeError("CreateAclsResponse.AclCreationResult expected, got None")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreateAclsResponse.AclCreationResult.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("CreateAclsResponse.AclCreationResult.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse.AclCreationResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateAclsResponse.AclCreationResult")
 
 
 class CreateAclsRequest_AclCreation(Struct):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['CreateDelegationTokenRequest', 'CreateDelegationTokenResponse']
@@ -42,27 +42,150 @@ _new = Struct.__new__
 
 def _dec_CreateDelegationTokenRequest(version, buf, cur, end):
     """Decode CreateDelegationTokenRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 4:
             raise _w.short_run(_RUN_renewers, pos, end)
         n_renewers = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_renewers, pos = _w.read_structs(_partial(_dec_CreateDelegationTokenRequest_CreatableRenewers, version), buf, cur, pos, end, n_renewers, 'renewers', 4, 4, False)
+        if n_renewers < 0 or n_renewers > (end - pos) // 4:
+            raise _w.bad_count('renewers', pos - 4, n_renewers, end, 4, 4)
     elif version >= 3:
-        n_owner_principal_type, pos = _w.read_compact_length(buf, pos, end, 'owner_principal_type')
-        f_owner_principal_type, pos = _w.read_sized(buf, pos, n_owner_principal_type, end, 'owner_principal_type', 1, True, True)
-        n_owner_principal_name, pos = _w.read_compact_length(buf, pos, end, 'owner_principal_name')
-        f_owner_principal_name, pos = _w.read_sized(buf, pos, n_owner_principal_name, end, 'owner_principal_name', 1, True, True)
+        if pos < end and buf[pos] < 128:
+            n_owner_principal_type = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_owner_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_owner_principal_type, pos = _w.read_uvarint(buf, pos, end, 'owner_principal_type')
+            n_owner_principal_type -= 1
+        if 0 <= n_owner_principal_type <= end - pos:
+            try:
+                f_owner_principal_type = buf[pos:pos + n_owner_principal_type].decode() if n_owner_principal_type else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('owner_principal_type', pos, exc) from None
+            pos += n_owner_principal_type
+        elif n_owner_principal_type == -1:
+            f_owner_principal_type = None
+        else:
+            raise _w.bad_sized('owner_principal_type', pos, n_owner_principal_type, end, 1, True)
+        if pos < end and buf[pos] < 128:
+            n_owner_principal_name = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_owner_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_owner_principal_name, pos = _w.read_uvarint(buf, pos, end, 'owner_principal_name')
+            n_owner_principal_name -= 1
+        if 0 <= n_owner_principal_name <= end - pos:
+            try:
+                f_owner_principal_name = buf[pos:pos + n_owner_principal_name].decode() if n_owner_principal_name else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('owner_principal_name', pos, exc) from None
+            pos += n_owner_principal_name
+        elif n_owner_principal_name == -1:
+            f_owner_principal_name = None
+        else:
+            raise _w.bad_sized('owner_principal_name', pos, n_owner_principal_name, end, 1, True)
     if version >= 2:
-        n_renewers, pos = _w.read_compact_length(buf, pos, end, 'renewers')
-        f_renewers, pos = _w.read_structs(_partial(_dec_CreateDelegationTokenRequest_CreatableRenewers, version), buf, cur, pos, end, n_renewers, 'renewers', 3, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_renewers = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_renewers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_renewers, pos = _w.read_uvarint(buf, pos, end, 'renewers')
+            n_renewers -= 1
+        if n_renewers < 0 or n_renewers > (end - pos) // 3:
+            raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
+    f_renewers = []
+    if n_renewers:
+        # Each element read inline.
+        try:
+            for i in range(n_renewers):
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_principal_type, pos, end)
+                    n_principal_type__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_principal_type__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                        n_principal_type__1 -= 1
+                if 0 <= n_principal_type__1 <= end - pos:
+                    try:
+                        f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_type', pos, exc) from None
+                    pos += n_principal_type__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_principal_name, pos, end)
+                    n_principal_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_principal_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                        n_principal_name__1 -= 1
+                if 0 <= n_principal_name__1 <= end - pos:
+                    try:
+                        f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_name', pos, exc) from None
+                    pos += n_principal_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 1, False)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreateDelegationTokenRequest_CreatableRenewers)
+                obj__1.principal_type = f_principal_type__1
+                obj__1.principal_name = f_principal_name__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_renewers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
     if end - pos < 8:
         raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
     f_max_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
     pos += 8
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateDelegationTokenRequest)
     if version <= 2:
         obj.owner_principal_type = ''
@@ -95,82 +218,100 @@ def _enc_CreateDelegationTokenRequest(version, obj, out):
                 raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_name", 0, "3")
             else:
                 raise _w.not_in_version("CreateDelegationTokenRequest.owner_principal_name", 2, "3")
-    if version <= 1:
-        f_renewers = obj.renewers
-        if f_renewers is None:
-            raise _w.not_nullable("CreateDelegationTokenRequest.renewers")
+    else:
+        f_owner_principal_type = obj.owner_principal_type
+        if f_owner_principal_type is None:
+            n_owner_principal_type = -1
         else:
-            n_renewers = len(f_renewers)
-        out += _S_i.pack(n_renewers)
-        for item in f_renewers:
-            _enc_CreateDelegationTokenRequest_CreatableRenewers(version, item, out)
-    elif version >= 3:
-        f_owner_principal_type, n_owner_principal_type = _w.encode_text(obj.owner_principal_type, "CreateDelegationTokenRequest.owner_principal_type", True)
-        _w.put_uvarint(out, n_owner_principal_type + 1)
+            f_owner_principal_type = f_owner_principal_type.encode("utf-8")
+            n_owner_principal_type = len(f_owner_principal_type)
+            if n_owner_principal_type > 32767:
+                raise _w.string_too_long("CreateDelegationTokenRequest.owner_principal_type", n_owner_principal_type)
+        if 0 <= n_owner_principal_type + 1 < 128:
+            out.append(n_owner_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_owner_principal_type + 1)
         if n_owner_principal_type > 0:
             out += f_owner_principal_type
-        f_owner_principal_name, n_owner_principal_name = _w.encode_text(obj.owner_principal_name, "CreateDelegationTokenRequest.owner_principal_name", True)
-        _w.put_uvarint(out, n_owner_principal_name + 1)
+        f_owner_principal_name = obj.owner_principal_name
+        if f_owner_principal_name is None:
+            n_owner_principal_name = -1
+        else:
+            f_owner_principal_name = f_owner_principal_name.encode("utf-8")
+            n_owner_principal_name = len(f_owner_principal_name)
+            if n_owner_principal_name > 32767:
+                raise _w.string_too_long("CreateDelegationTokenRequest.owner_principal_name", n_owner_principal_name)
+        if 0 <= n_owner_principal_name + 1 < 128:
+            out.append(n_owner_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_owner_principal_name + 1)
         if n_owner_principal_name > 0:
             out += f_owner_principal_name
-    if version >= 2:
-        _w.put_structs(out, obj.renewers, _partial(_enc_CreateDelegationTokenRequest_CreatableRenewers, version), "CreateDelegationTokenRequest.renewers", False)
+    f_renewers = obj.renewers
+    if f_renewers is None:
+        raise _w.not_nullable("CreateDelegationTokenRequest.renewers")
+    else:
+        n_renewers = len(f_renewers)
+    if version <= 1:
+        out += _S_i.pack(n_renewers)
+    else:
+        if 0 <= n_renewers + 1 < 128:
+            out.append(n_renewers + 1)
+        else:
+            _w.put_uvarint(out, n_renewers + 1)
+    for item in f_renewers:
+        _enc_CreateDelegationTokenRequest_CreatableRenewers(version, item, out)
     out += _S_q.pack(obj.max_lifetime_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest")
-
-
-def _dec_CreateDelegationTokenRequest_CreatableRenewers(version, buf, cur, end):
-    """Decode CreateDelegationTokenRequest.CreatableRenewers (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal_type, pos, end)
-        n_principal_type = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal_name, pos, end)
-        n_principal_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
-    else:
-        n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-        n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateDelegationTokenRequest_CreatableRenewers)
-    obj.principal_type = f_principal_type
-    obj.principal_name = f_principal_name
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest")
 
 
 def _enc_CreateDelegationTokenRequest_CreatableRenewers(version, obj, out):
     """Append in ``version`` a CreateDelegationTokenRequest.CreatableRenewers to ``out``."""
     if obj is None:
         raise TypeError("CreateDelegationTokenRequest.CreatableRenewers expected, got None")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "CreateDelegationTokenRequest.CreatableRenewers.principal_type", False)
+    f_principal_type = obj.principal_type
+    if f_principal_type is None:
+        raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_type")
+    else:
+        f_principal_type = f_principal_type.encode("utf-8")
+        n_principal_type = len(f_principal_type)
+        if n_principal_type > 32767:
+            raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_type", n_principal_type)
     if version <= 1:
         out += _S_h.pack(n_principal_type)
     else:
-        _w.put_uvarint(out, n_principal_type + 1)
+        if 0 <= n_principal_type + 1 < 128:
+            out.append(n_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "CreateDelegationTokenRequest.CreatableRenewers.principal_name", False)
+    f_principal_name = obj.principal_name
+    if f_principal_name is None:
+        raise _w.not_nullable("CreateDelegationTokenRequest.CreatableRenewers.principal_name")
+    else:
+        f_principal_name = f_principal_name.encode("utf-8")
+        n_principal_name = len(f_principal_name)
+        if n_principal_name > 32767:
+            raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_name", n_principal_name)
     if version <= 1:
         out += _S_h.pack(n_principal_name)
     else:
-        _w.put_uvarint(out, n_principal_name + 1)
+        if 0 <= n_principal_name + 1 < 128:
+            out.append(n_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest.CreatableRenewers")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenRequest.CreatableRenewers")
 
 
 def _dec_CreateDelegationTokenResponse(version, buf, cur, end):
@@ -181,7 +322,14 @@ def _dec_CreateDelegationTokenResponse(version, buf, cur, end):
             raise _w.short_run(_RUN_error_code__principal_type, pos, end)
         f_error_code, n_principal_type = _S_hh.unpack_from(buf, pos)
         pos += 4
-        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
+        if 0 <= n_principal_type <= end - pos:
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
+            pos += n_principal_type
+        else:
+            raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
     if end - pos < 2:
         if version <= 1:
             raise _w.short_run(_RUN_principal_name, pos, end)
@@ -192,43 +340,142 @@ def _dec_CreateDelegationTokenResponse(version, buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
+    if version >= 2:
+        if pos < end and buf[pos] < 128:
+            n_principal_type = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+            n_principal_type -= 1
+        if 0 <= n_principal_type <= end - pos:
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode() if n_principal_type else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
+            pos += n_principal_type
+        else:
+            raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_principal_name = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+            n_principal_name -= 1
+    if 0 <= n_principal_name <= end - pos:
+        try:
+            f_principal_name = buf[pos:pos + n_principal_name].decode() if n_principal_name else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('principal_name', pos, exc) from None
+        pos += n_principal_name
+    else:
+        if version <= 1:
+            raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
+        else:
+            raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
     if version <= 1:
-        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
         if end - pos < 26:
             raise _w.short_run(_RUN_issue_timestamp_ms__token_id, pos, end)
         f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, n_token_id = _S_qqqh.unpack_from(buf, pos)
         pos += 26
-        f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_hmac, pos, end)
-        n_hmac = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 4, False, False)
-    else:
-        n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-        n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-    if version >= 3:
-        n_token_requester_principal_type, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_type')
-        f_token_requester_principal_type, pos = _w.read_sized(buf, pos, n_token_requester_principal_type, end, 'token_requester_principal_type', 1, False, True)
-        n_token_requester_principal_name, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_name')
-        f_token_requester_principal_name, pos = _w.read_sized(buf, pos, n_token_requester_principal_name, end, 'token_requester_principal_name', 1, False, True)
+    elif version >= 3:
+        if pos < end and buf[pos] < 128:
+            n_token_requester_principal_type = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_token_requester_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_token_requester_principal_type, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_type')
+            n_token_requester_principal_type -= 1
+        if 0 <= n_token_requester_principal_type <= end - pos:
+            try:
+                f_token_requester_principal_type = buf[pos:pos + n_token_requester_principal_type].decode() if n_token_requester_principal_type else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_requester_principal_type', pos, exc) from None
+            pos += n_token_requester_principal_type
+        else:
+            raise _w.bad_sized('token_requester_principal_type', pos, n_token_requester_principal_type, end, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_token_requester_principal_name = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_token_requester_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_token_requester_principal_name, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_name')
+            n_token_requester_principal_name -= 1
+        if 0 <= n_token_requester_principal_name <= end - pos:
+            try:
+                f_token_requester_principal_name = buf[pos:pos + n_token_requester_principal_name].decode() if n_token_requester_principal_name else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_requester_principal_name', pos, exc) from None
+            pos += n_token_requester_principal_name
+        else:
+            raise _w.bad_sized('token_requester_principal_name', pos, n_token_requester_principal_name, end, 1, False)
     if version >= 2:
         if end - pos < 24:
             raise _w.short_run(_RUN_issue_timestamp_ms__max_timestamp_ms, pos, end)
         f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms = _S_qqq.unpack_from(buf, pos)
         pos += 24
-        n_token_id, pos = _w.read_compact_length(buf, pos, end, 'token_id')
-        f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 1, False, True)
-        n_hmac, pos = _w.read_compact_length(buf, pos, end, 'hmac')
-        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 1, False, False)
+        if pos < end and buf[pos] < 128:
+            n_token_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_token_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
+            n_token_id -= 1
+    if 0 <= n_token_id <= end - pos:
+        try:
+            f_token_id = buf[pos:pos + n_token_id].decode() if n_token_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('token_id', pos, exc) from None
+        pos += n_token_id
+    else:
+        if version <= 1:
+            raise _w.bad_sized('token_id', pos, n_token_id, end, 2, False)
+        else:
+            raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
+    if version <= 1:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_hmac, pos, end)
+        n_hmac = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        if pos < end and buf[pos] < 128:
+            n_hmac = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_hmac = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
+            n_hmac -= 1
+    if 0 <= n_hmac <= end - pos:
+        f_hmac = buf[pos:pos + n_hmac]
+        pos += n_hmac
+    else:
+        if version <= 1:
+            raise _w.bad_sized('hmac', pos, n_hmac, end, 4, False)
+        else:
+            raise _w.bad_sized('hmac', pos, n_hmac, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.principal_type = f_principal_type
@@ -270,36 +517,86 @@ def _enc_CreateDelegationTokenResponse(version, obj, out):
                 raise _w.not_in_version("CreateDelegationTokenResponse.token_requester_principal_name", 2, "3")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "CreateDelegationTokenResponse.principal_type", False)
+    f_principal_type = obj.principal_type
+    if f_principal_type is None:
+        raise _w.not_nullable("CreateDelegationTokenResponse.principal_type")
+    else:
+        f_principal_type = f_principal_type.encode("utf-8")
+        n_principal_type = len(f_principal_type)
+        if n_principal_type > 32767:
+            raise _w.string_too_long("CreateDelegationTokenResponse.principal_type", n_principal_type)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_principal_type)
     else:
-        _w.put_uvarint(out, n_principal_type + 1)
+        if 0 <= n_principal_type + 1 < 128:
+            out.append(n_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "CreateDelegationTokenResponse.principal_name", False)
+    f_principal_name = obj.principal_name
+    if f_principal_name is None:
+        raise _w.not_nullable("CreateDelegationTokenResponse.principal_name")
+    else:
+        f_principal_name = f_principal_name.encode("utf-8")
+        n_principal_name = len(f_principal_name)
+        if n_principal_name > 32767:
+            raise _w.string_too_long("CreateDelegationTokenResponse.principal_name", n_principal_name)
     if version <= 1:
         out += _S_h.pack(n_principal_name)
     else:
-        _w.put_uvarint(out, n_principal_name + 1)
+        if 0 <= n_principal_name + 1 < 128:
+            out.append(n_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
     if version >= 3:
-        f_token_requester_principal_type, n_token_requester_principal_type = _w.encode_text(obj.token_requester_principal_type, "CreateDelegationTokenResponse.token_requester_principal_type", False)
-        _w.put_uvarint(out, n_token_requester_principal_type + 1)
+        f_token_requester_principal_type = obj.token_requester_principal_type
+        if f_token_requester_principal_type is None:
+            raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_type")
+        else:
+            f_token_requester_principal_type = f_token_requester_principal_type.encode("utf-8")
+            n_token_requester_principal_type = len(f_token_requester_principal_type)
+            if n_token_requester_principal_type > 32767:
+                raise _w.string_too_long("CreateDelegationTokenResponse.token_requester_principal_type", n_token_requester_principal_type)
+        if 0 <= n_token_requester_principal_type + 1 < 128:
+            out.append(n_token_requester_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_token_requester_principal_type + 1)
         if n_token_requester_principal_type > 0:
             out += f_token_requester_principal_type
-        f_token_requester_principal_name, n_token_requester_principal_name = _w.encode_text(obj.token_requester_principal_name, "CreateDelegationTokenResponse.token_requester_principal_name", False)
-        _w.put_uvarint(out, n_token_requester_principal_name + 1)
+        f_token_requester_principal_name = obj.token_requester_principal_name
+        if f_token_requester_principal_name is None:
+            raise _w.not_nullable("CreateDelegationTokenResponse.token_requester_principal_name")
+        else:
+            f_token_requester_principal_name = f_token_requester_principal_name.encode("utf-8")
+            n_token_requester_principal_name = len(f_token_requester_principal_name)
+            if n_token_requester_principal_name > 32767:
+                raise _w.string_too_long("CreateDelegationTokenResponse.token_requester_principal_name", n_token_requester_principal_name)
+        if 0 <= n_token_requester_principal_name + 1 < 128:
+            out.append(n_token_requester_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_token_requester_principal_name + 1)
         if n_token_requester_principal_name > 0:
             out += f_token_requester_principal_name
     if version >= 2:
         out += _S_qqq.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms)
-    f_token_id, n_token_id = _w.encode_text(obj.token_id, "CreateDelegationTokenResponse.token_id", False)
+    f_token_id = obj.token_id
+    if f_token_id is None:
+        raise _w.not_nullable("CreateDelegationTokenResponse.token_id")
+    else:
+        f_token_id = f_token_id.encode("utf-8")
+        n_token_id = len(f_token_id)
+        if n_token_id > 32767:
+            raise _w.string_too_long("CreateDelegationTokenResponse.token_id", n_token_id)
     if version <= 1:
         out += _S_qqqh.pack(obj.issue_timestamp_ms, obj.expiry_timestamp_ms, obj.max_timestamp_ms, n_token_id)
     else:
-        _w.put_uvarint(out, n_token_id + 1)
+        if 0 <= n_token_id + 1 < 128:
+            out.append(n_token_id + 1)
+        else:
+            _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         out += f_token_id
     f_hmac = obj.hmac
@@ -310,12 +607,18 @@ def _enc_CreateDelegationTokenResponse(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_hmac)
     else:
-        _w.put_uvarint(out, n_hmac + 1)
+        if 0 <= n_hmac + 1 < 128:
+            out.append(n_hmac + 1)
+        else:
+            _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
         out += f_hmac
     out += _S_i.pack(obj.throttle_time_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateDelegationTokenResponse")
 
 
 class CreateDelegationTokenRequest_CreatableRenewers(Struct):

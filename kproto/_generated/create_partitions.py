@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['CreatePartitionsRequest', 'CreatePartitionsResponse']
@@ -45,16 +45,157 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_CreatePartitionsRequest(version, buf, cur, end):
     """Decode CreatePartitionsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
     pos = cur.pos
     if version <= 1:
         if end - pos < 4:
             raise _w.short_run(_RUN_topics, pos, end)
         n_topics = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_topics, pos = _w.read_structs(_partial(_dec_CreatePartitionsRequest_CreatePartitionsTopic, version), buf, cur, pos, end, n_topics, 'topics', 10, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 10:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 10, 4)
     else:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_CreatePartitionsRequest_CreatePartitionsTopic, version), buf, cur, pos, end, n_topics, 'topics', 7, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 7:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 7, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 8:
+                        raise _w.short_run(_RUN_count__assignments, pos, end)
+                    f_count__1, n_assignments__1 = _S_ii.unpack_from(buf, pos)
+                    pos += 8
+                    if n_assignments__1 == -1:
+                        f_assignments__1 = None
+                    elif n_assignments__1 < 0 or n_assignments__1 > (end - pos) // 4:
+                        raise _w.bad_count('assignments', pos - 4, n_assignments__1, end, 4, 4)
+                    else:
+                        f_assignments__1 = []
+                        if n_assignments__1:
+                            # Each element read inline.
+                            try:
+                                for i__1 in range(n_assignments__1):
+                                    if end - pos < 4:
+                                        raise _w.short_run(_RUN_broker_ids, pos, end)
+                                    n_broker_ids__2 = _S_i.unpack_from(buf, pos)[0]
+                                    pos += 4
+                                    if n_broker_ids__2 < 0 or n_broker_ids__2 > (end - pos) // 4:
+                                        raise _w.bad_count('broker_ids', pos - 4, n_broker_ids__2, end, 4, 4)
+                                    if n_broker_ids__2 < _w.SMALL_ARRAY_MAX:
+                                        f_broker_ids__2 = list(_A_i[n_broker_ids__2].unpack_from(buf, pos))
+                                    else:
+                                        f_broker_ids__2 = list(_unpack_from(">%di" % n_broker_ids__2, buf, pos))
+                                    pos += n_broker_ids__2 * 4
+                                    obj__2 = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
+                                    obj__2.broker_ids = f_broker_ids__2
+                                    obj__2.unknown_tagged_fields = []
+                                    f_assignments__1.append(obj__2)
+                            except DecodeError as exc:
+                                raise exc.within("assignments[%d]" % i__1)
+                else:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_count, pos, end)
+                    f_count__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if pos < end and buf[pos] < 128:
+                        n_assignments__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_assignments__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_assignments__1, pos = _w.read_uvarint(buf, pos, end, 'assignments')
+                        n_assignments__1 -= 1
+                    if n_assignments__1 == -1:
+                        f_assignments__1 = None
+                    elif n_assignments__1 < 0 or n_assignments__1 > (end - pos) // 2:
+                        raise _w.bad_count('assignments', pos - 1, n_assignments__1, end, 2, 1)
+                    else:
+                        f_assignments__1 = []
+                        if n_assignments__1:
+                            # Each element read inline.
+                            try:
+                                for i__1 in range(n_assignments__1):
+                                    if pos < end and buf[pos] < 128:
+                                        n_broker_ids__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_broker_ids__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_broker_ids__2, pos = _w.read_uvarint(buf, pos, end, 'broker_ids')
+                                        n_broker_ids__2 -= 1
+                                    if n_broker_ids__2 < 0 or n_broker_ids__2 > (end - pos) // 4:
+                                        raise _w.bad_count('broker_ids', pos - 1, n_broker_ids__2, end, 4, 1)
+                                    if n_broker_ids__2 < _w.SMALL_ARRAY_MAX:
+                                        f_broker_ids__2 = list(_A_i[n_broker_ids__2].unpack_from(buf, pos))
+                                    else:
+                                        f_broker_ids__2 = list(_unpack_from(">%di" % n_broker_ids__2, buf, pos))
+                                    pos += n_broker_ids__2 * 4
+                                    if pos < end and buf[pos] == 0:
+                                        pos += 1
+                                        unknown__2 = []
+                                    else:
+                                        unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                    obj__2 = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
+                                    obj__2.broker_ids = f_broker_ids__2
+                                    obj__2.unknown_tagged_fields = unknown__2
+                                    f_assignments__1.append(obj__2)
+                            except DecodeError as exc:
+                                raise exc.within("assignments[%d]" % i__1)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreatePartitionsRequest_CreatePartitionsTopic)
+                obj__1.name = f_name__1
+                obj__1.count = f_count__1
+                obj__1.assignments = f_assignments__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     f_timeout_ms, f_validate_only = _S_ib.unpack_from(buf, pos)
@@ -63,7 +204,11 @@ def _dec_CreatePartitionsRequest(version, buf, cur, end):
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreatePartitionsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
@@ -80,115 +225,71 @@ def _enc_CreatePartitionsRequest(version, obj, out):
     """Append in ``version`` a CreatePartitionsRequest to ``out``."""
     if obj is None:
         raise TypeError("CreatePartitionsRequest expected, got None")
-    if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("CreatePartitionsRequest.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_CreatePartitionsRequest_CreatePartitionsTopic(version, item, out)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("CreatePartitionsRequest.topics")
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_CreatePartitionsRequest_CreatePartitionsTopic, version), "CreatePartitionsRequest.topics", False)
+        n_topics = len(f_topics)
+    if version <= 1:
+        out += _S_i.pack(n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_CreatePartitionsRequest_CreatePartitionsTopic(version, item, out)
     out += _S_iB.pack(obj.timeout_ms, obj.validate_only)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest")
-
-
-def _dec_CreatePartitionsRequest_CreatePartitionsTopic(version, buf, cur, end):
-    """Decode CreatePartitionsRequest.CreatePartitionsTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 8:
-            raise _w.short_run(_RUN_count__assignments, pos, end)
-        f_count, n_assignments = _S_ii.unpack_from(buf, pos)
-        pos += 8
-        f_assignments, pos = _w.read_structs(_partial(_dec_CreatePartitionsRequest_CreatePartitionsAssignment, version), buf, cur, pos, end, n_assignments, 'assignments', 4, 4, True)
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_count, pos, end)
-        f_count = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        n_assignments, pos = _w.read_compact_length(buf, pos, end, 'assignments')
-        f_assignments, pos = _w.read_structs(_partial(_dec_CreatePartitionsRequest_CreatePartitionsAssignment, version), buf, cur, pos, end, n_assignments, 'assignments', 2, 1, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreatePartitionsRequest_CreatePartitionsTopic)
-    obj.name = f_name
-    obj.count = f_count
-    obj.assignments = f_assignments
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest")
 
 
 def _enc_CreatePartitionsRequest_CreatePartitionsTopic(version, obj, out):
     """Append in ``version`` a CreatePartitionsRequest.CreatePartitionsTopic to ``out``."""
     if obj is None:
         raise TypeError("CreatePartitionsRequest.CreatePartitionsTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreatePartitionsRequest.CreatePartitionsTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreatePartitionsRequest.CreatePartitionsTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreatePartitionsRequest.CreatePartitionsTopic.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    if version <= 1:
-        f_assignments = obj.assignments
-        if f_assignments is None:
-            n_assignments = -1
-        else:
-            n_assignments = len(f_assignments)
-        out += _S_ii.pack(obj.count, n_assignments)
-        if n_assignments > 0:
-            for item in f_assignments:
-                _enc_CreatePartitionsRequest_CreatePartitionsAssignment(version, item, out)
-    else:
-        out += _S_i.pack(obj.count)
-        _w.put_structs(out, obj.assignments, _partial(_enc_CreatePartitionsRequest_CreatePartitionsAssignment, version), "CreatePartitionsRequest.CreatePartitionsTopic.assignments", True)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic")
-
-
-def _dec_CreatePartitionsRequest_CreatePartitionsAssignment(version, buf, cur, end):
-    """Decode CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_broker_ids, pos, end)
-        n_broker_ids = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    else:
-        n_broker_ids, pos = _w.read_compact_length(buf, pos, end, 'broker_ids')
-    if n_broker_ids < 0 or n_broker_ids > (end - pos) // 4:
-        if version <= 1:
-            raise _w.bad_count('broker_ids', pos - 4, n_broker_ids, end, 4, 4)
-        else:
-            raise _w.bad_count('broker_ids', pos - 1, n_broker_ids, end, 4, 1)
-    if n_broker_ids < _w.SMALL_ARRAY_MAX:
-        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
-    else:
-        f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
-    pos += n_broker_ids * 4
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
-    obj.broker_ids = f_broker_ids
-    if version <= 1:
-        obj.unknown_tagged_fields = []
+        out += _S_i.pack(obj.count)
+    f_assignments = obj.assignments
+    if f_assignments is None:
+        n_assignments = -1
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_assignments = len(f_assignments)
+    if version <= 1:
+        out += _S_ii.pack(obj.count, n_assignments)
+    else:
+        if 0 <= n_assignments + 1 < 128:
+            out.append(n_assignments + 1)
+        else:
+            _w.put_uvarint(out, n_assignments + 1)
+    if n_assignments > 0:
+        for item in f_assignments:
+            _enc_CreatePartitionsRequest_CreatePartitionsAssignment(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic")
 
 
 def _enc_CreatePartitionsRequest_CreatePartitionsAssignment(version, obj, out):
@@ -203,29 +304,138 @@ def _enc_CreatePartitionsRequest_CreatePartitionsAssignment(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_broker_ids)
     else:
-        _w.put_uvarint(out, n_broker_ids + 1)
+        if 0 <= n_broker_ids + 1 < 128:
+            out.append(n_broker_ids + 1)
+        else:
+            _w.put_uvarint(out, n_broker_ids + 1)
     out += _pack(">%di" % n_broker_ids, *f_broker_ids)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment")
 
 
 def _dec_CreatePartitionsResponse(version, buf, cur, end):
     """Decode CreatePartitionsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
         f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_results, pos = _w.read_structs(_partial(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult, version), buf, cur, pos, end, n_results, 'results', 6, 4, False)
+        if n_results < 0 or n_results > (end - pos) // 6:
+            raise _w.bad_count('results', pos - 4, n_results, end, 6, 4)
     else:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-        f_results, pos = _w.read_structs(_partial(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult, version), buf, cur, pos, end, n_results, 'results', 5, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_results = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+            n_results -= 1
+        if n_results < 0 or n_results > (end - pos) // 5:
+            raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
+    f_results = []
+    if n_results:
+        # Each element read inline.
+        try:
+            for i in range(n_results):
+                if v2_up:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if end - pos < 2:
+                    if v1_down:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    else:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                if v1_down:
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                else:
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if v1_down:
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                    f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                    pos += 4
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreatePartitionsResponse_CreatePartitionsTopicResult)
+                obj__1.name = f_name__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreatePartitionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
@@ -241,82 +451,74 @@ def _enc_CreatePartitionsResponse(version, obj, out):
     """Append in ``version`` a CreatePartitionsResponse to ``out``."""
     if obj is None:
         raise TypeError("CreatePartitionsResponse expected, got None")
-    if version <= 1:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("CreatePartitionsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_CreatePartitionsResponse_CreatePartitionsTopicResult(version, item, out)
-    else:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results, _partial(_enc_CreatePartitionsResponse_CreatePartitionsTopicResult, version), "CreatePartitionsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse")
-
-
-def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult(version, buf, cur, end):
-    """Decode CreatePartitionsResponse.CreatePartitionsTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
     if version >= 2:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 2:
-        if version <= 1:
-            raise _w.short_run(_RUN_name, pos, end)
+        out += _S_i.pack(obj.throttle_time_ms)
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("CreatePartitionsResponse.results")
+    else:
+        n_results = len(f_results)
+    if version <= 1:
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+    else:
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
         else:
-            raise _w.short_run(_RUN_error_code, pos, end)
-    if version <= 1:
-        n_name = _S_h.unpack_from(buf, pos)[0]
-    else:
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if version <= 1:
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__error_message, pos, end)
-        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    else:
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreatePartitionsResponse_CreatePartitionsTopicResult)
-    obj.name = f_name
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_CreatePartitionsResponse_CreatePartitionsTopicResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse")
 
 
 def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult(version, obj, out):
     """Append in ``version`` a CreatePartitionsResponse.CreatePartitionsTopicResult to ``out``."""
     if obj is None:
         raise TypeError("CreatePartitionsResponse.CreatePartitionsTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreatePartitionsResponse.CreatePartitionsTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreatePartitionsResponse.CreatePartitionsTopicResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreatePartitionsResponse.CreatePartitionsTopicResult.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreatePartitionsResponse.CreatePartitionsTopicResult.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("CreatePartitionsResponse.CreatePartitionsTopicResult.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse.CreatePartitionsTopicResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreatePartitionsResponse.CreatePartitionsTopicResult")
 
 
 class CreatePartitionsRequest_CreatePartitionsAssignment(Struct):

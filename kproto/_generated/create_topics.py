@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['CreateTopicsRequest', 'CreateTopicsResponse']
@@ -56,22 +56,251 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_CreateTopicsRequest(version, buf, cur, end):
     """Decode CreateTopicsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v4_down = version <= 4
+    v5_up = version >= 5
     pos = cur.pos
     if version <= 4:
         if end - pos < 4:
             raise _w.short_run(_RUN_topics, pos, end)
         n_topics = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableTopic, version), buf, cur, pos, end, n_topics, 'topics', 16, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 16:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 16, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 10:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 10, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v4_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    if v4_down:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v4_down:
+                    if end - pos < 10:
+                        raise _w.short_run(_RUN_num_partitions__assignments, pos, end)
+                    f_num_partitions__1, f_replication_factor__1, n_assignments__1 = _S_ihi.unpack_from(buf, pos)
+                    pos += 10
+                    if n_assignments__1 < 0 or n_assignments__1 > (end - pos) // 8:
+                        raise _w.bad_count('assignments', pos - 4, n_assignments__1, end, 8, 4)
+                else:
+                    if end - pos < 6:
+                        raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
+                    f_num_partitions__1, f_replication_factor__1 = _S_ih.unpack_from(buf, pos)
+                    pos += 6
+                    if pos < end and buf[pos] < 128:
+                        n_assignments__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_assignments__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_assignments__1, pos = _w.read_uvarint(buf, pos, end, 'assignments')
+                        n_assignments__1 -= 1
+                    if n_assignments__1 < 0 or n_assignments__1 > (end - pos) // 6:
+                        raise _w.bad_count('assignments', pos - 1, n_assignments__1, end, 6, 1)
+                f_assignments__1 = []
+                if n_assignments__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_assignments__1):
+                            if v4_down:
+                                if end - pos < 8:
+                                    raise _w.short_run(_RUN_partition_index__broker_ids, pos, end)
+                                f_partition_index__2, n_broker_ids__2 = _S_ii.unpack_from(buf, pos)
+                                pos += 8
+                            else:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_partition_index, pos, end)
+                                f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                                if pos < end and buf[pos] < 128:
+                                    n_broker_ids__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_broker_ids__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_broker_ids__2, pos = _w.read_uvarint(buf, pos, end, 'broker_ids')
+                                    n_broker_ids__2 -= 1
+                            if n_broker_ids__2 < 0 or n_broker_ids__2 > (end - pos) // 4:
+                                if v4_down:
+                                    raise _w.bad_count('broker_ids', pos - 4, n_broker_ids__2, end, 4, 4)
+                                else:
+                                    raise _w.bad_count('broker_ids', pos - 1, n_broker_ids__2, end, 4, 1)
+                            if n_broker_ids__2 < _w.SMALL_ARRAY_MAX:
+                                f_broker_ids__2 = list(_A_i[n_broker_ids__2].unpack_from(buf, pos))
+                            else:
+                                f_broker_ids__2 = list(_unpack_from(">%di" % n_broker_ids__2, buf, pos))
+                            pos += n_broker_ids__2 * 4
+                            if v5_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(CreateTopicsRequest_CreatableReplicaAssignment)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.broker_ids = f_broker_ids__2
+                            if v4_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_assignments__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("assignments[%d]" % i__1)
+                if v4_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_configs, pos, end)
+                    n_configs__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_configs__1 < 0 or n_configs__1 > (end - pos) // 4:
+                        raise _w.bad_count('configs', pos - 4, n_configs__1, end, 4, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_configs__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_configs__1, pos = _w.read_uvarint(buf, pos, end, 'configs')
+                        n_configs__1 -= 1
+                    if n_configs__1 < 0 or n_configs__1 > (end - pos) // 3:
+                        raise _w.bad_count('configs', pos - 1, n_configs__1, end, 3, 1)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if v4_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_name, pos, end)
+                                n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                if v4_down:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if v4_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_value, pos, end)
+                                n_value__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_value__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                    n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                if v4_down:
+                                    raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                                else:
+                                    raise _w.bad_sized('value', pos, n_value__2, end, 1, True)
+                            if v5_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(CreateTopicsRequest_CreatableTopicConfig)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            if v4_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                if v5_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(CreateTopicsRequest_CreatableTopic)
+                obj__1.name = f_name__1
+                obj__1.num_partitions = f_num_partitions__1
+                obj__1.replication_factor = f_replication_factor__1
+                obj__1.assignments = f_assignments__1
+                obj__1.configs = f_configs__1
+                if v4_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if version <= 0:
         if end - pos < 4:
             raise _w.short_run(_RUN_timeout_ms, pos, end)
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-    elif version >= 5:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableTopic, version), buf, cur, pos, end, n_topics, 'topics', 10, 1, False)
-    if version >= 1:
+    else:
         if end - pos < 5:
             raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
         f_timeout_ms, f_validate_only = _S_ib.unpack_from(buf, pos)
@@ -80,7 +309,11 @@ def _dec_CreateTopicsRequest(version, buf, cur, end):
             raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
         b_validate_only = f_validate_only == 1
     if version >= 5:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateTopicsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
@@ -103,140 +336,87 @@ def _enc_CreateTopicsRequest(version, obj, out):
     if version <= 0:
         if obj.validate_only != False:
             raise _w.not_in_version("CreateTopicsRequest.validate_only", 0, "1-7")
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("CreateTopicsRequest.topics")
+    else:
+        n_topics = len(f_topics)
     if version <= 4:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("CreateTopicsRequest.topics")
-        else:
-            n_topics = len(f_topics)
         out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_CreateTopicsRequest_CreatableTopic(version, item, out)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_CreateTopicsRequest_CreatableTopic(version, item, out)
     if version <= 0:
         out += _S_i.pack(obj.timeout_ms)
-    elif version >= 5:
-        _w.put_structs(out, obj.topics, _partial(_enc_CreateTopicsRequest_CreatableTopic, version), "CreateTopicsRequest.topics", False)
-    if version >= 1:
+    else:
         out += _S_iB.pack(obj.timeout_ms, obj.validate_only)
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest")
-
-
-def _dec_CreateTopicsRequest_CreatableTopic(version, buf, cur, end):
-    """Decode CreateTopicsRequest.CreatableTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 4:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 10:
-            raise _w.short_run(_RUN_num_partitions__assignments, pos, end)
-        f_num_partitions, f_replication_factor, n_assignments = _S_ihi.unpack_from(buf, pos)
-        pos += 10
-        f_assignments, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableReplicaAssignment, version), buf, cur, pos, end, n_assignments, 'assignments', 8, 4, False)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_configs, pos, end)
-        n_configs = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_configs, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableTopicConfig, version), buf, cur, pos, end, n_configs, 'configs', 4, 4, False)
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        if end - pos < 6:
-            raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
-        f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        n_assignments, pos = _w.read_compact_length(buf, pos, end, 'assignments')
-        f_assignments, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableReplicaAssignment, version), buf, cur, pos, end, n_assignments, 'assignments', 6, 1, False)
-        n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
-        f_configs, pos = _w.read_structs(_partial(_dec_CreateTopicsRequest_CreatableTopicConfig, version), buf, cur, pos, end, n_configs, 'configs', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateTopicsRequest_CreatableTopic)
-    obj.name = f_name
-    obj.num_partitions = f_num_partitions
-    obj.replication_factor = f_replication_factor
-    obj.assignments = f_assignments
-    obj.configs = f_configs
-    if version <= 4:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest")
 
 
 def _enc_CreateTopicsRequest_CreatableTopic(version, obj, out):
     """Append in ``version`` a CreateTopicsRequest.CreatableTopic to ``out``."""
     if obj is None:
         raise TypeError("CreateTopicsRequest.CreatableTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsRequest.CreatableTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.name", n_name)
     if version <= 4:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    if version <= 4:
-        f_assignments = obj.assignments
-        if f_assignments is None:
-            raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.assignments")
-        else:
-            n_assignments = len(f_assignments)
-        out += _S_ihi.pack(obj.num_partitions, obj.replication_factor, n_assignments)
-        for item in f_assignments:
-            _enc_CreateTopicsRequest_CreatableReplicaAssignment(version, item, out)
-        f_configs = obj.configs
-        if f_configs is None:
-            raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.configs")
-        else:
-            n_configs = len(f_configs)
-        out += _S_i.pack(n_configs)
-        for item in f_configs:
-            _enc_CreateTopicsRequest_CreatableTopicConfig(version, item, out)
-    else:
-        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-        _w.put_structs(out, obj.assignments, _partial(_enc_CreateTopicsRequest_CreatableReplicaAssignment, version), "CreateTopicsRequest.CreatableTopic.assignments", False)
-        _w.put_structs(out, obj.configs, _partial(_enc_CreateTopicsRequest_CreatableTopicConfig, version), "CreateTopicsRequest.CreatableTopic.configs", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic")
-
-
-def _dec_CreateTopicsRequest_CreatableReplicaAssignment(version, buf, cur, end):
-    """Decode CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 4:
-        if end - pos < 8:
-            raise _w.short_run(_RUN_partition_index__broker_ids, pos, end)
-        f_partition_index, n_broker_ids = _S_ii.unpack_from(buf, pos)
-        pos += 8
-    else:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_index, pos, end)
-        f_partition_index = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        n_broker_ids, pos = _w.read_compact_length(buf, pos, end, 'broker_ids')
-    if n_broker_ids < 0 or n_broker_ids > (end - pos) // 4:
-        if version <= 4:
-            raise _w.bad_count('broker_ids', pos - 4, n_broker_ids, end, 4, 4)
-        else:
-            raise _w.bad_count('broker_ids', pos - 1, n_broker_ids, end, 4, 1)
-    if n_broker_ids < _w.SMALL_ARRAY_MAX:
-        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
-    else:
-        f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
-    pos += n_broker_ids * 4
     if version >= 5:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateTopicsRequest_CreatableReplicaAssignment)
-    obj.partition_index = f_partition_index
-    obj.broker_ids = f_broker_ids
-    if version <= 4:
-        obj.unknown_tagged_fields = []
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+    f_assignments = obj.assignments
+    if f_assignments is None:
+        raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.assignments")
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_assignments = len(f_assignments)
+    if version <= 4:
+        out += _S_ihi.pack(obj.num_partitions, obj.replication_factor, n_assignments)
+    else:
+        if 0 <= n_assignments + 1 < 128:
+            out.append(n_assignments + 1)
+        else:
+            _w.put_uvarint(out, n_assignments + 1)
+    for item in f_assignments:
+        _enc_CreateTopicsRequest_CreatableReplicaAssignment(version, item, out)
+    f_configs = obj.configs
+    if f_configs is None:
+        raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.configs")
+    else:
+        n_configs = len(f_configs)
+    if version <= 4:
+        out += _S_i.pack(n_configs)
+    else:
+        if 0 <= n_configs + 1 < 128:
+            out.append(n_configs + 1)
+        else:
+            _w.put_uvarint(out, n_configs + 1)
+    for item in f_configs:
+        _enc_CreateTopicsRequest_CreatableTopicConfig(version, item, out)
+    if version >= 5:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic")
 
 
 def _enc_CreateTopicsRequest_CreatableReplicaAssignment(version, obj, out):
@@ -253,67 +433,72 @@ def _enc_CreateTopicsRequest_CreatableReplicaAssignment(version, obj, out):
     if version <= 4:
         out += _S_ii.pack(obj.partition_index, n_broker_ids)
     else:
-        _w.put_uvarint(out, n_broker_ids + 1)
+        if 0 <= n_broker_ids + 1 < 128:
+            out.append(n_broker_ids + 1)
+        else:
+            _w.put_uvarint(out, n_broker_ids + 1)
     out += _pack(">%di" % n_broker_ids, *f_broker_ids)
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment")
-
-
-def _dec_CreateTopicsRequest_CreatableTopicConfig(version, buf, cur, end):
-    """Decode CreateTopicsRequest.CreatableTopic.CreatableTopicConfig (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 4:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_value, pos, end)
-        n_value = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
-        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateTopicsRequest_CreatableTopicConfig)
-    obj.name = f_name
-    obj.value = f_value
-    if version <= 4:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment")
 
 
 def _enc_CreateTopicsRequest_CreatableTopicConfig(version, obj, out):
     """Append in ``version`` a CreateTopicsRequest.CreatableTopic.CreatableTopicConfig to ``out``."""
     if obj is None:
         raise TypeError("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name", n_name)
     if version <= 4:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.value", True)
+    f_value = obj.value
+    if f_value is None:
+        n_value = -1
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.value", n_value)
     if version <= 4:
         out += _S_h.pack(n_value)
     else:
-        _w.put_uvarint(out, n_value + 1)
+        if 0 <= n_value + 1 < 128:
+            out.append(n_value + 1)
+        else:
+            _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsRequest.CreatableTopic.CreatableTopicConfig")
 
 
 def _dec_CreateTopicsResponse(version, buf, cur, end):
     """Decode CreateTopicsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v0_5_6_7 = version in (0, 5, 6, 7)
+    v1_up = version >= 1
+    v4_down = version <= 4
+    v5_up = version >= 5
+    v6_down = version <= 6
+    v7_up = version >= 7
     pos = cur.pos
     if version in (0, 1, 5, 6, 7):
         if end - pos < 4:
@@ -328,22 +513,234 @@ def _dec_CreateTopicsResponse(version, buf, cur, end):
     if version in (0, 1, 5, 6, 7):
         pos += 4
     if version <= 0:
-        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsResponse_CreatableTopicResult, version), buf, cur, pos, end, n_topics, 'topics', 4, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 4:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 4, 4)
     elif 2 <= version <= 4:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
         f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
         pos += 8
     if 1 <= version <= 4:
-        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsResponse_CreatableTopicResult, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     elif version >= 5:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
     if 5 <= version <= 6:
-        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsResponse_CreatableTopicResult, version), buf, cur, pos, end, n_topics, 'topics', 12, 1, False)
+        if n_topics < 0 or n_topics > (end - pos) // 12:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 12, 1)
     elif version >= 7:
-        f_topics, pos = _w.read_structs(_partial(_dec_CreateTopicsResponse_CreatableTopicResult, version), buf, cur, pos, end, n_topics, 'topics', 28, 1, False)
+        if n_topics < 0 or n_topics > (end - pos) // 28:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 28, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v4_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    if v4_down:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v7_up:
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                if v0_5_6_7:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                    f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                    pos += 4
+                if v5_up:
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                if v1_up:
+                    if 0 <= n_error_message__1 <= end - pos:
+                        try:
+                            f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('error_message', pos, exc) from None
+                        pos += n_error_message__1
+                    elif n_error_message__1 == -1:
+                        f_error_message__1 = None
+                    else:
+                        if v4_down:
+                            raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                        else:
+                            raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if v5_up:
+                    if end - pos < 6:
+                        raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
+                    f_num_partitions__1, f_replication_factor__1 = _S_ih.unpack_from(buf, pos)
+                    pos += 6
+                    if pos < end and buf[pos] < 128:
+                        n_configs__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_configs__1, pos = _w.read_uvarint(buf, pos, end, 'configs')
+                        n_configs__1 -= 1
+                    if n_configs__1 == -1:
+                        f_configs__1 = None
+                    elif n_configs__1 < 0 or n_configs__1 > (end - pos) // 6:
+                        raise _w.bad_count('configs', pos - 1, n_configs__1, end, 6, 1)
+                    else:
+                        f_configs__1 = []
+                        if n_configs__1:
+                            # Each element read inline.
+                            try:
+                                for i__1 in range(n_configs__1):
+                                    if pos < end and buf[pos] < 128:
+                                        n_name__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                        n_name__2 -= 1
+                                    if 0 <= n_name__2 <= end - pos:
+                                        try:
+                                            f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                        except UnicodeDecodeError as exc:
+                                            raise _w.bad_utf8('name', pos, exc) from None
+                                        pos += n_name__2
+                                    else:
+                                        raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                    if pos < end and buf[pos] < 128:
+                                        n_value__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                        n_value__2 -= 1
+                                    if 0 <= n_value__2 <= end - pos:
+                                        try:
+                                            f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                        except UnicodeDecodeError as exc:
+                                            raise _w.bad_utf8('value', pos, exc) from None
+                                        pos += n_value__2
+                                    elif n_value__2 == -1:
+                                        f_value__2 = None
+                                    else:
+                                        raise _w.bad_sized('value', pos, n_value__2, end, 1, True)
+                                    if end - pos < 3:
+                                        raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
+                                    f_read_only__2, f_config_source__2, f_is_sensitive__2 = _S_bbb.unpack_from(buf, pos)
+                                    pos += 3
+                                    if f_read_only__2 != 0 and f_read_only__2 != 1:
+                                        raise _w.bad_bool('read_only', pos - 3, f_read_only__2)
+                                    b_read_only__2 = f_read_only__2 == 1
+                                    if f_is_sensitive__2 != 0 and f_is_sensitive__2 != 1:
+                                        raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive__2)
+                                    b_is_sensitive__2 = f_is_sensitive__2 == 1
+                                    if pos < end and buf[pos] == 0:
+                                        pos += 1
+                                        unknown__2 = []
+                                    else:
+                                        unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                    obj__2 = _new(CreateTopicsResponse_CreatableTopicConfigs)
+                                    obj__2.name = f_name__2
+                                    obj__2.value = f_value__2
+                                    obj__2.read_only = b_read_only__2
+                                    obj__2.config_source = f_config_source__2
+                                    obj__2.is_sensitive = b_is_sensitive__2
+                                    obj__2.unknown_tagged_fields = unknown__2
+                                    f_configs__1.append(obj__2)
+                            except DecodeError as exc:
+                                raise exc.within("configs[%d]" % i__1)
+                    f_topic_config_error_code__1 = 0
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, after__1 = _w.read_tag_section(buf, pos, end, (0,))
+                        for tag__1, pos, t_end__1 in spans__1:
+                            if tag__1 == 0:
+                                if t_end__1 - pos < 2:
+                                    raise _w.short_run(_RUN_topic_config_error_code, pos, t_end__1)
+                                f_topic_config_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                                if pos != t_end__1:
+                                    raise _w.tag_size_mismatch('topic_config_error_code', 0, pos, t_end__1)
+                        pos = after__1
+                obj__1 = _new(CreateTopicsResponse_CreatableTopicResult)
+                obj__1.name = f_name__1
+                if v6_down:
+                    obj__1.topic_id = _w.ZERO_UUID
+                else:
+                    obj__1.topic_id = f_topic_id__1
+                obj__1.error_code = f_error_code__1
+                if v0_down:
+                    obj__1.error_message = ''
+                else:
+                    obj__1.error_message = f_error_message__1
+                if v4_down:
+                    obj__1.topic_config_error_code = 0
+                    obj__1.num_partitions = -1
+                    obj__1.replication_factor = -1
+                    obj__1.configs = []
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.topic_config_error_code = f_topic_config_error_code__1
+                    obj__1.num_partitions = f_num_partitions__1
+                    obj__1.replication_factor = f_replication_factor__1
+                    obj__1.configs = f_configs__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if version >= 5:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(CreateTopicsResponse)
     if version <= 1:
         obj.throttle_time_ms = 0
@@ -362,113 +759,50 @@ def _enc_CreateTopicsResponse(version, obj, out):
     """Append in ``version`` a CreateTopicsResponse to ``out``."""
     if obj is None:
         raise TypeError("CreateTopicsResponse expected, got None")
-    if version <= 4:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("CreateTopicsResponse.topics")
-        else:
-            n_topics = len(f_topics)
+    if version >= 5:
+        out += _S_i.pack(obj.throttle_time_ms)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("CreateTopicsResponse.topics")
+    else:
+        n_topics = len(f_topics)
     if version <= 1:
         out += _S_i.pack(n_topics)
     elif 2 <= version <= 4:
         out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    if version <= 4:
-        for item in f_topics:
-            _enc_CreateTopicsResponse_CreatableTopicResult(version, item, out)
     else:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.topics, _partial(_enc_CreateTopicsResponse_CreatableTopicResult, version), "CreateTopicsResponse.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse")
-
-
-def _dec_CreateTopicsResponse_CreatableTopicResult(version, buf, cur, end):
-    """Decode CreateTopicsResponse.CreatableTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 4:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if version >= 7:
-        if end - pos < 16:
-            raise _w.short_read('topic_id', pos, 16, end)
-        f_topic_id = _w.uuid_at(buf, pos)
-        pos += 16
-    if version in (0, 5, 6, 7):
-        if end - pos < 2:
-            raise _w.short_run(_RUN_error_code, pos, end)
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-    else:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__error_message, pos, end)
-        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    if version >= 5:
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        if end - pos < 6:
-            raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
-        f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
-        f_configs, pos = _w.read_structs(_partial(_dec_CreateTopicsResponse_CreatableTopicConfigs, version), buf, cur, pos, end, n_configs, 'configs', 6, 1, True)
-        f_topic_config_error_code = 0
-        if pos < end and buf[pos] == 0:
-            pos += 1
-            unknown = []
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
         else:
-            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-            for tag, pos, t_end in spans:
-                if tag == 0:
-                    if t_end - pos < 2:
-                        raise _w.short_run(_RUN_topic_config_error_code, pos, t_end)
-                    f_topic_config_error_code = _S_h.unpack_from(buf, pos)[0]
-                    pos += 2
-                    if pos != t_end:
-                        raise _w.tag_size_mismatch('topic_config_error_code', 0, pos, t_end)
-            pos = after
-    obj = _new(CreateTopicsResponse_CreatableTopicResult)
-    obj.name = f_name
-    if version <= 6:
-        obj.topic_id = _w.ZERO_UUID
-    else:
-        obj.topic_id = f_topic_id
-    obj.error_code = f_error_code
-    if version <= 0:
-        obj.error_message = ''
-    else:
-        obj.error_message = f_error_message
-    if version <= 4:
-        obj.topic_config_error_code = 0
-        obj.num_partitions = -1
-        obj.replication_factor = -1
-        obj.configs = []
-        obj.unknown_tagged_fields = []
-    else:
-        obj.topic_config_error_code = f_topic_config_error_code
-        obj.num_partitions = f_num_partitions
-        obj.replication_factor = f_replication_factor
-        obj.configs = f_configs
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_CreateTopicsResponse_CreatableTopicResult(version, item, out)
+    if version >= 5:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse")
 
 
 def _enc_CreateTopicsResponse_CreatableTopicResult(version, obj, out):
     """Append in ``version`` a CreateTopicsResponse.CreatableTopicResult to ``out``."""
     if obj is None:
         raise TypeError("CreateTopicsResponse.CreatableTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsResponse.CreatableTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
     if version <= 4:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     if version >= 7:
@@ -476,17 +810,38 @@ def _enc_CreateTopicsResponse_CreatableTopicResult(version, obj, out):
     if version in (0, 5, 6, 7):
         out += _S_h.pack(obj.error_code)
     if version >= 1:
-        f_error_message, n_error_message = _w.encode_text(obj.error_message, "CreateTopicsResponse.CreatableTopicResult.error_message", True)
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.error_message", n_error_message)
     if 1 <= version <= 4:
         out += _S_hh.pack(obj.error_code, n_error_message)
     elif version >= 5:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if version >= 1:
         if n_error_message > 0:
             out += f_error_message
     if version >= 5:
         out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-        _w.put_structs(out, obj.configs, _partial(_enc_CreateTopicsResponse_CreatableTopicConfigs, version), "CreateTopicsResponse.CreatableTopicResult.configs", True)
+        f_configs = obj.configs
+        if f_configs is None:
+            n_configs = -1
+        else:
+            n_configs = len(f_configs)
+        if 0 <= n_configs + 1 < 128:
+            out.append(n_configs + 1)
+        else:
+            _w.put_uvarint(out, n_configs + 1)
+        if n_configs > 0:
+            for item in f_configs:
+                _enc_CreateTopicsResponse_CreatableTopicConfigs(version, item, out)
         known = []
         if obj.topic_config_error_code != 0:
             t = bytearray()
@@ -498,49 +853,43 @@ def _enc_CreateTopicsResponse_CreatableTopicResult(version, obj, out):
             out.append(0)
 
 
-def _dec_CreateTopicsResponse_CreatableTopicConfigs(version, buf, cur, end):
-    """Decode CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
-    if end - pos < 3:
-        raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
-    f_read_only, f_config_source, f_is_sensitive = _S_bbb.unpack_from(buf, pos)
-    pos += 3
-    if f_read_only != 0 and f_read_only != 1:
-        raise _w.bad_bool('read_only', pos - 3, f_read_only)
-    b_read_only = f_read_only == 1
-    if f_is_sensitive != 0 and f_is_sensitive != 1:
-        raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive)
-    b_is_sensitive = f_is_sensitive == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(CreateTopicsResponse_CreatableTopicConfigs)
-    obj.name = f_name
-    obj.value = f_value
-    obj.read_only = b_read_only
-    obj.config_source = f_config_source
-    obj.is_sensitive = b_is_sensitive
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_CreateTopicsResponse_CreatableTopicConfigs(version, obj, out):
     """Append in ``version`` a CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs to ``out``."""
     if obj is None:
         raise TypeError("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.value", True)
-    _w.put_uvarint(out, n_value + 1)
+    f_value = obj.value
+    if f_value is None:
+        n_value = -1
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.value", n_value)
+    if 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
+    else:
+        _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     out += _S_BbB.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs")
 
 
 class CreateTopicsRequest_CreatableReplicaAssignment(Struct):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteAclsRequest', 'DeleteAclsResponse']
@@ -52,6 +52,10 @@ _new = Struct.__new__
 
 def _dec_DeleteAclsRequest(version, buf, cur, end):
     """Decode DeleteAclsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 4:
@@ -59,13 +63,159 @@ def _dec_DeleteAclsRequest(version, buf, cur, end):
         n_filters = _S_i.unpack_from(buf, pos)[0]
         pos += 4
     if version <= 0:
-        f_filters, pos = _w.read_structs(_partial(_dec_DeleteAclsRequest_DeleteAclsFilter, version), buf, cur, pos, end, n_filters, 'filters', 9, 4, False)
+        if n_filters < 0 or n_filters > (end - pos) // 9:
+            raise _w.bad_count('filters', pos - 4, n_filters, end, 9, 4)
     elif version == 1:
-        f_filters, pos = _w.read_structs(_partial(_dec_DeleteAclsRequest_DeleteAclsFilter, version), buf, cur, pos, end, n_filters, 'filters', 10, 4, False)
+        if n_filters < 0 or n_filters > (end - pos) // 10:
+            raise _w.bad_count('filters', pos - 4, n_filters, end, 10, 4)
     else:
-        n_filters, pos = _w.read_compact_length(buf, pos, end, 'filters')
-        f_filters, pos = _w.read_structs(_partial(_dec_DeleteAclsRequest_DeleteAclsFilter, version), buf, cur, pos, end, n_filters, 'filters', 8, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_filters = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_filters, pos = _w.read_uvarint(buf, pos, end, 'filters')
+            n_filters -= 1
+        if n_filters < 0 or n_filters > (end - pos) // 8:
+            raise _w.bad_count('filters', pos - 1, n_filters, end, 8, 1)
+    f_filters = []
+    if n_filters:
+        # Each element read inline.
+        try:
+            for i in range(n_filters):
+                if v1_down:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
+                    f_resource_type_filter__1, n_resource_name_filter__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_resource_type_filter, pos, end)
+                    f_resource_type_filter__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_resource_name_filter__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_resource_name_filter__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_resource_name_filter__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
+                        n_resource_name_filter__1 -= 1
+                if 0 <= n_resource_name_filter__1 <= end - pos:
+                    try:
+                        f_resource_name_filter__1 = buf[pos:pos + n_resource_name_filter__1].decode() if n_resource_name_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+                    pos += n_resource_name_filter__1
+                elif n_resource_name_filter__1 == -1:
+                    f_resource_name_filter__1 = None
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter__1, end, 1, True)
+                if v0_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_principal_filter, pos, end)
+                    n_principal_filter__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                elif v1_only:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
+                    f_pattern_type_filter__1, n_principal_filter__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_pattern_type_filter, pos, end)
+                    f_pattern_type_filter__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_principal_filter__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_principal_filter__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_principal_filter__1, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
+                        n_principal_filter__1 -= 1
+                if 0 <= n_principal_filter__1 <= end - pos:
+                    try:
+                        f_principal_filter__1 = buf[pos:pos + n_principal_filter__1].decode() if n_principal_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_filter', pos, exc) from None
+                    pos += n_principal_filter__1
+                elif n_principal_filter__1 == -1:
+                    f_principal_filter__1 = None
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('principal_filter', pos, n_principal_filter__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('principal_filter', pos, n_principal_filter__1, end, 1, True)
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_host_filter, pos, end)
+                    n_host_filter__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_host_filter__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_host_filter__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_host_filter__1, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
+                        n_host_filter__1 -= 1
+                if 0 <= n_host_filter__1 <= end - pos:
+                    try:
+                        f_host_filter__1 = buf[pos:pos + n_host_filter__1].decode() if n_host_filter__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_filter', pos, exc) from None
+                    pos += n_host_filter__1
+                elif n_host_filter__1 == -1:
+                    f_host_filter__1 = None
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('host_filter', pos, n_host_filter__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('host_filter', pos, n_host_filter__1, end, 1, True)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                f_operation__1, f_permission_type__1 = _S_bb.unpack_from(buf, pos)
+                pos += 2
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteAclsRequest_DeleteAclsFilter)
+                obj__1.resource_type_filter = f_resource_type_filter__1
+                obj__1.resource_name_filter = f_resource_name_filter__1
+                if v0_down:
+                    obj__1.pattern_type_filter = 3
+                else:
+                    obj__1.pattern_type_filter = f_pattern_type_filter__1
+                obj__1.principal_filter = f_principal_filter__1
+                obj__1.host_filter = f_host_filter__1
+                obj__1.operation = f_operation__1
+                obj__1.permission_type = f_permission_type__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_filters.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("filters[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteAclsRequest)
     obj.filters = f_filters
     if version <= 1:
@@ -80,84 +230,25 @@ def _enc_DeleteAclsRequest(version, obj, out):
     """Append in ``version`` a DeleteAclsRequest to ``out``."""
     if obj is None:
         raise TypeError("DeleteAclsRequest expected, got None")
+    f_filters = obj.filters
+    if f_filters is None:
+        raise _w.not_nullable("DeleteAclsRequest.filters")
+    else:
+        n_filters = len(f_filters)
     if version <= 1:
-        f_filters = obj.filters
-        if f_filters is None:
-            raise _w.not_nullable("DeleteAclsRequest.filters")
-        else:
-            n_filters = len(f_filters)
         out += _S_i.pack(n_filters)
-        for item in f_filters:
-            _enc_DeleteAclsRequest_DeleteAclsFilter(version, item, out)
     else:
-        _w.put_structs(out, obj.filters, _partial(_enc_DeleteAclsRequest_DeleteAclsFilter, version), "DeleteAclsRequest.filters", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest")
-
-
-def _dec_DeleteAclsRequest_DeleteAclsFilter(version, buf, cur, end):
-    """Decode DeleteAclsRequest.DeleteAclsFilter (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
-        f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 2, True, True)
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal_filter, pos, end)
-        n_principal_filter = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-    elif version == 1:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
-        f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
-        pos += 3
-    if version <= 1:
-        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 2, True, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_host_filter, pos, end)
-        n_host_filter = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 2, True, True)
-    else:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type_filter, pos, end)
-        f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name_filter, pos = _w.read_compact_length(buf, pos, end, 'resource_name_filter')
-        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 1, True, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_pattern_type_filter, pos, end)
-        f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_principal_filter, pos = _w.read_compact_length(buf, pos, end, 'principal_filter')
-        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 1, True, True)
-        n_host_filter, pos = _w.read_compact_length(buf, pos, end, 'host_filter')
-        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 1, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
+        if 0 <= n_filters + 1 < 128:
+            out.append(n_filters + 1)
+        else:
+            _w.put_uvarint(out, n_filters + 1)
+    for item in f_filters:
+        _enc_DeleteAclsRequest_DeleteAclsFilter(version, item, out)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteAclsRequest_DeleteAclsFilter)
-    obj.resource_type_filter = f_resource_type_filter
-    obj.resource_name_filter = f_resource_name_filter
-    if version <= 0:
-        obj.pattern_type_filter = 3
-    else:
-        obj.pattern_type_filter = f_pattern_type_filter
-    obj.principal_filter = f_principal_filter
-    obj.host_filter = f_host_filter
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest")
 
 
 def _enc_DeleteAclsRequest_DeleteAclsFilter(version, obj, out):
@@ -169,53 +260,353 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter(version, obj, out):
             raise _w.not_in_version("DeleteAclsRequest.DeleteAclsFilter.pattern_type_filter", 0, "1-3")
     elif version >= 2:
         out += _S_b.pack(obj.resource_type_filter)
-    f_resource_name_filter, n_resource_name_filter = _w.encode_text(obj.resource_name_filter, "DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", True)
+    f_resource_name_filter = obj.resource_name_filter
+    if f_resource_name_filter is None:
+        n_resource_name_filter = -1
+    else:
+        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        n_resource_name_filter = len(f_resource_name_filter)
+        if n_resource_name_filter > 32767:
+            raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", n_resource_name_filter)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     else:
-        _w.put_uvarint(out, n_resource_name_filter + 1)
+        if 0 <= n_resource_name_filter + 1 < 128:
+            out.append(n_resource_name_filter + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
         out += f_resource_name_filter
     if version >= 2:
         out += _S_b.pack(obj.pattern_type_filter)
-    f_principal_filter, n_principal_filter = _w.encode_text(obj.principal_filter, "DeleteAclsRequest.DeleteAclsFilter.principal_filter", True)
+    f_principal_filter = obj.principal_filter
+    if f_principal_filter is None:
+        n_principal_filter = -1
+    else:
+        f_principal_filter = f_principal_filter.encode("utf-8")
+        n_principal_filter = len(f_principal_filter)
+        if n_principal_filter > 32767:
+            raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.principal_filter", n_principal_filter)
     if version <= 0:
         out += _S_h.pack(n_principal_filter)
     elif version == 1:
         out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
     else:
-        _w.put_uvarint(out, n_principal_filter + 1)
+        if 0 <= n_principal_filter + 1 < 128:
+            out.append(n_principal_filter + 1)
+        else:
+            _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
         out += f_principal_filter
-    f_host_filter, n_host_filter = _w.encode_text(obj.host_filter, "DeleteAclsRequest.DeleteAclsFilter.host_filter", True)
+    f_host_filter = obj.host_filter
+    if f_host_filter is None:
+        n_host_filter = -1
+    else:
+        f_host_filter = f_host_filter.encode("utf-8")
+        n_host_filter = len(f_host_filter)
+        if n_host_filter > 32767:
+            raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.host_filter", n_host_filter)
     if version <= 1:
         out += _S_h.pack(n_host_filter)
     else:
-        _w.put_uvarint(out, n_host_filter + 1)
+        if 0 <= n_host_filter + 1 < 128:
+            out.append(n_host_filter + 1)
+        else:
+            _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
         out += f_host_filter
     out += _S_bb.pack(obj.operation, obj.permission_type)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest.DeleteAclsFilter")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsRequest.DeleteAclsFilter")
 
 
 def _dec_DeleteAclsResponse(version, buf, cur, end):
     """Decode DeleteAclsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v0_2_3 = version in (0, 2, 3)
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__filter_results, pos, end)
         f_throttle_time_ms, n_filter_results = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_filter_results, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsFilterResult, version), buf, cur, pos, end, n_filter_results, 'filter_results', 8, 4, False)
+        if n_filter_results < 0 or n_filter_results > (end - pos) // 8:
+            raise _w.bad_count('filter_results', pos - 4, n_filter_results, end, 8, 4)
     else:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_filter_results, pos = _w.read_compact_length(buf, pos, end, 'filter_results')
-        f_filter_results, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsFilterResult, version), buf, cur, pos, end, n_filter_results, 'filter_results', 5, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_filter_results = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_filter_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_filter_results, pos = _w.read_uvarint(buf, pos, end, 'filter_results')
+            n_filter_results -= 1
+        if n_filter_results < 0 or n_filter_results > (end - pos) // 5:
+            raise _w.bad_count('filter_results', pos - 1, n_filter_results, end, 5, 1)
+    f_filter_results = []
+    if n_filter_results:
+        # Each element read inline.
+        try:
+            for i in range(n_filter_results):
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                    f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                    pos += 4
+                else:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_matching_acls, pos, end)
+                    n_matching_acls__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v0_down:
+                    if n_matching_acls__1 < 0 or n_matching_acls__1 > (end - pos) // 13:
+                        raise _w.bad_count('matching_acls', pos - 4, n_matching_acls__1, end, 13, 4)
+                elif v1_only:
+                    if n_matching_acls__1 < 0 or n_matching_acls__1 > (end - pos) // 14:
+                        raise _w.bad_count('matching_acls', pos - 4, n_matching_acls__1, end, 14, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_matching_acls__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_matching_acls__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_matching_acls__1, pos = _w.read_uvarint(buf, pos, end, 'matching_acls')
+                        n_matching_acls__1 -= 1
+                    if n_matching_acls__1 < 0 or n_matching_acls__1 > (end - pos) // 11:
+                        raise _w.bad_count('matching_acls', pos - 1, n_matching_acls__1, end, 11, 1)
+                f_matching_acls__1 = []
+                if n_matching_acls__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_matching_acls__1):
+                            if v1_down:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                                f_error_code__2, n_error_message__2 = _S_hh.unpack_from(buf, pos)
+                                pos += 4
+                                if 0 <= n_error_message__2 <= end - pos:
+                                    try:
+                                        f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('error_message', pos, exc) from None
+                                    pos += n_error_message__2
+                                elif n_error_message__2 == -1:
+                                    f_error_message__2 = None
+                                else:
+                                    raise _w.bad_sized('error_message', pos, n_error_message__2, end, 2, True)
+                                if end - pos < 3:
+                                    raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                                f_resource_type__2, n_resource_name__2 = _S_bh.unpack_from(buf, pos)
+                                pos += 3
+                                if 0 <= n_resource_name__2 <= end - pos:
+                                    try:
+                                        f_resource_name__2 = buf[pos:pos + n_resource_name__2].decode() if n_resource_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                                    pos += n_resource_name__2
+                                else:
+                                    raise _w.bad_sized('resource_name', pos, n_resource_name__2, end, 2, False)
+                            if v0_2_3:
+                                if end - pos < 2:
+                                    if v0_down:
+                                        raise _w.short_run(_RUN_principal, pos, end)
+                                    else:
+                                        raise _w.short_run(_RUN_error_code, pos, end)
+                            if v0_down:
+                                n_principal__2 = _S_h.unpack_from(buf, pos)[0]
+                            elif v2_up:
+                                f_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            if v0_2_3:
+                                pos += 2
+                            else:
+                                if end - pos < 3:
+                                    raise _w.short_run(_RUN_pattern_type__principal, pos, end)
+                                f_pattern_type__2, n_principal__2 = _S_bh.unpack_from(buf, pos)
+                                pos += 3
+                            if v2_up:
+                                if pos < end and buf[pos] < 128:
+                                    n_error_message__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                    n_error_message__2 -= 1
+                                if 0 <= n_error_message__2 <= end - pos:
+                                    try:
+                                        f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('error_message', pos, exc) from None
+                                    pos += n_error_message__2
+                                elif n_error_message__2 == -1:
+                                    f_error_message__2 = None
+                                else:
+                                    raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                                if end - pos < 1:
+                                    raise _w.short_run(_RUN_resource_type, pos, end)
+                                f_resource_type__2 = _S_b.unpack_from(buf, pos)[0]
+                                pos += 1
+                                if pos < end and buf[pos] < 128:
+                                    n_resource_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_resource_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_resource_name__2, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                                    n_resource_name__2 -= 1
+                                if 0 <= n_resource_name__2 <= end - pos:
+                                    try:
+                                        f_resource_name__2 = buf[pos:pos + n_resource_name__2].decode() if n_resource_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                                    pos += n_resource_name__2
+                                else:
+                                    raise _w.bad_sized('resource_name', pos, n_resource_name__2, end, 1, False)
+                                if end - pos < 1:
+                                    raise _w.short_run(_RUN_pattern_type, pos, end)
+                                f_pattern_type__2 = _S_b.unpack_from(buf, pos)[0]
+                                pos += 1
+                                if pos < end and buf[pos] < 128:
+                                    n_principal__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_principal__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_principal__2, pos = _w.read_uvarint(buf, pos, end, 'principal')
+                                    n_principal__2 -= 1
+                            if 0 <= n_principal__2 <= end - pos:
+                                try:
+                                    f_principal__2 = buf[pos:pos + n_principal__2].decode() if n_principal__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal', pos, exc) from None
+                                pos += n_principal__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('principal', pos, n_principal__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('principal', pos, n_principal__2, end, 1, False)
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_host, pos, end)
+                                n_host__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_host__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                    n_host__2 -= 1
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                            f_operation__2, f_permission_type__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.resource_type = f_resource_type__2
+                            obj__2.resource_name = f_resource_name__2
+                            if v0_down:
+                                obj__2.pattern_type = 3
+                            else:
+                                obj__2.pattern_type = f_pattern_type__2
+                            obj__2.principal = f_principal__2
+                            obj__2.host = f_host__2
+                            obj__2.operation = f_operation__2
+                            obj__2.permission_type = f_permission_type__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_matching_acls__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("matching_acls[%d]" % i__1)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteAclsResponse_DeleteAclsFilterResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.matching_acls = f_matching_acls__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_filter_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("filter_results[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.filter_results = f_filter_results
@@ -231,58 +622,27 @@ def _enc_DeleteAclsResponse(version, obj, out):
     """Append in ``version`` a DeleteAclsResponse to ``out``."""
     if obj is None:
         raise TypeError("DeleteAclsResponse expected, got None")
-    if version <= 1:
-        f_filter_results = obj.filter_results
-        if f_filter_results is None:
-            raise _w.not_nullable("DeleteAclsResponse.filter_results")
-        else:
-            n_filter_results = len(f_filter_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_filter_results)
-        for item in f_filter_results:
-            _enc_DeleteAclsResponse_DeleteAclsFilterResult(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.filter_results, _partial(_enc_DeleteAclsResponse_DeleteAclsFilterResult, version), "DeleteAclsResponse.filter_results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse")
-
-
-def _dec_DeleteAclsResponse_DeleteAclsFilterResult(version, buf, cur, end):
-    """Decode DeleteAclsResponse.DeleteAclsFilterResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__error_message, pos, end)
-        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_matching_acls, pos, end)
-        n_matching_acls = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version <= 0:
-        f_matching_acls, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl, version), buf, cur, pos, end, n_matching_acls, 'matching_acls', 13, 4, False)
-    elif version == 1:
-        f_matching_acls, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl, version), buf, cur, pos, end, n_matching_acls, 'matching_acls', 14, 4, False)
+    f_filter_results = obj.filter_results
+    if f_filter_results is None:
+        raise _w.not_nullable("DeleteAclsResponse.filter_results")
     else:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_error_code, pos, end)
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        n_matching_acls, pos = _w.read_compact_length(buf, pos, end, 'matching_acls')
-        f_matching_acls, pos = _w.read_structs(_partial(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl, version), buf, cur, pos, end, n_matching_acls, 'matching_acls', 11, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteAclsResponse_DeleteAclsFilterResult)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.matching_acls = f_matching_acls
+        n_filter_results = len(f_filter_results)
     if version <= 1:
-        obj.unknown_tagged_fields = []
+        out += _S_ii.pack(obj.throttle_time_ms, n_filter_results)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_filter_results + 1 < 128:
+            out.append(n_filter_results + 1)
+        else:
+            _w.put_uvarint(out, n_filter_results + 1)
+    for item in f_filter_results:
+        _enc_DeleteAclsResponse_DeleteAclsFilterResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse")
 
 
 def _enc_DeleteAclsResponse_DeleteAclsFilterResult(version, obj, out):
@@ -291,107 +651,42 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult(version, obj, out):
         raise TypeError("DeleteAclsResponse.DeleteAclsFilterResult expected, got None")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteAclsResponse.DeleteAclsFilterResult.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
+    f_matching_acls = obj.matching_acls
+    if f_matching_acls is None:
+        raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
+    else:
+        n_matching_acls = len(f_matching_acls)
     if version <= 1:
-        f_matching_acls = obj.matching_acls
-        if f_matching_acls is None:
-            raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.matching_acls")
-        else:
-            n_matching_acls = len(f_matching_acls)
         out += _S_i.pack(n_matching_acls)
-        for item in f_matching_acls:
-            _enc_DeleteAclsResponse_DeleteAclsMatchingAcl(version, item, out)
     else:
-        _w.put_structs(out, obj.matching_acls, _partial(_enc_DeleteAclsResponse_DeleteAclsMatchingAcl, version), "DeleteAclsResponse.DeleteAclsFilterResult.matching_acls", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult")
-
-
-def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl(version, buf, cur, end):
-    """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__error_message, pos, end)
-        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if version in (0, 2, 3):
-        if end - pos < 2:
-            if version <= 0:
-                raise _w.short_run(_RUN_principal, pos, end)
-            else:
-                raise _w.short_run(_RUN_error_code, pos, end)
-    if version <= 0:
-        n_principal = _S_h.unpack_from(buf, pos)[0]
-    elif version >= 2:
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-    if version in (0, 2, 3):
-        pos += 2
-    else:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_pattern_type__principal, pos, end)
-        f_pattern_type, n_principal = _S_bh.unpack_from(buf, pos)
-        pos += 3
-    if version <= 1:
-        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_host, pos, end)
-        n_host = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
-    else:
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type, pos, end)
-        f_resource_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_pattern_type, pos, end)
-        f_pattern_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_principal, pos = _w.read_compact_length(buf, pos, end, 'principal')
-        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 1, False, True)
-        n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
+        if 0 <= n_matching_acls + 1 < 128:
+            out.append(n_matching_acls + 1)
+        else:
+            _w.put_uvarint(out, n_matching_acls + 1)
+    for item in f_matching_acls:
+        _enc_DeleteAclsResponse_DeleteAclsMatchingAcl(version, item, out)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    if version <= 0:
-        obj.pattern_type = 3
-    else:
-        obj.pattern_type = f_pattern_type
-    obj.principal = f_principal
-    obj.host = f_host
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult")
 
 
 def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl(version, obj, out):
@@ -403,43 +698,86 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl(version, obj, out):
             raise _w.not_in_version("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.pattern_type", 0, "1-3")
     elif version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", n_resource_name)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     if version >= 2:
         out += _S_b.pack(obj.pattern_type)
-    f_principal, n_principal = _w.encode_text(obj.principal, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", False)
+    f_principal = obj.principal
+    if f_principal is None:
+        raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal")
+    else:
+        f_principal = f_principal.encode("utf-8")
+        n_principal = len(f_principal)
+        if n_principal > 32767:
+            raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", n_principal)
     if version <= 0:
         out += _S_h.pack(n_principal)
     elif version == 1:
         out += _S_bh.pack(obj.pattern_type, n_principal)
     else:
-        _w.put_uvarint(out, n_principal + 1)
+        if 0 <= n_principal + 1 < 128:
+            out.append(n_principal + 1)
+        else:
+            _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         out += f_principal
-    f_host, n_host = _w.encode_text(obj.host, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", False)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", n_host)
     if version <= 1:
         out += _S_h.pack(n_host)
     else:
-        _w.put_uvarint(out, n_host + 1)
+        if 0 <= n_host + 1 < 128:
+            out.append(n_host + 1)
+        else:
+            _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_bb.pack(obj.operation, obj.permission_type)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl")
 
 
 class DeleteAclsRequest_DeleteAclsFilter(Struct):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteGroupsRequest', 'DeleteGroupsResponse']
@@ -44,7 +44,15 @@ def _dec_DeleteGroupsRequest(version, buf, cur, end):
         if n_groups_names < 0 or n_groups_names > (end - pos) // 2:
             raise _w.bad_count('groups_names', pos - 4, n_groups_names, end, 2, 4)
     else:
-        n_groups_names, pos = _w.read_compact_length(buf, pos, end, 'groups_names')
+        if pos < end and buf[pos] < 128:
+            n_groups_names = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_groups_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_groups_names, pos = _w.read_uvarint(buf, pos, end, 'groups_names')
+            n_groups_names -= 1
         if n_groups_names < 0 or n_groups_names > (end - pos) // 1:
             raise _w.bad_count('groups_names', pos - 1, n_groups_names, end, 1, 1)
     f_groups_names = []
@@ -55,7 +63,15 @@ def _dec_DeleteGroupsRequest(version, buf, cur, end):
             m = _S_h.unpack_from(buf, pos)[0]
             pos += 2
         else:
-            m, pos = _w.read_compact_length(buf, pos, end, "groups_names[%d]" % i)
+            if pos < end and buf[pos] < 128:
+                m = buf[pos] - 1
+                pos += 1
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
+            else:
+                m, pos = _w.read_uvarint(buf, pos, end, "groups_names[%d]" % i)
+                m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("groups_names[%d]" % i, pos, m, end, 1, False)
         try:
@@ -65,7 +81,11 @@ def _dec_DeleteGroupsRequest(version, buf, cur, end):
         f_groups_names.append(s)
         pos += m
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteGroupsRequest)
     obj.groups_names = f_groups_names
     if version <= 1:
@@ -89,7 +109,10 @@ def _enc_DeleteGroupsRequest(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_groups_names)
     else:
-        _w.put_uvarint(out, n_groups_names + 1)
+        if 0 <= n_groups_names + 1 < 128:
+            out.append(n_groups_names + 1)
+        else:
+            _w.put_uvarint(out, n_groups_names + 1)
     for item in f_groups_names:
         data = item.encode("utf-8")
         m = len(data)
@@ -98,29 +121,104 @@ def _enc_DeleteGroupsRequest(version, obj, out):
         if v1_down:
             out += _S_h.pack(m)
         else:
-            _w.put_uvarint(out, m + 1)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
         out += data
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsRequest")
 
 
 def _dec_DeleteGroupsResponse(version, buf, cur, end):
     """Decode DeleteGroupsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
         f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_results, pos = _w.read_structs(_partial(_dec_DeleteGroupsResponse_DeletableGroupResult, version), buf, cur, pos, end, n_results, 'results', 4, 4, False)
     else:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-        f_results, pos = _w.read_structs(_partial(_dec_DeleteGroupsResponse_DeletableGroupResult, version), buf, cur, pos, end, n_results, 'results', 4, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_results = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+            n_results -= 1
+    if n_results < 0 or n_results > (end - pos) // 4:
+        if version <= 1:
+            raise _w.bad_count('results', pos - 4, n_results, end, 4, 4)
+        else:
+            raise _w.bad_count('results', pos - 1, n_results, end, 4, 1)
+    f_results = []
+    if n_results:
+        # Each element read inline.
+        try:
+            for i in range(n_results):
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_group_id, pos, end)
+                    n_group_id__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_group_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                        n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('group_id', pos, n_group_id__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteGroupsResponse_DeletableGroupResult)
+                obj__1.group_id = f_group_id__1
+                obj__1.error_code = f_error_code__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
@@ -136,64 +234,56 @@ def _enc_DeleteGroupsResponse(version, obj, out):
     """Append in ``version`` a DeleteGroupsResponse to ``out``."""
     if obj is None:
         raise TypeError("DeleteGroupsResponse expected, got None")
-    if version <= 1:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("DeleteGroupsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_DeleteGroupsResponse_DeletableGroupResult(version, item, out)
-    else:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results, _partial(_enc_DeleteGroupsResponse_DeletableGroupResult, version), "DeleteGroupsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse")
-
-
-def _dec_DeleteGroupsResponse_DeletableGroupResult(version, buf, cur, end):
-    """Decode DeleteGroupsResponse.DeletableGroupResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_group_id, pos, end)
-        n_group_id = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
-    else:
-        n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteGroupsResponse_DeletableGroupResult)
-    obj.group_id = f_group_id
-    obj.error_code = f_error_code
-    if version <= 1:
-        obj.unknown_tagged_fields = []
+        out += _S_i.pack(obj.throttle_time_ms)
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("DeleteGroupsResponse.results")
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_results = len(f_results)
+    if version <= 1:
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+    else:
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_DeleteGroupsResponse_DeletableGroupResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse")
 
 
 def _enc_DeleteGroupsResponse_DeletableGroupResult(version, obj, out):
     """Append in ``version`` a DeleteGroupsResponse.DeletableGroupResult to ``out``."""
     if obj is None:
         raise TypeError("DeleteGroupsResponse.DeletableGroupResult expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DeleteGroupsResponse.DeletableGroupResult.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("DeleteGroupsResponse.DeletableGroupResult.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("DeleteGroupsResponse.DeletableGroupResult.group_id", n_group_id)
     if version <= 1:
         out += _S_h.pack(n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
     out += _S_h.pack(obj.error_code)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse.DeletableGroupResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteGroupsResponse.DeletableGroupResult")
 
 
 class DeleteGroupsRequest(Message):

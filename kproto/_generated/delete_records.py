@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteRecordsRequest', 'DeleteRecordsResponse']
@@ -39,22 +39,129 @@ _new = Struct.__new__
 
 def _dec_DeleteRecordsRequest(version, buf, cur, end):
     """Decode DeleteRecordsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 4:
             raise _w.short_run(_RUN_topics, pos, end)
         n_topics = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_topics, pos = _w.read_structs(_partial(_dec_DeleteRecordsRequest_DeleteRecordsTopic, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_DeleteRecordsRequest_DeleteRecordsTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 12:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 12, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 13:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 13, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 12:
+                                raise _w.short_run(_RUN_partition_index__offset, pos, end)
+                            f_partition_index__2, f_offset__2 = _S_iq.unpack_from(buf, pos)
+                            pos += 12
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DeleteRecordsRequest_DeleteRecordsPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.offset = f_offset__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteRecordsRequest_DeleteRecordsTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteRecordsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
@@ -70,96 +177,68 @@ def _enc_DeleteRecordsRequest(version, obj, out):
     """Append in ``version`` a DeleteRecordsRequest to ``out``."""
     if obj is None:
         raise TypeError("DeleteRecordsRequest expected, got None")
-    if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("DeleteRecordsRequest.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_DeleteRecordsRequest_DeleteRecordsTopic(version, item, out)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DeleteRecordsRequest.topics")
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_DeleteRecordsRequest_DeleteRecordsTopic, version), "DeleteRecordsRequest.topics", False)
+        n_topics = len(f_topics)
+    if version <= 1:
+        out += _S_i.pack(n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DeleteRecordsRequest_DeleteRecordsTopic(version, item, out)
     out += _S_i.pack(obj.timeout_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest")
-
-
-def _dec_DeleteRecordsRequest_DeleteRecordsTopic(version, buf, cur, end):
-    """Decode DeleteRecordsRequest.DeleteRecordsTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partitions, pos = _w.read_structs(_partial(_dec_DeleteRecordsRequest_DeleteRecordsPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 12, 4, False)
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_DeleteRecordsRequest_DeleteRecordsPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 13, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteRecordsRequest_DeleteRecordsTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest")
 
 
 def _enc_DeleteRecordsRequest_DeleteRecordsTopic(version, obj, out):
     """Append in ``version`` a DeleteRecordsRequest.DeleteRecordsTopic to ``out``."""
     if obj is None:
         raise TypeError("DeleteRecordsRequest.DeleteRecordsTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteRecordsRequest.DeleteRecordsTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DeleteRecordsRequest.DeleteRecordsTopic.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
     if version <= 1:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("DeleteRecordsRequest.DeleteRecordsTopic.partitions")
-        else:
-            n_partitions = len(f_partitions)
         out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_DeleteRecordsRequest_DeleteRecordsPartition(version, item, out)
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_DeleteRecordsRequest_DeleteRecordsPartition, version), "DeleteRecordsRequest.DeleteRecordsTopic.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic")
-
-
-def _dec_DeleteRecordsRequest_DeleteRecordsPartition(version, buf, cur, end):
-    """Decode DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 12:
-        raise _w.short_run(_RUN_partition_index__offset, pos, end)
-    f_partition_index, f_offset = _S_iq.unpack_from(buf, pos)
-    pos += 12
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DeleteRecordsRequest_DeleteRecordsPartition(version, item, out)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteRecordsRequest_DeleteRecordsPartition)
-    obj.partition_index = f_partition_index
-    obj.offset = f_offset
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic")
 
 
 def _enc_DeleteRecordsRequest_DeleteRecordsPartition(version, obj, out):
@@ -168,26 +247,138 @@ def _enc_DeleteRecordsRequest_DeleteRecordsPartition(version, obj, out):
         raise TypeError("DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition expected, got None")
     out += _S_iq.pack(obj.partition_index, obj.offset)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition")
 
 
 def _dec_DeleteRecordsResponse(version, buf, cur, end):
     """Decode DeleteRecordsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
         f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_topics, pos = _w.read_structs(_partial(_dec_DeleteRecordsResponse_DeleteRecordsTopicResult, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_DeleteRecordsResponse_DeleteRecordsTopicResult, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 15:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 15, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_low_watermark__2, f_error_code__2 = _S_iqh.unpack_from(buf, pos)
+                            pos += 14
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.low_watermark = f_low_watermark__2
+                            obj__2.error_code = f_error_code__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteRecordsResponse_DeleteRecordsTopicResult)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteRecordsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
@@ -203,96 +394,69 @@ def _enc_DeleteRecordsResponse(version, obj, out):
     """Append in ``version`` a DeleteRecordsResponse to ``out``."""
     if obj is None:
         raise TypeError("DeleteRecordsResponse expected, got None")
-    if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("DeleteRecordsResponse.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-        for item in f_topics:
-            _enc_DeleteRecordsResponse_DeleteRecordsTopicResult(version, item, out)
-    else:
+    if version >= 2:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.topics, _partial(_enc_DeleteRecordsResponse_DeleteRecordsTopicResult, version), "DeleteRecordsResponse.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse")
-
-
-def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult(version, buf, cur, end):
-    """Decode DeleteRecordsResponse.DeleteRecordsTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partitions, pos = _w.read_structs(_partial(_dec_DeleteRecordsResponse_DeleteRecordsPartitionResult, version), buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DeleteRecordsResponse.topics")
     else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_DeleteRecordsResponse_DeleteRecordsPartitionResult, version), buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteRecordsResponse_DeleteRecordsTopicResult)
-    obj.name = f_name
-    obj.partitions = f_partitions
+        n_topics = len(f_topics)
     if version <= 1:
-        obj.unknown_tagged_fields = []
+        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DeleteRecordsResponse_DeleteRecordsTopicResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse")
 
 
 def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult(version, obj, out):
     """Append in ``version`` a DeleteRecordsResponse.DeleteRecordsTopicResult to ``out``."""
     if obj is None:
         raise TypeError("DeleteRecordsResponse.DeleteRecordsTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteRecordsResponse.DeleteRecordsTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DeleteRecordsResponse.DeleteRecordsTopicResult.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.partitions")
+    else:
+        n_partitions = len(f_partitions)
     if version <= 1:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("DeleteRecordsResponse.DeleteRecordsTopicResult.partitions")
-        else:
-            n_partitions = len(f_partitions)
         out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult(version, item, out)
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_DeleteRecordsResponse_DeleteRecordsPartitionResult, version), "DeleteRecordsResponse.DeleteRecordsTopicResult.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult")
-
-
-def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult(version, buf, cur, end):
-    """Decode DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_low_watermark, f_error_code = _S_iqh.unpack_from(buf, pos)
-    pos += 14
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult(version, item, out)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
-    obj.partition_index = f_partition_index
-    obj.low_watermark = f_low_watermark
-    obj.error_code = f_error_code
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult")
 
 
 def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult(version, obj, out):
@@ -301,7 +465,10 @@ def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult(version, obj, out):
         raise TypeError("DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult expected, got None")
     out += _S_iqh.pack(obj.partition_index, obj.low_watermark, obj.error_code)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult")
 
 
 class DeleteRecordsRequest_DeleteRecordsPartition(Struct):

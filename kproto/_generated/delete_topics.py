@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DeleteTopicsRequest', 'DeleteTopicsResponse']
@@ -46,8 +46,27 @@ def _dec_DeleteTopicsRequest(version, buf, cur, end):
         pos += 4
         if n_topic_names < 0 or n_topic_names > (end - pos) // 2:
             raise _w.bad_count('topic_names', pos - 4, n_topic_names, end, 2, 4)
-    elif 4 <= version <= 5:
-        n_topic_names, pos = _w.read_compact_length(buf, pos, end, 'topic_names')
+    else:
+        if pos < end and buf[pos] < 128:
+            if version <= 5:
+                n_topic_names = buf[pos] - 1
+            else:
+                n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            if version <= 5:
+                n_topic_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            else:
+                n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            if version <= 5:
+                n_topic_names, pos = _w.read_uvarint(buf, pos, end, 'topic_names')
+                n_topic_names -= 1
+            else:
+                n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                n_topics -= 1
+    if 4 <= version <= 5:
         if n_topic_names < 0 or n_topic_names > (end - pos) // 1:
             raise _w.bad_count('topic_names', pos - 1, n_topic_names, end, 1, 1)
     if version <= 5:
@@ -59,7 +78,15 @@ def _dec_DeleteTopicsRequest(version, buf, cur, end):
                 m = _S_h.unpack_from(buf, pos)[0]
                 pos += 2
             else:
-                m, pos = _w.read_compact_length(buf, pos, end, "topic_names[%d]" % i)
+                if pos < end and buf[pos] < 128:
+                    m = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    m, pos = _w.read_uvarint(buf, pos, end, "topic_names[%d]" % i)
+                    m -= 1
             if m < 0 or end - pos < m:
                 raise _w.bad_sized("topic_names[%d]" % i, pos, m, end, 1, False)
             try:
@@ -69,14 +96,58 @@ def _dec_DeleteTopicsRequest(version, buf, cur, end):
             f_topic_names.append(s)
             pos += m
     else:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_DeleteTopicsRequest_DeleteTopicState, version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+        if n_topics < 0 or n_topics > (end - pos) // 18:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
+        f_topics = []
+        if n_topics:
+            # Each element read inline.
+            try:
+                for i in range(n_topics):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    elif n_name__1 == -1:
+                        f_name__1 = None
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(DeleteTopicsRequest_DeleteTopicState)
+                    obj__1.name = f_name__1
+                    obj__1.topic_id = f_topic_id__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteTopicsRequest)
     if version <= 5:
         obj.topics = []
@@ -112,7 +183,10 @@ def _enc_DeleteTopicsRequest(version, obj, out):
     if version <= 3:
         out += _S_i.pack(n_topic_names)
     elif 4 <= version <= 5:
-        _w.put_uvarint(out, n_topic_names + 1)
+        if 0 <= n_topic_names + 1 < 128:
+            out.append(n_topic_names + 1)
+        else:
+            _w.put_uvarint(out, n_topic_names + 1)
     if version <= 5:
         for item in f_topic_names:
             data = item.encode("utf-8")
@@ -122,47 +196,63 @@ def _enc_DeleteTopicsRequest(version, obj, out):
             if v3_down:
                 out += _S_h.pack(m)
             else:
-                _w.put_uvarint(out, m + 1)
+                if 0 <= m + 1 < 128:
+                    out.append(m + 1)
+                else:
+                    _w.put_uvarint(out, m + 1)
             out += data
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_DeleteTopicsRequest_DeleteTopicState, version), "DeleteTopicsRequest.topics", False)
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("DeleteTopicsRequest.topics")
+        else:
+            n_topics = len(f_topics)
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+        for item in f_topics:
+            _enc_DeleteTopicsRequest_DeleteTopicState(version, item, out)
     out += _S_i.pack(obj.timeout_ms)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest")
-
-
-def _dec_DeleteTopicsRequest_DeleteTopicState(version, buf, cur, end):
-    """Decode DeleteTopicsRequest.DeleteTopicState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, True, True)
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteTopicsRequest_DeleteTopicState)
-    obj.name = f_name
-    obj.topic_id = f_topic_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest")
 
 
 def _enc_DeleteTopicsRequest_DeleteTopicState(version, obj, out):
     """Append in ``version`` a DeleteTopicsRequest.DeleteTopicState to ``out``."""
     if obj is None:
         raise TypeError("DeleteTopicsRequest.DeleteTopicState expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsRequest.DeleteTopicState.name", True)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        n_name = -1
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DeleteTopicsRequest.DeleteTopicState.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += obj.topic_id.bytes
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest.DeleteTopicState")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsRequest.DeleteTopicState")
 
 
 def _dec_DeleteTopicsResponse(version, buf, cur, end):
     """Decode DeleteTopicsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
+    v4_up = version >= 4
+    v4_down = version <= 4
+    v5_down = version <= 5
+    v5_up = version >= 5
     pos = cur.pos
     if version in (0, 4, 5, 6):
         if end - pos < 4:
@@ -181,18 +271,129 @@ def _dec_DeleteTopicsResponse(version, buf, cur, end):
             raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
         f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
         pos += 8
-    if version <= 3:
-        f_responses, pos = _w.read_structs(_partial(_dec_DeleteTopicsResponse_DeletableTopicResult, version), buf, cur, pos, end, n_responses, 'responses', 4, 4, False)
-    else:
-        n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    if version == 4:
-        f_responses, pos = _w.read_structs(_partial(_dec_DeleteTopicsResponse_DeletableTopicResult, version), buf, cur, pos, end, n_responses, 'responses', 4, 1, False)
-    elif version == 5:
-        f_responses, pos = _w.read_structs(_partial(_dec_DeleteTopicsResponse_DeletableTopicResult, version), buf, cur, pos, end, n_responses, 'responses', 5, 1, False)
-    elif version >= 6:
-        f_responses, pos = _w.read_structs(_partial(_dec_DeleteTopicsResponse_DeletableTopicResult, version), buf, cur, pos, end, n_responses, 'responses', 21, 1, False)
     if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_responses = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
+            n_responses -= 1
+    if version <= 4:
+        if n_responses < 0 or n_responses > (end - pos) // 4:
+            if version <= 3:
+                raise _w.bad_count('responses', pos - 4, n_responses, end, 4, 4)
+            else:
+                raise _w.bad_count('responses', pos - 1, n_responses, end, 4, 1)
+    elif version == 5:
+        if n_responses < 0 or n_responses > (end - pos) // 5:
+            raise _w.bad_count('responses', pos - 1, n_responses, end, 5, 1)
+    else:
+        if n_responses < 0 or n_responses > (end - pos) // 21:
+            raise _w.bad_count('responses', pos - 1, n_responses, end, 21, 1)
+    f_responses = []
+    if n_responses:
+        # Each element read inline.
+        try:
+            for i in range(n_responses):
+                if v3_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if v5_down:
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        if v3_down:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                else:
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    elif n_name__1 == -1:
+                        f_name__1 = None
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if v5_up:
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                    if 0 <= n_error_message__1 <= end - pos:
+                        try:
+                            f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('error_message', pos, exc) from None
+                        pos += n_error_message__1
+                    elif n_error_message__1 == -1:
+                        f_error_message__1 = None
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if v4_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DeleteTopicsResponse_DeletableTopicResult)
+                obj__1.name = f_name__1
+                if v5_down:
+                    obj__1.topic_id = _w.ZERO_UUID
+                else:
+                    obj__1.topic_id = f_topic_id__1
+                obj__1.error_code = f_error_code__1
+                if v4_down:
+                    obj__1.error_message = None
+                if v3_down:
+                    obj__1.unknown_tagged_fields = []
+                elif v5_up:
+                    obj__1.error_message = f_error_message__1
+                if v4_up:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+    if version >= 4:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DeleteTopicsResponse)
     if version <= 0:
         obj.throttle_time_ms = 0
@@ -211,96 +412,78 @@ def _enc_DeleteTopicsResponse(version, obj, out):
     """Append in ``version`` a DeleteTopicsResponse to ``out``."""
     if obj is None:
         raise TypeError("DeleteTopicsResponse expected, got None")
-    if version <= 3:
-        f_responses = obj.responses
-        if f_responses is None:
-            raise _w.not_nullable("DeleteTopicsResponse.responses")
-        else:
-            n_responses = len(f_responses)
+    if version >= 4:
+        out += _S_i.pack(obj.throttle_time_ms)
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("DeleteTopicsResponse.responses")
+    else:
+        n_responses = len(f_responses)
     if version <= 0:
         out += _S_i.pack(n_responses)
     elif 1 <= version <= 3:
         out += _S_ii.pack(obj.throttle_time_ms, n_responses)
-    if version <= 3:
-        for item in f_responses:
-            _enc_DeleteTopicsResponse_DeletableTopicResult(version, item, out)
     else:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.responses, _partial(_enc_DeleteTopicsResponse_DeletableTopicResult, version), "DeleteTopicsResponse.responses", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse")
-
-
-def _dec_DeleteTopicsResponse_DeletableTopicResult(version, buf, cur, end):
-    """Decode DeleteTopicsResponse.DeletableTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 3:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    if 4 <= version <= 5:
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    elif version >= 6:
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, True, True)
-        if end - pos < 16:
-            raise _w.short_read('topic_id', pos, 16, end)
-        f_topic_id = _w.uuid_at(buf, pos)
-        pos += 16
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if version >= 5:
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+        if 0 <= n_responses + 1 < 128:
+            out.append(n_responses + 1)
+        else:
+            _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_DeleteTopicsResponse_DeletableTopicResult(version, item, out)
     if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DeleteTopicsResponse_DeletableTopicResult)
-    obj.name = f_name
-    if version <= 5:
-        obj.topic_id = _w.ZERO_UUID
-    else:
-        obj.topic_id = f_topic_id
-    obj.error_code = f_error_code
-    if version <= 4:
-        obj.error_message = None
-    if version <= 3:
-        obj.unknown_tagged_fields = []
-    elif version >= 5:
-        obj.error_message = f_error_message
-    if version >= 4:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse")
 
 
 def _enc_DeleteTopicsResponse_DeletableTopicResult(version, obj, out):
     """Append in ``version`` a DeleteTopicsResponse.DeletableTopicResult to ``out``."""
     if obj is None:
         raise TypeError("DeleteTopicsResponse.DeletableTopicResult expected, got None")
-    if version <= 5:
-        f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsResponse.DeletableTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        if version <= 5:
+            raise _w.not_nullable("DeleteTopicsResponse.DeletableTopicResult.name")
+        else:
+            n_name = -1
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.name", n_name)
     if version <= 3:
         out += _S_h.pack(n_name)
-    elif version >= 6:
-        f_name, n_name = _w.encode_text(obj.name, "DeleteTopicsResponse.DeletableTopicResult.name", True)
-    if version >= 4:
-        _w.put_uvarint(out, n_name + 1)
+    else:
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     if version >= 6:
         out += obj.topic_id.bytes
     out += _S_h.pack(obj.error_code)
     if version >= 5:
-        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DeleteTopicsResponse.DeletableTopicResult.error_message", True)
-        _w.put_uvarint(out, n_error_message + 1)
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.error_message", n_error_message)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
         if n_error_message > 0:
             out += f_error_message
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DeleteTopicsResponse.DeletableTopicResult")
 
 
 class DeleteTopicsRequest_DeleteTopicState(Struct):

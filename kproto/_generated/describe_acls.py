@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeAclsRequest', 'DescribeAclsResponse']
@@ -57,7 +57,33 @@ def _dec_DescribeAclsRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
         f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
         pos += 3
-        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 2, True, True)
+    else:
+        if end - pos < 1:
+            raise _w.short_run(_RUN_resource_type_filter, pos, end)
+        f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
+        if pos < end and buf[pos] < 128:
+            n_resource_name_filter = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_resource_name_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_resource_name_filter, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
+            n_resource_name_filter -= 1
+    if 0 <= n_resource_name_filter <= end - pos:
+        try:
+            f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode() if n_resource_name_filter else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+        pos += n_resource_name_filter
+    elif n_resource_name_filter == -1:
+        f_resource_name_filter = None
+    else:
+        if version <= 1:
+            raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter, end, 2, True)
+        else:
+            raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter, end, 1, True)
     if version <= 0:
         if end - pos < 2:
             raise _w.short_run(_RUN_principal_filter, pos, end)
@@ -68,34 +94,71 @@ def _dec_DescribeAclsRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
         f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
         pos += 3
-    if version <= 1:
-        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 2, True, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_host_filter, pos, end)
-        n_host_filter = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 2, True, True)
     else:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type_filter, pos, end)
-        f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name_filter, pos = _w.read_compact_length(buf, pos, end, 'resource_name_filter')
-        f_resource_name_filter, pos = _w.read_sized(buf, pos, n_resource_name_filter, end, 'resource_name_filter', 1, True, True)
         if end - pos < 1:
             raise _w.short_run(_RUN_pattern_type_filter, pos, end)
         f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
         pos += 1
-        n_principal_filter, pos = _w.read_compact_length(buf, pos, end, 'principal_filter')
-        f_principal_filter, pos = _w.read_sized(buf, pos, n_principal_filter, end, 'principal_filter', 1, True, True)
-        n_host_filter, pos = _w.read_compact_length(buf, pos, end, 'host_filter')
-        f_host_filter, pos = _w.read_sized(buf, pos, n_host_filter, end, 'host_filter', 1, True, True)
+        if pos < end and buf[pos] < 128:
+            n_principal_filter = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_principal_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_principal_filter, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
+            n_principal_filter -= 1
+    if 0 <= n_principal_filter <= end - pos:
+        try:
+            f_principal_filter = buf[pos:pos + n_principal_filter].decode() if n_principal_filter else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('principal_filter', pos, exc) from None
+        pos += n_principal_filter
+    elif n_principal_filter == -1:
+        f_principal_filter = None
+    else:
+        if version <= 1:
+            raise _w.bad_sized('principal_filter', pos, n_principal_filter, end, 2, True)
+        else:
+            raise _w.bad_sized('principal_filter', pos, n_principal_filter, end, 1, True)
+    if version <= 1:
+        if end - pos < 2:
+            raise _w.short_run(_RUN_host_filter, pos, end)
+        n_host_filter = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+    else:
+        if pos < end and buf[pos] < 128:
+            n_host_filter = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_host_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_host_filter, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
+            n_host_filter -= 1
+    if 0 <= n_host_filter <= end - pos:
+        try:
+            f_host_filter = buf[pos:pos + n_host_filter].decode() if n_host_filter else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('host_filter', pos, exc) from None
+        pos += n_host_filter
+    elif n_host_filter == -1:
+        f_host_filter = None
+    else:
+        if version <= 1:
+            raise _w.bad_sized('host_filter', pos, n_host_filter, end, 2, True)
+        else:
+            raise _w.bad_sized('host_filter', pos, n_host_filter, end, 1, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeAclsRequest)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
@@ -124,63 +187,301 @@ def _enc_DescribeAclsRequest(version, obj, out):
             raise _w.not_in_version("DescribeAclsRequest.pattern_type_filter", 0, "1-3")
     elif version >= 2:
         out += _S_b.pack(obj.resource_type_filter)
-    f_resource_name_filter, n_resource_name_filter = _w.encode_text(obj.resource_name_filter, "DescribeAclsRequest.resource_name_filter", True)
+    f_resource_name_filter = obj.resource_name_filter
+    if f_resource_name_filter is None:
+        n_resource_name_filter = -1
+    else:
+        f_resource_name_filter = f_resource_name_filter.encode("utf-8")
+        n_resource_name_filter = len(f_resource_name_filter)
+        if n_resource_name_filter > 32767:
+            raise _w.string_too_long("DescribeAclsRequest.resource_name_filter", n_resource_name_filter)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type_filter, n_resource_name_filter)
     else:
-        _w.put_uvarint(out, n_resource_name_filter + 1)
+        if 0 <= n_resource_name_filter + 1 < 128:
+            out.append(n_resource_name_filter + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
         out += f_resource_name_filter
     if version >= 2:
         out += _S_b.pack(obj.pattern_type_filter)
-    f_principal_filter, n_principal_filter = _w.encode_text(obj.principal_filter, "DescribeAclsRequest.principal_filter", True)
+    f_principal_filter = obj.principal_filter
+    if f_principal_filter is None:
+        n_principal_filter = -1
+    else:
+        f_principal_filter = f_principal_filter.encode("utf-8")
+        n_principal_filter = len(f_principal_filter)
+        if n_principal_filter > 32767:
+            raise _w.string_too_long("DescribeAclsRequest.principal_filter", n_principal_filter)
     if version <= 0:
         out += _S_h.pack(n_principal_filter)
     elif version == 1:
         out += _S_bh.pack(obj.pattern_type_filter, n_principal_filter)
     else:
-        _w.put_uvarint(out, n_principal_filter + 1)
+        if 0 <= n_principal_filter + 1 < 128:
+            out.append(n_principal_filter + 1)
+        else:
+            _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
         out += f_principal_filter
-    f_host_filter, n_host_filter = _w.encode_text(obj.host_filter, "DescribeAclsRequest.host_filter", True)
+    f_host_filter = obj.host_filter
+    if f_host_filter is None:
+        n_host_filter = -1
+    else:
+        f_host_filter = f_host_filter.encode("utf-8")
+        n_host_filter = len(f_host_filter)
+        if n_host_filter > 32767:
+            raise _w.string_too_long("DescribeAclsRequest.host_filter", n_host_filter)
     if version <= 1:
         out += _S_h.pack(n_host_filter)
     else:
-        _w.put_uvarint(out, n_host_filter + 1)
+        if 0 <= n_host_filter + 1 < 128:
+            out.append(n_host_filter + 1)
+        else:
+            _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
         out += f_host_filter
     out += _S_bb.pack(obj.operation, obj.permission_type)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsRequest")
 
 
 def _dec_DescribeAclsResponse(version, buf, cur, end):
     """Decode DescribeAclsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
         f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
         pos += 8
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_resources, pos, end)
-        n_resources = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version <= 0:
-        f_resources, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_DescribeAclsResource, version), buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
-    elif version == 1:
-        f_resources, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_DescribeAclsResource, version), buf, cur, pos, end, n_resources, 'resources', 8, 4, False)
     else:
         if end - pos < 6:
             raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        n_resources, pos = _w.read_compact_length(buf, pos, end, 'resources')
-        f_resources, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_DescribeAclsResource, version), buf, cur, pos, end, n_resources, 'resources', 5, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_error_message = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+            n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        if version <= 1:
+            raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
+        else:
+            raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if version <= 1:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_resources, pos, end)
+        n_resources = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if version <= 0:
+        if n_resources < 0 or n_resources > (end - pos) // 7:
+            raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
+    elif version == 1:
+        if n_resources < 0 or n_resources > (end - pos) // 8:
+            raise _w.bad_count('resources', pos - 4, n_resources, end, 8, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_resources = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_resources, pos = _w.read_uvarint(buf, pos, end, 'resources')
+            n_resources -= 1
+        if n_resources < 0 or n_resources > (end - pos) // 5:
+            raise _w.bad_count('resources', pos - 1, n_resources, end, 5, 1)
+    f_resources = []
+    if n_resources:
+        # Each element read inline.
+        try:
+            for i in range(n_resources):
+                if v1_down:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                    f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_resource_type, pos, end)
+                    f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_resource_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                        n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if v0_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_acls, pos, end)
+                    n_acls__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                elif v1_only:
+                    if end - pos < 5:
+                        raise _w.short_run(_RUN_pattern_type__acls, pos, end)
+                    f_pattern_type__1, n_acls__1 = _S_bi.unpack_from(buf, pos)
+                    pos += 5
+                if v1_down:
+                    if n_acls__1 < 0 or n_acls__1 > (end - pos) // 6:
+                        raise _w.bad_count('acls', pos - 4, n_acls__1, end, 6, 4)
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_pattern_type, pos, end)
+                    f_pattern_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_acls__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_acls__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_acls__1, pos = _w.read_uvarint(buf, pos, end, 'acls')
+                        n_acls__1 -= 1
+                    if n_acls__1 < 0 or n_acls__1 > (end - pos) // 5:
+                        raise _w.bad_count('acls', pos - 1, n_acls__1, end, 5, 1)
+                f_acls__1 = []
+                if n_acls__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_acls__1):
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_principal, pos, end)
+                                n_principal__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_principal__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_principal__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_principal__2, pos = _w.read_uvarint(buf, pos, end, 'principal')
+                                    n_principal__2 -= 1
+                            if 0 <= n_principal__2 <= end - pos:
+                                try:
+                                    f_principal__2 = buf[pos:pos + n_principal__2].decode() if n_principal__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal', pos, exc) from None
+                                pos += n_principal__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('principal', pos, n_principal__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('principal', pos, n_principal__2, end, 1, False)
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_host, pos, end)
+                                n_host__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_host__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                    n_host__2 -= 1
+                            if 0 <= n_host__2 <= end - pos:
+                                try:
+                                    f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('host', pos, exc) from None
+                                pos += n_host__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_operation__permission_type, pos, end)
+                            f_operation__2, f_permission_type__2 = _S_bb.unpack_from(buf, pos)
+                            pos += 2
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeAclsResponse_AclDescription)
+                            obj__2.principal = f_principal__2
+                            obj__2.host = f_host__2
+                            obj__2.operation = f_operation__2
+                            obj__2.permission_type = f_permission_type__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_acls__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("acls[%d]" % i__1)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeAclsResponse_DescribeAclsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                if v0_down:
+                    obj__1.pattern_type = 3
+                else:
+                    obj__1.pattern_type = f_pattern_type__1
+                obj__1.acls = f_acls__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -200,76 +501,42 @@ def _enc_DescribeAclsResponse(version, obj, out):
         raise TypeError("DescribeAclsResponse expected, got None")
     if version >= 2:
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeAclsResponse.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeAclsResponse.error_message", n_error_message)
     if version <= 1:
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
+    f_resources = obj.resources
+    if f_resources is None:
+        raise _w.not_nullable("DescribeAclsResponse.resources")
+    else:
+        n_resources = len(f_resources)
     if version <= 1:
-        f_resources = obj.resources
-        if f_resources is None:
-            raise _w.not_nullable("DescribeAclsResponse.resources")
-        else:
-            n_resources = len(f_resources)
         out += _S_i.pack(n_resources)
-        for item in f_resources:
-            _enc_DescribeAclsResponse_DescribeAclsResource(version, item, out)
     else:
-        _w.put_structs(out, obj.resources, _partial(_enc_DescribeAclsResponse_DescribeAclsResource, version), "DescribeAclsResponse.resources", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse")
-
-
-def _dec_DescribeAclsResponse_DescribeAclsResource(version, buf, cur, end):
-    """Decode DescribeAclsResponse.DescribeAclsResource (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-    if version <= 0:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_acls, pos, end)
-        n_acls = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    elif version == 1:
-        if end - pos < 5:
-            raise _w.short_run(_RUN_pattern_type__acls, pos, end)
-        f_pattern_type, n_acls = _S_bi.unpack_from(buf, pos)
-        pos += 5
-    if version <= 1:
-        f_acls, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_AclDescription, version), buf, cur, pos, end, n_acls, 'acls', 6, 4, False)
-    else:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type, pos, end)
-        f_resource_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_pattern_type, pos, end)
-        f_pattern_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_acls, pos = _w.read_compact_length(buf, pos, end, 'acls')
-        f_acls, pos = _w.read_structs(_partial(_dec_DescribeAclsResponse_AclDescription, version), buf, cur, pos, end, n_acls, 'acls', 5, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeAclsResponse_DescribeAclsResource)
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    if version <= 0:
-        obj.pattern_type = 3
-    else:
-        obj.pattern_type = f_pattern_type
-    obj.acls = f_acls
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_resources + 1 < 128:
+            out.append(n_resources + 1)
+        else:
+            _w.put_uvarint(out, n_resources + 1)
+    for item in f_resources:
+        _enc_DescribeAclsResponse_DescribeAclsResource(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse")
 
 
 def _enc_DescribeAclsResponse_DescribeAclsResource(version, obj, out):
@@ -281,91 +548,92 @@ def _enc_DescribeAclsResponse_DescribeAclsResource(version, obj, out):
             raise _w.not_in_version("DescribeAclsResponse.DescribeAclsResource.pattern_type", 0, "1-3")
     elif version >= 2:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeAclsResponse.DescribeAclsResource.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.resource_name", n_resource_name)
     if version <= 1:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
-    if version <= 1:
-        f_acls = obj.acls
-        if f_acls is None:
-            raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.acls")
-        else:
-            n_acls = len(f_acls)
+    if version >= 2:
+        out += _S_b.pack(obj.pattern_type)
+    f_acls = obj.acls
+    if f_acls is None:
+        raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.acls")
+    else:
+        n_acls = len(f_acls)
     if version <= 0:
         out += _S_i.pack(n_acls)
     elif version == 1:
         out += _S_bi.pack(obj.pattern_type, n_acls)
-    if version <= 1:
-        for item in f_acls:
-            _enc_DescribeAclsResponse_AclDescription(version, item, out)
     else:
-        out += _S_b.pack(obj.pattern_type)
-        _w.put_structs(out, obj.acls, _partial(_enc_DescribeAclsResponse_AclDescription, version), "DescribeAclsResponse.DescribeAclsResource.acls", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource")
-
-
-def _dec_DescribeAclsResponse_AclDescription(version, buf, cur, end):
-    """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal, pos, end)
-        n_principal = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_host, pos, end)
-        n_host = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
-    else:
-        n_principal, pos = _w.read_compact_length(buf, pos, end, 'principal')
-        f_principal, pos = _w.read_sized(buf, pos, n_principal, end, 'principal', 1, False, True)
-        n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_operation__permission_type, pos, end)
-    f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
-    pos += 2
+        if 0 <= n_acls + 1 < 128:
+            out.append(n_acls + 1)
+        else:
+            _w.put_uvarint(out, n_acls + 1)
+    for item in f_acls:
+        _enc_DescribeAclsResponse_AclDescription(version, item, out)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeAclsResponse_AclDescription)
-    obj.principal = f_principal
-    obj.host = f_host
-    obj.operation = f_operation
-    obj.permission_type = f_permission_type
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource")
 
 
 def _enc_DescribeAclsResponse_AclDescription(version, obj, out):
     """Append in ``version`` a DescribeAclsResponse.DescribeAclsResource.AclDescription to ``out``."""
     if obj is None:
         raise TypeError("DescribeAclsResponse.DescribeAclsResource.AclDescription expected, got None")
-    f_principal, n_principal = _w.encode_text(obj.principal, "DescribeAclsResponse.DescribeAclsResource.AclDescription.principal", False)
+    f_principal = obj.principal
+    if f_principal is None:
+        raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.principal")
+    else:
+        f_principal = f_principal.encode("utf-8")
+        n_principal = len(f_principal)
+        if n_principal > 32767:
+            raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.AclDescription.principal", n_principal)
     if version <= 1:
         out += _S_h.pack(n_principal)
     else:
-        _w.put_uvarint(out, n_principal + 1)
+        if 0 <= n_principal + 1 < 128:
+            out.append(n_principal + 1)
+        else:
+            _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
         out += f_principal
-    f_host, n_host = _w.encode_text(obj.host, "DescribeAclsResponse.DescribeAclsResource.AclDescription.host", False)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("DescribeAclsResponse.DescribeAclsResource.AclDescription.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.AclDescription.host", n_host)
     if version <= 1:
         out += _S_h.pack(n_host)
     else:
-        _w.put_uvarint(out, n_host + 1)
+        if 0 <= n_host + 1 < 128:
+            out.append(n_host + 1)
+        else:
+            _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_bb.pack(obj.operation, obj.permission_type)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource.AclDescription")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeAclsResponse.DescribeAclsResource.AclDescription")
 
 
 class DescribeAclsRequest(Message):

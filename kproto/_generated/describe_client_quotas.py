@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeClientQuotasRequest', 'DescribeClientQuotasResponse']
@@ -47,16 +47,108 @@ _new = Struct.__new__
 
 def _dec_DescribeClientQuotasRequest(version, buf, cur, end):
     """Decode DescribeClientQuotasRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if version <= 0:
         if end - pos < 4:
             raise _w.short_run(_RUN_components, pos, end)
         n_components = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_components, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasRequest_ComponentData, version), buf, cur, pos, end, n_components, 'components', 5, 4, False)
+        if n_components < 0 or n_components > (end - pos) // 5:
+            raise _w.bad_count('components', pos - 4, n_components, end, 5, 4)
     else:
-        n_components, pos = _w.read_compact_length(buf, pos, end, 'components')
-        f_components, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasRequest_ComponentData, version), buf, cur, pos, end, n_components, 'components', 4, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_components = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_components = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_components, pos = _w.read_uvarint(buf, pos, end, 'components')
+            n_components -= 1
+        if n_components < 0 or n_components > (end - pos) // 4:
+            raise _w.bad_count('components', pos - 1, n_components, end, 4, 1)
+    f_components = []
+    if n_components:
+        # Each element read inline.
+        try:
+            for i in range(n_components):
+                if v0_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_entity_type, pos, end)
+                    n_entity_type__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_entity_type__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_entity_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_entity_type__1, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
+                        n_entity_type__1 -= 1
+                if 0 <= n_entity_type__1 <= end - pos:
+                    try:
+                        f_entity_type__1 = buf[pos:pos + n_entity_type__1].decode() if n_entity_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('entity_type', pos, exc) from None
+                    pos += n_entity_type__1
+                else:
+                    if v0_down:
+                        raise _w.bad_sized('entity_type', pos, n_entity_type__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('entity_type', pos, n_entity_type__1, end, 1, False)
+                if v0_down:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_match_type__match, pos, end)
+                    f_match_type__1, n_match__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_match_type, pos, end)
+                    f_match_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_match__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_match__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_match__1, pos = _w.read_uvarint(buf, pos, end, 'match')
+                        n_match__1 -= 1
+                if 0 <= n_match__1 <= end - pos:
+                    try:
+                        f_match__1 = buf[pos:pos + n_match__1].decode() if n_match__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('match', pos, exc) from None
+                    pos += n_match__1
+                elif n_match__1 == -1:
+                    f_match__1 = None
+                else:
+                    if v0_down:
+                        raise _w.bad_sized('match', pos, n_match__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('match', pos, n_match__1, end, 1, True)
+                if v1_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeClientQuotasRequest_ComponentData)
+                obj__1.entity_type = f_entity_type__1
+                obj__1.match_type = f_match_type__1
+                obj__1.match = f_match__1
+                if v0_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_components.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("components[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_strict, pos, end)
     f_strict = _S_b.unpack_from(buf, pos)[0]
@@ -65,7 +157,11 @@ def _dec_DescribeClientQuotasRequest(version, buf, cur, end):
         raise _w.bad_bool('strict', pos - 1, f_strict)
     b_strict = f_strict == 1
     if version >= 1:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClientQuotasRequest)
     obj.components = f_components
     obj.strict = b_strict
@@ -81,80 +177,73 @@ def _enc_DescribeClientQuotasRequest(version, obj, out):
     """Append in ``version`` a DescribeClientQuotasRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeClientQuotasRequest expected, got None")
-    if version <= 0:
-        f_components = obj.components
-        if f_components is None:
-            raise _w.not_nullable("DescribeClientQuotasRequest.components")
-        else:
-            n_components = len(f_components)
-        out += _S_i.pack(n_components)
-        for item in f_components:
-            _enc_DescribeClientQuotasRequest_ComponentData(version, item, out)
+    f_components = obj.components
+    if f_components is None:
+        raise _w.not_nullable("DescribeClientQuotasRequest.components")
     else:
-        _w.put_structs(out, obj.components, _partial(_enc_DescribeClientQuotasRequest_ComponentData, version), "DescribeClientQuotasRequest.components", False)
+        n_components = len(f_components)
+    if version <= 0:
+        out += _S_i.pack(n_components)
+    else:
+        if 0 <= n_components + 1 < 128:
+            out.append(n_components + 1)
+        else:
+            _w.put_uvarint(out, n_components + 1)
+    for item in f_components:
+        _enc_DescribeClientQuotasRequest_ComponentData(version, item, out)
     out += _S_B.pack(obj.strict)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest")
-
-
-def _dec_DescribeClientQuotasRequest_ComponentData(version, buf, cur, end):
-    """Decode DescribeClientQuotasRequest.ComponentData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_entity_type, pos, end)
-        n_entity_type = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
-        if end - pos < 3:
-            raise _w.short_run(_RUN_match_type__match, pos, end)
-        f_match_type, n_match = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_match, pos = _w.read_sized(buf, pos, n_match, end, 'match', 2, True, True)
-    else:
-        n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
-        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_match_type, pos, end)
-        f_match_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_match, pos = _w.read_compact_length(buf, pos, end, 'match')
-        f_match, pos = _w.read_sized(buf, pos, n_match, end, 'match', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClientQuotasRequest_ComponentData)
-    obj.entity_type = f_entity_type
-    obj.match_type = f_match_type
-    obj.match = f_match
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest")
 
 
 def _enc_DescribeClientQuotasRequest_ComponentData(version, obj, out):
     """Append in ``version`` a DescribeClientQuotasRequest.ComponentData to ``out``."""
     if obj is None:
         raise TypeError("DescribeClientQuotasRequest.ComponentData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "DescribeClientQuotasRequest.ComponentData.entity_type", False)
+    f_entity_type = obj.entity_type
+    if f_entity_type is None:
+        raise _w.not_nullable("DescribeClientQuotasRequest.ComponentData.entity_type")
+    else:
+        f_entity_type = f_entity_type.encode("utf-8")
+        n_entity_type = len(f_entity_type)
+        if n_entity_type > 32767:
+            raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.entity_type", n_entity_type)
     if version <= 0:
         out += _S_h.pack(n_entity_type)
     else:
-        _w.put_uvarint(out, n_entity_type + 1)
+        if 0 <= n_entity_type + 1 < 128:
+            out.append(n_entity_type + 1)
+        else:
+            _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
     if version >= 1:
         out += _S_b.pack(obj.match_type)
-    f_match, n_match = _w.encode_text(obj.match, "DescribeClientQuotasRequest.ComponentData.match", True)
+    f_match = obj.match
+    if f_match is None:
+        n_match = -1
+    else:
+        f_match = f_match.encode("utf-8")
+        n_match = len(f_match)
+        if n_match > 32767:
+            raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.match", n_match)
     if version <= 0:
         out += _S_bh.pack(obj.match_type, n_match)
     else:
-        _w.put_uvarint(out, n_match + 1)
+        if 0 <= n_match + 1 < 128:
+            out.append(n_match + 1)
+        else:
+            _w.put_uvarint(out, n_match + 1)
     if n_match > 0:
         out += f_match
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest.ComponentData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasRequest.ComponentData")
 
 
 def _dec_DescribeClientQuotasResponse(version, buf, cur, end):
@@ -165,22 +254,283 @@ def _dec_DescribeClientQuotasResponse(version, buf, cur, end):
             raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
         f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
         pos += 8
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_entries, pos, end)
-        n_entries = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_entries, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_EntryData, version), buf, cur, pos, end, n_entries, 'entries', 8, 4, True)
     else:
         if end - pos < 6:
             raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        n_entries, pos = _w.read_compact_length(buf, pos, end, 'entries')
-        f_entries, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_EntryData, version), buf, cur, pos, end, n_entries, 'entries', 3, 1, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_error_message = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+            n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        if version <= 0:
+            raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
+        else:
+            raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if version <= 0:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_entries, pos, end)
+        n_entries = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if n_entries == -1:
+            f_entries = None
+        elif n_entries < 0 or n_entries > (end - pos) // 8:
+            raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
+        else:
+            f_entries = []
+            if n_entries:
+                # Each element read inline.
+                try:
+                    for i in range(n_entries):
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_entity, pos, end)
+                        n_entity__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                        if n_entity__1 < 0 or n_entity__1 > (end - pos) // 4:
+                            raise _w.bad_count('entity', pos - 4, n_entity__1, end, 4, 4)
+                        f_entity__1 = []
+                        if n_entity__1:
+                            # Each element read inline.
+                            try:
+                                for i__1 in range(n_entity__1):
+                                    if end - pos < 2:
+                                        raise _w.short_run(_RUN_entity_type, pos, end)
+                                    n_entity_type__2 = _S_h.unpack_from(buf, pos)[0]
+                                    pos += 2
+                                    if 0 <= n_entity_type__2 <= end - pos:
+                                        try:
+                                            f_entity_type__2 = buf[pos:pos + n_entity_type__2].decode() if n_entity_type__2 else ""
+                                        except UnicodeDecodeError as exc:
+                                            raise _w.bad_utf8('entity_type', pos, exc) from None
+                                        pos += n_entity_type__2
+                                    else:
+                                        raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 2, False)
+                                    if end - pos < 2:
+                                        raise _w.short_run(_RUN_entity_name, pos, end)
+                                    n_entity_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                    pos += 2
+                                    if 0 <= n_entity_name__2 <= end - pos:
+                                        try:
+                                            f_entity_name__2 = buf[pos:pos + n_entity_name__2].decode() if n_entity_name__2 else ""
+                                        except UnicodeDecodeError as exc:
+                                            raise _w.bad_utf8('entity_name', pos, exc) from None
+                                        pos += n_entity_name__2
+                                    elif n_entity_name__2 == -1:
+                                        f_entity_name__2 = None
+                                    else:
+                                        raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 2, True)
+                                    obj__2 = _new(DescribeClientQuotasResponse_EntityData)
+                                    obj__2.entity_type = f_entity_type__2
+                                    obj__2.entity_name = f_entity_name__2
+                                    obj__2.unknown_tagged_fields = []
+                                    f_entity__1.append(obj__2)
+                            except DecodeError as exc:
+                                raise exc.within("entity[%d]" % i__1)
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_values, pos, end)
+                        n_values__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                        if n_values__1 < 0 or n_values__1 > (end - pos) // 10:
+                            raise _w.bad_count('values', pos - 4, n_values__1, end, 10, 4)
+                        f_values__1 = []
+                        if n_values__1:
+                            # Each element read inline.
+                            try:
+                                for i__1 in range(n_values__1):
+                                    if end - pos < 2:
+                                        raise _w.short_run(_RUN_key, pos, end)
+                                    n_key__2 = _S_h.unpack_from(buf, pos)[0]
+                                    pos += 2
+                                    if 0 <= n_key__2 <= end - pos:
+                                        try:
+                                            f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                        except UnicodeDecodeError as exc:
+                                            raise _w.bad_utf8('key', pos, exc) from None
+                                        pos += n_key__2
+                                    else:
+                                        raise _w.bad_sized('key', pos, n_key__2, end, 2, False)
+                                    if end - pos < 8:
+                                        raise _w.short_run(_RUN_value, pos, end)
+                                    f_value__2 = _S_d.unpack_from(buf, pos)[0]
+                                    pos += 8
+                                    obj__2 = _new(DescribeClientQuotasResponse_ValueData)
+                                    obj__2.key = f_key__2
+                                    obj__2.value = f_value__2
+                                    obj__2.unknown_tagged_fields = []
+                                    f_values__1.append(obj__2)
+                            except DecodeError as exc:
+                                raise exc.within("values[%d]" % i__1)
+                        obj__1 = _new(DescribeClientQuotasResponse_EntryData)
+                        obj__1.entity = f_entity__1
+                        obj__1.values = f_values__1
+                        obj__1.unknown_tagged_fields = []
+                        f_entries.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("entries[%d]" % i)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_entries = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_entries = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_entries, pos = _w.read_uvarint(buf, pos, end, 'entries')
+            n_entries -= 1
+        if n_entries == -1:
+            f_entries = None
+        elif n_entries < 0 or n_entries > (end - pos) // 3:
+            raise _w.bad_count('entries', pos - 1, n_entries, end, 3, 1)
+        else:
+            f_entries = []
+            if n_entries:
+                # Each element read inline.
+                try:
+                    for i in range(n_entries):
+                        if pos < end and buf[pos] < 128:
+                            n_entity__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_entity__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_entity__1, pos = _w.read_uvarint(buf, pos, end, 'entity')
+                            n_entity__1 -= 1
+                        if n_entity__1 < 0 or n_entity__1 > (end - pos) // 3:
+                            raise _w.bad_count('entity', pos - 1, n_entity__1, end, 3, 1)
+                        f_entity__1 = []
+                        if n_entity__1:
+                            # Each element read inline.
+                            try:
+                                for i__1 in range(n_entity__1):
+                                    if pos < end and buf[pos] < 128:
+                                        n_entity_type__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_entity_type__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_entity_type__2, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
+                                        n_entity_type__2 -= 1
+                                    if 0 <= n_entity_type__2 <= end - pos:
+                                        try:
+                                            f_entity_type__2 = buf[pos:pos + n_entity_type__2].decode() if n_entity_type__2 else ""
+                                        except UnicodeDecodeError as exc:
+                                            raise _w.bad_utf8('entity_type', pos, exc) from None
+                                        pos += n_entity_type__2
+                                    else:
+                                        raise _w.bad_sized('entity_type', pos, n_entity_type__2, end, 1, False)
+                                    if pos < end and buf[pos] < 128:
+                                        n_entity_name__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_entity_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_entity_name__2, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
+                                        n_entity_name__2 -= 1
+                                    if 0 <= n_entity_name__2 <= end - pos:
+                                        try:
+                                            f_entity_name__2 = buf[pos:pos + n_entity_name__2].decode() if n_entity_name__2 else ""
+                                        except UnicodeDecodeError as exc:
+                                            raise _w.bad_utf8('entity_name', pos, exc) from None
+                                        pos += n_entity_name__2
+                                    elif n_entity_name__2 == -1:
+                                        f_entity_name__2 = None
+                                    else:
+                                        raise _w.bad_sized('entity_name', pos, n_entity_name__2, end, 1, True)
+                                    if pos < end and buf[pos] == 0:
+                                        pos += 1
+                                        unknown__2 = []
+                                    else:
+                                        unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                    obj__2 = _new(DescribeClientQuotasResponse_EntityData)
+                                    obj__2.entity_type = f_entity_type__2
+                                    obj__2.entity_name = f_entity_name__2
+                                    obj__2.unknown_tagged_fields = unknown__2
+                                    f_entity__1.append(obj__2)
+                            except DecodeError as exc:
+                                raise exc.within("entity[%d]" % i__1)
+                        if pos < end and buf[pos] < 128:
+                            n_values__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_values__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_values__1, pos = _w.read_uvarint(buf, pos, end, 'values')
+                            n_values__1 -= 1
+                        if n_values__1 < 0 or n_values__1 > (end - pos) // 10:
+                            raise _w.bad_count('values', pos - 1, n_values__1, end, 10, 1)
+                        f_values__1 = []
+                        if n_values__1:
+                            # Each element read inline.
+                            try:
+                                for i__1 in range(n_values__1):
+                                    if pos < end and buf[pos] < 128:
+                                        n_key__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_key__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_key__2, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                        n_key__2 -= 1
+                                    if 0 <= n_key__2 <= end - pos:
+                                        try:
+                                            f_key__2 = buf[pos:pos + n_key__2].decode() if n_key__2 else ""
+                                        except UnicodeDecodeError as exc:
+                                            raise _w.bad_utf8('key', pos, exc) from None
+                                        pos += n_key__2
+                                    else:
+                                        raise _w.bad_sized('key', pos, n_key__2, end, 1, False)
+                                    if end - pos < 8:
+                                        raise _w.short_run(_RUN_value, pos, end)
+                                    f_value__2 = _S_d.unpack_from(buf, pos)[0]
+                                    pos += 8
+                                    if pos < end and buf[pos] == 0:
+                                        pos += 1
+                                        unknown__2 = []
+                                    else:
+                                        unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                    obj__2 = _new(DescribeClientQuotasResponse_ValueData)
+                                    obj__2.key = f_key__2
+                                    obj__2.value = f_value__2
+                                    obj__2.unknown_tagged_fields = unknown__2
+                                    f_values__1.append(obj__2)
+                            except DecodeError as exc:
+                                raise exc.within("values[%d]" % i__1)
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                        obj__1 = _new(DescribeClientQuotasResponse_EntryData)
+                        obj__1.entity = f_entity__1
+                        obj__1.values = f_values__1
+                        obj__1.unknown_tagged_fields = unknown__1
+                        f_entries.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("entries[%d]" % i)
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClientQuotasResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -200,182 +550,156 @@ def _enc_DescribeClientQuotasResponse(version, obj, out):
         raise TypeError("DescribeClientQuotasResponse expected, got None")
     if version >= 1:
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeClientQuotasResponse.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeClientQuotasResponse.error_message", n_error_message)
     if version <= 0:
         out += _S_ihh.pack(obj.throttle_time_ms, obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
+    f_entries = obj.entries
+    if f_entries is None:
+        n_entries = -1
+    else:
+        n_entries = len(f_entries)
     if version <= 0:
-        f_entries = obj.entries
-        if f_entries is None:
-            n_entries = -1
-        else:
-            n_entries = len(f_entries)
         out += _S_i.pack(n_entries)
-        if n_entries > 0:
-            for item in f_entries:
-                _enc_DescribeClientQuotasResponse_EntryData(version, item, out)
     else:
-        _w.put_structs(out, obj.entries, _partial(_enc_DescribeClientQuotasResponse_EntryData, version), "DescribeClientQuotasResponse.entries", True)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse")
-
-
-def _dec_DescribeClientQuotasResponse_EntryData(version, buf, cur, end):
-    """Decode DescribeClientQuotasResponse.EntryData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_entity, pos, end)
-        n_entity = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_entity, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_EntityData, version), buf, cur, pos, end, n_entity, 'entity', 4, 4, False)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_values, pos, end)
-        n_values = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_values, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_ValueData, version), buf, cur, pos, end, n_values, 'values', 10, 4, False)
-    else:
-        n_entity, pos = _w.read_compact_length(buf, pos, end, 'entity')
-        f_entity, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_EntityData, version), buf, cur, pos, end, n_entity, 'entity', 3, 1, False)
-        n_values, pos = _w.read_compact_length(buf, pos, end, 'values')
-        f_values, pos = _w.read_structs(_partial(_dec_DescribeClientQuotasResponse_ValueData, version), buf, cur, pos, end, n_values, 'values', 10, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClientQuotasResponse_EntryData)
-    obj.entity = f_entity
-    obj.values = f_values
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_entries + 1 < 128:
+            out.append(n_entries + 1)
+        else:
+            _w.put_uvarint(out, n_entries + 1)
+    if n_entries > 0:
+        for item in f_entries:
+            _enc_DescribeClientQuotasResponse_EntryData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse")
 
 
 def _enc_DescribeClientQuotasResponse_EntryData(version, obj, out):
     """Append in ``version`` a DescribeClientQuotasResponse.EntryData to ``out``."""
     if obj is None:
         raise TypeError("DescribeClientQuotasResponse.EntryData expected, got None")
+    f_entity = obj.entity
+    if f_entity is None:
+        raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.entity")
+    else:
+        n_entity = len(f_entity)
     if version <= 0:
-        f_entity = obj.entity
-        if f_entity is None:
-            raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.entity")
-        else:
-            n_entity = len(f_entity)
         out += _S_i.pack(n_entity)
-        for item in f_entity:
-            _enc_DescribeClientQuotasResponse_EntityData(version, item, out)
-        f_values = obj.values
-        if f_values is None:
-            raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.values")
+    else:
+        if 0 <= n_entity + 1 < 128:
+            out.append(n_entity + 1)
         else:
-            n_values = len(f_values)
+            _w.put_uvarint(out, n_entity + 1)
+    for item in f_entity:
+        _enc_DescribeClientQuotasResponse_EntityData(version, item, out)
+    f_values = obj.values
+    if f_values is None:
+        raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.values")
+    else:
+        n_values = len(f_values)
+    if version <= 0:
         out += _S_i.pack(n_values)
-        for item in f_values:
-            _enc_DescribeClientQuotasResponse_ValueData(version, item, out)
     else:
-        _w.put_structs(out, obj.entity, _partial(_enc_DescribeClientQuotasResponse_EntityData, version), "DescribeClientQuotasResponse.EntryData.entity", False)
-        _w.put_structs(out, obj.values, _partial(_enc_DescribeClientQuotasResponse_ValueData, version), "DescribeClientQuotasResponse.EntryData.values", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData")
-
-
-def _dec_DescribeClientQuotasResponse_EntityData(version, buf, cur, end):
-    """Decode DescribeClientQuotasResponse.EntryData.EntityData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_entity_type, pos, end)
-        n_entity_type = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_entity_name, pos, end)
-        n_entity_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 2, True, True)
-    else:
-        n_entity_type, pos = _w.read_compact_length(buf, pos, end, 'entity_type')
-        f_entity_type, pos = _w.read_sized(buf, pos, n_entity_type, end, 'entity_type', 1, False, True)
-        n_entity_name, pos = _w.read_compact_length(buf, pos, end, 'entity_name')
-        f_entity_name, pos = _w.read_sized(buf, pos, n_entity_name, end, 'entity_name', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClientQuotasResponse_EntityData)
-    obj.entity_type = f_entity_type
-    obj.entity_name = f_entity_name
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_values + 1 < 128:
+            out.append(n_values + 1)
+        else:
+            _w.put_uvarint(out, n_values + 1)
+    for item in f_values:
+        _enc_DescribeClientQuotasResponse_ValueData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData")
 
 
 def _enc_DescribeClientQuotasResponse_EntityData(version, obj, out):
     """Append in ``version`` a DescribeClientQuotasResponse.EntryData.EntityData to ``out``."""
     if obj is None:
         raise TypeError("DescribeClientQuotasResponse.EntryData.EntityData expected, got None")
-    f_entity_type, n_entity_type = _w.encode_text(obj.entity_type, "DescribeClientQuotasResponse.EntryData.EntityData.entity_type", False)
+    f_entity_type = obj.entity_type
+    if f_entity_type is None:
+        raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.EntityData.entity_type")
+    else:
+        f_entity_type = f_entity_type.encode("utf-8")
+        n_entity_type = len(f_entity_type)
+        if n_entity_type > 32767:
+            raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
     if version <= 0:
         out += _S_h.pack(n_entity_type)
     else:
-        _w.put_uvarint(out, n_entity_type + 1)
+        if 0 <= n_entity_type + 1 < 128:
+            out.append(n_entity_type + 1)
+        else:
+            _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
         out += f_entity_type
-    f_entity_name, n_entity_name = _w.encode_text(obj.entity_name, "DescribeClientQuotasResponse.EntryData.EntityData.entity_name", True)
+    f_entity_name = obj.entity_name
+    if f_entity_name is None:
+        n_entity_name = -1
+    else:
+        f_entity_name = f_entity_name.encode("utf-8")
+        n_entity_name = len(f_entity_name)
+        if n_entity_name > 32767:
+            raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
     if version <= 0:
         out += _S_h.pack(n_entity_name)
     else:
-        _w.put_uvarint(out, n_entity_name + 1)
+        if 0 <= n_entity_name + 1 < 128:
+            out.append(n_entity_name + 1)
+        else:
+            _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
         out += f_entity_name
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.EntityData")
-
-
-def _dec_DescribeClientQuotasResponse_ValueData(version, buf, cur, end):
-    """Decode DescribeClientQuotasResponse.EntryData.ValueData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_key, pos, end)
-        n_key = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 2, False, True)
-    else:
-        n_key, pos = _w.read_compact_length(buf, pos, end, 'key')
-        f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 1, False, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_value, pos, end)
-    f_value = _S_d.unpack_from(buf, pos)[0]
-    pos += 8
-    if version >= 1:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClientQuotasResponse_ValueData)
-    obj.key = f_key
-    obj.value = f_value
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.EntityData")
 
 
 def _enc_DescribeClientQuotasResponse_ValueData(version, obj, out):
     """Append in ``version`` a DescribeClientQuotasResponse.EntryData.ValueData to ``out``."""
     if obj is None:
         raise TypeError("DescribeClientQuotasResponse.EntryData.ValueData expected, got None")
-    f_key, n_key = _w.encode_text(obj.key, "DescribeClientQuotasResponse.EntryData.ValueData.key", False)
+    f_key = obj.key
+    if f_key is None:
+        raise _w.not_nullable("DescribeClientQuotasResponse.EntryData.ValueData.key")
+    else:
+        f_key = f_key.encode("utf-8")
+        n_key = len(f_key)
+        if n_key > 32767:
+            raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.ValueData.key", n_key)
     if version <= 0:
         out += _S_h.pack(n_key)
     else:
-        _w.put_uvarint(out, n_key + 1)
+        if 0 <= n_key + 1 < 128:
+            out.append(n_key + 1)
+        else:
+            _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         out += f_key
     out += _S_d.pack(obj.value)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.ValueData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClientQuotasResponse.EntryData.ValueData")
 
 
 class DescribeClientQuotasRequest_ComponentData(Struct):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeClusterRequest', 'DescribeClusterResponse']
@@ -72,7 +72,11 @@ def _dec_DescribeClusterRequest(version, buf, cur, end):
         if f_include_fenced_brokers != 0 and f_include_fenced_brokers != 1:
             raise _w.bad_bool('include_fenced_brokers', pos - 1, f_include_fenced_brokers)
         b_include_fenced_brokers = f_include_fenced_brokers == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClusterRequest)
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
     if version <= 0:
@@ -107,39 +111,165 @@ def _enc_DescribeClusterRequest(version, obj, out):
         out += _S_Bb.pack(obj.include_cluster_authorized_operations, obj.endpoint_type)
     else:
         out += _S_BbB.pack(obj.include_cluster_authorized_operations, obj.endpoint_type, obj.include_fenced_brokers)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterRequest")
 
 
 def _dec_DescribeClusterResponse(version, buf, cur, end):
     """Decode DescribeClusterResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if version >= 1:
         if end - pos < 1:
             raise _w.short_run(_RUN_endpoint_type, pos, end)
         f_endpoint_type = _S_b.unpack_from(buf, pos)[0]
         pos += 1
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
+        n_cluster_id -= 1
+    if 0 <= n_cluster_id <= end - pos:
+        try:
+            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('cluster_id', pos, exc) from None
+        pos += n_cluster_id
+    else:
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     f_controller_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_brokers, pos = _w.read_compact_length(buf, pos, end, 'brokers')
-    if version <= 1:
-        f_brokers, pos = _w.read_structs(_partial(_dec_DescribeClusterResponse_DescribeClusterBroker, version), buf, cur, pos, end, n_brokers, 'brokers', 11, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_brokers = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
-        f_brokers, pos = _w.read_structs(_partial(_dec_DescribeClusterResponse_DescribeClusterBroker, version), buf, cur, pos, end, n_brokers, 'brokers', 12, 1, False)
+        n_brokers, pos = _w.read_uvarint(buf, pos, end, 'brokers')
+        n_brokers -= 1
+    if version <= 1:
+        if n_brokers < 0 or n_brokers > (end - pos) // 11:
+            raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
+    else:
+        if n_brokers < 0 or n_brokers > (end - pos) // 12:
+            raise _w.bad_count('brokers', pos - 1, n_brokers, end, 12, 1)
+    f_brokers = []
+    if n_brokers:
+        # Each element read inline.
+        try:
+            for i in range(n_brokers):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_broker_id, pos, end)
+                f_broker_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if v2_up:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_is_fenced, pos, end)
+                    f_is_fenced__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if f_is_fenced__1 != 0 and f_is_fenced__1 != 1:
+                        raise _w.bad_bool('is_fenced', pos - 1, f_is_fenced__1)
+                    b_is_fenced__1 = f_is_fenced__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeClusterResponse_DescribeClusterBroker)
+                obj__1.broker_id = f_broker_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                if v1_down:
+                    obj__1.is_fenced = False
+                else:
+                    obj__1.is_fenced = b_is_fenced__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     f_cluster_authorized_operations = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeClusterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -165,58 +295,53 @@ def _enc_DescribeClusterResponse(version, obj, out):
         if obj.endpoint_type != 1:
             raise _w.not_in_version("DescribeClusterResponse.endpoint_type", 0, "1-2")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeClusterResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeClusterResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 1:
         out += _S_b.pack(obj.endpoint_type)
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "DescribeClusterResponse.cluster_id", False)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        raise _w.not_nullable("DescribeClusterResponse.cluster_id")
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("DescribeClusterResponse.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += _S_i.pack(obj.controller_id)
-    _w.put_structs(out, obj.brokers, _partial(_enc_DescribeClusterResponse_DescribeClusterBroker, version), "DescribeClusterResponse.brokers", False)
-    out += _S_i.pack(obj.cluster_authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse")
-
-
-def _dec_DescribeClusterResponse_DescribeClusterBroker(version, buf, cur, end):
-    """Decode DescribeClusterResponse.DescribeClusterBroker (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_broker_id, pos, end)
-    f_broker_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
-    if version >= 2:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_is_fenced, pos, end)
-        f_is_fenced = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        if f_is_fenced != 0 and f_is_fenced != 1:
-            raise _w.bad_bool('is_fenced', pos - 1, f_is_fenced)
-        b_is_fenced = f_is_fenced == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeClusterResponse_DescribeClusterBroker)
-    obj.broker_id = f_broker_id
-    obj.host = f_host
-    obj.port = f_port
-    obj.rack = f_rack
-    if version <= 1:
-        obj.is_fenced = False
+    f_brokers = obj.brokers
+    if f_brokers is None:
+        raise _w.not_nullable("DescribeClusterResponse.brokers")
     else:
-        obj.is_fenced = b_is_fenced
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_brokers = len(f_brokers)
+    if 0 <= n_brokers + 1 < 128:
+        out.append(n_brokers + 1)
+    else:
+        _w.put_uvarint(out, n_brokers + 1)
+    for item in f_brokers:
+        _enc_DescribeClusterResponse_DescribeClusterBroker(version, item, out)
+    out += _S_i.pack(obj.cluster_authorized_operations)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse")
 
 
 def _enc_DescribeClusterResponse_DescribeClusterBroker(version, obj, out):
@@ -227,18 +352,41 @@ def _enc_DescribeClusterResponse_DescribeClusterBroker(version, obj, out):
         if obj.is_fenced != False:
             raise _w.not_in_version("DescribeClusterResponse.DescribeClusterBroker.is_fenced", 0, "2")
     out += _S_i.pack(obj.broker_id)
-    f_host, n_host = _w.encode_text(obj.host, "DescribeClusterResponse.DescribeClusterBroker.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("DescribeClusterResponse.DescribeClusterBroker.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("DescribeClusterResponse.DescribeClusterBroker.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_i.pack(obj.port)
-    f_rack, n_rack = _w.encode_text(obj.rack, "DescribeClusterResponse.DescribeClusterBroker.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
+    f_rack = obj.rack
+    if f_rack is None:
+        n_rack = -1
+    else:
+        f_rack = f_rack.encode("utf-8")
+        n_rack = len(f_rack)
+        if n_rack > 32767:
+            raise _w.string_too_long("DescribeClusterResponse.DescribeClusterBroker.rack", n_rack)
+    if 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
+    else:
+        _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         out += f_rack
     if version >= 2:
         out += _S_B.pack(obj.is_fenced)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse.DescribeClusterBroker")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeClusterResponse.DescribeClusterBroker")
 
 
 class DescribeClusterRequest(Message):

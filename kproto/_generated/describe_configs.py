@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeConfigsRequest', 'DescribeConfigsResponse']
@@ -59,22 +59,142 @@ _new = Struct.__new__
 
 def _dec_DescribeConfigsRequest(version, buf, cur, end):
     """Decode DescribeConfigsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
     pos = cur.pos
     if version <= 3:
         if end - pos < 4:
             raise _w.short_run(_RUN_resources, pos, end)
         n_resources = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_resources, pos = _w.read_structs(_partial(_dec_DescribeConfigsRequest_DescribeConfigsResource, version), buf, cur, pos, end, n_resources, 'resources', 7, 4, False)
+        if n_resources < 0 or n_resources > (end - pos) // 7:
+            raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_resources = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_resources, pos = _w.read_uvarint(buf, pos, end, 'resources')
+            n_resources -= 1
+        if n_resources < 0 or n_resources > (end - pos) // 4:
+            raise _w.bad_count('resources', pos - 1, n_resources, end, 4, 1)
+    f_resources = []
+    if n_resources:
+        # Each element read inline.
+        try:
+            for i in range(n_resources):
+                if v3_down:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                    f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_resource_type, pos, end)
+                    f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_resource_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                        n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    if v3_down:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if v3_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_configuration_keys, pos, end)
+                    n_configuration_keys__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_configuration_keys__1 == -1:
+                        f_configuration_keys__1 = None
+                    elif n_configuration_keys__1 < 0 or n_configuration_keys__1 > (end - pos) // 2:
+                        raise _w.bad_count('configuration_keys', pos - 4, n_configuration_keys__1, end, 2, 4)
+                    else:
+                        f_configuration_keys__1 = []
+                        for i__1 in range(n_configuration_keys__1):
+                            if end - pos < 2:
+                                raise _w.short_read("configuration_keys[%d]" % i__1, pos, 2, end)
+                            m = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if m < 0 or end - pos < m:
+                                raise _w.bad_sized("configuration_keys[%d]" % i__1, pos, m, end, 1, False)
+                            try:
+                                s = buf[pos:pos + m].decode() if m else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8("configuration_keys[%d]" % i__1, pos, exc) from None
+                            f_configuration_keys__1.append(s)
+                            pos += m
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_configuration_keys__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_configuration_keys__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_configuration_keys__1, pos = _w.read_uvarint(buf, pos, end, 'configuration_keys')
+                        n_configuration_keys__1 -= 1
+                    if n_configuration_keys__1 == -1:
+                        f_configuration_keys__1 = None
+                    elif n_configuration_keys__1 < 0 or n_configuration_keys__1 > (end - pos) // 1:
+                        raise _w.bad_count('configuration_keys', pos - 1, n_configuration_keys__1, end, 1, 1)
+                    else:
+                        f_configuration_keys__1 = []
+                        for i__1 in range(n_configuration_keys__1):
+                            if pos < end and buf[pos] < 128:
+                                m = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                m, pos = _w.read_uvarint(buf, pos, end, "configuration_keys[%d]" % i__1)
+                                m -= 1
+                            if m < 0 or end - pos < m:
+                                raise _w.bad_sized("configuration_keys[%d]" % i__1, pos, m, end, 1, False)
+                            try:
+                                s = buf[pos:pos + m].decode() if m else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8("configuration_keys[%d]" % i__1, pos, exc) from None
+                            f_configuration_keys__1.append(s)
+                            pos += m
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeConfigsRequest_DescribeConfigsResource)
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configuration_keys = f_configuration_keys__1
+                if v3_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
     if 1 <= version <= 2:
         if end - pos < 1:
             raise _w.short_run(_RUN_include_synonyms, pos, end)
         f_include_synonyms = _S_b.unpack_from(buf, pos)[0]
         pos += 1
-    elif version >= 4:
-        n_resources, pos = _w.read_compact_length(buf, pos, end, 'resources')
-        f_resources, pos = _w.read_structs(_partial(_dec_DescribeConfigsRequest_DescribeConfigsResource, version), buf, cur, pos, end, n_resources, 'resources', 4, 1, False)
-    if version >= 3:
+    elif version >= 3:
         if end - pos < 2:
             raise _w.short_run(_RUN_include_synonyms__include_documentation, pos, end)
         f_include_synonyms, f_include_documentation = _S_bb.unpack_from(buf, pos)
@@ -91,7 +211,11 @@ def _dec_DescribeConfigsRequest(version, buf, cur, end):
             raise _w.bad_bool('include_documentation', pos - 1, f_include_documentation)
         b_include_documentation = f_include_documentation == 1
     if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeConfigsRequest)
     obj.resources = f_resources
     if version <= 0:
@@ -123,92 +247,29 @@ def _enc_DescribeConfigsRequest(version, obj, out):
                 raise _w.not_in_version("DescribeConfigsRequest.include_documentation", 0, "3-4")
             else:
                 raise _w.not_in_version("DescribeConfigsRequest.include_documentation", 1, "3-4")
+    f_resources = obj.resources
+    if f_resources is None:
+        raise _w.not_nullable("DescribeConfigsRequest.resources")
+    else:
+        n_resources = len(f_resources)
     if version <= 3:
-        f_resources = obj.resources
-        if f_resources is None:
-            raise _w.not_nullable("DescribeConfigsRequest.resources")
-        else:
-            n_resources = len(f_resources)
         out += _S_i.pack(n_resources)
-        for item in f_resources:
-            _enc_DescribeConfigsRequest_DescribeConfigsResource(version, item, out)
+    else:
+        if 0 <= n_resources + 1 < 128:
+            out.append(n_resources + 1)
+        else:
+            _w.put_uvarint(out, n_resources + 1)
+    for item in f_resources:
+        _enc_DescribeConfigsRequest_DescribeConfigsResource(version, item, out)
     if 1 <= version <= 2:
         out += _S_B.pack(obj.include_synonyms)
-    elif version >= 4:
-        _w.put_structs(out, obj.resources, _partial(_enc_DescribeConfigsRequest_DescribeConfigsResource, version), "DescribeConfigsRequest.resources", False)
-    if version >= 3:
+    elif version >= 3:
         out += _S_BB.pack(obj.include_synonyms, obj.include_documentation)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest")
-
-
-def _dec_DescribeConfigsRequest_DescribeConfigsResource(version, buf, cur, end):
-    """Decode DescribeConfigsRequest.DescribeConfigsResource (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 3:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_configuration_keys, pos, end)
-        n_configuration_keys = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        if n_configuration_keys == -1:
-            f_configuration_keys = None
-        elif n_configuration_keys < 0 or n_configuration_keys > (end - pos) // 2:
-            raise _w.bad_count('configuration_keys', pos - 4, n_configuration_keys, end, 2, 4)
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
         else:
-            f_configuration_keys = []
-            for i in range(n_configuration_keys):
-                if end - pos < 2:
-                    raise _w.short_read("configuration_keys[%d]" % i, pos, 2, end)
-                m = _S_h.unpack_from(buf, pos)[0]
-                pos += 2
-                if m < 0 or end - pos < m:
-                    raise _w.bad_sized("configuration_keys[%d]" % i, pos, m, end, 1, False)
-                try:
-                    s = buf[pos:pos + m].decode() if m else ""
-                except UnicodeDecodeError as exc:
-                    raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
-                f_configuration_keys.append(s)
-                pos += m
-    else:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type, pos, end)
-        f_resource_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-        n_configuration_keys, pos = _w.read_compact_length(buf, pos, end, 'configuration_keys')
-        if n_configuration_keys == -1:
-            f_configuration_keys = None
-        elif n_configuration_keys < 0 or n_configuration_keys > (end - pos) // 1:
-            raise _w.bad_count('configuration_keys', pos - 1, n_configuration_keys, end, 1, 1)
-        else:
-            f_configuration_keys = []
-            for i in range(n_configuration_keys):
-                m, pos = _w.read_compact_length(buf, pos, end, "configuration_keys[%d]" % i)
-                if m < 0 or end - pos < m:
-                    raise _w.bad_sized("configuration_keys[%d]" % i, pos, m, end, 1, False)
-                try:
-                    s = buf[pos:pos + m].decode() if m else ""
-                except UnicodeDecodeError as exc:
-                    raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
-                f_configuration_keys.append(s)
-                pos += m
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeConfigsRequest_DescribeConfigsResource)
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.configuration_keys = f_configuration_keys
-    if version <= 3:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest")
 
 
 def _enc_DescribeConfigsRequest_DescribeConfigsResource(version, obj, out):
@@ -218,11 +279,21 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource(version, obj, out):
         raise TypeError("DescribeConfigsRequest.DescribeConfigsResource expected, got None")
     if version >= 4:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeConfigsRequest.DescribeConfigsResource.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("DescribeConfigsRequest.DescribeConfigsResource.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("DescribeConfigsRequest.DescribeConfigsResource.resource_name", n_resource_name)
     if version <= 3:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     f_configuration_keys = obj.configuration_keys
@@ -233,7 +304,10 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource(version, obj, out):
     if version <= 3:
         out += _S_i.pack(n_configuration_keys)
     else:
-        _w.put_uvarint(out, n_configuration_keys + 1)
+        if 0 <= n_configuration_keys + 1 < 128:
+            out.append(n_configuration_keys + 1)
+        else:
+            _w.put_uvarint(out, n_configuration_keys + 1)
     if n_configuration_keys > 0:
         for item in f_configuration_keys:
             data = item.encode("utf-8")
@@ -243,29 +317,427 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource(version, obj, out):
             if v3_down:
                 out += _S_h.pack(m)
             else:
-                _w.put_uvarint(out, m + 1)
+                if 0 <= m + 1 < 128:
+                    out.append(m + 1)
+                else:
+                    _w.put_uvarint(out, m + 1)
             out += data
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest.DescribeConfigsResource")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsRequest.DescribeConfigsResource")
 
 
 def _dec_DescribeConfigsResponse(version, buf, cur, end):
     """Decode DescribeConfigsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v0_4 = version in (0, 4)
+    v1_up = version >= 1
+    v1_to_2 = 1 <= version <= 2
+    v1_to_3 = 1 <= version <= 3
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
     pos = cur.pos
     if version <= 3:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
         f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_results, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResult, version), buf, cur, pos, end, n_results, 'results', 11, 4, False)
+        if n_results < 0 or n_results > (end - pos) // 11:
+            raise _w.bad_count('results', pos - 4, n_results, end, 11, 4)
     else:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-        f_results, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResult, version), buf, cur, pos, end, n_results, 'results', 7, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_results = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+            n_results -= 1
+        if n_results < 0 or n_results > (end - pos) // 7:
+            raise _w.bad_count('results', pos - 1, n_results, end, 7, 1)
+    f_results = []
+    if n_results:
+        # Each element read inline.
+        try:
+            for i in range(n_results):
+                if v3_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_error_code__error_message, pos, end)
+                    f_error_code__1, n_error_message__1 = _S_hh.unpack_from(buf, pos)
+                    pos += 4
+                else:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    if v3_down:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 2, True)
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if v3_down:
+                    if end - pos < 3:
+                        raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
+                    f_resource_type__1, n_resource_name__1 = _S_bh.unpack_from(buf, pos)
+                    pos += 3
+                else:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_resource_type, pos, end)
+                    f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_resource_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                        n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    if v3_down:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if v3_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_configs, pos, end)
+                    n_configs__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v0_down:
+                    if n_configs__1 < 0 or n_configs__1 > (end - pos) // 7:
+                        raise _w.bad_count('configs', pos - 4, n_configs__1, end, 7, 4)
+                elif v1_to_2:
+                    if n_configs__1 < 0 or n_configs__1 > (end - pos) // 11:
+                        raise _w.bad_count('configs', pos - 4, n_configs__1, end, 11, 4)
+                elif v3_only:
+                    if n_configs__1 < 0 or n_configs__1 > (end - pos) // 14:
+                        raise _w.bad_count('configs', pos - 4, n_configs__1, end, 14, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_configs__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_configs__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_configs__1, pos = _w.read_uvarint(buf, pos, end, 'configs')
+                        n_configs__1 -= 1
+                    if n_configs__1 < 0 or n_configs__1 > (end - pos) // 9:
+                        raise _w.bad_count('configs', pos - 1, n_configs__1, end, 9, 1)
+                f_configs__1 = []
+                if n_configs__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_configs__1):
+                            if v3_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_name, pos, end)
+                                n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                if v3_down:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if v3_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_value, pos, end)
+                                n_value__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_value__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_value__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_value__2, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                    n_value__2 -= 1
+                            if 0 <= n_value__2 <= end - pos:
+                                try:
+                                    f_value__2 = buf[pos:pos + n_value__2].decode() if n_value__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('value', pos, exc) from None
+                                pos += n_value__2
+                            elif n_value__2 == -1:
+                                f_value__2 = None
+                            else:
+                                if v3_down:
+                                    raise _w.bad_sized('value', pos, n_value__2, end, 2, True)
+                                else:
+                                    raise _w.bad_sized('value', pos, n_value__2, end, 1, True)
+                            if v0_4:
+                                if end - pos < 3:
+                                    if v0_down:
+                                        raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
+                                    else:
+                                        raise _w.short_run(_RUN_read_only__is_sensitive_2, pos, end)
+                            if v0_down:
+                                f_read_only__2, f_is_default__2, f_is_sensitive__2 = _S_bbb.unpack_from(buf, pos)
+                            elif v4_up:
+                                f_read_only__2, f_config_source__2, f_is_sensitive__2 = _S_bbb.unpack_from(buf, pos)
+                            if v0_4:
+                                pos += 3
+                            else:
+                                if end - pos < 7:
+                                    raise _w.short_run(_RUN_read_only__synonyms, pos, end)
+                                f_read_only__2, f_config_source__2, f_is_sensitive__2, n_synonyms__2 = _S_bbbi.unpack_from(buf, pos)
+                                pos += 7
+                            if f_read_only__2 != 0 and f_read_only__2 != 1:
+                                if v0_4:
+                                    raise _w.bad_bool('read_only', pos - 3, f_read_only__2)
+                                else:
+                                    raise _w.bad_bool('read_only', pos - 7, f_read_only__2)
+                            b_read_only__2 = f_read_only__2 == 1
+                            if v0_down:
+                                if f_is_default__2 != 0 and f_is_default__2 != 1:
+                                    raise _w.bad_bool('is_default', pos - 2, f_is_default__2)
+                                b_is_default__2 = f_is_default__2 == 1
+                            if f_is_sensitive__2 != 0 and f_is_sensitive__2 != 1:
+                                if v0_4:
+                                    raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive__2)
+                                else:
+                                    raise _w.bad_bool('is_sensitive', pos - 5, f_is_sensitive__2)
+                            b_is_sensitive__2 = f_is_sensitive__2 == 1
+                            if v1_to_3:
+                                if n_synonyms__2 < 0 or n_synonyms__2 > (end - pos) // 5:
+                                    raise _w.bad_count('synonyms', pos - 4, n_synonyms__2, end, 5, 4)
+                            elif v4_up:
+                                if pos < end and buf[pos] < 128:
+                                    n_synonyms__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_synonyms__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_synonyms__2, pos = _w.read_uvarint(buf, pos, end, 'synonyms')
+                                    n_synonyms__2 -= 1
+                                if n_synonyms__2 < 0 or n_synonyms__2 > (end - pos) // 4:
+                                    raise _w.bad_count('synonyms', pos - 1, n_synonyms__2, end, 4, 1)
+                            if v1_up:
+                                f_synonyms__2 = []
+                                if n_synonyms__2:
+                                    # Each element read inline.
+                                    try:
+                                        for i__2 in range(n_synonyms__2):
+                                            if v3_down:
+                                                if end - pos < 2:
+                                                    raise _w.short_run(_RUN_name, pos, end)
+                                                n_name__3 = _S_h.unpack_from(buf, pos)[0]
+                                                pos += 2
+                                            else:
+                                                if pos < end and buf[pos] < 128:
+                                                    n_name__3 = buf[pos] - 1
+                                                    pos += 1
+                                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                    n_name__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                    pos += 2
+                                                else:
+                                                    n_name__3, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                                    n_name__3 -= 1
+                                            if 0 <= n_name__3 <= end - pos:
+                                                try:
+                                                    f_name__3 = buf[pos:pos + n_name__3].decode() if n_name__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('name', pos, exc) from None
+                                                pos += n_name__3
+                                            else:
+                                                if v3_down:
+                                                    raise _w.bad_sized('name', pos, n_name__3, end, 2, False)
+                                                else:
+                                                    raise _w.bad_sized('name', pos, n_name__3, end, 1, False)
+                                            if v3_down:
+                                                if end - pos < 2:
+                                                    raise _w.short_run(_RUN_value, pos, end)
+                                                n_value__3 = _S_h.unpack_from(buf, pos)[0]
+                                                pos += 2
+                                            else:
+                                                if pos < end and buf[pos] < 128:
+                                                    n_value__3 = buf[pos] - 1
+                                                    pos += 1
+                                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                    n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                    pos += 2
+                                                else:
+                                                    n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                                    n_value__3 -= 1
+                                            if 0 <= n_value__3 <= end - pos:
+                                                try:
+                                                    f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('value', pos, exc) from None
+                                                pos += n_value__3
+                                            elif n_value__3 == -1:
+                                                f_value__3 = None
+                                            else:
+                                                if v3_down:
+                                                    raise _w.bad_sized('value', pos, n_value__3, end, 2, True)
+                                                else:
+                                                    raise _w.bad_sized('value', pos, n_value__3, end, 1, True)
+                                            if end - pos < 1:
+                                                raise _w.short_run(_RUN_source, pos, end)
+                                            f_source__3 = _S_b.unpack_from(buf, pos)[0]
+                                            pos += 1
+                                            if v4_up:
+                                                if pos < end and buf[pos] == 0:
+                                                    pos += 1
+                                                    unknown__3 = []
+                                                else:
+                                                    unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
+                                            obj__3.name = f_name__3
+                                            obj__3.value = f_value__3
+                                            obj__3.source = f_source__3
+                                            if v3_down:
+                                                obj__3.unknown_tagged_fields = []
+                                            else:
+                                                obj__3.unknown_tagged_fields = unknown__3
+                                            f_synonyms__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("synonyms[%d]" % i__2)
+                            if v3_only:
+                                if end - pos < 3:
+                                    raise _w.short_run(_RUN_config_type__documentation, pos, end)
+                                f_config_type__2, n_documentation__2 = _S_bh.unpack_from(buf, pos)
+                                pos += 3
+                            elif v4_up:
+                                if end - pos < 1:
+                                    raise _w.short_run(_RUN_config_type, pos, end)
+                                f_config_type__2 = _S_b.unpack_from(buf, pos)[0]
+                                pos += 1
+                                if pos < end and buf[pos] < 128:
+                                    n_documentation__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_documentation__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_documentation__2, pos = _w.read_uvarint(buf, pos, end, 'documentation')
+                                    n_documentation__2 -= 1
+                            if v3_up:
+                                if 0 <= n_documentation__2 <= end - pos:
+                                    try:
+                                        f_documentation__2 = buf[pos:pos + n_documentation__2].decode() if n_documentation__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('documentation', pos, exc) from None
+                                    pos += n_documentation__2
+                                elif n_documentation__2 == -1:
+                                    f_documentation__2 = None
+                                else:
+                                    if v3_down:
+                                        raise _w.bad_sized('documentation', pos, n_documentation__2, end, 2, True)
+                                    else:
+                                        raise _w.bad_sized('documentation', pos, n_documentation__2, end, 1, True)
+                            if v4_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
+                            obj__2.name = f_name__2
+                            obj__2.value = f_value__2
+                            obj__2.read_only = b_read_only__2
+                            if v0_down:
+                                obj__2.config_source = -1
+                                obj__2.is_default = b_is_default__2
+                            else:
+                                obj__2.config_source = f_config_source__2
+                                obj__2.is_default = False
+                            obj__2.is_sensitive = b_is_sensitive__2
+                            if v0_down:
+                                obj__2.synonyms = []
+                            else:
+                                obj__2.synonyms = f_synonyms__2
+                            if v2_down:
+                                obj__2.config_type = 0
+                                obj__2.documentation = ''
+                            else:
+                                obj__2.config_type = f_config_type__2
+                                obj__2.documentation = f_documentation__2
+                            if v3_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_configs__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("configs[%d]" % i__1)
+                if v4_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeConfigsResponse_DescribeConfigsResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.resource_type = f_resource_type__1
+                obj__1.resource_name = f_resource_name__1
+                obj__1.configs = f_configs__1
+                if v3_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+    if version >= 4:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
@@ -281,73 +753,27 @@ def _enc_DescribeConfigsResponse(version, obj, out):
     """Append in ``version`` a DescribeConfigsResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeConfigsResponse expected, got None")
-    if version <= 3:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("DescribeConfigsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_DescribeConfigsResponse_DescribeConfigsResult(version, item, out)
-    else:
+    if version >= 4:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.results, _partial(_enc_DescribeConfigsResponse_DescribeConfigsResult, version), "DescribeConfigsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse")
-
-
-def _dec_DescribeConfigsResponse_DescribeConfigsResult(version, buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 3:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__error_message, pos, end)
-        f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-        if end - pos < 3:
-            raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
-        f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_configs, pos, end)
-        n_configs = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version <= 0:
-        f_configs, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult, version), buf, cur, pos, end, n_configs, 'configs', 7, 4, False)
-    elif 1 <= version <= 2:
-        f_configs, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult, version), buf, cur, pos, end, n_configs, 'configs', 11, 4, False)
-    elif version == 3:
-        f_configs, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult, version), buf, cur, pos, end, n_configs, 'configs', 14, 4, False)
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("DescribeConfigsResponse.results")
     else:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_error_code, pos, end)
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type, pos, end)
-        f_resource_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-        f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-        n_configs, pos = _w.read_compact_length(buf, pos, end, 'configs')
-        f_configs, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult, version), buf, cur, pos, end, n_configs, 'configs', 9, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.resource_type = f_resource_type
-    obj.resource_name = f_resource_name
-    obj.configs = f_configs
+        n_results = len(f_results)
     if version <= 3:
-        obj.unknown_tagged_fields = []
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_DescribeConfigsResponse_DescribeConfigsResult(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse")
 
 
 def _enc_DescribeConfigsResponse_DescribeConfigsResult(version, obj, out):
@@ -356,133 +782,61 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult(version, obj, out):
         raise TypeError("DescribeConfigsResponse.DescribeConfigsResult expected, got None")
     if version >= 4:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeConfigsResponse.DescribeConfigsResult.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.error_message", n_error_message)
     if version <= 3:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 4:
         out += _S_b.pack(obj.resource_type)
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "DescribeConfigsResponse.DescribeConfigsResult.resource_name", False)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.resource_name", n_resource_name)
     if version <= 3:
         out += _S_bh.pack(obj.resource_type, n_resource_name)
     else:
-        _w.put_uvarint(out, n_resource_name + 1)
+        if 0 <= n_resource_name + 1 < 128:
+            out.append(n_resource_name + 1)
+        else:
+            _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
+    f_configs = obj.configs
+    if f_configs is None:
+        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
+    else:
+        n_configs = len(f_configs)
     if version <= 3:
-        f_configs = obj.configs
-        if f_configs is None:
-            raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.configs")
-        else:
-            n_configs = len(f_configs)
         out += _S_i.pack(n_configs)
-        for item in f_configs:
-            _enc_DescribeConfigsResponse_DescribeConfigsResourceResult(version, item, out)
     else:
-        _w.put_structs(out, obj.configs, _partial(_enc_DescribeConfigsResponse_DescribeConfigsResourceResult, version), "DescribeConfigsResponse.DescribeConfigsResult.configs", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult")
-
-
-def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult(version, buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 3:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_value, pos, end)
-        n_value = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
-        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
-    if version in (0, 4):
-        if end - pos < 3:
-            if version <= 0:
-                raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
-            else:
-                raise _w.short_run(_RUN_read_only__is_sensitive_2, pos, end)
-    if version <= 0:
-        f_read_only, f_is_default, f_is_sensitive = _S_bbb.unpack_from(buf, pos)
-    elif version >= 4:
-        f_read_only, f_config_source, f_is_sensitive = _S_bbb.unpack_from(buf, pos)
-    if version in (0, 4):
-        pos += 3
-    else:
-        if end - pos < 7:
-            raise _w.short_run(_RUN_read_only__synonyms, pos, end)
-        f_read_only, f_config_source, f_is_sensitive, n_synonyms = _S_bbbi.unpack_from(buf, pos)
-        pos += 7
-    if f_read_only != 0 and f_read_only != 1:
-        if version in (0, 4):
-            raise _w.bad_bool('read_only', pos - 3, f_read_only)
+        if 0 <= n_configs + 1 < 128:
+            out.append(n_configs + 1)
         else:
-            raise _w.bad_bool('read_only', pos - 7, f_read_only)
-    b_read_only = f_read_only == 1
-    if version <= 0:
-        if f_is_default != 0 and f_is_default != 1:
-            raise _w.bad_bool('is_default', pos - 2, f_is_default)
-        b_is_default = f_is_default == 1
-    if f_is_sensitive != 0 and f_is_sensitive != 1:
-        if version in (0, 4):
-            raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive)
+            _w.put_uvarint(out, n_configs + 1)
+    for item in f_configs:
+        _enc_DescribeConfigsResponse_DescribeConfigsResourceResult(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
         else:
-            raise _w.bad_bool('is_sensitive', pos - 5, f_is_sensitive)
-    b_is_sensitive = f_is_sensitive == 1
-    if 1 <= version <= 3:
-        f_synonyms, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsSynonym, version), buf, cur, pos, end, n_synonyms, 'synonyms', 5, 4, False)
-    if version == 3:
-        if end - pos < 3:
-            raise _w.short_run(_RUN_config_type__documentation, pos, end)
-        f_config_type, n_documentation = _S_bh.unpack_from(buf, pos)
-        pos += 3
-        f_documentation, pos = _w.read_sized(buf, pos, n_documentation, end, 'documentation', 2, True, True)
-    elif version >= 4:
-        n_synonyms, pos = _w.read_compact_length(buf, pos, end, 'synonyms')
-        f_synonyms, pos = _w.read_structs(_partial(_dec_DescribeConfigsResponse_DescribeConfigsSynonym, version), buf, cur, pos, end, n_synonyms, 'synonyms', 4, 1, False)
-        if end - pos < 1:
-            raise _w.short_run(_RUN_config_type, pos, end)
-        f_config_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-        n_documentation, pos = _w.read_compact_length(buf, pos, end, 'documentation')
-        f_documentation, pos = _w.read_sized(buf, pos, n_documentation, end, 'documentation', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
-    obj.name = f_name
-    obj.value = f_value
-    obj.read_only = b_read_only
-    if version <= 0:
-        obj.config_source = -1
-        obj.is_default = b_is_default
-    else:
-        obj.config_source = f_config_source
-        obj.is_default = False
-    obj.is_sensitive = b_is_sensitive
-    if version <= 0:
-        obj.synonyms = []
-    else:
-        obj.synonyms = f_synonyms
-    if version <= 2:
-        obj.config_type = 0
-        obj.documentation = ''
-    else:
-        obj.config_type = f_config_type
-        obj.documentation = f_documentation
-    if version <= 3:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult")
 
 
 def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult(version, obj, out):
@@ -497,106 +851,132 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult(version, obj, out
                 raise _w.not_in_version("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.is_default", 3, "0")
             else:
                 raise _w.not_in_version("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.is_default", 4, "0")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", n_name)
     if version <= 3:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", True)
+    f_value = obj.value
+    if f_value is None:
+        n_value = -1
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", n_value)
     if version <= 3:
         out += _S_h.pack(n_value)
     else:
-        _w.put_uvarint(out, n_value + 1)
+        if 0 <= n_value + 1 < 128:
+            out.append(n_value + 1)
+        else:
+            _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     if version <= 0:
         out += _S_BBB.pack(obj.read_only, obj.is_default, obj.is_sensitive)
-    elif 1 <= version <= 3:
+    elif version >= 4:
+        out += _S_BbB.pack(obj.read_only, obj.config_source, obj.is_sensitive)
+    if version >= 1:
         f_synonyms = obj.synonyms
         if f_synonyms is None:
             raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms")
         else:
             n_synonyms = len(f_synonyms)
+    if 1 <= version <= 3:
         out += _S_BbBi.pack(obj.read_only, obj.config_source, obj.is_sensitive, n_synonyms)
+    elif version >= 4:
+        if 0 <= n_synonyms + 1 < 128:
+            out.append(n_synonyms + 1)
+        else:
+            _w.put_uvarint(out, n_synonyms + 1)
+    if version >= 1:
         for item in f_synonyms:
             _enc_DescribeConfigsResponse_DescribeConfigsSynonym(version, item, out)
-    else:
-        out += _S_BbB.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-        _w.put_structs(out, obj.synonyms, _partial(_enc_DescribeConfigsResponse_DescribeConfigsSynonym, version), "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.synonyms", False)
+    if version >= 4:
         out += _S_b.pack(obj.config_type)
     if version >= 3:
-        f_documentation, n_documentation = _w.encode_text(obj.documentation, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", True)
+        f_documentation = obj.documentation
+        if f_documentation is None:
+            n_documentation = -1
+        else:
+            f_documentation = f_documentation.encode("utf-8")
+            n_documentation = len(f_documentation)
+            if n_documentation > 32767:
+                raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", n_documentation)
     if version == 3:
         out += _S_bh.pack(obj.config_type, n_documentation)
     elif version >= 4:
-        _w.put_uvarint(out, n_documentation + 1)
+        if 0 <= n_documentation + 1 < 128:
+            out.append(n_documentation + 1)
+        else:
+            _w.put_uvarint(out, n_documentation + 1)
     if version >= 3:
         if n_documentation > 0:
             out += f_documentation
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult")
-
-
-def _dec_DescribeConfigsResponse_DescribeConfigsSynonym(version, buf, cur, end):
-    """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 3:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_value, pos, end)
-        n_value = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 2, True, True)
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
-        f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, True, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_source, pos, end)
-    f_source = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
-    obj.name = f_name
-    obj.value = f_value
-    obj.source = f_source
-    if version <= 3:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult")
 
 
 def _enc_DescribeConfigsResponse_DescribeConfigsSynonym(version, obj, out):
     """Append in ``version`` a DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym to ``out``."""
     if obj is None:
         raise TypeError("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name", n_name)
     if version <= 3:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_value, n_value = _w.encode_text(obj.value, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.value", True)
+    f_value = obj.value
+    if f_value is None:
+        n_value = -1
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.value", n_value)
     if version <= 3:
         out += _S_h.pack(n_value)
     else:
-        _w.put_uvarint(out, n_value + 1)
+        if 0 <= n_value + 1 < 128:
+            out.append(n_value + 1)
+        else:
+            _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
     out += _S_b.pack(obj.source)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym")
 
 
 class DescribeConfigsRequest_DescribeConfigsResource(Struct):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeDelegationTokenRequest', 'DescribeDelegationTokenResponse']
@@ -47,11 +47,118 @@ def _dec_DescribeDelegationTokenRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_owners, pos, end)
         n_owners = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_owners, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, version), buf, cur, pos, end, n_owners, 'owners', 4, 4, True)
+        if n_owners == -1:
+            f_owners = None
+        elif n_owners < 0 or n_owners > (end - pos) // 4:
+            raise _w.bad_count('owners', pos - 4, n_owners, end, 4, 4)
+        else:
+            f_owners = []
+            if n_owners:
+                # Each element read inline.
+                try:
+                    for i in range(n_owners):
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_principal_type, pos, end)
+                        n_principal_type__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                        if 0 <= n_principal_type__1 <= end - pos:
+                            try:
+                                f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('principal_type', pos, exc) from None
+                            pos += n_principal_type__1
+                        else:
+                            raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 2, False)
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_principal_name, pos, end)
+                        n_principal_name__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                        if 0 <= n_principal_name__1 <= end - pos:
+                            try:
+                                f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('principal_name', pos, exc) from None
+                            pos += n_principal_name__1
+                        else:
+                            raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 2, False)
+                        obj__1 = _new(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+                        obj__1.principal_type = f_principal_type__1
+                        obj__1.principal_name = f_principal_name__1
+                        obj__1.unknown_tagged_fields = []
+                        f_owners.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("owners[%d]" % i)
     else:
-        n_owners, pos = _w.read_compact_length(buf, pos, end, 'owners')
-        f_owners, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, version), buf, cur, pos, end, n_owners, 'owners', 3, 1, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_owners = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_owners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_owners, pos = _w.read_uvarint(buf, pos, end, 'owners')
+            n_owners -= 1
+        if n_owners == -1:
+            f_owners = None
+        elif n_owners < 0 or n_owners > (end - pos) // 3:
+            raise _w.bad_count('owners', pos - 1, n_owners, end, 3, 1)
+        else:
+            f_owners = []
+            if n_owners:
+                # Each element read inline.
+                try:
+                    for i in range(n_owners):
+                        if pos < end and buf[pos] < 128:
+                            n_principal_type__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                            n_principal_type__1 -= 1
+                        if 0 <= n_principal_type__1 <= end - pos:
+                            try:
+                                f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('principal_type', pos, exc) from None
+                            pos += n_principal_type__1
+                        else:
+                            raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 1, False)
+                        if pos < end and buf[pos] < 128:
+                            n_principal_name__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                            n_principal_name__1 -= 1
+                        if 0 <= n_principal_name__1 <= end - pos:
+                            try:
+                                f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('principal_name', pos, exc) from None
+                            pos += n_principal_name__1
+                        else:
+                            raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 1, False)
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                        obj__1 = _new(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+                        obj__1.principal_type = f_principal_type__1
+                        obj__1.principal_name = f_principal_name__1
+                        obj__1.unknown_tagged_fields = unknown__1
+                        f_owners.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("owners[%d]" % i)
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeDelegationTokenRequest)
     obj.owners = f_owners
     if version <= 1:
@@ -66,99 +173,382 @@ def _enc_DescribeDelegationTokenRequest(version, obj, out):
     """Append in ``version`` a DescribeDelegationTokenRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeDelegationTokenRequest expected, got None")
+    f_owners = obj.owners
+    if f_owners is None:
+        n_owners = -1
+    else:
+        n_owners = len(f_owners)
     if version <= 1:
-        f_owners = obj.owners
-        if f_owners is None:
-            n_owners = -1
-        else:
-            n_owners = len(f_owners)
         out += _S_i.pack(n_owners)
-        if n_owners > 0:
-            for item in f_owners:
-                _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(version, item, out)
     else:
-        _w.put_structs(out, obj.owners, _partial(_enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, version), "DescribeDelegationTokenRequest.owners", True)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest")
-
-
-def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(version, buf, cur, end):
-    """Decode DescribeDelegationTokenRequest.DescribeDelegationTokenOwner (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal_type, pos, end)
-        n_principal_type = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal_name, pos, end)
-        n_principal_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
-    else:
-        n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-        n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
-    obj.principal_type = f_principal_type
-    obj.principal_name = f_principal_name
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_owners + 1 < 128:
+            out.append(n_owners + 1)
+        else:
+            _w.put_uvarint(out, n_owners + 1)
+    if n_owners > 0:
+        for item in f_owners:
+            _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest")
 
 
 def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(version, obj, out):
     """Append in ``version`` a DescribeDelegationTokenRequest.DescribeDelegationTokenOwner to ``out``."""
     if obj is None:
         raise TypeError("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner expected, got None")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type", False)
+    f_principal_type = obj.principal_type
+    if f_principal_type is None:
+        raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type")
+    else:
+        f_principal_type = f_principal_type.encode("utf-8")
+        n_principal_type = len(f_principal_type)
+        if n_principal_type > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type", n_principal_type)
     if version <= 1:
         out += _S_h.pack(n_principal_type)
     else:
-        _w.put_uvarint(out, n_principal_type + 1)
+        if 0 <= n_principal_type + 1 < 128:
+            out.append(n_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name", False)
+    f_principal_name = obj.principal_name
+    if f_principal_name is None:
+        raise _w.not_nullable("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name")
+    else:
+        f_principal_name = f_principal_name.encode("utf-8")
+        n_principal_name = len(f_principal_name)
+        if n_principal_name > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name", n_principal_name)
     if version <= 1:
         out += _S_h.pack(n_principal_name)
     else:
-        _w.put_uvarint(out, n_principal_name + 1)
+        if 0 <= n_principal_name + 1 < 128:
+            out.append(n_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenRequest.DescribeDelegationTokenOwner")
 
 
 def _dec_DescribeDelegationTokenResponse(version, buf, cur, end):
     """Decode DescribeDelegationTokenResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
     if version <= 1:
         if end - pos < 6:
             raise _w.short_run(_RUN_error_code__tokens, pos, end)
         f_error_code, n_tokens = _S_hi.unpack_from(buf, pos)
         pos += 6
-        f_tokens, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken, version), buf, cur, pos, end, n_tokens, 'tokens', 38, 4, False)
+        if n_tokens < 0 or n_tokens > (end - pos) // 38:
+            raise _w.bad_count('tokens', pos - 4, n_tokens, end, 38, 4)
     else:
         if end - pos < 2:
             raise _w.short_run(_RUN_error_code, pos, end)
         f_error_code = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        n_tokens, pos = _w.read_compact_length(buf, pos, end, 'tokens')
+        if pos < end and buf[pos] < 128:
+            n_tokens = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_tokens = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_tokens, pos = _w.read_uvarint(buf, pos, end, 'tokens')
+            n_tokens -= 1
     if version == 2:
-        f_tokens, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken, version), buf, cur, pos, end, n_tokens, 'tokens', 30, 1, False)
+        if n_tokens < 0 or n_tokens > (end - pos) // 30:
+            raise _w.bad_count('tokens', pos - 1, n_tokens, end, 30, 1)
     elif version >= 3:
-        f_tokens, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken, version), buf, cur, pos, end, n_tokens, 'tokens', 32, 1, False)
+        if n_tokens < 0 or n_tokens > (end - pos) // 32:
+            raise _w.bad_count('tokens', pos - 1, n_tokens, end, 32, 1)
+    f_tokens = []
+    if n_tokens:
+        # Each element read inline.
+        try:
+            for i in range(n_tokens):
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_principal_type, pos, end)
+                    n_principal_type__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_principal_type__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                        n_principal_type__1 -= 1
+                if 0 <= n_principal_type__1 <= end - pos:
+                    try:
+                        f_principal_type__1 = buf[pos:pos + n_principal_type__1].decode() if n_principal_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_type', pos, exc) from None
+                    pos += n_principal_type__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('principal_type', pos, n_principal_type__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_principal_name, pos, end)
+                    n_principal_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_principal_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                        n_principal_name__1 -= 1
+                if 0 <= n_principal_name__1 <= end - pos:
+                    try:
+                        f_principal_name__1 = buf[pos:pos + n_principal_name__1].decode() if n_principal_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('principal_name', pos, exc) from None
+                    pos += n_principal_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('principal_name', pos, n_principal_name__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 26:
+                        raise _w.short_run(_RUN_issue_timestamp__token_id, pos, end)
+                    f_issue_timestamp__1, f_expiry_timestamp__1, f_max_timestamp__1, n_token_id__1 = _S_qqqh.unpack_from(buf, pos)
+                    pos += 26
+                elif v3_up:
+                    if pos < end and buf[pos] < 128:
+                        n_token_requester_principal_type__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_token_requester_principal_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_token_requester_principal_type__1, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_type')
+                        n_token_requester_principal_type__1 -= 1
+                    if 0 <= n_token_requester_principal_type__1 <= end - pos:
+                        try:
+                            f_token_requester_principal_type__1 = buf[pos:pos + n_token_requester_principal_type__1].decode() if n_token_requester_principal_type__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('token_requester_principal_type', pos, exc) from None
+                        pos += n_token_requester_principal_type__1
+                    else:
+                        raise _w.bad_sized('token_requester_principal_type', pos, n_token_requester_principal_type__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_token_requester_principal_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_token_requester_principal_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_token_requester_principal_name__1, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_name')
+                        n_token_requester_principal_name__1 -= 1
+                    if 0 <= n_token_requester_principal_name__1 <= end - pos:
+                        try:
+                            f_token_requester_principal_name__1 = buf[pos:pos + n_token_requester_principal_name__1].decode() if n_token_requester_principal_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('token_requester_principal_name', pos, exc) from None
+                        pos += n_token_requester_principal_name__1
+                    else:
+                        raise _w.bad_sized('token_requester_principal_name', pos, n_token_requester_principal_name__1, end, 1, False)
+                if v2_up:
+                    if end - pos < 24:
+                        raise _w.short_run(_RUN_issue_timestamp__max_timestamp, pos, end)
+                    f_issue_timestamp__1, f_expiry_timestamp__1, f_max_timestamp__1 = _S_qqq.unpack_from(buf, pos)
+                    pos += 24
+                    if pos < end and buf[pos] < 128:
+                        n_token_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_token_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_token_id__1, pos = _w.read_uvarint(buf, pos, end, 'token_id')
+                        n_token_id__1 -= 1
+                if 0 <= n_token_id__1 <= end - pos:
+                    try:
+                        f_token_id__1 = buf[pos:pos + n_token_id__1].decode() if n_token_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('token_id', pos, exc) from None
+                    pos += n_token_id__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('token_id', pos, n_token_id__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('token_id', pos, n_token_id__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_hmac, pos, end)
+                    n_hmac__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_hmac__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_hmac__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_hmac__1, pos = _w.read_uvarint(buf, pos, end, 'hmac')
+                        n_hmac__1 -= 1
+                if 0 <= n_hmac__1 <= end - pos:
+                    f_hmac__1 = buf[pos:pos + n_hmac__1]
+                    pos += n_hmac__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('hmac', pos, n_hmac__1, end, 4, False)
+                    else:
+                        raise _w.bad_sized('hmac', pos, n_hmac__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_renewers, pos, end)
+                    n_renewers__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_renewers__1 < 0 or n_renewers__1 > (end - pos) // 4:
+                        raise _w.bad_count('renewers', pos - 4, n_renewers__1, end, 4, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_renewers__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_renewers__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_renewers__1, pos = _w.read_uvarint(buf, pos, end, 'renewers')
+                        n_renewers__1 -= 1
+                    if n_renewers__1 < 0 or n_renewers__1 > (end - pos) // 3:
+                        raise _w.bad_count('renewers', pos - 1, n_renewers__1, end, 3, 1)
+                f_renewers__1 = []
+                if n_renewers__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_renewers__1):
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_principal_type, pos, end)
+                                n_principal_type__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_principal_type__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_principal_type__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_principal_type__2, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
+                                    n_principal_type__2 -= 1
+                            if 0 <= n_principal_type__2 <= end - pos:
+                                try:
+                                    f_principal_type__2 = buf[pos:pos + n_principal_type__2].decode() if n_principal_type__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal_type', pos, exc) from None
+                                pos += n_principal_type__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('principal_type', pos, n_principal_type__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('principal_type', pos, n_principal_type__2, end, 1, False)
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_principal_name, pos, end)
+                                n_principal_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_principal_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_principal_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_principal_name__2, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
+                                    n_principal_name__2 -= 1
+                            if 0 <= n_principal_name__2 <= end - pos:
+                                try:
+                                    f_principal_name__2 = buf[pos:pos + n_principal_name__2].decode() if n_principal_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('principal_name', pos, exc) from None
+                                pos += n_principal_name__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('principal_name', pos, n_principal_name__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('principal_name', pos, n_principal_name__2, end, 1, False)
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+                            obj__2.principal_type = f_principal_type__2
+                            obj__2.principal_name = f_principal_name__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_renewers__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("renewers[%d]" % i__1)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
+                obj__1.principal_type = f_principal_type__1
+                obj__1.principal_name = f_principal_name__1
+                if v2_down:
+                    obj__1.token_requester_principal_type = ''
+                    obj__1.token_requester_principal_name = ''
+                else:
+                    obj__1.token_requester_principal_type = f_token_requester_principal_type__1
+                    obj__1.token_requester_principal_name = f_token_requester_principal_name__1
+                obj__1.issue_timestamp = f_issue_timestamp__1
+                obj__1.expiry_timestamp = f_expiry_timestamp__1
+                obj__1.max_timestamp = f_max_timestamp__1
+                obj__1.token_id = f_token_id__1
+                obj__1.hmac = f_hmac__1
+                obj__1.renewers = f_renewers__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_tokens.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("tokens[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.tokens = f_tokens
@@ -175,95 +565,28 @@ def _enc_DescribeDelegationTokenResponse(version, obj, out):
     """Append in ``version`` a DescribeDelegationTokenResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeDelegationTokenResponse expected, got None")
-    if version <= 1:
-        f_tokens = obj.tokens
-        if f_tokens is None:
-            raise _w.not_nullable("DescribeDelegationTokenResponse.tokens")
-        else:
-            n_tokens = len(f_tokens)
-        out += _S_hi.pack(obj.error_code, n_tokens)
-        for item in f_tokens:
-            _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(version, item, out)
-    else:
+    if version >= 2:
         out += _S_h.pack(obj.error_code)
-        _w.put_structs(out, obj.tokens, _partial(_enc_DescribeDelegationTokenResponse_DescribedDelegationToken, version), "DescribeDelegationTokenResponse.tokens", False)
+    f_tokens = obj.tokens
+    if f_tokens is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.tokens")
+    else:
+        n_tokens = len(f_tokens)
+    if version <= 1:
+        out += _S_hi.pack(obj.error_code, n_tokens)
+    else:
+        if 0 <= n_tokens + 1 < 128:
+            out.append(n_tokens + 1)
+        else:
+            _w.put_uvarint(out, n_tokens + 1)
+    for item in f_tokens:
+        _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(version, item, out)
     out += _S_i.pack(obj.throttle_time_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse")
-
-
-def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken(version, buf, cur, end):
-    """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal_type, pos, end)
-        n_principal_type = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal_name, pos, end)
-        n_principal_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
-        if end - pos < 26:
-            raise _w.short_run(_RUN_issue_timestamp__token_id, pos, end)
-        f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, n_token_id = _S_qqqh.unpack_from(buf, pos)
-        pos += 26
-        f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_hmac, pos, end)
-        n_hmac = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 4, False, False)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_renewers, pos, end)
-        n_renewers = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_renewers, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, version), buf, cur, pos, end, n_renewers, 'renewers', 4, 4, False)
-    else:
-        n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-        n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-    if version >= 3:
-        n_token_requester_principal_type, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_type')
-        f_token_requester_principal_type, pos = _w.read_sized(buf, pos, n_token_requester_principal_type, end, 'token_requester_principal_type', 1, False, True)
-        n_token_requester_principal_name, pos = _w.read_compact_length(buf, pos, end, 'token_requester_principal_name')
-        f_token_requester_principal_name, pos = _w.read_sized(buf, pos, n_token_requester_principal_name, end, 'token_requester_principal_name', 1, False, True)
-    if version >= 2:
-        if end - pos < 24:
-            raise _w.short_run(_RUN_issue_timestamp__max_timestamp, pos, end)
-        f_issue_timestamp, f_expiry_timestamp, f_max_timestamp = _S_qqq.unpack_from(buf, pos)
-        pos += 24
-        n_token_id, pos = _w.read_compact_length(buf, pos, end, 'token_id')
-        f_token_id, pos = _w.read_sized(buf, pos, n_token_id, end, 'token_id', 1, False, True)
-        n_hmac, pos = _w.read_compact_length(buf, pos, end, 'hmac')
-        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 1, False, False)
-        n_renewers, pos = _w.read_compact_length(buf, pos, end, 'renewers')
-        f_renewers, pos = _w.read_structs(_partial(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, version), buf, cur, pos, end, n_renewers, 'renewers', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
-    obj.principal_type = f_principal_type
-    obj.principal_name = f_principal_name
-    if version <= 2:
-        obj.token_requester_principal_type = ''
-        obj.token_requester_principal_name = ''
-    else:
-        obj.token_requester_principal_type = f_token_requester_principal_type
-        obj.token_requester_principal_name = f_token_requester_principal_name
-    obj.issue_timestamp = f_issue_timestamp
-    obj.expiry_timestamp = f_expiry_timestamp
-    obj.max_timestamp = f_max_timestamp
-    obj.token_id = f_token_id
-    obj.hmac = f_hmac
-    obj.renewers = f_renewers
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse")
 
 
 def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(version, obj, out):
@@ -281,36 +604,86 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(version, obj, 
                 raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", 0, "3")
             else:
                 raise _w.not_in_version("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", 2, "3")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", False)
+    f_principal_type = obj.principal_type
+    if f_principal_type is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type")
+    else:
+        f_principal_type = f_principal_type.encode("utf-8")
+        n_principal_type = len(f_principal_type)
+        if n_principal_type > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", n_principal_type)
     if version <= 1:
         out += _S_h.pack(n_principal_type)
     else:
-        _w.put_uvarint(out, n_principal_type + 1)
+        if 0 <= n_principal_type + 1 < 128:
+            out.append(n_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", False)
+    f_principal_name = obj.principal_name
+    if f_principal_name is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name")
+    else:
+        f_principal_name = f_principal_name.encode("utf-8")
+        n_principal_name = len(f_principal_name)
+        if n_principal_name > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", n_principal_name)
     if version <= 1:
         out += _S_h.pack(n_principal_name)
     else:
-        _w.put_uvarint(out, n_principal_name + 1)
+        if 0 <= n_principal_name + 1 < 128:
+            out.append(n_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
     if version >= 3:
-        f_token_requester_principal_type, n_token_requester_principal_type = _w.encode_text(obj.token_requester_principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", False)
-        _w.put_uvarint(out, n_token_requester_principal_type + 1)
+        f_token_requester_principal_type = obj.token_requester_principal_type
+        if f_token_requester_principal_type is None:
+            raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type")
+        else:
+            f_token_requester_principal_type = f_token_requester_principal_type.encode("utf-8")
+            n_token_requester_principal_type = len(f_token_requester_principal_type)
+            if n_token_requester_principal_type > 32767:
+                raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", n_token_requester_principal_type)
+        if 0 <= n_token_requester_principal_type + 1 < 128:
+            out.append(n_token_requester_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_token_requester_principal_type + 1)
         if n_token_requester_principal_type > 0:
             out += f_token_requester_principal_type
-        f_token_requester_principal_name, n_token_requester_principal_name = _w.encode_text(obj.token_requester_principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", False)
-        _w.put_uvarint(out, n_token_requester_principal_name + 1)
+        f_token_requester_principal_name = obj.token_requester_principal_name
+        if f_token_requester_principal_name is None:
+            raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name")
+        else:
+            f_token_requester_principal_name = f_token_requester_principal_name.encode("utf-8")
+            n_token_requester_principal_name = len(f_token_requester_principal_name)
+            if n_token_requester_principal_name > 32767:
+                raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", n_token_requester_principal_name)
+        if 0 <= n_token_requester_principal_name + 1 < 128:
+            out.append(n_token_requester_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_token_requester_principal_name + 1)
         if n_token_requester_principal_name > 0:
             out += f_token_requester_principal_name
     if version >= 2:
         out += _S_qqq.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp)
-    f_token_id, n_token_id = _w.encode_text(obj.token_id, "DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", False)
+    f_token_id = obj.token_id
+    if f_token_id is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id")
+    else:
+        f_token_id = f_token_id.encode("utf-8")
+        n_token_id = len(f_token_id)
+        if n_token_id > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", n_token_id)
     if version <= 1:
         out += _S_qqqh.pack(obj.issue_timestamp, obj.expiry_timestamp, obj.max_timestamp, n_token_id)
     else:
-        _w.put_uvarint(out, n_token_id + 1)
+        if 0 <= n_token_id + 1 < 128:
+            out.append(n_token_id + 1)
+        else:
+            _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
         out += f_token_id
     f_hmac = obj.hmac
@@ -321,74 +694,76 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken(version, obj, 
     if version <= 1:
         out += _S_i.pack(n_hmac)
     else:
-        _w.put_uvarint(out, n_hmac + 1)
+        if 0 <= n_hmac + 1 < 128:
+            out.append(n_hmac + 1)
+        else:
+            _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
         out += f_hmac
+    f_renewers = obj.renewers
+    if f_renewers is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
+    else:
+        n_renewers = len(f_renewers)
     if version <= 1:
-        f_renewers = obj.renewers
-        if f_renewers is None:
-            raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.renewers")
-        else:
-            n_renewers = len(f_renewers)
         out += _S_i.pack(n_renewers)
-        for item in f_renewers:
-            _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(version, item, out)
     else:
-        _w.put_structs(out, obj.renewers, _partial(_enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, version), "DescribeDelegationTokenResponse.DescribedDelegationToken.renewers", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken")
-
-
-def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(version, buf, cur, end):
-    """Decode DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal_type, pos, end)
-        n_principal_type = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_principal_name, pos, end)
-        n_principal_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 2, False, True)
-    else:
-        n_principal_type, pos = _w.read_compact_length(buf, pos, end, 'principal_type')
-        f_principal_type, pos = _w.read_sized(buf, pos, n_principal_type, end, 'principal_type', 1, False, True)
-        n_principal_name, pos = _w.read_compact_length(buf, pos, end, 'principal_name')
-        f_principal_name, pos = _w.read_sized(buf, pos, n_principal_name, end, 'principal_name', 1, False, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
-    obj.principal_type = f_principal_type
-    obj.principal_name = f_principal_name
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_renewers + 1 < 128:
+            out.append(n_renewers + 1)
+        else:
+            _w.put_uvarint(out, n_renewers + 1)
+    for item in f_renewers:
+        _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken")
 
 
 def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(version, obj, out):
     """Append in ``version`` a DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer to ``out``."""
     if obj is None:
         raise TypeError("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer expected, got None")
-    f_principal_type, n_principal_type = _w.encode_text(obj.principal_type, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type", False)
+    f_principal_type = obj.principal_type
+    if f_principal_type is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type")
+    else:
+        f_principal_type = f_principal_type.encode("utf-8")
+        n_principal_type = len(f_principal_type)
+        if n_principal_type > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type", n_principal_type)
     if version <= 1:
         out += _S_h.pack(n_principal_type)
     else:
-        _w.put_uvarint(out, n_principal_type + 1)
+        if 0 <= n_principal_type + 1 < 128:
+            out.append(n_principal_type + 1)
+        else:
+            _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
         out += f_principal_type
-    f_principal_name, n_principal_name = _w.encode_text(obj.principal_name, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name", False)
+    f_principal_name = obj.principal_name
+    if f_principal_name is None:
+        raise _w.not_nullable("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name")
+    else:
+        f_principal_name = f_principal_name.encode("utf-8")
+        n_principal_name = len(f_principal_name)
+        if n_principal_name > 32767:
+            raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name", n_principal_name)
     if version <= 1:
         out += _S_h.pack(n_principal_name)
     else:
-        _w.put_uvarint(out, n_principal_name + 1)
+        if 0 <= n_principal_name + 1 < 128:
+            out.append(n_principal_name + 1)
+        else:
+            _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
         out += f_principal_name
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer")
 
 
 class DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(Struct):

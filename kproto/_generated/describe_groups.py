@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeGroupsRequest', 'DescribeGroupsResponse']
@@ -59,7 +59,15 @@ def _dec_DescribeGroupsRequest(version, buf, cur, end):
         if n_groups < 0 or n_groups > (end - pos) // 2:
             raise _w.bad_count('groups', pos - 4, n_groups, end, 2, 4)
     else:
-        n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
+        if pos < end and buf[pos] < 128:
+            n_groups = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
+            n_groups -= 1
         if n_groups < 0 or n_groups > (end - pos) // 1:
             raise _w.bad_count('groups', pos - 1, n_groups, end, 1, 1)
     f_groups = []
@@ -70,7 +78,15 @@ def _dec_DescribeGroupsRequest(version, buf, cur, end):
             m = _S_h.unpack_from(buf, pos)[0]
             pos += 2
         else:
-            m, pos = _w.read_compact_length(buf, pos, end, "groups[%d]" % i)
+            if pos < end and buf[pos] < 128:
+                m = buf[pos] - 1
+                pos += 1
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
+            else:
+                m, pos = _w.read_uvarint(buf, pos, end, "groups[%d]" % i)
+                m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("groups[%d]" % i, pos, m, end, 1, False)
         try:
@@ -88,7 +104,11 @@ def _dec_DescribeGroupsRequest(version, buf, cur, end):
             raise _w.bad_bool('include_authorized_operations', pos - 1, f_include_authorized_operations)
         b_include_authorized_operations = f_include_authorized_operations == 1
     if version >= 5:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeGroupsRequest)
     obj.groups = f_groups
     if version <= 2:
@@ -119,7 +139,10 @@ def _enc_DescribeGroupsRequest(version, obj, out):
     if version <= 4:
         out += _S_i.pack(n_groups)
     else:
-        _w.put_uvarint(out, n_groups + 1)
+        if 0 <= n_groups + 1 < 128:
+            out.append(n_groups + 1)
+        else:
+            _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
         data = item.encode("utf-8")
         m = len(data)
@@ -128,16 +151,31 @@ def _enc_DescribeGroupsRequest(version, obj, out):
         if v4_down:
             out += _S_h.pack(m)
         else:
-            _w.put_uvarint(out, m + 1)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
         out += data
     if version >= 3:
         out += _S_B.pack(obj.include_authorized_operations)
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsRequest")
 
 
 def _dec_DescribeGroupsResponse(version, buf, cur, end):
     """Decode DescribeGroupsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_up = version >= 3
+    v4_down = version <= 4
+    v4_only = version == 4
+    v4_up = version >= 4
+    v5_up = version >= 5
+    v5_down = version <= 5
+    v6_up = version >= 6
     pos = cur.pos
     if version in (0, 5, 6):
         if end - pos < 4:
@@ -157,17 +195,408 @@ def _dec_DescribeGroupsResponse(version, buf, cur, end):
         f_throttle_time_ms, n_groups = _S_ii.unpack_from(buf, pos)
         pos += 8
     if version <= 2:
-        f_groups, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroup, version), buf, cur, pos, end, n_groups, 'groups', 14, 4, False)
+        if n_groups < 0 or n_groups > (end - pos) // 14:
+            raise _w.bad_count('groups', pos - 4, n_groups, end, 14, 4)
     elif 3 <= version <= 4:
-        f_groups, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroup, version), buf, cur, pos, end, n_groups, 'groups', 18, 4, False)
+        if n_groups < 0 or n_groups > (end - pos) // 18:
+            raise _w.bad_count('groups', pos - 4, n_groups, end, 18, 4)
     else:
-        n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
+        if pos < end and buf[pos] < 128:
+            n_groups = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
+            n_groups -= 1
     if version == 5:
-        f_groups, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroup, version), buf, cur, pos, end, n_groups, 'groups', 12, 1, False)
+        if n_groups < 0 or n_groups > (end - pos) // 12:
+            raise _w.bad_count('groups', pos - 1, n_groups, end, 12, 1)
     elif version >= 6:
-        f_groups, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroup, version), buf, cur, pos, end, n_groups, 'groups', 13, 1, False)
+        if n_groups < 0 or n_groups > (end - pos) // 13:
+            raise _w.bad_count('groups', pos - 1, n_groups, end, 13, 1)
+    f_groups = []
+    if n_groups:
+        # Each element read inline.
+        try:
+            for i in range(n_groups):
+                if v4_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_error_code__group_id, pos, end)
+                    f_error_code__1, n_group_id__1 = _S_hh.unpack_from(buf, pos)
+                    pos += 4
+                    if 0 <= n_group_id__1 <= end - pos:
+                        try:
+                            f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('group_id', pos, exc) from None
+                        pos += n_group_id__1
+                    else:
+                        raise _w.bad_sized('group_id', pos, n_group_id__1, end, 2, False)
+                if end - pos < 2:
+                    if v4_down:
+                        raise _w.short_run(_RUN_group_state, pos, end)
+                    else:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                if v4_down:
+                    n_group_state__1 = _S_h.unpack_from(buf, pos)[0]
+                else:
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if v6_up:
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                    if 0 <= n_error_message__1 <= end - pos:
+                        try:
+                            f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('error_message', pos, exc) from None
+                        pos += n_error_message__1
+                    elif n_error_message__1 == -1:
+                        f_error_message__1 = None
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if v5_up:
+                    if pos < end and buf[pos] < 128:
+                        n_group_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                        n_group_id__1 -= 1
+                    if 0 <= n_group_id__1 <= end - pos:
+                        try:
+                            f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('group_id', pos, exc) from None
+                        pos += n_group_id__1
+                    else:
+                        raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_group_state__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_group_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_group_state__1, pos = _w.read_uvarint(buf, pos, end, 'group_state')
+                        n_group_state__1 -= 1
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    if v4_down:
+                        raise _w.bad_sized('group_state', pos, n_group_state__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('group_state', pos, n_group_state__1, end, 1, False)
+                if v4_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_protocol_type, pos, end)
+                    n_protocol_type__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_protocol_type__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_protocol_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_protocol_type__1, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
+                        n_protocol_type__1 -= 1
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    if v4_down:
+                        raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 1, False)
+                if v4_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_protocol_data, pos, end)
+                    n_protocol_data__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_protocol_data__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_protocol_data__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_protocol_data__1, pos = _w.read_uvarint(buf, pos, end, 'protocol_data')
+                        n_protocol_data__1 -= 1
+                if 0 <= n_protocol_data__1 <= end - pos:
+                    try:
+                        f_protocol_data__1 = buf[pos:pos + n_protocol_data__1].decode() if n_protocol_data__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_data', pos, exc) from None
+                    pos += n_protocol_data__1
+                else:
+                    if v4_down:
+                        raise _w.bad_sized('protocol_data', pos, n_protocol_data__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('protocol_data', pos, n_protocol_data__1, end, 1, False)
+                if v4_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_members, pos, end)
+                    n_members__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v3_down:
+                    if n_members__1 < 0 or n_members__1 > (end - pos) // 14:
+                        raise _w.bad_count('members', pos - 4, n_members__1, end, 14, 4)
+                elif v4_only:
+                    if n_members__1 < 0 or n_members__1 > (end - pos) // 16:
+                        raise _w.bad_count('members', pos - 4, n_members__1, end, 16, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_members__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_members__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_members__1, pos = _w.read_uvarint(buf, pos, end, 'members')
+                        n_members__1 -= 1
+                    if n_members__1 < 0 or n_members__1 > (end - pos) // 7:
+                        raise _w.bad_count('members', pos - 1, n_members__1, end, 7, 1)
+                f_members__1 = []
+                if n_members__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_members__1):
+                            if v4_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_member_id, pos, end)
+                                n_member_id__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_member_id__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_member_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_member_id__2, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                                    n_member_id__2 -= 1
+                            if 0 <= n_member_id__2 <= end - pos:
+                                try:
+                                    f_member_id__2 = buf[pos:pos + n_member_id__2].decode() if n_member_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('member_id', pos, exc) from None
+                                pos += n_member_id__2
+                            else:
+                                if v4_down:
+                                    raise _w.bad_sized('member_id', pos, n_member_id__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('member_id', pos, n_member_id__2, end, 1, False)
+                            if v4_only:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_group_instance_id, pos, end)
+                                n_group_instance_id__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            elif v5_up:
+                                if pos < end and buf[pos] < 128:
+                                    n_group_instance_id__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_group_instance_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_group_instance_id__2, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+                                    n_group_instance_id__2 -= 1
+                            if v4_up:
+                                if 0 <= n_group_instance_id__2 <= end - pos:
+                                    try:
+                                        f_group_instance_id__2 = buf[pos:pos + n_group_instance_id__2].decode() if n_group_instance_id__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('group_instance_id', pos, exc) from None
+                                    pos += n_group_instance_id__2
+                                elif n_group_instance_id__2 == -1:
+                                    f_group_instance_id__2 = None
+                                else:
+                                    if v4_down:
+                                        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__2, end, 2, True)
+                                    else:
+                                        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id__2, end, 1, True)
+                            if v4_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_client_id, pos, end)
+                                n_client_id__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_client_id__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_client_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_client_id__2, pos = _w.read_uvarint(buf, pos, end, 'client_id')
+                                    n_client_id__2 -= 1
+                            if 0 <= n_client_id__2 <= end - pos:
+                                try:
+                                    f_client_id__2 = buf[pos:pos + n_client_id__2].decode() if n_client_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_id', pos, exc) from None
+                                pos += n_client_id__2
+                            else:
+                                if v4_down:
+                                    raise _w.bad_sized('client_id', pos, n_client_id__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('client_id', pos, n_client_id__2, end, 1, False)
+                            if v4_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_client_host, pos, end)
+                                n_client_host__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_client_host__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_client_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_client_host__2, pos = _w.read_uvarint(buf, pos, end, 'client_host')
+                                    n_client_host__2 -= 1
+                            if 0 <= n_client_host__2 <= end - pos:
+                                try:
+                                    f_client_host__2 = buf[pos:pos + n_client_host__2].decode() if n_client_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_host', pos, exc) from None
+                                pos += n_client_host__2
+                            else:
+                                if v4_down:
+                                    raise _w.bad_sized('client_host', pos, n_client_host__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('client_host', pos, n_client_host__2, end, 1, False)
+                            if v4_down:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_member_metadata, pos, end)
+                                n_member_metadata__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_member_metadata__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_member_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_member_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'member_metadata')
+                                    n_member_metadata__2 -= 1
+                            if 0 <= n_member_metadata__2 <= end - pos:
+                                f_member_metadata__2 = buf[pos:pos + n_member_metadata__2]
+                                pos += n_member_metadata__2
+                            else:
+                                if v4_down:
+                                    raise _w.bad_sized('member_metadata', pos, n_member_metadata__2, end, 4, False)
+                                else:
+                                    raise _w.bad_sized('member_metadata', pos, n_member_metadata__2, end, 1, False)
+                            if v4_down:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_member_assignment, pos, end)
+                                n_member_assignment__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_member_assignment__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_member_assignment__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_member_assignment__2, pos = _w.read_uvarint(buf, pos, end, 'member_assignment')
+                                    n_member_assignment__2 -= 1
+                            if 0 <= n_member_assignment__2 <= end - pos:
+                                f_member_assignment__2 = buf[pos:pos + n_member_assignment__2]
+                                pos += n_member_assignment__2
+                            else:
+                                if v4_down:
+                                    raise _w.bad_sized('member_assignment', pos, n_member_assignment__2, end, 4, False)
+                                else:
+                                    raise _w.bad_sized('member_assignment', pos, n_member_assignment__2, end, 1, False)
+                            if v5_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeGroupsResponse_DescribedGroupMember)
+                            obj__2.member_id = f_member_id__2
+                            if v3_down:
+                                obj__2.group_instance_id = None
+                            else:
+                                obj__2.group_instance_id = f_group_instance_id__2
+                            obj__2.client_id = f_client_id__2
+                            obj__2.client_host = f_client_host__2
+                            obj__2.member_metadata = f_member_metadata__2
+                            obj__2.member_assignment = f_member_assignment__2
+                            if v4_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_members__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("members[%d]" % i__1)
+                if v3_up:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_authorized_operations, pos, end)
+                    f_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v5_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeGroupsResponse_DescribedGroup)
+                obj__1.error_code = f_error_code__1
+                if v5_down:
+                    obj__1.error_message = None
+                else:
+                    obj__1.error_message = f_error_message__1
+                obj__1.group_id = f_group_id__1
+                obj__1.group_state = f_group_state__1
+                obj__1.protocol_type = f_protocol_type__1
+                obj__1.protocol_data = f_protocol_data__1
+                obj__1.members = f_members__1
+                if v2_down:
+                    obj__1.authorized_operations = -2147483648
+                else:
+                    obj__1.authorized_operations = f_authorized_operations__1
+                if v4_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if version >= 5:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeGroupsResponse)
     if version <= 0:
         obj.throttle_time_ms = 0
@@ -186,106 +615,29 @@ def _enc_DescribeGroupsResponse(version, obj, out):
     """Append in ``version`` a DescribeGroupsResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeGroupsResponse expected, got None")
-    if version <= 4:
-        f_groups = obj.groups
-        if f_groups is None:
-            raise _w.not_nullable("DescribeGroupsResponse.groups")
-        else:
-            n_groups = len(f_groups)
+    if version >= 5:
+        out += _S_i.pack(obj.throttle_time_ms)
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("DescribeGroupsResponse.groups")
+    else:
+        n_groups = len(f_groups)
     if version <= 0:
         out += _S_i.pack(n_groups)
     elif 1 <= version <= 4:
         out += _S_ii.pack(obj.throttle_time_ms, n_groups)
-    if version <= 4:
-        for item in f_groups:
-            _enc_DescribeGroupsResponse_DescribedGroup(version, item, out)
     else:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.groups, _partial(_enc_DescribeGroupsResponse_DescribedGroup, version), "DescribeGroupsResponse.groups", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse")
-
-
-def _dec_DescribeGroupsResponse_DescribedGroup(version, buf, cur, end):
-    """Decode DescribeGroupsResponse.DescribedGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 4:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__group_id, pos, end)
-        f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
-    if end - pos < 2:
-        if version <= 4:
-            raise _w.short_run(_RUN_group_state, pos, end)
+        if 0 <= n_groups + 1 < 128:
+            out.append(n_groups + 1)
         else:
-            raise _w.short_run(_RUN_error_code, pos, end)
-    if version <= 4:
-        n_group_state = _S_h.unpack_from(buf, pos)[0]
-    else:
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if version <= 4:
-        f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_protocol_type, pos, end)
-        n_protocol_type = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_protocol_data, pos, end)
-        n_protocol_data = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_protocol_data, pos = _w.read_sized(buf, pos, n_protocol_data, end, 'protocol_data', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_members, pos, end)
-        n_members = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version <= 3:
-        f_members, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroupMember, version), buf, cur, pos, end, n_members, 'members', 14, 4, False)
-    elif version == 4:
-        f_members, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroupMember, version), buf, cur, pos, end, n_members, 'members', 16, 4, False)
-    elif version >= 6:
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+            _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_DescribeGroupsResponse_DescribedGroup(version, item, out)
     if version >= 5:
-        n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-        n_group_state, pos = _w.read_compact_length(buf, pos, end, 'group_state')
-        f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 1, False, True)
-        n_protocol_type, pos = _w.read_compact_length(buf, pos, end, 'protocol_type')
-        f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 1, False, True)
-        n_protocol_data, pos = _w.read_compact_length(buf, pos, end, 'protocol_data')
-        f_protocol_data, pos = _w.read_sized(buf, pos, n_protocol_data, end, 'protocol_data', 1, False, True)
-        n_members, pos = _w.read_compact_length(buf, pos, end, 'members')
-        f_members, pos = _w.read_structs(_partial(_dec_DescribeGroupsResponse_DescribedGroupMember, version), buf, cur, pos, end, n_members, 'members', 7, 1, False)
-    if version >= 3:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_authorized_operations, pos, end)
-        f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version >= 5:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeGroupsResponse_DescribedGroup)
-    obj.error_code = f_error_code
-    if version <= 5:
-        obj.error_message = None
-    else:
-        obj.error_message = f_error_message
-    obj.group_id = f_group_id
-    obj.group_state = f_group_state
-    obj.protocol_type = f_protocol_type
-    obj.protocol_data = f_protocol_data
-    obj.members = f_members
-    if version <= 2:
-        obj.authorized_operations = -2147483648
-    else:
-        obj.authorized_operations = f_authorized_operations
-    if version <= 4:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse")
 
 
 def _enc_DescribeGroupsResponse_DescribedGroup(version, obj, out):
@@ -308,155 +660,183 @@ def _enc_DescribeGroupsResponse_DescribedGroup(version, obj, out):
     elif version >= 5:
         out += _S_h.pack(obj.error_code)
     if version >= 6:
-        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeGroupsResponse.DescribedGroup.error_message", True)
-        _w.put_uvarint(out, n_error_message + 1)
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.error_message", n_error_message)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
         if n_error_message > 0:
             out += f_error_message
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeGroupsResponse.DescribedGroup.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
     if version <= 4:
         out += _S_hh.pack(obj.error_code, n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "DescribeGroupsResponse.DescribedGroup.group_state", False)
+    f_group_state = obj.group_state
+    if f_group_state is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.group_state")
+    else:
+        f_group_state = f_group_state.encode("utf-8")
+        n_group_state = len(f_group_state)
+        if n_group_state > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
     if version <= 4:
         out += _S_h.pack(n_group_state)
     else:
-        _w.put_uvarint(out, n_group_state + 1)
+        if 0 <= n_group_state + 1 < 128:
+            out.append(n_group_state + 1)
+        else:
+            _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         out += f_group_state
-    f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "DescribeGroupsResponse.DescribedGroup.protocol_type", False)
+    f_protocol_type = obj.protocol_type
+    if f_protocol_type is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_type")
+    else:
+        f_protocol_type = f_protocol_type.encode("utf-8")
+        n_protocol_type = len(f_protocol_type)
+        if n_protocol_type > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
     if version <= 4:
         out += _S_h.pack(n_protocol_type)
     else:
-        _w.put_uvarint(out, n_protocol_type + 1)
+        if 0 <= n_protocol_type + 1 < 128:
+            out.append(n_protocol_type + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         out += f_protocol_type
-    f_protocol_data, n_protocol_data = _w.encode_text(obj.protocol_data, "DescribeGroupsResponse.DescribedGroup.protocol_data", False)
+    f_protocol_data = obj.protocol_data
+    if f_protocol_data is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.protocol_data")
+    else:
+        f_protocol_data = f_protocol_data.encode("utf-8")
+        n_protocol_data = len(f_protocol_data)
+        if n_protocol_data > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
     if version <= 4:
         out += _S_h.pack(n_protocol_data)
     else:
-        _w.put_uvarint(out, n_protocol_data + 1)
+        if 0 <= n_protocol_data + 1 < 128:
+            out.append(n_protocol_data + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
         out += f_protocol_data
-    if version <= 4:
-        f_members = obj.members
-        if f_members is None:
-            raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
-        else:
-            n_members = len(f_members)
-        out += _S_i.pack(n_members)
-        for item in f_members:
-            _enc_DescribeGroupsResponse_DescribedGroupMember(version, item, out)
+    f_members = obj.members
+    if f_members is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.members")
     else:
-        _w.put_structs(out, obj.members, _partial(_enc_DescribeGroupsResponse_DescribedGroupMember, version), "DescribeGroupsResponse.DescribedGroup.members", False)
+        n_members = len(f_members)
+    if version <= 4:
+        out += _S_i.pack(n_members)
+    else:
+        if 0 <= n_members + 1 < 128:
+            out.append(n_members + 1)
+        else:
+            _w.put_uvarint(out, n_members + 1)
+    for item in f_members:
+        _enc_DescribeGroupsResponse_DescribedGroupMember(version, item, out)
     if version >= 3:
         out += _S_i.pack(obj.authorized_operations)
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup")
-
-
-def _dec_DescribeGroupsResponse_DescribedGroupMember(version, buf, cur, end):
-    """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 4:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_member_id, pos, end)
-        n_member_id = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 2, False, True)
-    if version == 4:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_group_instance_id, pos, end)
-        n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_group_instance_id, pos = _w.read_sized(buf, pos, n_group_instance_id, end, 'group_instance_id', 2, True, True)
-    if version <= 4:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_client_id, pos, end)
-        n_client_id = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_client_id, pos = _w.read_sized(buf, pos, n_client_id, end, 'client_id', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_client_host, pos, end)
-        n_client_host = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_client_host, pos = _w.read_sized(buf, pos, n_client_host, end, 'client_host', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_member_metadata, pos, end)
-        n_member_metadata = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_member_metadata, pos = _w.read_sized(buf, pos, n_member_metadata, end, 'member_metadata', 4, False, False)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_member_assignment, pos, end)
-        n_member_assignment = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_member_assignment, pos = _w.read_sized(buf, pos, n_member_assignment, end, 'member_assignment', 4, False, False)
-    else:
-        n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-        f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
-        n_group_instance_id, pos = _w.read_compact_length(buf, pos, end, 'group_instance_id')
-        f_group_instance_id, pos = _w.read_sized(buf, pos, n_group_instance_id, end, 'group_instance_id', 1, True, True)
-        n_client_id, pos = _w.read_compact_length(buf, pos, end, 'client_id')
-        f_client_id, pos = _w.read_sized(buf, pos, n_client_id, end, 'client_id', 1, False, True)
-        n_client_host, pos = _w.read_compact_length(buf, pos, end, 'client_host')
-        f_client_host, pos = _w.read_sized(buf, pos, n_client_host, end, 'client_host', 1, False, True)
-        n_member_metadata, pos = _w.read_compact_length(buf, pos, end, 'member_metadata')
-        f_member_metadata, pos = _w.read_sized(buf, pos, n_member_metadata, end, 'member_metadata', 1, False, False)
-        n_member_assignment, pos = _w.read_compact_length(buf, pos, end, 'member_assignment')
-        f_member_assignment, pos = _w.read_sized(buf, pos, n_member_assignment, end, 'member_assignment', 1, False, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeGroupsResponse_DescribedGroupMember)
-    obj.member_id = f_member_id
-    if version <= 3:
-        obj.group_instance_id = None
-    else:
-        obj.group_instance_id = f_group_instance_id
-    obj.client_id = f_client_id
-    obj.client_host = f_client_host
-    obj.member_metadata = f_member_metadata
-    obj.member_assignment = f_member_assignment
-    if version <= 4:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup")
 
 
 def _enc_DescribeGroupsResponse_DescribedGroupMember(version, obj, out):
     """Append in ``version`` a DescribeGroupsResponse.DescribedGroup.DescribedGroupMember to ``out``."""
     if obj is None:
         raise TypeError("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember expected, got None")
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", False)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", n_member_id)
     if version <= 4:
         out += _S_h.pack(n_member_id)
     else:
-        _w.put_uvarint(out, n_member_id + 1)
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     if version >= 4:
-        f_group_instance_id, n_group_instance_id = _w.encode_text(obj.group_instance_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", True)
+        f_group_instance_id = obj.group_instance_id
+        if f_group_instance_id is None:
+            n_group_instance_id = -1
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
+            n_group_instance_id = len(f_group_instance_id)
+            if n_group_instance_id > 32767:
+                raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", n_group_instance_id)
     if version == 4:
         out += _S_h.pack(n_group_instance_id)
     elif version >= 5:
-        _w.put_uvarint(out, n_group_instance_id + 1)
+        if 0 <= n_group_instance_id + 1 < 128:
+            out.append(n_group_instance_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_instance_id + 1)
     if version >= 4:
         if n_group_instance_id > 0:
             out += f_group_instance_id
-    f_client_id, n_client_id = _w.encode_text(obj.client_id, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", False)
+    f_client_id = obj.client_id
+    if f_client_id is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id")
+    else:
+        f_client_id = f_client_id.encode("utf-8")
+        n_client_id = len(f_client_id)
+        if n_client_id > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", n_client_id)
     if version <= 4:
         out += _S_h.pack(n_client_id)
     else:
-        _w.put_uvarint(out, n_client_id + 1)
+        if 0 <= n_client_id + 1 < 128:
+            out.append(n_client_id + 1)
+        else:
+            _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         out += f_client_id
-    f_client_host, n_client_host = _w.encode_text(obj.client_host, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", False)
+    f_client_host = obj.client_host
+    if f_client_host is None:
+        raise _w.not_nullable("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host")
+    else:
+        f_client_host = f_client_host.encode("utf-8")
+        n_client_host = len(f_client_host)
+        if n_client_host > 32767:
+            raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", n_client_host)
     if version <= 4:
         out += _S_h.pack(n_client_host)
     else:
-        _w.put_uvarint(out, n_client_host + 1)
+        if 0 <= n_client_host + 1 < 128:
+            out.append(n_client_host + 1)
+        else:
+            _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         out += f_client_host
     f_member_metadata = obj.member_metadata
@@ -467,7 +847,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember(version, obj, out):
     if version <= 4:
         out += _S_i.pack(n_member_metadata)
     else:
-        _w.put_uvarint(out, n_member_metadata + 1)
+        if 0 <= n_member_metadata + 1 < 128:
+            out.append(n_member_metadata + 1)
+        else:
+            _w.put_uvarint(out, n_member_metadata + 1)
     if n_member_metadata > 0:
         out += f_member_metadata
     f_member_assignment = obj.member_assignment
@@ -478,11 +861,17 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember(version, obj, out):
     if version <= 4:
         out += _S_i.pack(n_member_assignment)
     else:
-        _w.put_uvarint(out, n_member_assignment + 1)
+        if 0 <= n_member_assignment + 1 < 128:
+            out.append(n_member_assignment + 1)
+        else:
+            _w.put_uvarint(out, n_member_assignment + 1)
     if n_member_assignment > 0:
         out += f_member_assignment
     if version >= 5:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember")
 
 
 class DescribeGroupsRequest(Message):

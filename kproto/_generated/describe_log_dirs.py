@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeLogDirsRequest', 'DescribeLogDirsResponse']
@@ -57,11 +57,116 @@ def _dec_DescribeLogDirsRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_topics, pos, end)
         n_topics = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_topics, pos = _w.read_structs(_partial(_dec_DescribeLogDirsRequest_DescribableLogDirTopic, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, True)
+        if n_topics == -1:
+            f_topics = None
+        elif n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+        else:
+            f_topics = []
+            if n_topics:
+                # Each element read inline.
+                try:
+                    for i in range(n_topics):
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_topic, pos, end)
+                        n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                        if 0 <= n_topic__1 <= end - pos:
+                            try:
+                                f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('topic', pos, exc) from None
+                            pos += n_topic__1
+                        else:
+                            raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_partitions, pos, end)
+                        n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                        if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                            raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                        if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                            f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                        else:
+                            f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                        pos += n_partitions__1 * 4
+                        obj__1 = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
+                        obj__1.topic = f_topic__1
+                        obj__1.partitions = f_partitions__1
+                        obj__1.unknown_tagged_fields = []
+                        f_topics.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("topics[%d]" % i)
     else:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_DescribeLogDirsRequest_DescribableLogDirTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics == -1:
+            f_topics = None
+        elif n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+        else:
+            f_topics = []
+            if n_topics:
+                # Each element read inline.
+                try:
+                    for i in range(n_topics):
+                        if pos < end and buf[pos] < 128:
+                            n_topic__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                            n_topic__1 -= 1
+                        if 0 <= n_topic__1 <= end - pos:
+                            try:
+                                f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('topic', pos, exc) from None
+                            pos += n_topic__1
+                        else:
+                            raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                        if pos < end and buf[pos] < 128:
+                            n_partitions__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                            n_partitions__1 -= 1
+                        if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                            raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                        if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                            f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                        else:
+                            f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                        pos += n_partitions__1 * 4
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                        obj__1 = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
+                        obj__1.topic = f_topic__1
+                        obj__1.partitions = f_partitions__1
+                        obj__1.unknown_tagged_fields = unknown__1
+                        f_topics.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("topics[%d]" % i)
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeLogDirsRequest)
     obj.topics = f_topics
     if version <= 1:
@@ -76,70 +181,47 @@ def _enc_DescribeLogDirsRequest(version, obj, out):
     """Append in ``version`` a DescribeLogDirsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeLogDirsRequest expected, got None")
+    f_topics = obj.topics
+    if f_topics is None:
+        n_topics = -1
+    else:
+        n_topics = len(f_topics)
     if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            n_topics = -1
-        else:
-            n_topics = len(f_topics)
         out += _S_i.pack(n_topics)
-        if n_topics > 0:
-            for item in f_topics:
-                _enc_DescribeLogDirsRequest_DescribableLogDirTopic(version, item, out)
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_DescribeLogDirsRequest_DescribableLogDirTopic, version), "DescribeLogDirsRequest.topics", True)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest")
-
-
-def _dec_DescribeLogDirsRequest_DescribableLogDirTopic(version, buf, cur, end):
-    """Decode DescribeLogDirsRequest.DescribableLogDirTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic, pos, end)
-        n_topic = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    else:
-        n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        if version <= 1:
-            raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
         else:
-            raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
-    else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
+            _w.put_uvarint(out, n_topics + 1)
+    if n_topics > 0:
+        for item in f_topics:
+            _enc_DescribeLogDirsRequest_DescribableLogDirTopic(version, item, out)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest")
 
 
 def _enc_DescribeLogDirsRequest_DescribableLogDirTopic(version, obj, out):
     """Append in ``version`` a DescribeLogDirsRequest.DescribableLogDirTopic to ``out``."""
     if obj is None:
         raise TypeError("DescribeLogDirsRequest.DescribableLogDirTopic expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "DescribeLogDirsRequest.DescribableLogDirTopic.topic", False)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("DescribeLogDirsRequest.DescribableLogDirTopic.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("DescribeLogDirsRequest.DescribableLogDirTopic.topic", n_topic)
     if version <= 1:
         out += _S_h.pack(n_topic)
     else:
-        _w.put_uvarint(out, n_topic + 1)
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
     f_partitions = obj.partitions
@@ -150,21 +232,34 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_partitions)
     else:
-        _w.put_uvarint(out, n_partitions + 1)
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest.DescribableLogDirTopic")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsRequest.DescribableLogDirTopic")
 
 
 def _dec_DescribeLogDirsResponse(version, buf, cur, end):
     """Decode DescribeLogDirsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
+    v3_down = version <= 3
+    v4_only = version == 4
+    v4_down = version <= 4
+    v5_up = version >= 5
     pos = cur.pos
     if version <= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
         f_throttle_time_ms, n_results = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_results, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsResult, version), buf, cur, pos, end, n_results, 'results', 8, 4, False)
+        if n_results < 0 or n_results > (end - pos) // 8:
+            raise _w.bad_count('results', pos - 4, n_results, end, 8, 4)
     elif version == 2:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
@@ -176,15 +271,220 @@ def _dec_DescribeLogDirsResponse(version, buf, cur, end):
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
     if version >= 2:
-        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
+        if pos < end and buf[pos] < 128:
+            n_results = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+            n_results -= 1
     if 2 <= version <= 3:
-        f_results, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsResult, version), buf, cur, pos, end, n_results, 'results', 5, 1, False)
+        if n_results < 0 or n_results > (end - pos) // 5:
+            raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     elif version == 4:
-        f_results, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsResult, version), buf, cur, pos, end, n_results, 'results', 21, 1, False)
+        if n_results < 0 or n_results > (end - pos) // 21:
+            raise _w.bad_count('results', pos - 1, n_results, end, 21, 1)
     elif version >= 5:
-        f_results, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsResult, version), buf, cur, pos, end, n_results, 'results', 22, 1, False)
+        if n_results < 0 or n_results > (end - pos) // 22:
+            raise _w.bad_count('results', pos - 1, n_results, end, 22, 1)
+    f_results = []
+    if n_results:
+        # Each element read inline.
+        try:
+            for i in range(n_results):
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_error_code__log_dir, pos, end)
+                    f_error_code__1, n_log_dir__1 = _S_hh.unpack_from(buf, pos)
+                    pos += 4
+                else:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] < 128:
+                        n_log_dir__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_log_dir__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_log_dir__1, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
+                        n_log_dir__1 -= 1
+                if 0 <= n_log_dir__1 <= end - pos:
+                    try:
+                        f_log_dir__1 = buf[pos:pos + n_log_dir__1].decode() if n_log_dir__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('log_dir', pos, exc) from None
+                    pos += n_log_dir__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('log_dir', pos, n_log_dir__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('log_dir', pos, n_log_dir__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_topics, pos, end)
+                    n_topics__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_topics__1 < 0 or n_topics__1 > (end - pos) // 6:
+                        raise _w.bad_count('topics', pos - 4, n_topics__1, end, 6, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                        n_topics__1 -= 1
+                    if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                        raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if v1_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_name, pos, end)
+                                n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if v1_down:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_partitions, pos, end)
+                                n_partitions__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 21:
+                                    raise _w.bad_count('partitions', pos - 4, n_partitions__2, end, 21, 4)
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_partitions__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                    n_partitions__2 -= 1
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 22:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 22, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 21:
+                                            raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
+                                        f_partition_index__3, f_partition_size__3, f_offset_lag__3, f_is_future_key__3 = _S_iqqb.unpack_from(buf, pos)
+                                        pos += 21
+                                        if f_is_future_key__3 != 0 and f_is_future_key__3 != 1:
+                                            raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key__3)
+                                        b_is_future_key__3 = f_is_future_key__3 == 1
+                                        if v2_up:
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.partition_size = f_partition_size__3
+                                        obj__3.offset_lag = f_offset_lag__3
+                                        obj__3.is_future_key = b_is_future_key__3
+                                        if v1_down:
+                                            obj__3.unknown_tagged_fields = []
+                                        else:
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if v4_only:
+                    if end - pos < 16:
+                        raise _w.short_run(_RUN_total_bytes__usable_bytes, pos, end)
+                    f_total_bytes__1, f_usable_bytes__1 = _S_qq.unpack_from(buf, pos)
+                    pos += 16
+                elif v5_up:
+                    if end - pos < 17:
+                        raise _w.short_run(_RUN_total_bytes__is_cordoned, pos, end)
+                    f_total_bytes__1, f_usable_bytes__1, f_is_cordoned__1 = _S_qqb.unpack_from(buf, pos)
+                    pos += 17
+                    if f_is_cordoned__1 != 0 and f_is_cordoned__1 != 1:
+                        raise _w.bad_bool('is_cordoned', pos - 1, f_is_cordoned__1)
+                    b_is_cordoned__1 = f_is_cordoned__1 == 1
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
+                obj__1.error_code = f_error_code__1
+                obj__1.log_dir = f_log_dir__1
+                obj__1.topics = f_topics__1
+                if v3_down:
+                    obj__1.total_bytes = -1
+                    obj__1.usable_bytes = -1
+                else:
+                    obj__1.total_bytes = f_total_bytes__1
+                    obj__1.usable_bytes = f_usable_bytes__1
+                if v4_down:
+                    obj__1.is_cordoned = False
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                elif v5_up:
+                    obj__1.is_cordoned = b_is_cordoned__1
+                if v2_up:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     if version <= 2:
@@ -204,82 +504,29 @@ def _enc_DescribeLogDirsResponse(version, obj, out):
     """Append in ``version`` a DescribeLogDirsResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeLogDirsResponse expected, got None")
-    if version <= 1:
-        f_results = obj.results
-        if f_results is None:
-            raise _w.not_nullable("DescribeLogDirsResponse.results")
-        else:
-            n_results = len(f_results)
-        out += _S_ii.pack(obj.throttle_time_ms, n_results)
-        for item in f_results:
-            _enc_DescribeLogDirsResponse_DescribeLogDirsResult(version, item, out)
-    elif version == 2:
+    if version == 2:
         out += _S_i.pack(obj.throttle_time_ms)
-    else:
+    elif version >= 3:
         out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    if version >= 2:
-        _w.put_structs(out, obj.results, _partial(_enc_DescribeLogDirsResponse_DescribeLogDirsResult, version), "DescribeLogDirsResponse.results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
-
-
-def _dec_DescribeLogDirsResponse_DescribeLogDirsResult(version, buf, cur, end):
-    """Decode DescribeLogDirsResponse.DescribeLogDirsResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_error_code__log_dir, pos, end)
-        f_error_code, n_log_dir = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        f_log_dir, pos = _w.read_sized(buf, pos, n_log_dir, end, 'log_dir', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_topics, pos, end)
-        n_topics = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_topics, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("DescribeLogDirsResponse.results")
     else:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_error_code, pos, end)
-        f_error_code = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        n_log_dir, pos = _w.read_compact_length(buf, pos, end, 'log_dir')
-        f_log_dir, pos = _w.read_sized(buf, pos, n_log_dir, end, 'log_dir', 1, False, True)
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    if version == 4:
-        if end - pos < 16:
-            raise _w.short_run(_RUN_total_bytes__usable_bytes, pos, end)
-        f_total_bytes, f_usable_bytes = _S_qq.unpack_from(buf, pos)
-        pos += 16
-    elif version >= 5:
-        if end - pos < 17:
-            raise _w.short_run(_RUN_total_bytes__is_cordoned, pos, end)
-        f_total_bytes, f_usable_bytes, f_is_cordoned = _S_qqb.unpack_from(buf, pos)
-        pos += 17
-        if f_is_cordoned != 0 and f_is_cordoned != 1:
-            raise _w.bad_bool('is_cordoned', pos - 1, f_is_cordoned)
-        b_is_cordoned = f_is_cordoned == 1
-    if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
-    obj.error_code = f_error_code
-    obj.log_dir = f_log_dir
-    obj.topics = f_topics
-    if version <= 3:
-        obj.total_bytes = -1
-        obj.usable_bytes = -1
-    else:
-        obj.total_bytes = f_total_bytes
-        obj.usable_bytes = f_usable_bytes
-    if version <= 4:
-        obj.is_cordoned = False
+        n_results = len(f_results)
     if version <= 1:
-        obj.unknown_tagged_fields = []
-    elif version >= 5:
-        obj.is_cordoned = b_is_cordoned
+        out += _S_ii.pack(obj.throttle_time_ms, n_results)
+    else:
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_DescribeLogDirsResponse_DescribeLogDirsResult(version, item, out)
     if version >= 2:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse")
 
 
 def _enc_DescribeLogDirsResponse_DescribeLogDirsResult(version, obj, out):
@@ -288,111 +535,88 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult(version, obj, out):
         raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult expected, got None")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_log_dir, n_log_dir = _w.encode_text(obj.log_dir, "DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", False)
+    f_log_dir = obj.log_dir
+    if f_log_dir is None:
+        raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir")
+    else:
+        f_log_dir = f_log_dir.encode("utf-8")
+        n_log_dir = len(f_log_dir)
+        if n_log_dir > 32767:
+            raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", n_log_dir)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_log_dir)
     else:
-        _w.put_uvarint(out, n_log_dir + 1)
+        if 0 <= n_log_dir + 1 < 128:
+            out.append(n_log_dir + 1)
+        else:
+            _w.put_uvarint(out, n_log_dir + 1)
     if n_log_dir > 0:
         out += f_log_dir
-    if version <= 1:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_DescribeLogDirsResponse_DescribeLogDirsTopic(version, item, out)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.topics")
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_DescribeLogDirsResponse_DescribeLogDirsTopic, version), "DescribeLogDirsResponse.DescribeLogDirsResult.topics", False)
+        n_topics = len(f_topics)
+    if version <= 1:
+        out += _S_i.pack(n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeLogDirsResponse_DescribeLogDirsTopic(version, item, out)
     if version == 4:
         out += _S_qq.pack(obj.total_bytes, obj.usable_bytes)
     elif version >= 5:
         out += _S_qqB.pack(obj.total_bytes, obj.usable_bytes, obj.is_cordoned)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult")
-
-
-def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic(version, buf, cur, end):
-    """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 21, 4, False)
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 22, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult")
 
 
 def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic(version, obj, out):
     """Append in ``version`` a DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic to ``out``."""
     if obj is None:
         raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
     if version <= 1:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions")
-        else:
-            n_partitions = len(f_partitions)
         out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_DescribeLogDirsResponse_DescribeLogDirsPartition(version, item, out)
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_DescribeLogDirsResponse_DescribeLogDirsPartition, version), "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic")
-
-
-def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition(version, buf, cur, end):
-    """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 21:
-        raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
-    f_partition_index, f_partition_size, f_offset_lag, f_is_future_key = _S_iqqb.unpack_from(buf, pos)
-    pos += 21
-    if f_is_future_key != 0 and f_is_future_key != 1:
-        raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key)
-    b_is_future_key = f_is_future_key == 1
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeLogDirsResponse_DescribeLogDirsPartition(version, item, out)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
-    obj.partition_index = f_partition_index
-    obj.partition_size = f_partition_size
-    obj.offset_lag = f_offset_lag
-    obj.is_future_key = b_is_future_key
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic")
 
 
 def _enc_DescribeLogDirsResponse_DescribeLogDirsPartition(version, obj, out):
@@ -401,7 +625,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsPartition(version, obj, out):
         raise TypeError("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition expected, got None")
     out += _S_iqqB.pack(obj.partition_index, obj.partition_size, obj.offset_lag, obj.is_future_key)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition")
 
 
 class DescribeLogDirsRequest_DescribableLogDirTopic(Struct):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeProducersRequest', 'DescribeProducersResponse']
@@ -36,9 +36,72 @@ _A_i = _w.SMALL_ARRAYS["i"]
 def _dec_DescribeProducersRequest(version, buf, cur, end):
     """Decode DescribeProducersRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_DescribeProducersRequest_TopicRequest, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partition_indexes__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                    n_partition_indexes__1 -= 1
+                if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                    f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                else:
+                    f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                pos += n_partition_indexes__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeProducersRequest_TopicRequest)
+                obj__1.name = f_name__1
+                obj__1.partition_indexes = f_partition_indexes__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeProducersRequest)
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -50,38 +113,39 @@ def _enc_DescribeProducersRequest(version, obj, out):
     """Append in ``version`` a DescribeProducersRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersRequest expected, got None")
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeProducersRequest_TopicRequest, version), "DescribeProducersRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest")
-
-
-def _dec_DescribeProducersRequest_TopicRequest(version, buf, cur, end):
-    """Decode DescribeProducersRequest.TopicRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partition_indexes, pos = _w.read_compact_length(buf, pos, end, 'partition_indexes')
-    if n_partition_indexes < 0 or n_partition_indexes > (end - pos) // 4:
-        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
-    if n_partition_indexes < _w.SMALL_ARRAY_MAX:
-        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeProducersRequest.topics")
     else:
-        f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
-    pos += n_partition_indexes * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeProducersRequest_TopicRequest)
-    obj.name = f_name
-    obj.partition_indexes = f_partition_indexes
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeProducersRequest_TopicRequest(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest")
 
 
 def _enc_DescribeProducersRequest_TopicRequest(version, obj, out):
     """Append in ``version`` a DescribeProducersRequest.TopicRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersRequest.TopicRequest expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeProducersRequest.TopicRequest.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeProducersRequest.TopicRequest.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeProducersRequest.TopicRequest.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -89,9 +153,15 @@ def _enc_DescribeProducersRequest_TopicRequest(version, obj, out):
         raise _w.not_nullable("DescribeProducersRequest.TopicRequest.partition_indexes")
     else:
         n_partition_indexes = len(f_partition_indexes)
-    _w.put_uvarint(out, n_partition_indexes + 1)
+    if 0 <= n_partition_indexes + 1 < 128:
+        out.append(n_partition_indexes + 1)
+    else:
+        _w.put_uvarint(out, n_partition_indexes + 1)
     out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest.TopicRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersRequest.TopicRequest")
 
 
 def _dec_DescribeProducersResponse(version, buf, cur, end):
@@ -101,9 +171,145 @@ def _dec_DescribeProducersResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_DescribeProducersResponse_TopicResponse, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 9:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 9, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] < 128:
+                                n_active_producers__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_active_producers__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_active_producers__2, pos = _w.read_uvarint(buf, pos, end, 'active_producers')
+                                n_active_producers__2 -= 1
+                            if n_active_producers__2 < 0 or n_active_producers__2 > (end - pos) // 37:
+                                raise _w.bad_count('active_producers', pos - 1, n_active_producers__2, end, 37, 1)
+                            f_active_producers__2 = []
+                            if n_active_producers__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_active_producers__2):
+                                        if end - pos < 36:
+                                            raise _w.short_run(_RUN_producer_id__current_txn_start_offset, pos, end)
+                                        f_producer_id__3, f_producer_epoch__3, f_last_sequence__3, f_last_timestamp__3, f_coordinator_epoch__3, f_current_txn_start_offset__3 = _S_qiiqiq.unpack_from(buf, pos)
+                                        pos += 36
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeProducersResponse_ProducerState)
+                                        obj__3.producer_id = f_producer_id__3
+                                        obj__3.producer_epoch = f_producer_epoch__3
+                                        obj__3.last_sequence = f_last_sequence__3
+                                        obj__3.last_timestamp = f_last_timestamp__3
+                                        obj__3.coordinator_epoch = f_coordinator_epoch__3
+                                        obj__3.current_txn_start_offset = f_current_txn_start_offset__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_active_producers__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("active_producers[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeProducersResponse_PartitionResponse)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.active_producers = f_active_producers__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeProducersResponse_TopicResponse)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeProducersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
@@ -117,58 +323,56 @@ def _enc_DescribeProducersResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeProducersResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeProducersResponse_TopicResponse, version), "DescribeProducersResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse")
-
-
-def _dec_DescribeProducersResponse_TopicResponse(version, buf, cur, end):
-    """Decode DescribeProducersResponse.TopicResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_DescribeProducersResponse_PartitionResponse, version), buf, cur, pos, end, n_partitions, 'partitions', 9, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeProducersResponse_TopicResponse)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeProducersResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeProducersResponse_TopicResponse(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse")
 
 
 def _enc_DescribeProducersResponse_TopicResponse(version, obj, out):
     """Append in ``version`` a DescribeProducersResponse.TopicResponse to ``out``."""
     if obj is None:
         raise TypeError("DescribeProducersResponse.TopicResponse expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeProducersResponse.TopicResponse.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeProducersResponse.TopicResponse.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeProducersResponse.TopicResponse.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeProducersResponse_PartitionResponse, version), "DescribeProducersResponse.TopicResponse.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse")
-
-
-def _dec_DescribeProducersResponse_PartitionResponse(version, buf, cur, end):
-    """Decode DescribeProducersResponse.TopicResponse.PartitionResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_active_producers, pos = _w.read_compact_length(buf, pos, end, 'active_producers')
-    f_active_producers, pos = _w.read_structs(_partial(_dec_DescribeProducersResponse_ProducerState, version), buf, cur, pos, end, n_active_producers, 'active_producers', 37, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeProducersResponse_PartitionResponse)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.active_producers = f_active_producers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeProducersResponse.TopicResponse.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeProducersResponse_PartitionResponse(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse")
 
 
 def _enc_DescribeProducersResponse_PartitionResponse(version, obj, out):
@@ -176,32 +380,35 @@ def _enc_DescribeProducersResponse_PartitionResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeProducersResponse.TopicResponse.PartitionResponse expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeProducersResponse.TopicResponse.PartitionResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeProducersResponse.TopicResponse.PartitionResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.active_producers, _partial(_enc_DescribeProducersResponse_ProducerState, version), "DescribeProducersResponse.TopicResponse.PartitionResponse.active_producers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse.PartitionResponse")
-
-
-def _dec_DescribeProducersResponse_ProducerState(version, buf, cur, end):
-    """Decode DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 36:
-        raise _w.short_run(_RUN_producer_id__current_txn_start_offset, pos, end)
-    f_producer_id, f_producer_epoch, f_last_sequence, f_last_timestamp, f_coordinator_epoch, f_current_txn_start_offset = _S_qiiqiq.unpack_from(buf, pos)
-    pos += 36
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeProducersResponse_ProducerState)
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.last_sequence = f_last_sequence
-    obj.last_timestamp = f_last_timestamp
-    obj.coordinator_epoch = f_coordinator_epoch
-    obj.current_txn_start_offset = f_current_txn_start_offset
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_active_producers = obj.active_producers
+    if f_active_producers is None:
+        raise _w.not_nullable("DescribeProducersResponse.TopicResponse.PartitionResponse.active_producers")
+    else:
+        n_active_producers = len(f_active_producers)
+    if 0 <= n_active_producers + 1 < 128:
+        out.append(n_active_producers + 1)
+    else:
+        _w.put_uvarint(out, n_active_producers + 1)
+    for item in f_active_producers:
+        _enc_DescribeProducersResponse_ProducerState(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse.PartitionResponse")
 
 
 def _enc_DescribeProducersResponse_ProducerState(version, obj, out):
@@ -209,7 +416,10 @@ def _enc_DescribeProducersResponse_ProducerState(version, obj, out):
     if obj is None:
         raise TypeError("DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState expected, got None")
     out += _S_qiiqiq.pack(obj.producer_id, obj.producer_epoch, obj.last_sequence, obj.last_timestamp, obj.coordinator_epoch, obj.current_txn_start_offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState")
 
 
 class DescribeProducersRequest_TopicRequest(Struct):

@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeQuorumRequest', 'DescribeQuorumResponse']
@@ -48,9 +48,87 @@ _new = Struct.__new__
 def _dec_DescribeQuorumRequest(version, buf, cur, end):
     """Decode DescribeQuorumRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_DescribeQuorumRequest_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 5:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 5, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumRequest_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeQuorumRequest)
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -62,51 +140,56 @@ def _enc_DescribeQuorumRequest(version, obj, out):
     """Append in ``version`` a DescribeQuorumRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumRequest expected, got None")
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeQuorumRequest_TopicData, version), "DescribeQuorumRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest")
-
-
-def _dec_DescribeQuorumRequest_TopicData(version, buf, cur, end):
-    """Decode DescribeQuorumRequest.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_DescribeQuorumRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumRequest_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeQuorumRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeQuorumRequest_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest")
 
 
 def _enc_DescribeQuorumRequest_TopicData(version, obj, out):
     """Append in ``version`` a DescribeQuorumRequest.TopicData to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeQuorumRequest.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeQuorumRequest.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeQuorumRequest.TopicData.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeQuorumRequest_PartitionData, version), "DescribeQuorumRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData")
-
-
-def _dec_DescribeQuorumRequest_PartitionData(version, buf, cur, end):
-    """Decode DescribeQuorumRequest.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeQuorumRequest.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeQuorumRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData")
 
 
 def _enc_DescribeQuorumRequest_PartitionData(version, obj, out):
@@ -114,25 +197,402 @@ def _enc_DescribeQuorumRequest_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("DescribeQuorumRequest.TopicData.PartitionData expected, got None")
     out += _S_i.pack(obj.partition_index)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumRequest.TopicData.PartitionData")
 
 
 def _dec_DescribeQuorumResponse(version, buf, cur, end):
     """Decode DescribeQuorumResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_down = version <= 1
+    v1_only = version == 1
     pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if version >= 2:
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_error_message = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+            n_error_message -= 1
+        if 0 <= n_error_message <= end - pos:
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
+            pos += n_error_message
+        elif n_error_message == -1:
+            f_error_message = None
+        else:
+            raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if v1_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 25:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 25, 1)
+                else:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 26:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 26, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v1_down:
+                                if end - pos < 22:
+                                    raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
+                                f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2, f_high_watermark__2 = _S_ihiiq.unpack_from(buf, pos)
+                                pos += 22
+                            else:
+                                if end - pos < 6:
+                                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                                f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                                pos += 6
+                                if pos < end and buf[pos] < 128:
+                                    n_error_message__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                    n_error_message__2 -= 1
+                                if 0 <= n_error_message__2 <= end - pos:
+                                    try:
+                                        f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('error_message', pos, exc) from None
+                                    pos += n_error_message__2
+                                elif n_error_message__2 == -1:
+                                    f_error_message__2 = None
+                                else:
+                                    raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                                if end - pos < 16:
+                                    raise _w.short_run(_RUN_leader_id__high_watermark, pos, end)
+                                f_leader_id__2, f_leader_epoch__2, f_high_watermark__2 = _S_iiq.unpack_from(buf, pos)
+                                pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_current_voters__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_current_voters__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_current_voters__2, pos = _w.read_uvarint(buf, pos, end, 'current_voters')
+                                n_current_voters__2 -= 1
+                            if v0_down:
+                                if n_current_voters__2 < 0 or n_current_voters__2 > (end - pos) // 13:
+                                    raise _w.bad_count('current_voters', pos - 1, n_current_voters__2, end, 13, 1)
+                            elif v1_only:
+                                if n_current_voters__2 < 0 or n_current_voters__2 > (end - pos) // 29:
+                                    raise _w.bad_count('current_voters', pos - 1, n_current_voters__2, end, 29, 1)
+                            else:
+                                if n_current_voters__2 < 0 or n_current_voters__2 > (end - pos) // 45:
+                                    raise _w.bad_count('current_voters', pos - 1, n_current_voters__2, end, 45, 1)
+                            f_current_voters__2 = []
+                            if n_current_voters__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_current_voters__2):
+                                        if v0_down:
+                                            if end - pos < 12:
+                                                raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
+                                            f_replica_id__3, f_log_end_offset__3 = _S_iq.unpack_from(buf, pos)
+                                            pos += 12
+                                        elif v1_only:
+                                            if end - pos < 28:
+                                                raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
+                                            f_replica_id__3, f_log_end_offset__3, f_last_fetch_timestamp__3, f_last_caught_up_timestamp__3 = _S_iqqq.unpack_from(buf, pos)
+                                            pos += 28
+                                        else:
+                                            if end - pos < 4:
+                                                raise _w.short_run(_RUN_replica_id, pos, end)
+                                            f_replica_id__3 = _S_i.unpack_from(buf, pos)[0]
+                                            pos += 4
+                                            if end - pos < 16:
+                                                raise _w.short_read('replica_directory_id', pos, 16, end)
+                                            f_replica_directory_id__3 = _w.uuid_at(buf, pos)
+                                            pos += 16
+                                            if end - pos < 24:
+                                                raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
+                                            f_log_end_offset__3, f_last_fetch_timestamp__3, f_last_caught_up_timestamp__3 = _S_qqq.unpack_from(buf, pos)
+                                            pos += 24
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeQuorumResponse_ReplicaState)
+                                        obj__3.replica_id = f_replica_id__3
+                                        if v1_down:
+                                            obj__3.replica_directory_id = _w.ZERO_UUID
+                                        else:
+                                            obj__3.replica_directory_id = f_replica_directory_id__3
+                                        obj__3.log_end_offset = f_log_end_offset__3
+                                        if v0_down:
+                                            obj__3.last_fetch_timestamp = -1
+                                            obj__3.last_caught_up_timestamp = -1
+                                        else:
+                                            obj__3.last_fetch_timestamp = f_last_fetch_timestamp__3
+                                            obj__3.last_caught_up_timestamp = f_last_caught_up_timestamp__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_current_voters__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("current_voters[%d]" % i__2)
+                            if pos < end and buf[pos] < 128:
+                                n_observers__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_observers__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_observers__2, pos = _w.read_uvarint(buf, pos, end, 'observers')
+                                n_observers__2 -= 1
+                            if v0_down:
+                                if n_observers__2 < 0 or n_observers__2 > (end - pos) // 13:
+                                    raise _w.bad_count('observers', pos - 1, n_observers__2, end, 13, 1)
+                            elif v1_only:
+                                if n_observers__2 < 0 or n_observers__2 > (end - pos) // 29:
+                                    raise _w.bad_count('observers', pos - 1, n_observers__2, end, 29, 1)
+                            else:
+                                if n_observers__2 < 0 or n_observers__2 > (end - pos) // 45:
+                                    raise _w.bad_count('observers', pos - 1, n_observers__2, end, 45, 1)
+                            f_observers__2 = []
+                            if n_observers__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_observers__2):
+                                        if v0_down:
+                                            if end - pos < 12:
+                                                raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
+                                            f_replica_id__3, f_log_end_offset__3 = _S_iq.unpack_from(buf, pos)
+                                            pos += 12
+                                        elif v1_only:
+                                            if end - pos < 28:
+                                                raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
+                                            f_replica_id__3, f_log_end_offset__3, f_last_fetch_timestamp__3, f_last_caught_up_timestamp__3 = _S_iqqq.unpack_from(buf, pos)
+                                            pos += 28
+                                        else:
+                                            if end - pos < 4:
+                                                raise _w.short_run(_RUN_replica_id, pos, end)
+                                            f_replica_id__3 = _S_i.unpack_from(buf, pos)[0]
+                                            pos += 4
+                                            if end - pos < 16:
+                                                raise _w.short_read('replica_directory_id', pos, 16, end)
+                                            f_replica_directory_id__3 = _w.uuid_at(buf, pos)
+                                            pos += 16
+                                            if end - pos < 24:
+                                                raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
+                                            f_log_end_offset__3, f_last_fetch_timestamp__3, f_last_caught_up_timestamp__3 = _S_qqq.unpack_from(buf, pos)
+                                            pos += 24
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeQuorumResponse_ReplicaState)
+                                        obj__3.replica_id = f_replica_id__3
+                                        if v1_down:
+                                            obj__3.replica_directory_id = _w.ZERO_UUID
+                                        else:
+                                            obj__3.replica_directory_id = f_replica_directory_id__3
+                                        obj__3.log_end_offset = f_log_end_offset__3
+                                        if v0_down:
+                                            obj__3.last_fetch_timestamp = -1
+                                            obj__3.last_caught_up_timestamp = -1
+                                        else:
+                                            obj__3.last_fetch_timestamp = f_last_fetch_timestamp__3
+                                            obj__3.last_caught_up_timestamp = f_last_caught_up_timestamp__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_observers__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("observers[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeQuorumResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            if v1_down:
+                                obj__2.error_message = ''
+                            else:
+                                obj__2.error_message = f_error_message__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.high_watermark = f_high_watermark__2
+                            obj__2.current_voters = f_current_voters__2
+                            obj__2.observers = f_observers__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeQuorumResponse_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if version >= 2:
-        n_nodes, pos = _w.read_compact_length(buf, pos, end, 'nodes')
-        f_nodes, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_Node, version), buf, cur, pos, end, n_nodes, 'nodes', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_nodes = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_nodes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_nodes, pos = _w.read_uvarint(buf, pos, end, 'nodes')
+            n_nodes -= 1
+        if n_nodes < 0 or n_nodes > (end - pos) // 6:
+            raise _w.bad_count('nodes', pos - 1, n_nodes, end, 6, 1)
+        f_nodes = []
+        if n_nodes:
+            # Each element read inline.
+            try:
+                for i in range(n_nodes):
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_node_id, pos, end)
+                    f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if pos < end and buf[pos] < 128:
+                        n_listeners__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_listeners__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_listeners__1, pos = _w.read_uvarint(buf, pos, end, 'listeners')
+                        n_listeners__1 -= 1
+                    if n_listeners__1 < 0 or n_listeners__1 > (end - pos) // 5:
+                        raise _w.bad_count('listeners', pos - 1, n_listeners__1, end, 5, 1)
+                    f_listeners__1 = []
+                    if n_listeners__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_listeners__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                                if 0 <= n_name__2 <= end - pos:
+                                    try:
+                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('name', pos, exc) from None
+                                    pos += n_name__2
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_host__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                    n_host__2 -= 1
+                                if 0 <= n_host__2 <= end - pos:
+                                    try:
+                                        f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('host', pos, exc) from None
+                                    pos += n_host__2
+                                else:
+                                    raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_port, pos, end)
+                                f_port__2 = _S_H.unpack_from(buf, pos)[0]
+                                pos += 2
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(DescribeQuorumResponse_Listener)
+                                obj__2.name = f_name__2
+                                obj__2.host = f_host__2
+                                obj__2.port = f_port__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_listeners__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("listeners[%d]" % i__1)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(DescribeQuorumResponse_Node)
+                    obj__1.node_id = f_node_id__1
+                    obj__1.listeners = f_listeners__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_nodes.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("nodes[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeQuorumResponse)
     obj.error_code = f_error_code
     if version <= 1:
@@ -161,96 +621,82 @@ def _enc_DescribeQuorumResponse(version, obj, out):
                 raise _w.not_in_version("DescribeQuorumResponse.nodes", 1, "2")
     out += _S_h.pack(obj.error_code)
     if version >= 2:
-        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeQuorumResponse.error_message", True)
-        _w.put_uvarint(out, n_error_message + 1)
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("DescribeQuorumResponse.error_message", n_error_message)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
         if n_error_message > 0:
             out += f_error_message
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeQuorumResponse_TopicData, version), "DescribeQuorumResponse.topics", False)
-    if version >= 2:
-        _w.put_structs(out, obj.nodes, _partial(_enc_DescribeQuorumResponse_Node, version), "DescribeQuorumResponse.nodes", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse")
-
-
-def _dec_DescribeQuorumResponse_TopicData(version, buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if version <= 1:
-        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 25, 1, False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeQuorumResponse.topics")
     else:
-        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 26, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeQuorumResponse_TopicData(version, item, out)
+    if version >= 2:
+        f_nodes = obj.nodes
+        if f_nodes is None:
+            raise _w.not_nullable("DescribeQuorumResponse.nodes")
+        else:
+            n_nodes = len(f_nodes)
+        if 0 <= n_nodes + 1 < 128:
+            out.append(n_nodes + 1)
+        else:
+            _w.put_uvarint(out, n_nodes + 1)
+        for item in f_nodes:
+            _enc_DescribeQuorumResponse_Node(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse")
 
 
 def _enc_DescribeQuorumResponse_TopicData(version, obj, out):
     """Append in ``version`` a DescribeQuorumResponse.TopicData to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeQuorumResponse.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeQuorumResponse.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeQuorumResponse.TopicData.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeQuorumResponse_PartitionData, version), "DescribeQuorumResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData")
-
-
-def _dec_DescribeQuorumResponse_PartitionData(version, buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 22:
-            raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
-        f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark = _S_ihiiq.unpack_from(buf, pos)
-        pos += 22
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeQuorumResponse.TopicData.partitions")
     else:
-        if end - pos < 6:
-            raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-        f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        if end - pos < 16:
-            raise _w.short_run(_RUN_leader_id__high_watermark, pos, end)
-        f_leader_id, f_leader_epoch, f_high_watermark = _S_iiq.unpack_from(buf, pos)
-        pos += 16
-    n_current_voters, pos = _w.read_compact_length(buf, pos, end, 'current_voters')
-    if version <= 0:
-        f_current_voters, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version), buf, cur, pos, end, n_current_voters, 'current_voters', 13, 1, False)
-    elif version == 1:
-        f_current_voters, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version), buf, cur, pos, end, n_current_voters, 'current_voters', 29, 1, False)
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
-        f_current_voters, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version), buf, cur, pos, end, n_current_voters, 'current_voters', 45, 1, False)
-    n_observers, pos = _w.read_compact_length(buf, pos, end, 'observers')
-    if version <= 0:
-        f_observers, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version), buf, cur, pos, end, n_observers, 'observers', 13, 1, False)
-    elif version == 1:
-        f_observers, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version), buf, cur, pos, end, n_observers, 'observers', 29, 1, False)
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeQuorumResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        f_observers, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_ReplicaState, version), buf, cur, pos, end, n_observers, 'observers', 45, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    if version <= 1:
-        obj.error_message = ''
-    else:
-        obj.error_message = f_error_message
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    obj.high_watermark = f_high_watermark
-    obj.current_voters = f_current_voters
-    obj.observers = f_observers
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData")
 
 
 def _enc_DescribeQuorumResponse_PartitionData(version, obj, out):
@@ -261,59 +707,47 @@ def _enc_DescribeQuorumResponse_PartitionData(version, obj, out):
         out += _S_ihiiq.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.high_watermark)
     else:
         out += _S_ih.pack(obj.partition_index, obj.error_code)
-        f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeQuorumResponse.TopicData.PartitionData.error_message", True)
-        _w.put_uvarint(out, n_error_message + 1)
+        f_error_message = obj.error_message
+        if f_error_message is None:
+            n_error_message = -1
+        else:
+            f_error_message = f_error_message.encode("utf-8")
+            n_error_message = len(f_error_message)
+            if n_error_message > 32767:
+                raise _w.string_too_long("DescribeQuorumResponse.TopicData.PartitionData.error_message", n_error_message)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
         if n_error_message > 0:
             out += f_error_message
         out += _S_iiq.pack(obj.leader_id, obj.leader_epoch, obj.high_watermark)
-    _w.put_structs(out, obj.current_voters, _partial(_enc_DescribeQuorumResponse_ReplicaState, version), "DescribeQuorumResponse.TopicData.PartitionData.current_voters", False)
-    _w.put_structs(out, obj.observers, _partial(_enc_DescribeQuorumResponse_ReplicaState, version), "DescribeQuorumResponse.TopicData.PartitionData.observers", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData")
-
-
-def _dec_DescribeQuorumResponse_ReplicaState(version, buf, cur, end):
-    """Decode DescribeQuorumResponse.TopicData.PartitionData.ReplicaState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 12:
-            raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
-        f_replica_id, f_log_end_offset = _S_iq.unpack_from(buf, pos)
-        pos += 12
-    elif version == 1:
-        if end - pos < 28:
-            raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
-        f_replica_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp = _S_iqqq.unpack_from(buf, pos)
-        pos += 28
+    f_current_voters = obj.current_voters
+    if f_current_voters is None:
+        raise _w.not_nullable("DescribeQuorumResponse.TopicData.PartitionData.current_voters")
     else:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_replica_id, pos, end)
-        f_replica_id = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        if end - pos < 16:
-            raise _w.short_read('replica_directory_id', pos, 16, end)
-        f_replica_directory_id = _w.uuid_at(buf, pos)
-        pos += 16
-        if end - pos < 24:
-            raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
-        f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp = _S_qqq.unpack_from(buf, pos)
-        pos += 24
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse_ReplicaState)
-    obj.replica_id = f_replica_id
-    if version <= 1:
-        obj.replica_directory_id = _w.ZERO_UUID
+        n_current_voters = len(f_current_voters)
+    if 0 <= n_current_voters + 1 < 128:
+        out.append(n_current_voters + 1)
     else:
-        obj.replica_directory_id = f_replica_directory_id
-    obj.log_end_offset = f_log_end_offset
-    if version <= 0:
-        obj.last_fetch_timestamp = -1
-        obj.last_caught_up_timestamp = -1
+        _w.put_uvarint(out, n_current_voters + 1)
+    for item in f_current_voters:
+        _enc_DescribeQuorumResponse_ReplicaState(version, item, out)
+    f_observers = obj.observers
+    if f_observers is None:
+        raise _w.not_nullable("DescribeQuorumResponse.TopicData.PartitionData.observers")
     else:
-        obj.last_fetch_timestamp = f_last_fetch_timestamp
-        obj.last_caught_up_timestamp = f_last_caught_up_timestamp
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_observers = len(f_observers)
+    if 0 <= n_observers + 1 < 128:
+        out.append(n_observers + 1)
+    else:
+        _w.put_uvarint(out, n_observers + 1)
+    for item in f_observers:
+        _enc_DescribeQuorumResponse_ReplicaState(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData")
 
 
 def _enc_DescribeQuorumResponse_ReplicaState(version, obj, out):
@@ -334,25 +768,10 @@ def _enc_DescribeQuorumResponse_ReplicaState(version, obj, out):
         out += _S_i.pack(obj.replica_id)
         out += obj.replica_directory_id.bytes
         out += _S_qqq.pack(obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData.ReplicaState")
-
-
-def _dec_DescribeQuorumResponse_Node(version, buf, cur, end):
-    """Decode DescribeQuorumResponse.Node (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_node_id, pos, end)
-    f_node_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_partial(_dec_DescribeQuorumResponse_Listener, version), buf, cur, pos, end, n_listeners, 'listeners', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse_Node)
-    obj.node_id = f_node_id
-    obj.listeners = f_listeners
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.TopicData.PartitionData.ReplicaState")
 
 
 def _enc_DescribeQuorumResponse_Node(version, obj, out):
@@ -360,45 +779,60 @@ def _enc_DescribeQuorumResponse_Node(version, obj, out):
     if obj is None:
         raise TypeError("DescribeQuorumResponse.Node expected, got None")
     out += _S_i.pack(obj.node_id)
-    _w.put_structs(out, obj.listeners, _partial(_enc_DescribeQuorumResponse_Listener, version), "DescribeQuorumResponse.Node.listeners", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.Node")
-
-
-def _dec_DescribeQuorumResponse_Listener(version, buf, cur, end):
-    """Decode DescribeQuorumResponse.Node.Listener (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_H.unpack_from(buf, pos)[0]
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeQuorumResponse_Listener)
-    obj.name = f_name
-    obj.host = f_host
-    obj.port = f_port
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_listeners = obj.listeners
+    if f_listeners is None:
+        raise _w.not_nullable("DescribeQuorumResponse.Node.listeners")
+    else:
+        n_listeners = len(f_listeners)
+    if 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
+    else:
+        _w.put_uvarint(out, n_listeners + 1)
+    for item in f_listeners:
+        _enc_DescribeQuorumResponse_Listener(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.Node")
 
 
 def _enc_DescribeQuorumResponse_Listener(version, obj, out):
     """Append in ``version`` a DescribeQuorumResponse.Node.Listener to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumResponse.Node.Listener expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeQuorumResponse.Node.Listener.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeQuorumResponse.Node.Listener.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeQuorumResponse.Node.Listener.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "DescribeQuorumResponse.Node.Listener.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("DescribeQuorumResponse.Node.Listener.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("DescribeQuorumResponse.Node.Listener.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.Node.Listener")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeQuorumResponse.Node.Listener")
 
 
 class DescribeQuorumRequest_PartitionData(Struct):

@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse']
@@ -39,9 +39,120 @@ _A_i = _w.SMALL_ARRAYS["i"]
 def _dec_DescribeShareGroupOffsetsRequest(version, buf, cur, end):
     """Decode DescribeShareGroupOffsetsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup, version), buf, cur, pos, end, n_groups, 'groups', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
+        n_groups -= 1
+    if n_groups < 0 or n_groups > (end - pos) // 3:
+        raise _w.bad_count('groups', pos - 1, n_groups, end, 3, 1)
+    f_groups = []
+    if n_groups:
+        # Each element read inline.
+        try:
+            for i in range(n_groups):
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 == -1:
+                    f_topics__1 = None
+                elif n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                else:
+                    f_topics__1 = []
+                    if n_topics__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_topics__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_topic_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_topic_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_topic_name__2, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                                    n_topic_name__2 -= 1
+                                if 0 <= n_topic_name__2 <= end - pos:
+                                    try:
+                                        f_topic_name__2 = buf[pos:pos + n_topic_name__2].decode() if n_topic_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                                    pos += n_topic_name__2
+                                else:
+                                    raise _w.bad_sized('topic_name', pos, n_topic_name__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_partitions__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                    n_partitions__2 -= 1
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 4, 1)
+                                if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                    f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                                else:
+                                    f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                                pos += n_partitions__2 * 4
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic)
+                                obj__2.topic_name = f_topic_name__2
+                                obj__2.partitions = f_partitions__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_topics__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeShareGroupOffsetsRequest)
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -53,66 +164,75 @@ def _enc_DescribeShareGroupOffsetsRequest(version, obj, out):
     """Append in ``version`` a DescribeShareGroupOffsetsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsRequest expected, got None")
-    _w.put_structs(out, obj.groups, _partial(_enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup, version), "DescribeShareGroupOffsetsRequest.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest")
-
-
-def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup(version, buf, cur, end):
-    """Decode DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup)
-    obj.group_id = f_group_id
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsRequest.groups")
+    else:
+        n_groups = len(f_groups)
+    if 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
+    else:
+        _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest")
 
 
 def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup(version, obj, out):
     """Append in ``version`` a DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic, version), "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.topics", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup")
-
-
-def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(version, buf, cur, end):
-    """Decode DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    f_topics = obj.topics
+    if f_topics is None:
+        n_topics = -1
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    if n_topics > 0:
+        for item in f_topics:
+            _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup")
 
 
 def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(version, obj, out):
     """Append in ``version`` a DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     f_partitions = obj.partitions
@@ -120,21 +240,218 @@ def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(
         raise _w.not_nullable("DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic")
 
 
 def _dec_DescribeShareGroupOffsetsResponse(version, buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, version), buf, cur, pos, end, n_groups, 'groups', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
+        n_groups -= 1
+    if n_groups < 0 or n_groups > (end - pos) // 6:
+        raise _w.bad_count('groups', pos - 1, n_groups, end, 6, 1)
+    f_groups = []
+    if n_groups:
+        # Each element read inline.
+        try:
+            for i in range(n_groups):
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 19:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 19, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_topic_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_topic_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_topic_name__2, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                                n_topic_name__2 -= 1
+                            if 0 <= n_topic_name__2 <= end - pos:
+                                try:
+                                    f_topic_name__2 = buf[pos:pos + n_topic_name__2].decode() if n_topic_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('topic_name', pos, exc) from None
+                                pos += n_topic_name__2
+                            else:
+                                raise _w.bad_sized('topic_name', pos, n_topic_name__2, end, 1, False)
+                            if end - pos < 16:
+                                raise _w.short_read('topic_id', pos, 16, end)
+                            f_topic_id__2 = _w.uuid_at(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if v0_down:
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 20:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 20, 1)
+                            else:
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 28:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 28, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if v0_down:
+                                            if end - pos < 18:
+                                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                                            f_partition_index__3, f_start_offset__3, f_leader_epoch__3, f_error_code__3 = _S_iqih.unpack_from(buf, pos)
+                                            pos += 18
+                                        else:
+                                            if end - pos < 26:
+                                                raise _w.short_run(_RUN_partition_index__error_code_2, pos, end)
+                                            f_partition_index__3, f_start_offset__3, f_leader_epoch__3, f_lag__3, f_error_code__3 = _S_iqiqh.unpack_from(buf, pos)
+                                            pos += 26
+                                        if pos < end and buf[pos] < 128:
+                                            n_error_message__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_error_message__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_error_message__3, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                            n_error_message__3 -= 1
+                                        if 0 <= n_error_message__3 <= end - pos:
+                                            try:
+                                                f_error_message__3 = buf[pos:pos + n_error_message__3].decode() if n_error_message__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('error_message', pos, exc) from None
+                                            pos += n_error_message__3
+                                        elif n_error_message__3 == -1:
+                                            f_error_message__3 = None
+                                        else:
+                                            raise _w.bad_sized('error_message', pos, n_error_message__3, end, 1, True)
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.start_offset = f_start_offset__3
+                                        obj__3.leader_epoch = f_leader_epoch__3
+                                        if v0_down:
+                                            obj__3.lag = -1
+                                        else:
+                                            obj__3.lag = f_lag__3
+                                        obj__3.error_code = f_error_code__3
+                                        obj__3.error_message = f_error_message__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+                            obj__2.topic_name = f_topic_name__2
+                            obj__2.topic_id = f_topic_id__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.topics = f_topics__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
@@ -148,117 +465,107 @@ def _enc_DescribeShareGroupOffsetsResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _partial(_enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, version), "DescribeShareGroupOffsetsResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse")
-
-
-def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup(version, buf, cur, end):
-    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic, version), buf, cur, pos, end, n_topics, 'topics', 19, 1, False)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
-    obj.group_id = f_group_id
-    obj.topics = f_topics
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsResponse.groups")
+    else:
+        n_groups = len(f_groups)
+    if 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
+    else:
+        _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse")
 
 
 def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup(version, obj, out):
     """Append in ``version`` a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic, version), "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic(version, item, out)
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup")
-
-
-def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic(version, buf, cur, end):
-    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if version <= 0:
-        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, version), buf, cur, pos, end, n_partitions, 'partitions', 20, 1, False)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        f_partitions, pos = _w.read_structs(_partial(_dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, version), buf, cur, pos, end, n_partitions, 'partitions', 28, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
-    obj.topic_name = f_topic_name
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup")
 
 
 def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic(version, obj, out):
     """Append in ``version`` a DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, version), "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic")
-
-
-def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition(version, buf, cur, end):
-    """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 18:
-            raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-        f_partition_index, f_start_offset, f_leader_epoch, f_error_code = _S_iqih.unpack_from(buf, pos)
-        pos += 18
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.partitions")
     else:
-        if end - pos < 26:
-            raise _w.short_run(_RUN_partition_index__error_code_2, pos, end)
-        f_partition_index, f_start_offset, f_leader_epoch, f_lag, f_error_code = _S_iqiqh.unpack_from(buf, pos)
-        pos += 26
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
-    obj.partition_index = f_partition_index
-    obj.start_offset = f_start_offset
-    obj.leader_epoch = f_leader_epoch
-    if version <= 0:
-        obj.lag = -1
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
-        obj.lag = f_lag
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic")
 
 
 def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition(version, obj, out):
@@ -271,11 +578,24 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
         out += _S_iqih.pack(obj.partition_index, obj.start_offset, obj.leader_epoch, obj.error_code)
     else:
         out += _S_iqiqh.pack(obj.partition_index, obj.start_offset, obj.leader_epoch, obj.lag, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition")
 
 
 class DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(Struct):

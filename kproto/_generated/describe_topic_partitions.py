@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -46,8 +45,50 @@ _A_i = _w.SMALL_ARRAYS["i"]
 def _dec_DescribeTopicPartitionsRequest(version, buf, cur, end):
     """Decode DescribeTopicPartitionsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_DescribeTopicPartitionsRequest_TopicRequest, version), buf, cur, pos, end, n_topics, 'topics', 2, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 2:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 2, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeTopicPartitionsRequest_TopicRequest)
+                obj__1.name = f_name__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 5:
         raise _w.short_run(_RUN_response_partition_limit__cursor, pos, end)
     f_response_partition_limit, n_cursor = _S_ib.unpack_from(buf, pos)
@@ -63,7 +104,11 @@ def _dec_DescribeTopicPartitionsRequest(version, buf, cur, end):
         except DecodeError as exc:
             raise exc.within('cursor')
         pos = cur.pos
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeTopicPartitionsRequest)
     obj.topics = f_topics
     obj.response_partition_limit = f_response_partition_limit
@@ -77,49 +122,81 @@ def _enc_DescribeTopicPartitionsRequest(version, obj, out):
     """Append in ``version`` a DescribeTopicPartitionsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsRequest expected, got None")
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeTopicPartitionsRequest_TopicRequest, version), "DescribeTopicPartitionsRequest.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeTopicPartitionsRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeTopicPartitionsRequest_TopicRequest(version, item, out)
     f_cursor = obj.cursor
     n_cursor = -1 if f_cursor is None else 1
     out += _S_ib.pack(obj.response_partition_limit, n_cursor)
     if f_cursor is not None:
         _enc_DescribeTopicPartitionsRequest_Cursor(version, f_cursor, out)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest")
-
-
-def _dec_DescribeTopicPartitionsRequest_TopicRequest(version, buf, cur, end):
-    """Decode DescribeTopicPartitionsRequest.TopicRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeTopicPartitionsRequest_TopicRequest)
-    obj.name = f_name
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest")
 
 
 def _enc_DescribeTopicPartitionsRequest_TopicRequest(version, obj, out):
     """Append in ``version`` a DescribeTopicPartitionsRequest.TopicRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsRequest.TopicRequest expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeTopicPartitionsRequest.TopicRequest.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeTopicPartitionsRequest.TopicRequest.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeTopicPartitionsRequest.TopicRequest.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest.TopicRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest.TopicRequest")
 
 
 def _dec_DescribeTopicPartitionsRequest_Cursor(version, buf, cur, end):
     """Decode DescribeTopicPartitionsRequest.Cursor (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+        n_topic_name -= 1
+    if 0 <= n_topic_name <= end - pos:
+        try:
+            f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('topic_name', pos, exc) from None
+        pos += n_topic_name
+    else:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeTopicPartitionsRequest_Cursor)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
@@ -132,12 +209,25 @@ def _enc_DescribeTopicPartitionsRequest_Cursor(version, obj, out):
     """Append in ``version`` a DescribeTopicPartitionsRequest.Cursor to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsRequest.Cursor expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeTopicPartitionsRequest.Cursor.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeTopicPartitionsRequest.Cursor.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeTopicPartitionsRequest.Cursor.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += _S_i.pack(obj.partition_index)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest.Cursor")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsRequest.Cursor")
 
 
 def _dec_DescribeTopicPartitionsResponse(version, buf, cur, end):
@@ -147,8 +237,201 @@ def _dec_DescribeTopicPartitionsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic, version), buf, cur, pos, end, n_topics, 'topics', 26, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 26:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                elif n_name__1 == -1:
+                    f_name__1 = None
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, True)
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if end - pos < 1:
+                    raise _w.short_run(_RUN_is_internal, pos, end)
+                f_is_internal__1 = _S_b.unpack_from(buf, pos)[0]
+                pos += 1
+                if f_is_internal__1 != 0 and f_is_internal__1 != 1:
+                    raise _w.bad_bool('is_internal', pos - 1, f_is_internal__1)
+                b_is_internal__1 = f_is_internal__1 == 1
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 20:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 20, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
+                            f_error_code__2, f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_hiii.unpack_from(buf, pos)
+                            pos += 14
+                            if pos < end and buf[pos] < 128:
+                                n_replica_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replica_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replica_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'replica_nodes')
+                                n_replica_nodes__2 -= 1
+                            if n_replica_nodes__2 < 0 or n_replica_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes__2, end, 4, 1)
+                            if n_replica_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_replica_nodes__2 = list(_A_i[n_replica_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_replica_nodes__2 = list(_unpack_from(">%di" % n_replica_nodes__2, buf, pos))
+                            pos += n_replica_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_isr_nodes__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_isr_nodes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_isr_nodes__2, pos = _w.read_uvarint(buf, pos, end, 'isr_nodes')
+                                n_isr_nodes__2 -= 1
+                            if n_isr_nodes__2 < 0 or n_isr_nodes__2 > (end - pos) // 4:
+                                raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes__2, end, 4, 1)
+                            if n_isr_nodes__2 < _w.SMALL_ARRAY_MAX:
+                                f_isr_nodes__2 = list(_A_i[n_isr_nodes__2].unpack_from(buf, pos))
+                            else:
+                                f_isr_nodes__2 = list(_unpack_from(">%di" % n_isr_nodes__2, buf, pos))
+                            pos += n_isr_nodes__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_eligible_leader_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_eligible_leader_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_eligible_leader_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'eligible_leader_replicas')
+                                n_eligible_leader_replicas__2 -= 1
+                            if n_eligible_leader_replicas__2 == -1:
+                                f_eligible_leader_replicas__2 = None
+                            elif n_eligible_leader_replicas__2 < 0 or n_eligible_leader_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('eligible_leader_replicas', pos - 1, n_eligible_leader_replicas__2, end, 4, 1)
+                            else:
+                                if n_eligible_leader_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                    f_eligible_leader_replicas__2 = list(_A_i[n_eligible_leader_replicas__2].unpack_from(buf, pos))
+                                else:
+                                    f_eligible_leader_replicas__2 = list(_unpack_from(">%di" % n_eligible_leader_replicas__2, buf, pos))
+                                pos += n_eligible_leader_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_last_known_elr__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_last_known_elr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_last_known_elr__2, pos = _w.read_uvarint(buf, pos, end, 'last_known_elr')
+                                n_last_known_elr__2 -= 1
+                            if n_last_known_elr__2 == -1:
+                                f_last_known_elr__2 = None
+                            elif n_last_known_elr__2 < 0 or n_last_known_elr__2 > (end - pos) // 4:
+                                raise _w.bad_count('last_known_elr', pos - 1, n_last_known_elr__2, end, 4, 1)
+                            else:
+                                if n_last_known_elr__2 < _w.SMALL_ARRAY_MAX:
+                                    f_last_known_elr__2 = list(_A_i[n_last_known_elr__2].unpack_from(buf, pos))
+                                else:
+                                    f_last_known_elr__2 = list(_unpack_from(">%di" % n_last_known_elr__2, buf, pos))
+                                pos += n_last_known_elr__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_offline_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                n_offline_replicas__2 -= 1
+                            if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                            if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                            pos += n_offline_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.replica_nodes = f_replica_nodes__2
+                            obj__2.isr_nodes = f_isr_nodes__2
+                            obj__2.eligible_leader_replicas = f_eligible_leader_replicas__2
+                            obj__2.last_known_elr = f_last_known_elr__2
+                            obj__2.offline_replicas = f_offline_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
+                f_topic_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
+                obj__1.error_code = f_error_code__1
+                obj__1.name = f_name__1
+                obj__1.topic_id = f_topic_id__1
+                obj__1.is_internal = b_is_internal__1
+                obj__1.partitions = f_partitions__1
+                obj__1.topic_authorized_operations = f_topic_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_next_cursor, pos, end)
     n_next_cursor = _S_b.unpack_from(buf, pos)[0]
@@ -164,7 +447,11 @@ def _dec_DescribeTopicPartitionsResponse(version, buf, cur, end):
         except DecodeError as exc:
             raise exc.within('next_cursor')
         pos = cur.pos
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeTopicPartitionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
@@ -179,52 +466,26 @@ def _enc_DescribeTopicPartitionsResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeTopicPartitionsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic, version), "DescribeTopicPartitionsResponse.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeTopicPartitionsResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(version, item, out)
     f_next_cursor = obj.next_cursor
     n_next_cursor = -1 if f_next_cursor is None else 1
     out += _S_b.pack(n_next_cursor)
     if f_next_cursor is not None:
         _enc_DescribeTopicPartitionsResponse_Cursor(version, f_next_cursor, out)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse")
-
-
-def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(version, buf, cur, end):
-    """Decode DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, True, True)
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    if end - pos < 1:
-        raise _w.short_run(_RUN_is_internal, pos, end)
-    f_is_internal = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_is_internal != 0 and f_is_internal != 1:
-        raise _w.bad_bool('is_internal', pos - 1, f_is_internal)
-    b_is_internal = f_is_internal == 1
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition, version), buf, cur, pos, end, n_partitions, 'partitions', 20, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
-    f_topic_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
-    obj.error_code = f_error_code
-    obj.name = f_name
-    obj.topic_id = f_topic_id
-    obj.is_internal = b_is_internal
-    obj.partitions = f_partitions
-    obj.topic_authorized_operations = f_topic_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse")
 
 
 def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(version, obj, out):
@@ -232,84 +493,38 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(ve
     if obj is None:
         raise TypeError("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic expected, got None")
     out += _S_h.pack(obj.error_code)
-    f_name, n_name = _w.encode_text(obj.name, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.name", True)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        n_name = -1
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += obj.topic_id.bytes
     out += _S_B.pack(obj.is_internal)
-    _w.put_structs(out, obj.partitions, _partial(_enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition, version), "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.partitions", False)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(version, item, out)
     out += _S_i.pack(obj.topic_authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic")
-
-
-def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(version, buf, cur, end):
-    """Decode DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
-    f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S_hiii.unpack_from(buf, pos)
-    pos += 14
-    n_replica_nodes, pos = _w.read_compact_length(buf, pos, end, 'replica_nodes')
-    if n_replica_nodes < 0 or n_replica_nodes > (end - pos) // 4:
-        raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes, end, 4, 1)
-    if n_replica_nodes < _w.SMALL_ARRAY_MAX:
-        f_replica_nodes = list(_A_i[n_replica_nodes].unpack_from(buf, pos))
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
-    pos += n_replica_nodes * 4
-    n_isr_nodes, pos = _w.read_compact_length(buf, pos, end, 'isr_nodes')
-    if n_isr_nodes < 0 or n_isr_nodes > (end - pos) // 4:
-        raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes, end, 4, 1)
-    if n_isr_nodes < _w.SMALL_ARRAY_MAX:
-        f_isr_nodes = list(_A_i[n_isr_nodes].unpack_from(buf, pos))
-    else:
-        f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
-    pos += n_isr_nodes * 4
-    n_eligible_leader_replicas, pos = _w.read_compact_length(buf, pos, end, 'eligible_leader_replicas')
-    if n_eligible_leader_replicas == -1:
-        f_eligible_leader_replicas = None
-    elif n_eligible_leader_replicas < 0 or n_eligible_leader_replicas > (end - pos) // 4:
-        raise _w.bad_count('eligible_leader_replicas', pos - 1, n_eligible_leader_replicas, end, 4, 1)
-    else:
-        if n_eligible_leader_replicas < _w.SMALL_ARRAY_MAX:
-            f_eligible_leader_replicas = list(_A_i[n_eligible_leader_replicas].unpack_from(buf, pos))
-        else:
-            f_eligible_leader_replicas = list(_unpack_from(">%di" % n_eligible_leader_replicas, buf, pos))
-        pos += n_eligible_leader_replicas * 4
-    n_last_known_elr, pos = _w.read_compact_length(buf, pos, end, 'last_known_elr')
-    if n_last_known_elr == -1:
-        f_last_known_elr = None
-    elif n_last_known_elr < 0 or n_last_known_elr > (end - pos) // 4:
-        raise _w.bad_count('last_known_elr', pos - 1, n_last_known_elr, end, 4, 1)
-    else:
-        if n_last_known_elr < _w.SMALL_ARRAY_MAX:
-            f_last_known_elr = list(_A_i[n_last_known_elr].unpack_from(buf, pos))
-        else:
-            f_last_known_elr = list(_unpack_from(">%di" % n_last_known_elr, buf, pos))
-        pos += n_last_known_elr * 4
-    n_offline_replicas, pos = _w.read_compact_length(buf, pos, end, 'offline_replicas')
-    if n_offline_replicas < 0 or n_offline_replicas > (end - pos) // 4:
-        raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas, end, 4, 1)
-    if n_offline_replicas < _w.SMALL_ARRAY_MAX:
-        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
-    else:
-        f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
-    pos += n_offline_replicas * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
-    obj.error_code = f_error_code
-    obj.partition_index = f_partition_index
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    obj.replica_nodes = f_replica_nodes
-    obj.isr_nodes = f_isr_nodes
-    obj.eligible_leader_replicas = f_eligible_leader_replicas
-    obj.last_known_elr = f_last_known_elr
-    obj.offline_replicas = f_offline_replicas
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic")
 
 
 def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(version, obj, out):
@@ -322,21 +537,30 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         raise _w.not_nullable("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition.replica_nodes")
     else:
         n_replica_nodes = len(f_replica_nodes)
-    _w.put_uvarint(out, n_replica_nodes + 1)
+    if 0 <= n_replica_nodes + 1 < 128:
+        out.append(n_replica_nodes + 1)
+    else:
+        _w.put_uvarint(out, n_replica_nodes + 1)
     out += _pack(">%di" % n_replica_nodes, *f_replica_nodes)
     f_isr_nodes = obj.isr_nodes
     if f_isr_nodes is None:
         raise _w.not_nullable("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition.isr_nodes")
     else:
         n_isr_nodes = len(f_isr_nodes)
-    _w.put_uvarint(out, n_isr_nodes + 1)
+    if 0 <= n_isr_nodes + 1 < 128:
+        out.append(n_isr_nodes + 1)
+    else:
+        _w.put_uvarint(out, n_isr_nodes + 1)
     out += _pack(">%di" % n_isr_nodes, *f_isr_nodes)
     f_eligible_leader_replicas = obj.eligible_leader_replicas
     if f_eligible_leader_replicas is None:
         n_eligible_leader_replicas = -1
     else:
         n_eligible_leader_replicas = len(f_eligible_leader_replicas)
-    _w.put_uvarint(out, n_eligible_leader_replicas + 1)
+    if 0 <= n_eligible_leader_replicas + 1 < 128:
+        out.append(n_eligible_leader_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_eligible_leader_replicas + 1)
     if n_eligible_leader_replicas > 0:
         out += _pack(">%di" % n_eligible_leader_replicas, *f_eligible_leader_replicas)
     f_last_known_elr = obj.last_known_elr
@@ -344,7 +568,10 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         n_last_known_elr = -1
     else:
         n_last_known_elr = len(f_last_known_elr)
-    _w.put_uvarint(out, n_last_known_elr + 1)
+    if 0 <= n_last_known_elr + 1 < 128:
+        out.append(n_last_known_elr + 1)
+    else:
+        _w.put_uvarint(out, n_last_known_elr + 1)
     if n_last_known_elr > 0:
         out += _pack(">%di" % n_last_known_elr, *f_last_known_elr)
     f_offline_replicas = obj.offline_replicas
@@ -352,21 +579,46 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         raise _w.not_nullable("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition.offline_replicas")
     else:
         n_offline_replicas = len(f_offline_replicas)
-    _w.put_uvarint(out, n_offline_replicas + 1)
+    if 0 <= n_offline_replicas + 1 < 128:
+        out.append(n_offline_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_offline_replicas + 1)
     out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition")
 
 
 def _dec_DescribeTopicPartitionsResponse_Cursor(version, buf, cur, end):
     """Decode DescribeTopicPartitionsResponse.Cursor (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+        n_topic_name -= 1
+    if 0 <= n_topic_name <= end - pos:
+        try:
+            f_topic_name = buf[pos:pos + n_topic_name].decode() if n_topic_name else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('topic_name', pos, exc) from None
+        pos += n_topic_name
+    else:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeTopicPartitionsResponse_Cursor)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
@@ -379,12 +631,25 @@ def _enc_DescribeTopicPartitionsResponse_Cursor(version, obj, out):
     """Append in ``version`` a DescribeTopicPartitionsResponse.Cursor to ``out``."""
     if obj is None:
         raise TypeError("DescribeTopicPartitionsResponse.Cursor expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "DescribeTopicPartitionsResponse.Cursor.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("DescribeTopicPartitionsResponse.Cursor.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("DescribeTopicPartitionsResponse.Cursor.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += _S_i.pack(obj.partition_index)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.Cursor")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTopicPartitionsResponse.Cursor")
 
 
 class DescribeTopicPartitionsRequest_TopicRequest(Struct):

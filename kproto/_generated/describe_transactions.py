@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeTransactionsRequest', 'DescribeTransactionsResponse']
@@ -36,12 +36,28 @@ _A_i = _w.SMALL_ARRAYS["i"]
 def _dec_DescribeTransactionsRequest(version, buf, cur, end):
     """Decode DescribeTransactionsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_transactional_ids, pos = _w.read_compact_length(buf, pos, end, 'transactional_ids')
+    if pos < end and buf[pos] < 128:
+        n_transactional_ids = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_ids = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_transactional_ids, pos = _w.read_uvarint(buf, pos, end, 'transactional_ids')
+        n_transactional_ids -= 1
     if n_transactional_ids < 0 or n_transactional_ids > (end - pos) // 1:
         raise _w.bad_count('transactional_ids', pos - 1, n_transactional_ids, end, 1, 1)
     f_transactional_ids = []
     for i in range(n_transactional_ids):
-        m, pos = _w.read_compact_length(buf, pos, end, "transactional_ids[%d]" % i)
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            m, pos = _w.read_uvarint(buf, pos, end, "transactional_ids[%d]" % i)
+            m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("transactional_ids[%d]" % i, pos, m, end, 1, False)
         try:
@@ -50,7 +66,11 @@ def _dec_DescribeTransactionsRequest(version, buf, cur, end):
             raise _w.bad_utf8("transactional_ids[%d]" % i, pos, exc) from None
         f_transactional_ids.append(s)
         pos += m
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeTransactionsRequest)
     obj.transactional_ids = f_transactional_ids
     obj.unknown_tagged_fields = unknown
@@ -67,15 +87,24 @@ def _enc_DescribeTransactionsRequest(version, obj, out):
         raise _w.not_nullable("DescribeTransactionsRequest.transactional_ids")
     else:
         n_transactional_ids = len(f_transactional_ids)
-    _w.put_uvarint(out, n_transactional_ids + 1)
+    if 0 <= n_transactional_ids + 1 < 128:
+        out.append(n_transactional_ids + 1)
+    else:
+        _w.put_uvarint(out, n_transactional_ids + 1)
     for item in f_transactional_ids:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("DescribeTransactionsRequest.transactional_ids[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsRequest")
 
 
 def _dec_DescribeTransactionsResponse(version, buf, cur, end):
@@ -85,9 +114,148 @@ def _dec_DescribeTransactionsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_transaction_states, pos = _w.read_compact_length(buf, pos, end, 'transaction_states')
-    f_transaction_states, pos = _w.read_structs(_partial(_dec_DescribeTransactionsResponse_TransactionState, version), buf, cur, pos, end, n_transaction_states, 'transaction_states', 28, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_transaction_states = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transaction_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_transaction_states, pos = _w.read_uvarint(buf, pos, end, 'transaction_states')
+        n_transaction_states -= 1
+    if n_transaction_states < 0 or n_transaction_states > (end - pos) // 28:
+        raise _w.bad_count('transaction_states', pos - 1, n_transaction_states, end, 28, 1)
+    f_transaction_states = []
+    if n_transaction_states:
+        # Each element read inline.
+        try:
+            for i in range(n_transaction_states):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_transactional_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_transactional_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_transactional_id__1, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+                    n_transactional_id__1 -= 1
+                if 0 <= n_transactional_id__1 <= end - pos:
+                    try:
+                        f_transactional_id__1 = buf[pos:pos + n_transactional_id__1].decode() if n_transactional_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('transactional_id', pos, exc) from None
+                    pos += n_transactional_id__1
+                else:
+                    raise _w.bad_sized('transactional_id', pos, n_transactional_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_transaction_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_transaction_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_transaction_state__1, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
+                    n_transaction_state__1 -= 1
+                if 0 <= n_transaction_state__1 <= end - pos:
+                    try:
+                        f_transaction_state__1 = buf[pos:pos + n_transaction_state__1].decode() if n_transaction_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('transaction_state', pos, exc) from None
+                    pos += n_transaction_state__1
+                else:
+                    raise _w.bad_sized('transaction_state', pos, n_transaction_state__1, end, 1, False)
+                if end - pos < 22:
+                    raise _w.short_run(_RUN_transaction_timeout_ms__producer_epoch, pos, end)
+                f_transaction_timeout_ms__1, f_transaction_start_time_ms__1, f_producer_id__1, f_producer_epoch__1 = _S_iqqh.unpack_from(buf, pos)
+                pos += 22
+                if pos < end and buf[pos] < 128:
+                    n_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                    n_topics__1 -= 1
+                if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                    raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_topic__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_topic__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_topic__2, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                                n_topic__2 -= 1
+                            if 0 <= n_topic__2 <= end - pos:
+                                try:
+                                    f_topic__2 = buf[pos:pos + n_topic__2].decode() if n_topic__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('topic', pos, exc) from None
+                                pos += n_topic__2
+                            else:
+                                raise _w.bad_sized('topic', pos, n_topic__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_partitions__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                n_partitions__2 -= 1
+                            if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 4, 1)
+                            if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                            else:
+                                f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                            pos += n_partitions__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeTransactionsResponse_TopicData)
+                            obj__2.topic = f_topic__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeTransactionsResponse_TransactionState)
+                obj__1.error_code = f_error_code__1
+                obj__1.transactional_id = f_transactional_id__1
+                obj__1.transaction_state = f_transaction_state__1
+                obj__1.transaction_timeout_ms = f_transaction_timeout_ms__1
+                obj__1.transaction_start_time_ms = f_transaction_start_time_ms__1
+                obj__1.producer_id = f_producer_id__1
+                obj__1.producer_epoch = f_producer_epoch__1
+                obj__1.topics = f_topics__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_transaction_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("transaction_states[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeTransactionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.transaction_states = f_transaction_states
@@ -101,40 +269,21 @@ def _enc_DescribeTransactionsResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeTransactionsResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.transaction_states, _partial(_enc_DescribeTransactionsResponse_TransactionState, version), "DescribeTransactionsResponse.transaction_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse")
-
-
-def _dec_DescribeTransactionsResponse_TransactionState(version, buf, cur, end):
-    """Decode DescribeTransactionsResponse.TransactionState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
-    f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
-    n_transaction_state, pos = _w.read_compact_length(buf, pos, end, 'transaction_state')
-    f_transaction_state, pos = _w.read_sized(buf, pos, n_transaction_state, end, 'transaction_state', 1, False, True)
-    if end - pos < 22:
-        raise _w.short_run(_RUN_transaction_timeout_ms__producer_epoch, pos, end)
-    f_transaction_timeout_ms, f_transaction_start_time_ms, f_producer_id, f_producer_epoch = _S_iqqh.unpack_from(buf, pos)
-    pos += 22
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_DescribeTransactionsResponse_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeTransactionsResponse_TransactionState)
-    obj.error_code = f_error_code
-    obj.transactional_id = f_transactional_id
-    obj.transaction_state = f_transaction_state
-    obj.transaction_timeout_ms = f_transaction_timeout_ms
-    obj.transaction_start_time_ms = f_transaction_start_time_ms
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.topics = f_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_transaction_states = obj.transaction_states
+    if f_transaction_states is None:
+        raise _w.not_nullable("DescribeTransactionsResponse.transaction_states")
+    else:
+        n_transaction_states = len(f_transaction_states)
+    if 0 <= n_transaction_states + 1 < 128:
+        out.append(n_transaction_states + 1)
+    else:
+        _w.put_uvarint(out, n_transaction_states + 1)
+    for item in f_transaction_states:
+        _enc_DescribeTransactionsResponse_TransactionState(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse")
 
 
 def _enc_DescribeTransactionsResponse_TransactionState(version, obj, out):
@@ -142,47 +291,68 @@ def _enc_DescribeTransactionsResponse_TransactionState(version, obj, out):
     if obj is None:
         raise TypeError("DescribeTransactionsResponse.TransactionState expected, got None")
     out += _S_h.pack(obj.error_code)
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "DescribeTransactionsResponse.TransactionState.transactional_id", False)
-    _w.put_uvarint(out, n_transactional_id + 1)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.transactional_id", n_transactional_id)
+    if 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
+    else:
+        _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
-    f_transaction_state, n_transaction_state = _w.encode_text(obj.transaction_state, "DescribeTransactionsResponse.TransactionState.transaction_state", False)
-    _w.put_uvarint(out, n_transaction_state + 1)
+    f_transaction_state = obj.transaction_state
+    if f_transaction_state is None:
+        raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.transaction_state")
+    else:
+        f_transaction_state = f_transaction_state.encode("utf-8")
+        n_transaction_state = len(f_transaction_state)
+        if n_transaction_state > 32767:
+            raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.transaction_state", n_transaction_state)
+    if 0 <= n_transaction_state + 1 < 128:
+        out.append(n_transaction_state + 1)
+    else:
+        _w.put_uvarint(out, n_transaction_state + 1)
     if n_transaction_state > 0:
         out += f_transaction_state
     out += _S_iqqh.pack(obj.transaction_timeout_ms, obj.transaction_start_time_ms, obj.producer_id, obj.producer_epoch)
-    _w.put_structs(out, obj.topics, _partial(_enc_DescribeTransactionsResponse_TopicData, version), "DescribeTransactionsResponse.TransactionState.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse.TransactionState")
-
-
-def _dec_DescribeTransactionsResponse_TopicData(version, buf, cur, end):
-    """Decode DescribeTransactionsResponse.TransactionState.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.topics")
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeTransactionsResponse_TopicData)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_DescribeTransactionsResponse_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse.TransactionState")
 
 
 def _enc_DescribeTransactionsResponse_TopicData(version, obj, out):
     """Append in ``version`` a DescribeTransactionsResponse.TransactionState.TopicData to ``out``."""
     if obj is None:
         raise TypeError("DescribeTransactionsResponse.TransactionState.TopicData expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "DescribeTransactionsResponse.TransactionState.TopicData.topic", False)
-    _w.put_uvarint(out, n_topic + 1)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.TopicData.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.TopicData.topic", n_topic)
+    if 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
+    else:
+        _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
     f_partitions = obj.partitions
@@ -190,9 +360,15 @@ def _enc_DescribeTransactionsResponse_TopicData(version, obj, out):
         raise _w.not_nullable("DescribeTransactionsResponse.TransactionState.TopicData.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse.TransactionState.TopicData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeTransactionsResponse.TransactionState.TopicData")
 
 
 class DescribeTransactionsRequest(Message):

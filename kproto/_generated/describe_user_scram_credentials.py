@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse']
@@ -33,9 +33,58 @@ _new = Struct.__new__
 def _dec_DescribeUserScramCredentialsRequest(version, buf, cur, end):
     """Decode DescribeUserScramCredentialsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_users, pos = _w.read_compact_length(buf, pos, end, 'users')
-    f_users, pos = _w.read_structs(_partial(_dec_DescribeUserScramCredentialsRequest_UserName, version), buf, cur, pos, end, n_users, 'users', 2, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_users = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_users = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_users, pos = _w.read_uvarint(buf, pos, end, 'users')
+        n_users -= 1
+    if n_users == -1:
+        f_users = None
+    elif n_users < 0 or n_users > (end - pos) // 2:
+        raise _w.bad_count('users', pos - 1, n_users, end, 2, 1)
+    else:
+        f_users = []
+        if n_users:
+            # Each element read inline.
+            try:
+                for i in range(n_users):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(DescribeUserScramCredentialsRequest_UserName)
+                    obj__1.name = f_name__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_users.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("users[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeUserScramCredentialsRequest)
     obj.users = f_users
     obj.unknown_tagged_fields = unknown
@@ -47,32 +96,46 @@ def _enc_DescribeUserScramCredentialsRequest(version, obj, out):
     """Append in ``version`` a DescribeUserScramCredentialsRequest to ``out``."""
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsRequest expected, got None")
-    _w.put_structs(out, obj.users, _partial(_enc_DescribeUserScramCredentialsRequest_UserName, version), "DescribeUserScramCredentialsRequest.users", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest")
-
-
-def _dec_DescribeUserScramCredentialsRequest_UserName(version, buf, cur, end):
-    """Decode DescribeUserScramCredentialsRequest.UserName (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeUserScramCredentialsRequest_UserName)
-    obj.name = f_name
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_users = obj.users
+    if f_users is None:
+        n_users = -1
+    else:
+        n_users = len(f_users)
+    if 0 <= n_users + 1 < 128:
+        out.append(n_users + 1)
+    else:
+        _w.put_uvarint(out, n_users + 1)
+    if n_users > 0:
+        for item in f_users:
+            _enc_DescribeUserScramCredentialsRequest_UserName(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest")
 
 
 def _enc_DescribeUserScramCredentialsRequest_UserName(version, obj, out):
     """Append in ``version`` a DescribeUserScramCredentialsRequest.UserName to ``out``."""
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsRequest.UserName expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "DescribeUserScramCredentialsRequest.UserName.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("DescribeUserScramCredentialsRequest.UserName.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("DescribeUserScramCredentialsRequest.UserName.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest.UserName")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsRequest.UserName")
 
 
 def _dec_DescribeUserScramCredentialsResponse(version, buf, cur, end):
@@ -82,11 +145,132 @@ def _dec_DescribeUserScramCredentialsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_partial(_dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, version), buf, cur, pos, end, n_results, 'results', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+        n_results -= 1
+    if n_results < 0 or n_results > (end - pos) // 6:
+        raise _w.bad_count('results', pos - 1, n_results, end, 6, 1)
+    f_results = []
+    if n_results:
+        # Each element read inline.
+        try:
+            for i in range(n_results):
+                if pos < end and buf[pos] < 128:
+                    n_user__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_user__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_user__1, pos = _w.read_uvarint(buf, pos, end, 'user')
+                    n_user__1 -= 1
+                if 0 <= n_user__1 <= end - pos:
+                    try:
+                        f_user__1 = buf[pos:pos + n_user__1].decode() if n_user__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('user', pos, exc) from None
+                    pos += n_user__1
+                else:
+                    raise _w.bad_sized('user', pos, n_user__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_credential_infos__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_credential_infos__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_credential_infos__1, pos = _w.read_uvarint(buf, pos, end, 'credential_infos')
+                    n_credential_infos__1 -= 1
+                if n_credential_infos__1 < 0 or n_credential_infos__1 > (end - pos) // 6:
+                    raise _w.bad_count('credential_infos', pos - 1, n_credential_infos__1, end, 6, 1)
+                f_credential_infos__1 = []
+                if n_credential_infos__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_credential_infos__1):
+                            if end - pos < 5:
+                                raise _w.short_run(_RUN_mechanism__iterations, pos, end)
+                            f_mechanism__2, f_iterations__2 = _S_bi.unpack_from(buf, pos)
+                            pos += 5
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(DescribeUserScramCredentialsResponse_CredentialInfo)
+                            obj__2.mechanism = f_mechanism__2
+                            obj__2.iterations = f_iterations__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_credential_infos__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("credential_infos[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
+                obj__1.user = f_user__1
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.credential_infos = f_credential_infos__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(DescribeUserScramCredentialsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -102,69 +286,85 @@ def _enc_DescribeUserScramCredentialsResponse(version, obj, out):
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeUserScramCredentialsResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeUserScramCredentialsResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.results, _partial(_enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, version), "DescribeUserScramCredentialsResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse")
-
-
-def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(version, buf, cur, end):
-    """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_user, pos = _w.read_compact_length(buf, pos, end, 'user')
-    f_user, pos = _w.read_sized(buf, pos, n_user, end, 'user', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_credential_infos, pos = _w.read_compact_length(buf, pos, end, 'credential_infos')
-    f_credential_infos, pos = _w.read_structs(_partial(_dec_DescribeUserScramCredentialsResponse_CredentialInfo, version), buf, cur, pos, end, n_credential_infos, 'credential_infos', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
-    obj.user = f_user
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.credential_infos = f_credential_infos
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("DescribeUserScramCredentialsResponse.results")
+    else:
+        n_results = len(f_results)
+    if 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
+    else:
+        _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse")
 
 
 def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(version, obj, out):
     """Append in ``version`` a DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult to ``out``."""
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult expected, got None")
-    f_user, n_user = _w.encode_text(obj.user, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.user", False)
-    _w.put_uvarint(out, n_user + 1)
+    f_user = obj.user
+    if f_user is None:
+        raise _w.not_nullable("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.user")
+    else:
+        f_user = f_user.encode("utf-8")
+        n_user = len(f_user)
+        if n_user > 32767:
+            raise _w.string_too_long("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.user", n_user)
+    if 0 <= n_user + 1 < 128:
+        out.append(n_user + 1)
+    else:
+        _w.put_uvarint(out, n_user + 1)
     if n_user > 0:
         out += f_user
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.credential_infos, _partial(_enc_DescribeUserScramCredentialsResponse_CredentialInfo, version), "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.credential_infos", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult")
-
-
-def _dec_DescribeUserScramCredentialsResponse_CredentialInfo(version, buf, cur, end):
-    """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 5:
-        raise _w.short_run(_RUN_mechanism__iterations, pos, end)
-    f_mechanism, f_iterations = _S_bi.unpack_from(buf, pos)
-    pos += 5
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(DescribeUserScramCredentialsResponse_CredentialInfo)
-    obj.mechanism = f_mechanism
-    obj.iterations = f_iterations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_credential_infos = obj.credential_infos
+    if f_credential_infos is None:
+        raise _w.not_nullable("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.credential_infos")
+    else:
+        n_credential_infos = len(f_credential_infos)
+    if 0 <= n_credential_infos + 1 < 128:
+        out.append(n_credential_infos + 1)
+    else:
+        _w.put_uvarint(out, n_credential_infos + 1)
+    for item in f_credential_infos:
+        _enc_DescribeUserScramCredentialsResponse_CredentialInfo(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult")
 
 
 def _enc_DescribeUserScramCredentialsResponse_CredentialInfo(version, obj, out):
@@ -172,7 +372,10 @@ def _enc_DescribeUserScramCredentialsResponse_CredentialInfo(version, obj, out):
     if obj is None:
         raise TypeError("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo expected, got None")
     out += _S_bi.pack(obj.mechanism, obj.iterations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo")
 
 
 class DescribeUserScramCredentialsRequest_UserName(Struct):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ElectLeadersRequest', 'ElectLeadersResponse']
@@ -61,20 +61,125 @@ def _dec_ElectLeadersRequest(version, buf, cur, end):
         f_election_type, n_topic_partitions = _S_bi.unpack_from(buf, pos)
         pos += 5
     if version <= 1:
-        f_topic_partitions, pos = _w.read_structs(_partial(_dec_ElectLeadersRequest_TopicPartitions, version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 6, 4, True)
+        if n_topic_partitions == -1:
+            f_topic_partitions = None
+        elif n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 6:
+            raise _w.bad_count('topic_partitions', pos - 4, n_topic_partitions, end, 6, 4)
+        else:
+            f_topic_partitions = []
+            if n_topic_partitions:
+                # Each element read inline.
+                try:
+                    for i in range(n_topic_partitions):
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_topic, pos, end)
+                        n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                        if 0 <= n_topic__1 <= end - pos:
+                            try:
+                                f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('topic', pos, exc) from None
+                            pos += n_topic__1
+                        else:
+                            raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_partitions, pos, end)
+                        n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                        if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                            raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                        if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                            f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                        else:
+                            f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                        pos += n_partitions__1 * 4
+                        obj__1 = _new(ElectLeadersRequest_TopicPartitions)
+                        obj__1.topic = f_topic__1
+                        obj__1.partitions = f_partitions__1
+                        obj__1.unknown_tagged_fields = []
+                        f_topic_partitions.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("topic_partitions[%d]" % i)
     else:
         if end - pos < 1:
             raise _w.short_run(_RUN_election_type, pos, end)
         f_election_type = _S_b.unpack_from(buf, pos)[0]
         pos += 1
-        n_topic_partitions, pos = _w.read_compact_length(buf, pos, end, 'topic_partitions')
-        f_topic_partitions, pos = _w.read_structs(_partial(_dec_ElectLeadersRequest_TopicPartitions, version), buf, cur, pos, end, n_topic_partitions, 'topic_partitions', 3, 1, True)
+        if pos < end and buf[pos] < 128:
+            n_topic_partitions = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topic_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topic_partitions, pos = _w.read_uvarint(buf, pos, end, 'topic_partitions')
+            n_topic_partitions -= 1
+        if n_topic_partitions == -1:
+            f_topic_partitions = None
+        elif n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 3:
+            raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 3, 1)
+        else:
+            f_topic_partitions = []
+            if n_topic_partitions:
+                # Each element read inline.
+                try:
+                    for i in range(n_topic_partitions):
+                        if pos < end and buf[pos] < 128:
+                            n_topic__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                            n_topic__1 -= 1
+                        if 0 <= n_topic__1 <= end - pos:
+                            try:
+                                f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                            except UnicodeDecodeError as exc:
+                                raise _w.bad_utf8('topic', pos, exc) from None
+                            pos += n_topic__1
+                        else:
+                            raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                        if pos < end and buf[pos] < 128:
+                            n_partitions__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                            n_partitions__1 -= 1
+                        if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                            raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                        if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                            f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                        else:
+                            f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                        pos += n_partitions__1 * 4
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                        obj__1 = _new(ElectLeadersRequest_TopicPartitions)
+                        obj__1.topic = f_topic__1
+                        obj__1.partitions = f_partitions__1
+                        obj__1.unknown_tagged_fields = unknown__1
+                        f_topic_partitions.append(obj__1)
+                except DecodeError as exc:
+                    raise exc.within("topic_partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ElectLeadersRequest)
     if version <= 0:
         obj.election_type = 0
@@ -97,77 +202,52 @@ def _enc_ElectLeadersRequest(version, obj, out):
     if version <= 0:
         if obj.election_type != 0:
             raise _w.not_in_version("ElectLeadersRequest.election_type", 0, "1-2")
-    if version <= 1:
-        f_topic_partitions = obj.topic_partitions
-        if f_topic_partitions is None:
-            n_topic_partitions = -1
-        else:
-            n_topic_partitions = len(f_topic_partitions)
+    elif version >= 2:
+        out += _S_b.pack(obj.election_type)
+    f_topic_partitions = obj.topic_partitions
+    if f_topic_partitions is None:
+        n_topic_partitions = -1
+    else:
+        n_topic_partitions = len(f_topic_partitions)
     if version <= 0:
         out += _S_i.pack(n_topic_partitions)
     elif version == 1:
         out += _S_bi.pack(obj.election_type, n_topic_partitions)
-    if version <= 1:
-        if n_topic_partitions > 0:
-            for item in f_topic_partitions:
-                _enc_ElectLeadersRequest_TopicPartitions(version, item, out)
     else:
-        out += _S_b.pack(obj.election_type)
-        _w.put_structs(out, obj.topic_partitions, _partial(_enc_ElectLeadersRequest_TopicPartitions, version), "ElectLeadersRequest.topic_partitions", True)
+        if 0 <= n_topic_partitions + 1 < 128:
+            out.append(n_topic_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_topic_partitions + 1)
+    if n_topic_partitions > 0:
+        for item in f_topic_partitions:
+            _enc_ElectLeadersRequest_TopicPartitions(version, item, out)
     out += _S_i.pack(obj.timeout_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest")
-
-
-def _dec_ElectLeadersRequest_TopicPartitions(version, buf, cur, end):
-    """Decode ElectLeadersRequest.TopicPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic, pos, end)
-        n_topic = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    else:
-        n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        if version <= 1:
-            raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
         else:
-            raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
-    else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ElectLeadersRequest_TopicPartitions)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest")
 
 
 def _enc_ElectLeadersRequest_TopicPartitions(version, obj, out):
     """Append in ``version`` a ElectLeadersRequest.TopicPartitions to ``out``."""
     if obj is None:
         raise TypeError("ElectLeadersRequest.TopicPartitions expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "ElectLeadersRequest.TopicPartitions.topic", False)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("ElectLeadersRequest.TopicPartitions.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("ElectLeadersRequest.TopicPartitions.topic", n_topic)
     if version <= 1:
         out += _S_h.pack(n_topic)
     else:
-        _w.put_uvarint(out, n_topic + 1)
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
     f_partitions = obj.partitions
@@ -178,14 +258,22 @@ def _enc_ElectLeadersRequest_TopicPartitions(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_partitions)
     else:
-        _w.put_uvarint(out, n_partitions + 1)
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest.TopicPartitions")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersRequest.TopicPartitions")
 
 
 def _dec_ElectLeadersResponse(version, buf, cur, end):
     """Decode ElectLeadersResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 0:
         if end - pos < 8:
@@ -198,15 +286,151 @@ def _dec_ElectLeadersResponse(version, buf, cur, end):
         f_throttle_time_ms, f_error_code, n_replica_election_results = _S_ihi.unpack_from(buf, pos)
         pos += 10
     if version <= 1:
-        f_replica_election_results, pos = _w.read_structs(_partial(_dec_ElectLeadersResponse_ReplicaElectionResult, version), buf, cur, pos, end, n_replica_election_results, 'replica_election_results', 6, 4, False)
+        if n_replica_election_results < 0 or n_replica_election_results > (end - pos) // 6:
+            raise _w.bad_count('replica_election_results', pos - 4, n_replica_election_results, end, 6, 4)
     else:
         if end - pos < 6:
             raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
-        n_replica_election_results, pos = _w.read_compact_length(buf, pos, end, 'replica_election_results')
-        f_replica_election_results, pos = _w.read_structs(_partial(_dec_ElectLeadersResponse_ReplicaElectionResult, version), buf, cur, pos, end, n_replica_election_results, 'replica_election_results', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_replica_election_results = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_replica_election_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_replica_election_results, pos = _w.read_uvarint(buf, pos, end, 'replica_election_results')
+            n_replica_election_results -= 1
+        if n_replica_election_results < 0 or n_replica_election_results > (end - pos) // 3:
+            raise _w.bad_count('replica_election_results', pos - 1, n_replica_election_results, end, 3, 1)
+    f_replica_election_results = []
+    if n_replica_election_results:
+        # Each element read inline.
+        try:
+            for i in range(n_replica_election_results):
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic, pos, end)
+                    n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topic__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                        n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partition_result, pos, end)
+                    n_partition_result__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_partition_result__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_result__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_result__1, pos = _w.read_uvarint(buf, pos, end, 'partition_result')
+                        n_partition_result__1 -= 1
+                if n_partition_result__1 < 0 or n_partition_result__1 > (end - pos) // 8:
+                    if v1_down:
+                        raise _w.bad_count('partition_result', pos - 4, n_partition_result__1, end, 8, 4)
+                    else:
+                        raise _w.bad_count('partition_result', pos - 1, n_partition_result__1, end, 8, 1)
+                f_partition_result__1 = []
+                if n_partition_result__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partition_result__1):
+                            if v1_down:
+                                if end - pos < 8:
+                                    raise _w.short_run(_RUN_partition_id__error_message, pos, end)
+                                f_partition_id__2, f_error_code__2, n_error_message__2 = _S_ihh.unpack_from(buf, pos)
+                                pos += 8
+                            else:
+                                if end - pos < 6:
+                                    raise _w.short_run(_RUN_partition_id__error_code, pos, end)
+                                f_partition_id__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                                pos += 6
+                                if pos < end and buf[pos] < 128:
+                                    n_error_message__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                    n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                if v1_down:
+                                    raise _w.bad_sized('error_message', pos, n_error_message__2, end, 2, True)
+                                else:
+                                    raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if v2_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ElectLeadersResponse_PartitionResult)
+                            obj__2.partition_id = f_partition_id__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            if v1_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partition_result__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partition_result[%d]" % i__1)
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ElectLeadersResponse_ReplicaElectionResult)
+                obj__1.topic = f_topic__1
+                obj__1.partition_result = f_partition_result__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_replica_election_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("replica_election_results[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ElectLeadersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     if version <= 0:
@@ -229,108 +453,71 @@ def _enc_ElectLeadersResponse(version, obj, out):
     if version <= 0:
         if obj.error_code != 0:
             raise _w.not_in_version("ElectLeadersResponse.error_code", 0, "1-2")
-    if version <= 1:
-        f_replica_election_results = obj.replica_election_results
-        if f_replica_election_results is None:
-            raise _w.not_nullable("ElectLeadersResponse.replica_election_results")
-        else:
-            n_replica_election_results = len(f_replica_election_results)
+    elif version >= 2:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    f_replica_election_results = obj.replica_election_results
+    if f_replica_election_results is None:
+        raise _w.not_nullable("ElectLeadersResponse.replica_election_results")
+    else:
+        n_replica_election_results = len(f_replica_election_results)
     if version <= 0:
         out += _S_ii.pack(obj.throttle_time_ms, n_replica_election_results)
     elif version == 1:
         out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_replica_election_results)
-    if version <= 1:
-        for item in f_replica_election_results:
-            _enc_ElectLeadersResponse_ReplicaElectionResult(version, item, out)
     else:
-        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-        _w.put_structs(out, obj.replica_election_results, _partial(_enc_ElectLeadersResponse_ReplicaElectionResult, version), "ElectLeadersResponse.replica_election_results", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse")
-
-
-def _dec_ElectLeadersResponse_ReplicaElectionResult(version, buf, cur, end):
-    """Decode ElectLeadersResponse.ReplicaElectionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic, pos, end)
-        n_topic = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_result, pos, end)
-        n_partition_result = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partition_result, pos = _w.read_structs(_partial(_dec_ElectLeadersResponse_PartitionResult, version), buf, cur, pos, end, n_partition_result, 'partition_result', 8, 4, False)
-    else:
-        n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-        n_partition_result, pos = _w.read_compact_length(buf, pos, end, 'partition_result')
-        f_partition_result, pos = _w.read_structs(_partial(_dec_ElectLeadersResponse_PartitionResult, version), buf, cur, pos, end, n_partition_result, 'partition_result', 8, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ElectLeadersResponse_ReplicaElectionResult)
-    obj.topic = f_topic
-    obj.partition_result = f_partition_result
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_replica_election_results + 1 < 128:
+            out.append(n_replica_election_results + 1)
+        else:
+            _w.put_uvarint(out, n_replica_election_results + 1)
+    for item in f_replica_election_results:
+        _enc_ElectLeadersResponse_ReplicaElectionResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse")
 
 
 def _enc_ElectLeadersResponse_ReplicaElectionResult(version, obj, out):
     """Append in ``version`` a ElectLeadersResponse.ReplicaElectionResult to ``out``."""
     if obj is None:
         raise TypeError("ElectLeadersResponse.ReplicaElectionResult expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "ElectLeadersResponse.ReplicaElectionResult.topic", False)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.topic", n_topic)
     if version <= 1:
         out += _S_h.pack(n_topic)
     else:
-        _w.put_uvarint(out, n_topic + 1)
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
+    f_partition_result = obj.partition_result
+    if f_partition_result is None:
+        raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.partition_result")
+    else:
+        n_partition_result = len(f_partition_result)
     if version <= 1:
-        f_partition_result = obj.partition_result
-        if f_partition_result is None:
-            raise _w.not_nullable("ElectLeadersResponse.ReplicaElectionResult.partition_result")
-        else:
-            n_partition_result = len(f_partition_result)
         out += _S_i.pack(n_partition_result)
-        for item in f_partition_result:
-            _enc_ElectLeadersResponse_PartitionResult(version, item, out)
     else:
-        _w.put_structs(out, obj.partition_result, _partial(_enc_ElectLeadersResponse_PartitionResult, version), "ElectLeadersResponse.ReplicaElectionResult.partition_result", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult")
-
-
-def _dec_ElectLeadersResponse_PartitionResult(version, buf, cur, end):
-    """Decode ElectLeadersResponse.ReplicaElectionResult.PartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 8:
-            raise _w.short_run(_RUN_partition_id__error_message, pos, end)
-        f_partition_id, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
-        pos += 8
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-    else:
-        if end - pos < 6:
-            raise _w.short_run(_RUN_partition_id__error_code, pos, end)
-        f_partition_id, f_error_code = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ElectLeadersResponse_PartitionResult)
-    obj.partition_id = f_partition_id
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_partition_result + 1 < 128:
+            out.append(n_partition_result + 1)
+        else:
+            _w.put_uvarint(out, n_partition_result + 1)
+    for item in f_partition_result:
+        _enc_ElectLeadersResponse_PartitionResult(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult")
 
 
 def _enc_ElectLeadersResponse_PartitionResult(version, obj, out):
@@ -339,15 +526,28 @@ def _enc_ElectLeadersResponse_PartitionResult(version, obj, out):
         raise TypeError("ElectLeadersResponse.ReplicaElectionResult.PartitionResult expected, got None")
     if version >= 2:
         out += _S_ih.pack(obj.partition_id, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.PartitionResult.error_message", n_error_message)
     if version <= 1:
         out += _S_ihh.pack(obj.partition_id, obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ElectLeadersResponse.ReplicaElectionResult.PartitionResult")
 
 
 class ElectLeadersRequest_TopicPartitions(Struct):

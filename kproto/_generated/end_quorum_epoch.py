@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['EndQuorumEpochRequest', 'EndQuorumEpochResponse']
@@ -49,26 +49,273 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_EndQuorumEpochRequest(version, buf, cur, end):
     """Decode EndQuorumEpochRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if version <= 0:
         if end - pos < 2:
             raise _w.short_run(_RUN_cluster_id, pos, end)
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 2, True, True)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_cluster_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
+            n_cluster_id -= 1
+    if 0 <= n_cluster_id <= end - pos:
+        try:
+            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('cluster_id', pos, exc) from None
+        pos += n_cluster_id
+    elif n_cluster_id == -1:
+        f_cluster_id = None
+    else:
+        if version <= 0:
+            raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
+        else:
+            raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
+    if version <= 0:
         if end - pos < 4:
             raise _w.short_run(_RUN_topics, pos, end)
         n_topics = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_topics, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
-        n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-        f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-        n_leader_endpoints, pos = _w.read_compact_length(buf, pos, end, 'leader_endpoints')
-        f_leader_endpoints, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_LeaderEndpoint, version), buf, cur, pos, end, n_leader_endpoints, 'leader_endpoints', 5, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v0_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic_name, pos, end)
+                    n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topic_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                        n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    if v0_down:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if v0_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 16, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 14, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v0_down:
+                                if end - pos < 16:
+                                    raise _w.short_run(_RUN_partition_index__preferred_successors, pos, end)
+                                f_partition_index__2, f_leader_id__2, f_leader_epoch__2, n_preferred_successors__2 = _S_iiii.unpack_from(buf, pos)
+                                pos += 16
+                                if n_preferred_successors__2 < 0 or n_preferred_successors__2 > (end - pos) // 4:
+                                    raise _w.bad_count('preferred_successors', pos - 4, n_preferred_successors__2, end, 4, 4)
+                                if n_preferred_successors__2 < _w.SMALL_ARRAY_MAX:
+                                    f_preferred_successors__2 = list(_A_i[n_preferred_successors__2].unpack_from(buf, pos))
+                                else:
+                                    f_preferred_successors__2 = list(_unpack_from(">%di" % n_preferred_successors__2, buf, pos))
+                                pos += n_preferred_successors__2 * 4
+                            else:
+                                if end - pos < 12:
+                                    raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                                f_partition_index__2, f_leader_id__2, f_leader_epoch__2 = _S_iii.unpack_from(buf, pos)
+                                pos += 12
+                                if pos < end and buf[pos] < 128:
+                                    n_preferred_candidates__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_preferred_candidates__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_preferred_candidates__2, pos = _w.read_uvarint(buf, pos, end, 'preferred_candidates')
+                                    n_preferred_candidates__2 -= 1
+                                if n_preferred_candidates__2 < 0 or n_preferred_candidates__2 > (end - pos) // 21:
+                                    raise _w.bad_count('preferred_candidates', pos - 1, n_preferred_candidates__2, end, 21, 1)
+                                f_preferred_candidates__2 = []
+                                if n_preferred_candidates__2:
+                                    # Each element read inline.
+                                    try:
+                                        for i__2 in range(n_preferred_candidates__2):
+                                            if end - pos < 4:
+                                                raise _w.short_run(_RUN_candidate_id, pos, end)
+                                            f_candidate_id__3 = _S_i.unpack_from(buf, pos)[0]
+                                            pos += 4
+                                            if end - pos < 16:
+                                                raise _w.short_read('candidate_directory_id', pos, 16, end)
+                                            f_candidate_directory_id__3 = _w.uuid_at(buf, pos)
+                                            pos += 16
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(EndQuorumEpochRequest_ReplicaInfo)
+                                            obj__3.candidate_id = f_candidate_id__3
+                                            obj__3.candidate_directory_id = f_candidate_directory_id__3
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                            f_preferred_candidates__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("preferred_candidates[%d]" % i__2)
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(EndQuorumEpochRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            if v0_down:
+                                obj__2.preferred_successors = f_preferred_successors__2
+                                obj__2.preferred_candidates = []
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.preferred_successors = []
+                                obj__2.preferred_candidates = f_preferred_candidates__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v1_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(EndQuorumEpochRequest_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                if v0_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if version >= 1:
+        if pos < end and buf[pos] < 128:
+            n_leader_endpoints = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_leader_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_leader_endpoints, pos = _w.read_uvarint(buf, pos, end, 'leader_endpoints')
+            n_leader_endpoints -= 1
+        if n_leader_endpoints < 0 or n_leader_endpoints > (end - pos) // 5:
+            raise _w.bad_count('leader_endpoints', pos - 1, n_leader_endpoints, end, 5, 1)
+        f_leader_endpoints = []
+        if n_leader_endpoints:
+            # Each element read inline.
+            try:
+                for i in range(n_leader_endpoints):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_host__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                        n_host__1 -= 1
+                    if 0 <= n_host__1 <= end - pos:
+                        try:
+                            f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('host', pos, exc) from None
+                        pos += n_host__1
+                    else:
+                        raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_port, pos, end)
+                    f_port__1 = _S_H.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(EndQuorumEpochRequest_LeaderEndpoint)
+                    obj__1.name = f_name__1
+                    obj__1.host = f_host__1
+                    obj__1.port = f_port__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_leader_endpoints.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("leader_endpoints[%d]" % i)
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EndQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
     obj.topics = f_topics
@@ -86,121 +333,95 @@ def _enc_EndQuorumEpochRequest(version, obj, out):
     """Append in ``version`` a EndQuorumEpochRequest to ``out``."""
     if obj is None:
         raise TypeError("EndQuorumEpochRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "EndQuorumEpochRequest.cluster_id", True)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        n_cluster_id = -1
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("EndQuorumEpochRequest.cluster_id", n_cluster_id)
     if version <= 0:
         out += _S_h.pack(n_cluster_id)
     else:
-        _w.put_uvarint(out, n_cluster_id + 1)
+        if 0 <= n_cluster_id + 1 < 128:
+            out.append(n_cluster_id + 1)
+        else:
+            _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("EndQuorumEpochRequest.topics")
+    else:
+        n_topics = len(f_topics)
     if version <= 0:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("EndQuorumEpochRequest.topics")
-        else:
-            n_topics = len(f_topics)
         out += _S_i.pack(n_topics)
-        for item in f_topics:
-            _enc_EndQuorumEpochRequest_TopicData(version, item, out)
     else:
-        _w.put_structs(out, obj.topics, _partial(_enc_EndQuorumEpochRequest_TopicData, version), "EndQuorumEpochRequest.topics", False)
-        _w.put_structs(out, obj.leader_endpoints, _partial(_enc_EndQuorumEpochRequest_LeaderEndpoint, version), "EndQuorumEpochRequest.leader_endpoints", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest")
-
-
-def _dec_EndQuorumEpochRequest_TopicData(version, buf, cur, end):
-    """Decode EndQuorumEpochRequest.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partitions, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 16, 4, False)
-    else:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 14, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndQuorumEpochRequest_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_EndQuorumEpochRequest_TopicData(version, item, out)
+    if version >= 1:
+        f_leader_endpoints = obj.leader_endpoints
+        if f_leader_endpoints is None:
+            raise _w.not_nullable("EndQuorumEpochRequest.leader_endpoints")
+        else:
+            n_leader_endpoints = len(f_leader_endpoints)
+        if 0 <= n_leader_endpoints + 1 < 128:
+            out.append(n_leader_endpoints + 1)
+        else:
+            _w.put_uvarint(out, n_leader_endpoints + 1)
+        for item in f_leader_endpoints:
+            _enc_EndQuorumEpochRequest_LeaderEndpoint(version, item, out)
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest")
 
 
 def _enc_EndQuorumEpochRequest_TopicData(version, obj, out):
     """Append in ``version`` a EndQuorumEpochRequest.TopicData to ``out``."""
     if obj is None:
         raise TypeError("EndQuorumEpochRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "EndQuorumEpochRequest.TopicData.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("EndQuorumEpochRequest.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("EndQuorumEpochRequest.TopicData.topic_name", n_topic_name)
     if version <= 0:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("EndQuorumEpochRequest.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
     if version <= 0:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("EndQuorumEpochRequest.TopicData.partitions")
-        else:
-            n_partitions = len(f_partitions)
         out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_EndQuorumEpochRequest_PartitionData(version, item, out)
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_EndQuorumEpochRequest_PartitionData, version), "EndQuorumEpochRequest.TopicData.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData")
-
-
-def _dec_EndQuorumEpochRequest_PartitionData(version, buf, cur, end):
-    """Decode EndQuorumEpochRequest.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 16:
-            raise _w.short_run(_RUN_partition_index__preferred_successors, pos, end)
-        f_partition_index, f_leader_id, f_leader_epoch, n_preferred_successors = _S_iiii.unpack_from(buf, pos)
-        pos += 16
-        if n_preferred_successors < 0 or n_preferred_successors > (end - pos) // 4:
-            raise _w.bad_count('preferred_successors', pos - 4, n_preferred_successors, end, 4, 4)
-        if n_preferred_successors < _w.SMALL_ARRAY_MAX:
-            f_preferred_successors = list(_A_i[n_preferred_successors].unpack_from(buf, pos))
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
         else:
-            f_preferred_successors = list(_unpack_from(">%di" % n_preferred_successors, buf, pos))
-        pos += n_preferred_successors * 4
-    else:
-        if end - pos < 12:
-            raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-        f_partition_index, f_leader_id, f_leader_epoch = _S_iii.unpack_from(buf, pos)
-        pos += 12
-        n_preferred_candidates, pos = _w.read_compact_length(buf, pos, end, 'preferred_candidates')
-        f_preferred_candidates, pos = _w.read_structs(_partial(_dec_EndQuorumEpochRequest_ReplicaInfo, version), buf, cur, pos, end, n_preferred_candidates, 'preferred_candidates', 21, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndQuorumEpochRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    if version <= 0:
-        obj.preferred_successors = f_preferred_successors
-        obj.preferred_candidates = []
-        obj.unknown_tagged_fields = []
-    else:
-        obj.preferred_successors = []
-        obj.preferred_candidates = f_preferred_candidates
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_EndQuorumEpochRequest_PartitionData(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData")
 
 
 def _enc_EndQuorumEpochRequest_PartitionData(version, obj, out):
@@ -217,28 +438,21 @@ def _enc_EndQuorumEpochRequest_PartitionData(version, obj, out):
         out += _pack(">%di" % n_preferred_successors, *f_preferred_successors)
     else:
         out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
-        _w.put_structs(out, obj.preferred_candidates, _partial(_enc_EndQuorumEpochRequest_ReplicaInfo, version), "EndQuorumEpochRequest.TopicData.PartitionData.preferred_candidates", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData")
-
-
-def _dec_EndQuorumEpochRequest_ReplicaInfo(version, buf, cur, end):
-    """Decode EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_candidate_id, pos, end)
-    f_candidate_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if end - pos < 16:
-        raise _w.short_read('candidate_directory_id', pos, 16, end)
-    f_candidate_directory_id = _w.uuid_at(buf, pos)
-    pos += 16
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndQuorumEpochRequest_ReplicaInfo)
-    obj.candidate_id = f_candidate_id
-    obj.candidate_directory_id = f_candidate_directory_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        f_preferred_candidates = obj.preferred_candidates
+        if f_preferred_candidates is None:
+            raise _w.not_nullable("EndQuorumEpochRequest.TopicData.PartitionData.preferred_candidates")
+        else:
+            n_preferred_candidates = len(f_preferred_candidates)
+        if 0 <= n_preferred_candidates + 1 < 128:
+            out.append(n_preferred_candidates + 1)
+        else:
+            _w.put_uvarint(out, n_preferred_candidates + 1)
+        for item in f_preferred_candidates:
+            _enc_EndQuorumEpochRequest_ReplicaInfo(version, item, out)
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData")
 
 
 def _enc_EndQuorumEpochRequest_ReplicaInfo(version, obj, out):
@@ -247,62 +461,173 @@ def _enc_EndQuorumEpochRequest_ReplicaInfo(version, obj, out):
         raise TypeError("EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo expected, got None")
     out += _S_i.pack(obj.candidate_id)
     out += obj.candidate_directory_id.bytes
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo")
-
-
-def _dec_EndQuorumEpochRequest_LeaderEndpoint(version, buf, cur, end):
-    """Decode EndQuorumEpochRequest.LeaderEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_H.unpack_from(buf, pos)[0]
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndQuorumEpochRequest_LeaderEndpoint)
-    obj.name = f_name
-    obj.host = f_host
-    obj.port = f_port
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo")
 
 
 def _enc_EndQuorumEpochRequest_LeaderEndpoint(version, obj, out):
     """Append in ``version`` a EndQuorumEpochRequest.LeaderEndpoint to ``out``."""
     if obj is None:
         raise TypeError("EndQuorumEpochRequest.LeaderEndpoint expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "EndQuorumEpochRequest.LeaderEndpoint.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("EndQuorumEpochRequest.LeaderEndpoint.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("EndQuorumEpochRequest.LeaderEndpoint.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "EndQuorumEpochRequest.LeaderEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("EndQuorumEpochRequest.LeaderEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("EndQuorumEpochRequest.LeaderEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.LeaderEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochRequest.LeaderEndpoint")
 
 
 def _dec_EndQuorumEpochResponse(version, buf, cur, end):
     """Decode EndQuorumEpochResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if version <= 0:
         if end - pos < 6:
             raise _w.short_run(_RUN_error_code__topics, pos, end)
         f_error_code, n_topics = _S_hi.unpack_from(buf, pos)
         pos += 6
-        f_topics, pos = _w.read_structs(_partial(_dec_EndQuorumEpochResponse_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
         if end - pos < 2:
             raise _w.short_run(_RUN_error_code, pos, end)
         f_error_code = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_EndQuorumEpochResponse_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v0_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic_name, pos, end)
+                    n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topic_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                        n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    if v0_down:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if v0_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 15:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 15, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 14:
+                                raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
+                            f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2 = _S_ihii.unpack_from(buf, pos)
+                            pos += 14
+                            if v1_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(EndQuorumEpochResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            if v0_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v1_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(EndQuorumEpochResponse_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                if v0_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if version >= 1:
         f_node_endpoints = []
         if pos < end and buf[pos] == 0:
             pos += 1
@@ -311,8 +636,27 @@ def _dec_EndQuorumEpochResponse(version, buf, cur, end):
             unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
             for tag, pos, t_end in spans:
                 if tag == 0:
-                    n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
-                    f_node_endpoints, pos = _w.read_structs(_partial(_dec_EndQuorumEpochResponse_NodeEndpoint, version), buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
+                    if pos < t_end and buf[pos] < 128:
+                        n_node_endpoints = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                        n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
+                        n_node_endpoints -= 1
+                    if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 8:
+                        raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 8, 1)
+                    f_node_endpoints = []
+                    if n_node_endpoints:
+                        i = 0
+                        cur.pos = pos
+                        try:
+                            for i in range(n_node_endpoints):
+                                f_node_endpoints.append(_dec_EndQuorumEpochResponse_NodeEndpoint(version, buf, cur, t_end))
+                        except DecodeError as exc:
+                            raise exc.within("node_endpoints[%d]" % i)
+                        pos = cur.pos
                     if pos != t_end:
                         raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
             pos = after
@@ -336,21 +680,37 @@ def _enc_EndQuorumEpochResponse(version, obj, out):
     if version <= 0:
         if obj.node_endpoints:
             raise _w.not_in_version("EndQuorumEpochResponse.node_endpoints", 0, "1")
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("EndQuorumEpochResponse.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_hi.pack(obj.error_code, n_topics)
-        for item in f_topics:
-            _enc_EndQuorumEpochResponse_TopicData(version, item, out)
     else:
         out += _S_h.pack(obj.error_code)
-        _w.put_structs(out, obj.topics, _partial(_enc_EndQuorumEpochResponse_TopicData, version), "EndQuorumEpochResponse.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("EndQuorumEpochResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if version <= 0:
+        out += _S_hi.pack(obj.error_code, n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_EndQuorumEpochResponse_TopicData(version, item, out)
+    if version >= 1:
         known = []
         if obj.node_endpoints != []:
             t = bytearray()
-            _w.put_structs(t, obj.node_endpoints, _partial(_enc_EndQuorumEpochResponse_NodeEndpoint, version), "EndQuorumEpochResponse.node_endpoints", False)
+            f_node_endpoints = obj.node_endpoints
+            if f_node_endpoints is None:
+                raise _w.not_nullable("EndQuorumEpochResponse.node_endpoints")
+            else:
+                n_node_endpoints = len(f_node_endpoints)
+            if 0 <= n_node_endpoints + 1 < 128:
+                t.append(n_node_endpoints + 1)
+            else:
+                _w.put_uvarint(t, n_node_endpoints + 1)
+            for item in f_node_endpoints:
+                _enc_EndQuorumEpochResponse_NodeEndpoint(version, item, t)
             known.append((0, t))
         if known or obj.unknown_tagged_fields:
             _w.put_tag_section(out, known, obj.unknown_tagged_fields, "EndQuorumEpochResponse")
@@ -358,82 +718,46 @@ def _enc_EndQuorumEpochResponse(version, obj, out):
             out.append(0)
 
 
-def _dec_EndQuorumEpochResponse_TopicData(version, buf, cur, end):
-    """Decode EndQuorumEpochResponse.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partitions, pos = _w.read_structs(_partial(_dec_EndQuorumEpochResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
-    else:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_EndQuorumEpochResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 15, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndQuorumEpochResponse_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_EndQuorumEpochResponse_TopicData(version, obj, out):
     """Append in ``version`` a EndQuorumEpochResponse.TopicData to ``out``."""
     if obj is None:
         raise TypeError("EndQuorumEpochResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "EndQuorumEpochResponse.TopicData.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("EndQuorumEpochResponse.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("EndQuorumEpochResponse.TopicData.topic_name", n_topic_name)
     if version <= 0:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("EndQuorumEpochResponse.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
     if version <= 0:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("EndQuorumEpochResponse.TopicData.partitions")
-        else:
-            n_partitions = len(f_partitions)
         out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_EndQuorumEpochResponse_PartitionData(version, item, out)
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_EndQuorumEpochResponse_PartitionData, version), "EndQuorumEpochResponse.TopicData.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData")
-
-
-def _dec_EndQuorumEpochResponse_PartitionData(version, buf, cur, end):
-    """Decode EndQuorumEpochResponse.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 14:
-        raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
-    f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
-    pos += 14
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_EndQuorumEpochResponse_PartitionData(version, item, out)
     if version >= 1:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(EndQuorumEpochResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData")
 
 
 def _enc_EndQuorumEpochResponse_PartitionData(version, obj, out):
@@ -442,7 +766,10 @@ def _enc_EndQuorumEpochResponse_PartitionData(version, obj, out):
         raise TypeError("EndQuorumEpochResponse.TopicData.PartitionData expected, got None")
     out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData.PartitionData")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.TopicData.PartitionData")
 
 
 def _dec_EndQuorumEpochResponse_NodeEndpoint(version, buf, cur, end):
@@ -452,13 +779,32 @@ def _dec_EndQuorumEpochResponse_NodeEndpoint(version, buf, cur, end):
         raise _w.short_run(_RUN_node_id, pos, end)
     f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
+        n_host -= 1
+    if 0 <= n_host <= end - pos:
+        try:
+            f_host = buf[pos:pos + n_host].decode() if n_host else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('host', pos, exc) from None
+        pos += n_host
+    else:
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     f_port = _S_H.unpack_from(buf, pos)[0]
     pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EndQuorumEpochResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
@@ -473,12 +819,25 @@ def _enc_EndQuorumEpochResponse_NodeEndpoint(version, obj, out):
     if obj is None:
         raise TypeError("EndQuorumEpochResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
-    f_host, n_host = _w.encode_text(obj.host, "EndQuorumEpochResponse.NodeEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("EndQuorumEpochResponse.NodeEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("EndQuorumEpochResponse.NodeEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.NodeEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndQuorumEpochResponse.NodeEndpoint")
 
 
 class EndQuorumEpochRequest_ReplicaInfo(Struct):

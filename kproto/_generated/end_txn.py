@@ -40,10 +40,27 @@ def _dec_EndTxnRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_transactional_id, pos, end)
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 2, False, True)
     else:
-        n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
-        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
+        if pos < end and buf[pos] < 128:
+            n_transactional_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+            n_transactional_id -= 1
+    if 0 <= n_transactional_id <= end - pos:
+        try:
+            f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('transactional_id', pos, exc) from None
+        pos += n_transactional_id
+    else:
+        if version <= 2:
+            raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
+        else:
+            raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
     if end - pos < 11:
         raise _w.short_run(_RUN_producer_id__committed, pos, end)
     f_producer_id, f_producer_epoch, f_committed = _S_qhb.unpack_from(buf, pos)
@@ -52,7 +69,11 @@ def _dec_EndTxnRequest(version, buf, cur, end):
         raise _w.bad_bool('committed', pos - 1, f_committed)
     b_committed = f_committed == 1
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EndTxnRequest)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
@@ -70,16 +91,29 @@ def _enc_EndTxnRequest(version, obj, out):
     """Append in ``version`` a EndTxnRequest to ``out``."""
     if obj is None:
         raise TypeError("EndTxnRequest expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "EndTxnRequest.transactional_id", False)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("EndTxnRequest.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("EndTxnRequest.transactional_id", n_transactional_id)
     if version <= 2:
         out += _S_h.pack(n_transactional_id)
     else:
-        _w.put_uvarint(out, n_transactional_id + 1)
+        if 0 <= n_transactional_id + 1 < 128:
+            out.append(n_transactional_id + 1)
+        else:
+            _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
     out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.committed)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnRequest")
 
 
 def _dec_EndTxnResponse(version, buf, cur, end):
@@ -96,7 +130,11 @@ def _dec_EndTxnResponse(version, buf, cur, end):
         f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _S_ihqh.unpack_from(buf, pos)
         pos += 16
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EndTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -123,7 +161,10 @@ def _enc_EndTxnResponse(version, obj, out):
     else:
         out += _S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EndTxnResponse")
 
 
 class EndTxnRequest(Message):

@@ -28,13 +28,55 @@ _new = Struct.__new__
 def _dec_EnvelopeRequest(version, buf, cur, end):
     """Decode EnvelopeRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_request_data, pos = _w.read_compact_length(buf, pos, end, 'request_data')
-    f_request_data, pos = _w.read_sized(buf, pos, n_request_data, end, 'request_data', 1, False, False)
-    n_request_principal, pos = _w.read_compact_length(buf, pos, end, 'request_principal')
-    f_request_principal, pos = _w.read_sized(buf, pos, n_request_principal, end, 'request_principal', 1, True, False)
-    n_client_host_address, pos = _w.read_compact_length(buf, pos, end, 'client_host_address')
-    f_client_host_address, pos = _w.read_sized(buf, pos, n_client_host_address, end, 'client_host_address', 1, False, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_request_data = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_request_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_request_data, pos = _w.read_uvarint(buf, pos, end, 'request_data')
+        n_request_data -= 1
+    if 0 <= n_request_data <= end - pos:
+        f_request_data = buf[pos:pos + n_request_data]
+        pos += n_request_data
+    else:
+        raise _w.bad_sized('request_data', pos, n_request_data, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_request_principal = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_request_principal = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_request_principal, pos = _w.read_uvarint(buf, pos, end, 'request_principal')
+        n_request_principal -= 1
+    if 0 <= n_request_principal <= end - pos:
+        f_request_principal = buf[pos:pos + n_request_principal]
+        pos += n_request_principal
+    elif n_request_principal == -1:
+        f_request_principal = None
+    else:
+        raise _w.bad_sized('request_principal', pos, n_request_principal, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_client_host_address = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_host_address = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_client_host_address, pos = _w.read_uvarint(buf, pos, end, 'client_host_address')
+        n_client_host_address -= 1
+    if 0 <= n_client_host_address <= end - pos:
+        f_client_host_address = buf[pos:pos + n_client_host_address]
+        pos += n_client_host_address
+    else:
+        raise _w.bad_sized('client_host_address', pos, n_client_host_address, end, 1, False)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EnvelopeRequest)
     obj.request_data = f_request_data
     obj.request_principal = f_request_principal
@@ -53,7 +95,10 @@ def _enc_EnvelopeRequest(version, obj, out):
         raise _w.not_nullable("EnvelopeRequest.request_data")
     else:
         n_request_data = len(f_request_data)
-    _w.put_uvarint(out, n_request_data + 1)
+    if 0 <= n_request_data + 1 < 128:
+        out.append(n_request_data + 1)
+    else:
+        _w.put_uvarint(out, n_request_data + 1)
     if n_request_data > 0:
         out += f_request_data
     f_request_principal = obj.request_principal
@@ -61,7 +106,10 @@ def _enc_EnvelopeRequest(version, obj, out):
         n_request_principal = -1
     else:
         n_request_principal = len(f_request_principal)
-    _w.put_uvarint(out, n_request_principal + 1)
+    if 0 <= n_request_principal + 1 < 128:
+        out.append(n_request_principal + 1)
+    else:
+        _w.put_uvarint(out, n_request_principal + 1)
     if n_request_principal > 0:
         out += f_request_principal
     f_client_host_address = obj.client_host_address
@@ -69,22 +117,46 @@ def _enc_EnvelopeRequest(version, obj, out):
         raise _w.not_nullable("EnvelopeRequest.client_host_address")
     else:
         n_client_host_address = len(f_client_host_address)
-    _w.put_uvarint(out, n_client_host_address + 1)
+    if 0 <= n_client_host_address + 1 < 128:
+        out.append(n_client_host_address + 1)
+    else:
+        _w.put_uvarint(out, n_client_host_address + 1)
     if n_client_host_address > 0:
         out += f_client_host_address
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EnvelopeRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EnvelopeRequest")
 
 
 def _dec_EnvelopeResponse(version, buf, cur, end):
     """Decode EnvelopeResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_response_data, pos = _w.read_compact_length(buf, pos, end, 'response_data')
-    f_response_data, pos = _w.read_sized(buf, pos, n_response_data, end, 'response_data', 1, True, False)
+    if pos < end and buf[pos] < 128:
+        n_response_data = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_response_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_response_data, pos = _w.read_uvarint(buf, pos, end, 'response_data')
+        n_response_data -= 1
+    if 0 <= n_response_data <= end - pos:
+        f_response_data = buf[pos:pos + n_response_data]
+        pos += n_response_data
+    elif n_response_data == -1:
+        f_response_data = None
+    else:
+        raise _w.bad_sized('response_data', pos, n_response_data, end, 1, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(EnvelopeResponse)
     obj.response_data = f_response_data
     obj.error_code = f_error_code
@@ -102,11 +174,17 @@ def _enc_EnvelopeResponse(version, obj, out):
         n_response_data = -1
     else:
         n_response_data = len(f_response_data)
-    _w.put_uvarint(out, n_response_data + 1)
+    if 0 <= n_response_data + 1 < 128:
+        out.append(n_response_data + 1)
+    else:
+        _w.put_uvarint(out, n_response_data + 1)
     if n_response_data > 0:
         out += f_response_data
     out += _S_h.pack(obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EnvelopeResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "EnvelopeResponse")
 
 
 class EnvelopeRequest(Message):

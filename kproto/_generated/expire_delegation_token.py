@@ -37,16 +37,34 @@ def _dec_ExpireDelegationTokenRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_hmac, pos, end)
         n_hmac = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 4, False, False)
     else:
-        n_hmac, pos = _w.read_compact_length(buf, pos, end, 'hmac')
-        f_hmac, pos = _w.read_sized(buf, pos, n_hmac, end, 'hmac', 1, False, False)
+        if pos < end and buf[pos] < 128:
+            n_hmac = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_hmac = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
+            n_hmac -= 1
+    if 0 <= n_hmac <= end - pos:
+        f_hmac = buf[pos:pos + n_hmac]
+        pos += n_hmac
+    else:
+        if version <= 1:
+            raise _w.bad_sized('hmac', pos, n_hmac, end, 4, False)
+        else:
+            raise _w.bad_sized('hmac', pos, n_hmac, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_expiry_time_period_ms, pos, end)
     f_expiry_time_period_ms = _S_q.unpack_from(buf, pos)[0]
     pos += 8
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ExpireDelegationTokenRequest)
     obj.hmac = f_hmac
     obj.expiry_time_period_ms = f_expiry_time_period_ms
@@ -70,12 +88,18 @@ def _enc_ExpireDelegationTokenRequest(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_hmac)
     else:
-        _w.put_uvarint(out, n_hmac + 1)
+        if 0 <= n_hmac + 1 < 128:
+            out.append(n_hmac + 1)
+        else:
+            _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
         out += f_hmac
     out += _S_q.pack(obj.expiry_time_period_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ExpireDelegationTokenRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ExpireDelegationTokenRequest")
 
 
 def _dec_ExpireDelegationTokenResponse(version, buf, cur, end):
@@ -86,7 +110,11 @@ def _dec_ExpireDelegationTokenResponse(version, buf, cur, end):
     f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms = _S_hqi.unpack_from(buf, pos)
     pos += 14
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ExpireDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.expiry_timestamp_ms = f_expiry_timestamp_ms
@@ -105,7 +133,10 @@ def _enc_ExpireDelegationTokenResponse(version, obj, out):
         raise TypeError("ExpireDelegationTokenResponse expected, got None")
     out += _S_hqi.pack(obj.error_code, obj.expiry_timestamp_ms, obj.throttle_time_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ExpireDelegationTokenResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ExpireDelegationTokenResponse")
 
 
 class ExpireDelegationTokenRequest(Message):

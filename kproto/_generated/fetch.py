@@ -596,13 +596,6 @@ def _dec_FetchRequest(version, buf, cur, end):
 
 def _enc_FetchRequest(version, obj, out):
     """Append in ``version`` a FetchRequest to ``out``."""
-    v4_down = version <= 4
-    v5_to_8 = 5 <= version <= 8
-    v9_to_11 = 9 <= version <= 11
-    v11_down = version <= 11
-    v12_only = version == 12
-    v13_to_16 = 13 <= version <= 16
-    v17_only = version == 17
     if obj is None:
         raise TypeError("FetchRequest expected, got None")
     if version <= 14:
@@ -665,21 +658,22 @@ def _enc_FetchRequest(version, obj, out):
             out.append(n_topics + 1)
         else:
             _w.put_uvarint(out, n_topics + 1)
+    if version <= 4:
+        element = _enc_FetchRequest_FetchTopic_v0
+    elif 5 <= version <= 8:
+        element = _enc_FetchRequest_FetchTopic_v5
+    elif 9 <= version <= 11:
+        element = _enc_FetchRequest_FetchTopic_v9
+    elif version == 12:
+        element = _enc_FetchRequest_FetchTopic_v12
+    elif 13 <= version <= 16:
+        element = _enc_FetchRequest_FetchTopic_v13
+    elif version == 17:
+        element = _enc_FetchRequest_FetchTopic_v17
+    else:
+        element = _enc_FetchRequest_FetchTopic_v18
     for item in f_topics:
-        if v4_down:
-            _enc_FetchRequest_FetchTopic_v0(item, out)
-        elif v5_to_8:
-            _enc_FetchRequest_FetchTopic_v5(item, out)
-        elif v9_to_11:
-            _enc_FetchRequest_FetchTopic_v9(item, out)
-        elif v12_only:
-            _enc_FetchRequest_FetchTopic_v12(item, out)
-        elif v13_to_16:
-            _enc_FetchRequest_FetchTopic_v13(item, out)
-        elif v17_only:
-            _enc_FetchRequest_FetchTopic_v17(item, out)
-        else:
-            _enc_FetchRequest_FetchTopic_v18(item, out)
+        element(item, out)
     if version >= 7:
         f_forgotten_topics_data = obj.forgotten_topics_data
         if f_forgotten_topics_data is None:
@@ -694,13 +688,14 @@ def _enc_FetchRequest(version, obj, out):
         else:
             _w.put_uvarint(out, n_forgotten_topics_data + 1)
     if version >= 7:
+        if version <= 11:
+            element = _enc_FetchRequest_ForgottenTopic_v7
+        elif version == 12:
+            element = _enc_FetchRequest_ForgottenTopic_v12
+        else:
+            element = _enc_FetchRequest_ForgottenTopic_v13
         for item in f_forgotten_topics_data:
-            if v11_down:
-                _enc_FetchRequest_ForgottenTopic_v7(item, out)
-            elif v12_only:
-                _enc_FetchRequest_ForgottenTopic_v12(item, out)
-            else:
-                _enc_FetchRequest_ForgottenTopic_v13(item, out)
+            element(item, out)
     if version >= 11:
         f_rack_id = obj.rack_id
         if f_rack_id is None:
@@ -1537,11 +1532,6 @@ def _dec_FetchResponse(version, buf, cur, end):
 
 def _enc_FetchResponse(version, obj, out):
     """Append in ``version`` a FetchResponse to ``out``."""
-    v3_down = version <= 3
-    v4_only = version == 4
-    v5_to_10 = 5 <= version <= 10
-    v11_only = version == 11
-    v12_only = version == 12
     if obj is None:
         raise TypeError("FetchResponse expected, got None")
     if version <= 6:
@@ -1590,19 +1580,20 @@ def _enc_FetchResponse(version, obj, out):
             out.append(n_responses + 1)
         else:
             _w.put_uvarint(out, n_responses + 1)
+    if version <= 3:
+        element = _enc_FetchResponse_FetchableTopicResponse_v0
+    elif version == 4:
+        element = _enc_FetchResponse_FetchableTopicResponse_v4
+    elif 5 <= version <= 10:
+        element = _enc_FetchResponse_FetchableTopicResponse_v5
+    elif version == 11:
+        element = _enc_FetchResponse_FetchableTopicResponse_v11
+    elif version == 12:
+        element = _enc_FetchResponse_FetchableTopicResponse_v12
+    else:
+        element = _enc_FetchResponse_FetchableTopicResponse_v13
     for item in f_responses:
-        if v3_down:
-            _enc_FetchResponse_FetchableTopicResponse_v0(item, out)
-        elif v4_only:
-            _enc_FetchResponse_FetchableTopicResponse_v4(item, out)
-        elif v5_to_10:
-            _enc_FetchResponse_FetchableTopicResponse_v5(item, out)
-        elif v11_only:
-            _enc_FetchResponse_FetchableTopicResponse_v11(item, out)
-        elif v12_only:
-            _enc_FetchResponse_FetchableTopicResponse_v12(item, out)
-        else:
-            _enc_FetchResponse_FetchableTopicResponse_v13(item, out)
+        element(item, out)
     if 12 <= version <= 15:
         if obj.unknown_tagged_fields:
             _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchResponse")

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -46,13 +45,120 @@ _new = Struct.__new__
 
 def _dec_FetchSnapshotRequest(version, buf, cur, end):
     """Decode FetchSnapshotRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__max_bytes, pos, end)
     f_replica_id, f_max_bytes = _S_ii.unpack_from(buf, pos)
     pos += 8
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_FetchSnapshotRequest_TopicSnapshot, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 30:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 30, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
+                            f_partition__2, f_current_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                            pos += 8
+                            cur.pos = pos
+                            try:
+                                f_snapshot_id__2 = _dec_FetchSnapshotRequest_SnapshotId(version, buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('snapshot_id')
+                            pos = cur.pos
+                            if end - pos < 8:
+                                raise _w.short_run(_RUN_position, pos, end)
+                            f_position__2 = _S_q.unpack_from(buf, pos)[0]
+                            pos += 8
+                            if v1_up:
+                                f_replica_directory_id__2 = _w.ZERO_UUID
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                if v0_down:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+                                else:
+                                    unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
+                                    for tag__2, pos, t_end__2 in spans__2:
+                                        if tag__2 == 0:
+                                            if t_end__2 - pos < 16:
+                                                raise _w.short_read('replica_directory_id', pos, 16, t_end__2)
+                                            f_replica_directory_id__2 = _w.uuid_at(buf, pos)
+                                            pos += 16
+                                            if pos != t_end__2:
+                                                raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end__2)
+                                    pos = after__2
+                            obj__2 = _new(FetchSnapshotRequest_PartitionSnapshot)
+                            obj__2.partition = f_partition__2
+                            obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.snapshot_id = f_snapshot_id__2
+                            obj__2.position = f_position__2
+                            if v0_down:
+                                obj__2.replica_directory_id = _w.ZERO_UUID
+                            else:
+                                obj__2.replica_directory_id = f_replica_directory_id__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchSnapshotRequest_TopicSnapshot)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     f_cluster_id = None
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -61,8 +167,25 @@ def _dec_FetchSnapshotRequest(version, buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                n_cluster_id, pos = _w.read_compact_length(buf, pos, t_end, 'cluster_id')
-                f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, t_end, 'cluster_id', 1, True, True)
+                if pos < t_end and buf[pos] < 128:
+                    n_cluster_id = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
+                    n_cluster_id -= 1
+                if 0 <= n_cluster_id <= t_end - pos:
+                    try:
+                        f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('cluster_id', pos, exc) from None
+                    pos += n_cluster_id
+                elif n_cluster_id == -1:
+                    f_cluster_id = None
+                else:
+                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
@@ -81,12 +204,32 @@ def _enc_FetchSnapshotRequest(version, obj, out):
     if obj is None:
         raise TypeError("FetchSnapshotRequest expected, got None")
     out += _S_ii.pack(obj.replica_id, obj.max_bytes)
-    _w.put_structs(out, obj.topics, _partial(_enc_FetchSnapshotRequest_TopicSnapshot, version), "FetchSnapshotRequest.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("FetchSnapshotRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_FetchSnapshotRequest_TopicSnapshot(version, item, out)
     known = []
     if obj.cluster_id is not None:
         t = bytearray()
-        f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "FetchSnapshotRequest.cluster_id", True)
-        _w.put_uvarint(t, n_cluster_id + 1)
+        f_cluster_id = obj.cluster_id
+        if f_cluster_id is None:
+            n_cluster_id = -1
+        else:
+            f_cluster_id = f_cluster_id.encode("utf-8")
+            n_cluster_id = len(f_cluster_id)
+            if n_cluster_id > 32767:
+                raise _w.string_too_long("FetchSnapshotRequest.cluster_id", n_cluster_id)
+        if 0 <= n_cluster_id + 1 < 128:
+            t.append(n_cluster_id + 1)
+        else:
+            _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
             t += f_cluster_id
         known.append((0, t))
@@ -96,81 +239,39 @@ def _enc_FetchSnapshotRequest(version, obj, out):
         out.append(0)
 
 
-def _dec_FetchSnapshotRequest_TopicSnapshot(version, buf, cur, end):
-    """Decode FetchSnapshotRequest.TopicSnapshot (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_FetchSnapshotRequest_PartitionSnapshot, version), buf, cur, pos, end, n_partitions, 'partitions', 30, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(FetchSnapshotRequest_TopicSnapshot)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_FetchSnapshotRequest_TopicSnapshot(version, obj, out):
     """Append in ``version`` a FetchSnapshotRequest.TopicSnapshot to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotRequest.TopicSnapshot expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "FetchSnapshotRequest.TopicSnapshot.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("FetchSnapshotRequest.TopicSnapshot.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("FetchSnapshotRequest.TopicSnapshot.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_FetchSnapshotRequest_PartitionSnapshot, version), "FetchSnapshotRequest.TopicSnapshot.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot")
-
-
-def _dec_FetchSnapshotRequest_PartitionSnapshot(version, buf, cur, end):
-    """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
-    f_partition, f_current_leader_epoch = _S_ii.unpack_from(buf, pos)
-    pos += 8
-    cur.pos = pos
-    try:
-        f_snapshot_id = _dec_FetchSnapshotRequest_SnapshotId(version, buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('snapshot_id')
-    pos = cur.pos
-    if end - pos < 8:
-        raise _w.short_run(_RUN_position, pos, end)
-    f_position = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    if version <= 0:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("FetchSnapshotRequest.TopicSnapshot.partitions")
     else:
-        f_replica_directory_id = _w.ZERO_UUID
-        if pos < end and buf[pos] == 0:
-            pos += 1
-            unknown = []
-        else:
-            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-            for tag, pos, t_end in spans:
-                if tag == 0:
-                    if t_end - pos < 16:
-                        raise _w.short_read('replica_directory_id', pos, 16, t_end)
-                    f_replica_directory_id = _w.uuid_at(buf, pos)
-                    pos += 16
-                    if pos != t_end:
-                        raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end)
-            pos = after
-    obj = _new(FetchSnapshotRequest_PartitionSnapshot)
-    obj.partition = f_partition
-    obj.current_leader_epoch = f_current_leader_epoch
-    obj.snapshot_id = f_snapshot_id
-    obj.position = f_position
-    if version <= 0:
-        obj.replica_directory_id = _w.ZERO_UUID
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
-        obj.replica_directory_id = f_replica_directory_id
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_FetchSnapshotRequest_PartitionSnapshot(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot")
 
 
 def _enc_FetchSnapshotRequest_PartitionSnapshot(version, obj, out):
@@ -182,7 +283,10 @@ def _enc_FetchSnapshotRequest_PartitionSnapshot(version, obj, out):
     _enc_FetchSnapshotRequest_SnapshotId(version, f_snapshot_id, out)
     out += _S_q.pack(obj.position)
     if version <= 0:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot")
     else:
         known = []
         if obj.replica_directory_id != _w.ZERO_UUID:
@@ -202,7 +306,11 @@ def _dec_FetchSnapshotRequest_SnapshotId(version, buf, cur, end):
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
     f_end_offset, f_epoch = _S_qi.unpack_from(buf, pos)
     pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(FetchSnapshotRequest_SnapshotId)
     obj.end_offset = f_end_offset
     obj.epoch = f_epoch
@@ -216,7 +324,10 @@ def _enc_FetchSnapshotRequest_SnapshotId(version, obj, out):
     if obj is None:
         raise TypeError("FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId expected, got None")
     out += _S_qi.pack(obj.end_offset, obj.epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId")
 
 
 def _dec_FetchSnapshotResponse(version, buf, cur, end):
@@ -226,21 +337,161 @@ def _dec_FetchSnapshotResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_FetchSnapshotResponse_TopicSnapshot, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    if version <= 0:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 37:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 37, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_index__error_code, pos, end)
+                            f_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            cur.pos = pos
+                            try:
+                                f_snapshot_id__2 = _dec_FetchSnapshotResponse_SnapshotId(version, buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('snapshot_id')
+                            pos = cur.pos
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_size__position, pos, end)
+                            f_size__2, f_position__2 = _S_qq.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] < 128:
+                                n_unaligned_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_unaligned_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_unaligned_records__2, pos = _w.read_uvarint(buf, pos, end, 'unaligned_records')
+                                n_unaligned_records__2 -= 1
+                            if 0 <= n_unaligned_records__2 <= end - pos:
+                                f_unaligned_records__2 = RecordSet(buf[pos:pos + n_unaligned_records__2])
+                                pos += n_unaligned_records__2
+                            else:
+                                raise _w.bad_sized('unaligned_records', pos, n_unaligned_records__2, end, 1, False)
+                            d = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
+                            d.leader_id = 0
+                            d.leader_epoch = 0
+                            d.unknown_tagged_fields = []
+                            f_current_leader__2 = d
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, after__2 = _w.read_tag_section(buf, pos, end, (0,))
+                                for tag__2, pos, t_end__2 in spans__2:
+                                    if tag__2 == 0:
+                                        cur.pos = pos
+                                        try:
+                                            f_current_leader__2 = _dec_FetchSnapshotResponse_LeaderIdAndEpoch(version, buf, cur, t_end__2)
+                                        except DecodeError as exc:
+                                            raise exc.within('current_leader')
+                                        pos = cur.pos
+                                        if pos != t_end__2:
+                                            raise _w.tag_size_mismatch('current_leader', 0, pos, t_end__2)
+                                pos = after__2
+                            obj__2 = _new(FetchSnapshotResponse_PartitionSnapshot)
+                            obj__2.index = f_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.snapshot_id = f_snapshot_id__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.size = f_size__2
+                            obj__2.position = f_position__2
+                            obj__2.unaligned_records = f_unaligned_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(FetchSnapshotResponse_TopicSnapshot)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if version >= 1:
         f_node_endpoints = []
-        if pos < end and buf[pos] == 0:
-            pos += 1
-            unknown = []
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        if version <= 0:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
         else:
             unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
             for tag, pos, t_end in spans:
                 if tag == 0:
-                    n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
-                    f_node_endpoints, pos = _w.read_structs(_partial(_dec_FetchSnapshotResponse_NodeEndpoint, version), buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
+                    if pos < t_end and buf[pos] < 128:
+                        n_node_endpoints = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                        n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
+                        n_node_endpoints -= 1
+                    if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 8:
+                        raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 8, 1)
+                    f_node_endpoints = []
+                    if n_node_endpoints:
+                        i = 0
+                        cur.pos = pos
+                        try:
+                            for i in range(n_node_endpoints):
+                                f_node_endpoints.append(_dec_FetchSnapshotResponse_NodeEndpoint(version, buf, cur, t_end))
+                        except DecodeError as exc:
+                            raise exc.within("node_endpoints[%d]" % i)
+                        pos = cur.pos
                     if pos != t_end:
                         raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
             pos = after
@@ -265,14 +516,37 @@ def _enc_FetchSnapshotResponse(version, obj, out):
         if obj.node_endpoints:
             raise _w.not_in_version("FetchSnapshotResponse.node_endpoints", 0, "1")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.topics, _partial(_enc_FetchSnapshotResponse_TopicSnapshot, version), "FetchSnapshotResponse.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("FetchSnapshotResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_FetchSnapshotResponse_TopicSnapshot(version, item, out)
     if version <= 0:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse")
     else:
         known = []
         if obj.node_endpoints != []:
             t = bytearray()
-            _w.put_structs(t, obj.node_endpoints, _partial(_enc_FetchSnapshotResponse_NodeEndpoint, version), "FetchSnapshotResponse.node_endpoints", False)
+            f_node_endpoints = obj.node_endpoints
+            if f_node_endpoints is None:
+                raise _w.not_nullable("FetchSnapshotResponse.node_endpoints")
+            else:
+                n_node_endpoints = len(f_node_endpoints)
+            if 0 <= n_node_endpoints + 1 < 128:
+                t.append(n_node_endpoints + 1)
+            else:
+                _w.put_uvarint(t, n_node_endpoints + 1)
+            for item in f_node_endpoints:
+                _enc_FetchSnapshotResponse_NodeEndpoint(version, item, t)
             known.append((0, t))
         if known or obj.unknown_tagged_fields:
             _w.put_tag_section(out, known, obj.unknown_tagged_fields, "FetchSnapshotResponse")
@@ -280,89 +554,39 @@ def _enc_FetchSnapshotResponse(version, obj, out):
             out.append(0)
 
 
-def _dec_FetchSnapshotResponse_TopicSnapshot(version, buf, cur, end):
-    """Decode FetchSnapshotResponse.TopicSnapshot (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_FetchSnapshotResponse_PartitionSnapshot, version), buf, cur, pos, end, n_partitions, 'partitions', 37, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(FetchSnapshotResponse_TopicSnapshot)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_FetchSnapshotResponse_TopicSnapshot(version, obj, out):
     """Append in ``version`` a FetchSnapshotResponse.TopicSnapshot to ``out``."""
     if obj is None:
         raise TypeError("FetchSnapshotResponse.TopicSnapshot expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "FetchSnapshotResponse.TopicSnapshot.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("FetchSnapshotResponse.TopicSnapshot.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("FetchSnapshotResponse.TopicSnapshot.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_FetchSnapshotResponse_PartitionSnapshot, version), "FetchSnapshotResponse.TopicSnapshot.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot")
-
-
-def _dec_FetchSnapshotResponse_PartitionSnapshot(version, buf, cur, end):
-    """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_index__error_code, pos, end)
-    f_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    cur.pos = pos
-    try:
-        f_snapshot_id = _dec_FetchSnapshotResponse_SnapshotId(version, buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('snapshot_id')
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_size__position, pos, end)
-    f_size, f_position = _S_qq.unpack_from(buf, pos)
-    pos += 16
-    n_unaligned_records, pos = _w.read_compact_length(buf, pos, end, 'unaligned_records')
-    if 0 <= n_unaligned_records <= end - pos:
-        f_unaligned_records = RecordSet(buf[pos:pos + n_unaligned_records])
-        pos += n_unaligned_records
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("FetchSnapshotResponse.TopicSnapshot.partitions")
     else:
-        raise _w.bad_sized('unaligned_records', pos, n_unaligned_records, end, 1, False)
-    d = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
-    d.leader_id = 0
-    d.leader_epoch = 0
-    d.unknown_tagged_fields = []
-    f_current_leader = d
-    if pos < end and buf[pos] == 0:
-        pos += 1
-        unknown = []
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
-        unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-        for tag, pos, t_end in spans:
-            if tag == 0:
-                cur.pos = pos
-                try:
-                    f_current_leader = _dec_FetchSnapshotResponse_LeaderIdAndEpoch(version, buf, cur, t_end)
-                except DecodeError as exc:
-                    raise exc.within('current_leader')
-                pos = cur.pos
-                if pos != t_end:
-                    raise _w.tag_size_mismatch('current_leader', 0, pos, t_end)
-        pos = after
-    obj = _new(FetchSnapshotResponse_PartitionSnapshot)
-    obj.index = f_index
-    obj.error_code = f_error_code
-    obj.snapshot_id = f_snapshot_id
-    obj.current_leader = f_current_leader
-    obj.size = f_size
-    obj.position = f_position
-    obj.unaligned_records = f_unaligned_records
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_FetchSnapshotResponse_PartitionSnapshot(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot")
 
 
 def _enc_FetchSnapshotResponse_PartitionSnapshot(version, obj, out):
@@ -379,7 +603,10 @@ def _enc_FetchSnapshotResponse_PartitionSnapshot(version, obj, out):
     else:
         f_unaligned_records = as_record_set(f_unaligned_records).raw
         n_unaligned_records = len(f_unaligned_records)
-    _w.put_uvarint(out, n_unaligned_records + 1)
+    if 0 <= n_unaligned_records + 1 < 128:
+        out.append(n_unaligned_records + 1)
+    else:
+        _w.put_uvarint(out, n_unaligned_records + 1)
     if n_unaligned_records > 0:
         out += f_unaligned_records
     known = []
@@ -402,7 +629,11 @@ def _dec_FetchSnapshotResponse_SnapshotId(version, buf, cur, end):
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
     f_end_offset, f_epoch = _S_qi.unpack_from(buf, pos)
     pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(FetchSnapshotResponse_SnapshotId)
     obj.end_offset = f_end_offset
     obj.epoch = f_epoch
@@ -416,7 +647,10 @@ def _enc_FetchSnapshotResponse_SnapshotId(version, obj, out):
     if obj is None:
         raise TypeError("FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId expected, got None")
     out += _S_qi.pack(obj.end_offset, obj.epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId")
 
 
 def _dec_FetchSnapshotResponse_LeaderIdAndEpoch(version, buf, cur, end):
@@ -426,7 +660,11 @@ def _dec_FetchSnapshotResponse_LeaderIdAndEpoch(version, buf, cur, end):
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     f_leader_id, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
@@ -440,7 +678,10 @@ def _enc_FetchSnapshotResponse_LeaderIdAndEpoch(version, obj, out):
     if obj is None:
         raise TypeError("FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch")
 
 
 def _dec_FetchSnapshotResponse_NodeEndpoint(version, buf, cur, end):
@@ -450,13 +691,32 @@ def _dec_FetchSnapshotResponse_NodeEndpoint(version, buf, cur, end):
         raise _w.short_run(_RUN_node_id, pos, end)
     f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
+        n_host -= 1
+    if 0 <= n_host <= end - pos:
+        try:
+            f_host = buf[pos:pos + n_host].decode() if n_host else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('host', pos, exc) from None
+        pos += n_host
+    else:
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     f_port = _S_H.unpack_from(buf, pos)[0]
     pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(FetchSnapshotResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
@@ -471,12 +731,25 @@ def _enc_FetchSnapshotResponse_NodeEndpoint(version, obj, out):
     if obj is None:
         raise TypeError("FetchSnapshotResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
-    f_host, n_host = _w.encode_text(obj.host, "FetchSnapshotResponse.NodeEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("FetchSnapshotResponse.NodeEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("FetchSnapshotResponse.NodeEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.NodeEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "FetchSnapshotResponse.NodeEndpoint")
 
 
 class FetchSnapshotRequest_SnapshotId(Struct):

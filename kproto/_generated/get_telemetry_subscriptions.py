@@ -41,7 +41,11 @@ def _dec_GetTelemetrySubscriptionsRequest(version, buf, cur, end):
         raise _w.short_read('client_instance_id', pos, 16, end)
     f_client_instance_id = _w.uuid_at(buf, pos)
     pos += 16
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(GetTelemetrySubscriptionsRequest)
     obj.client_instance_id = f_client_instance_id
     obj.unknown_tagged_fields = unknown
@@ -54,7 +58,10 @@ def _enc_GetTelemetrySubscriptionsRequest(version, obj, out):
     if obj is None:
         raise TypeError("GetTelemetrySubscriptionsRequest expected, got None")
     out += obj.client_instance_id.bytes
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "GetTelemetrySubscriptionsRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "GetTelemetrySubscriptionsRequest")
 
 
 def _dec_GetTelemetrySubscriptionsResponse(version, buf, cur, end):
@@ -72,7 +79,15 @@ def _dec_GetTelemetrySubscriptionsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_subscription_id, pos, end)
     f_subscription_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_accepted_compression_types, pos = _w.read_compact_length(buf, pos, end, 'accepted_compression_types')
+    if pos < end and buf[pos] < 128:
+        n_accepted_compression_types = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_accepted_compression_types = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_accepted_compression_types, pos = _w.read_uvarint(buf, pos, end, 'accepted_compression_types')
+        n_accepted_compression_types -= 1
     if n_accepted_compression_types < 0 or n_accepted_compression_types > (end - pos) // 1:
         raise _w.bad_count('accepted_compression_types', pos - 1, n_accepted_compression_types, end, 1, 1)
     if n_accepted_compression_types < _w.SMALL_ARRAY_MAX:
@@ -87,12 +102,28 @@ def _dec_GetTelemetrySubscriptionsResponse(version, buf, cur, end):
     if f_delta_temporality != 0 and f_delta_temporality != 1:
         raise _w.bad_bool('delta_temporality', pos - 1, f_delta_temporality)
     b_delta_temporality = f_delta_temporality == 1
-    n_requested_metrics, pos = _w.read_compact_length(buf, pos, end, 'requested_metrics')
+    if pos < end and buf[pos] < 128:
+        n_requested_metrics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_requested_metrics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_requested_metrics, pos = _w.read_uvarint(buf, pos, end, 'requested_metrics')
+        n_requested_metrics -= 1
     if n_requested_metrics < 0 or n_requested_metrics > (end - pos) // 1:
         raise _w.bad_count('requested_metrics', pos - 1, n_requested_metrics, end, 1, 1)
     f_requested_metrics = []
     for i in range(n_requested_metrics):
-        m, pos = _w.read_compact_length(buf, pos, end, "requested_metrics[%d]" % i)
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            m, pos = _w.read_uvarint(buf, pos, end, "requested_metrics[%d]" % i)
+            m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("requested_metrics[%d]" % i, pos, m, end, 1, False)
         try:
@@ -101,7 +132,11 @@ def _dec_GetTelemetrySubscriptionsResponse(version, buf, cur, end):
             raise _w.bad_utf8("requested_metrics[%d]" % i, pos, exc) from None
         f_requested_metrics.append(s)
         pos += m
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(GetTelemetrySubscriptionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -129,7 +164,10 @@ def _enc_GetTelemetrySubscriptionsResponse(version, obj, out):
         raise _w.not_nullable("GetTelemetrySubscriptionsResponse.accepted_compression_types")
     else:
         n_accepted_compression_types = len(f_accepted_compression_types)
-    _w.put_uvarint(out, n_accepted_compression_types + 1)
+    if 0 <= n_accepted_compression_types + 1 < 128:
+        out.append(n_accepted_compression_types + 1)
+    else:
+        _w.put_uvarint(out, n_accepted_compression_types + 1)
     out += _pack(">%db" % n_accepted_compression_types, *f_accepted_compression_types)
     out += _S_iiB.pack(obj.push_interval_ms, obj.telemetry_max_bytes, obj.delta_temporality)
     f_requested_metrics = obj.requested_metrics
@@ -137,15 +175,24 @@ def _enc_GetTelemetrySubscriptionsResponse(version, obj, out):
         raise _w.not_nullable("GetTelemetrySubscriptionsResponse.requested_metrics")
     else:
         n_requested_metrics = len(f_requested_metrics)
-    _w.put_uvarint(out, n_requested_metrics + 1)
+    if 0 <= n_requested_metrics + 1 < 128:
+        out.append(n_requested_metrics + 1)
+    else:
+        _w.put_uvarint(out, n_requested_metrics + 1)
     for item in f_requested_metrics:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("GetTelemetrySubscriptionsResponse.requested_metrics[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "GetTelemetrySubscriptionsResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "GetTelemetrySubscriptionsResponse")
 
 
 class GetTelemetrySubscriptionsRequest(Message):

@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['InitializeShareGroupStateRequest', 'InitializeShareGroupStateResponse']
@@ -32,11 +32,93 @@ _new = Struct.__new__
 def _dec_InitializeShareGroupStateRequest(version, buf, cur, end):
     """Decode InitializeShareGroupStateRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_InitializeShareGroupStateRequest_InitializeStateData, version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+        n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 18:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 17:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 17, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 16:
+                                raise _w.short_run(_RUN_partition__start_offset, pos, end)
+                            f_partition__2, f_state_epoch__2, f_start_offset__2 = _S_iiq.unpack_from(buf, pos)
+                            pos += 16
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(InitializeShareGroupStateRequest_PartitionData)
+                            obj__2.partition = f_partition__2
+                            obj__2.state_epoch = f_state_epoch__2
+                            obj__2.start_offset = f_start_offset__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(InitializeShareGroupStateRequest_InitializeStateData)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(InitializeShareGroupStateRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
@@ -49,30 +131,35 @@ def _enc_InitializeShareGroupStateRequest(version, obj, out):
     """Append in ``version`` a InitializeShareGroupStateRequest to ``out``."""
     if obj is None:
         raise TypeError("InitializeShareGroupStateRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "InitializeShareGroupStateRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("InitializeShareGroupStateRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("InitializeShareGroupStateRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_InitializeShareGroupStateRequest_InitializeStateData, version), "InitializeShareGroupStateRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest")
-
-
-def _dec_InitializeShareGroupStateRequest_InitializeStateData(version, buf, cur, end):
-    """Decode InitializeShareGroupStateRequest.InitializeStateData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_InitializeShareGroupStateRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 17, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(InitializeShareGroupStateRequest_InitializeStateData)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("InitializeShareGroupStateRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_InitializeShareGroupStateRequest_InitializeStateData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest")
 
 
 def _enc_InitializeShareGroupStateRequest_InitializeStateData(version, obj, out):
@@ -80,25 +167,21 @@ def _enc_InitializeShareGroupStateRequest_InitializeStateData(version, obj, out)
     if obj is None:
         raise TypeError("InitializeShareGroupStateRequest.InitializeStateData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_InitializeShareGroupStateRequest_PartitionData, version), "InitializeShareGroupStateRequest.InitializeStateData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest.InitializeStateData")
-
-
-def _dec_InitializeShareGroupStateRequest_PartitionData(version, buf, cur, end):
-    """Decode InitializeShareGroupStateRequest.InitializeStateData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_partition__start_offset, pos, end)
-    f_partition, f_state_epoch, f_start_offset = _S_iiq.unpack_from(buf, pos)
-    pos += 16
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(InitializeShareGroupStateRequest_PartitionData)
-    obj.partition = f_partition
-    obj.state_epoch = f_state_epoch
-    obj.start_offset = f_start_offset
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("InitializeShareGroupStateRequest.InitializeStateData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_InitializeShareGroupStateRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest.InitializeStateData")
 
 
 def _enc_InitializeShareGroupStateRequest_PartitionData(version, obj, out):
@@ -106,15 +189,104 @@ def _enc_InitializeShareGroupStateRequest_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("InitializeShareGroupStateRequest.InitializeStateData.PartitionData expected, got None")
     out += _S_iiq.pack(obj.partition, obj.state_epoch, obj.start_offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest.InitializeStateData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateRequest.InitializeStateData.PartitionData")
 
 
 def _dec_InitializeShareGroupStateResponse(version, buf, cur, end):
     """Decode InitializeShareGroupStateResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_partial(_dec_InitializeShareGroupStateResponse_InitializeStateResult, version), buf, cur, pos, end, n_results, 'results', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+        n_results -= 1
+    if n_results < 0 or n_results > (end - pos) // 18:
+        raise _w.bad_count('results', pos - 1, n_results, end, 18, 1)
+    f_results = []
+    if n_results:
+        # Each element read inline.
+        try:
+            for i in range(n_results):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 8:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 8, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition__error_code, pos, end)
+                            f_partition__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(InitializeShareGroupStateResponse_PartitionResult)
+                            obj__2.partition = f_partition__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(InitializeShareGroupStateResponse_InitializeStateResult)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(InitializeShareGroupStateResponse)
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -126,26 +298,21 @@ def _enc_InitializeShareGroupStateResponse(version, obj, out):
     """Append in ``version`` a InitializeShareGroupStateResponse to ``out``."""
     if obj is None:
         raise TypeError("InitializeShareGroupStateResponse expected, got None")
-    _w.put_structs(out, obj.results, _partial(_enc_InitializeShareGroupStateResponse_InitializeStateResult, version), "InitializeShareGroupStateResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse")
-
-
-def _dec_InitializeShareGroupStateResponse_InitializeStateResult(version, buf, cur, end):
-    """Decode InitializeShareGroupStateResponse.InitializeStateResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_InitializeShareGroupStateResponse_PartitionResult, version), buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(InitializeShareGroupStateResponse_InitializeStateResult)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("InitializeShareGroupStateResponse.results")
+    else:
+        n_results = len(f_results)
+    if 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
+    else:
+        _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_InitializeShareGroupStateResponse_InitializeStateResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse")
 
 
 def _enc_InitializeShareGroupStateResponse_InitializeStateResult(version, obj, out):
@@ -153,27 +320,21 @@ def _enc_InitializeShareGroupStateResponse_InitializeStateResult(version, obj, o
     if obj is None:
         raise TypeError("InitializeShareGroupStateResponse.InitializeStateResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_InitializeShareGroupStateResponse_PartitionResult, version), "InitializeShareGroupStateResponse.InitializeStateResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse.InitializeStateResult")
-
-
-def _dec_InitializeShareGroupStateResponse_PartitionResult(version, buf, cur, end):
-    """Decode InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition__error_code, pos, end)
-    f_partition, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(InitializeShareGroupStateResponse_PartitionResult)
-    obj.partition = f_partition
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("InitializeShareGroupStateResponse.InitializeStateResult.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_InitializeShareGroupStateResponse_PartitionResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse.InitializeStateResult")
 
 
 def _enc_InitializeShareGroupStateResponse_PartitionResult(version, obj, out):
@@ -181,11 +342,24 @@ def _enc_InitializeShareGroupStateResponse_PartitionResult(version, obj, out):
     if obj is None:
         raise TypeError("InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult expected, got None")
     out += _S_ih.pack(obj.partition, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult")
 
 
 class InitializeShareGroupStateRequest_PartitionData(Struct):

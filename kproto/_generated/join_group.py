@@ -314,7 +314,6 @@ def _dec_JoinGroupRequest(version, buf, cur, end):
 
 def _enc_JoinGroupRequest(version, obj, out):
     """Append in ``version`` a JoinGroupRequest to ``out``."""
-    v5_down = version <= 5
     if obj is None:
         raise TypeError("JoinGroupRequest expected, got None")
     if version <= 4:
@@ -409,11 +408,12 @@ def _enc_JoinGroupRequest(version, obj, out):
             out.append(n_protocols + 1)
         else:
             _w.put_uvarint(out, n_protocols + 1)
+    if version <= 5:
+        element = _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0
+    else:
+        element = _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6
     for item in f_protocols:
-        if v5_down:
-            _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(item, out)
-        else:
-            _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(item, out)
+        element(item, out)
     if version >= 8:
         f_reason = obj.reason
         if f_reason is None:
@@ -793,8 +793,6 @@ def _dec_JoinGroupResponse(version, buf, cur, end):
 
 def _enc_JoinGroupResponse(version, obj, out):
     """Append in ``version`` a JoinGroupResponse to ``out``."""
-    v4_down = version <= 4
-    v5_only = version == 5
     if obj is None:
         raise TypeError("JoinGroupResponse expected, got None")
     if version <= 8:
@@ -896,13 +894,14 @@ def _enc_JoinGroupResponse(version, obj, out):
             out.append(n_members + 1)
         else:
             _w.put_uvarint(out, n_members + 1)
+    if version <= 4:
+        element = _enc_JoinGroupResponse_JoinGroupResponseMember_v0
+    elif version == 5:
+        element = _enc_JoinGroupResponse_JoinGroupResponseMember_v5
+    else:
+        element = _enc_JoinGroupResponse_JoinGroupResponseMember_v6
     for item in f_members:
-        if v4_down:
-            _enc_JoinGroupResponse_JoinGroupResponseMember_v0(item, out)
-        elif v5_only:
-            _enc_JoinGroupResponse_JoinGroupResponseMember_v5(item, out)
-        else:
-            _enc_JoinGroupResponse_JoinGroupResponseMember_v6(item, out)
+        element(item, out)
     if version >= 6:
         if obj.unknown_tagged_fields:
             _w.put_tag_section(out, [], obj.unknown_tagged_fields, "JoinGroupResponse")

@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['LeaderAndIsrRequest', 'LeaderAndIsrResponse']
@@ -69,6 +69,18 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_LeaderAndIsrRequest(version, buf, cur, end):
     """Decode LeaderAndIsrRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
+    v2_down = version <= 2
+    v3_down = version <= 3
+    v3_only = version == 3
+    v3_up = version >= 3
+    v4_up = version >= 4
+    v4_down = version <= 4
+    v4_to_5 = 4 <= version <= 5
+    v5_up = version >= 5
+    v5_down = version <= 5
+    v6_up = version >= 6
     pos = cur.pos
     if version <= 1:
         if end - pos < 12:
@@ -76,21 +88,86 @@ def _dec_LeaderAndIsrRequest(version, buf, cur, end):
         f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
         pos += 12
     if version <= 0:
-        f_ungrouped_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version), buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 30, 4, False)
+        if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
+            raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     elif version == 1:
-        f_ungrouped_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version), buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 31, 4, False)
+        if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 31:
+            raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 31, 4)
+    if version <= 1:
+        f_ungrouped_partition_states = []
+        if n_ungrouped_partition_states:
+            # Each element read inline.
+            try:
+                for i in range(n_ungrouped_partition_states):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic_name, pos, end)
+                    n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_topic_name__1 <= end - pos:
+                        try:
+                            f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic_name', pos, exc) from None
+                        pos += n_topic_name__1
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                    if end - pos < 20:
+                        raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                    f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                    pos += 20
+                    if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                        raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                    if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                        f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                    else:
+                        f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                    pos += n_isr__1 * 4
+                    if end - pos < 8:
+                        raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
+                    f_partition_epoch__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                    pos += 8
+                    if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                        raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                    if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                        f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                    else:
+                        f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                    pos += n_replicas__1 * 4
+                    if v1_up:
+                        if end - pos < 1:
+                            raise _w.short_run(_RUN_is_new, pos, end)
+                        f_is_new__1 = _S_b.unpack_from(buf, pos)[0]
+                        pos += 1
+                        if f_is_new__1 != 0 and f_is_new__1 != 1:
+                            raise _w.bad_bool('is_new', pos - 1, f_is_new__1)
+                        b_is_new__1 = f_is_new__1 == 1
+                    obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                    obj__1.topic_name = f_topic_name__1
+                    obj__1.partition_index = f_partition_index__1
+                    obj__1.controller_epoch = f_controller_epoch__1
+                    obj__1.leader = f_leader__1
+                    obj__1.leader_epoch = f_leader_epoch__1
+                    obj__1.isr = f_isr__1
+                    obj__1.partition_epoch = f_partition_epoch__1
+                    obj__1.replicas = f_replicas__1
+                    obj__1.adding_replicas = []
+                    obj__1.removing_replicas = []
+                    if v0_down:
+                        obj__1.is_new = False
+                    else:
+                        obj__1.is_new = b_is_new__1
+                    obj__1.leader_recovery_state = 0
+                    obj__1.unknown_tagged_fields = []
+                    f_ungrouped_partition_states.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("ungrouped_partition_states[%d]" % i)
     elif 2 <= version <= 3:
         if end - pos < 20:
             raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
         f_controller_id, f_controller_epoch, f_broker_epoch, n_topic_states = _S_iiqi.unpack_from(buf, pos)
         pos += 20
-        f_topic_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState, version), buf, cur, pos, end, n_topic_states, 'topic_states', 6, 4, False)
-    if version <= 3:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_live_leaders, pos, end)
-        n_live_leaders = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_live_leaders, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader, version), buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 4, False)
+        if n_topic_states < 0 or n_topic_states > (end - pos) // 6:
+            raise _w.bad_count('topic_states', pos - 4, n_topic_states, end, 6, 4)
     elif version == 4:
         if end - pos < 16:
             raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
@@ -110,15 +187,351 @@ def _dec_LeaderAndIsrRequest(version, buf, cur, end):
             raise _w.bad_bool('is_k_raft_controller', pos - 14, f_is_k_raft_controller)
         b_is_k_raft_controller = f_is_k_raft_controller == 1
     if version >= 4:
-        n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
+        if pos < end and buf[pos] < 128:
+            n_topic_states = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
+            n_topic_states -= 1
     if version == 4:
-        f_topic_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState, version), buf, cur, pos, end, n_topic_states, 'topic_states', 3, 1, False)
+        if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
+            raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     elif version >= 5:
-        f_topic_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState, version), buf, cur, pos, end, n_topic_states, 'topic_states', 19, 1, False)
+        if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
+            raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
+    if version >= 2:
+        f_topic_states = []
+        if n_topic_states:
+            # Each element read inline.
+            try:
+                for i in range(n_topic_states):
+                    if v3_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_topic_name, pos, end)
+                        n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_topic_name__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                            n_topic_name__1 -= 1
+                    if 0 <= n_topic_name__1 <= end - pos:
+                        try:
+                            f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic_name', pos, exc) from None
+                        pos += n_topic_name__1
+                    else:
+                        if v3_down:
+                            raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                    if v3_down:
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_partition_states, pos, end)
+                        n_partition_states__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                    if v2_down:
+                        if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 29:
+                            raise _w.bad_count('partition_states', pos - 4, n_partition_states__1, end, 29, 4)
+                    elif v3_only:
+                        if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 37:
+                            raise _w.bad_count('partition_states', pos - 4, n_partition_states__1, end, 37, 4)
+                    elif v5_up:
+                        if end - pos < 16:
+                            raise _w.short_read('topic_id', pos, 16, end)
+                        f_topic_id__1 = _w.uuid_at(buf, pos)
+                        pos += 16
+                    if v4_up:
+                        if pos < end and buf[pos] < 128:
+                            n_partition_states__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                            n_partition_states__1 -= 1
+                    if v4_to_5:
+                        if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 26:
+                            raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 26, 1)
+                    elif v6_up:
+                        if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 27:
+                            raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 27, 1)
+                    f_partition_states__1 = []
+                    if n_partition_states__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_partition_states__1):
+                                if v3_down:
+                                    if end - pos < 20:
+                                        raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                                    f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2, n_isr__2 = _S_iiiii.unpack_from(buf, pos)
+                                    pos += 20
+                                else:
+                                    if end - pos < 16:
+                                        raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                                    f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2 = _S_iiii.unpack_from(buf, pos)
+                                    pos += 16
+                                    if pos < end and buf[pos] < 128:
+                                        n_isr__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                        n_isr__2 -= 1
+                                if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                    if v3_down:
+                                        raise _w.bad_count('isr', pos - 4, n_isr__2, end, 4, 4)
+                                    else:
+                                        raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                                if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                    f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                                else:
+                                    f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                                pos += n_isr__2 * 4
+                                if v3_down:
+                                    if end - pos < 8:
+                                        raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
+                                    f_partition_epoch__2, n_replicas__2 = _S_ii.unpack_from(buf, pos)
+                                    pos += 8
+                                else:
+                                    if end - pos < 4:
+                                        raise _w.short_run(_RUN_partition_epoch, pos, end)
+                                    f_partition_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                                    pos += 4
+                                    if pos < end and buf[pos] < 128:
+                                        n_replicas__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                        n_replicas__2 -= 1
+                                if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                    if v3_down:
+                                        raise _w.bad_count('replicas', pos - 4, n_replicas__2, end, 4, 4)
+                                    else:
+                                        raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                                if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                    f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                                else:
+                                    f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                                pos += n_replicas__2 * 4
+                                if v3_only:
+                                    if end - pos < 4:
+                                        raise _w.short_run(_RUN_adding_replicas, pos, end)
+                                    n_adding_replicas__2 = _S_i.unpack_from(buf, pos)[0]
+                                    pos += 4
+                                elif v4_up:
+                                    if pos < end and buf[pos] < 128:
+                                        n_adding_replicas__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_adding_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_adding_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
+                                        n_adding_replicas__2 -= 1
+                                if v3_up:
+                                    if n_adding_replicas__2 < 0 or n_adding_replicas__2 > (end - pos) // 4:
+                                        if v3_down:
+                                            raise _w.bad_count('adding_replicas', pos - 4, n_adding_replicas__2, end, 4, 4)
+                                        else:
+                                            raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas__2, end, 4, 1)
+                                    if n_adding_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                        f_adding_replicas__2 = list(_A_i[n_adding_replicas__2].unpack_from(buf, pos))
+                                    else:
+                                        f_adding_replicas__2 = list(_unpack_from(">%di" % n_adding_replicas__2, buf, pos))
+                                    pos += n_adding_replicas__2 * 4
+                                if v3_only:
+                                    if end - pos < 4:
+                                        raise _w.short_run(_RUN_removing_replicas, pos, end)
+                                    n_removing_replicas__2 = _S_i.unpack_from(buf, pos)[0]
+                                    pos += 4
+                                elif v4_up:
+                                    if pos < end and buf[pos] < 128:
+                                        n_removing_replicas__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_removing_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_removing_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
+                                        n_removing_replicas__2 -= 1
+                                if v3_up:
+                                    if n_removing_replicas__2 < 0 or n_removing_replicas__2 > (end - pos) // 4:
+                                        if v3_down:
+                                            raise _w.bad_count('removing_replicas', pos - 4, n_removing_replicas__2, end, 4, 4)
+                                        else:
+                                            raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas__2, end, 4, 1)
+                                    if n_removing_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                        f_removing_replicas__2 = list(_A_i[n_removing_replicas__2].unpack_from(buf, pos))
+                                    else:
+                                        f_removing_replicas__2 = list(_unpack_from(">%di" % n_removing_replicas__2, buf, pos))
+                                    pos += n_removing_replicas__2 * 4
+                                if v5_down:
+                                    if end - pos < 1:
+                                        raise _w.short_run(_RUN_is_new, pos, end)
+                                    f_is_new__2 = _S_b.unpack_from(buf, pos)[0]
+                                    pos += 1
+                                else:
+                                    if end - pos < 2:
+                                        raise _w.short_run(_RUN_is_new__leader_recovery_state, pos, end)
+                                    f_is_new__2, f_leader_recovery_state__2 = _S_bb.unpack_from(buf, pos)
+                                    pos += 2
+                                if f_is_new__2 != 0 and f_is_new__2 != 1:
+                                    if v5_down:
+                                        raise _w.bad_bool('is_new', pos - 1, f_is_new__2)
+                                    else:
+                                        raise _w.bad_bool('is_new', pos - 2, f_is_new__2)
+                                b_is_new__2 = f_is_new__2 == 1
+                                if v4_up:
+                                    if pos < end and buf[pos] == 0:
+                                        pos += 1
+                                        unknown__2 = []
+                                    else:
+                                        unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+                                obj__2.topic_name = ''
+                                obj__2.partition_index = f_partition_index__2
+                                obj__2.controller_epoch = f_controller_epoch__2
+                                obj__2.leader = f_leader__2
+                                obj__2.leader_epoch = f_leader_epoch__2
+                                obj__2.isr = f_isr__2
+                                obj__2.partition_epoch = f_partition_epoch__2
+                                obj__2.replicas = f_replicas__2
+                                if v2_down:
+                                    obj__2.adding_replicas = []
+                                    obj__2.removing_replicas = []
+                                else:
+                                    obj__2.adding_replicas = f_adding_replicas__2
+                                    obj__2.removing_replicas = f_removing_replicas__2
+                                obj__2.is_new = b_is_new__2
+                                if v5_down:
+                                    obj__2.leader_recovery_state = 0
+                                if v3_down:
+                                    obj__2.unknown_tagged_fields = []
+                                elif v6_up:
+                                    obj__2.leader_recovery_state = f_leader_recovery_state__2
+                                if v4_up:
+                                    obj__2.unknown_tagged_fields = unknown__2
+                                f_partition_states__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("partition_states[%d]" % i__1)
+                    if v4_up:
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+                    obj__1.topic_name = f_topic_name__1
+                    if v4_down:
+                        obj__1.topic_id = _w.ZERO_UUID
+                    else:
+                        obj__1.topic_id = f_topic_id__1
+                    obj__1.partition_states = f_partition_states__1
+                    if v3_down:
+                        obj__1.unknown_tagged_fields = []
+                    else:
+                        obj__1.unknown_tagged_fields = unknown__1
+                    f_topic_states.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topic_states[%d]" % i)
+    if version <= 3:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_live_leaders, pos, end)
+        n_live_leaders = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        if pos < end and buf[pos] < 128:
+            n_live_leaders = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_live_leaders = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_live_leaders, pos = _w.read_uvarint(buf, pos, end, 'live_leaders')
+            n_live_leaders -= 1
+    if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
+        if version <= 3:
+            raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
+        else:
+            raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
+    f_live_leaders = []
+    if n_live_leaders:
+        # Each element read inline.
+        try:
+            for i in range(n_live_leaders):
+                if v3_down:
+                    if end - pos < 6:
+                        raise _w.short_run(_RUN_broker_id__host_name, pos, end)
+                    f_broker_id__1, n_host_name__1 = _S_ih.unpack_from(buf, pos)
+                    pos += 6
+                else:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_broker_id, pos, end)
+                    f_broker_id__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if pos < end and buf[pos] < 128:
+                        n_host_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_host_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_host_name__1, pos = _w.read_uvarint(buf, pos, end, 'host_name')
+                        n_host_name__1 -= 1
+                if 0 <= n_host_name__1 <= end - pos:
+                    try:
+                        f_host_name__1 = buf[pos:pos + n_host_name__1].decode() if n_host_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host_name', pos, exc) from None
+                    pos += n_host_name__1
+                else:
+                    if v3_down:
+                        raise _w.bad_sized('host_name', pos, n_host_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('host_name', pos, n_host_name__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if v4_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+                obj__1.broker_id = f_broker_id__1
+                obj__1.host_name = f_host_name__1
+                obj__1.port = f_port__1
+                if v3_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_live_leaders.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
     if version >= 4:
-        n_live_leaders, pos = _w.read_compact_length(buf, pos, end, 'live_leaders')
-        f_live_leaders, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader, version), buf, cur, pos, end, n_live_leaders, 'live_leaders', 10, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     if version <= 6:
@@ -209,174 +622,47 @@ def _enc_LeaderAndIsrRequest(version, obj, out):
                 raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 6, "0-1")
             else:
                 raise _w.not_in_version("LeaderAndIsrRequest.ungrouped_partition_states", 7, "0-1")
-    if 2 <= version <= 3:
+    if version == 4:
+        out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
+    elif 5 <= version <= 6:
+        out += _S_iiqb.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.type)
+    elif version >= 7:
+        out += _S_iBiqb.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch, obj.type)
+    if version >= 2:
         f_topic_states = obj.topic_states
         if f_topic_states is None:
             raise _w.not_nullable("LeaderAndIsrRequest.topic_states")
         else:
             n_topic_states = len(f_topic_states)
+    if 2 <= version <= 3:
         out += _S_iiqi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, n_topic_states)
+    elif version >= 4:
+        if 0 <= n_topic_states + 1 < 128:
+            out.append(n_topic_states + 1)
+        else:
+            _w.put_uvarint(out, n_topic_states + 1)
+    if version >= 2:
         for item in f_topic_states:
             _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState(version, item, out)
+    f_live_leaders = obj.live_leaders
+    if f_live_leaders is None:
+        raise _w.not_nullable("LeaderAndIsrRequest.live_leaders")
+    else:
+        n_live_leaders = len(f_live_leaders)
     if version <= 3:
-        f_live_leaders = obj.live_leaders
-        if f_live_leaders is None:
-            raise _w.not_nullable("LeaderAndIsrRequest.live_leaders")
-        else:
-            n_live_leaders = len(f_live_leaders)
         out += _S_i.pack(n_live_leaders)
-        for item in f_live_leaders:
-            _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(version, item, out)
-    elif version == 4:
-        out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
-    elif 5 <= version <= 6:
-        out += _S_iiqb.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.type)
     else:
-        out += _S_iBiqb.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch, obj.type)
+        if 0 <= n_live_leaders + 1 < 128:
+            out.append(n_live_leaders + 1)
+        else:
+            _w.put_uvarint(out, n_live_leaders + 1)
+    for item in f_live_leaders:
+        _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(version, item, out)
     if version >= 4:
-        _w.put_structs(out, obj.topic_states, _partial(_enc_LeaderAndIsrRequest_LeaderAndIsrTopicState, version), "LeaderAndIsrRequest.topic_states", False)
-        _w.put_structs(out, obj.live_leaders, _partial(_enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader, version), "LeaderAndIsrRequest.live_leaders", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if version <= 3:
-        if end - pos < 20:
-            raise _w.short_run(_RUN_partition_index__isr, pos, end)
-        f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
-        pos += 20
-    else:
-        if end - pos < 16:
-            raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-        f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S_iiii.unpack_from(buf, pos)
-        pos += 16
-        n_isr, pos = _w.read_compact_length(buf, pos, end, 'isr')
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        if version <= 3:
-            raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
         else:
-            raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
-    else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if version <= 3:
-        if end - pos < 8:
-            raise _w.short_run(_RUN_partition_epoch__replicas, pos, end)
-        f_partition_epoch, n_replicas = _S_ii.unpack_from(buf, pos)
-        pos += 8
-    else:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_epoch, pos, end)
-        f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        n_replicas, pos = _w.read_compact_length(buf, pos, end, 'replicas')
-    if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        if version <= 3:
-            raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
-        else:
-            raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
-    if n_replicas < _w.SMALL_ARRAY_MAX:
-        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
-    else:
-        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-    pos += n_replicas * 4
-    if version == 3:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_adding_replicas, pos, end)
-        n_adding_replicas = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    elif version >= 4:
-        n_adding_replicas, pos = _w.read_compact_length(buf, pos, end, 'adding_replicas')
-    if version >= 3:
-        if n_adding_replicas < 0 or n_adding_replicas > (end - pos) // 4:
-            if version <= 3:
-                raise _w.bad_count('adding_replicas', pos - 4, n_adding_replicas, end, 4, 4)
-            else:
-                raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas, end, 4, 1)
-        if n_adding_replicas < _w.SMALL_ARRAY_MAX:
-            f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
-        else:
-            f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
-        pos += n_adding_replicas * 4
-    if version == 3:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_removing_replicas, pos, end)
-        n_removing_replicas = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    elif version >= 4:
-        n_removing_replicas, pos = _w.read_compact_length(buf, pos, end, 'removing_replicas')
-    if version >= 3:
-        if n_removing_replicas < 0 or n_removing_replicas > (end - pos) // 4:
-            if version <= 3:
-                raise _w.bad_count('removing_replicas', pos - 4, n_removing_replicas, end, 4, 4)
-            else:
-                raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas, end, 4, 1)
-        if n_removing_replicas < _w.SMALL_ARRAY_MAX:
-            f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
-        else:
-            f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
-        pos += n_removing_replicas * 4
-    if 1 <= version <= 5:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_is_new, pos, end)
-        f_is_new = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-    elif version >= 6:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_is_new__leader_recovery_state, pos, end)
-        f_is_new, f_leader_recovery_state = _S_bb.unpack_from(buf, pos)
-        pos += 2
-    if version >= 1:
-        if f_is_new != 0 and f_is_new != 1:
-            if version <= 5:
-                raise _w.bad_bool('is_new', pos - 1, f_is_new)
-            else:
-                raise _w.bad_bool('is_new', pos - 2, f_is_new)
-        b_is_new = f_is_new == 1
-    if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
-    if version <= 1:
-        obj.topic_name = f_topic_name
-    else:
-        obj.topic_name = ''
-    obj.partition_index = f_partition_index
-    obj.controller_epoch = f_controller_epoch
-    obj.leader = f_leader
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    obj.partition_epoch = f_partition_epoch
-    obj.replicas = f_replicas
-    if version <= 2:
-        obj.adding_replicas = []
-        obj.removing_replicas = []
-    if version <= 0:
-        obj.is_new = False
-    elif version >= 3:
-        obj.adding_replicas = f_adding_replicas
-        obj.removing_replicas = f_removing_replicas
-    if version >= 1:
-        obj.is_new = b_is_new
-    if version <= 5:
-        obj.leader_recovery_state = 0
-    if version <= 3:
-        obj.unknown_tagged_fields = []
-    elif version >= 6:
-        obj.leader_recovery_state = f_leader_recovery_state
-    if version >= 4:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest")
 
 
 def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
@@ -396,7 +682,14 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
             else:
                 raise _w.not_in_version("LeaderAndIsrRequest.LeaderAndIsrPartitionState.leader_recovery_state", 4, "6-7")
     if version <= 1:
-        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name", False)
+        f_topic_name = obj.topic_name
+        if f_topic_name is None:
+            raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name")
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
+            n_topic_name = len(f_topic_name)
+            if n_topic_name > 32767:
+                raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrPartitionState.topic_name", n_topic_name)
         out += _S_h.pack(n_topic_name)
         if n_topic_name > 0:
             out += f_topic_name
@@ -410,7 +703,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
     if version <= 3:
         out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
     else:
-        _w.put_uvarint(out, n_isr + 1)
+        if 0 <= n_isr + 1 < 128:
+            out.append(n_isr + 1)
+        else:
+            _w.put_uvarint(out, n_isr + 1)
     out += _pack(">%di" % n_isr, *f_isr)
     if version >= 4:
         out += _S_i.pack(obj.partition_epoch)
@@ -422,7 +718,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
     if version <= 3:
         out += _S_ii.pack(obj.partition_epoch, n_replicas)
     else:
-        _w.put_uvarint(out, n_replicas + 1)
+        if 0 <= n_replicas + 1 < 128:
+            out.append(n_replicas + 1)
+        else:
+            _w.put_uvarint(out, n_replicas + 1)
     out += _pack(">%di" % n_replicas, *f_replicas)
     if version >= 3:
         f_adding_replicas = obj.adding_replicas
@@ -433,7 +732,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
     if version == 3:
         out += _S_i.pack(n_adding_replicas)
     elif version >= 4:
-        _w.put_uvarint(out, n_adding_replicas + 1)
+        if 0 <= n_adding_replicas + 1 < 128:
+            out.append(n_adding_replicas + 1)
+        else:
+            _w.put_uvarint(out, n_adding_replicas + 1)
     if version >= 3:
         out += _pack(">%di" % n_adding_replicas, *f_adding_replicas)
         f_removing_replicas = obj.removing_replicas
@@ -444,7 +746,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
     if version == 3:
         out += _S_i.pack(n_removing_replicas)
     elif version >= 4:
-        _w.put_uvarint(out, n_removing_replicas + 1)
+        if 0 <= n_removing_replicas + 1 < 128:
+            out.append(n_removing_replicas + 1)
+        else:
+            _w.put_uvarint(out, n_removing_replicas + 1)
     if version >= 3:
         out += _pack(">%di" % n_removing_replicas, *f_removing_replicas)
     if 1 <= version <= 5:
@@ -452,116 +757,54 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, obj, out):
     elif version >= 6:
         out += _S_Bb.pack(obj.is_new, obj.leader_recovery_state)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrPartitionState")
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState(version, buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 3:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_states, pos, end)
-        n_partition_states = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version <= 2:
-        f_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version), buf, cur, pos, end, n_partition_states, 'partition_states', 29, 4, False)
-    elif version == 3:
-        f_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version), buf, cur, pos, end, n_partition_states, 'partition_states', 37, 4, False)
-    else:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if version >= 5:
-        if end - pos < 16:
-            raise _w.short_read('topic_id', pos, 16, end)
-        f_topic_id = _w.uuid_at(buf, pos)
-        pos += 16
-    if version >= 4:
-        n_partition_states, pos = _w.read_compact_length(buf, pos, end, 'partition_states')
-    if 4 <= version <= 5:
-        f_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version), buf, cur, pos, end, n_partition_states, 'partition_states', 26, 1, False)
-    elif version >= 6:
-        f_partition_states, pos = _w.read_structs(_partial(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version), buf, cur, pos, end, n_partition_states, 'partition_states', 27, 1, False)
-    if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
-    obj.topic_name = f_topic_name
-    if version <= 4:
-        obj.topic_id = _w.ZERO_UUID
-    else:
-        obj.topic_id = f_topic_id
-    obj.partition_states = f_partition_states
-    if version <= 3:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrPartitionState")
 
 
 def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState(version, obj, out):
     """Append in ``version`` a LeaderAndIsrRequest.LeaderAndIsrTopicState to ``out``."""
     if obj is None:
         raise TypeError("LeaderAndIsrRequest.LeaderAndIsrTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
     if version <= 3:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    if version <= 3:
-        f_partition_states = obj.partition_states
-        if f_partition_states is None:
-            raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
-        else:
-            n_partition_states = len(f_partition_states)
-        out += _S_i.pack(n_partition_states)
-        for item in f_partition_states:
-            _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, item, out)
-    elif version >= 5:
+    if version >= 5:
         out += obj.topic_id.bytes
-    if version >= 4:
-        _w.put_structs(out, obj.partition_states, _partial(_enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState, version), "LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
-
-
-def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(version, buf, cur, end):
-    """Decode LeaderAndIsrRequest.LeaderAndIsrLiveLeader (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 3:
-        if end - pos < 6:
-            raise _w.short_run(_RUN_broker_id__host_name, pos, end)
-        f_broker_id, n_host_name = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        f_host_name, pos = _w.read_sized(buf, pos, n_host_name, end, 'host_name', 2, False, True)
+    f_partition_states = obj.partition_states
+    if f_partition_states is None:
+        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrTopicState.partition_states")
     else:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_broker_id, pos, end)
-        f_broker_id = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        n_host_name, pos = _w.read_compact_length(buf, pos, end, 'host_name')
-        f_host_name, pos = _w.read_sized(buf, pos, n_host_name, end, 'host_name', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
-    obj.broker_id = f_broker_id
-    obj.host_name = f_host_name
-    obj.port = f_port
+        n_partition_states = len(f_partition_states)
     if version <= 3:
-        obj.unknown_tagged_fields = []
+        out += _S_i.pack(n_partition_states)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_partition_states + 1 < 128:
+            out.append(n_partition_states + 1)
+        else:
+            _w.put_uvarint(out, n_partition_states + 1)
+    for item in f_partition_states:
+        _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrTopicState")
 
 
 def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(version, obj, out):
@@ -570,40 +813,186 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader(version, obj, out):
         raise TypeError("LeaderAndIsrRequest.LeaderAndIsrLiveLeader expected, got None")
     if version >= 4:
         out += _S_i.pack(obj.broker_id)
-    f_host_name, n_host_name = _w.encode_text(obj.host_name, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", False)
+    f_host_name = obj.host_name
+    if f_host_name is None:
+        raise _w.not_nullable("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name")
+    else:
+        f_host_name = f_host_name.encode("utf-8")
+        n_host_name = len(f_host_name)
+        if n_host_name > 32767:
+            raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", n_host_name)
     if version <= 3:
         out += _S_ih.pack(obj.broker_id, n_host_name)
     else:
-        _w.put_uvarint(out, n_host_name + 1)
+        if 0 <= n_host_name + 1 < 128:
+            out.append(n_host_name + 1)
+        else:
+            _w.put_uvarint(out, n_host_name + 1)
     if n_host_name > 0:
         out += f_host_name
     out += _S_i.pack(obj.port)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrRequest.LeaderAndIsrLiveLeader")
 
 
 def _dec_LeaderAndIsrResponse(version, buf, cur, end):
     """Decode LeaderAndIsrResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v3_down = version <= 3
+    v4_up = version >= 4
     pos = cur.pos
     if version <= 3:
         if end - pos < 6:
             raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
         f_error_code, n_partition_errors = _S_hi.unpack_from(buf, pos)
         pos += 6
-        f_partition_errors, pos = _w.read_structs(_partial(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version), buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 4, False)
     else:
         if end - pos < 2:
             raise _w.short_run(_RUN_error_code, pos, end)
         f_error_code = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-    if version == 4:
-        n_partition_errors, pos = _w.read_compact_length(buf, pos, end, 'partition_errors')
-        f_partition_errors, pos = _w.read_structs(_partial(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version), buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 1, False)
-    elif version >= 5:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_LeaderAndIsrResponse_LeaderAndIsrTopicError, version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
+        if pos < end and buf[pos] < 128:
+            if version <= 4:
+                n_partition_errors = buf[pos] - 1
+            else:
+                n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            if version <= 4:
+                n_partition_errors = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            else:
+                n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            if version <= 4:
+                n_partition_errors, pos = _w.read_uvarint(buf, pos, end, 'partition_errors')
+                n_partition_errors -= 1
+            else:
+                n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                n_topics -= 1
+    if version <= 4:
+        if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
+            if version <= 3:
+                raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8, 4)
+            else:
+                raise _w.bad_count('partition_errors', pos - 1, n_partition_errors, end, 8, 1)
+        f_partition_errors = []
+        if n_partition_errors:
+            # Each element read inline.
+            try:
+                for i in range(n_partition_errors):
+                    if v3_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_topic_name, pos, end)
+                        n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_topic_name__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                            n_topic_name__1 -= 1
+                    if 0 <= n_topic_name__1 <= end - pos:
+                        try:
+                            f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic_name', pos, exc) from None
+                        pos += n_topic_name__1
+                    else:
+                        if v3_down:
+                            raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                    if end - pos < 6:
+                        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                    f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                    pos += 6
+                    if v4_up:
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+                    obj__1.topic_name = f_topic_name__1
+                    obj__1.partition_index = f_partition_index__1
+                    obj__1.error_code = f_error_code__1
+                    if v3_down:
+                        obj__1.unknown_tagged_fields = []
+                    else:
+                        obj__1.unknown_tagged_fields = unknown__1
+                    f_partition_errors.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("partition_errors[%d]" % i)
+    else:
+        if n_topics < 0 or n_topics > (end - pos) // 18:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
+        f_topics = []
+        if n_topics:
+            # Each element read inline.
+            try:
+                for i in range(n_topics):
+                    if end - pos < 16:
+                        raise _w.short_read('topic_id', pos, 16, end)
+                    f_topic_id__1 = _w.uuid_at(buf, pos)
+                    pos += 16
+                    if pos < end and buf[pos] < 128:
+                        n_partition_errors__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_errors__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_errors__1, pos = _w.read_uvarint(buf, pos, end, 'partition_errors')
+                        n_partition_errors__1 -= 1
+                    if n_partition_errors__1 < 0 or n_partition_errors__1 > (end - pos) // 7:
+                        raise _w.bad_count('partition_errors', pos - 1, n_partition_errors__1, end, 7, 1)
+                    f_partition_errors__1 = []
+                    if n_partition_errors__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_partition_errors__1):
+                                if end - pos < 6:
+                                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                                f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                                pos += 6
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+                                obj__2.topic_name = ''
+                                obj__2.partition_index = f_partition_index__2
+                                obj__2.error_code = f_error_code__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_partition_errors__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("partition_errors[%d]" % i__1)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(LeaderAndIsrResponse_LeaderAndIsrTopicError)
+                    obj__1.topic_id = f_topic_id__1
+                    obj__1.partition_errors = f_partition_errors__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
     if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(LeaderAndIsrResponse)
     obj.error_code = f_error_code
     if version <= 4:
@@ -630,59 +1019,44 @@ def _enc_LeaderAndIsrResponse(version, obj, out):
                 raise _w.not_in_version("LeaderAndIsrResponse.topics", 0, "5-7")
             else:
                 raise _w.not_in_version("LeaderAndIsrResponse.topics", 4, "5-7")
-    if version <= 3:
+    else:
+        if obj.partition_errors:
+            raise _w.not_in_version("LeaderAndIsrResponse.partition_errors", 5, "0-4")
+    if version >= 4:
+        out += _S_h.pack(obj.error_code)
+    if version <= 4:
         f_partition_errors = obj.partition_errors
         if f_partition_errors is None:
             raise _w.not_nullable("LeaderAndIsrResponse.partition_errors")
         else:
             n_partition_errors = len(f_partition_errors)
+    if version <= 3:
         out += _S_hi.pack(obj.error_code, n_partition_errors)
+    elif version == 4:
+        if 0 <= n_partition_errors + 1 < 128:
+            out.append(n_partition_errors + 1)
+        else:
+            _w.put_uvarint(out, n_partition_errors + 1)
+    if version <= 4:
         for item in f_partition_errors:
             _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError(version, item, out)
-    elif version >= 5:
-        if obj.partition_errors:
-            raise _w.not_in_version("LeaderAndIsrResponse.partition_errors", 5, "0-4")
-    if version >= 4:
-        out += _S_h.pack(obj.error_code)
-    if version == 4:
-        _w.put_structs(out, obj.partition_errors, _partial(_enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version), "LeaderAndIsrResponse.partition_errors", False)
-    elif version >= 5:
-        _w.put_structs(out, obj.topics, _partial(_enc_LeaderAndIsrResponse_LeaderAndIsrTopicError, version), "LeaderAndIsrResponse.topics", False)
-    if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse")
-
-
-def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError(version, buf, cur, end):
-    """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 3:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    elif version == 4:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
-    if version <= 4:
-        obj.topic_name = f_topic_name
     else:
-        obj.topic_name = ''
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    if version <= 3:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        f_topics = obj.topics
+        if f_topics is None:
+            raise _w.not_nullable("LeaderAndIsrResponse.topics")
+        else:
+            n_topics = len(f_topics)
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+        for item in f_topics:
+            _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse")
 
 
 def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError(version, obj, out):
@@ -690,35 +1064,30 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError(version, obj, out):
     if obj is None:
         raise TypeError("LeaderAndIsrResponse.LeaderAndIsrPartitionError expected, got None")
     if version <= 4:
-        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", False)
+        f_topic_name = obj.topic_name
+        if f_topic_name is None:
+            raise _w.not_nullable("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name")
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
+            n_topic_name = len(f_topic_name)
+            if n_topic_name > 32767:
+                raise _w.string_too_long("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", n_topic_name)
     if version <= 3:
         out += _S_h.pack(n_topic_name)
     elif version == 4:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if version <= 4:
         if n_topic_name > 0:
             out += f_topic_name
     out += _S_ih.pack(obj.partition_index, obj.error_code)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrPartitionError")
-
-
-def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError(version, buf, cur, end):
-    """Decode LeaderAndIsrResponse.LeaderAndIsrTopicError (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partition_errors, pos = _w.read_compact_length(buf, pos, end, 'partition_errors')
-    f_partition_errors, pos = _w.read_structs(_partial(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version), buf, cur, pos, end, n_partition_errors, 'partition_errors', 7, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(LeaderAndIsrResponse_LeaderAndIsrTopicError)
-    obj.topic_id = f_topic_id
-    obj.partition_errors = f_partition_errors
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrPartitionError")
 
 
 def _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError(version, obj, out):
@@ -726,8 +1095,21 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError(version, obj, out):
     if obj is None:
         raise TypeError("LeaderAndIsrResponse.LeaderAndIsrTopicError expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partition_errors, _partial(_enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError, version), "LeaderAndIsrResponse.LeaderAndIsrTopicError.partition_errors", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrTopicError")
+    f_partition_errors = obj.partition_errors
+    if f_partition_errors is None:
+        raise _w.not_nullable("LeaderAndIsrResponse.LeaderAndIsrTopicError.partition_errors")
+    else:
+        n_partition_errors = len(f_partition_errors)
+    if 0 <= n_partition_errors + 1 < 128:
+        out.append(n_partition_errors + 1)
+    else:
+        _w.put_uvarint(out, n_partition_errors + 1)
+    for item in f_partition_errors:
+        _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaderAndIsrResponse.LeaderAndIsrTopicError")
 
 
 class LeaderAndIsrRequest_LeaderAndIsrPartitionState(Struct):

@@ -228,8 +228,6 @@ def _dec_LeaveGroupRequest(version, buf, cur, end):
 
 def _enc_LeaveGroupRequest(version, obj, out):
     """Append in ``version`` a LeaveGroupRequest to ``out``."""
-    v3_down = version <= 3
-    v4_only = version == 4
     if obj is None:
         raise TypeError("LeaveGroupRequest expected, got None")
     if version <= 2:
@@ -286,13 +284,14 @@ def _enc_LeaveGroupRequest(version, obj, out):
         else:
             _w.put_uvarint(out, n_members + 1)
     if version >= 3:
+        if version <= 3:
+            element = _enc_LeaveGroupRequest_MemberIdentity_v3
+        elif version == 4:
+            element = _enc_LeaveGroupRequest_MemberIdentity_v4
+        else:
+            element = _enc_LeaveGroupRequest_MemberIdentity_v5
         for item in f_members:
-            if v3_down:
-                _enc_LeaveGroupRequest_MemberIdentity_v3(item, out)
-            elif v4_only:
-                _enc_LeaveGroupRequest_MemberIdentity_v4(item, out)
-            else:
-                _enc_LeaveGroupRequest_MemberIdentity_v5(item, out)
+            element(item, out)
     if version >= 4:
         if obj.unknown_tagged_fields:
             _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupRequest")
@@ -559,7 +558,6 @@ def _dec_LeaveGroupResponse(version, buf, cur, end):
 
 def _enc_LeaveGroupResponse(version, obj, out):
     """Append in ``version`` a LeaveGroupResponse to ``out``."""
-    v3_down = version <= 3
     if obj is None:
         raise TypeError("LeaveGroupResponse expected, got None")
     if version <= 2:
@@ -586,11 +584,12 @@ def _enc_LeaveGroupResponse(version, obj, out):
         else:
             _w.put_uvarint(out, n_members + 1)
     if version >= 3:
+        if version <= 3:
+            element = _enc_LeaveGroupResponse_MemberResponse_v3
+        else:
+            element = _enc_LeaveGroupResponse_MemberResponse_v4
         for item in f_members:
-            if v3_down:
-                _enc_LeaveGroupResponse_MemberResponse_v3(item, out)
-            else:
-                _enc_LeaveGroupResponse_MemberResponse_v4(item, out)
+            element(item, out)
     if version >= 4:
         if obj.unknown_tagged_fields:
             _w.put_tag_section(out, [], obj.unknown_tagged_fields, "LeaveGroupResponse")

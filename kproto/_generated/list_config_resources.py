@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ListConfigResourcesRequest', 'ListConfigResourcesResponse']
@@ -35,7 +35,15 @@ def _dec_ListConfigResourcesRequest(version, buf, cur, end):
     """Decode ListConfigResourcesRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if version >= 1:
-        n_resource_types, pos = _w.read_compact_length(buf, pos, end, 'resource_types')
+        if pos < end and buf[pos] < 128:
+            n_resource_types = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_resource_types = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_resource_types, pos = _w.read_uvarint(buf, pos, end, 'resource_types')
+            n_resource_types -= 1
         if n_resource_types < 0 or n_resource_types > (end - pos) // 1:
             raise _w.bad_count('resource_types', pos - 1, n_resource_types, end, 1, 1)
         if n_resource_types < _w.SMALL_ARRAY_MAX:
@@ -43,7 +51,11 @@ def _dec_ListConfigResourcesRequest(version, buf, cur, end):
         else:
             f_resource_types = list(_unpack_from(">%db" % n_resource_types, buf, pos))
         pos += n_resource_types * 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListConfigResourcesRequest)
     if version <= 0:
         obj.resource_types = []
@@ -67,24 +79,88 @@ def _enc_ListConfigResourcesRequest(version, obj, out):
             raise _w.not_nullable("ListConfigResourcesRequest.resource_types")
         else:
             n_resource_types = len(f_resource_types)
-        _w.put_uvarint(out, n_resource_types + 1)
+        if 0 <= n_resource_types + 1 < 128:
+            out.append(n_resource_types + 1)
+        else:
+            _w.put_uvarint(out, n_resource_types + 1)
         out += _pack(">%db" % n_resource_types, *f_resource_types)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesRequest")
 
 
 def _dec_ListConfigResourcesResponse(version, buf, cur, end):
     """Decode ListConfigResourcesResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_config_resources, pos = _w.read_compact_length(buf, pos, end, 'config_resources')
-    if version <= 0:
-        f_config_resources, pos = _w.read_structs(_partial(_dec_ListConfigResourcesResponse_ConfigResource, version), buf, cur, pos, end, n_config_resources, 'config_resources', 2, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_config_resources = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_config_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
-        f_config_resources, pos = _w.read_structs(_partial(_dec_ListConfigResourcesResponse_ConfigResource, version), buf, cur, pos, end, n_config_resources, 'config_resources', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        n_config_resources, pos = _w.read_uvarint(buf, pos, end, 'config_resources')
+        n_config_resources -= 1
+    if version <= 0:
+        if n_config_resources < 0 or n_config_resources > (end - pos) // 2:
+            raise _w.bad_count('config_resources', pos - 1, n_config_resources, end, 2, 1)
+    else:
+        if n_config_resources < 0 or n_config_resources > (end - pos) // 3:
+            raise _w.bad_count('config_resources', pos - 1, n_config_resources, end, 3, 1)
+    f_config_resources = []
+    if n_config_resources:
+        # Each element read inline.
+        try:
+            for i in range(n_config_resources):
+                if pos < end and buf[pos] < 128:
+                    n_resource_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_resource_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_resource_name__1, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
+                    n_resource_name__1 -= 1
+                if 0 <= n_resource_name__1 <= end - pos:
+                    try:
+                        f_resource_name__1 = buf[pos:pos + n_resource_name__1].decode() if n_resource_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('resource_name', pos, exc) from None
+                    pos += n_resource_name__1
+                else:
+                    raise _w.bad_sized('resource_name', pos, n_resource_name__1, end, 1, False)
+                if v1_up:
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_resource_type, pos, end)
+                    f_resource_type__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListConfigResourcesResponse_ConfigResource)
+                obj__1.resource_name = f_resource_name__1
+                if v0_down:
+                    obj__1.resource_type = 16
+                else:
+                    obj__1.resource_type = f_resource_type__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_config_resources.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("config_resources[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListConfigResourcesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -99,43 +175,47 @@ def _enc_ListConfigResourcesResponse(version, obj, out):
     if obj is None:
         raise TypeError("ListConfigResourcesResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_structs(out, obj.config_resources, _partial(_enc_ListConfigResourcesResponse_ConfigResource, version), "ListConfigResourcesResponse.config_resources", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse")
-
-
-def _dec_ListConfigResourcesResponse_ConfigResource(version, buf, cur, end):
-    """Decode ListConfigResourcesResponse.ConfigResource (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_resource_name, pos = _w.read_compact_length(buf, pos, end, 'resource_name')
-    f_resource_name, pos = _w.read_sized(buf, pos, n_resource_name, end, 'resource_name', 1, False, True)
-    if version >= 1:
-        if end - pos < 1:
-            raise _w.short_run(_RUN_resource_type, pos, end)
-        f_resource_type = _S_b.unpack_from(buf, pos)[0]
-        pos += 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListConfigResourcesResponse_ConfigResource)
-    obj.resource_name = f_resource_name
-    if version <= 0:
-        obj.resource_type = 16
+    f_config_resources = obj.config_resources
+    if f_config_resources is None:
+        raise _w.not_nullable("ListConfigResourcesResponse.config_resources")
     else:
-        obj.resource_type = f_resource_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_config_resources = len(f_config_resources)
+    if 0 <= n_config_resources + 1 < 128:
+        out.append(n_config_resources + 1)
+    else:
+        _w.put_uvarint(out, n_config_resources + 1)
+    for item in f_config_resources:
+        _enc_ListConfigResourcesResponse_ConfigResource(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse")
 
 
 def _enc_ListConfigResourcesResponse_ConfigResource(version, obj, out):
     """Append in ``version`` a ListConfigResourcesResponse.ConfigResource to ``out``."""
     if obj is None:
         raise TypeError("ListConfigResourcesResponse.ConfigResource expected, got None")
-    f_resource_name, n_resource_name = _w.encode_text(obj.resource_name, "ListConfigResourcesResponse.ConfigResource.resource_name", False)
-    _w.put_uvarint(out, n_resource_name + 1)
+    f_resource_name = obj.resource_name
+    if f_resource_name is None:
+        raise _w.not_nullable("ListConfigResourcesResponse.ConfigResource.resource_name")
+    else:
+        f_resource_name = f_resource_name.encode("utf-8")
+        n_resource_name = len(f_resource_name)
+        if n_resource_name > 32767:
+            raise _w.string_too_long("ListConfigResourcesResponse.ConfigResource.resource_name", n_resource_name)
+    if 0 <= n_resource_name + 1 < 128:
+        out.append(n_resource_name + 1)
+    else:
+        _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
         out += f_resource_name
     if version >= 1:
         out += _S_b.pack(obj.resource_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse.ConfigResource")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListConfigResourcesResponse.ConfigResource")
 
 
 class ListConfigResourcesRequest(Message):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ListGroupsRequest', 'ListGroupsResponse']
@@ -37,12 +37,28 @@ def _dec_ListGroupsRequest(version, buf, cur, end):
     """Decode ListGroupsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
     if version >= 4:
-        n_states_filter, pos = _w.read_compact_length(buf, pos, end, 'states_filter')
+        if pos < end and buf[pos] < 128:
+            n_states_filter = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_states_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_states_filter, pos = _w.read_uvarint(buf, pos, end, 'states_filter')
+            n_states_filter -= 1
         if n_states_filter < 0 or n_states_filter > (end - pos) // 1:
             raise _w.bad_count('states_filter', pos - 1, n_states_filter, end, 1, 1)
         f_states_filter = []
         for i in range(n_states_filter):
-            m, pos = _w.read_compact_length(buf, pos, end, "states_filter[%d]" % i)
+            if pos < end and buf[pos] < 128:
+                m = buf[pos] - 1
+                pos += 1
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
+            else:
+                m, pos = _w.read_uvarint(buf, pos, end, "states_filter[%d]" % i)
+                m -= 1
             if m < 0 or end - pos < m:
                 raise _w.bad_sized("states_filter[%d]" % i, pos, m, end, 1, False)
             try:
@@ -52,12 +68,28 @@ def _dec_ListGroupsRequest(version, buf, cur, end):
             f_states_filter.append(s)
             pos += m
     if version >= 5:
-        n_types_filter, pos = _w.read_compact_length(buf, pos, end, 'types_filter')
+        if pos < end and buf[pos] < 128:
+            n_types_filter = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_types_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_types_filter, pos = _w.read_uvarint(buf, pos, end, 'types_filter')
+            n_types_filter -= 1
         if n_types_filter < 0 or n_types_filter > (end - pos) // 1:
             raise _w.bad_count('types_filter', pos - 1, n_types_filter, end, 1, 1)
         f_types_filter = []
         for i in range(n_types_filter):
-            m, pos = _w.read_compact_length(buf, pos, end, "types_filter[%d]" % i)
+            if pos < end and buf[pos] < 128:
+                m = buf[pos] - 1
+                pos += 1
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
+            else:
+                m, pos = _w.read_uvarint(buf, pos, end, "types_filter[%d]" % i)
+                m -= 1
             if m < 0 or end - pos < m:
                 raise _w.bad_sized("types_filter[%d]" % i, pos, m, end, 1, False)
             try:
@@ -67,7 +99,11 @@ def _dec_ListGroupsRequest(version, buf, cur, end):
             f_types_filter.append(s)
             pos += m
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListGroupsRequest)
     if version <= 3:
         obj.states_filter = []
@@ -111,13 +147,19 @@ def _enc_ListGroupsRequest(version, obj, out):
             raise _w.not_nullable("ListGroupsRequest.states_filter")
         else:
             n_states_filter = len(f_states_filter)
-        _w.put_uvarint(out, n_states_filter + 1)
+        if 0 <= n_states_filter + 1 < 128:
+            out.append(n_states_filter + 1)
+        else:
+            _w.put_uvarint(out, n_states_filter + 1)
         for item in f_states_filter:
             data = item.encode("utf-8")
             m = len(data)
             if m > 32767:
                 raise _w.string_too_long("ListGroupsRequest.states_filter[]", m)
-            _w.put_uvarint(out, m + 1)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
             out += data
     if version >= 5:
         f_types_filter = obj.types_filter
@@ -125,20 +167,35 @@ def _enc_ListGroupsRequest(version, obj, out):
             raise _w.not_nullable("ListGroupsRequest.types_filter")
         else:
             n_types_filter = len(f_types_filter)
-        _w.put_uvarint(out, n_types_filter + 1)
+        if 0 <= n_types_filter + 1 < 128:
+            out.append(n_types_filter + 1)
+        else:
+            _w.put_uvarint(out, n_types_filter + 1)
         for item in f_types_filter:
             data = item.encode("utf-8")
             m = len(data)
             if m > 32767:
                 raise _w.string_too_long("ListGroupsRequest.types_filter[]", m)
-            _w.put_uvarint(out, m + 1)
+            if 0 <= m + 1 < 128:
+                out.append(m + 1)
+            else:
+                _w.put_uvarint(out, m + 1)
             out += data
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsRequest")
 
 
 def _dec_ListGroupsResponse(version, buf, cur, end):
     """Decode ListGroupsResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
+    v3_down = version <= 3
+    v4_up = version >= 4
+    v4_down = version <= 4
+    v5_up = version >= 5
     pos = cur.pos
     if version in (0, 3, 4, 5):
         if end - pos < 6:
@@ -158,17 +215,150 @@ def _dec_ListGroupsResponse(version, buf, cur, end):
         f_throttle_time_ms, f_error_code, n_groups = _S_ihi.unpack_from(buf, pos)
         pos += 10
     if version <= 2:
-        f_groups, pos = _w.read_structs(_partial(_dec_ListGroupsResponse_ListedGroup, version), buf, cur, pos, end, n_groups, 'groups', 4, 4, False)
+        if n_groups < 0 or n_groups > (end - pos) // 4:
+            raise _w.bad_count('groups', pos - 4, n_groups, end, 4, 4)
     else:
-        n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
+        if pos < end and buf[pos] < 128:
+            n_groups = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
+            n_groups -= 1
     if version == 3:
-        f_groups, pos = _w.read_structs(_partial(_dec_ListGroupsResponse_ListedGroup, version), buf, cur, pos, end, n_groups, 'groups', 3, 1, False)
+        if n_groups < 0 or n_groups > (end - pos) // 3:
+            raise _w.bad_count('groups', pos - 1, n_groups, end, 3, 1)
     elif version == 4:
-        f_groups, pos = _w.read_structs(_partial(_dec_ListGroupsResponse_ListedGroup, version), buf, cur, pos, end, n_groups, 'groups', 4, 1, False)
+        if n_groups < 0 or n_groups > (end - pos) // 4:
+            raise _w.bad_count('groups', pos - 1, n_groups, end, 4, 1)
     elif version >= 5:
-        f_groups, pos = _w.read_structs(_partial(_dec_ListGroupsResponse_ListedGroup, version), buf, cur, pos, end, n_groups, 'groups', 5, 1, False)
+        if n_groups < 0 or n_groups > (end - pos) // 5:
+            raise _w.bad_count('groups', pos - 1, n_groups, end, 5, 1)
+    f_groups = []
+    if n_groups:
+        # Each element read inline.
+        try:
+            for i in range(n_groups):
+                if v2_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_group_id, pos, end)
+                    n_group_id__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_group_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                        n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    if v2_down:
+                        raise _w.bad_sized('group_id', pos, n_group_id__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if v2_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_protocol_type, pos, end)
+                    n_protocol_type__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_protocol_type__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_protocol_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_protocol_type__1, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
+                        n_protocol_type__1 -= 1
+                if 0 <= n_protocol_type__1 <= end - pos:
+                    try:
+                        f_protocol_type__1 = buf[pos:pos + n_protocol_type__1].decode() if n_protocol_type__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('protocol_type', pos, exc) from None
+                    pos += n_protocol_type__1
+                else:
+                    if v2_down:
+                        raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('protocol_type', pos, n_protocol_type__1, end, 1, False)
+                if v4_up:
+                    if pos < end and buf[pos] < 128:
+                        n_group_state__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_group_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_group_state__1, pos = _w.read_uvarint(buf, pos, end, 'group_state')
+                        n_group_state__1 -= 1
+                    if 0 <= n_group_state__1 <= end - pos:
+                        try:
+                            f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('group_state', pos, exc) from None
+                        pos += n_group_state__1
+                    else:
+                        raise _w.bad_sized('group_state', pos, n_group_state__1, end, 1, False)
+                if v5_up:
+                    if pos < end and buf[pos] < 128:
+                        n_group_type__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_group_type__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_group_type__1, pos = _w.read_uvarint(buf, pos, end, 'group_type')
+                        n_group_type__1 -= 1
+                    if 0 <= n_group_type__1 <= end - pos:
+                        try:
+                            f_group_type__1 = buf[pos:pos + n_group_type__1].decode() if n_group_type__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('group_type', pos, exc) from None
+                        pos += n_group_type__1
+                    else:
+                        raise _w.bad_sized('group_type', pos, n_group_type__1, end, 1, False)
+                if v3_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListGroupsResponse_ListedGroup)
+                obj__1.group_id = f_group_id__1
+                obj__1.protocol_type = f_protocol_type__1
+                if v3_down:
+                    obj__1.group_state = ''
+                else:
+                    obj__1.group_state = f_group_state__1
+                if v4_down:
+                    obj__1.group_type = ''
+                if v2_down:
+                    obj__1.unknown_tagged_fields = []
+                elif v5_up:
+                    obj__1.group_type = f_group_type__1
+                if v3_up:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListGroupsResponse)
     if version <= 0:
         obj.throttle_time_ms = 0
@@ -188,101 +378,104 @@ def _enc_ListGroupsResponse(version, obj, out):
     """Append in ``version`` a ListGroupsResponse to ``out``."""
     if obj is None:
         raise TypeError("ListGroupsResponse expected, got None")
-    if version <= 2:
-        f_groups = obj.groups
-        if f_groups is None:
-            raise _w.not_nullable("ListGroupsResponse.groups")
-        else:
-            n_groups = len(f_groups)
+    if version >= 3:
+        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("ListGroupsResponse.groups")
+    else:
+        n_groups = len(f_groups)
     if version <= 0:
         out += _S_hi.pack(obj.error_code, n_groups)
     elif 1 <= version <= 2:
         out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, n_groups)
-    if version <= 2:
-        for item in f_groups:
-            _enc_ListGroupsResponse_ListedGroup(version, item, out)
     else:
-        out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-        _w.put_structs(out, obj.groups, _partial(_enc_ListGroupsResponse_ListedGroup, version), "ListGroupsResponse.groups", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse")
-
-
-def _dec_ListGroupsResponse_ListedGroup(version, buf, cur, end):
-    """Decode ListGroupsResponse.ListedGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 2:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_group_id, pos, end)
-        n_group_id = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
-        if end - pos < 2:
-            raise _w.short_run(_RUN_protocol_type, pos, end)
-        n_protocol_type = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 2, False, True)
-    else:
-        n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-        n_protocol_type, pos = _w.read_compact_length(buf, pos, end, 'protocol_type')
-        f_protocol_type, pos = _w.read_sized(buf, pos, n_protocol_type, end, 'protocol_type', 1, False, True)
-    if version >= 4:
-        n_group_state, pos = _w.read_compact_length(buf, pos, end, 'group_state')
-        f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 1, False, True)
-    if version >= 5:
-        n_group_type, pos = _w.read_compact_length(buf, pos, end, 'group_type')
-        f_group_type, pos = _w.read_sized(buf, pos, n_group_type, end, 'group_type', 1, False, True)
+        if 0 <= n_groups + 1 < 128:
+            out.append(n_groups + 1)
+        else:
+            _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_ListGroupsResponse_ListedGroup(version, item, out)
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListGroupsResponse_ListedGroup)
-    obj.group_id = f_group_id
-    obj.protocol_type = f_protocol_type
-    if version <= 3:
-        obj.group_state = ''
-    else:
-        obj.group_state = f_group_state
-    if version <= 4:
-        obj.group_type = ''
-    if version <= 2:
-        obj.unknown_tagged_fields = []
-    elif version >= 5:
-        obj.group_type = f_group_type
-    if version >= 3:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse")
 
 
 def _enc_ListGroupsResponse_ListedGroup(version, obj, out):
     """Append in ``version`` a ListGroupsResponse.ListedGroup to ``out``."""
     if obj is None:
         raise TypeError("ListGroupsResponse.ListedGroup expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ListGroupsResponse.ListedGroup.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_id", n_group_id)
     if version <= 2:
         out += _S_h.pack(n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_protocol_type, n_protocol_type = _w.encode_text(obj.protocol_type, "ListGroupsResponse.ListedGroup.protocol_type", False)
+    f_protocol_type = obj.protocol_type
+    if f_protocol_type is None:
+        raise _w.not_nullable("ListGroupsResponse.ListedGroup.protocol_type")
+    else:
+        f_protocol_type = f_protocol_type.encode("utf-8")
+        n_protocol_type = len(f_protocol_type)
+        if n_protocol_type > 32767:
+            raise _w.string_too_long("ListGroupsResponse.ListedGroup.protocol_type", n_protocol_type)
     if version <= 2:
         out += _S_h.pack(n_protocol_type)
     else:
-        _w.put_uvarint(out, n_protocol_type + 1)
+        if 0 <= n_protocol_type + 1 < 128:
+            out.append(n_protocol_type + 1)
+        else:
+            _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
         out += f_protocol_type
     if version >= 4:
-        f_group_state, n_group_state = _w.encode_text(obj.group_state, "ListGroupsResponse.ListedGroup.group_state", False)
-        _w.put_uvarint(out, n_group_state + 1)
+        f_group_state = obj.group_state
+        if f_group_state is None:
+            raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_state")
+        else:
+            f_group_state = f_group_state.encode("utf-8")
+            n_group_state = len(f_group_state)
+            if n_group_state > 32767:
+                raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_state", n_group_state)
+        if 0 <= n_group_state + 1 < 128:
+            out.append(n_group_state + 1)
+        else:
+            _w.put_uvarint(out, n_group_state + 1)
         if n_group_state > 0:
             out += f_group_state
     if version >= 5:
-        f_group_type, n_group_type = _w.encode_text(obj.group_type, "ListGroupsResponse.ListedGroup.group_type", False)
-        _w.put_uvarint(out, n_group_type + 1)
+        f_group_type = obj.group_type
+        if f_group_type is None:
+            raise _w.not_nullable("ListGroupsResponse.ListedGroup.group_type")
+        else:
+            f_group_type = f_group_type.encode("utf-8")
+            n_group_type = len(f_group_type)
+            if n_group_type > 32767:
+                raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_type", n_group_type)
+        if 0 <= n_group_type + 1 < 128:
+            out.append(n_group_type + 1)
+        else:
+            _w.put_uvarint(out, n_group_type + 1)
         if n_group_type > 0:
             out += f_group_type
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListGroupsResponse.ListedGroup")
 
 
 class ListGroupsRequest(Message):

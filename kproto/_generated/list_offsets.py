@@ -241,9 +241,6 @@ def _dec_ListOffsetsRequest(version, buf, cur, end):
 
 def _enc_ListOffsetsRequest(version, obj, out):
     """Append in ``version`` a ListOffsetsRequest to ``out``."""
-    v0_down = version <= 0
-    v1_to_3 = 1 <= version <= 3
-    v4_to_5 = 4 <= version <= 5
     if obj is None:
         raise TypeError("ListOffsetsRequest expected, got None")
     if version <= 1:
@@ -268,15 +265,16 @@ def _enc_ListOffsetsRequest(version, obj, out):
             out.append(n_topics + 1)
         else:
             _w.put_uvarint(out, n_topics + 1)
+    if version <= 0:
+        element = _enc_ListOffsetsRequest_ListOffsetsTopic_v0
+    elif 1 <= version <= 3:
+        element = _enc_ListOffsetsRequest_ListOffsetsTopic_v1
+    elif 4 <= version <= 5:
+        element = _enc_ListOffsetsRequest_ListOffsetsTopic_v4
+    else:
+        element = _enc_ListOffsetsRequest_ListOffsetsTopic_v6
     for item in f_topics:
-        if v0_down:
-            _enc_ListOffsetsRequest_ListOffsetsTopic_v0(item, out)
-        elif v1_to_3:
-            _enc_ListOffsetsRequest_ListOffsetsTopic_v1(item, out)
-        elif v4_to_5:
-            _enc_ListOffsetsRequest_ListOffsetsTopic_v4(item, out)
-        else:
-            _enc_ListOffsetsRequest_ListOffsetsTopic_v6(item, out)
+        element(item, out)
     if version >= 10:
         out += _S_i.pack(obj.timeout_ms)
     if version >= 6:
@@ -625,9 +623,6 @@ def _dec_ListOffsetsResponse(version, buf, cur, end):
 
 def _enc_ListOffsetsResponse(version, obj, out):
     """Append in ``version`` a ListOffsetsResponse to ``out``."""
-    v0_down = version <= 0
-    v1_to_3 = 1 <= version <= 3
-    v4_to_5 = 4 <= version <= 5
     if obj is None:
         raise TypeError("ListOffsetsResponse expected, got None")
     if version >= 6:
@@ -646,15 +641,16 @@ def _enc_ListOffsetsResponse(version, obj, out):
             out.append(n_topics + 1)
         else:
             _w.put_uvarint(out, n_topics + 1)
+    if version <= 0:
+        element = _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0
+    elif 1 <= version <= 3:
+        element = _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1
+    elif 4 <= version <= 5:
+        element = _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4
+    else:
+        element = _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6
     for item in f_topics:
-        if v0_down:
-            _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(item, out)
-        elif v1_to_3:
-            _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(item, out)
-        elif v4_to_5:
-            _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(item, out)
-        else:
-            _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(item, out)
+        element(item, out)
     if version >= 6:
         if obj.unknown_tagged_fields:
             _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListOffsetsResponse")

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse']
@@ -39,9 +39,75 @@ def _dec_ListPartitionReassignmentsRequest(version, buf, cur, end):
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics == -1:
+        f_topics = None
+    elif n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    else:
+        f_topics = []
+        if n_topics:
+            # Each element read inline.
+            try:
+                for i in range(n_topics):
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partition_indexes__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                        n_partition_indexes__1 -= 1
+                    if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                    if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                        f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                    else:
+                        f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                    pos += n_partition_indexes__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
+                    obj__1.name = f_name__1
+                    obj__1.partition_indexes = f_partition_indexes__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListPartitionReassignmentsRequest)
     obj.timeout_ms = f_timeout_ms
     obj.topics = f_topics
@@ -55,38 +121,40 @@ def _enc_ListPartitionReassignmentsRequest(version, obj, out):
     if obj is None:
         raise TypeError("ListPartitionReassignmentsRequest expected, got None")
     out += _S_i.pack(obj.timeout_ms)
-    _w.put_structs(out, obj.topics, _partial(_enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, version), "ListPartitionReassignmentsRequest.topics", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest")
-
-
-def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(version, buf, cur, end):
-    """Decode ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partition_indexes, pos = _w.read_compact_length(buf, pos, end, 'partition_indexes')
-    if n_partition_indexes < 0 or n_partition_indexes > (end - pos) // 4:
-        raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
-    if n_partition_indexes < _w.SMALL_ARRAY_MAX:
-        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
+    f_topics = obj.topics
+    if f_topics is None:
+        n_topics = -1
     else:
-        f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
-    pos += n_partition_indexes * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
-    obj.name = f_name
-    obj.partition_indexes = f_partition_indexes
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    if n_topics > 0:
+        for item in f_topics:
+            _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest")
 
 
 def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(version, obj, out):
     """Append in ``version`` a ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics to ``out``."""
     if obj is None:
         raise TypeError("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -94,9 +162,15 @@ def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(vers
         raise _w.not_nullable("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.partition_indexes")
     else:
         n_partition_indexes = len(f_partition_indexes)
-    _w.put_uvarint(out, n_partition_indexes + 1)
+    if 0 <= n_partition_indexes + 1 < 128:
+        out.append(n_partition_indexes + 1)
+    else:
+        _w.put_uvarint(out, n_partition_indexes + 1)
     out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics")
 
 
 def _dec_ListPartitionReassignmentsResponse(version, buf, cur, end):
@@ -106,11 +180,157 @@ def _dec_ListPartitionReassignmentsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 8:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 8, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                n_replicas__2 -= 1
+                            if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                            if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                            pos += n_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_adding_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_adding_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_adding_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'adding_replicas')
+                                n_adding_replicas__2 -= 1
+                            if n_adding_replicas__2 < 0 or n_adding_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas__2, end, 4, 1)
+                            if n_adding_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_adding_replicas__2 = list(_A_i[n_adding_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_adding_replicas__2 = list(_unpack_from(">%di" % n_adding_replicas__2, buf, pos))
+                            pos += n_adding_replicas__2 * 4
+                            if pos < end and buf[pos] < 128:
+                                n_removing_replicas__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_removing_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_removing_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'removing_replicas')
+                                n_removing_replicas__2 -= 1
+                            if n_removing_replicas__2 < 0 or n_removing_replicas__2 > (end - pos) // 4:
+                                raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas__2, end, 4, 1)
+                            if n_removing_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                f_removing_replicas__2 = list(_A_i[n_removing_replicas__2].unpack_from(buf, pos))
+                            else:
+                                f_removing_replicas__2 = list(_unpack_from(">%di" % n_removing_replicas__2, buf, pos))
+                            pos += n_removing_replicas__2 * 4
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.replicas = f_replicas__2
+                            obj__2.adding_replicas = f_adding_replicas__2
+                            obj__2.removing_replicas = f_removing_replicas__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListPartitionReassignmentsResponse_OngoingTopicReassignment)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListPartitionReassignmentsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -126,82 +346,70 @@ def _enc_ListPartitionReassignmentsResponse(version, obj, out):
     if obj is None:
         raise TypeError("ListPartitionReassignmentsResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ListPartitionReassignmentsResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ListPartitionReassignmentsResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_structs(out, obj.topics, _partial(_enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment, version), "ListPartitionReassignmentsResponse.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse")
-
-
-def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment(version, buf, cur, end):
-    """Decode ListPartitionReassignmentsResponse.OngoingTopicReassignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment, version), buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListPartitionReassignmentsResponse_OngoingTopicReassignment)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("ListPartitionReassignmentsResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse")
 
 
 def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment(version, obj, out):
     """Append in ``version`` a ListPartitionReassignmentsResponse.OngoingTopicReassignment to ``out``."""
     if obj is None:
         raise TypeError("ListPartitionReassignmentsResponse.OngoingTopicReassignment expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "ListPartitionReassignmentsResponse.OngoingTopicReassignment.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("ListPartitionReassignmentsResponse.OngoingTopicReassignment.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment, version), "ListPartitionReassignmentsResponse.OngoingTopicReassignment.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse.OngoingTopicReassignment")
-
-
-def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(version, buf, cur, end):
-    """Decode ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_replicas, pos = _w.read_compact_length(buf, pos, end, 'replicas')
-    if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
-    if n_replicas < _w.SMALL_ARRAY_MAX:
-        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.partitions")
     else:
-        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-    pos += n_replicas * 4
-    n_adding_replicas, pos = _w.read_compact_length(buf, pos, end, 'adding_replicas')
-    if n_adding_replicas < 0 or n_adding_replicas > (end - pos) // 4:
-        raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas, end, 4, 1)
-    if n_adding_replicas < _w.SMALL_ARRAY_MAX:
-        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
-        f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
-    pos += n_adding_replicas * 4
-    n_removing_replicas, pos = _w.read_compact_length(buf, pos, end, 'removing_replicas')
-    if n_removing_replicas < 0 or n_removing_replicas > (end - pos) // 4:
-        raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas, end, 4, 1)
-    if n_removing_replicas < _w.SMALL_ARRAY_MAX:
-        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
-    pos += n_removing_replicas * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
-    obj.partition_index = f_partition_index
-    obj.replicas = f_replicas
-    obj.adding_replicas = f_adding_replicas
-    obj.removing_replicas = f_removing_replicas
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse.OngoingTopicReassignment")
 
 
 def _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(version, obj, out):
@@ -214,23 +422,35 @@ def _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(version
         raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment.replicas")
     else:
         n_replicas = len(f_replicas)
-    _w.put_uvarint(out, n_replicas + 1)
+    if 0 <= n_replicas + 1 < 128:
+        out.append(n_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_replicas + 1)
     out += _pack(">%di" % n_replicas, *f_replicas)
     f_adding_replicas = obj.adding_replicas
     if f_adding_replicas is None:
         raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment.adding_replicas")
     else:
         n_adding_replicas = len(f_adding_replicas)
-    _w.put_uvarint(out, n_adding_replicas + 1)
+    if 0 <= n_adding_replicas + 1 < 128:
+        out.append(n_adding_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_adding_replicas + 1)
     out += _pack(">%di" % n_adding_replicas, *f_adding_replicas)
     f_removing_replicas = obj.removing_replicas
     if f_removing_replicas is None:
         raise _w.not_nullable("ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment.removing_replicas")
     else:
         n_removing_replicas = len(f_removing_replicas)
-    _w.put_uvarint(out, n_removing_replicas + 1)
+    if 0 <= n_removing_replicas + 1 < 128:
+        out.append(n_removing_replicas + 1)
+    else:
+        _w.put_uvarint(out, n_removing_replicas + 1)
     out += _pack(">%di" % n_removing_replicas, *f_removing_replicas)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment")
 
 
 class ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(Struct):

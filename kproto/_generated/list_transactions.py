@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['ListTransactionsRequest', 'ListTransactionsResponse']
@@ -35,12 +35,28 @@ _A_q = _w.SMALL_ARRAYS["q"]
 def _dec_ListTransactionsRequest(version, buf, cur, end):
     """Decode ListTransactionsRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_state_filters, pos = _w.read_compact_length(buf, pos, end, 'state_filters')
+    if pos < end and buf[pos] < 128:
+        n_state_filters = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_state_filters, pos = _w.read_uvarint(buf, pos, end, 'state_filters')
+        n_state_filters -= 1
     if n_state_filters < 0 or n_state_filters > (end - pos) // 1:
         raise _w.bad_count('state_filters', pos - 1, n_state_filters, end, 1, 1)
     f_state_filters = []
     for i in range(n_state_filters):
-        m, pos = _w.read_compact_length(buf, pos, end, "state_filters[%d]" % i)
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            m, pos = _w.read_uvarint(buf, pos, end, "state_filters[%d]" % i)
+            m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("state_filters[%d]" % i, pos, m, end, 1, False)
         try:
@@ -49,7 +65,15 @@ def _dec_ListTransactionsRequest(version, buf, cur, end):
             raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
         f_state_filters.append(s)
         pos += m
-    n_producer_id_filters, pos = _w.read_compact_length(buf, pos, end, 'producer_id_filters')
+    if pos < end and buf[pos] < 128:
+        n_producer_id_filters = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_producer_id_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_producer_id_filters, pos = _w.read_uvarint(buf, pos, end, 'producer_id_filters')
+        n_producer_id_filters -= 1
     if n_producer_id_filters < 0 or n_producer_id_filters > (end - pos) // 8:
         raise _w.bad_count('producer_id_filters', pos - 1, n_producer_id_filters, end, 8, 1)
     if n_producer_id_filters < _w.SMALL_ARRAY_MAX:
@@ -63,9 +87,30 @@ def _dec_ListTransactionsRequest(version, buf, cur, end):
         f_duration_filter = _S_q.unpack_from(buf, pos)[0]
         pos += 8
     if version >= 2:
-        n_transactional_id_pattern, pos = _w.read_compact_length(buf, pos, end, 'transactional_id_pattern')
-        f_transactional_id_pattern, pos = _w.read_sized(buf, pos, n_transactional_id_pattern, end, 'transactional_id_pattern', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_transactional_id_pattern = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_transactional_id_pattern = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_transactional_id_pattern, pos = _w.read_uvarint(buf, pos, end, 'transactional_id_pattern')
+            n_transactional_id_pattern -= 1
+        if 0 <= n_transactional_id_pattern <= end - pos:
+            try:
+                f_transactional_id_pattern = buf[pos:pos + n_transactional_id_pattern].decode() if n_transactional_id_pattern else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id_pattern', pos, exc) from None
+            pos += n_transactional_id_pattern
+        elif n_transactional_id_pattern == -1:
+            f_transactional_id_pattern = None
+        else:
+            raise _w.bad_sized('transactional_id_pattern', pos, n_transactional_id_pattern, end, 1, True)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListTransactionsRequest)
     obj.state_filters = f_state_filters
     obj.producer_id_filters = f_producer_id_filters
@@ -100,29 +145,51 @@ def _enc_ListTransactionsRequest(version, obj, out):
         raise _w.not_nullable("ListTransactionsRequest.state_filters")
     else:
         n_state_filters = len(f_state_filters)
-    _w.put_uvarint(out, n_state_filters + 1)
+    if 0 <= n_state_filters + 1 < 128:
+        out.append(n_state_filters + 1)
+    else:
+        _w.put_uvarint(out, n_state_filters + 1)
     for item in f_state_filters:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("ListTransactionsRequest.state_filters[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
     f_producer_id_filters = obj.producer_id_filters
     if f_producer_id_filters is None:
         raise _w.not_nullable("ListTransactionsRequest.producer_id_filters")
     else:
         n_producer_id_filters = len(f_producer_id_filters)
-    _w.put_uvarint(out, n_producer_id_filters + 1)
+    if 0 <= n_producer_id_filters + 1 < 128:
+        out.append(n_producer_id_filters + 1)
+    else:
+        _w.put_uvarint(out, n_producer_id_filters + 1)
     out += _pack(">%dq" % n_producer_id_filters, *f_producer_id_filters)
     if version >= 1:
         out += _S_q.pack(obj.duration_filter)
     if version >= 2:
-        f_transactional_id_pattern, n_transactional_id_pattern = _w.encode_text(obj.transactional_id_pattern, "ListTransactionsRequest.transactional_id_pattern", True)
-        _w.put_uvarint(out, n_transactional_id_pattern + 1)
+        f_transactional_id_pattern = obj.transactional_id_pattern
+        if f_transactional_id_pattern is None:
+            n_transactional_id_pattern = -1
+        else:
+            f_transactional_id_pattern = f_transactional_id_pattern.encode("utf-8")
+            n_transactional_id_pattern = len(f_transactional_id_pattern)
+            if n_transactional_id_pattern > 32767:
+                raise _w.string_too_long("ListTransactionsRequest.transactional_id_pattern", n_transactional_id_pattern)
+        if 0 <= n_transactional_id_pattern + 1 < 128:
+            out.append(n_transactional_id_pattern + 1)
+        else:
+            _w.put_uvarint(out, n_transactional_id_pattern + 1)
         if n_transactional_id_pattern > 0:
             out += f_transactional_id_pattern
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsRequest")
 
 
 def _dec_ListTransactionsResponse(version, buf, cur, end):
@@ -132,12 +199,28 @@ def _dec_ListTransactionsResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_unknown_state_filters, pos = _w.read_compact_length(buf, pos, end, 'unknown_state_filters')
+    if pos < end and buf[pos] < 128:
+        n_unknown_state_filters = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_unknown_state_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_unknown_state_filters, pos = _w.read_uvarint(buf, pos, end, 'unknown_state_filters')
+        n_unknown_state_filters -= 1
     if n_unknown_state_filters < 0 or n_unknown_state_filters > (end - pos) // 1:
         raise _w.bad_count('unknown_state_filters', pos - 1, n_unknown_state_filters, end, 1, 1)
     f_unknown_state_filters = []
     for i in range(n_unknown_state_filters):
-        m, pos = _w.read_compact_length(buf, pos, end, "unknown_state_filters[%d]" % i)
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            m, pos = _w.read_uvarint(buf, pos, end, "unknown_state_filters[%d]" % i)
+            m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("unknown_state_filters[%d]" % i, pos, m, end, 1, False)
         try:
@@ -146,9 +229,78 @@ def _dec_ListTransactionsResponse(version, buf, cur, end):
             raise _w.bad_utf8("unknown_state_filters[%d]" % i, pos, exc) from None
         f_unknown_state_filters.append(s)
         pos += m
-    n_transaction_states, pos = _w.read_compact_length(buf, pos, end, 'transaction_states')
-    f_transaction_states, pos = _w.read_structs(_partial(_dec_ListTransactionsResponse_TransactionState, version), buf, cur, pos, end, n_transaction_states, 'transaction_states', 11, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_transaction_states = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transaction_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_transaction_states, pos = _w.read_uvarint(buf, pos, end, 'transaction_states')
+        n_transaction_states -= 1
+    if n_transaction_states < 0 or n_transaction_states > (end - pos) // 11:
+        raise _w.bad_count('transaction_states', pos - 1, n_transaction_states, end, 11, 1)
+    f_transaction_states = []
+    if n_transaction_states:
+        # Each element read inline.
+        try:
+            for i in range(n_transaction_states):
+                if pos < end and buf[pos] < 128:
+                    n_transactional_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_transactional_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_transactional_id__1, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+                    n_transactional_id__1 -= 1
+                if 0 <= n_transactional_id__1 <= end - pos:
+                    try:
+                        f_transactional_id__1 = buf[pos:pos + n_transactional_id__1].decode() if n_transactional_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('transactional_id', pos, exc) from None
+                    pos += n_transactional_id__1
+                else:
+                    raise _w.bad_sized('transactional_id', pos, n_transactional_id__1, end, 1, False)
+                if end - pos < 8:
+                    raise _w.short_run(_RUN_producer_id, pos, end)
+                f_producer_id__1 = _S_q.unpack_from(buf, pos)[0]
+                pos += 8
+                if pos < end and buf[pos] < 128:
+                    n_transaction_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_transaction_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_transaction_state__1, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
+                    n_transaction_state__1 -= 1
+                if 0 <= n_transaction_state__1 <= end - pos:
+                    try:
+                        f_transaction_state__1 = buf[pos:pos + n_transaction_state__1].decode() if n_transaction_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('transaction_state', pos, exc) from None
+                    pos += n_transaction_state__1
+                else:
+                    raise _w.bad_sized('transaction_state', pos, n_transaction_state__1, end, 1, False)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ListTransactionsResponse_TransactionState)
+                obj__1.transactional_id = f_transactional_id__1
+                obj__1.producer_id = f_producer_id__1
+                obj__1.transaction_state = f_transaction_state__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_transaction_states.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("transaction_states[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ListTransactionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -169,53 +321,74 @@ def _enc_ListTransactionsResponse(version, obj, out):
         raise _w.not_nullable("ListTransactionsResponse.unknown_state_filters")
     else:
         n_unknown_state_filters = len(f_unknown_state_filters)
-    _w.put_uvarint(out, n_unknown_state_filters + 1)
+    if 0 <= n_unknown_state_filters + 1 < 128:
+        out.append(n_unknown_state_filters + 1)
+    else:
+        _w.put_uvarint(out, n_unknown_state_filters + 1)
     for item in f_unknown_state_filters:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("ListTransactionsResponse.unknown_state_filters[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.transaction_states, _partial(_enc_ListTransactionsResponse_TransactionState, version), "ListTransactionsResponse.transaction_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse")
-
-
-def _dec_ListTransactionsResponse_TransactionState(version, buf, cur, end):
-    """Decode ListTransactionsResponse.TransactionState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
-    f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
-    if end - pos < 8:
-        raise _w.short_run(_RUN_producer_id, pos, end)
-    f_producer_id = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
-    n_transaction_state, pos = _w.read_compact_length(buf, pos, end, 'transaction_state')
-    f_transaction_state, pos = _w.read_sized(buf, pos, n_transaction_state, end, 'transaction_state', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ListTransactionsResponse_TransactionState)
-    obj.transactional_id = f_transactional_id
-    obj.producer_id = f_producer_id
-    obj.transaction_state = f_transaction_state
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_transaction_states = obj.transaction_states
+    if f_transaction_states is None:
+        raise _w.not_nullable("ListTransactionsResponse.transaction_states")
+    else:
+        n_transaction_states = len(f_transaction_states)
+    if 0 <= n_transaction_states + 1 < 128:
+        out.append(n_transaction_states + 1)
+    else:
+        _w.put_uvarint(out, n_transaction_states + 1)
+    for item in f_transaction_states:
+        _enc_ListTransactionsResponse_TransactionState(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse")
 
 
 def _enc_ListTransactionsResponse_TransactionState(version, obj, out):
     """Append in ``version`` a ListTransactionsResponse.TransactionState to ``out``."""
     if obj is None:
         raise TypeError("ListTransactionsResponse.TransactionState expected, got None")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "ListTransactionsResponse.TransactionState.transactional_id", False)
-    _w.put_uvarint(out, n_transactional_id + 1)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("ListTransactionsResponse.TransactionState.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("ListTransactionsResponse.TransactionState.transactional_id", n_transactional_id)
+    if 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
+    else:
+        _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
     out += _S_q.pack(obj.producer_id)
-    f_transaction_state, n_transaction_state = _w.encode_text(obj.transaction_state, "ListTransactionsResponse.TransactionState.transaction_state", False)
-    _w.put_uvarint(out, n_transaction_state + 1)
+    f_transaction_state = obj.transaction_state
+    if f_transaction_state is None:
+        raise _w.not_nullable("ListTransactionsResponse.TransactionState.transaction_state")
+    else:
+        f_transaction_state = f_transaction_state.encode("utf-8")
+        n_transaction_state = len(f_transaction_state)
+        if n_transaction_state > 32767:
+            raise _w.string_too_long("ListTransactionsResponse.TransactionState.transaction_state", n_transaction_state)
+    if 0 <= n_transaction_state + 1 < 128:
+        out.append(n_transaction_state + 1)
+    else:
+        _w.put_uvarint(out, n_transaction_state + 1)
     if n_transaction_state > 0:
         out += f_transaction_state
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse.TransactionState")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ListTransactionsResponse.TransactionState")
 
 
 class ListTransactionsRequest(Message):

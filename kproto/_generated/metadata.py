@@ -281,8 +281,6 @@ def _dec_MetadataRequest(version, buf, cur, end):
 
 def _enc_MetadataRequest(version, obj, out):
     """Append in ``version`` a MetadataRequest to ``out``."""
-    v8_down = version <= 8
-    v9_only = version == 9
     if obj is None:
         raise TypeError("MetadataRequest expected, got None")
     if version <= 3:
@@ -329,13 +327,14 @@ def _enc_MetadataRequest(version, obj, out):
             _w.put_uvarint(out, n_topics + 1)
     if version >= 1:
         if n_topics > 0:
+            if version <= 8:
+                element = _enc_MetadataRequest_MetadataRequestTopic_v0
+            elif version == 9:
+                element = _enc_MetadataRequest_MetadataRequestTopic_v9
+            else:
+                element = _enc_MetadataRequest_MetadataRequestTopic_v10
             for item in f_topics:
-                if v8_down:
-                    _enc_MetadataRequest_MetadataRequestTopic_v0(item, out)
-                elif v9_only:
-                    _enc_MetadataRequest_MetadataRequestTopic_v9(item, out)
-                else:
-                    _enc_MetadataRequest_MetadataRequestTopic_v10(item, out)
+                element(item, out)
     if 4 <= version <= 7:
         out += _S_B.pack(obj.allow_auto_topic_creation)
     elif 8 <= version <= 10:
@@ -938,14 +937,6 @@ def _dec_MetadataResponse(version, buf, cur, end):
 
 def _enc_MetadataResponse(version, obj, out):
     """Append in ``version`` a MetadataResponse to ``out``."""
-    v0_down = version <= 0
-    v1_to_4 = 1 <= version <= 4
-    v1_to_8 = 1 <= version <= 8
-    v5_to_6 = 5 <= version <= 6
-    v7_only = version == 7
-    v8_only = version == 8
-    v9_only = version == 9
-    v10_to_11 = 10 <= version <= 11
     if obj is None:
         raise TypeError("MetadataResponse expected, got None")
     if version in (0, 1, 2, 3, 4, 5, 6, 7, 11, 12, 13):
@@ -984,13 +975,14 @@ def _enc_MetadataResponse(version, obj, out):
             out.append(n_brokers + 1)
         else:
             _w.put_uvarint(out, n_brokers + 1)
+    if version <= 0:
+        element = _enc_MetadataResponse_MetadataResponseBroker_v0
+    elif 1 <= version <= 8:
+        element = _enc_MetadataResponse_MetadataResponseBroker_v1
+    else:
+        element = _enc_MetadataResponse_MetadataResponseBroker_v9
     for item in f_brokers:
-        if v0_down:
-            _enc_MetadataResponse_MetadataResponseBroker_v0(item, out)
-        elif v1_to_8:
-            _enc_MetadataResponse_MetadataResponseBroker_v1(item, out)
-        else:
-            _enc_MetadataResponse_MetadataResponseBroker_v9(item, out)
+        element(item, out)
     if version >= 2:
         f_cluster_id = obj.cluster_id
         if f_cluster_id is None:
@@ -1026,23 +1018,24 @@ def _enc_MetadataResponse(version, obj, out):
             out.append(n_topics + 1)
         else:
             _w.put_uvarint(out, n_topics + 1)
+    if version <= 0:
+        element = _enc_MetadataResponse_MetadataResponseTopic_v0
+    elif 1 <= version <= 4:
+        element = _enc_MetadataResponse_MetadataResponseTopic_v1
+    elif 5 <= version <= 6:
+        element = _enc_MetadataResponse_MetadataResponseTopic_v5
+    elif version == 7:
+        element = _enc_MetadataResponse_MetadataResponseTopic_v7
+    elif version == 8:
+        element = _enc_MetadataResponse_MetadataResponseTopic_v8
+    elif version == 9:
+        element = _enc_MetadataResponse_MetadataResponseTopic_v9
+    elif 10 <= version <= 11:
+        element = _enc_MetadataResponse_MetadataResponseTopic_v10
+    else:
+        element = _enc_MetadataResponse_MetadataResponseTopic_v12
     for item in f_topics:
-        if v0_down:
-            _enc_MetadataResponse_MetadataResponseTopic_v0(item, out)
-        elif v1_to_4:
-            _enc_MetadataResponse_MetadataResponseTopic_v1(item, out)
-        elif v5_to_6:
-            _enc_MetadataResponse_MetadataResponseTopic_v5(item, out)
-        elif v7_only:
-            _enc_MetadataResponse_MetadataResponseTopic_v7(item, out)
-        elif v8_only:
-            _enc_MetadataResponse_MetadataResponseTopic_v8(item, out)
-        elif v9_only:
-            _enc_MetadataResponse_MetadataResponseTopic_v9(item, out)
-        elif v10_to_11:
-            _enc_MetadataResponse_MetadataResponseTopic_v10(item, out)
-        else:
-            _enc_MetadataResponse_MetadataResponseTopic_v12(item, out)
+        element(item, out)
     if 8 <= version <= 10:
         out += _S_i.pack(obj.cluster_authorized_operations)
     elif version >= 13:

@@ -379,10 +379,6 @@ def _dec_OffsetCommitRequest(version, buf, cur, end):
 
 def _enc_OffsetCommitRequest(version, obj, out):
     """Append in ``version`` a OffsetCommitRequest to ``out``."""
-    v0_2_3_4_5 = version in (0, 2, 3, 4, 5)
-    v1_only = version == 1
-    v6_to_7 = 6 <= version <= 7
-    v8_to_9 = 8 <= version <= 9
     if obj is None:
         raise TypeError("OffsetCommitRequest expected, got None")
     if version <= 6:
@@ -468,17 +464,18 @@ def _enc_OffsetCommitRequest(version, obj, out):
             out.append(n_topics + 1)
         else:
             _w.put_uvarint(out, n_topics + 1)
+    if version in (0, 2, 3, 4, 5):
+        element = _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0
+    elif version == 1:
+        element = _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1
+    elif 6 <= version <= 7:
+        element = _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6
+    elif 8 <= version <= 9:
+        element = _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8
+    else:
+        element = _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v10
     for item in f_topics:
-        if v0_2_3_4_5:
-            _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(item, out)
-        elif v1_only:
-            _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(item, out)
-        elif v6_to_7:
-            _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(item, out)
-        elif v8_to_9:
-            _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(item, out)
-        else:
-            _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v10(item, out)
+        element(item, out)
     if version >= 8:
         if obj.unknown_tagged_fields:
             _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitRequest")
@@ -868,8 +865,6 @@ def _dec_OffsetCommitResponse(version, buf, cur, end):
 
 def _enc_OffsetCommitResponse(version, obj, out):
     """Append in ``version`` a OffsetCommitResponse to ``out``."""
-    v7_down = version <= 7
-    v8_to_9 = 8 <= version <= 9
     if obj is None:
         raise TypeError("OffsetCommitResponse expected, got None")
     if version >= 8:
@@ -888,13 +883,14 @@ def _enc_OffsetCommitResponse(version, obj, out):
             out.append(n_topics + 1)
         else:
             _w.put_uvarint(out, n_topics + 1)
+    if version <= 7:
+        element = _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0
+    elif 8 <= version <= 9:
+        element = _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8
+    else:
+        element = _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v10
     for item in f_topics:
-        if v7_down:
-            _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(item, out)
-        elif v8_to_9:
-            _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(item, out)
-        else:
-            _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v10(item, out)
+        element(item, out)
     if version >= 8:
         if obj.unknown_tagged_fields:
             _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetCommitResponse")

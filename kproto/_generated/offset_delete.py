@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['OffsetDeleteRequest', 'OffsetDeleteResponse']
@@ -42,12 +42,63 @@ def _dec_OffsetDeleteRequest(version, buf, cur, end):
         raise _w.short_run(_RUN_group_id, pos, end)
     n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     n_topics = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    f_topics, pos = _w.read_structs(_partial(_dec_OffsetDeleteRequest_OffsetDeleteRequestTopic, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if n_topics < 0 or n_topics > (end - pos) // 6:
+        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 4, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            obj__2 = _new(OffsetDeleteRequest_OffsetDeleteRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetDeleteRequest_OffsetDeleteRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     obj = _new(OffsetDeleteRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
@@ -59,7 +110,14 @@ def _enc_OffsetDeleteRequest(version, obj, out):
     """Append in ``version`` a OffsetDeleteRequest to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "OffsetDeleteRequest.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("OffsetDeleteRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("OffsetDeleteRequest.group_id", n_group_id)
     out += _S_h.pack(n_group_id)
     if n_group_id > 0:
         out += f_group_id
@@ -73,31 +131,18 @@ def _enc_OffsetDeleteRequest(version, obj, out):
         _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic(version, item, out)
 
 
-def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic(version, buf, cur, end):
-    """Decode OffsetDeleteRequest.OffsetDeleteRequestTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_partial(_dec_OffsetDeleteRequest_OffsetDeleteRequestPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 4, 4, False)
-    obj = _new(OffsetDeleteRequest_OffsetDeleteRequestTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    cur.pos = pos
-    return obj
-
-
 def _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic(version, obj, out):
     """Append in ``version`` a OffsetDeleteRequest.OffsetDeleteRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteRequest.OffsetDeleteRequestTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "OffsetDeleteRequest.OffsetDeleteRequestTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("OffsetDeleteRequest.OffsetDeleteRequestTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("OffsetDeleteRequest.OffsetDeleteRequestTopic.name", n_name)
     out += _S_h.pack(n_name)
     if n_name > 0:
         out += f_name
@@ -109,19 +154,6 @@ def _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic(version, obj, out):
     out += _S_i.pack(n_partitions)
     for item in f_partitions:
         _enc_OffsetDeleteRequest_OffsetDeleteRequestPartition(version, item, out)
-
-
-def _dec_OffsetDeleteRequest_OffsetDeleteRequestPartition(version, buf, cur, end):
-    """Decode OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(OffsetDeleteRequest_OffsetDeleteRequestPartition)
-    obj.partition_index = f_partition_index
-    cur.pos = pos
-    return obj
 
 
 def _enc_OffsetDeleteRequest_OffsetDeleteRequestPartition(version, obj, out):
@@ -138,7 +170,52 @@ def _dec_OffsetDeleteResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_error_code__topics, pos, end)
     f_error_code, f_throttle_time_ms, n_topics = _S_hii.unpack_from(buf, pos)
     pos += 10
-    f_topics, pos = _w.read_structs(_partial(_dec_OffsetDeleteResponse_OffsetDeleteResponseTopic, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+    if n_topics < 0 or n_topics > (end - pos) // 6:
+        raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_name, pos, end)
+                n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_partitions, pos, end)
+                n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 6, 4)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            obj__2 = _new(OffsetDeleteResponse_OffsetDeleteResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                obj__1 = _new(OffsetDeleteResponse_OffsetDeleteResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
     obj = _new(OffsetDeleteResponse)
     obj.error_code = f_error_code
     obj.throttle_time_ms = f_throttle_time_ms
@@ -161,31 +238,18 @@ def _enc_OffsetDeleteResponse(version, obj, out):
         _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic(version, item, out)
 
 
-def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic(version, buf, cur, end):
-    """Decode OffsetDeleteResponse.OffsetDeleteResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_name, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partitions, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    f_partitions, pos = _w.read_structs(_partial(_dec_OffsetDeleteResponse_OffsetDeleteResponsePartition, version), buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
-    obj = _new(OffsetDeleteResponse_OffsetDeleteResponseTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    cur.pos = pos
-    return obj
-
-
 def _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic(version, obj, out):
     """Append in ``version`` a OffsetDeleteResponse.OffsetDeleteResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("OffsetDeleteResponse.OffsetDeleteResponseTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "OffsetDeleteResponse.OffsetDeleteResponseTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("OffsetDeleteResponse.OffsetDeleteResponseTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("OffsetDeleteResponse.OffsetDeleteResponseTopic.name", n_name)
     out += _S_h.pack(n_name)
     if n_name > 0:
         out += f_name
@@ -197,20 +261,6 @@ def _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic(version, obj, out):
     out += _S_i.pack(n_partitions)
     for item in f_partitions:
         _enc_OffsetDeleteResponse_OffsetDeleteResponsePartition(version, item, out)
-
-
-def _dec_OffsetDeleteResponse_OffsetDeleteResponsePartition(version, buf, cur, end):
-    """Decode OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    obj = _new(OffsetDeleteResponse_OffsetDeleteResponsePartition)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    cur.pos = pos
-    return obj
 
 
 def _enc_OffsetDeleteResponse_OffsetDeleteResponsePartition(version, obj, out):

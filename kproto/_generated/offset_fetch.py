@@ -459,9 +459,6 @@ def _dec_OffsetFetchRequest(version, buf, cur, end):
 
 def _enc_OffsetFetchRequest(version, obj, out):
     """Append in ``version`` a OffsetFetchRequest to ``out``."""
-    v5_down = version <= 5
-    v8_down = version <= 8
-    v9_only = version == 9
     if obj is None:
         raise TypeError("OffsetFetchRequest expected, got None")
     if version <= 7:
@@ -521,11 +518,12 @@ def _enc_OffsetFetchRequest(version, obj, out):
             _w.put_uvarint(out, n_topics + 1)
     if 2 <= version <= 7:
         if n_topics > 0:
+            if version <= 5:
+                element = _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0
+            else:
+                element = _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6
             for item in f_topics:
-                if v5_down:
-                    _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(item, out)
-                else:
-                    _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(item, out)
+                element(item, out)
     elif version >= 8:
         if obj.group_id != '':
             if version <= 8:
@@ -550,13 +548,14 @@ def _enc_OffsetFetchRequest(version, obj, out):
             out.append(n_groups + 1)
         else:
             _w.put_uvarint(out, n_groups + 1)
+        if version <= 8:
+            element = _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8
+        elif version == 9:
+            element = _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9
+        else:
+            element = _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10
         for item in f_groups:
-            if v8_down:
-                _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(item, out)
-            elif v9_only:
-                _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(item, out)
-            else:
-                _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(item, out)
+            element(item, out)
     if version >= 7:
         out += _S_B.pack(obj.require_stable)
     if version >= 6:
@@ -1207,9 +1206,6 @@ def _dec_OffsetFetchResponse(version, buf, cur, end):
 
 def _enc_OffsetFetchResponse(version, obj, out):
     """Append in ``version`` a OffsetFetchResponse to ``out``."""
-    v4_down = version <= 4
-    v5_only = version == 5
-    v9_down = version <= 9
     if obj is None:
         raise TypeError("OffsetFetchResponse expected, got None")
     if version <= 7:
@@ -1248,13 +1244,14 @@ def _enc_OffsetFetchResponse(version, obj, out):
         else:
             _w.put_uvarint(out, n_topics + 1)
     if version <= 7:
+        if version <= 4:
+            element = _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0
+        elif version == 5:
+            element = _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5
+        else:
+            element = _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6
         for item in f_topics:
-            if v4_down:
-                _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(item, out)
-            elif v5_only:
-                _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(item, out)
-            else:
-                _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(item, out)
+            element(item, out)
     if 2 <= version <= 7:
         out += _S_h.pack(obj.error_code)
     elif version >= 8:
@@ -1267,11 +1264,12 @@ def _enc_OffsetFetchResponse(version, obj, out):
             out.append(n_groups + 1)
         else:
             _w.put_uvarint(out, n_groups + 1)
+        if version <= 9:
+            element = _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8
+        else:
+            element = _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10
         for item in f_groups:
-            if v9_down:
-                _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(item, out)
-            else:
-                _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(item, out)
+            element(item, out)
     if version >= 6:
         if obj.unknown_tagged_fields:
             _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetFetchResponse")

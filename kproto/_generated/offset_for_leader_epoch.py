@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse']
@@ -43,6 +43,10 @@ _new = Struct.__new__
 
 def _dec_OffsetForLeaderEpochRequest(version, buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_to_3 = 2 <= version <= 3
+    v3_down = version <= 3
+    v4_up = version >= 4
     pos = cur.pos
     if version in (0, 1, 2, 4):
         if end - pos < 4:
@@ -62,11 +66,131 @@ def _dec_OffsetForLeaderEpochRequest(version, buf, cur, end):
         f_replica_id, n_topics = _S_ii.unpack_from(buf, pos)
         pos += 8
     if version <= 3:
-        f_topics, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v3_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic, pos, end)
+                    n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topic__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                        n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    if v3_down:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if v3_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v1_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 8:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 8, 4)
+                elif v2_to_3:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 12:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 12, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 13:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 13, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v1_down:
+                                if end - pos < 8:
+                                    raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
+                                f_partition__2, f_leader_epoch__2 = _S_ii.unpack_from(buf, pos)
+                                pos += 8
+                            else:
+                                if end - pos < 12:
+                                    raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
+                                f_partition__2, f_current_leader_epoch__2, f_leader_epoch__2 = _S_iii.unpack_from(buf, pos)
+                                pos += 12
+                            if v4_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+                            obj__2.partition = f_partition__2
+                            if v1_down:
+                                obj__2.current_leader_epoch = -1
+                            else:
+                                obj__2.current_leader_epoch = f_current_leader_epoch__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            if v3_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v4_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                if v3_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if version >= 4:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetForLeaderEpochRequest)
     if version <= 2:
         obj.replica_id = -2
@@ -85,112 +209,71 @@ def _enc_OffsetForLeaderEpochRequest(version, obj, out):
     """Append in ``version`` a OffsetForLeaderEpochRequest to ``out``."""
     if obj is None:
         raise TypeError("OffsetForLeaderEpochRequest expected, got None")
-    if version <= 3:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("OffsetForLeaderEpochRequest.topics")
-        else:
-            n_topics = len(f_topics)
+    if version >= 4:
+        out += _S_i.pack(obj.replica_id)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("OffsetForLeaderEpochRequest.topics")
+    else:
+        n_topics = len(f_topics)
     if version <= 2:
         out += _S_i.pack(n_topics)
     elif version == 3:
         out += _S_ii.pack(obj.replica_id, n_topics)
-    if version <= 3:
-        for item in f_topics:
-            _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(version, item, out)
     else:
-        out += _S_i.pack(obj.replica_id)
-        _w.put_structs(out, obj.topics, _partial(_enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic, version), "OffsetForLeaderEpochRequest.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest")
-
-
-def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(version, buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 3:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic, pos, end)
-        n_topic = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version <= 1:
-        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 8, 4, False)
-    elif 2 <= version <= 3:
-        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 12, 4, False)
-    else:
-        n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 13, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    if version <= 3:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest")
 
 
 def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(version, obj, out):
     """Append in ``version`` a OffsetForLeaderEpochRequest.OffsetForLeaderTopic to ``out``."""
     if obj is None:
         raise TypeError("OffsetForLeaderEpochRequest.OffsetForLeaderTopic expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic", False)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic", n_topic)
     if version <= 3:
         out += _S_h.pack(n_topic)
     else:
-        _w.put_uvarint(out, n_topic + 1)
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
     if version <= 3:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions")
-        else:
-            n_partitions = len(f_partitions)
         out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(version, item, out)
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition, version), "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic")
-
-
-def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(version, buf, cur, end):
-    """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 8:
-            raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
-        f_partition, f_leader_epoch = _S_ii.unpack_from(buf, pos)
-        pos += 8
-    else:
-        if end - pos < 12:
-            raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
-        f_partition, f_current_leader_epoch, f_leader_epoch = _S_iii.unpack_from(buf, pos)
-        pos += 12
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(version, item, out)
     if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
-    obj.partition = f_partition
-    if version <= 1:
-        obj.current_leader_epoch = -1
-    else:
-        obj.current_leader_epoch = f_current_leader_epoch
-    obj.leader_epoch = f_leader_epoch
-    if version <= 3:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic")
 
 
 def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(version, obj, out):
@@ -202,11 +285,18 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(version, obj, out)
     else:
         out += _S_iii.pack(obj.partition, obj.current_leader_epoch, obj.leader_epoch)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition")
 
 
 def _dec_OffsetForLeaderEpochResponse(version, buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_to_3 = 1 <= version <= 3
+    v3_down = version <= 3
+    v4_up = version >= 4
     pos = cur.pos
     if version in (0, 1, 4):
         if end - pos < 4:
@@ -226,11 +316,132 @@ def _dec_OffsetForLeaderEpochResponse(version, buf, cur, end):
         f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
         pos += 8
     if version <= 3:
-        f_topics, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v3_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic, pos, end)
+                    n_topic__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topic__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic__1, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                        n_topic__1 -= 1
+                if 0 <= n_topic__1 <= end - pos:
+                    try:
+                        f_topic__1 = buf[pos:pos + n_topic__1].decode() if n_topic__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic', pos, exc) from None
+                    pos += n_topic__1
+                else:
+                    if v3_down:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('topic', pos, n_topic__1, end, 1, False)
+                if v3_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v0_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                elif v1_to_3:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 19:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 19, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v0_down:
+                                if end - pos < 14:
+                                    raise _w.short_run(_RUN_error_code__end_offset, pos, end)
+                                f_error_code__2, f_partition__2, f_end_offset__2 = _S_hiq.unpack_from(buf, pos)
+                                pos += 14
+                            else:
+                                if end - pos < 18:
+                                    raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
+                                f_error_code__2, f_partition__2, f_leader_epoch__2, f_end_offset__2 = _S_hiiq.unpack_from(buf, pos)
+                                pos += 18
+                            if v4_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+                            obj__2.error_code = f_error_code__2
+                            obj__2.partition = f_partition__2
+                            if v0_down:
+                                obj__2.leader_epoch = -1
+                            else:
+                                obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.end_offset = f_end_offset__2
+                            if v3_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v4_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+                obj__1.topic = f_topic__1
+                obj__1.partitions = f_partitions__1
+                if v3_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if version >= 4:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(OffsetForLeaderEpochResponse)
     if version <= 1:
         obj.throttle_time_ms = 0
@@ -249,113 +460,71 @@ def _enc_OffsetForLeaderEpochResponse(version, obj, out):
     """Append in ``version`` a OffsetForLeaderEpochResponse to ``out``."""
     if obj is None:
         raise TypeError("OffsetForLeaderEpochResponse expected, got None")
-    if version <= 3:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("OffsetForLeaderEpochResponse.topics")
-        else:
-            n_topics = len(f_topics)
+    if version >= 4:
+        out += _S_i.pack(obj.throttle_time_ms)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("OffsetForLeaderEpochResponse.topics")
+    else:
+        n_topics = len(f_topics)
     if version <= 1:
         out += _S_i.pack(n_topics)
     elif 2 <= version <= 3:
         out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-    if version <= 3:
-        for item in f_topics:
-            _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(version, item, out)
     else:
-        out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.topics, _partial(_enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, version), "OffsetForLeaderEpochResponse.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse")
-
-
-def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(version, buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 3:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic, pos, end)
-        n_topic = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version <= 0:
-        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochResponse_EpochEndOffset, version), buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
-    elif 1 <= version <= 3:
-        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochResponse_EpochEndOffset, version), buf, cur, pos, end, n_partitions, 'partitions', 18, 4, False)
-    else:
-        n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-        f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_OffsetForLeaderEpochResponse_EpochEndOffset, version), buf, cur, pos, end, n_partitions, 'partitions', 19, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    if version <= 3:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(version, item, out)
+    if version >= 4:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse")
 
 
 def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(version, obj, out):
     """Append in ``version`` a OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult to ``out``."""
     if obj is None:
         raise TypeError("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic", False)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic", n_topic)
     if version <= 3:
         out += _S_h.pack(n_topic)
     else:
-        _w.put_uvarint(out, n_topic + 1)
+        if 0 <= n_topic + 1 < 128:
+            out.append(n_topic + 1)
+        else:
+            _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")
+    else:
+        n_partitions = len(f_partitions)
     if version <= 3:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions")
-        else:
-            n_partitions = len(f_partitions)
         out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_OffsetForLeaderEpochResponse_EpochEndOffset(version, item, out)
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_OffsetForLeaderEpochResponse_EpochEndOffset, version), "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult")
-
-
-def _dec_OffsetForLeaderEpochResponse_EpochEndOffset(version, buf, cur, end):
-    """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 14:
-            raise _w.short_run(_RUN_error_code__end_offset, pos, end)
-        f_error_code, f_partition, f_end_offset = _S_hiq.unpack_from(buf, pos)
-        pos += 14
-    else:
-        if end - pos < 18:
-            raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
-        f_error_code, f_partition, f_leader_epoch, f_end_offset = _S_hiiq.unpack_from(buf, pos)
-        pos += 18
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_OffsetForLeaderEpochResponse_EpochEndOffset(version, item, out)
     if version >= 4:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
-    obj.error_code = f_error_code
-    obj.partition = f_partition
-    if version <= 0:
-        obj.leader_epoch = -1
-    else:
-        obj.leader_epoch = f_leader_epoch
-    obj.end_offset = f_end_offset
-    if version <= 3:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult")
 
 
 def _enc_OffsetForLeaderEpochResponse_EpochEndOffset(version, obj, out):
@@ -367,7 +536,10 @@ def _enc_OffsetForLeaderEpochResponse_EpochEndOffset(version, obj, out):
     else:
         out += _S_hiiq.pack(obj.error_code, obj.partition, obj.leader_epoch, obj.end_offset)
     if version >= 4:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset")
 
 
 class OffsetForLeaderEpochRequest_OffsetForLeaderPartition(Struct):

@@ -271,8 +271,6 @@ def _dec_ProduceRequest(version, buf, cur, end):
 
 def _enc_ProduceRequest(version, obj, out):
     """Append in ``version`` a ProduceRequest to ``out``."""
-    v8_down = version <= 8
-    v9_to_12 = 9 <= version <= 12
     if obj is None:
         raise TypeError("ProduceRequest expected, got None")
     if version <= 2:
@@ -311,13 +309,14 @@ def _enc_ProduceRequest(version, obj, out):
             out.append(n_topic_data + 1)
         else:
             _w.put_uvarint(out, n_topic_data + 1)
+    if version <= 8:
+        element = _enc_ProduceRequest_TopicProduceData_v0
+    elif 9 <= version <= 12:
+        element = _enc_ProduceRequest_TopicProduceData_v9
+    else:
+        element = _enc_ProduceRequest_TopicProduceData_v13
     for item in f_topic_data:
-        if v8_down:
-            _enc_ProduceRequest_TopicProduceData_v0(item, out)
-        elif v9_to_12:
-            _enc_ProduceRequest_TopicProduceData_v9(item, out)
-        else:
-            _enc_ProduceRequest_TopicProduceData_v13(item, out)
+        element(item, out)
     if version >= 9:
         if obj.unknown_tagged_fields:
             _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ProduceRequest")
@@ -817,12 +816,6 @@ def _dec_ProduceResponse(version, buf, cur, end):
 
 def _enc_ProduceResponse(version, obj, out):
     """Append in ``version`` a ProduceResponse to ``out``."""
-    v1_down = version <= 1
-    v2_to_4 = 2 <= version <= 4
-    v5_to_7 = 5 <= version <= 7
-    v8_only = version == 8
-    v9_only = version == 9
-    v10_to_12 = 10 <= version <= 12
     if obj is None:
         raise TypeError("ProduceResponse expected, got None")
     if version <= 9:
@@ -851,21 +844,22 @@ def _enc_ProduceResponse(version, obj, out):
             out.append(n_responses + 1)
         else:
             _w.put_uvarint(out, n_responses + 1)
+    if version <= 1:
+        element = _enc_ProduceResponse_TopicProduceResponse_v0
+    elif 2 <= version <= 4:
+        element = _enc_ProduceResponse_TopicProduceResponse_v2
+    elif 5 <= version <= 7:
+        element = _enc_ProduceResponse_TopicProduceResponse_v5
+    elif version == 8:
+        element = _enc_ProduceResponse_TopicProduceResponse_v8
+    elif version == 9:
+        element = _enc_ProduceResponse_TopicProduceResponse_v9
+    elif 10 <= version <= 12:
+        element = _enc_ProduceResponse_TopicProduceResponse_v10
+    else:
+        element = _enc_ProduceResponse_TopicProduceResponse_v13
     for item in f_responses:
-        if v1_down:
-            _enc_ProduceResponse_TopicProduceResponse_v0(item, out)
-        elif v2_to_4:
-            _enc_ProduceResponse_TopicProduceResponse_v2(item, out)
-        elif v5_to_7:
-            _enc_ProduceResponse_TopicProduceResponse_v5(item, out)
-        elif v8_only:
-            _enc_ProduceResponse_TopicProduceResponse_v8(item, out)
-        elif v9_only:
-            _enc_ProduceResponse_TopicProduceResponse_v9(item, out)
-        elif v10_to_12:
-            _enc_ProduceResponse_TopicProduceResponse_v10(item, out)
-        else:
-            _enc_ProduceResponse_TopicProduceResponse_v13(item, out)
+        element(item, out)
     if version >= 1:
         out += _S_i.pack(obj.throttle_time_ms)
     if version == 9:

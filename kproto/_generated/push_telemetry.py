@@ -43,9 +43,25 @@ def _dec_PushTelemetryRequest(version, buf, cur, end):
     if f_terminating != 0 and f_terminating != 1:
         raise _w.bad_bool('terminating', pos - 2, f_terminating)
     b_terminating = f_terminating == 1
-    n_metrics, pos = _w.read_compact_length(buf, pos, end, 'metrics')
-    f_metrics, pos = _w.read_sized(buf, pos, n_metrics, end, 'metrics', 1, False, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_metrics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_metrics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_metrics, pos = _w.read_uvarint(buf, pos, end, 'metrics')
+        n_metrics -= 1
+    if 0 <= n_metrics <= end - pos:
+        f_metrics = buf[pos:pos + n_metrics]
+        pos += n_metrics
+    else:
+        raise _w.bad_sized('metrics', pos, n_metrics, end, 1, False)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(PushTelemetryRequest)
     obj.client_instance_id = f_client_instance_id
     obj.subscription_id = f_subscription_id
@@ -68,10 +84,16 @@ def _enc_PushTelemetryRequest(version, obj, out):
         raise _w.not_nullable("PushTelemetryRequest.metrics")
     else:
         n_metrics = len(f_metrics)
-    _w.put_uvarint(out, n_metrics + 1)
+    if 0 <= n_metrics + 1 < 128:
+        out.append(n_metrics + 1)
+    else:
+        _w.put_uvarint(out, n_metrics + 1)
     if n_metrics > 0:
         out += f_metrics
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "PushTelemetryRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "PushTelemetryRequest")
 
 
 def _dec_PushTelemetryResponse(version, buf, cur, end):
@@ -81,7 +103,11 @@ def _dec_PushTelemetryResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(PushTelemetryResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -95,7 +121,10 @@ def _enc_PushTelemetryResponse(version, obj, out):
     if obj is None:
         raise TypeError("PushTelemetryResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "PushTelemetryResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "PushTelemetryResponse")
 
 
 class PushTelemetryRequest(Message):

@@ -31,8 +31,25 @@ _new = Struct.__new__
 def _dec_RemoveRaftVoterRequest(version, buf, cur, end):
     """Decode RemoveRaftVoterRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
+        n_cluster_id -= 1
+    if 0 <= n_cluster_id <= end - pos:
+        try:
+            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('cluster_id', pos, exc) from None
+        pos += n_cluster_id
+    elif n_cluster_id == -1:
+        f_cluster_id = None
+    else:
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_voter_id, pos, end)
     f_voter_id = _S_i.unpack_from(buf, pos)[0]
@@ -41,7 +58,11 @@ def _dec_RemoveRaftVoterRequest(version, buf, cur, end):
         raise _w.short_read('voter_directory_id', pos, 16, end)
     f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(RemoveRaftVoterRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = f_voter_id
@@ -55,13 +76,26 @@ def _enc_RemoveRaftVoterRequest(version, obj, out):
     """Append in ``version`` a RemoveRaftVoterRequest to ``out``."""
     if obj is None:
         raise TypeError("RemoveRaftVoterRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "RemoveRaftVoterRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        n_cluster_id = -1
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("RemoveRaftVoterRequest.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += _S_i.pack(obj.voter_id)
     out += obj.voter_directory_id.bytes
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RemoveRaftVoterRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RemoveRaftVoterRequest")
 
 
 def _dec_RemoveRaftVoterResponse(version, buf, cur, end):
@@ -71,9 +105,30 @@ def _dec_RemoveRaftVoterResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(RemoveRaftVoterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -88,11 +143,24 @@ def _enc_RemoveRaftVoterResponse(version, obj, out):
     if obj is None:
         raise TypeError("RemoveRaftVoterResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "RemoveRaftVoterResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("RemoveRaftVoterResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RemoveRaftVoterResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "RemoveRaftVoterResponse")
 
 
 class RemoveRaftVoterRequest(Message):

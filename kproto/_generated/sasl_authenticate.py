@@ -39,11 +39,30 @@ def _dec_SaslAuthenticateRequest(version, buf, cur, end):
             raise _w.short_run(_RUN_auth_bytes, pos, end)
         n_auth_bytes = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 4, False, False)
     else:
-        n_auth_bytes, pos = _w.read_compact_length(buf, pos, end, 'auth_bytes')
-        f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 1, False, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_auth_bytes = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_auth_bytes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_auth_bytes, pos = _w.read_uvarint(buf, pos, end, 'auth_bytes')
+            n_auth_bytes -= 1
+    if 0 <= n_auth_bytes <= end - pos:
+        f_auth_bytes = buf[pos:pos + n_auth_bytes]
+        pos += n_auth_bytes
+    else:
+        if version <= 1:
+            raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 4, False)
+        else:
+            raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 1, False)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(SaslAuthenticateRequest)
     obj.auth_bytes = f_auth_bytes
     if version <= 1:
@@ -66,11 +85,17 @@ def _enc_SaslAuthenticateRequest(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_auth_bytes)
     else:
-        _w.put_uvarint(out, n_auth_bytes + 1)
+        if 0 <= n_auth_bytes + 1 < 128:
+            out.append(n_auth_bytes + 1)
+        else:
+            _w.put_uvarint(out, n_auth_bytes + 1)
     if n_auth_bytes > 0:
         out += f_auth_bytes
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateRequest")
 
 
 def _dec_SaslAuthenticateResponse(version, buf, cur, end):
@@ -81,28 +106,67 @@ def _dec_SaslAuthenticateResponse(version, buf, cur, end):
             raise _w.short_run(_RUN_error_code__error_message, pos, end)
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
         pos += 4
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 2, True, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_auth_bytes, pos, end)
-        n_auth_bytes = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 4, False, False)
     else:
         if end - pos < 2:
             raise _w.short_run(_RUN_error_code, pos, end)
         f_error_code = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-        f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-        n_auth_bytes, pos = _w.read_compact_length(buf, pos, end, 'auth_bytes')
-        f_auth_bytes, pos = _w.read_sized(buf, pos, n_auth_bytes, end, 'auth_bytes', 1, False, False)
+        if pos < end and buf[pos] < 128:
+            n_error_message = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+            n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        if version <= 1:
+            raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
+        else:
+            raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if version <= 1:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_auth_bytes, pos, end)
+        n_auth_bytes = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    else:
+        if pos < end and buf[pos] < 128:
+            n_auth_bytes = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_auth_bytes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_auth_bytes, pos = _w.read_uvarint(buf, pos, end, 'auth_bytes')
+            n_auth_bytes -= 1
+    if 0 <= n_auth_bytes <= end - pos:
+        f_auth_bytes = buf[pos:pos + n_auth_bytes]
+        pos += n_auth_bytes
+    else:
+        if version <= 1:
+            raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 4, False)
+        else:
+            raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 1, False)
     if version >= 1:
         if end - pos < 8:
             raise _w.short_run(_RUN_session_lifetime_ms, pos, end)
         f_session_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
         pos += 8
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(SaslAuthenticateResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -125,11 +189,21 @@ def _enc_SaslAuthenticateResponse(version, obj, out):
         raise TypeError("SaslAuthenticateResponse expected, got None")
     if version >= 2:
         out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "SaslAuthenticateResponse.error_message", True)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("SaslAuthenticateResponse.error_message", n_error_message)
     if version <= 1:
         out += _S_hh.pack(obj.error_code, n_error_message)
     else:
-        _w.put_uvarint(out, n_error_message + 1)
+        if 0 <= n_error_message + 1 < 128:
+            out.append(n_error_message + 1)
+        else:
+            _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     f_auth_bytes = obj.auth_bytes
@@ -140,13 +214,19 @@ def _enc_SaslAuthenticateResponse(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_auth_bytes)
     else:
-        _w.put_uvarint(out, n_auth_bytes + 1)
+        if 0 <= n_auth_bytes + 1 < 128:
+            out.append(n_auth_bytes + 1)
+        else:
+            _w.put_uvarint(out, n_auth_bytes + 1)
     if n_auth_bytes > 0:
         out += f_auth_bytes
     if version >= 1:
         out += _S_q.pack(obj.session_lifetime_ms)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SaslAuthenticateResponse")
 
 
 class SaslAuthenticateRequest(Message):

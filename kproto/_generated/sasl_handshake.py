@@ -34,7 +34,14 @@ def _dec_SaslHandshakeRequest(version, buf, cur, end):
         raise _w.short_run(_RUN_mechanism, pos, end)
     n_mechanism = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    f_mechanism, pos = _w.read_sized(buf, pos, n_mechanism, end, 'mechanism', 2, False, True)
+    if 0 <= n_mechanism <= end - pos:
+        try:
+            f_mechanism = buf[pos:pos + n_mechanism].decode() if n_mechanism else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('mechanism', pos, exc) from None
+        pos += n_mechanism
+    else:
+        raise _w.bad_sized('mechanism', pos, n_mechanism, end, 2, False)
     obj = _new(SaslHandshakeRequest)
     obj.mechanism = f_mechanism
     cur.pos = pos
@@ -45,7 +52,14 @@ def _enc_SaslHandshakeRequest(version, obj, out):
     """Append in ``version`` a SaslHandshakeRequest to ``out``."""
     if obj is None:
         raise TypeError("SaslHandshakeRequest expected, got None")
-    f_mechanism, n_mechanism = _w.encode_text(obj.mechanism, "SaslHandshakeRequest.mechanism", False)
+    f_mechanism = obj.mechanism
+    if f_mechanism is None:
+        raise _w.not_nullable("SaslHandshakeRequest.mechanism")
+    else:
+        f_mechanism = f_mechanism.encode("utf-8")
+        n_mechanism = len(f_mechanism)
+        if n_mechanism > 32767:
+            raise _w.string_too_long("SaslHandshakeRequest.mechanism", n_mechanism)
     out += _S_h.pack(n_mechanism)
     if n_mechanism > 0:
         out += f_mechanism

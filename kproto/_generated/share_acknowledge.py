@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -48,10 +47,44 @@ _A_b = _w.SMALL_ARRAYS["b"]
 def _dec_ShareAcknowledgeRequest(version, buf, cur, end):
     """Decode ShareAcknowledgeRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, True, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+        n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    elif n_group_id == -1:
+        f_group_id = None
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+        n_member_id -= 1
+    if 0 <= n_member_id <= end - pos:
+        try:
+            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('member_id', pos, exc) from None
+        pos += n_member_id
+    elif n_member_id == -1:
+        f_member_id = None
+    else:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if version <= 1:
         if end - pos < 4:
             raise _w.short_run(_RUN_share_session_epoch, pos, end)
@@ -65,9 +98,124 @@ def _dec_ShareAcknowledgeRequest(version, buf, cur, end):
         if f_is_renew_ack != 0 and f_is_renew_ack != 1:
             raise _w.bad_bool('is_renew_ack', pos - 1, f_is_renew_ack)
         b_is_renew_ack = f_is_renew_ack == 1
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeRequest_AcknowledgeTopic, version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 18:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_partition_index, pos, end)
+                            f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledgement_batches__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledgement_batches__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledgement_batches__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+                                n_acknowledgement_batches__2 -= 1
+                            if n_acknowledgement_batches__2 < 0 or n_acknowledgement_batches__2 > (end - pos) // 18:
+                                raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
+                            f_acknowledgement_batches__2 = []
+                            if n_acknowledgement_batches__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_acknowledgement_batches__2):
+                                        if end - pos < 16:
+                                            raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                                        f_first_offset__3, f_last_offset__3 = _S_qq.unpack_from(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] < 128:
+                                            n_acknowledge_types__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_acknowledge_types__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_acknowledge_types__3, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                                            n_acknowledge_types__3 -= 1
+                                        if n_acknowledge_types__3 < 0 or n_acknowledge_types__3 > (end - pos) // 1:
+                                            raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__3, end, 1, 1)
+                                        if n_acknowledge_types__3 < _w.SMALL_ARRAY_MAX:
+                                            f_acknowledge_types__3 = list(_A_b[n_acknowledge_types__3].unpack_from(buf, pos))
+                                        else:
+                                            f_acknowledge_types__3 = list(_unpack_from(">%db" % n_acknowledge_types__3, buf, pos))
+                                        pos += n_acknowledge_types__3 * 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareAcknowledgeRequest_AcknowledgementBatch)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.acknowledge_types = f_acknowledge_types__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acknowledgement_batches__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acknowledgement_batches[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareAcknowledgeRequest_AcknowledgePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.acknowledgement_batches = f_acknowledgement_batches__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeRequest_AcknowledgeTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareAcknowledgeRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
@@ -89,38 +237,53 @@ def _enc_ShareAcknowledgeRequest(version, obj, out):
     if version <= 1:
         if obj.is_renew_ack != False:
             raise _w.not_in_version("ShareAcknowledgeRequest.is_renew_ack", 0, "2")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ShareAcknowledgeRequest.group_id", True)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        n_group_id = -1
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ShareAcknowledgeRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ShareAcknowledgeRequest.member_id", True)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        n_member_id = -1
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ShareAcknowledgeRequest.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     if version <= 1:
         out += _S_i.pack(obj.share_session_epoch)
     else:
         out += _S_iB.pack(obj.share_session_epoch, obj.is_renew_ack)
-    _w.put_structs(out, obj.topics, _partial(_enc_ShareAcknowledgeRequest_AcknowledgeTopic, version), "ShareAcknowledgeRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest")
-
-
-def _dec_ShareAcknowledgeRequest_AcknowledgeTopic(version, buf, cur, end):
-    """Decode ShareAcknowledgeRequest.AcknowledgeTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeRequest_AcknowledgePartition, version), buf, cur, pos, end, n_partitions, 'partitions', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareAcknowledgeRequest_AcknowledgeTopic)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("ShareAcknowledgeRequest.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_ShareAcknowledgeRequest_AcknowledgeTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest")
 
 
 def _enc_ShareAcknowledgeRequest_AcknowledgeTopic(version, obj, out):
@@ -128,26 +291,21 @@ def _enc_ShareAcknowledgeRequest_AcknowledgeTopic(version, obj, out):
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest.AcknowledgeTopic expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ShareAcknowledgeRequest_AcknowledgePartition, version), "ShareAcknowledgeRequest.AcknowledgeTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic")
-
-
-def _dec_ShareAcknowledgeRequest_AcknowledgePartition(version, buf, cur, end):
-    """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_acknowledgement_batches, pos = _w.read_compact_length(buf, pos, end, 'acknowledgement_batches')
-    f_acknowledgement_batches, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeRequest_AcknowledgementBatch, version), buf, cur, pos, end, n_acknowledgement_batches, 'acknowledgement_batches', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareAcknowledgeRequest_AcknowledgePartition)
-    obj.partition_index = f_partition_index
-    obj.acknowledgement_batches = f_acknowledgement_batches
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ShareAcknowledgeRequest.AcknowledgeTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ShareAcknowledgeRequest_AcknowledgePartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic")
 
 
 def _enc_ShareAcknowledgeRequest_AcknowledgePartition(version, obj, out):
@@ -155,33 +313,21 @@ def _enc_ShareAcknowledgeRequest_AcknowledgePartition(version, obj, out):
     if obj is None:
         raise TypeError("ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition expected, got None")
     out += _S_i.pack(obj.partition_index)
-    _w.put_structs(out, obj.acknowledgement_batches, _partial(_enc_ShareAcknowledgeRequest_AcknowledgementBatch, version), "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.acknowledgement_batches", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition")
-
-
-def _dec_ShareAcknowledgeRequest_AcknowledgementBatch(version, buf, cur, end):
-    """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
-    f_first_offset, f_last_offset = _S_qq.unpack_from(buf, pos)
-    pos += 16
-    n_acknowledge_types, pos = _w.read_compact_length(buf, pos, end, 'acknowledge_types')
-    if n_acknowledge_types < 0 or n_acknowledge_types > (end - pos) // 1:
-        raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types, end, 1, 1)
-    if n_acknowledge_types < _w.SMALL_ARRAY_MAX:
-        f_acknowledge_types = list(_A_b[n_acknowledge_types].unpack_from(buf, pos))
+    f_acknowledgement_batches = obj.acknowledgement_batches
+    if f_acknowledgement_batches is None:
+        raise _w.not_nullable("ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.acknowledgement_batches")
     else:
-        f_acknowledge_types = list(_unpack_from(">%db" % n_acknowledge_types, buf, pos))
-    pos += n_acknowledge_types * 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareAcknowledgeRequest_AcknowledgementBatch)
-    obj.first_offset = f_first_offset
-    obj.last_offset = f_last_offset
-    obj.acknowledge_types = f_acknowledge_types
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_acknowledgement_batches = len(f_acknowledgement_batches)
+    if 0 <= n_acknowledgement_batches + 1 < 128:
+        out.append(n_acknowledgement_batches + 1)
+    else:
+        _w.put_uvarint(out, n_acknowledgement_batches + 1)
+    for item in f_acknowledgement_batches:
+        _enc_ShareAcknowledgeRequest_AcknowledgementBatch(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition")
 
 
 def _enc_ShareAcknowledgeRequest_AcknowledgementBatch(version, obj, out):
@@ -194,9 +340,15 @@ def _enc_ShareAcknowledgeRequest_AcknowledgementBatch(version, obj, out):
         raise _w.not_nullable("ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch.acknowledge_types")
     else:
         n_acknowledge_types = len(f_acknowledge_types)
-    _w.put_uvarint(out, n_acknowledge_types + 1)
+    if 0 <= n_acknowledge_types + 1 < 128:
+        out.append(n_acknowledge_types + 1)
+    else:
+        _w.put_uvarint(out, n_acknowledge_types + 1)
     out += _pack(">%db" % n_acknowledge_types, *f_acknowledge_types)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch")
 
 
 def _dec_ShareAcknowledgeResponse(version, buf, cur, end):
@@ -206,18 +358,200 @@ def _dec_ShareAcknowledgeResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if version >= 2:
         if end - pos < 4:
             raise _w.short_run(_RUN_acquisition_lock_timeout_ms, pos, end)
         f_acquisition_lock_timeout_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse, version), buf, cur, pos, end, n_responses, 'responses', 18, 1, False)
-    n_node_endpoints, pos = _w.read_compact_length(buf, pos, end, 'node_endpoints')
-    f_node_endpoints, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeResponse_NodeEndpoint, version), buf, cur, pos, end, n_node_endpoints, 'node_endpoints', 11, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
+        n_responses -= 1
+    if n_responses < 0 or n_responses > (end - pos) // 18:
+        raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
+    f_responses = []
+    if n_responses:
+        # Each element read inline.
+        try:
+            for i in range(n_responses):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 17:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 17, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            cur.pos = pos
+                            try:
+                                f_current_leader__2 = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch(version, buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareAcknowledgeResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_node_endpoints = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_node_endpoints, pos = _w.read_uvarint(buf, pos, end, 'node_endpoints')
+        n_node_endpoints -= 1
+    if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
+        raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
+    f_node_endpoints = []
+    if n_node_endpoints:
+        # Each element read inline.
+        try:
+            for i in range(n_node_endpoints):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareAcknowledgeResponse_NodeEndpoint)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_node_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareAcknowledgeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -241,33 +575,48 @@ def _enc_ShareAcknowledgeResponse(version, obj, out):
         if obj.acquisition_lock_timeout_ms != 0:
             raise _w.not_in_version("ShareAcknowledgeResponse.acquisition_lock_timeout_ms", 0, "2")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareAcknowledgeResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ShareAcknowledgeResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 2:
         out += _S_i.pack(obj.acquisition_lock_timeout_ms)
-    _w.put_structs(out, obj.responses, _partial(_enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse, version), "ShareAcknowledgeResponse.responses", False)
-    _w.put_structs(out, obj.node_endpoints, _partial(_enc_ShareAcknowledgeResponse_NodeEndpoint, version), "ShareAcknowledgeResponse.node_endpoints", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse")
-
-
-def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(version, buf, cur, end):
-    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_ShareAcknowledgeResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 17, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("ShareAcknowledgeResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
+    else:
+        _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(version, item, out)
+    f_node_endpoints = obj.node_endpoints
+    if f_node_endpoints is None:
+        raise _w.not_nullable("ShareAcknowledgeResponse.node_endpoints")
+    else:
+        n_node_endpoints = len(f_node_endpoints)
+    if 0 <= n_node_endpoints + 1 < 128:
+        out.append(n_node_endpoints + 1)
+    else:
+        _w.put_uvarint(out, n_node_endpoints + 1)
+    for item in f_node_endpoints:
+        _enc_ShareAcknowledgeResponse_NodeEndpoint(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse")
 
 
 def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(version, obj, out):
@@ -275,34 +624,21 @@ def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(version, obj, ou
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ShareAcknowledgeResponse_PartitionData, version), "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse")
-
-
-def _dec_ShareAcknowledgeResponse_PartitionData(version, buf, cur, end):
-    """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    cur.pos = pos
-    try:
-        f_current_leader = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch(version, buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('current_leader')
-    pos = cur.pos
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareAcknowledgeResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.current_leader = f_current_leader
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ShareAcknowledgeResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse")
 
 
 def _enc_ShareAcknowledgeResponse_PartitionData(version, obj, out):
@@ -310,13 +646,26 @@ def _enc_ShareAcknowledgeResponse_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     f_current_leader = obj.current_leader
     _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch(version, f_current_leader, out)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData")
 
 
 def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch(version, buf, cur, end):
@@ -326,7 +675,11 @@ def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch(version, buf, cur, end):
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     f_leader_id, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareAcknowledgeResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
@@ -340,33 +693,10 @@ def _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch(version, obj, out):
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch")
-
-
-def _dec_ShareAcknowledgeResponse_NodeEndpoint(version, buf, cur, end):
-    """Decode ShareAcknowledgeResponse.NodeEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_node_id, pos, end)
-    f_node_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareAcknowledgeResponse_NodeEndpoint)
-    obj.node_id = f_node_id
-    obj.host = f_host
-    obj.port = f_port
-    obj.rack = f_rack
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch")
 
 
 def _enc_ShareAcknowledgeResponse_NodeEndpoint(version, obj, out):
@@ -374,16 +704,39 @@ def _enc_ShareAcknowledgeResponse_NodeEndpoint(version, obj, out):
     if obj is None:
         raise TypeError("ShareAcknowledgeResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
-    f_host, n_host = _w.encode_text(obj.host, "ShareAcknowledgeResponse.NodeEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("ShareAcknowledgeResponse.NodeEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("ShareAcknowledgeResponse.NodeEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_i.pack(obj.port)
-    f_rack, n_rack = _w.encode_text(obj.rack, "ShareAcknowledgeResponse.NodeEndpoint.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
+    f_rack = obj.rack
+    if f_rack is None:
+        n_rack = -1
+    else:
+        f_rack = f_rack.encode("utf-8")
+        n_rack = len(f_rack)
+        if n_rack > 32767:
+            raise _w.string_too_long("ShareAcknowledgeResponse.NodeEndpoint.rack", n_rack)
+    if 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
+    else:
+        _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         out += f_rack
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.NodeEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareAcknowledgeResponse.NodeEndpoint")
 
 
 class ShareAcknowledgeRequest_AcknowledgementBatch(Struct):

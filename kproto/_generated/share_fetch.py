@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -59,11 +58,46 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_ShareFetchRequest(version, buf, cur, end):
     """Decode ShareFetchRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, True, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+        n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    elif n_group_id == -1:
+        f_group_id = None
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+        n_member_id -= 1
+    if 0 <= n_member_id <= end - pos:
+        try:
+            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('member_id', pos, exc) from None
+        pos += n_member_id
+    elif n_member_id == -1:
+        f_member_id = None
+    else:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if version <= 0:
         if end - pos < 16:
             raise _w.short_run(_RUN_share_session_epoch__max_bytes, pos, end)
@@ -82,11 +116,186 @@ def _dec_ShareFetchRequest(version, buf, cur, end):
         if f_is_renew_ack != 0 and f_is_renew_ack != 1:
             raise _w.bad_bool('is_renew_ack', pos - 1, f_is_renew_ack)
         b_is_renew_ack = f_is_renew_ack == 1
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_FetchTopic, version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    n_forgotten_topics_data, pos = _w.read_compact_length(buf, pos, end, 'forgotten_topics_data')
-    f_forgotten_topics_data, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_ForgottenTopic, version), buf, cur, pos, end, n_forgotten_topics_data, 'forgotten_topics_data', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 18:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if v0_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 10:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 10, 1)
+                else:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 6, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v0_down:
+                                if end - pos < 8:
+                                    raise _w.short_run(_RUN_partition_index__partition_max_bytes, pos, end)
+                                f_partition_index__2, f_partition_max_bytes__2 = _S_ii.unpack_from(buf, pos)
+                                pos += 8
+                            else:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_partition_index, pos, end)
+                                f_partition_index__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledgement_batches__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledgement_batches__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledgement_batches__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledgement_batches')
+                                n_acknowledgement_batches__2 -= 1
+                            if n_acknowledgement_batches__2 < 0 or n_acknowledgement_batches__2 > (end - pos) // 18:
+                                raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches__2, end, 18, 1)
+                            f_acknowledgement_batches__2 = []
+                            if n_acknowledgement_batches__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_acknowledgement_batches__2):
+                                        if end - pos < 16:
+                                            raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
+                                        f_first_offset__3, f_last_offset__3 = _S_qq.unpack_from(buf, pos)
+                                        pos += 16
+                                        if pos < end and buf[pos] < 128:
+                                            n_acknowledge_types__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_acknowledge_types__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_acknowledge_types__3, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_types')
+                                            n_acknowledge_types__3 -= 1
+                                        if n_acknowledge_types__3 < 0 or n_acknowledge_types__3 > (end - pos) // 1:
+                                            raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types__3, end, 1, 1)
+                                        if n_acknowledge_types__3 < _w.SMALL_ARRAY_MAX:
+                                            f_acknowledge_types__3 = list(_A_b[n_acknowledge_types__3].unpack_from(buf, pos))
+                                        else:
+                                            f_acknowledge_types__3 = list(_unpack_from(">%db" % n_acknowledge_types__3, buf, pos))
+                                        pos += n_acknowledge_types__3 * 1
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareFetchRequest_AcknowledgementBatch)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.acknowledge_types = f_acknowledge_types__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acknowledgement_batches__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acknowledgement_batches[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchRequest_FetchPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            if v0_down:
+                                obj__2.partition_max_bytes = f_partition_max_bytes__2
+                            else:
+                                obj__2.partition_max_bytes = 0
+                            obj__2.acknowledgement_batches = f_acknowledgement_batches__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_FetchTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_forgotten_topics_data = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_forgotten_topics_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_forgotten_topics_data, pos = _w.read_uvarint(buf, pos, end, 'forgotten_topics_data')
+        n_forgotten_topics_data -= 1
+    if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
+        raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
+    f_forgotten_topics_data = []
+    if n_forgotten_topics_data:
+        # Each element read inline.
+        try:
+            for i in range(n_forgotten_topics_data):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchRequest_ForgottenTopic)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_forgotten_topics_data.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
@@ -133,12 +342,32 @@ def _enc_ShareFetchRequest(version, obj, out):
                 raise _w.not_in_version("ShareFetchRequest.is_renew_ack", 0, "2")
             else:
                 raise _w.not_in_version("ShareFetchRequest.is_renew_ack", 1, "2")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "ShareFetchRequest.group_id", True)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        n_group_id = -1
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("ShareFetchRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "ShareFetchRequest.member_id", True)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        n_member_id = -1
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("ShareFetchRequest.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     if version <= 0:
@@ -147,30 +376,32 @@ def _enc_ShareFetchRequest(version, obj, out):
         out += _S_iiiiii.pack(obj.share_session_epoch, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.max_records, obj.batch_size)
     else:
         out += _S_iiiiiibB.pack(obj.share_session_epoch, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.max_records, obj.batch_size, obj.share_acquire_mode, obj.is_renew_ack)
-    _w.put_structs(out, obj.topics, _partial(_enc_ShareFetchRequest_FetchTopic, version), "ShareFetchRequest.topics", False)
-    _w.put_structs(out, obj.forgotten_topics_data, _partial(_enc_ShareFetchRequest_ForgottenTopic, version), "ShareFetchRequest.forgotten_topics_data", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
-
-
-def _dec_ShareFetchRequest_FetchTopic(version, buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if version <= 0:
-        f_partitions, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_FetchPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 10, 1, False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("ShareFetchRequest.topics")
     else:
-        f_partitions, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_FetchPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 6, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest_FetchTopic)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_ShareFetchRequest_FetchTopic(version, item, out)
+    f_forgotten_topics_data = obj.forgotten_topics_data
+    if f_forgotten_topics_data is None:
+        raise _w.not_nullable("ShareFetchRequest.forgotten_topics_data")
+    else:
+        n_forgotten_topics_data = len(f_forgotten_topics_data)
+    if 0 <= n_forgotten_topics_data + 1 < 128:
+        out.append(n_forgotten_topics_data + 1)
+    else:
+        _w.put_uvarint(out, n_forgotten_topics_data + 1)
+    for item in f_forgotten_topics_data:
+        _enc_ShareFetchRequest_ForgottenTopic(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest")
 
 
 def _enc_ShareFetchRequest_FetchTopic(version, obj, out):
@@ -178,36 +409,21 @@ def _enc_ShareFetchRequest_FetchTopic(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchRequest.FetchTopic expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ShareFetchRequest_FetchPartition, version), "ShareFetchRequest.FetchTopic.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic")
-
-
-def _dec_ShareFetchRequest_FetchPartition(version, buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic.FetchPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 8:
-            raise _w.short_run(_RUN_partition_index__partition_max_bytes, pos, end)
-        f_partition_index, f_partition_max_bytes = _S_ii.unpack_from(buf, pos)
-        pos += 8
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ShareFetchRequest.FetchTopic.partitions")
     else:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_index, pos, end)
-        f_partition_index = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    n_acknowledgement_batches, pos = _w.read_compact_length(buf, pos, end, 'acknowledgement_batches')
-    f_acknowledgement_batches, pos = _w.read_structs(_partial(_dec_ShareFetchRequest_AcknowledgementBatch, version), buf, cur, pos, end, n_acknowledgement_batches, 'acknowledgement_batches', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest_FetchPartition)
-    obj.partition_index = f_partition_index
-    if version <= 0:
-        obj.partition_max_bytes = f_partition_max_bytes
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
-        obj.partition_max_bytes = 0
-    obj.acknowledgement_batches = f_acknowledgement_batches
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ShareFetchRequest_FetchPartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic")
 
 
 def _enc_ShareFetchRequest_FetchPartition(version, obj, out):
@@ -220,33 +436,21 @@ def _enc_ShareFetchRequest_FetchPartition(version, obj, out):
         if obj.partition_max_bytes != 0:
             raise _w.not_in_version("ShareFetchRequest.FetchTopic.FetchPartition.partition_max_bytes", 1, "0")
         out += _S_i.pack(obj.partition_index)
-    _w.put_structs(out, obj.acknowledgement_batches, _partial(_enc_ShareFetchRequest_AcknowledgementBatch, version), "ShareFetchRequest.FetchTopic.FetchPartition.acknowledgement_batches", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition")
-
-
-def _dec_ShareFetchRequest_AcknowledgementBatch(version, buf, cur, end):
-    """Decode ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
-    f_first_offset, f_last_offset = _S_qq.unpack_from(buf, pos)
-    pos += 16
-    n_acknowledge_types, pos = _w.read_compact_length(buf, pos, end, 'acknowledge_types')
-    if n_acknowledge_types < 0 or n_acknowledge_types > (end - pos) // 1:
-        raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types, end, 1, 1)
-    if n_acknowledge_types < _w.SMALL_ARRAY_MAX:
-        f_acknowledge_types = list(_A_b[n_acknowledge_types].unpack_from(buf, pos))
+    f_acknowledgement_batches = obj.acknowledgement_batches
+    if f_acknowledgement_batches is None:
+        raise _w.not_nullable("ShareFetchRequest.FetchTopic.FetchPartition.acknowledgement_batches")
     else:
-        f_acknowledge_types = list(_unpack_from(">%db" % n_acknowledge_types, buf, pos))
-    pos += n_acknowledge_types * 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest_AcknowledgementBatch)
-    obj.first_offset = f_first_offset
-    obj.last_offset = f_last_offset
-    obj.acknowledge_types = f_acknowledge_types
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_acknowledgement_batches = len(f_acknowledgement_batches)
+    if 0 <= n_acknowledgement_batches + 1 < 128:
+        out.append(n_acknowledgement_batches + 1)
+    else:
+        _w.put_uvarint(out, n_acknowledgement_batches + 1)
+    for item in f_acknowledgement_batches:
+        _enc_ShareFetchRequest_AcknowledgementBatch(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition")
 
 
 def _enc_ShareFetchRequest_AcknowledgementBatch(version, obj, out):
@@ -259,33 +463,15 @@ def _enc_ShareFetchRequest_AcknowledgementBatch(version, obj, out):
         raise _w.not_nullable("ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch.acknowledge_types")
     else:
         n_acknowledge_types = len(f_acknowledge_types)
-    _w.put_uvarint(out, n_acknowledge_types + 1)
-    out += _pack(">%db" % n_acknowledge_types, *f_acknowledge_types)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch")
-
-
-def _dec_ShareFetchRequest_ForgottenTopic(version, buf, cur, end):
-    """Decode ShareFetchRequest.ForgottenTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    if 0 <= n_acknowledge_types + 1 < 128:
+        out.append(n_acknowledge_types + 1)
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchRequest_ForgottenTopic)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_uvarint(out, n_acknowledge_types + 1)
+    out += _pack(">%db" % n_acknowledge_types, *f_acknowledge_types)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch")
 
 
 def _enc_ShareFetchRequest_ForgottenTopic(version, obj, out):
@@ -298,30 +484,302 @@ def _enc_ShareFetchRequest_ForgottenTopic(version, obj, out):
         raise _w.not_nullable("ShareFetchRequest.ForgottenTopic.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.ForgottenTopic")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchRequest.ForgottenTopic")
 
 
 def _dec_ShareFetchResponse(version, buf, cur, end):
     """Decode ShareFetchResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if version >= 1:
         if end - pos < 4:
             raise _w.short_run(_RUN_acquisition_lock_timeout_ms, pos, end)
         f_acquisition_lock_timeout_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-    n_responses, pos = _w.read_compact_length(buf, pos, end, 'responses')
-    f_responses, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_ShareFetchableTopicResponse, version), buf, cur, pos, end, n_responses, 'responses', 18, 1, False)
-    n_node_endpoints, pos = _w.read_compact_length(buf, pos, end, 'node_endpoints')
-    f_node_endpoints, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_NodeEndpoint, version), buf, cur, pos, end, n_node_endpoints, 'node_endpoints', 11, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
+        n_responses -= 1
+    if n_responses < 0 or n_responses > (end - pos) // 18:
+        raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
+    f_responses = []
+    if n_responses:
+        # Each element read inline.
+        try:
+            for i in range(n_responses):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 22, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if end - pos < 2:
+                                raise _w.short_run(_RUN_acknowledge_error_code, pos, end)
+                            f_acknowledge_error_code__2 = _S_h.unpack_from(buf, pos)[0]
+                            pos += 2
+                            if pos < end and buf[pos] < 128:
+                                n_acknowledge_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acknowledge_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acknowledge_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_error_message')
+                                n_acknowledge_error_message__2 -= 1
+                            if 0 <= n_acknowledge_error_message__2 <= end - pos:
+                                try:
+                                    f_acknowledge_error_message__2 = buf[pos:pos + n_acknowledge_error_message__2].decode() if n_acknowledge_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('acknowledge_error_message', pos, exc) from None
+                                pos += n_acknowledge_error_message__2
+                            elif n_acknowledge_error_message__2 == -1:
+                                f_acknowledge_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('acknowledge_error_message', pos, n_acknowledge_error_message__2, end, 1, True)
+                            cur.pos = pos
+                            try:
+                                f_current_leader__2 = _dec_ShareFetchResponse_LeaderIdAndEpoch(version, buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('current_leader')
+                            pos = cur.pos
+                            if pos < end and buf[pos] < 128:
+                                n_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_records__2, pos = _w.read_uvarint(buf, pos, end, 'records')
+                                n_records__2 -= 1
+                            if v0_down:
+                                if 0 <= n_records__2 <= end - pos:
+                                    f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                    pos += n_records__2
+                                elif n_records__2 == -1:
+                                    f_records__2 = None
+                                else:
+                                    raise _w.bad_sized('records', pos, n_records__2, end, 1, True)
+                            else:
+                                if 0 <= n_records__2 <= end - pos:
+                                    f_records__2 = RecordSet(buf[pos:pos + n_records__2])
+                                    pos += n_records__2
+                                else:
+                                    raise _w.bad_sized('records', pos, n_records__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_acquired_records__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_acquired_records__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_acquired_records__2, pos = _w.read_uvarint(buf, pos, end, 'acquired_records')
+                                n_acquired_records__2 -= 1
+                            if n_acquired_records__2 < 0 or n_acquired_records__2 > (end - pos) // 19:
+                                raise _w.bad_count('acquired_records', pos - 1, n_acquired_records__2, end, 19, 1)
+                            f_acquired_records__2 = []
+                            if n_acquired_records__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_acquired_records__2):
+                                        if end - pos < 18:
+                                            raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                                        f_first_offset__3, f_last_offset__3, f_delivery_count__3 = _S_qqh.unpack_from(buf, pos)
+                                        pos += 18
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(ShareFetchResponse_AcquiredRecords)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.delivery_count = f_delivery_count__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_acquired_records__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("acquired_records[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(ShareFetchResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.acknowledge_error_code = f_acknowledge_error_code__2
+                            obj__2.acknowledge_error_message = f_acknowledge_error_message__2
+                            obj__2.current_leader = f_current_leader__2
+                            obj__2.records = f_records__2
+                            obj__2.acquired_records = f_acquired_records__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_ShareFetchableTopicResponse)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_responses.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_node_endpoints = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_node_endpoints, pos = _w.read_uvarint(buf, pos, end, 'node_endpoints')
+        n_node_endpoints -= 1
+    if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
+        raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
+    f_node_endpoints = []
+    if n_node_endpoints:
+        # Each element read inline.
+        try:
+            for i in range(n_node_endpoints):
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_node_id, pos, end)
+                f_node_id__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] < 128:
+                    n_rack__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                    n_rack__1 -= 1
+                if 0 <= n_rack__1 <= end - pos:
+                    try:
+                        f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('rack', pos, exc) from None
+                    pos += n_rack__1
+                elif n_rack__1 == -1:
+                    f_rack__1 = None
+                else:
+                    raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(ShareFetchResponse_NodeEndpoint)
+                obj__1.node_id = f_node_id__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.rack = f_rack__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_node_endpoints.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -345,33 +803,48 @@ def _enc_ShareFetchResponse(version, obj, out):
         if obj.acquisition_lock_timeout_ms != 0:
             raise _w.not_in_version("ShareFetchResponse.acquisition_lock_timeout_ms", 0, "1-2")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareFetchResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ShareFetchResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version >= 1:
         out += _S_i.pack(obj.acquisition_lock_timeout_ms)
-    _w.put_structs(out, obj.responses, _partial(_enc_ShareFetchResponse_ShareFetchableTopicResponse, version), "ShareFetchResponse.responses", False)
-    _w.put_structs(out, obj.node_endpoints, _partial(_enc_ShareFetchResponse_NodeEndpoint, version), "ShareFetchResponse.node_endpoints", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse")
-
-
-def _dec_ShareFetchResponse_ShareFetchableTopicResponse(version, buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 22, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchResponse_ShareFetchableTopicResponse)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_responses = obj.responses
+    if f_responses is None:
+        raise _w.not_nullable("ShareFetchResponse.responses")
+    else:
+        n_responses = len(f_responses)
+    if 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
+    else:
+        _w.put_uvarint(out, n_responses + 1)
+    for item in f_responses:
+        _enc_ShareFetchResponse_ShareFetchableTopicResponse(version, item, out)
+    f_node_endpoints = obj.node_endpoints
+    if f_node_endpoints is None:
+        raise _w.not_nullable("ShareFetchResponse.node_endpoints")
+    else:
+        n_node_endpoints = len(f_node_endpoints)
+    if 0 <= n_node_endpoints + 1 < 128:
+        out.append(n_node_endpoints + 1)
+    else:
+        _w.put_uvarint(out, n_node_endpoints + 1)
+    for item in f_node_endpoints:
+        _enc_ShareFetchResponse_NodeEndpoint(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse")
 
 
 def _enc_ShareFetchResponse_ShareFetchableTopicResponse(version, obj, out):
@@ -379,61 +852,21 @@ def _enc_ShareFetchResponse_ShareFetchableTopicResponse(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_ShareFetchResponse_PartitionData, version), "ShareFetchResponse.ShareFetchableTopicResponse.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse")
-
-
-def _dec_ShareFetchResponse_PartitionData(version, buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_acknowledge_error_code, pos, end)
-    f_acknowledge_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_acknowledge_error_message, pos = _w.read_compact_length(buf, pos, end, 'acknowledge_error_message')
-    f_acknowledge_error_message, pos = _w.read_sized(buf, pos, n_acknowledge_error_message, end, 'acknowledge_error_message', 1, True, True)
-    cur.pos = pos
-    try:
-        f_current_leader = _dec_ShareFetchResponse_LeaderIdAndEpoch(version, buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('current_leader')
-    pos = cur.pos
-    n_records, pos = _w.read_compact_length(buf, pos, end, 'records')
-    if version <= 0:
-        if 0 <= n_records <= end - pos:
-            f_records = RecordSet(buf[pos:pos + n_records])
-            pos += n_records
-        elif n_records == -1:
-            f_records = None
-        else:
-            raise _w.bad_sized('records', pos, n_records, end, 1, True)
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("ShareFetchResponse.ShareFetchableTopicResponse.partitions")
     else:
-        if 0 <= n_records <= end - pos:
-            f_records = RecordSet(buf[pos:pos + n_records])
-            pos += n_records
-        else:
-            raise _w.bad_sized('records', pos, n_records, end, 1, False)
-    n_acquired_records, pos = _w.read_compact_length(buf, pos, end, 'acquired_records')
-    f_acquired_records, pos = _w.read_structs(_partial(_dec_ShareFetchResponse_AcquiredRecords, version), buf, cur, pos, end, n_acquired_records, 'acquired_records', 19, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.acknowledge_error_code = f_acknowledge_error_code
-    obj.acknowledge_error_message = f_acknowledge_error_message
-    obj.current_leader = f_current_leader
-    obj.records = f_records
-    obj.acquired_records = f_acquired_records
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_ShareFetchResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse")
 
 
 def _enc_ShareFetchResponse_PartitionData(version, obj, out):
@@ -441,13 +874,33 @@ def _enc_ShareFetchResponse_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     out += _S_h.pack(obj.acknowledge_error_code)
-    f_acknowledge_error_message, n_acknowledge_error_message = _w.encode_text(obj.acknowledge_error_message, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acknowledge_error_message", True)
-    _w.put_uvarint(out, n_acknowledge_error_message + 1)
+    f_acknowledge_error_message = obj.acknowledge_error_message
+    if f_acknowledge_error_message is None:
+        n_acknowledge_error_message = -1
+    else:
+        f_acknowledge_error_message = f_acknowledge_error_message.encode("utf-8")
+        n_acknowledge_error_message = len(f_acknowledge_error_message)
+        if n_acknowledge_error_message > 32767:
+            raise _w.string_too_long("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acknowledge_error_message", n_acknowledge_error_message)
+    if 0 <= n_acknowledge_error_message + 1 < 128:
+        out.append(n_acknowledge_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_acknowledge_error_message + 1)
     if n_acknowledge_error_message > 0:
         out += f_acknowledge_error_message
     f_current_leader = obj.current_leader
@@ -461,11 +914,27 @@ def _enc_ShareFetchResponse_PartitionData(version, obj, out):
     else:
         f_records = as_record_set(f_records).raw
         n_records = len(f_records)
-    _w.put_uvarint(out, n_records + 1)
+    if 0 <= n_records + 1 < 128:
+        out.append(n_records + 1)
+    else:
+        _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
         out += f_records
-    _w.put_structs(out, obj.acquired_records, _partial(_enc_ShareFetchResponse_AcquiredRecords, version), "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acquired_records", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData")
+    f_acquired_records = obj.acquired_records
+    if f_acquired_records is None:
+        raise _w.not_nullable("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acquired_records")
+    else:
+        n_acquired_records = len(f_acquired_records)
+    if 0 <= n_acquired_records + 1 < 128:
+        out.append(n_acquired_records + 1)
+    else:
+        _w.put_uvarint(out, n_acquired_records + 1)
+    for item in f_acquired_records:
+        _enc_ShareFetchResponse_AcquiredRecords(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData")
 
 
 def _dec_ShareFetchResponse_LeaderIdAndEpoch(version, buf, cur, end):
@@ -475,7 +944,11 @@ def _dec_ShareFetchResponse_LeaderIdAndEpoch(version, buf, cur, end):
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     f_leader_id, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(ShareFetchResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
@@ -489,24 +962,10 @@ def _enc_ShareFetchResponse_LeaderIdAndEpoch(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch")
-
-
-def _dec_ShareFetchResponse_AcquiredRecords(version, buf, cur, end):
-    """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 18:
-        raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
-    f_first_offset, f_last_offset, f_delivery_count = _S_qqh.unpack_from(buf, pos)
-    pos += 18
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchResponse_AcquiredRecords)
-    obj.first_offset = f_first_offset
-    obj.last_offset = f_last_offset
-    obj.delivery_count = f_delivery_count
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch")
 
 
 def _enc_ShareFetchResponse_AcquiredRecords(version, obj, out):
@@ -514,33 +973,10 @@ def _enc_ShareFetchResponse_AcquiredRecords(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords expected, got None")
     out += _S_qqh.pack(obj.first_offset, obj.last_offset, obj.delivery_count)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords")
-
-
-def _dec_ShareFetchResponse_NodeEndpoint(version, buf, cur, end):
-    """Decode ShareFetchResponse.NodeEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 4:
-        raise _w.short_run(_RUN_node_id, pos, end)
-    f_node_id = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
-    f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(ShareFetchResponse_NodeEndpoint)
-    obj.node_id = f_node_id
-    obj.host = f_host
-    obj.port = f_port
-    obj.rack = f_rack
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords")
 
 
 def _enc_ShareFetchResponse_NodeEndpoint(version, obj, out):
@@ -548,16 +984,39 @@ def _enc_ShareFetchResponse_NodeEndpoint(version, obj, out):
     if obj is None:
         raise TypeError("ShareFetchResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
-    f_host, n_host = _w.encode_text(obj.host, "ShareFetchResponse.NodeEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("ShareFetchResponse.NodeEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("ShareFetchResponse.NodeEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_i.pack(obj.port)
-    f_rack, n_rack = _w.encode_text(obj.rack, "ShareFetchResponse.NodeEndpoint.rack", True)
-    _w.put_uvarint(out, n_rack + 1)
+    f_rack = obj.rack
+    if f_rack is None:
+        n_rack = -1
+    else:
+        f_rack = f_rack.encode("utf-8")
+        n_rack = len(f_rack)
+        if n_rack > 32767:
+            raise _w.string_too_long("ShareFetchResponse.NodeEndpoint.rack", n_rack)
+    if 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
+    else:
+        _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
         out += f_rack
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.NodeEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "ShareFetchResponse.NodeEndpoint")
 
 
 class ShareFetchRequest_AcknowledgementBatch(Struct):

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['StopReplicaRequest', 'StopReplicaResponse']
@@ -57,6 +57,8 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_StopReplicaRequest(version, buf, cur, end):
     """Decode StopReplicaRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 0:
         if end - pos < 13:
@@ -88,26 +90,223 @@ def _dec_StopReplicaRequest(version, buf, cur, end):
                 raise _w.bad_bool('delete_partitions', pos - 1, f_delete_partitions)
         b_delete_partitions = f_delete_partitions == 1
     if version <= 0:
-        f_ungrouped_partitions, pos = _w.read_structs(_partial(_dec_StopReplicaRequest_StopReplicaPartitionV0, version), buf, cur, pos, end, n_ungrouped_partitions, 'ungrouped_partitions', 6, 4, False)
+        if n_ungrouped_partitions < 0 or n_ungrouped_partitions > (end - pos) // 6:
+            raise _w.bad_count('ungrouped_partitions', pos - 4, n_ungrouped_partitions, end, 6, 4)
+        f_ungrouped_partitions = []
+        if n_ungrouped_partitions:
+            # Each element read inline.
+            try:
+                for i in range(n_ungrouped_partitions):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic_name, pos, end)
+                    n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_topic_name__1 <= end - pos:
+                        try:
+                            f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic_name', pos, exc) from None
+                        pos += n_topic_name__1
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partition_index, pos, end)
+                    f_partition_index__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    obj__1 = _new(StopReplicaRequest_StopReplicaPartitionV0)
+                    obj__1.topic_name = f_topic_name__1
+                    obj__1.partition_index = f_partition_index__1
+                    obj__1.unknown_tagged_fields = []
+                    f_ungrouped_partitions.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("ungrouped_partitions[%d]" % i)
     elif version == 1:
-        f_topics, pos = _w.read_structs(_partial(_dec_StopReplicaRequest_StopReplicaTopicV1, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    elif version == 2:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_StopReplicaRequest_StopReplicaTopicV1, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     elif version == 3:
         if end - pos < 16:
             raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
         f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
         pos += 16
-    else:
+    elif version >= 4:
         if f_is_k_raft_controller != 0 and f_is_k_raft_controller != 1:
             raise _w.bad_bool('is_k_raft_controller', pos - 13, f_is_k_raft_controller)
         b_is_k_raft_controller = f_is_k_raft_controller == 1
-    if version >= 3:
-        n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
-        f_topic_states, pos = _w.read_structs(_partial(_dec_StopReplicaRequest_StopReplicaTopicState, version), buf, cur, pos, end, n_topic_states, 'topic_states', 3, 1, False)
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            if version <= 2:
+                n_topics = buf[pos] - 1
+            else:
+                n_topic_states = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            if version <= 2:
+                n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            else:
+                n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            if version <= 2:
+                n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                n_topics -= 1
+            else:
+                n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
+                n_topic_states -= 1
+    if version == 2:
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    if 1 <= version <= 2:
+        f_topics = []
+        if n_topics:
+            # Each element read inline.
+            try:
+                for i in range(n_topics):
+                    if v1_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_name, pos, end)
+                        n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_name__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                            n_name__1 -= 1
+                    if 0 <= n_name__1 <= end - pos:
+                        try:
+                            f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('name', pos, exc) from None
+                        pos += n_name__1
+                    else:
+                        if v1_down:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                    if v1_down:
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_partition_indexes, pos, end)
+                        n_partition_indexes__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_partition_indexes__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_partition_indexes__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_partition_indexes__1, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                            n_partition_indexes__1 -= 1
+                    if n_partition_indexes__1 < 0 or n_partition_indexes__1 > (end - pos) // 4:
+                        if v1_down:
+                            raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes__1, end, 4, 4)
+                        else:
+                            raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__1, end, 4, 1)
+                    if n_partition_indexes__1 < _w.SMALL_ARRAY_MAX:
+                        f_partition_indexes__1 = list(_A_i[n_partition_indexes__1].unpack_from(buf, pos))
+                    else:
+                        f_partition_indexes__1 = list(_unpack_from(">%di" % n_partition_indexes__1, buf, pos))
+                    pos += n_partition_indexes__1 * 4
+                    if v2_up:
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StopReplicaRequest_StopReplicaTopicV1)
+                    obj__1.name = f_name__1
+                    obj__1.partition_indexes = f_partition_indexes__1
+                    if v1_down:
+                        obj__1.unknown_tagged_fields = []
+                    else:
+                        obj__1.unknown_tagged_fields = unknown__1
+                    f_topics.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+    elif version >= 3:
+        if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
+            raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
+        f_topic_states = []
+        if n_topic_states:
+            # Each element read inline.
+            try:
+                for i in range(n_topic_states):
+                    if pos < end and buf[pos] < 128:
+                        n_topic_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                        n_topic_name__1 -= 1
+                    if 0 <= n_topic_name__1 <= end - pos:
+                        try:
+                            f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic_name', pos, exc) from None
+                        pos += n_topic_name__1
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partition_states__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                        n_partition_states__1 -= 1
+                    if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 10:
+                        raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 10, 1)
+                    f_partition_states__1 = []
+                    if n_partition_states__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_partition_states__1):
+                                if end - pos < 9:
+                                    raise _w.short_run(_RUN_partition_index__delete_partition, pos, end)
+                                f_partition_index__2, f_leader_epoch__2, f_delete_partition__2 = _S_iib.unpack_from(buf, pos)
+                                pos += 9
+                                if f_delete_partition__2 != 0 and f_delete_partition__2 != 1:
+                                    raise _w.bad_bool('delete_partition', pos - 1, f_delete_partition__2)
+                                b_delete_partition__2 = f_delete_partition__2 == 1
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(StopReplicaRequest_StopReplicaPartitionState)
+                                obj__2.partition_index = f_partition_index__2
+                                obj__2.leader_epoch = f_leader_epoch__2
+                                obj__2.delete_partition = b_delete_partition__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_partition_states__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("partition_states[%d]" % i__1)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StopReplicaRequest_StopReplicaTopicState)
+                    obj__1.topic_name = f_topic_name__1
+                    obj__1.partition_states = f_partition_states__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_topic_states.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topic_states[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
     if version <= 3:
@@ -199,108 +398,84 @@ def _enc_StopReplicaRequest(version, obj, out):
         out += _S_iiBi.pack(obj.controller_id, obj.controller_epoch, obj.delete_partitions, n_ungrouped_partitions)
         for item in f_ungrouped_partitions:
             _enc_StopReplicaRequest_StopReplicaPartitionV0(version, item, out)
-    elif version == 1:
+    elif version == 2:
+        out += _S_iiqB.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.delete_partitions)
+    if 1 <= version <= 2:
         f_topics = obj.topics
         if f_topics is None:
             raise _w.not_nullable("StopReplicaRequest.topics")
         else:
             n_topics = len(f_topics)
+    if version == 1:
         out += _S_iiqBi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.delete_partitions, n_topics)
+    elif version == 2:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    if 1 <= version <= 2:
         for item in f_topics:
             _enc_StopReplicaRequest_StopReplicaTopicV1(version, item, out)
-    elif version == 2:
-        out += _S_iiqB.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, obj.delete_partitions)
-        _w.put_structs(out, obj.topics, _partial(_enc_StopReplicaRequest_StopReplicaTopicV1, version), "StopReplicaRequest.topics", False)
     elif version == 3:
         out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
-    else:
+    elif version >= 4:
         out += _S_iBiq.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch)
     if version >= 3:
-        _w.put_structs(out, obj.topic_states, _partial(_enc_StopReplicaRequest_StopReplicaTopicState, version), "StopReplicaRequest.topic_states", False)
+        f_topic_states = obj.topic_states
+        if f_topic_states is None:
+            raise _w.not_nullable("StopReplicaRequest.topic_states")
+        else:
+            n_topic_states = len(f_topic_states)
+        if 0 <= n_topic_states + 1 < 128:
+            out.append(n_topic_states + 1)
+        else:
+            _w.put_uvarint(out, n_topic_states + 1)
+        for item in f_topic_states:
+            _enc_StopReplicaRequest_StopReplicaTopicState(version, item, out)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest")
-
-
-def _dec_StopReplicaRequest_StopReplicaPartitionV0(version, buf, cur, end):
-    """Decode StopReplicaRequest.StopReplicaPartitionV0 (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_topic_name, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_partition_index, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    obj = _new(StopReplicaRequest_StopReplicaPartitionV0)
-    obj.topic_name = f_topic_name
-    obj.partition_index = f_partition_index
-    obj.unknown_tagged_fields = []
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest")
 
 
 def _enc_StopReplicaRequest_StopReplicaPartitionV0(version, obj, out):
     """Append in ``version`` a StopReplicaRequest.StopReplicaPartitionV0 to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaPartitionV0 expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "StopReplicaRequest.StopReplicaPartitionV0.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("StopReplicaRequest.StopReplicaPartitionV0.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("StopReplicaRequest.StopReplicaPartitionV0.topic_name", n_topic_name)
     out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
         out += f_topic_name
     out += _S_i.pack(obj.partition_index)
 
 
-def _dec_StopReplicaRequest_StopReplicaTopicV1(version, buf, cur, end):
-    """Decode StopReplicaRequest.StopReplicaTopicV1 (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_indexes, pos, end)
-        n_partition_indexes = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_partition_indexes, pos = _w.read_compact_length(buf, pos, end, 'partition_indexes')
-    if n_partition_indexes < 0 or n_partition_indexes > (end - pos) // 4:
-        if version <= 1:
-            raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
-        else:
-            raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
-    if n_partition_indexes < _w.SMALL_ARRAY_MAX:
-        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
-    else:
-        f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
-    pos += n_partition_indexes * 4
-    if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StopReplicaRequest_StopReplicaTopicV1)
-    obj.name = f_name
-    obj.partition_indexes = f_partition_indexes
-    if version <= 1:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_StopReplicaRequest_StopReplicaTopicV1(version, obj, out):
     """Append in ``version`` a StopReplicaRequest.StopReplicaTopicV1 to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaTopicV1 expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "StopReplicaRequest.StopReplicaTopicV1.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicV1.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("StopReplicaRequest.StopReplicaTopicV1.name", n_name)
     if version <= 1:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -311,58 +486,51 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1(version, obj, out):
     if version <= 1:
         out += _S_i.pack(n_partition_indexes)
     else:
-        _w.put_uvarint(out, n_partition_indexes + 1)
+        if 0 <= n_partition_indexes + 1 < 128:
+            out.append(n_partition_indexes + 1)
+        else:
+            _w.put_uvarint(out, n_partition_indexes + 1)
     out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicV1")
-
-
-def _dec_StopReplicaRequest_StopReplicaTopicState(version, buf, cur, end):
-    """Decode StopReplicaRequest.StopReplicaTopicState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partition_states, pos = _w.read_compact_length(buf, pos, end, 'partition_states')
-    f_partition_states, pos = _w.read_structs(_partial(_dec_StopReplicaRequest_StopReplicaPartitionState, version), buf, cur, pos, end, n_partition_states, 'partition_states', 10, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StopReplicaRequest_StopReplicaTopicState)
-    obj.topic_name = f_topic_name
-    obj.partition_states = f_partition_states
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicV1")
 
 
 def _enc_StopReplicaRequest_StopReplicaTopicState(version, obj, out):
     """Append in ``version`` a StopReplicaRequest.StopReplicaTopicState to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "StopReplicaRequest.StopReplicaTopicState.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicState.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("StopReplicaRequest.StopReplicaTopicState.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partition_states, _partial(_enc_StopReplicaRequest_StopReplicaPartitionState, version), "StopReplicaRequest.StopReplicaTopicState.partition_states", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState")
-
-
-def _dec_StopReplicaRequest_StopReplicaPartitionState(version, buf, cur, end):
-    """Decode StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 9:
-        raise _w.short_run(_RUN_partition_index__delete_partition, pos, end)
-    f_partition_index, f_leader_epoch, f_delete_partition = _S_iib.unpack_from(buf, pos)
-    pos += 9
-    if f_delete_partition != 0 and f_delete_partition != 1:
-        raise _w.bad_bool('delete_partition', pos - 1, f_delete_partition)
-    b_delete_partition = f_delete_partition == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StopReplicaRequest_StopReplicaPartitionState)
-    obj.partition_index = f_partition_index
-    obj.leader_epoch = f_leader_epoch
-    obj.delete_partition = b_delete_partition
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partition_states = obj.partition_states
+    if f_partition_states is None:
+        raise _w.not_nullable("StopReplicaRequest.StopReplicaTopicState.partition_states")
+    else:
+        n_partition_states = len(f_partition_states)
+    if 0 <= n_partition_states + 1 < 128:
+        out.append(n_partition_states + 1)
+    else:
+        _w.put_uvarint(out, n_partition_states + 1)
+    for item in f_partition_states:
+        _enc_StopReplicaRequest_StopReplicaPartitionState(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState")
 
 
 def _enc_StopReplicaRequest_StopReplicaPartitionState(version, obj, out):
@@ -370,26 +538,99 @@ def _enc_StopReplicaRequest_StopReplicaPartitionState(version, obj, out):
     if obj is None:
         raise TypeError("StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState expected, got None")
     out += _S_iiB.pack(obj.partition_index, obj.leader_epoch, obj.delete_partition)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState")
 
 
 def _dec_StopReplicaResponse(version, buf, cur, end):
     """Decode StopReplicaResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 1:
         if end - pos < 6:
             raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
         f_error_code, n_partition_errors = _S_hi.unpack_from(buf, pos)
         pos += 6
-        f_partition_errors, pos = _w.read_structs(_partial(_dec_StopReplicaResponse_StopReplicaPartitionError, version), buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 4, False)
     else:
         if end - pos < 2:
             raise _w.short_run(_RUN_error_code, pos, end)
         f_error_code = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        n_partition_errors, pos = _w.read_compact_length(buf, pos, end, 'partition_errors')
-        f_partition_errors, pos = _w.read_structs(_partial(_dec_StopReplicaResponse_StopReplicaPartitionError, version), buf, cur, pos, end, n_partition_errors, 'partition_errors', 8, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_partition_errors = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_partition_errors = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_partition_errors, pos = _w.read_uvarint(buf, pos, end, 'partition_errors')
+            n_partition_errors -= 1
+    if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
+        if version <= 1:
+            raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8, 4)
+        else:
+            raise _w.bad_count('partition_errors', pos - 1, n_partition_errors, end, 8, 1)
+    f_partition_errors = []
+    if n_partition_errors:
+        # Each element read inline.
+        try:
+            for i in range(n_partition_errors):
+                if v1_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic_name, pos, end)
+                    n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topic_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                        n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    if v1_down:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if end - pos < 6:
+                    raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                f_partition_index__1, f_error_code__1 = _S_ih.unpack_from(buf, pos)
+                pos += 6
+                if v2_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StopReplicaResponse_StopReplicaPartitionError)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partition_index = f_partition_index__1
+                obj__1.error_code = f_error_code__1
+                if v1_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_partition_errors.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
+    if version >= 2:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StopReplicaResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
@@ -405,65 +646,56 @@ def _enc_StopReplicaResponse(version, obj, out):
     """Append in ``version`` a StopReplicaResponse to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaResponse expected, got None")
-    if version <= 1:
-        f_partition_errors = obj.partition_errors
-        if f_partition_errors is None:
-            raise _w.not_nullable("StopReplicaResponse.partition_errors")
-        else:
-            n_partition_errors = len(f_partition_errors)
-        out += _S_hi.pack(obj.error_code, n_partition_errors)
-        for item in f_partition_errors:
-            _enc_StopReplicaResponse_StopReplicaPartitionError(version, item, out)
-    else:
-        out += _S_h.pack(obj.error_code)
-        _w.put_structs(out, obj.partition_errors, _partial(_enc_StopReplicaResponse_StopReplicaPartitionError, version), "StopReplicaResponse.partition_errors", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse")
-
-
-def _dec_StopReplicaResponse_StopReplicaPartitionError(version, buf, cur, end):
-    """Decode StopReplicaResponse.StopReplicaPartitionError (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    else:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
     if version >= 2:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StopReplicaResponse_StopReplicaPartitionError)
-    obj.topic_name = f_topic_name
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    if version <= 1:
-        obj.unknown_tagged_fields = []
+        out += _S_h.pack(obj.error_code)
+    f_partition_errors = obj.partition_errors
+    if f_partition_errors is None:
+        raise _w.not_nullable("StopReplicaResponse.partition_errors")
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_partition_errors = len(f_partition_errors)
+    if version <= 1:
+        out += _S_hi.pack(obj.error_code, n_partition_errors)
+    else:
+        if 0 <= n_partition_errors + 1 < 128:
+            out.append(n_partition_errors + 1)
+        else:
+            _w.put_uvarint(out, n_partition_errors + 1)
+    for item in f_partition_errors:
+        _enc_StopReplicaResponse_StopReplicaPartitionError(version, item, out)
+    if version >= 2:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse")
 
 
 def _enc_StopReplicaResponse_StopReplicaPartitionError(version, obj, out):
     """Append in ``version`` a StopReplicaResponse.StopReplicaPartitionError to ``out``."""
     if obj is None:
         raise TypeError("StopReplicaResponse.StopReplicaPartitionError expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "StopReplicaResponse.StopReplicaPartitionError.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("StopReplicaResponse.StopReplicaPartitionError.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("StopReplicaResponse.StopReplicaPartitionError.topic_name", n_topic_name)
     if version <= 1:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
     out += _S_ih.pack(obj.partition_index, obj.error_code)
     if version >= 2:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse.StopReplicaPartitionError")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StopReplicaResponse.StopReplicaPartitionError")
 
 
 class StopReplicaRequest_StopReplicaPartitionV0(Struct):

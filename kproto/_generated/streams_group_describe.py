@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -52,12 +51,28 @@ _A_i = _w.SMALL_ARRAYS["i"]
 def _dec_StreamsGroupDescribeRequest(version, buf, cur, end):
     """Decode StreamsGroupDescribeRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_group_ids, pos = _w.read_compact_length(buf, pos, end, 'group_ids')
+    if pos < end and buf[pos] < 128:
+        n_group_ids = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_ids = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_ids, pos = _w.read_uvarint(buf, pos, end, 'group_ids')
+        n_group_ids -= 1
     if n_group_ids < 0 or n_group_ids > (end - pos) // 1:
         raise _w.bad_count('group_ids', pos - 1, n_group_ids, end, 1, 1)
     f_group_ids = []
     for i in range(n_group_ids):
-        m, pos = _w.read_compact_length(buf, pos, end, "group_ids[%d]" % i)
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            m, pos = _w.read_uvarint(buf, pos, end, "group_ids[%d]" % i)
+            m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("group_ids[%d]" % i, pos, m, end, 1, False)
         try:
@@ -73,7 +88,11 @@ def _dec_StreamsGroupDescribeRequest(version, buf, cur, end):
     if f_include_authorized_operations != 0 and f_include_authorized_operations != 1:
         raise _w.bad_bool('include_authorized_operations', pos - 1, f_include_authorized_operations)
     b_include_authorized_operations = f_include_authorized_operations == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupDescribeRequest)
     obj.group_ids = f_group_ids
     obj.include_authorized_operations = b_include_authorized_operations
@@ -91,16 +110,25 @@ def _enc_StreamsGroupDescribeRequest(version, obj, out):
         raise _w.not_nullable("StreamsGroupDescribeRequest.group_ids")
     else:
         n_group_ids = len(f_group_ids)
-    _w.put_uvarint(out, n_group_ids + 1)
+    if 0 <= n_group_ids + 1 < 128:
+        out.append(n_group_ids + 1)
+    else:
+        _w.put_uvarint(out, n_group_ids + 1)
     for item in f_group_ids:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupDescribeRequest.group_ids[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
     out += _S_B.pack(obj.include_authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeRequest")
 
 
 def _dec_StreamsGroupDescribeResponse(version, buf, cur, end):
@@ -110,9 +138,473 @@ def _dec_StreamsGroupDescribeResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_groups, pos = _w.read_compact_length(buf, pos, end, 'groups')
-    f_groups, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_DescribedGroup, version), buf, cur, pos, end, n_groups, 'groups', 20, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
+        n_groups -= 1
+    if n_groups < 0 or n_groups > (end - pos) // 20:
+        raise _w.bad_count('groups', pos - 1, n_groups, end, 20, 1)
+    f_groups = []
+    if n_groups:
+        # Each element read inline.
+        try:
+            for i in range(n_groups):
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_error_code, pos, end)
+                f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] < 128:
+                    n_error_message__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                    n_error_message__1 -= 1
+                if 0 <= n_error_message__1 <= end - pos:
+                    try:
+                        f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('error_message', pos, exc) from None
+                    pos += n_error_message__1
+                elif n_error_message__1 == -1:
+                    f_error_message__1 = None
+                else:
+                    raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                if pos < end and buf[pos] < 128:
+                    n_group_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_id__1, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+                    n_group_id__1 -= 1
+                if 0 <= n_group_id__1 <= end - pos:
+                    try:
+                        f_group_id__1 = buf[pos:pos + n_group_id__1].decode() if n_group_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_id', pos, exc) from None
+                    pos += n_group_id__1
+                else:
+                    raise _w.bad_sized('group_id', pos, n_group_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_group_state__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_group_state__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_group_state__1, pos = _w.read_uvarint(buf, pos, end, 'group_state')
+                    n_group_state__1 -= 1
+                if 0 <= n_group_state__1 <= end - pos:
+                    try:
+                        f_group_state__1 = buf[pos:pos + n_group_state__1].decode() if n_group_state__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('group_state', pos, exc) from None
+                    pos += n_group_state__1
+                else:
+                    raise _w.bad_sized('group_state', pos, n_group_state__1, end, 1, False)
+                if end - pos < 9:
+                    raise _w.short_run(_RUN_group_epoch__topology, pos, end)
+                f_group_epoch__1, f_assignment_epoch__1, n_topology__1 = _S_iib.unpack_from(buf, pos)
+                pos += 9
+                if n_topology__1 == -1:
+                    f_topology__1 = None
+                elif n_topology__1 != 1:
+                    raise _w.bad_marker('topology', pos - 1, n_topology__1)
+                else:
+                    cur.pos = pos
+                    try:
+                        f_topology__1 = _dec_StreamsGroupDescribeResponse_Topology(version, buf, cur, end)
+                    except DecodeError as exc:
+                        raise exc.within('topology')
+                    pos = cur.pos
+                if pos < end and buf[pos] < 128:
+                    n_members__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_members__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_members__1, pos = _w.read_uvarint(buf, pos, end, 'members')
+                    n_members__1 -= 1
+                if n_members__1 < 0 or n_members__1 > (end - pos) // 28:
+                    raise _w.bad_count('members', pos - 1, n_members__1, end, 28, 1)
+                f_members__1 = []
+                if n_members__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_members__1):
+                            if pos < end and buf[pos] < 128:
+                                n_member_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_member_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_member_id__2, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+                                n_member_id__2 -= 1
+                            if 0 <= n_member_id__2 <= end - pos:
+                                try:
+                                    f_member_id__2 = buf[pos:pos + n_member_id__2].decode() if n_member_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('member_id', pos, exc) from None
+                                pos += n_member_id__2
+                            else:
+                                raise _w.bad_sized('member_id', pos, n_member_id__2, end, 1, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_member_epoch, pos, end)
+                            f_member_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_instance_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_instance_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_instance_id__2, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
+                                n_instance_id__2 -= 1
+                            if 0 <= n_instance_id__2 <= end - pos:
+                                try:
+                                    f_instance_id__2 = buf[pos:pos + n_instance_id__2].decode() if n_instance_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('instance_id', pos, exc) from None
+                                pos += n_instance_id__2
+                            elif n_instance_id__2 == -1:
+                                f_instance_id__2 = None
+                            else:
+                                raise _w.bad_sized('instance_id', pos, n_instance_id__2, end, 1, True)
+                            if pos < end and buf[pos] < 128:
+                                n_rack_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_rack_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_rack_id__2, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
+                                n_rack_id__2 -= 1
+                            if 0 <= n_rack_id__2 <= end - pos:
+                                try:
+                                    f_rack_id__2 = buf[pos:pos + n_rack_id__2].decode() if n_rack_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('rack_id', pos, exc) from None
+                                pos += n_rack_id__2
+                            elif n_rack_id__2 == -1:
+                                f_rack_id__2 = None
+                            else:
+                                raise _w.bad_sized('rack_id', pos, n_rack_id__2, end, 1, True)
+                            if pos < end and buf[pos] < 128:
+                                n_client_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_id__2, pos = _w.read_uvarint(buf, pos, end, 'client_id')
+                                n_client_id__2 -= 1
+                            if 0 <= n_client_id__2 <= end - pos:
+                                try:
+                                    f_client_id__2 = buf[pos:pos + n_client_id__2].decode() if n_client_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_id', pos, exc) from None
+                                pos += n_client_id__2
+                            else:
+                                raise _w.bad_sized('client_id', pos, n_client_id__2, end, 1, False)
+                            if pos < end and buf[pos] < 128:
+                                n_client_host__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_host__2, pos = _w.read_uvarint(buf, pos, end, 'client_host')
+                                n_client_host__2 -= 1
+                            if 0 <= n_client_host__2 <= end - pos:
+                                try:
+                                    f_client_host__2 = buf[pos:pos + n_client_host__2].decode() if n_client_host__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('client_host', pos, exc) from None
+                                pos += n_client_host__2
+                            else:
+                                raise _w.bad_sized('client_host', pos, n_client_host__2, end, 1, False)
+                            if end - pos < 4:
+                                raise _w.short_run(_RUN_topology_epoch, pos, end)
+                            f_topology_epoch__2 = _S_i.unpack_from(buf, pos)[0]
+                            pos += 4
+                            if pos < end and buf[pos] < 128:
+                                n_process_id__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_process_id__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_process_id__2, pos = _w.read_uvarint(buf, pos, end, 'process_id')
+                                n_process_id__2 -= 1
+                            if 0 <= n_process_id__2 <= end - pos:
+                                try:
+                                    f_process_id__2 = buf[pos:pos + n_process_id__2].decode() if n_process_id__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('process_id', pos, exc) from None
+                                pos += n_process_id__2
+                            else:
+                                raise _w.bad_sized('process_id', pos, n_process_id__2, end, 1, False)
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_user_endpoint, pos, end)
+                            n_user_endpoint__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if n_user_endpoint__2 == -1:
+                                f_user_endpoint__2 = None
+                            elif n_user_endpoint__2 != 1:
+                                raise _w.bad_marker('user_endpoint', pos - 1, n_user_endpoint__2)
+                            else:
+                                cur.pos = pos
+                                try:
+                                    f_user_endpoint__2 = _dec_StreamsGroupDescribeResponse_Endpoint(version, buf, cur, end)
+                                except DecodeError as exc:
+                                    raise exc.within('user_endpoint')
+                                pos = cur.pos
+                            if pos < end and buf[pos] < 128:
+                                n_client_tags__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_client_tags__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_client_tags__2, pos = _w.read_uvarint(buf, pos, end, 'client_tags')
+                                n_client_tags__2 -= 1
+                            if n_client_tags__2 < 0 or n_client_tags__2 > (end - pos) // 3:
+                                raise _w.bad_count('client_tags', pos - 1, n_client_tags__2, end, 3, 1)
+                            f_client_tags__2 = []
+                            if n_client_tags__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_client_tags__2):
+                                        if pos < end and buf[pos] < 128:
+                                            n_key__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_key__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_key__3, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                            n_key__3 -= 1
+                                        if 0 <= n_key__3 <= end - pos:
+                                            try:
+                                                f_key__3 = buf[pos:pos + n_key__3].decode() if n_key__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('key', pos, exc) from None
+                                            pos += n_key__3
+                                        else:
+                                            raise _w.bad_sized('key', pos, n_key__3, end, 1, False)
+                                        if pos < end and buf[pos] < 128:
+                                            n_value__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                            n_value__3 -= 1
+                                        if 0 <= n_value__3 <= end - pos:
+                                            try:
+                                                f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('value', pos, exc) from None
+                                            pos += n_value__3
+                                        else:
+                                            raise _w.bad_sized('value', pos, n_value__3, end, 1, False)
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(StreamsGroupDescribeResponse_KeyValue)
+                                        obj__3.key = f_key__3
+                                        obj__3.value = f_value__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_client_tags__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("client_tags[%d]" % i__2)
+                            if pos < end and buf[pos] < 128:
+                                n_task_offsets__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_task_offsets__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_task_offsets__2, pos = _w.read_uvarint(buf, pos, end, 'task_offsets')
+                                n_task_offsets__2 -= 1
+                            if n_task_offsets__2 < 0 or n_task_offsets__2 > (end - pos) // 14:
+                                raise _w.bad_count('task_offsets', pos - 1, n_task_offsets__2, end, 14, 1)
+                            f_task_offsets__2 = []
+                            if n_task_offsets__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_task_offsets__2):
+                                        if pos < end and buf[pos] < 128:
+                                            n_subtopology_id__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_subtopology_id__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_subtopology_id__3, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                                            n_subtopology_id__3 -= 1
+                                        if 0 <= n_subtopology_id__3 <= end - pos:
+                                            try:
+                                                f_subtopology_id__3 = buf[pos:pos + n_subtopology_id__3].decode() if n_subtopology_id__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                                            pos += n_subtopology_id__3
+                                        else:
+                                            raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__3, end, 1, False)
+                                        if end - pos < 12:
+                                            raise _w.short_run(_RUN_partition__offset, pos, end)
+                                        f_partition__3, f_offset__3 = _S_iq.unpack_from(buf, pos)
+                                        pos += 12
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(StreamsGroupDescribeResponse_TaskOffset)
+                                        obj__3.subtopology_id = f_subtopology_id__3
+                                        obj__3.partition = f_partition__3
+                                        obj__3.offset = f_offset__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_task_offsets__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("task_offsets[%d]" % i__2)
+                            if pos < end and buf[pos] < 128:
+                                n_task_end_offsets__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_task_end_offsets__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_task_end_offsets__2, pos = _w.read_uvarint(buf, pos, end, 'task_end_offsets')
+                                n_task_end_offsets__2 -= 1
+                            if n_task_end_offsets__2 < 0 or n_task_end_offsets__2 > (end - pos) // 14:
+                                raise _w.bad_count('task_end_offsets', pos - 1, n_task_end_offsets__2, end, 14, 1)
+                            f_task_end_offsets__2 = []
+                            if n_task_end_offsets__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_task_end_offsets__2):
+                                        if pos < end and buf[pos] < 128:
+                                            n_subtopology_id__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_subtopology_id__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_subtopology_id__3, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                                            n_subtopology_id__3 -= 1
+                                        if 0 <= n_subtopology_id__3 <= end - pos:
+                                            try:
+                                                f_subtopology_id__3 = buf[pos:pos + n_subtopology_id__3].decode() if n_subtopology_id__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                                            pos += n_subtopology_id__3
+                                        else:
+                                            raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__3, end, 1, False)
+                                        if end - pos < 12:
+                                            raise _w.short_run(_RUN_partition__offset, pos, end)
+                                        f_partition__3, f_offset__3 = _S_iq.unpack_from(buf, pos)
+                                        pos += 12
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(StreamsGroupDescribeResponse_TaskOffset)
+                                        obj__3.subtopology_id = f_subtopology_id__3
+                                        obj__3.partition = f_partition__3
+                                        obj__3.offset = f_offset__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_task_end_offsets__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("task_end_offsets[%d]" % i__2)
+                            cur.pos = pos
+                            try:
+                                f_assignment__2 = _dec_StreamsGroupDescribeResponse_Assignment(version, buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('assignment')
+                            pos = cur.pos
+                            cur.pos = pos
+                            try:
+                                f_target_assignment__2 = _dec_StreamsGroupDescribeResponse_Assignment(version, buf, cur, end)
+                            except DecodeError as exc:
+                                raise exc.within('target_assignment')
+                            pos = cur.pos
+                            if end - pos < 1:
+                                raise _w.short_run(_RUN_is_classic, pos, end)
+                            f_is_classic__2 = _S_b.unpack_from(buf, pos)[0]
+                            pos += 1
+                            if f_is_classic__2 != 0 and f_is_classic__2 != 1:
+                                raise _w.bad_bool('is_classic', pos - 1, f_is_classic__2)
+                            b_is_classic__2 = f_is_classic__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupDescribeResponse_Member)
+                            obj__2.member_id = f_member_id__2
+                            obj__2.member_epoch = f_member_epoch__2
+                            obj__2.instance_id = f_instance_id__2
+                            obj__2.rack_id = f_rack_id__2
+                            obj__2.client_id = f_client_id__2
+                            obj__2.client_host = f_client_host__2
+                            obj__2.topology_epoch = f_topology_epoch__2
+                            obj__2.process_id = f_process_id__2
+                            obj__2.user_endpoint = f_user_endpoint__2
+                            obj__2.client_tags = f_client_tags__2
+                            obj__2.task_offsets = f_task_offsets__2
+                            obj__2.task_end_offsets = f_task_end_offsets__2
+                            obj__2.assignment = f_assignment__2
+                            obj__2.target_assignment = f_target_assignment__2
+                            obj__2.is_classic = b_is_classic__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_members__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("members[%d]" % i__1)
+                if end - pos < 4:
+                    raise _w.short_run(_RUN_authorized_operations, pos, end)
+                f_authorized_operations__1 = _S_i.unpack_from(buf, pos)[0]
+                pos += 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_DescribedGroup)
+                obj__1.error_code = f_error_code__1
+                obj__1.error_message = f_error_message__1
+                obj__1.group_id = f_group_id__1
+                obj__1.group_state = f_group_state__1
+                obj__1.group_epoch = f_group_epoch__1
+                obj__1.assignment_epoch = f_assignment_epoch__1
+                obj__1.topology = f_topology__1
+                obj__1.members = f_members__1
+                obj__1.authorized_operations = f_authorized_operations__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_groups.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
@@ -126,58 +618,21 @@ def _enc_StreamsGroupDescribeResponse(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse expected, got None")
     out += _S_i.pack(obj.throttle_time_ms)
-    _w.put_structs(out, obj.groups, _partial(_enc_StreamsGroupDescribeResponse_DescribedGroup, version), "StreamsGroupDescribeResponse.groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse")
-
-
-def _dec_StreamsGroupDescribeResponse_DescribedGroup(version, buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_group_state, pos = _w.read_compact_length(buf, pos, end, 'group_state')
-    f_group_state, pos = _w.read_sized(buf, pos, n_group_state, end, 'group_state', 1, False, True)
-    if end - pos < 9:
-        raise _w.short_run(_RUN_group_epoch__topology, pos, end)
-    f_group_epoch, f_assignment_epoch, n_topology = _S_iib.unpack_from(buf, pos)
-    pos += 9
-    if n_topology == -1:
-        f_topology = None
-    elif n_topology != 1:
-        raise _w.bad_marker('topology', pos - 1, n_topology)
+    f_groups = obj.groups
+    if f_groups is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.groups")
     else:
-        cur.pos = pos
-        try:
-            f_topology = _dec_StreamsGroupDescribeResponse_Topology(version, buf, cur, end)
-        except DecodeError as exc:
-            raise exc.within('topology')
-        pos = cur.pos
-    n_members, pos = _w.read_compact_length(buf, pos, end, 'members')
-    f_members, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_Member, version), buf, cur, pos, end, n_members, 'members', 28, 1, False)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_authorized_operations, pos, end)
-    f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupDescribeResponse_DescribedGroup)
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.group_id = f_group_id
-    obj.group_state = f_group_state
-    obj.group_epoch = f_group_epoch
-    obj.assignment_epoch = f_assignment_epoch
-    obj.topology = f_topology
-    obj.members = f_members
-    obj.authorized_operations = f_authorized_operations
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_groups = len(f_groups)
+    if 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
+    else:
+        _w.put_uvarint(out, n_groups + 1)
+    for item in f_groups:
+        _enc_StreamsGroupDescribeResponse_DescribedGroup(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse")
 
 
 def _enc_StreamsGroupDescribeResponse_DescribedGroup(version, obj, out):
@@ -185,16 +640,46 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup expected, got None")
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "StreamsGroupDescribeResponse.DescribedGroup.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "StreamsGroupDescribeResponse.DescribedGroup.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_group_state, n_group_state = _w.encode_text(obj.group_state, "StreamsGroupDescribeResponse.DescribedGroup.group_state", False)
-    _w.put_uvarint(out, n_group_state + 1)
+    f_group_state = obj.group_state
+    if f_group_state is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.group_state")
+    else:
+        f_group_state = f_group_state.encode("utf-8")
+        n_group_state = len(f_group_state)
+        if n_group_state > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
+    if 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
+    else:
+        _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
         out += f_group_state
     f_topology = obj.topology
@@ -202,9 +687,22 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup(version, obj, out):
     out += _S_iib.pack(obj.group_epoch, obj.assignment_epoch, n_topology)
     if f_topology is not None:
         _enc_StreamsGroupDescribeResponse_Topology(version, f_topology, out)
-    _w.put_structs(out, obj.members, _partial(_enc_StreamsGroupDescribeResponse_Member, version), "StreamsGroupDescribeResponse.DescribedGroup.members", False)
+    f_members = obj.members
+    if f_members is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.members")
+    else:
+        n_members = len(f_members)
+    if 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
+    else:
+        _w.put_uvarint(out, n_members + 1)
+    for item in f_members:
+        _enc_StreamsGroupDescribeResponse_Member(version, item, out)
     out += _S_i.pack(obj.authorized_operations)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup")
 
 
 def _dec_StreamsGroupDescribeResponse_Topology(version, buf, cur, end):
@@ -214,9 +712,348 @@ def _dec_StreamsGroupDescribeResponse_Topology(version, buf, cur, end):
         raise _w.short_run(_RUN_epoch, pos, end)
     f_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_subtopologies, pos = _w.read_compact_length(buf, pos, end, 'subtopologies')
-    f_subtopologies, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_Subtopology, version), buf, cur, pos, end, n_subtopologies, 'subtopologies', 6, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_subtopologies = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopologies = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_subtopologies, pos = _w.read_uvarint(buf, pos, end, 'subtopologies')
+        n_subtopologies -= 1
+    if n_subtopologies == -1:
+        f_subtopologies = None
+    elif n_subtopologies < 0 or n_subtopologies > (end - pos) // 6:
+        raise _w.bad_count('subtopologies', pos - 1, n_subtopologies, end, 6, 1)
+    else:
+        f_subtopologies = []
+        if n_subtopologies:
+            # Each element read inline.
+            try:
+                for i in range(n_subtopologies):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_source_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_source_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_source_topics__1, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
+                        n_source_topics__1 -= 1
+                    if n_source_topics__1 < 0 or n_source_topics__1 > (end - pos) // 1:
+                        raise _w.bad_count('source_topics', pos - 1, n_source_topics__1, end, 1, 1)
+                    f_source_topics__1 = []
+                    for i__1 in range(n_source_topics__1):
+                        if pos < end and buf[pos] < 128:
+                            m = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            m, pos = _w.read_uvarint(buf, pos, end, "source_topics[%d]" % i__1)
+                            m -= 1
+                        if m < 0 or end - pos < m:
+                            raise _w.bad_sized("source_topics[%d]" % i__1, pos, m, end, 1, False)
+                        try:
+                            s = buf[pos:pos + m].decode() if m else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8("source_topics[%d]" % i__1, pos, exc) from None
+                        f_source_topics__1.append(s)
+                        pos += m
+                    if pos < end and buf[pos] < 128:
+                        n_repartition_sink_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_repartition_sink_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_repartition_sink_topics__1, pos = _w.read_uvarint(buf, pos, end, 'repartition_sink_topics')
+                        n_repartition_sink_topics__1 -= 1
+                    if n_repartition_sink_topics__1 < 0 or n_repartition_sink_topics__1 > (end - pos) // 1:
+                        raise _w.bad_count('repartition_sink_topics', pos - 1, n_repartition_sink_topics__1, end, 1, 1)
+                    f_repartition_sink_topics__1 = []
+                    for i__1 in range(n_repartition_sink_topics__1):
+                        if pos < end and buf[pos] < 128:
+                            m = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            m, pos = _w.read_uvarint(buf, pos, end, "repartition_sink_topics[%d]" % i__1)
+                            m -= 1
+                        if m < 0 or end - pos < m:
+                            raise _w.bad_sized("repartition_sink_topics[%d]" % i__1, pos, m, end, 1, False)
+                        try:
+                            s = buf[pos:pos + m].decode() if m else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8("repartition_sink_topics[%d]" % i__1, pos, exc) from None
+                        f_repartition_sink_topics__1.append(s)
+                        pos += m
+                    if pos < end and buf[pos] < 128:
+                        n_state_changelog_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_state_changelog_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_state_changelog_topics__1, pos = _w.read_uvarint(buf, pos, end, 'state_changelog_topics')
+                        n_state_changelog_topics__1 -= 1
+                    if n_state_changelog_topics__1 < 0 or n_state_changelog_topics__1 > (end - pos) // 9:
+                        raise _w.bad_count('state_changelog_topics', pos - 1, n_state_changelog_topics__1, end, 9, 1)
+                    f_state_changelog_topics__1 = []
+                    if n_state_changelog_topics__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_state_changelog_topics__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                                if 0 <= n_name__2 <= end - pos:
+                                    try:
+                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('name', pos, exc) from None
+                                    pos += n_name__2
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                if end - pos < 6:
+                                    raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                                f_partitions__2, f_replication_factor__2 = _S_ih.unpack_from(buf, pos)
+                                pos += 6
+                                if pos < end and buf[pos] < 128:
+                                    n_topic_configs__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_topic_configs__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_topic_configs__2, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                                    n_topic_configs__2 -= 1
+                                if n_topic_configs__2 < 0 or n_topic_configs__2 > (end - pos) // 3:
+                                    raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__2, end, 3, 1)
+                                f_topic_configs__2 = []
+                                if n_topic_configs__2:
+                                    # Each element read inline.
+                                    try:
+                                        for i__2 in range(n_topic_configs__2):
+                                            if pos < end and buf[pos] < 128:
+                                                n_key__3 = buf[pos] - 1
+                                                pos += 1
+                                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                n_key__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                pos += 2
+                                            else:
+                                                n_key__3, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                                n_key__3 -= 1
+                                            if 0 <= n_key__3 <= end - pos:
+                                                try:
+                                                    f_key__3 = buf[pos:pos + n_key__3].decode() if n_key__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('key', pos, exc) from None
+                                                pos += n_key__3
+                                            else:
+                                                raise _w.bad_sized('key', pos, n_key__3, end, 1, False)
+                                            if pos < end and buf[pos] < 128:
+                                                n_value__3 = buf[pos] - 1
+                                                pos += 1
+                                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                pos += 2
+                                            else:
+                                                n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                                n_value__3 -= 1
+                                            if 0 <= n_value__3 <= end - pos:
+                                                try:
+                                                    f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('value', pos, exc) from None
+                                                pos += n_value__3
+                                            else:
+                                                raise _w.bad_sized('value', pos, n_value__3, end, 1, False)
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(StreamsGroupDescribeResponse_KeyValue)
+                                            obj__3.key = f_key__3
+                                            obj__3.value = f_value__3
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                            f_topic_configs__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("topic_configs[%d]" % i__2)
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(StreamsGroupDescribeResponse_TopicInfo)
+                                obj__2.name = f_name__2
+                                obj__2.partitions = f_partitions__2
+                                obj__2.replication_factor = f_replication_factor__2
+                                obj__2.topic_configs = f_topic_configs__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_state_changelog_topics__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("state_changelog_topics[%d]" % i__1)
+                    if pos < end and buf[pos] < 128:
+                        n_repartition_source_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_repartition_source_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_repartition_source_topics__1, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
+                        n_repartition_source_topics__1 -= 1
+                    if n_repartition_source_topics__1 < 0 or n_repartition_source_topics__1 > (end - pos) // 9:
+                        raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics__1, end, 9, 1)
+                    f_repartition_source_topics__1 = []
+                    if n_repartition_source_topics__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_repartition_source_topics__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                                if 0 <= n_name__2 <= end - pos:
+                                    try:
+                                        f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('name', pos, exc) from None
+                                    pos += n_name__2
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                                if end - pos < 6:
+                                    raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                                f_partitions__2, f_replication_factor__2 = _S_ih.unpack_from(buf, pos)
+                                pos += 6
+                                if pos < end and buf[pos] < 128:
+                                    n_topic_configs__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_topic_configs__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_topic_configs__2, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                                    n_topic_configs__2 -= 1
+                                if n_topic_configs__2 < 0 or n_topic_configs__2 > (end - pos) // 3:
+                                    raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__2, end, 3, 1)
+                                f_topic_configs__2 = []
+                                if n_topic_configs__2:
+                                    # Each element read inline.
+                                    try:
+                                        for i__2 in range(n_topic_configs__2):
+                                            if pos < end and buf[pos] < 128:
+                                                n_key__3 = buf[pos] - 1
+                                                pos += 1
+                                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                n_key__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                pos += 2
+                                            else:
+                                                n_key__3, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                                n_key__3 -= 1
+                                            if 0 <= n_key__3 <= end - pos:
+                                                try:
+                                                    f_key__3 = buf[pos:pos + n_key__3].decode() if n_key__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('key', pos, exc) from None
+                                                pos += n_key__3
+                                            else:
+                                                raise _w.bad_sized('key', pos, n_key__3, end, 1, False)
+                                            if pos < end and buf[pos] < 128:
+                                                n_value__3 = buf[pos] - 1
+                                                pos += 1
+                                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                                n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                                pos += 2
+                                            else:
+                                                n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                                n_value__3 -= 1
+                                            if 0 <= n_value__3 <= end - pos:
+                                                try:
+                                                    f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                                except UnicodeDecodeError as exc:
+                                                    raise _w.bad_utf8('value', pos, exc) from None
+                                                pos += n_value__3
+                                            else:
+                                                raise _w.bad_sized('value', pos, n_value__3, end, 1, False)
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                            obj__3 = _new(StreamsGroupDescribeResponse_KeyValue)
+                                            obj__3.key = f_key__3
+                                            obj__3.value = f_value__3
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                            f_topic_configs__2.append(obj__3)
+                                    except DecodeError as exc:
+                                        raise exc.within("topic_configs[%d]" % i__2)
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(StreamsGroupDescribeResponse_TopicInfo)
+                                obj__2.name = f_name__2
+                                obj__2.partitions = f_partitions__2
+                                obj__2.replication_factor = f_replication_factor__2
+                                obj__2.topic_configs = f_topic_configs__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_repartition_source_topics__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("repartition_source_topics[%d]" % i__1)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupDescribeResponse_Subtopology)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.source_topics = f_source_topics__1
+                    obj__1.repartition_sink_topics = f_repartition_sink_topics__1
+                    obj__1.state_changelog_topics = f_state_changelog_topics__1
+                    obj__1.repartition_source_topics = f_repartition_source_topics__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_subtopologies.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("subtopologies[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupDescribeResponse_Topology)
     obj.epoch = f_epoch
     obj.subtopologies = f_subtopologies
@@ -230,65 +1067,40 @@ def _enc_StreamsGroupDescribeResponse_Topology(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology expected, got None")
     out += _S_i.pack(obj.epoch)
-    _w.put_structs(out, obj.subtopologies, _partial(_enc_StreamsGroupDescribeResponse_Subtopology, version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.subtopologies", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology")
-
-
-def _dec_StreamsGroupDescribeResponse_Subtopology(version, buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
-    f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
-    n_source_topics, pos = _w.read_compact_length(buf, pos, end, 'source_topics')
-    if n_source_topics < 0 or n_source_topics > (end - pos) // 1:
-        raise _w.bad_count('source_topics', pos - 1, n_source_topics, end, 1, 1)
-    f_source_topics = []
-    for i in range(n_source_topics):
-        m, pos = _w.read_compact_length(buf, pos, end, "source_topics[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("source_topics[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("source_topics[%d]" % i, pos, exc) from None
-        f_source_topics.append(s)
-        pos += m
-    n_repartition_sink_topics, pos = _w.read_compact_length(buf, pos, end, 'repartition_sink_topics')
-    if n_repartition_sink_topics < 0 or n_repartition_sink_topics > (end - pos) // 1:
-        raise _w.bad_count('repartition_sink_topics', pos - 1, n_repartition_sink_topics, end, 1, 1)
-    f_repartition_sink_topics = []
-    for i in range(n_repartition_sink_topics):
-        m, pos = _w.read_compact_length(buf, pos, end, "repartition_sink_topics[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("repartition_sink_topics[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("repartition_sink_topics[%d]" % i, pos, exc) from None
-        f_repartition_sink_topics.append(s)
-        pos += m
-    n_state_changelog_topics, pos = _w.read_compact_length(buf, pos, end, 'state_changelog_topics')
-    f_state_changelog_topics, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TopicInfo, version), buf, cur, pos, end, n_state_changelog_topics, 'state_changelog_topics', 9, 1, False)
-    n_repartition_source_topics, pos = _w.read_compact_length(buf, pos, end, 'repartition_source_topics')
-    f_repartition_source_topics, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TopicInfo, version), buf, cur, pos, end, n_repartition_source_topics, 'repartition_source_topics', 9, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupDescribeResponse_Subtopology)
-    obj.subtopology_id = f_subtopology_id
-    obj.source_topics = f_source_topics
-    obj.repartition_sink_topics = f_repartition_sink_topics
-    obj.state_changelog_topics = f_state_changelog_topics
-    obj.repartition_source_topics = f_repartition_source_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_subtopologies = obj.subtopologies
+    if f_subtopologies is None:
+        n_subtopologies = -1
+    else:
+        n_subtopologies = len(f_subtopologies)
+    if 0 <= n_subtopologies + 1 < 128:
+        out.append(n_subtopologies + 1)
+    else:
+        _w.put_uvarint(out, n_subtopologies + 1)
+    if n_subtopologies > 0:
+        for item in f_subtopologies:
+            _enc_StreamsGroupDescribeResponse_Subtopology(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology")
 
 
 def _enc_StreamsGroupDescribeResponse_Subtopology(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     f_source_topics = obj.source_topics
@@ -296,211 +1108,229 @@ def _enc_StreamsGroupDescribeResponse_Subtopology(version, obj, out):
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.source_topics")
     else:
         n_source_topics = len(f_source_topics)
-    _w.put_uvarint(out, n_source_topics + 1)
+    if 0 <= n_source_topics + 1 < 128:
+        out.append(n_source_topics + 1)
+    else:
+        _w.put_uvarint(out, n_source_topics + 1)
     for item in f_source_topics:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.source_topics[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
     f_repartition_sink_topics = obj.repartition_sink_topics
     if f_repartition_sink_topics is None:
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_sink_topics")
     else:
         n_repartition_sink_topics = len(f_repartition_sink_topics)
-    _w.put_uvarint(out, n_repartition_sink_topics + 1)
+    if 0 <= n_repartition_sink_topics + 1 < 128:
+        out.append(n_repartition_sink_topics + 1)
+    else:
+        _w.put_uvarint(out, n_repartition_sink_topics + 1)
     for item in f_repartition_sink_topics:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_sink_topics[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.state_changelog_topics, _partial(_enc_StreamsGroupDescribeResponse_TopicInfo, version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.state_changelog_topics", False)
-    _w.put_structs(out, obj.repartition_source_topics, _partial(_enc_StreamsGroupDescribeResponse_TopicInfo, version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_source_topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology")
-
-
-def _dec_StreamsGroupDescribeResponse_TopicInfo(version, buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
-    f_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_topic_configs, pos = _w.read_compact_length(buf, pos, end, 'topic_configs')
-    f_topic_configs, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_KeyValue, version), buf, cur, pos, end, n_topic_configs, 'topic_configs', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupDescribeResponse_TopicInfo)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.replication_factor = f_replication_factor
-    obj.topic_configs = f_topic_configs
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_state_changelog_topics = obj.state_changelog_topics
+    if f_state_changelog_topics is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.state_changelog_topics")
+    else:
+        n_state_changelog_topics = len(f_state_changelog_topics)
+    if 0 <= n_state_changelog_topics + 1 < 128:
+        out.append(n_state_changelog_topics + 1)
+    else:
+        _w.put_uvarint(out, n_state_changelog_topics + 1)
+    for item in f_state_changelog_topics:
+        _enc_StreamsGroupDescribeResponse_TopicInfo(version, item, out)
+    f_repartition_source_topics = obj.repartition_source_topics
+    if f_repartition_source_topics is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_source_topics")
+    else:
+        n_repartition_source_topics = len(f_repartition_source_topics)
+    if 0 <= n_repartition_source_topics + 1 < 128:
+        out.append(n_repartition_source_topics + 1)
+    else:
+        _w.put_uvarint(out, n_repartition_source_topics + 1)
+    for item in f_repartition_source_topics:
+        _enc_StreamsGroupDescribeResponse_TopicInfo(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology")
 
 
 def _enc_StreamsGroupDescribeResponse_TopicInfo(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_ih.pack(obj.partitions, obj.replication_factor)
-    _w.put_structs(out, obj.topic_configs, _partial(_enc_StreamsGroupDescribeResponse_KeyValue, version), "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.topic_configs", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo")
-
-
-def _dec_StreamsGroupDescribeResponse_KeyValue(version, buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_key, pos = _w.read_compact_length(buf, pos, end, 'key')
-    f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 1, False, True)
-    n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupDescribeResponse_KeyValue)
-    obj.key = f_key
-    obj.value = f_value
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_topic_configs = obj.topic_configs
+    if f_topic_configs is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.topic_configs")
+    else:
+        n_topic_configs = len(f_topic_configs)
+    if 0 <= n_topic_configs + 1 < 128:
+        out.append(n_topic_configs + 1)
+    else:
+        _w.put_uvarint(out, n_topic_configs + 1)
+    for item in f_topic_configs:
+        _enc_StreamsGroupDescribeResponse_KeyValue(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo")
 
 
 def _enc_StreamsGroupDescribeResponse_KeyValue(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue expected, got None")
-    f_key, n_key = _w.encode_text(obj.key, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.key", False)
-    _w.put_uvarint(out, n_key + 1)
+    f_key = obj.key
+    if f_key is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.key")
+    else:
+        f_key = f_key.encode("utf-8")
+        n_key = len(f_key)
+        if n_key > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.key", n_key)
+    if 0 <= n_key + 1 < 128:
+        out.append(n_key + 1)
+    else:
+        _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         out += f_key
-    f_value, n_value = _w.encode_text(obj.value, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.value", False)
-    _w.put_uvarint(out, n_value + 1)
+    f_value = obj.value
+    if f_value is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.value")
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.value", n_value)
+    if 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
+    else:
+        _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue")
-
-
-def _dec_StreamsGroupDescribeResponse_Member(version, buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_member_epoch, pos, end)
-    f_member_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_instance_id, pos = _w.read_compact_length(buf, pos, end, 'instance_id')
-    f_instance_id, pos = _w.read_sized(buf, pos, n_instance_id, end, 'instance_id', 1, True, True)
-    n_rack_id, pos = _w.read_compact_length(buf, pos, end, 'rack_id')
-    f_rack_id, pos = _w.read_sized(buf, pos, n_rack_id, end, 'rack_id', 1, True, True)
-    n_client_id, pos = _w.read_compact_length(buf, pos, end, 'client_id')
-    f_client_id, pos = _w.read_sized(buf, pos, n_client_id, end, 'client_id', 1, False, True)
-    n_client_host, pos = _w.read_compact_length(buf, pos, end, 'client_host')
-    f_client_host, pos = _w.read_sized(buf, pos, n_client_host, end, 'client_host', 1, False, True)
-    if end - pos < 4:
-        raise _w.short_run(_RUN_topology_epoch, pos, end)
-    f_topology_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    n_process_id, pos = _w.read_compact_length(buf, pos, end, 'process_id')
-    f_process_id, pos = _w.read_sized(buf, pos, n_process_id, end, 'process_id', 1, False, True)
-    if end - pos < 1:
-        raise _w.short_run(_RUN_user_endpoint, pos, end)
-    n_user_endpoint = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if n_user_endpoint == -1:
-        f_user_endpoint = None
-    elif n_user_endpoint != 1:
-        raise _w.bad_marker('user_endpoint', pos - 1, n_user_endpoint)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        cur.pos = pos
-        try:
-            f_user_endpoint = _dec_StreamsGroupDescribeResponse_Endpoint(version, buf, cur, end)
-        except DecodeError as exc:
-            raise exc.within('user_endpoint')
-        pos = cur.pos
-    n_client_tags, pos = _w.read_compact_length(buf, pos, end, 'client_tags')
-    f_client_tags, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_KeyValue, version), buf, cur, pos, end, n_client_tags, 'client_tags', 3, 1, False)
-    n_task_offsets, pos = _w.read_compact_length(buf, pos, end, 'task_offsets')
-    f_task_offsets, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TaskOffset, version), buf, cur, pos, end, n_task_offsets, 'task_offsets', 14, 1, False)
-    n_task_end_offsets, pos = _w.read_compact_length(buf, pos, end, 'task_end_offsets')
-    f_task_end_offsets, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TaskOffset, version), buf, cur, pos, end, n_task_end_offsets, 'task_end_offsets', 14, 1, False)
-    cur.pos = pos
-    try:
-        f_assignment = _dec_StreamsGroupDescribeResponse_Assignment(version, buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('assignment')
-    pos = cur.pos
-    cur.pos = pos
-    try:
-        f_target_assignment = _dec_StreamsGroupDescribeResponse_Assignment(version, buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('target_assignment')
-    pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_is_classic, pos, end)
-    f_is_classic = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    if f_is_classic != 0 and f_is_classic != 1:
-        raise _w.bad_bool('is_classic', pos - 1, f_is_classic)
-    b_is_classic = f_is_classic == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupDescribeResponse_Member)
-    obj.member_id = f_member_id
-    obj.member_epoch = f_member_epoch
-    obj.instance_id = f_instance_id
-    obj.rack_id = f_rack_id
-    obj.client_id = f_client_id
-    obj.client_host = f_client_host
-    obj.topology_epoch = f_topology_epoch
-    obj.process_id = f_process_id
-    obj.user_endpoint = f_user_endpoint
-    obj.client_tags = f_client_tags
-    obj.task_offsets = f_task_offsets
-    obj.task_end_offsets = f_task_end_offsets
-    obj.assignment = f_assignment
-    obj.target_assignment = f_target_assignment
-    obj.is_classic = b_is_classic
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue")
 
 
 def _enc_StreamsGroupDescribeResponse_Member(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member expected, got None")
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     out += _S_i.pack(obj.member_epoch)
-    f_instance_id, n_instance_id = _w.encode_text(obj.instance_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.instance_id", True)
-    _w.put_uvarint(out, n_instance_id + 1)
+    f_instance_id = obj.instance_id
+    if f_instance_id is None:
+        n_instance_id = -1
+    else:
+        f_instance_id = f_instance_id.encode("utf-8")
+        n_instance_id = len(f_instance_id)
+        if n_instance_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
+    if 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
+    else:
+        _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         out += f_instance_id
-    f_rack_id, n_rack_id = _w.encode_text(obj.rack_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.rack_id", True)
-    _w.put_uvarint(out, n_rack_id + 1)
+    f_rack_id = obj.rack_id
+    if f_rack_id is None:
+        n_rack_id = -1
+    else:
+        f_rack_id = f_rack_id.encode("utf-8")
+        n_rack_id = len(f_rack_id)
+        if n_rack_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
+    if 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
+    else:
+        _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         out += f_rack_id
-    f_client_id, n_client_id = _w.encode_text(obj.client_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.client_id", False)
-    _w.put_uvarint(out, n_client_id + 1)
+    f_client_id = obj.client_id
+    if f_client_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.client_id")
+    else:
+        f_client_id = f_client_id.encode("utf-8")
+        n_client_id = len(f_client_id)
+        if n_client_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
+    if 0 <= n_client_id + 1 < 128:
+        out.append(n_client_id + 1)
+    else:
+        _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
         out += f_client_id
-    f_client_host, n_client_host = _w.encode_text(obj.client_host, "StreamsGroupDescribeResponse.DescribedGroup.Member.client_host", False)
-    _w.put_uvarint(out, n_client_host + 1)
+    f_client_host = obj.client_host
+    if f_client_host is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.client_host")
+    else:
+        f_client_host = f_client_host.encode("utf-8")
+        n_client_host = len(f_client_host)
+        if n_client_host > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
+    if 0 <= n_client_host + 1 < 128:
+        out.append(n_client_host + 1)
+    else:
+        _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
         out += f_client_host
     out += _S_i.pack(obj.topology_epoch)
-    f_process_id, n_process_id = _w.encode_text(obj.process_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.process_id", False)
-    _w.put_uvarint(out, n_process_id + 1)
+    f_process_id = obj.process_id
+    if f_process_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.process_id")
+    else:
+        f_process_id = f_process_id.encode("utf-8")
+        n_process_id = len(f_process_id)
+        if n_process_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.process_id", n_process_id)
+    if 0 <= n_process_id + 1 < 128:
+        out.append(n_process_id + 1)
+    else:
+        _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
         out += f_process_id
     f_user_endpoint = obj.user_endpoint
@@ -508,27 +1338,79 @@ def _enc_StreamsGroupDescribeResponse_Member(version, obj, out):
     out += _S_b.pack(n_user_endpoint)
     if f_user_endpoint is not None:
         _enc_StreamsGroupDescribeResponse_Endpoint(version, f_user_endpoint, out)
-    _w.put_structs(out, obj.client_tags, _partial(_enc_StreamsGroupDescribeResponse_KeyValue, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.client_tags", False)
-    _w.put_structs(out, obj.task_offsets, _partial(_enc_StreamsGroupDescribeResponse_TaskOffset, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.task_offsets", False)
-    _w.put_structs(out, obj.task_end_offsets, _partial(_enc_StreamsGroupDescribeResponse_TaskOffset, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.task_end_offsets", False)
+    f_client_tags = obj.client_tags
+    if f_client_tags is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.client_tags")
+    else:
+        n_client_tags = len(f_client_tags)
+    if 0 <= n_client_tags + 1 < 128:
+        out.append(n_client_tags + 1)
+    else:
+        _w.put_uvarint(out, n_client_tags + 1)
+    for item in f_client_tags:
+        _enc_StreamsGroupDescribeResponse_KeyValue(version, item, out)
+    f_task_offsets = obj.task_offsets
+    if f_task_offsets is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.task_offsets")
+    else:
+        n_task_offsets = len(f_task_offsets)
+    if 0 <= n_task_offsets + 1 < 128:
+        out.append(n_task_offsets + 1)
+    else:
+        _w.put_uvarint(out, n_task_offsets + 1)
+    for item in f_task_offsets:
+        _enc_StreamsGroupDescribeResponse_TaskOffset(version, item, out)
+    f_task_end_offsets = obj.task_end_offsets
+    if f_task_end_offsets is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.task_end_offsets")
+    else:
+        n_task_end_offsets = len(f_task_end_offsets)
+    if 0 <= n_task_end_offsets + 1 < 128:
+        out.append(n_task_end_offsets + 1)
+    else:
+        _w.put_uvarint(out, n_task_end_offsets + 1)
+    for item in f_task_end_offsets:
+        _enc_StreamsGroupDescribeResponse_TaskOffset(version, item, out)
     f_assignment = obj.assignment
     _enc_StreamsGroupDescribeResponse_Assignment(version, f_assignment, out)
     f_target_assignment = obj.target_assignment
     _enc_StreamsGroupDescribeResponse_Assignment(version, f_target_assignment, out)
     out += _S_B.pack(obj.is_classic)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member")
 
 
 def _dec_StreamsGroupDescribeResponse_Endpoint(version, buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
+        n_host -= 1
+    if 0 <= n_host <= end - pos:
+        try:
+            f_host = buf[pos:pos + n_host].decode() if n_host else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('host', pos, exc) from None
+        pos += n_host
+    else:
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     f_port = _S_H.unpack_from(buf, pos)[0]
     pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupDescribeResponse_Endpoint)
     obj.host = f_host
     obj.port = f_port
@@ -541,55 +1423,243 @@ def _enc_StreamsGroupDescribeResponse_Endpoint(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint expected, got None")
-    f_host, n_host = _w.encode_text(obj.host, "StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint")
-
-
-def _dec_StreamsGroupDescribeResponse_TaskOffset(version, buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
-    f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
-    if end - pos < 12:
-        raise _w.short_run(_RUN_partition__offset, pos, end)
-    f_partition, f_offset = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupDescribeResponse_TaskOffset)
-    obj.subtopology_id = f_subtopology_id
-    obj.partition = f_partition
-    obj.offset = f_offset
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint")
 
 
 def _enc_StreamsGroupDescribeResponse_TaskOffset(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     out += _S_iq.pack(obj.partition, obj.offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset")
 
 
 def _dec_StreamsGroupDescribeResponse_Assignment(version, buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_active_tasks, pos = _w.read_compact_length(buf, pos, end, 'active_tasks')
-    f_active_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TaskIds, version), buf, cur, pos, end, n_active_tasks, 'active_tasks', 3, 1, False)
-    n_standby_tasks, pos = _w.read_compact_length(buf, pos, end, 'standby_tasks')
-    f_standby_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TaskIds, version), buf, cur, pos, end, n_standby_tasks, 'standby_tasks', 3, 1, False)
-    n_warmup_tasks, pos = _w.read_compact_length(buf, pos, end, 'warmup_tasks')
-    f_warmup_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupDescribeResponse_TaskIds, version), buf, cur, pos, end, n_warmup_tasks, 'warmup_tasks', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_active_tasks = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_active_tasks, pos = _w.read_uvarint(buf, pos, end, 'active_tasks')
+        n_active_tasks -= 1
+    if n_active_tasks < 0 or n_active_tasks > (end - pos) // 3:
+        raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
+    f_active_tasks = []
+    if n_active_tasks:
+        # Each element read inline.
+        try:
+            for i in range(n_active_tasks):
+                if pos < end and buf[pos] < 128:
+                    n_subtopology_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                    n_subtopology_id__1 -= 1
+                if 0 <= n_subtopology_id__1 <= end - pos:
+                    try:
+                        f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                    pos += n_subtopology_id__1
+                else:
+                    raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_TaskIds)
+                obj__1.subtopology_id = f_subtopology_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_active_tasks.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("active_tasks[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_standby_tasks = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_standby_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_standby_tasks, pos = _w.read_uvarint(buf, pos, end, 'standby_tasks')
+        n_standby_tasks -= 1
+    if n_standby_tasks < 0 or n_standby_tasks > (end - pos) // 3:
+        raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
+    f_standby_tasks = []
+    if n_standby_tasks:
+        # Each element read inline.
+        try:
+            for i in range(n_standby_tasks):
+                if pos < end and buf[pos] < 128:
+                    n_subtopology_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                    n_subtopology_id__1 -= 1
+                if 0 <= n_subtopology_id__1 <= end - pos:
+                    try:
+                        f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                    pos += n_subtopology_id__1
+                else:
+                    raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_TaskIds)
+                obj__1.subtopology_id = f_subtopology_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_standby_tasks.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("standby_tasks[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_warmup_tasks = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_warmup_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_warmup_tasks, pos = _w.read_uvarint(buf, pos, end, 'warmup_tasks')
+        n_warmup_tasks -= 1
+    if n_warmup_tasks < 0 or n_warmup_tasks > (end - pos) // 3:
+        raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
+    f_warmup_tasks = []
+    if n_warmup_tasks:
+        # Each element read inline.
+        try:
+            for i in range(n_warmup_tasks):
+                if pos < end and buf[pos] < 128:
+                    n_subtopology_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                    n_subtopology_id__1 -= 1
+                if 0 <= n_subtopology_id__1 <= end - pos:
+                    try:
+                        f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                    pos += n_subtopology_id__1
+                else:
+                    raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                    f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                else:
+                    f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                pos += n_partitions__1 * 4
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupDescribeResponse_TaskIds)
+                obj__1.subtopology_id = f_subtopology_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_warmup_tasks.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("warmup_tasks[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupDescribeResponse_Assignment)
     obj.active_tasks = f_active_tasks
     obj.standby_tasks = f_standby_tasks
@@ -603,40 +1673,61 @@ def _enc_StreamsGroupDescribeResponse_Assignment(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment expected, got None")
-    _w.put_structs(out, obj.active_tasks, _partial(_enc_StreamsGroupDescribeResponse_TaskIds, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.active_tasks", False)
-    _w.put_structs(out, obj.standby_tasks, _partial(_enc_StreamsGroupDescribeResponse_TaskIds, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.standby_tasks", False)
-    _w.put_structs(out, obj.warmup_tasks, _partial(_enc_StreamsGroupDescribeResponse_TaskIds, version), "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.warmup_tasks", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment")
-
-
-def _dec_StreamsGroupDescribeResponse_TaskIds(version, buf, cur, end):
-    """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
-    f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    f_active_tasks = obj.active_tasks
+    if f_active_tasks is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.active_tasks")
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupDescribeResponse_TaskIds)
-    obj.subtopology_id = f_subtopology_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_active_tasks = len(f_active_tasks)
+    if 0 <= n_active_tasks + 1 < 128:
+        out.append(n_active_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_active_tasks + 1)
+    for item in f_active_tasks:
+        _enc_StreamsGroupDescribeResponse_TaskIds(version, item, out)
+    f_standby_tasks = obj.standby_tasks
+    if f_standby_tasks is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.standby_tasks")
+    else:
+        n_standby_tasks = len(f_standby_tasks)
+    if 0 <= n_standby_tasks + 1 < 128:
+        out.append(n_standby_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_standby_tasks + 1)
+    for item in f_standby_tasks:
+        _enc_StreamsGroupDescribeResponse_TaskIds(version, item, out)
+    f_warmup_tasks = obj.warmup_tasks
+    if f_warmup_tasks is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.warmup_tasks")
+    else:
+        n_warmup_tasks = len(f_warmup_tasks)
+    if 0 <= n_warmup_tasks + 1 < 128:
+        out.append(n_warmup_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_warmup_tasks + 1)
+    for item in f_warmup_tasks:
+        _enc_StreamsGroupDescribeResponse_TaskIds(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment")
 
 
 def _enc_StreamsGroupDescribeResponse_TaskIds(version, obj, out):
     """Append in ``version`` a StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     f_partitions = obj.partitions
@@ -644,9 +1735,15 @@ def _enc_StreamsGroupDescribeResponse_TaskIds(version, obj, out):
         raise _w.not_nullable("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds")
 
 
 class StreamsGroupDescribeRequest(Message):

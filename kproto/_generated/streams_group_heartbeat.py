@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
@@ -53,18 +52,82 @@ _A_i = _w.SMALL_ARRAYS["i"]
 def _dec_StreamsGroupHeartbeatRequest(version, buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+        n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+        n_member_id -= 1
+    if 0 <= n_member_id <= end - pos:
+        try:
+            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('member_id', pos, exc) from None
+        pos += n_member_id
+    else:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_member_epoch__endpoint_information_epoch, pos, end)
     f_member_epoch, f_endpoint_information_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    n_instance_id, pos = _w.read_compact_length(buf, pos, end, 'instance_id')
-    f_instance_id, pos = _w.read_sized(buf, pos, n_instance_id, end, 'instance_id', 1, True, True)
-    n_rack_id, pos = _w.read_compact_length(buf, pos, end, 'rack_id')
-    f_rack_id, pos = _w.read_sized(buf, pos, n_rack_id, end, 'rack_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_instance_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
+        n_instance_id -= 1
+    if 0 <= n_instance_id <= end - pos:
+        try:
+            f_instance_id = buf[pos:pos + n_instance_id].decode() if n_instance_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('instance_id', pos, exc) from None
+        pos += n_instance_id
+    elif n_instance_id == -1:
+        f_instance_id = None
+    else:
+        raise _w.bad_sized('instance_id', pos, n_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
+        n_rack_id -= 1
+    if 0 <= n_rack_id <= end - pos:
+        try:
+            f_rack_id = buf[pos:pos + n_rack_id].decode() if n_rack_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('rack_id', pos, exc) from None
+        pos += n_rack_id
+    elif n_rack_id == -1:
+        f_rack_id = None
+    else:
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, True)
     if end - pos < 5:
         raise _w.short_run(_RUN_rebalance_timeout_ms__topology, pos, end)
     f_rebalance_timeout_ms, n_topology = _S_ib.unpack_from(buf, pos)
@@ -80,14 +143,217 @@ def _dec_StreamsGroupHeartbeatRequest(version, buf, cur, end):
         except DecodeError as exc:
             raise exc.within('topology')
         pos = cur.pos
-    n_active_tasks, pos = _w.read_compact_length(buf, pos, end, 'active_tasks')
-    f_active_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TaskIds, version), buf, cur, pos, end, n_active_tasks, 'active_tasks', 3, 1, True)
-    n_standby_tasks, pos = _w.read_compact_length(buf, pos, end, 'standby_tasks')
-    f_standby_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TaskIds, version), buf, cur, pos, end, n_standby_tasks, 'standby_tasks', 3, 1, True)
-    n_warmup_tasks, pos = _w.read_compact_length(buf, pos, end, 'warmup_tasks')
-    f_warmup_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TaskIds, version), buf, cur, pos, end, n_warmup_tasks, 'warmup_tasks', 3, 1, True)
-    n_process_id, pos = _w.read_compact_length(buf, pos, end, 'process_id')
-    f_process_id, pos = _w.read_sized(buf, pos, n_process_id, end, 'process_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_active_tasks = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_active_tasks, pos = _w.read_uvarint(buf, pos, end, 'active_tasks')
+        n_active_tasks -= 1
+    if n_active_tasks == -1:
+        f_active_tasks = None
+    elif n_active_tasks < 0 or n_active_tasks > (end - pos) // 3:
+        raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
+    else:
+        f_active_tasks = []
+        if n_active_tasks:
+            # Each element read inline.
+            try:
+                for i in range(n_active_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_active_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("active_tasks[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_standby_tasks = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_standby_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_standby_tasks, pos = _w.read_uvarint(buf, pos, end, 'standby_tasks')
+        n_standby_tasks -= 1
+    if n_standby_tasks == -1:
+        f_standby_tasks = None
+    elif n_standby_tasks < 0 or n_standby_tasks > (end - pos) // 3:
+        raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
+    else:
+        f_standby_tasks = []
+        if n_standby_tasks:
+            # Each element read inline.
+            try:
+                for i in range(n_standby_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_standby_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("standby_tasks[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_warmup_tasks = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_warmup_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_warmup_tasks, pos = _w.read_uvarint(buf, pos, end, 'warmup_tasks')
+        n_warmup_tasks -= 1
+    if n_warmup_tasks == -1:
+        f_warmup_tasks = None
+    elif n_warmup_tasks < 0 or n_warmup_tasks > (end - pos) // 3:
+        raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
+    else:
+        f_warmup_tasks = []
+        if n_warmup_tasks:
+            # Each element read inline.
+            try:
+                for i in range(n_warmup_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_warmup_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("warmup_tasks[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_process_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_process_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_process_id, pos = _w.read_uvarint(buf, pos, end, 'process_id')
+        n_process_id -= 1
+    if 0 <= n_process_id <= end - pos:
+        try:
+            f_process_id = buf[pos:pos + n_process_id].decode() if n_process_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('process_id', pos, exc) from None
+        pos += n_process_id
+    elif n_process_id == -1:
+        f_process_id = None
+    else:
+        raise _w.bad_sized('process_id', pos, n_process_id, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_user_endpoint, pos, end)
     n_user_endpoint = _S_b.unpack_from(buf, pos)[0]
@@ -103,12 +369,177 @@ def _dec_StreamsGroupHeartbeatRequest(version, buf, cur, end):
         except DecodeError as exc:
             raise exc.within('user_endpoint')
         pos = cur.pos
-    n_client_tags, pos = _w.read_compact_length(buf, pos, end, 'client_tags')
-    f_client_tags, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_KeyValue, version), buf, cur, pos, end, n_client_tags, 'client_tags', 3, 1, True)
-    n_task_offsets, pos = _w.read_compact_length(buf, pos, end, 'task_offsets')
-    f_task_offsets, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TaskOffset, version), buf, cur, pos, end, n_task_offsets, 'task_offsets', 14, 1, True)
-    n_task_end_offsets, pos = _w.read_compact_length(buf, pos, end, 'task_end_offsets')
-    f_task_end_offsets, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TaskOffset, version), buf, cur, pos, end, n_task_end_offsets, 'task_end_offsets', 14, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_client_tags = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_tags = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_client_tags, pos = _w.read_uvarint(buf, pos, end, 'client_tags')
+        n_client_tags -= 1
+    if n_client_tags == -1:
+        f_client_tags = None
+    elif n_client_tags < 0 or n_client_tags > (end - pos) // 3:
+        raise _w.bad_count('client_tags', pos - 1, n_client_tags, end, 3, 1)
+    else:
+        f_client_tags = []
+        if n_client_tags:
+            # Each element read inline.
+            try:
+                for i in range(n_client_tags):
+                    if pos < end and buf[pos] < 128:
+                        n_key__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_key__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_key__1, pos = _w.read_uvarint(buf, pos, end, 'key')
+                        n_key__1 -= 1
+                    if 0 <= n_key__1 <= end - pos:
+                        try:
+                            f_key__1 = buf[pos:pos + n_key__1].decode() if n_key__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('key', pos, exc) from None
+                        pos += n_key__1
+                    else:
+                        raise _w.bad_sized('key', pos, n_key__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_value__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_value__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_value__1, pos = _w.read_uvarint(buf, pos, end, 'value')
+                        n_value__1 -= 1
+                    if 0 <= n_value__1 <= end - pos:
+                        try:
+                            f_value__1 = buf[pos:pos + n_value__1].decode() if n_value__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('value', pos, exc) from None
+                        pos += n_value__1
+                    else:
+                        raise _w.bad_sized('value', pos, n_value__1, end, 1, False)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_KeyValue)
+                    obj__1.key = f_key__1
+                    obj__1.value = f_value__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_client_tags.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("client_tags[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_task_offsets = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_task_offsets = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_task_offsets, pos = _w.read_uvarint(buf, pos, end, 'task_offsets')
+        n_task_offsets -= 1
+    if n_task_offsets == -1:
+        f_task_offsets = None
+    elif n_task_offsets < 0 or n_task_offsets > (end - pos) // 14:
+        raise _w.bad_count('task_offsets', pos - 1, n_task_offsets, end, 14, 1)
+    else:
+        f_task_offsets = []
+        if n_task_offsets:
+            # Each element read inline.
+            try:
+                for i in range(n_task_offsets):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if end - pos < 12:
+                        raise _w.short_run(_RUN_partition__offset, pos, end)
+                    f_partition__1, f_offset__1 = _S_iq.unpack_from(buf, pos)
+                    pos += 12
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_TaskOffset)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partition = f_partition__1
+                    obj__1.offset = f_offset__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_task_offsets.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("task_offsets[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_task_end_offsets = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_task_end_offsets = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_task_end_offsets, pos = _w.read_uvarint(buf, pos, end, 'task_end_offsets')
+        n_task_end_offsets -= 1
+    if n_task_end_offsets == -1:
+        f_task_end_offsets = None
+    elif n_task_end_offsets < 0 or n_task_end_offsets > (end - pos) // 14:
+        raise _w.bad_count('task_end_offsets', pos - 1, n_task_end_offsets, end, 14, 1)
+    else:
+        f_task_end_offsets = []
+        if n_task_end_offsets:
+            # Each element read inline.
+            try:
+                for i in range(n_task_end_offsets):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if end - pos < 12:
+                        raise _w.short_run(_RUN_partition__offset, pos, end)
+                    f_partition__1, f_offset__1 = _S_iq.unpack_from(buf, pos)
+                    pos += 12
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatRequest_TaskOffset)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partition = f_partition__1
+                    obj__1.offset = f_offset__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_task_end_offsets.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("task_end_offsets[%d]" % i)
     if end - pos < 1:
         raise _w.short_run(_RUN_shutdown_application, pos, end)
     f_shutdown_application = _S_b.unpack_from(buf, pos)[0]
@@ -116,7 +547,11 @@ def _dec_StreamsGroupHeartbeatRequest(version, buf, cur, end):
     if f_shutdown_application != 0 and f_shutdown_application != 1:
         raise _w.bad_bool('shutdown_application', pos - 1, f_shutdown_application)
     b_shutdown_application = f_shutdown_application == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupHeartbeatRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
@@ -144,21 +579,61 @@ def _enc_StreamsGroupHeartbeatRequest(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "StreamsGroupHeartbeatRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "StreamsGroupHeartbeatRequest.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     out += _S_ii.pack(obj.member_epoch, obj.endpoint_information_epoch)
-    f_instance_id, n_instance_id = _w.encode_text(obj.instance_id, "StreamsGroupHeartbeatRequest.instance_id", True)
-    _w.put_uvarint(out, n_instance_id + 1)
+    f_instance_id = obj.instance_id
+    if f_instance_id is None:
+        n_instance_id = -1
+    else:
+        f_instance_id = f_instance_id.encode("utf-8")
+        n_instance_id = len(f_instance_id)
+        if n_instance_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.instance_id", n_instance_id)
+    if 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
+    else:
+        _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
         out += f_instance_id
-    f_rack_id, n_rack_id = _w.encode_text(obj.rack_id, "StreamsGroupHeartbeatRequest.rack_id", True)
-    _w.put_uvarint(out, n_rack_id + 1)
+    f_rack_id = obj.rack_id
+    if f_rack_id is None:
+        n_rack_id = -1
+    else:
+        f_rack_id = f_rack_id.encode("utf-8")
+        n_rack_id = len(f_rack_id)
+        if n_rack_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.rack_id", n_rack_id)
+    if 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
+    else:
+        _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
         out += f_rack_id
     f_topology = obj.topology
@@ -166,11 +641,54 @@ def _enc_StreamsGroupHeartbeatRequest(version, obj, out):
     out += _S_ib.pack(obj.rebalance_timeout_ms, n_topology)
     if f_topology is not None:
         _enc_StreamsGroupHeartbeatRequest_Topology(version, f_topology, out)
-    _w.put_structs(out, obj.active_tasks, _partial(_enc_StreamsGroupHeartbeatRequest_TaskIds, version), "StreamsGroupHeartbeatRequest.active_tasks", True)
-    _w.put_structs(out, obj.standby_tasks, _partial(_enc_StreamsGroupHeartbeatRequest_TaskIds, version), "StreamsGroupHeartbeatRequest.standby_tasks", True)
-    _w.put_structs(out, obj.warmup_tasks, _partial(_enc_StreamsGroupHeartbeatRequest_TaskIds, version), "StreamsGroupHeartbeatRequest.warmup_tasks", True)
-    f_process_id, n_process_id = _w.encode_text(obj.process_id, "StreamsGroupHeartbeatRequest.process_id", True)
-    _w.put_uvarint(out, n_process_id + 1)
+    f_active_tasks = obj.active_tasks
+    if f_active_tasks is None:
+        n_active_tasks = -1
+    else:
+        n_active_tasks = len(f_active_tasks)
+    if 0 <= n_active_tasks + 1 < 128:
+        out.append(n_active_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_active_tasks + 1)
+    if n_active_tasks > 0:
+        for item in f_active_tasks:
+            _enc_StreamsGroupHeartbeatRequest_TaskIds(version, item, out)
+    f_standby_tasks = obj.standby_tasks
+    if f_standby_tasks is None:
+        n_standby_tasks = -1
+    else:
+        n_standby_tasks = len(f_standby_tasks)
+    if 0 <= n_standby_tasks + 1 < 128:
+        out.append(n_standby_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_standby_tasks + 1)
+    if n_standby_tasks > 0:
+        for item in f_standby_tasks:
+            _enc_StreamsGroupHeartbeatRequest_TaskIds(version, item, out)
+    f_warmup_tasks = obj.warmup_tasks
+    if f_warmup_tasks is None:
+        n_warmup_tasks = -1
+    else:
+        n_warmup_tasks = len(f_warmup_tasks)
+    if 0 <= n_warmup_tasks + 1 < 128:
+        out.append(n_warmup_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_warmup_tasks + 1)
+    if n_warmup_tasks > 0:
+        for item in f_warmup_tasks:
+            _enc_StreamsGroupHeartbeatRequest_TaskIds(version, item, out)
+    f_process_id = obj.process_id
+    if f_process_id is None:
+        n_process_id = -1
+    else:
+        f_process_id = f_process_id.encode("utf-8")
+        n_process_id = len(f_process_id)
+        if n_process_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.process_id", n_process_id)
+    if 0 <= n_process_id + 1 < 128:
+        out.append(n_process_id + 1)
+    else:
+        _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
         out += f_process_id
     f_user_endpoint = obj.user_endpoint
@@ -178,11 +696,47 @@ def _enc_StreamsGroupHeartbeatRequest(version, obj, out):
     out += _S_b.pack(n_user_endpoint)
     if f_user_endpoint is not None:
         _enc_StreamsGroupHeartbeatRequest_Endpoint(version, f_user_endpoint, out)
-    _w.put_structs(out, obj.client_tags, _partial(_enc_StreamsGroupHeartbeatRequest_KeyValue, version), "StreamsGroupHeartbeatRequest.client_tags", True)
-    _w.put_structs(out, obj.task_offsets, _partial(_enc_StreamsGroupHeartbeatRequest_TaskOffset, version), "StreamsGroupHeartbeatRequest.task_offsets", True)
-    _w.put_structs(out, obj.task_end_offsets, _partial(_enc_StreamsGroupHeartbeatRequest_TaskOffset, version), "StreamsGroupHeartbeatRequest.task_end_offsets", True)
+    f_client_tags = obj.client_tags
+    if f_client_tags is None:
+        n_client_tags = -1
+    else:
+        n_client_tags = len(f_client_tags)
+    if 0 <= n_client_tags + 1 < 128:
+        out.append(n_client_tags + 1)
+    else:
+        _w.put_uvarint(out, n_client_tags + 1)
+    if n_client_tags > 0:
+        for item in f_client_tags:
+            _enc_StreamsGroupHeartbeatRequest_KeyValue(version, item, out)
+    f_task_offsets = obj.task_offsets
+    if f_task_offsets is None:
+        n_task_offsets = -1
+    else:
+        n_task_offsets = len(f_task_offsets)
+    if 0 <= n_task_offsets + 1 < 128:
+        out.append(n_task_offsets + 1)
+    else:
+        _w.put_uvarint(out, n_task_offsets + 1)
+    if n_task_offsets > 0:
+        for item in f_task_offsets:
+            _enc_StreamsGroupHeartbeatRequest_TaskOffset(version, item, out)
+    f_task_end_offsets = obj.task_end_offsets
+    if f_task_end_offsets is None:
+        n_task_end_offsets = -1
+    else:
+        n_task_end_offsets = len(f_task_end_offsets)
+    if 0 <= n_task_end_offsets + 1 < 128:
+        out.append(n_task_end_offsets + 1)
+    else:
+        _w.put_uvarint(out, n_task_end_offsets + 1)
+    if n_task_end_offsets > 0:
+        for item in f_task_end_offsets:
+            _enc_StreamsGroupHeartbeatRequest_TaskOffset(version, item, out)
     out += _S_B.pack(obj.shutdown_application)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest")
 
 
 def _dec_StreamsGroupHeartbeatRequest_Topology(version, buf, cur, end):
@@ -192,9 +746,454 @@ def _dec_StreamsGroupHeartbeatRequest_Topology(version, buf, cur, end):
         raise _w.short_run(_RUN_epoch, pos, end)
     f_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_subtopologies, pos = _w.read_compact_length(buf, pos, end, 'subtopologies')
-    f_subtopologies, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_Subtopology, version), buf, cur, pos, end, n_subtopologies, 'subtopologies', 8, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_subtopologies = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopologies = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_subtopologies, pos = _w.read_uvarint(buf, pos, end, 'subtopologies')
+        n_subtopologies -= 1
+    if n_subtopologies < 0 or n_subtopologies > (end - pos) // 8:
+        raise _w.bad_count('subtopologies', pos - 1, n_subtopologies, end, 8, 1)
+    f_subtopologies = []
+    if n_subtopologies:
+        # Each element read inline.
+        try:
+            for i in range(n_subtopologies):
+                if pos < end and buf[pos] < 128:
+                    n_subtopology_id__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                    n_subtopology_id__1 -= 1
+                if 0 <= n_subtopology_id__1 <= end - pos:
+                    try:
+                        f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                    pos += n_subtopology_id__1
+                else:
+                    raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_source_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_source_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_source_topics__1, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
+                    n_source_topics__1 -= 1
+                if n_source_topics__1 < 0 or n_source_topics__1 > (end - pos) // 1:
+                    raise _w.bad_count('source_topics', pos - 1, n_source_topics__1, end, 1, 1)
+                f_source_topics__1 = []
+                for i__1 in range(n_source_topics__1):
+                    if pos < end and buf[pos] < 128:
+                        m = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        m, pos = _w.read_uvarint(buf, pos, end, "source_topics[%d]" % i__1)
+                        m -= 1
+                    if m < 0 or end - pos < m:
+                        raise _w.bad_sized("source_topics[%d]" % i__1, pos, m, end, 1, False)
+                    try:
+                        s = buf[pos:pos + m].decode() if m else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8("source_topics[%d]" % i__1, pos, exc) from None
+                    f_source_topics__1.append(s)
+                    pos += m
+                if pos < end and buf[pos] < 128:
+                    n_source_topic_regex__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_source_topic_regex__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_source_topic_regex__1, pos = _w.read_uvarint(buf, pos, end, 'source_topic_regex')
+                    n_source_topic_regex__1 -= 1
+                if n_source_topic_regex__1 < 0 or n_source_topic_regex__1 > (end - pos) // 1:
+                    raise _w.bad_count('source_topic_regex', pos - 1, n_source_topic_regex__1, end, 1, 1)
+                f_source_topic_regex__1 = []
+                for i__1 in range(n_source_topic_regex__1):
+                    if pos < end and buf[pos] < 128:
+                        m = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        m, pos = _w.read_uvarint(buf, pos, end, "source_topic_regex[%d]" % i__1)
+                        m -= 1
+                    if m < 0 or end - pos < m:
+                        raise _w.bad_sized("source_topic_regex[%d]" % i__1, pos, m, end, 1, False)
+                    try:
+                        s = buf[pos:pos + m].decode() if m else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8("source_topic_regex[%d]" % i__1, pos, exc) from None
+                    f_source_topic_regex__1.append(s)
+                    pos += m
+                if pos < end and buf[pos] < 128:
+                    n_state_changelog_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_state_changelog_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_state_changelog_topics__1, pos = _w.read_uvarint(buf, pos, end, 'state_changelog_topics')
+                    n_state_changelog_topics__1 -= 1
+                if n_state_changelog_topics__1 < 0 or n_state_changelog_topics__1 > (end - pos) // 9:
+                    raise _w.bad_count('state_changelog_topics', pos - 1, n_state_changelog_topics__1, end, 9, 1)
+                f_state_changelog_topics__1 = []
+                if n_state_changelog_topics__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_state_changelog_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                            f_partitions__2, f_replication_factor__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_topic_configs__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_topic_configs__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_topic_configs__2, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                                n_topic_configs__2 -= 1
+                            if n_topic_configs__2 < 0 or n_topic_configs__2 > (end - pos) // 3:
+                                raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__2, end, 3, 1)
+                            f_topic_configs__2 = []
+                            if n_topic_configs__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_topic_configs__2):
+                                        if pos < end and buf[pos] < 128:
+                                            n_key__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_key__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_key__3, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                            n_key__3 -= 1
+                                        if 0 <= n_key__3 <= end - pos:
+                                            try:
+                                                f_key__3 = buf[pos:pos + n_key__3].decode() if n_key__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('key', pos, exc) from None
+                                            pos += n_key__3
+                                        else:
+                                            raise _w.bad_sized('key', pos, n_key__3, end, 1, False)
+                                        if pos < end and buf[pos] < 128:
+                                            n_value__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                            n_value__3 -= 1
+                                        if 0 <= n_value__3 <= end - pos:
+                                            try:
+                                                f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('value', pos, exc) from None
+                                            pos += n_value__3
+                                        else:
+                                            raise _w.bad_sized('value', pos, n_value__3, end, 1, False)
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(StreamsGroupHeartbeatRequest_KeyValue)
+                                        obj__3.key = f_key__3
+                                        obj__3.value = f_value__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_topic_configs__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("topic_configs[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupHeartbeatRequest_TopicInfo)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.replication_factor = f_replication_factor__2
+                            obj__2.topic_configs = f_topic_configs__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_state_changelog_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("state_changelog_topics[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_repartition_sink_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_repartition_sink_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_repartition_sink_topics__1, pos = _w.read_uvarint(buf, pos, end, 'repartition_sink_topics')
+                    n_repartition_sink_topics__1 -= 1
+                if n_repartition_sink_topics__1 < 0 or n_repartition_sink_topics__1 > (end - pos) // 1:
+                    raise _w.bad_count('repartition_sink_topics', pos - 1, n_repartition_sink_topics__1, end, 1, 1)
+                f_repartition_sink_topics__1 = []
+                for i__1 in range(n_repartition_sink_topics__1):
+                    if pos < end and buf[pos] < 128:
+                        m = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        m, pos = _w.read_uvarint(buf, pos, end, "repartition_sink_topics[%d]" % i__1)
+                        m -= 1
+                    if m < 0 or end - pos < m:
+                        raise _w.bad_sized("repartition_sink_topics[%d]" % i__1, pos, m, end, 1, False)
+                    try:
+                        s = buf[pos:pos + m].decode() if m else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8("repartition_sink_topics[%d]" % i__1, pos, exc) from None
+                    f_repartition_sink_topics__1.append(s)
+                    pos += m
+                if pos < end and buf[pos] < 128:
+                    n_repartition_source_topics__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_repartition_source_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_repartition_source_topics__1, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
+                    n_repartition_source_topics__1 -= 1
+                if n_repartition_source_topics__1 < 0 or n_repartition_source_topics__1 > (end - pos) // 9:
+                    raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics__1, end, 9, 1)
+                f_repartition_source_topics__1 = []
+                if n_repartition_source_topics__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_repartition_source_topics__1):
+                            if pos < end and buf[pos] < 128:
+                                n_name__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
+                            f_partitions__2, f_replication_factor__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_topic_configs__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_topic_configs__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_topic_configs__2, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
+                                n_topic_configs__2 -= 1
+                            if n_topic_configs__2 < 0 or n_topic_configs__2 > (end - pos) // 3:
+                                raise _w.bad_count('topic_configs', pos - 1, n_topic_configs__2, end, 3, 1)
+                            f_topic_configs__2 = []
+                            if n_topic_configs__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_topic_configs__2):
+                                        if pos < end and buf[pos] < 128:
+                                            n_key__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_key__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_key__3, pos = _w.read_uvarint(buf, pos, end, 'key')
+                                            n_key__3 -= 1
+                                        if 0 <= n_key__3 <= end - pos:
+                                            try:
+                                                f_key__3 = buf[pos:pos + n_key__3].decode() if n_key__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('key', pos, exc) from None
+                                            pos += n_key__3
+                                        else:
+                                            raise _w.bad_sized('key', pos, n_key__3, end, 1, False)
+                                        if pos < end and buf[pos] < 128:
+                                            n_value__3 = buf[pos] - 1
+                                            pos += 1
+                                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                            n_value__3 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                            pos += 2
+                                        else:
+                                            n_value__3, pos = _w.read_uvarint(buf, pos, end, 'value')
+                                            n_value__3 -= 1
+                                        if 0 <= n_value__3 <= end - pos:
+                                            try:
+                                                f_value__3 = buf[pos:pos + n_value__3].decode() if n_value__3 else ""
+                                            except UnicodeDecodeError as exc:
+                                                raise _w.bad_utf8('value', pos, exc) from None
+                                            pos += n_value__3
+                                        else:
+                                            raise _w.bad_sized('value', pos, n_value__3, end, 1, False)
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(StreamsGroupHeartbeatRequest_KeyValue)
+                                        obj__3.key = f_key__3
+                                        obj__3.value = f_value__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_topic_configs__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("topic_configs[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupHeartbeatRequest_TopicInfo)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            obj__2.replication_factor = f_replication_factor__2
+                            obj__2.topic_configs = f_topic_configs__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_repartition_source_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("repartition_source_topics[%d]" % i__1)
+                if pos < end and buf[pos] < 128:
+                    n_copartition_groups__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_copartition_groups__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_copartition_groups__1, pos = _w.read_uvarint(buf, pos, end, 'copartition_groups')
+                    n_copartition_groups__1 -= 1
+                if n_copartition_groups__1 < 0 or n_copartition_groups__1 > (end - pos) // 4:
+                    raise _w.bad_count('copartition_groups', pos - 1, n_copartition_groups__1, end, 4, 1)
+                f_copartition_groups__1 = []
+                if n_copartition_groups__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_copartition_groups__1):
+                            if pos < end and buf[pos] < 128:
+                                n_source_topics__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_source_topics__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_source_topics__2, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
+                                n_source_topics__2 -= 1
+                            if n_source_topics__2 < 0 or n_source_topics__2 > (end - pos) // 2:
+                                raise _w.bad_count('source_topics', pos - 1, n_source_topics__2, end, 2, 1)
+                            if n_source_topics__2 < _w.SMALL_ARRAY_MAX:
+                                f_source_topics__2 = list(_A_h[n_source_topics__2].unpack_from(buf, pos))
+                            else:
+                                f_source_topics__2 = list(_unpack_from(">%dh" % n_source_topics__2, buf, pos))
+                            pos += n_source_topics__2 * 2
+                            if pos < end and buf[pos] < 128:
+                                n_source_topic_regex__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_source_topic_regex__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_source_topic_regex__2, pos = _w.read_uvarint(buf, pos, end, 'source_topic_regex')
+                                n_source_topic_regex__2 -= 1
+                            if n_source_topic_regex__2 < 0 or n_source_topic_regex__2 > (end - pos) // 2:
+                                raise _w.bad_count('source_topic_regex', pos - 1, n_source_topic_regex__2, end, 2, 1)
+                            if n_source_topic_regex__2 < _w.SMALL_ARRAY_MAX:
+                                f_source_topic_regex__2 = list(_A_h[n_source_topic_regex__2].unpack_from(buf, pos))
+                            else:
+                                f_source_topic_regex__2 = list(_unpack_from(">%dh" % n_source_topic_regex__2, buf, pos))
+                            pos += n_source_topic_regex__2 * 2
+                            if pos < end and buf[pos] < 128:
+                                n_repartition_source_topics__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_repartition_source_topics__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_repartition_source_topics__2, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
+                                n_repartition_source_topics__2 -= 1
+                            if n_repartition_source_topics__2 < 0 or n_repartition_source_topics__2 > (end - pos) // 2:
+                                raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics__2, end, 2, 1)
+                            if n_repartition_source_topics__2 < _w.SMALL_ARRAY_MAX:
+                                f_repartition_source_topics__2 = list(_A_h[n_repartition_source_topics__2].unpack_from(buf, pos))
+                            else:
+                                f_repartition_source_topics__2 = list(_unpack_from(">%dh" % n_repartition_source_topics__2, buf, pos))
+                            pos += n_repartition_source_topics__2 * 2
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(StreamsGroupHeartbeatRequest_CopartitionGroup)
+                            obj__2.source_topics = f_source_topics__2
+                            obj__2.source_topic_regex = f_source_topic_regex__2
+                            obj__2.repartition_source_topics = f_repartition_source_topics__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_copartition_groups__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("copartition_groups[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(StreamsGroupHeartbeatRequest_Subtopology)
+                obj__1.subtopology_id = f_subtopology_id__1
+                obj__1.source_topics = f_source_topics__1
+                obj__1.source_topic_regex = f_source_topic_regex__1
+                obj__1.state_changelog_topics = f_state_changelog_topics__1
+                obj__1.repartition_sink_topics = f_repartition_sink_topics__1
+                obj__1.repartition_source_topics = f_repartition_source_topics__1
+                obj__1.copartition_groups = f_copartition_groups__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_subtopologies.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("subtopologies[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupHeartbeatRequest_Topology)
     obj.epoch = f_epoch
     obj.subtopologies = f_subtopologies
@@ -208,83 +1207,39 @@ def _enc_StreamsGroupHeartbeatRequest_Topology(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology expected, got None")
     out += _S_i.pack(obj.epoch)
-    _w.put_structs(out, obj.subtopologies, _partial(_enc_StreamsGroupHeartbeatRequest_Subtopology, version), "StreamsGroupHeartbeatRequest.Topology.subtopologies", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology")
-
-
-def _dec_StreamsGroupHeartbeatRequest_Subtopology(version, buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
-    f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
-    n_source_topics, pos = _w.read_compact_length(buf, pos, end, 'source_topics')
-    if n_source_topics < 0 or n_source_topics > (end - pos) // 1:
-        raise _w.bad_count('source_topics', pos - 1, n_source_topics, end, 1, 1)
-    f_source_topics = []
-    for i in range(n_source_topics):
-        m, pos = _w.read_compact_length(buf, pos, end, "source_topics[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("source_topics[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("source_topics[%d]" % i, pos, exc) from None
-        f_source_topics.append(s)
-        pos += m
-    n_source_topic_regex, pos = _w.read_compact_length(buf, pos, end, 'source_topic_regex')
-    if n_source_topic_regex < 0 or n_source_topic_regex > (end - pos) // 1:
-        raise _w.bad_count('source_topic_regex', pos - 1, n_source_topic_regex, end, 1, 1)
-    f_source_topic_regex = []
-    for i in range(n_source_topic_regex):
-        m, pos = _w.read_compact_length(buf, pos, end, "source_topic_regex[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("source_topic_regex[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("source_topic_regex[%d]" % i, pos, exc) from None
-        f_source_topic_regex.append(s)
-        pos += m
-    n_state_changelog_topics, pos = _w.read_compact_length(buf, pos, end, 'state_changelog_topics')
-    f_state_changelog_topics, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TopicInfo, version), buf, cur, pos, end, n_state_changelog_topics, 'state_changelog_topics', 9, 1, False)
-    n_repartition_sink_topics, pos = _w.read_compact_length(buf, pos, end, 'repartition_sink_topics')
-    if n_repartition_sink_topics < 0 or n_repartition_sink_topics > (end - pos) // 1:
-        raise _w.bad_count('repartition_sink_topics', pos - 1, n_repartition_sink_topics, end, 1, 1)
-    f_repartition_sink_topics = []
-    for i in range(n_repartition_sink_topics):
-        m, pos = _w.read_compact_length(buf, pos, end, "repartition_sink_topics[%d]" % i)
-        if m < 0 or end - pos < m:
-            raise _w.bad_sized("repartition_sink_topics[%d]" % i, pos, m, end, 1, False)
-        try:
-            s = buf[pos:pos + m].decode() if m else ""
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("repartition_sink_topics[%d]" % i, pos, exc) from None
-        f_repartition_sink_topics.append(s)
-        pos += m
-    n_repartition_source_topics, pos = _w.read_compact_length(buf, pos, end, 'repartition_source_topics')
-    f_repartition_source_topics, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_TopicInfo, version), buf, cur, pos, end, n_repartition_source_topics, 'repartition_source_topics', 9, 1, False)
-    n_copartition_groups, pos = _w.read_compact_length(buf, pos, end, 'copartition_groups')
-    f_copartition_groups, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_CopartitionGroup, version), buf, cur, pos, end, n_copartition_groups, 'copartition_groups', 4, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupHeartbeatRequest_Subtopology)
-    obj.subtopology_id = f_subtopology_id
-    obj.source_topics = f_source_topics
-    obj.source_topic_regex = f_source_topic_regex
-    obj.state_changelog_topics = f_state_changelog_topics
-    obj.repartition_sink_topics = f_repartition_sink_topics
-    obj.repartition_source_topics = f_repartition_source_topics
-    obj.copartition_groups = f_copartition_groups
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_subtopologies = obj.subtopologies
+    if f_subtopologies is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.subtopologies")
+    else:
+        n_subtopologies = len(f_subtopologies)
+    if 0 <= n_subtopologies + 1 < 128:
+        out.append(n_subtopologies + 1)
+    else:
+        _w.put_uvarint(out, n_subtopologies + 1)
+    for item in f_subtopologies:
+        _enc_StreamsGroupHeartbeatRequest_Subtopology(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology")
 
 
 def _enc_StreamsGroupHeartbeatRequest_Subtopology(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.Topology.Subtopology to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology.Subtopology expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     f_source_topics = obj.source_topics
@@ -292,147 +1247,169 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology(version, obj, out):
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topics")
     else:
         n_source_topics = len(f_source_topics)
-    _w.put_uvarint(out, n_source_topics + 1)
+    if 0 <= n_source_topics + 1 < 128:
+        out.append(n_source_topics + 1)
+    else:
+        _w.put_uvarint(out, n_source_topics + 1)
     for item in f_source_topics:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topics[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
     f_source_topic_regex = obj.source_topic_regex
     if f_source_topic_regex is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topic_regex")
     else:
         n_source_topic_regex = len(f_source_topic_regex)
-    _w.put_uvarint(out, n_source_topic_regex + 1)
+    if 0 <= n_source_topic_regex + 1 < 128:
+        out.append(n_source_topic_regex + 1)
+    else:
+        _w.put_uvarint(out, n_source_topic_regex + 1)
     for item in f_source_topic_regex:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topic_regex[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.state_changelog_topics, _partial(_enc_StreamsGroupHeartbeatRequest_TopicInfo, version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.state_changelog_topics", False)
+    f_state_changelog_topics = obj.state_changelog_topics
+    if f_state_changelog_topics is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.state_changelog_topics")
+    else:
+        n_state_changelog_topics = len(f_state_changelog_topics)
+    if 0 <= n_state_changelog_topics + 1 < 128:
+        out.append(n_state_changelog_topics + 1)
+    else:
+        _w.put_uvarint(out, n_state_changelog_topics + 1)
+    for item in f_state_changelog_topics:
+        _enc_StreamsGroupHeartbeatRequest_TopicInfo(version, item, out)
     f_repartition_sink_topics = obj.repartition_sink_topics
     if f_repartition_sink_topics is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_sink_topics")
     else:
         n_repartition_sink_topics = len(f_repartition_sink_topics)
-    _w.put_uvarint(out, n_repartition_sink_topics + 1)
+    if 0 <= n_repartition_sink_topics + 1 < 128:
+        out.append(n_repartition_sink_topics + 1)
+    else:
+        _w.put_uvarint(out, n_repartition_sink_topics + 1)
     for item in f_repartition_sink_topics:
         data = item.encode("utf-8")
         m = len(data)
         if m > 32767:
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_sink_topics[]", m)
-        _w.put_uvarint(out, m + 1)
+        if 0 <= m + 1 < 128:
+            out.append(m + 1)
+        else:
+            _w.put_uvarint(out, m + 1)
         out += data
-    _w.put_structs(out, obj.repartition_source_topics, _partial(_enc_StreamsGroupHeartbeatRequest_TopicInfo, version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_source_topics", False)
-    _w.put_structs(out, obj.copartition_groups, _partial(_enc_StreamsGroupHeartbeatRequest_CopartitionGroup, version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.copartition_groups", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology")
-
-
-def _dec_StreamsGroupHeartbeatRequest_TopicInfo(version, buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
-    f_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_topic_configs, pos = _w.read_compact_length(buf, pos, end, 'topic_configs')
-    f_topic_configs, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatRequest_KeyValue, version), buf, cur, pos, end, n_topic_configs, 'topic_configs', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupHeartbeatRequest_TopicInfo)
-    obj.name = f_name
-    obj.partitions = f_partitions
-    obj.replication_factor = f_replication_factor
-    obj.topic_configs = f_topic_configs
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_repartition_source_topics = obj.repartition_source_topics
+    if f_repartition_source_topics is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_source_topics")
+    else:
+        n_repartition_source_topics = len(f_repartition_source_topics)
+    if 0 <= n_repartition_source_topics + 1 < 128:
+        out.append(n_repartition_source_topics + 1)
+    else:
+        _w.put_uvarint(out, n_repartition_source_topics + 1)
+    for item in f_repartition_source_topics:
+        _enc_StreamsGroupHeartbeatRequest_TopicInfo(version, item, out)
+    f_copartition_groups = obj.copartition_groups
+    if f_copartition_groups is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.copartition_groups")
+    else:
+        n_copartition_groups = len(f_copartition_groups)
+    if 0 <= n_copartition_groups + 1 < 128:
+        out.append(n_copartition_groups + 1)
+    else:
+        _w.put_uvarint(out, n_copartition_groups + 1)
+    for item in f_copartition_groups:
+        _enc_StreamsGroupHeartbeatRequest_CopartitionGroup(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology")
 
 
 def _enc_StreamsGroupHeartbeatRequest_TopicInfo(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     out += _S_ih.pack(obj.partitions, obj.replication_factor)
-    _w.put_structs(out, obj.topic_configs, _partial(_enc_StreamsGroupHeartbeatRequest_KeyValue, version), "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.topic_configs", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo")
-
-
-def _dec_StreamsGroupHeartbeatRequest_KeyValue(version, buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_key, pos = _w.read_compact_length(buf, pos, end, 'key')
-    f_key, pos = _w.read_sized(buf, pos, n_key, end, 'key', 1, False, True)
-    n_value, pos = _w.read_compact_length(buf, pos, end, 'value')
-    f_value, pos = _w.read_sized(buf, pos, n_value, end, 'value', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupHeartbeatRequest_KeyValue)
-    obj.key = f_key
-    obj.value = f_value
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_topic_configs = obj.topic_configs
+    if f_topic_configs is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.topic_configs")
+    else:
+        n_topic_configs = len(f_topic_configs)
+    if 0 <= n_topic_configs + 1 < 128:
+        out.append(n_topic_configs + 1)
+    else:
+        _w.put_uvarint(out, n_topic_configs + 1)
+    for item in f_topic_configs:
+        _enc_StreamsGroupHeartbeatRequest_KeyValue(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo")
 
 
 def _enc_StreamsGroupHeartbeatRequest_KeyValue(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue expected, got None")
-    f_key, n_key = _w.encode_text(obj.key, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key", False)
-    _w.put_uvarint(out, n_key + 1)
+    f_key = obj.key
+    if f_key is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key")
+    else:
+        f_key = f_key.encode("utf-8")
+        n_key = len(f_key)
+        if n_key > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key", n_key)
+    if 0 <= n_key + 1 < 128:
+        out.append(n_key + 1)
+    else:
+        _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
         out += f_key
-    f_value, n_value = _w.encode_text(obj.value, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value", False)
-    _w.put_uvarint(out, n_value + 1)
+    f_value = obj.value
+    if f_value is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value")
+    else:
+        f_value = f_value.encode("utf-8")
+        n_value = len(f_value)
+        if n_value > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value", n_value)
+    if 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
+    else:
+        _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
         out += f_value
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue")
-
-
-def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup(version, buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_source_topics, pos = _w.read_compact_length(buf, pos, end, 'source_topics')
-    if n_source_topics < 0 or n_source_topics > (end - pos) // 2:
-        raise _w.bad_count('source_topics', pos - 1, n_source_topics, end, 2, 1)
-    if n_source_topics < _w.SMALL_ARRAY_MAX:
-        f_source_topics = list(_A_h[n_source_topics].unpack_from(buf, pos))
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        f_source_topics = list(_unpack_from(">%dh" % n_source_topics, buf, pos))
-    pos += n_source_topics * 2
-    n_source_topic_regex, pos = _w.read_compact_length(buf, pos, end, 'source_topic_regex')
-    if n_source_topic_regex < 0 or n_source_topic_regex > (end - pos) // 2:
-        raise _w.bad_count('source_topic_regex', pos - 1, n_source_topic_regex, end, 2, 1)
-    if n_source_topic_regex < _w.SMALL_ARRAY_MAX:
-        f_source_topic_regex = list(_A_h[n_source_topic_regex].unpack_from(buf, pos))
-    else:
-        f_source_topic_regex = list(_unpack_from(">%dh" % n_source_topic_regex, buf, pos))
-    pos += n_source_topic_regex * 2
-    n_repartition_source_topics, pos = _w.read_compact_length(buf, pos, end, 'repartition_source_topics')
-    if n_repartition_source_topics < 0 or n_repartition_source_topics > (end - pos) // 2:
-        raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics, end, 2, 1)
-    if n_repartition_source_topics < _w.SMALL_ARRAY_MAX:
-        f_repartition_source_topics = list(_A_h[n_repartition_source_topics].unpack_from(buf, pos))
-    else:
-        f_repartition_source_topics = list(_unpack_from(">%dh" % n_repartition_source_topics, buf, pos))
-    pos += n_repartition_source_topics * 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupHeartbeatRequest_CopartitionGroup)
-    obj.source_topics = f_source_topics
-    obj.source_topic_regex = f_source_topic_regex
-    obj.repartition_source_topics = f_repartition_source_topics
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue")
 
 
 def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup(version, obj, out):
@@ -444,53 +1421,53 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup(version, obj, out):
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup.source_topics")
     else:
         n_source_topics = len(f_source_topics)
-    _w.put_uvarint(out, n_source_topics + 1)
+    if 0 <= n_source_topics + 1 < 128:
+        out.append(n_source_topics + 1)
+    else:
+        _w.put_uvarint(out, n_source_topics + 1)
     out += _pack(">%dh" % n_source_topics, *f_source_topics)
     f_source_topic_regex = obj.source_topic_regex
     if f_source_topic_regex is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup.source_topic_regex")
     else:
         n_source_topic_regex = len(f_source_topic_regex)
-    _w.put_uvarint(out, n_source_topic_regex + 1)
+    if 0 <= n_source_topic_regex + 1 < 128:
+        out.append(n_source_topic_regex + 1)
+    else:
+        _w.put_uvarint(out, n_source_topic_regex + 1)
     out += _pack(">%dh" % n_source_topic_regex, *f_source_topic_regex)
     f_repartition_source_topics = obj.repartition_source_topics
     if f_repartition_source_topics is None:
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup.repartition_source_topics")
     else:
         n_repartition_source_topics = len(f_repartition_source_topics)
-    _w.put_uvarint(out, n_repartition_source_topics + 1)
-    out += _pack(">%dh" % n_repartition_source_topics, *f_repartition_source_topics)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup")
-
-
-def _dec_StreamsGroupHeartbeatRequest_TaskIds(version, buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.TaskIds (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
-    f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    if 0 <= n_repartition_source_topics + 1 < 128:
+        out.append(n_repartition_source_topics + 1)
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupHeartbeatRequest_TaskIds)
-    obj.subtopology_id = f_subtopology_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_uvarint(out, n_repartition_source_topics + 1)
+    out += _pack(">%dh" % n_repartition_source_topics, *f_repartition_source_topics)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup")
 
 
 def _enc_StreamsGroupHeartbeatRequest_TaskIds(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.TaskIds to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.TaskIds expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatRequest.TaskIds.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.TaskIds.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.TaskIds.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     f_partitions = obj.partitions
@@ -498,21 +1475,46 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds(version, obj, out):
         raise _w.not_nullable("StreamsGroupHeartbeatRequest.TaskIds.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskIds")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskIds")
 
 
 def _dec_StreamsGroupHeartbeatRequest_Endpoint(version, buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Endpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
+        n_host -= 1
+    if 0 <= n_host <= end - pos:
+        try:
+            f_host = buf[pos:pos + n_host].decode() if n_host else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('host', pos, exc) from None
+        pos += n_host
+    else:
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     f_port = _S_H.unpack_from(buf, pos)[0]
     pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupHeartbeatRequest_Endpoint)
     obj.host = f_host
     obj.port = f_port
@@ -525,43 +1527,50 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.Endpoint to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.Endpoint expected, got None")
-    f_host, n_host = _w.encode_text(obj.host, "StreamsGroupHeartbeatRequest.Endpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.Endpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.Endpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Endpoint")
-
-
-def _dec_StreamsGroupHeartbeatRequest_TaskOffset(version, buf, cur, end):
-    """Decode StreamsGroupHeartbeatRequest.TaskOffset (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
-    f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
-    if end - pos < 12:
-        raise _w.short_run(_RUN_partition__offset, pos, end)
-    f_partition, f_offset = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupHeartbeatRequest_TaskOffset)
-    obj.subtopology_id = f_subtopology_id
-    obj.partition = f_partition
-    obj.offset = f_offset
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.Endpoint")
 
 
 def _enc_StreamsGroupHeartbeatRequest_TaskOffset(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatRequest.TaskOffset to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatRequest.TaskOffset expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     out += _S_iq.pack(obj.partition, obj.offset)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskOffset")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatRequest.TaskOffset")
 
 
 def _dec_StreamsGroupHeartbeatResponse(version, buf, cur, end):
@@ -571,29 +1580,459 @@ def _dec_StreamsGroupHeartbeatResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-    f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+        n_member_id -= 1
+    if 0 <= n_member_id <= end - pos:
+        try:
+            f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('member_id', pos, exc) from None
+        pos += n_member_id
+    else:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
     if end - pos < 16:
         raise _w.short_run(_RUN_member_epoch__task_offset_interval_ms, pos, end)
     f_member_epoch, f_heartbeat_interval_ms, f_acceptable_recovery_lag, f_task_offset_interval_ms = _S_iiii.unpack_from(buf, pos)
     pos += 16
-    n_status, pos = _w.read_compact_length(buf, pos, end, 'status')
-    f_status, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_Status, version), buf, cur, pos, end, n_status, 'status', 3, 1, True)
-    n_active_tasks, pos = _w.read_compact_length(buf, pos, end, 'active_tasks')
-    f_active_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_TaskIds, version), buf, cur, pos, end, n_active_tasks, 'active_tasks', 3, 1, True)
-    n_standby_tasks, pos = _w.read_compact_length(buf, pos, end, 'standby_tasks')
-    f_standby_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_TaskIds, version), buf, cur, pos, end, n_standby_tasks, 'standby_tasks', 3, 1, True)
-    n_warmup_tasks, pos = _w.read_compact_length(buf, pos, end, 'warmup_tasks')
-    f_warmup_tasks, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_TaskIds, version), buf, cur, pos, end, n_warmup_tasks, 'warmup_tasks', 3, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_status = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_status = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_status, pos = _w.read_uvarint(buf, pos, end, 'status')
+        n_status -= 1
+    if n_status == -1:
+        f_status = None
+    elif n_status < 0 or n_status > (end - pos) // 3:
+        raise _w.bad_count('status', pos - 1, n_status, end, 3, 1)
+    else:
+        f_status = []
+        if n_status:
+            # Each element read inline.
+            try:
+                for i in range(n_status):
+                    if end - pos < 1:
+                        raise _w.short_run(_RUN_status_code, pos, end)
+                    f_status_code__1 = _S_b.unpack_from(buf, pos)[0]
+                    pos += 1
+                    if pos < end and buf[pos] < 128:
+                        n_status_detail__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_status_detail__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_status_detail__1, pos = _w.read_uvarint(buf, pos, end, 'status_detail')
+                        n_status_detail__1 -= 1
+                    if 0 <= n_status_detail__1 <= end - pos:
+                        try:
+                            f_status_detail__1 = buf[pos:pos + n_status_detail__1].decode() if n_status_detail__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('status_detail', pos, exc) from None
+                        pos += n_status_detail__1
+                    else:
+                        raise _w.bad_sized('status_detail', pos, n_status_detail__1, end, 1, False)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatResponse_Status)
+                    obj__1.status_code = f_status_code__1
+                    obj__1.status_detail = f_status_detail__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_status.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("status[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_active_tasks = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_active_tasks, pos = _w.read_uvarint(buf, pos, end, 'active_tasks')
+        n_active_tasks -= 1
+    if n_active_tasks == -1:
+        f_active_tasks = None
+    elif n_active_tasks < 0 or n_active_tasks > (end - pos) // 3:
+        raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
+    else:
+        f_active_tasks = []
+        if n_active_tasks:
+            # Each element read inline.
+            try:
+                for i in range(n_active_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatResponse_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_active_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("active_tasks[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_standby_tasks = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_standby_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_standby_tasks, pos = _w.read_uvarint(buf, pos, end, 'standby_tasks')
+        n_standby_tasks -= 1
+    if n_standby_tasks == -1:
+        f_standby_tasks = None
+    elif n_standby_tasks < 0 or n_standby_tasks > (end - pos) // 3:
+        raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
+    else:
+        f_standby_tasks = []
+        if n_standby_tasks:
+            # Each element read inline.
+            try:
+                for i in range(n_standby_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatResponse_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_standby_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("standby_tasks[%d]" % i)
+    if pos < end and buf[pos] < 128:
+        n_warmup_tasks = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_warmup_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_warmup_tasks, pos = _w.read_uvarint(buf, pos, end, 'warmup_tasks')
+        n_warmup_tasks -= 1
+    if n_warmup_tasks == -1:
+        f_warmup_tasks = None
+    elif n_warmup_tasks < 0 or n_warmup_tasks > (end - pos) // 3:
+        raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
+    else:
+        f_warmup_tasks = []
+        if n_warmup_tasks:
+            # Each element read inline.
+            try:
+                for i in range(n_warmup_tasks):
+                    if pos < end and buf[pos] < 128:
+                        n_subtopology_id__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_subtopology_id__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_subtopology_id__1, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
+                        n_subtopology_id__1 -= 1
+                    if 0 <= n_subtopology_id__1 <= end - pos:
+                        try:
+                            f_subtopology_id__1 = buf[pos:pos + n_subtopology_id__1].decode() if n_subtopology_id__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+                        pos += n_subtopology_id__1
+                    else:
+                        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id__1, end, 1, False)
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 4:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 4, 1)
+                    if n_partitions__1 < _w.SMALL_ARRAY_MAX:
+                        f_partitions__1 = list(_A_i[n_partitions__1].unpack_from(buf, pos))
+                    else:
+                        f_partitions__1 = list(_unpack_from(">%di" % n_partitions__1, buf, pos))
+                    pos += n_partitions__1 * 4
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatResponse_TaskIds)
+                    obj__1.subtopology_id = f_subtopology_id__1
+                    obj__1.partitions = f_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_warmup_tasks.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("warmup_tasks[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_RUN_endpoint_information_epoch, pos, end)
     f_endpoint_information_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_partitions_by_user_endpoint, pos = _w.read_compact_length(buf, pos, end, 'partitions_by_user_endpoint')
-    f_partitions_by_user_endpoint, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_EndpointToPartitions, version), buf, cur, pos, end, n_partitions_by_user_endpoint, 'partitions_by_user_endpoint', 7, 1, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_partitions_by_user_endpoint = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions_by_user_endpoint = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_partitions_by_user_endpoint, pos = _w.read_uvarint(buf, pos, end, 'partitions_by_user_endpoint')
+        n_partitions_by_user_endpoint -= 1
+    if n_partitions_by_user_endpoint == -1:
+        f_partitions_by_user_endpoint = None
+    elif n_partitions_by_user_endpoint < 0 or n_partitions_by_user_endpoint > (end - pos) // 7:
+        raise _w.bad_count('partitions_by_user_endpoint', pos - 1, n_partitions_by_user_endpoint, end, 7, 1)
+    else:
+        f_partitions_by_user_endpoint = []
+        if n_partitions_by_user_endpoint:
+            # Each element read inline.
+            try:
+                for i in range(n_partitions_by_user_endpoint):
+                    cur.pos = pos
+                    try:
+                        f_user_endpoint__1 = _dec_StreamsGroupHeartbeatResponse_Endpoint(version, buf, cur, end)
+                    except DecodeError as exc:
+                        raise exc.within('user_endpoint')
+                    pos = cur.pos
+                    if pos < end and buf[pos] < 128:
+                        n_active_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_active_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_active_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'active_partitions')
+                        n_active_partitions__1 -= 1
+                    if n_active_partitions__1 < 0 or n_active_partitions__1 > (end - pos) // 3:
+                        raise _w.bad_count('active_partitions', pos - 1, n_active_partitions__1, end, 3, 1)
+                    f_active_partitions__1 = []
+                    if n_active_partitions__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_active_partitions__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_topic__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_topic__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_topic__2, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                                    n_topic__2 -= 1
+                                if 0 <= n_topic__2 <= end - pos:
+                                    try:
+                                        f_topic__2 = buf[pos:pos + n_topic__2].decode() if n_topic__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('topic', pos, exc) from None
+                                    pos += n_topic__2
+                                else:
+                                    raise _w.bad_sized('topic', pos, n_topic__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_partitions__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                    n_partitions__2 -= 1
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 4, 1)
+                                if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                    f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                                else:
+                                    f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                                pos += n_partitions__2 * 4
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(StreamsGroupHeartbeatResponse_TopicPartition)
+                                obj__2.topic = f_topic__2
+                                obj__2.partitions = f_partitions__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_active_partitions__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("active_partitions[%d]" % i__1)
+                    if pos < end and buf[pos] < 128:
+                        n_standby_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_standby_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_standby_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'standby_partitions')
+                        n_standby_partitions__1 -= 1
+                    if n_standby_partitions__1 < 0 or n_standby_partitions__1 > (end - pos) // 3:
+                        raise _w.bad_count('standby_partitions', pos - 1, n_standby_partitions__1, end, 3, 1)
+                    f_standby_partitions__1 = []
+                    if n_standby_partitions__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_standby_partitions__1):
+                                if pos < end and buf[pos] < 128:
+                                    n_topic__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_topic__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_topic__2, pos = _w.read_uvarint(buf, pos, end, 'topic')
+                                    n_topic__2 -= 1
+                                if 0 <= n_topic__2 <= end - pos:
+                                    try:
+                                        f_topic__2 = buf[pos:pos + n_topic__2].decode() if n_topic__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('topic', pos, exc) from None
+                                    pos += n_topic__2
+                                else:
+                                    raise _w.bad_sized('topic', pos, n_topic__2, end, 1, False)
+                                if pos < end and buf[pos] < 128:
+                                    n_partitions__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                    n_partitions__2 -= 1
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 4:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 4, 1)
+                                if n_partitions__2 < _w.SMALL_ARRAY_MAX:
+                                    f_partitions__2 = list(_A_i[n_partitions__2].unpack_from(buf, pos))
+                                else:
+                                    f_partitions__2 = list(_unpack_from(">%di" % n_partitions__2, buf, pos))
+                                pos += n_partitions__2 * 4
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(StreamsGroupHeartbeatResponse_TopicPartition)
+                                obj__2.topic = f_topic__2
+                                obj__2.partitions = f_partitions__2
+                                obj__2.unknown_tagged_fields = unknown__2
+                                f_standby_partitions__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("standby_partitions[%d]" % i__1)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(StreamsGroupHeartbeatResponse_EndpointToPartitions)
+                    obj__1.user_endpoint = f_user_endpoint__1
+                    obj__1.active_partitions = f_active_partitions__1
+                    obj__1.standby_partitions = f_standby_partitions__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_partitions_by_user_endpoint.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("partitions_by_user_endpoint[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -619,40 +2058,100 @@ def _enc_StreamsGroupHeartbeatResponse(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "StreamsGroupHeartbeatResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    f_member_id, n_member_id = _w.encode_text(obj.member_id, "StreamsGroupHeartbeatResponse.member_id", False)
-    _w.put_uvarint(out, n_member_id + 1)
+    f_member_id = obj.member_id
+    if f_member_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.member_id")
+    else:
+        f_member_id = f_member_id.encode("utf-8")
+        n_member_id = len(f_member_id)
+        if n_member_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.member_id", n_member_id)
+    if 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
+    else:
+        _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
         out += f_member_id
     out += _S_iiii.pack(obj.member_epoch, obj.heartbeat_interval_ms, obj.acceptable_recovery_lag, obj.task_offset_interval_ms)
-    _w.put_structs(out, obj.status, _partial(_enc_StreamsGroupHeartbeatResponse_Status, version), "StreamsGroupHeartbeatResponse.status", True)
-    _w.put_structs(out, obj.active_tasks, _partial(_enc_StreamsGroupHeartbeatResponse_TaskIds, version), "StreamsGroupHeartbeatResponse.active_tasks", True)
-    _w.put_structs(out, obj.standby_tasks, _partial(_enc_StreamsGroupHeartbeatResponse_TaskIds, version), "StreamsGroupHeartbeatResponse.standby_tasks", True)
-    _w.put_structs(out, obj.warmup_tasks, _partial(_enc_StreamsGroupHeartbeatResponse_TaskIds, version), "StreamsGroupHeartbeatResponse.warmup_tasks", True)
+    f_status = obj.status
+    if f_status is None:
+        n_status = -1
+    else:
+        n_status = len(f_status)
+    if 0 <= n_status + 1 < 128:
+        out.append(n_status + 1)
+    else:
+        _w.put_uvarint(out, n_status + 1)
+    if n_status > 0:
+        for item in f_status:
+            _enc_StreamsGroupHeartbeatResponse_Status(version, item, out)
+    f_active_tasks = obj.active_tasks
+    if f_active_tasks is None:
+        n_active_tasks = -1
+    else:
+        n_active_tasks = len(f_active_tasks)
+    if 0 <= n_active_tasks + 1 < 128:
+        out.append(n_active_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_active_tasks + 1)
+    if n_active_tasks > 0:
+        for item in f_active_tasks:
+            _enc_StreamsGroupHeartbeatResponse_TaskIds(version, item, out)
+    f_standby_tasks = obj.standby_tasks
+    if f_standby_tasks is None:
+        n_standby_tasks = -1
+    else:
+        n_standby_tasks = len(f_standby_tasks)
+    if 0 <= n_standby_tasks + 1 < 128:
+        out.append(n_standby_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_standby_tasks + 1)
+    if n_standby_tasks > 0:
+        for item in f_standby_tasks:
+            _enc_StreamsGroupHeartbeatResponse_TaskIds(version, item, out)
+    f_warmup_tasks = obj.warmup_tasks
+    if f_warmup_tasks is None:
+        n_warmup_tasks = -1
+    else:
+        n_warmup_tasks = len(f_warmup_tasks)
+    if 0 <= n_warmup_tasks + 1 < 128:
+        out.append(n_warmup_tasks + 1)
+    else:
+        _w.put_uvarint(out, n_warmup_tasks + 1)
+    if n_warmup_tasks > 0:
+        for item in f_warmup_tasks:
+            _enc_StreamsGroupHeartbeatResponse_TaskIds(version, item, out)
     out += _S_i.pack(obj.endpoint_information_epoch)
-    _w.put_structs(out, obj.partitions_by_user_endpoint, _partial(_enc_StreamsGroupHeartbeatResponse_EndpointToPartitions, version), "StreamsGroupHeartbeatResponse.partitions_by_user_endpoint", True)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse")
-
-
-def _dec_StreamsGroupHeartbeatResponse_Status(version, buf, cur, end):
-    """Decode StreamsGroupHeartbeatResponse.Status (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 1:
-        raise _w.short_run(_RUN_status_code, pos, end)
-    f_status_code = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
-    n_status_detail, pos = _w.read_compact_length(buf, pos, end, 'status_detail')
-    f_status_detail, pos = _w.read_sized(buf, pos, n_status_detail, end, 'status_detail', 1, False, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupHeartbeatResponse_Status)
-    obj.status_code = f_status_code
-    obj.status_detail = f_status_detail
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions_by_user_endpoint = obj.partitions_by_user_endpoint
+    if f_partitions_by_user_endpoint is None:
+        n_partitions_by_user_endpoint = -1
+    else:
+        n_partitions_by_user_endpoint = len(f_partitions_by_user_endpoint)
+    if 0 <= n_partitions_by_user_endpoint + 1 < 128:
+        out.append(n_partitions_by_user_endpoint + 1)
+    else:
+        _w.put_uvarint(out, n_partitions_by_user_endpoint + 1)
+    if n_partitions_by_user_endpoint > 0:
+        for item in f_partitions_by_user_endpoint:
+            _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse")
 
 
 def _enc_StreamsGroupHeartbeatResponse_Status(version, obj, out):
@@ -660,41 +2159,42 @@ def _enc_StreamsGroupHeartbeatResponse_Status(version, obj, out):
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.Status expected, got None")
     out += _S_b.pack(obj.status_code)
-    f_status_detail, n_status_detail = _w.encode_text(obj.status_detail, "StreamsGroupHeartbeatResponse.Status.status_detail", False)
-    _w.put_uvarint(out, n_status_detail + 1)
+    f_status_detail = obj.status_detail
+    if f_status_detail is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.Status.status_detail")
+    else:
+        f_status_detail = f_status_detail.encode("utf-8")
+        n_status_detail = len(f_status_detail)
+        if n_status_detail > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.Status.status_detail", n_status_detail)
+    if 0 <= n_status_detail + 1 < 128:
+        out.append(n_status_detail + 1)
+    else:
+        _w.put_uvarint(out, n_status_detail + 1)
     if n_status_detail > 0:
         out += f_status_detail
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.Status")
-
-
-def _dec_StreamsGroupHeartbeatResponse_TaskIds(version, buf, cur, end):
-    """Decode StreamsGroupHeartbeatResponse.TaskIds (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_subtopology_id, pos = _w.read_compact_length(buf, pos, end, 'subtopology_id')
-    f_subtopology_id, pos = _w.read_sized(buf, pos, n_subtopology_id, end, 'subtopology_id', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupHeartbeatResponse_TaskIds)
-    obj.subtopology_id = f_subtopology_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.Status")
 
 
 def _enc_StreamsGroupHeartbeatResponse_TaskIds(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatResponse.TaskIds to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.TaskIds expected, got None")
-    f_subtopology_id, n_subtopology_id = _w.encode_text(obj.subtopology_id, "StreamsGroupHeartbeatResponse.TaskIds.subtopology_id", False)
-    _w.put_uvarint(out, n_subtopology_id + 1)
+    f_subtopology_id = obj.subtopology_id
+    if f_subtopology_id is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.TaskIds.subtopology_id")
+    else:
+        f_subtopology_id = f_subtopology_id.encode("utf-8")
+        n_subtopology_id = len(f_subtopology_id)
+        if n_subtopology_id > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.TaskIds.subtopology_id", n_subtopology_id)
+    if 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
+    else:
+        _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
         out += f_subtopology_id
     f_partitions = obj.partitions
@@ -702,32 +2202,15 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds(version, obj, out):
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.TaskIds.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.TaskIds")
-
-
-def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions(version, buf, cur, end):
-    """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    cur.pos = pos
-    try:
-        f_user_endpoint = _dec_StreamsGroupHeartbeatResponse_Endpoint(version, buf, cur, end)
-    except DecodeError as exc:
-        raise exc.within('user_endpoint')
-    pos = cur.pos
-    n_active_partitions, pos = _w.read_compact_length(buf, pos, end, 'active_partitions')
-    f_active_partitions, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_TopicPartition, version), buf, cur, pos, end, n_active_partitions, 'active_partitions', 3, 1, False)
-    n_standby_partitions, pos = _w.read_compact_length(buf, pos, end, 'standby_partitions')
-    f_standby_partitions, pos = _w.read_structs(_partial(_dec_StreamsGroupHeartbeatResponse_TopicPartition, version), buf, cur, pos, end, n_standby_partitions, 'standby_partitions', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupHeartbeatResponse_EndpointToPartitions)
-    obj.user_endpoint = f_user_endpoint
-    obj.active_partitions = f_active_partitions
-    obj.standby_partitions = f_standby_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.TaskIds")
 
 
 def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions(version, obj, out):
@@ -736,21 +2219,63 @@ def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions(version, obj, out):
         raise TypeError("StreamsGroupHeartbeatResponse.EndpointToPartitions expected, got None")
     f_user_endpoint = obj.user_endpoint
     _enc_StreamsGroupHeartbeatResponse_Endpoint(version, f_user_endpoint, out)
-    _w.put_structs(out, obj.active_partitions, _partial(_enc_StreamsGroupHeartbeatResponse_TopicPartition, version), "StreamsGroupHeartbeatResponse.EndpointToPartitions.active_partitions", False)
-    _w.put_structs(out, obj.standby_partitions, _partial(_enc_StreamsGroupHeartbeatResponse_TopicPartition, version), "StreamsGroupHeartbeatResponse.EndpointToPartitions.standby_partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions")
+    f_active_partitions = obj.active_partitions
+    if f_active_partitions is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.active_partitions")
+    else:
+        n_active_partitions = len(f_active_partitions)
+    if 0 <= n_active_partitions + 1 < 128:
+        out.append(n_active_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_active_partitions + 1)
+    for item in f_active_partitions:
+        _enc_StreamsGroupHeartbeatResponse_TopicPartition(version, item, out)
+    f_standby_partitions = obj.standby_partitions
+    if f_standby_partitions is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.standby_partitions")
+    else:
+        n_standby_partitions = len(f_standby_partitions)
+    if 0 <= n_standby_partitions + 1 < 128:
+        out.append(n_standby_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_standby_partitions + 1)
+    for item in f_standby_partitions:
+        _enc_StreamsGroupHeartbeatResponse_TopicPartition(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions")
 
 
 def _dec_StreamsGroupHeartbeatResponse_Endpoint(version, buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
+        n_host -= 1
+    if 0 <= n_host <= end - pos:
+        try:
+            f_host = buf[pos:pos + n_host].decode() if n_host else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('host', pos, exc) from None
+        pos += n_host
+    else:
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     f_port = _S_H.unpack_from(buf, pos)[0]
     pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(StreamsGroupHeartbeatResponse_Endpoint)
     obj.host = f_host
     obj.port = f_port
@@ -763,42 +2288,43 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint expected, got None")
-    f_host, n_host = _w.encode_text(obj.host, "StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint")
-
-
-def _dec_StreamsGroupHeartbeatResponse_TopicPartition(version, buf, cur, end):
-    """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic, pos = _w.read_compact_length(buf, pos, end, 'topic')
-    f_topic, pos = _w.read_sized(buf, pos, n_topic, end, 'topic', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if n_partitions < 0 or n_partitions > (end - pos) // 4:
-        raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
-    if n_partitions < _w.SMALL_ARRAY_MAX:
-        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
-    pos += n_partitions * 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(StreamsGroupHeartbeatResponse_TopicPartition)
-    obj.topic = f_topic
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint")
 
 
 def _enc_StreamsGroupHeartbeatResponse_TopicPartition(version, obj, out):
     """Append in ``version`` a StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition to ``out``."""
     if obj is None:
         raise TypeError("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition expected, got None")
-    f_topic, n_topic = _w.encode_text(obj.topic, "StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic", False)
-    _w.put_uvarint(out, n_topic + 1)
+    f_topic = obj.topic
+    if f_topic is None:
+        raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic")
+    else:
+        f_topic = f_topic.encode("utf-8")
+        n_topic = len(f_topic)
+        if n_topic > 32767:
+            raise _w.string_too_long("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic", n_topic)
+    if 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
+    else:
+        _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
         out += f_topic
     f_partitions = obj.partitions
@@ -806,9 +2332,15 @@ def _enc_StreamsGroupHeartbeatResponse_TopicPartition(version, obj, out):
         raise _w.not_nullable("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.partitions")
     else:
         n_partitions = len(f_partitions)
-    _w.put_uvarint(out, n_partitions + 1)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
     out += _pack(">%di" % n_partitions, *f_partitions)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition")
 
 
 class StreamsGroupHeartbeatRequest_KeyValue(Struct):

@@ -300,7 +300,6 @@ def _dec_SyncGroupRequest(version, buf, cur, end):
 
 def _enc_SyncGroupRequest(version, obj, out):
     """Append in ``version`` a SyncGroupRequest to ``out``."""
-    v3_down = version <= 3
     if obj is None:
         raise TypeError("SyncGroupRequest expected, got None")
     if version <= 2:
@@ -402,11 +401,12 @@ def _enc_SyncGroupRequest(version, obj, out):
             out.append(n_assignments + 1)
         else:
             _w.put_uvarint(out, n_assignments + 1)
+    if version <= 3:
+        element = _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0
+    else:
+        element = _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4
     for item in f_assignments:
-        if v3_down:
-            _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(item, out)
-        else:
-            _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(item, out)
+        element(item, out)
     if version >= 4:
         if obj.unknown_tagged_fields:
             _w.put_tag_section(out, [], obj.unknown_tagged_fields, "SyncGroupRequest")

@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['TxnOffsetCommitRequest', 'TxnOffsetCommitResponse']
@@ -46,23 +46,64 @@ _new = Struct.__new__
 
 def _dec_TxnOffsetCommitRequest(version, buf, cur, end):
     """Decode TxnOffsetCommitRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v1_down = version <= 1
+    v2_down = version <= 2
+    v2_up = version >= 2
+    v2_only = version == 2
+    v3_up = version >= 3
     pos = cur.pos
     if version <= 2:
         if end - pos < 2:
             raise _w.short_run(_RUN_transactional_id, pos, end)
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 2, False, True)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_transactional_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
+            n_transactional_id -= 1
+    if 0 <= n_transactional_id <= end - pos:
+        try:
+            f_transactional_id = buf[pos:pos + n_transactional_id].decode() if n_transactional_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('transactional_id', pos, exc) from None
+        pos += n_transactional_id
+    else:
+        if version <= 2:
+            raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
+        else:
+            raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
+    if version <= 2:
         if end - pos < 2:
             raise _w.short_run(_RUN_group_id, pos, end)
         n_group_id = _S_h.unpack_from(buf, pos)[0]
         pos += 2
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 2, False, True)
     else:
-        n_transactional_id, pos = _w.read_compact_length(buf, pos, end, 'transactional_id')
-        f_transactional_id, pos = _w.read_sized(buf, pos, n_transactional_id, end, 'transactional_id', 1, False, True)
-        n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-        f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
+        if pos < end and buf[pos] < 128:
+            n_group_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+            n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    else:
+        if version <= 2:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
+        else:
+            raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
     if end - pos < 14:
         if version <= 2:
             raise _w.short_run(_RUN_producer_id__topics, pos, end)
@@ -74,15 +115,196 @@ def _dec_TxnOffsetCommitRequest(version, buf, cur, end):
         f_producer_id, f_producer_epoch, f_generation_id = _S_qhi.unpack_from(buf, pos)
     pos += 14
     if version <= 2:
-        f_topics, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
-        n_member_id, pos = _w.read_compact_length(buf, pos, end, 'member_id')
-        f_member_id, pos = _w.read_sized(buf, pos, n_member_id, end, 'member_id', 1, False, True)
-        n_group_instance_id, pos = _w.read_compact_length(buf, pos, end, 'group_instance_id')
-        f_group_instance_id, pos = _w.read_sized(buf, pos, n_group_instance_id, end, 'group_instance_id', 1, True, True)
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_member_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
+            n_member_id -= 1
+        if 0 <= n_member_id <= end - pos:
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode() if n_member_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
+            pos += n_member_id
+        else:
+            raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+        if pos < end and buf[pos] < 128:
+            n_group_instance_id = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
+            n_group_instance_id -= 1
+        if 0 <= n_group_instance_id <= end - pos:
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode() if n_group_instance_id else ""
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
+            pos += n_group_instance_id
+        elif n_group_instance_id == -1:
+            f_group_instance_id = None
+        else:
+            raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v2_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    if v2_down:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v2_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                if v1_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 14:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 14, 4)
+                elif v3_up:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                if v2_up:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 18:
+                        if v2_down:
+                            raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 18, 4)
+                        else:
+                            raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 18, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v1_down:
+                                if end - pos < 14:
+                                    raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
+                                f_partition_index__2, f_committed_offset__2, n_committed_metadata__2 = _S_iqh.unpack_from(buf, pos)
+                                pos += 14
+                            elif v2_only:
+                                if end - pos < 18:
+                                    raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
+                                f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2, n_committed_metadata__2 = _S_iqih.unpack_from(buf, pos)
+                                pos += 18
+                            else:
+                                if end - pos < 16:
+                                    raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
+                                f_partition_index__2, f_committed_offset__2, f_committed_leader_epoch__2 = _S_iqi.unpack_from(buf, pos)
+                                pos += 16
+                                if pos < end and buf[pos] < 128:
+                                    n_committed_metadata__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_committed_metadata__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_committed_metadata__2, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
+                                    n_committed_metadata__2 -= 1
+                            if 0 <= n_committed_metadata__2 <= end - pos:
+                                try:
+                                    f_committed_metadata__2 = buf[pos:pos + n_committed_metadata__2].decode() if n_committed_metadata__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('committed_metadata', pos, exc) from None
+                                pos += n_committed_metadata__2
+                            elif n_committed_metadata__2 == -1:
+                                f_committed_metadata__2 = None
+                            else:
+                                if v2_down:
+                                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 2, True)
+                                else:
+                                    raise _w.bad_sized('committed_metadata', pos, n_committed_metadata__2, end, 1, True)
+                            if v3_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.committed_offset = f_committed_offset__2
+                            if v1_down:
+                                obj__2.committed_leader_epoch = -1
+                            else:
+                                obj__2.committed_leader_epoch = f_committed_leader_epoch__2
+                            obj__2.committed_metadata = f_committed_metadata__2
+                            if v2_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v3_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                if v2_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if version >= 3:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(TxnOffsetCommitRequest)
     obj.transactional_id = f_transactional_id
     obj.group_id = f_group_id
@@ -125,139 +347,131 @@ def _enc_TxnOffsetCommitRequest(version, obj, out):
                 raise _w.not_in_version("TxnOffsetCommitRequest.group_instance_id", 0, "3-5")
             else:
                 raise _w.not_in_version("TxnOffsetCommitRequest.group_instance_id", 2, "3-5")
-    f_transactional_id, n_transactional_id = _w.encode_text(obj.transactional_id, "TxnOffsetCommitRequest.transactional_id", False)
+    f_transactional_id = obj.transactional_id
+    if f_transactional_id is None:
+        raise _w.not_nullable("TxnOffsetCommitRequest.transactional_id")
+    else:
+        f_transactional_id = f_transactional_id.encode("utf-8")
+        n_transactional_id = len(f_transactional_id)
+        if n_transactional_id > 32767:
+            raise _w.string_too_long("TxnOffsetCommitRequest.transactional_id", n_transactional_id)
     if version <= 2:
         out += _S_h.pack(n_transactional_id)
     else:
-        _w.put_uvarint(out, n_transactional_id + 1)
+        if 0 <= n_transactional_id + 1 < 128:
+            out.append(n_transactional_id + 1)
+        else:
+            _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
         out += f_transactional_id
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "TxnOffsetCommitRequest.group_id", False)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("TxnOffsetCommitRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("TxnOffsetCommitRequest.group_id", n_group_id)
     if version <= 2:
         out += _S_h.pack(n_group_id)
     else:
-        _w.put_uvarint(out, n_group_id + 1)
+        if 0 <= n_group_id + 1 < 128:
+            out.append(n_group_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    if version <= 2:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("TxnOffsetCommitRequest.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_qhi.pack(obj.producer_id, obj.producer_epoch, n_topics)
-        for item in f_topics:
-            _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(version, item, out)
-    else:
+    if version >= 3:
         out += _S_qhi.pack(obj.producer_id, obj.producer_epoch, obj.generation_id)
-        f_member_id, n_member_id = _w.encode_text(obj.member_id, "TxnOffsetCommitRequest.member_id", False)
-        _w.put_uvarint(out, n_member_id + 1)
+        f_member_id = obj.member_id
+        if f_member_id is None:
+            raise _w.not_nullable("TxnOffsetCommitRequest.member_id")
+        else:
+            f_member_id = f_member_id.encode("utf-8")
+            n_member_id = len(f_member_id)
+            if n_member_id > 32767:
+                raise _w.string_too_long("TxnOffsetCommitRequest.member_id", n_member_id)
+        if 0 <= n_member_id + 1 < 128:
+            out.append(n_member_id + 1)
+        else:
+            _w.put_uvarint(out, n_member_id + 1)
         if n_member_id > 0:
             out += f_member_id
-        f_group_instance_id, n_group_instance_id = _w.encode_text(obj.group_instance_id, "TxnOffsetCommitRequest.group_instance_id", True)
-        _w.put_uvarint(out, n_group_instance_id + 1)
+        f_group_instance_id = obj.group_instance_id
+        if f_group_instance_id is None:
+            n_group_instance_id = -1
+        else:
+            f_group_instance_id = f_group_instance_id.encode("utf-8")
+            n_group_instance_id = len(f_group_instance_id)
+            if n_group_instance_id > 32767:
+                raise _w.string_too_long("TxnOffsetCommitRequest.group_instance_id", n_group_instance_id)
+        if 0 <= n_group_instance_id + 1 < 128:
+            out.append(n_group_instance_id + 1)
+        else:
+            _w.put_uvarint(out, n_group_instance_id + 1)
         if n_group_instance_id > 0:
             out += f_group_instance_id
-        _w.put_structs(out, obj.topics, _partial(_enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, version), "TxnOffsetCommitRequest.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest")
-
-
-def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(version, buf, cur, end):
-    """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 2:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version <= 1:
-        f_partitions, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 14, 4, False)
-    elif version == 2:
-        f_partitions, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 18, 4, False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("TxnOffsetCommitRequest.topics")
     else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, version), buf, cur, pos, end, n_partitions, 'partitions', 18, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
+        n_topics = len(f_topics)
     if version <= 2:
-        obj.unknown_tagged_fields = []
+        out += _S_qhi.pack(obj.producer_id, obj.producer_epoch, n_topics)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(version, item, out)
+    if version >= 3:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest")
 
 
 def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(version, obj, out):
     """Append in ``version`` a TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic to ``out``."""
     if obj is None:
         raise TypeError("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name", n_name)
     if version <= 2:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
     if version <= 2:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions")
-        else:
-            n_partitions = len(f_partitions)
         out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(version, item, out)
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, version), "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic")
-
-
-def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(version, buf, cur, end):
-    """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 1:
-        if end - pos < 14:
-            raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
-        f_partition_index, f_committed_offset, n_committed_metadata = _S_iqh.unpack_from(buf, pos)
-        pos += 14
-    elif version == 2:
-        if end - pos < 18:
-            raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
-        f_partition_index, f_committed_offset, f_committed_leader_epoch, n_committed_metadata = _S_iqih.unpack_from(buf, pos)
-        pos += 18
-    if version <= 2:
-        f_committed_metadata, pos = _w.read_sized(buf, pos, n_committed_metadata, end, 'committed_metadata', 2, True, True)
-    else:
-        if end - pos < 16:
-            raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
-        f_partition_index, f_committed_offset, f_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
-        pos += 16
-        n_committed_metadata, pos = _w.read_compact_length(buf, pos, end, 'committed_metadata')
-        f_committed_metadata, pos = _w.read_sized(buf, pos, n_committed_metadata, end, 'committed_metadata', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
-    obj.partition_index = f_partition_index
-    obj.committed_offset = f_committed_offset
-    if version <= 1:
-        obj.committed_leader_epoch = -1
-    else:
-        obj.committed_leader_epoch = f_committed_leader_epoch
-    obj.committed_metadata = f_committed_metadata
-    if version <= 2:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(version, item, out)
+    if version >= 3:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic")
 
 
 def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(version, obj, out):
@@ -266,36 +480,157 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(version, obj, ou
         raise TypeError("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition expected, got None")
     if version >= 3:
         out += _S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch)
-    f_committed_metadata, n_committed_metadata = _w.encode_text(obj.committed_metadata, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition.committed_metadata", True)
+    f_committed_metadata = obj.committed_metadata
+    if f_committed_metadata is None:
+        n_committed_metadata = -1
+    else:
+        f_committed_metadata = f_committed_metadata.encode("utf-8")
+        n_committed_metadata = len(f_committed_metadata)
+        if n_committed_metadata > 32767:
+            raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
     if version <= 1:
         out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
     elif version == 2:
         out += _S_iqih.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch, n_committed_metadata)
     else:
-        _w.put_uvarint(out, n_committed_metadata + 1)
+        if 0 <= n_committed_metadata + 1 < 128:
+            out.append(n_committed_metadata + 1)
+        else:
+            _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
         out += f_committed_metadata
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition")
 
 
 def _dec_TxnOffsetCommitResponse(version, buf, cur, end):
     """Decode TxnOffsetCommitResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v2_down = version <= 2
+    v3_up = version >= 3
     pos = cur.pos
     if version <= 2:
         if end - pos < 8:
             raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
         f_throttle_time_ms, n_topics = _S_ii.unpack_from(buf, pos)
         pos += 8
-        f_topics, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
+        if n_topics < 0 or n_topics > (end - pos) // 6:
+            raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
         if end - pos < 4:
             raise _w.short_run(_RUN_throttle_time_ms, pos, end)
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_topics = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+            n_topics -= 1
+        if n_topics < 0 or n_topics > (end - pos) // 3:
+            raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if v2_down:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_name, pos, end)
+                    n_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_name__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                        n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    if v2_down:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 2, False)
+                    else:
+                        raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if v2_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_partitions, pos, end)
+                    n_partitions__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 6:
+                        raise _w.bad_count('partitions', pos - 4, n_partitions__1, end, 6, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_partitions__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                        n_partitions__1 -= 1
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 7:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 7, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                            f_partition_index__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if v3_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            if v2_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if v3_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+                obj__1.name = f_name__1
+                obj__1.partitions = f_partitions__1
+                if v2_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if version >= 3:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(TxnOffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
@@ -311,95 +646,69 @@ def _enc_TxnOffsetCommitResponse(version, obj, out):
     """Append in ``version`` a TxnOffsetCommitResponse to ``out``."""
     if obj is None:
         raise TypeError("TxnOffsetCommitResponse expected, got None")
-    if version <= 2:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("TxnOffsetCommitResponse.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
-        for item in f_topics:
-            _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(version, item, out)
-    else:
+    if version >= 3:
         out += _S_i.pack(obj.throttle_time_ms)
-        _w.put_structs(out, obj.topics, _partial(_enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, version), "TxnOffsetCommitResponse.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse")
-
-
-def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(version, buf, cur, end):
-    """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 2:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partitions, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, version), buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("TxnOffsetCommitResponse.topics")
     else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, version), buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
-    obj.name = f_name
-    obj.partitions = f_partitions
+        n_topics = len(f_topics)
     if version <= 2:
-        obj.unknown_tagged_fields = []
+        out += _S_ii.pack(obj.throttle_time_ms, n_topics)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(version, item, out)
+    if version >= 3:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse")
 
 
 def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(version, obj, out):
     """Append in ``version`` a TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic to ``out``."""
     if obj is None:
         raise TypeError("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name", n_name)
     if version <= 2:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions")
+    else:
+        n_partitions = len(f_partitions)
     if version <= 2:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions")
-        else:
-            n_partitions = len(f_partitions)
         out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(version, item, out)
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, version), "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic")
-
-
-def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(version, buf, cur, end):
-    """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(version, item, out)
     if version >= 3:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    if version <= 2:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic")
 
 
 def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(version, obj, out):
@@ -408,7 +717,10 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(version, obj, 
         raise TypeError("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
     if version >= 3:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition")
 
 
 class TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(Struct):

@@ -34,7 +34,11 @@ def _dec_UnregisterBrokerRequest(version, buf, cur, end):
         raise _w.short_run(_RUN_broker_id, pos, end)
     f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UnregisterBrokerRequest)
     obj.broker_id = f_broker_id
     obj.unknown_tagged_fields = unknown
@@ -47,7 +51,10 @@ def _enc_UnregisterBrokerRequest(version, obj, out):
     if obj is None:
         raise TypeError("UnregisterBrokerRequest expected, got None")
     out += _S_i.pack(obj.broker_id)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UnregisterBrokerRequest")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UnregisterBrokerRequest")
 
 
 def _dec_UnregisterBrokerResponse(version, buf, cur, end):
@@ -57,9 +64,30 @@ def _dec_UnregisterBrokerResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UnregisterBrokerResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -74,11 +102,24 @@ def _enc_UnregisterBrokerResponse(version, obj, out):
     if obj is None:
         raise TypeError("UnregisterBrokerResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "UnregisterBrokerResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("UnregisterBrokerResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UnregisterBrokerResponse")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UnregisterBrokerResponse")
 
 
 class UnregisterBrokerRequest(Message):

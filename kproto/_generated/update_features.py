@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['UpdateFeaturesRequest', 'UpdateFeaturesResponse']
@@ -39,13 +39,77 @@ _new = Struct.__new__
 
 def _dec_UpdateFeaturesRequest(version, buf, cur, end):
     """Decode UpdateFeaturesRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_feature_updates, pos = _w.read_compact_length(buf, pos, end, 'feature_updates')
-    f_feature_updates, pos = _w.read_structs(_partial(_dec_UpdateFeaturesRequest_FeatureUpdateKey, version), buf, cur, pos, end, n_feature_updates, 'feature_updates', 5, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_feature_updates = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature_updates = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_feature_updates, pos = _w.read_uvarint(buf, pos, end, 'feature_updates')
+        n_feature_updates -= 1
+    if n_feature_updates < 0 or n_feature_updates > (end - pos) // 5:
+        raise _w.bad_count('feature_updates', pos - 1, n_feature_updates, end, 5, 1)
+    f_feature_updates = []
+    if n_feature_updates:
+        # Each element read inline.
+        try:
+            for i in range(n_feature_updates):
+                if pos < end and buf[pos] < 128:
+                    n_feature__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_feature__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_feature__1, pos = _w.read_uvarint(buf, pos, end, 'feature')
+                    n_feature__1 -= 1
+                if 0 <= n_feature__1 <= end - pos:
+                    try:
+                        f_feature__1 = buf[pos:pos + n_feature__1].decode() if n_feature__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('feature', pos, exc) from None
+                    pos += n_feature__1
+                else:
+                    raise _w.bad_sized('feature', pos, n_feature__1, end, 1, False)
+                if end - pos < 3:
+                    if v0_down:
+                        raise _w.short_run(_RUN_max_version_level__allow_downgrade, pos, end)
+                    else:
+                        raise _w.short_run(_RUN_max_version_level__upgrade_type, pos, end)
+                if v0_down:
+                    f_max_version_level__1, f_allow_downgrade__1 = _S_hb.unpack_from(buf, pos)
+                else:
+                    f_max_version_level__1, f_upgrade_type__1 = _S_hb.unpack_from(buf, pos)
+                pos += 3
+                if v0_down:
+                    if f_allow_downgrade__1 != 0 and f_allow_downgrade__1 != 1:
+                        raise _w.bad_bool('allow_downgrade', pos - 1, f_allow_downgrade__1)
+                    b_allow_downgrade__1 = f_allow_downgrade__1 == 1
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateFeaturesRequest_FeatureUpdateKey)
+                obj__1.feature = f_feature__1
+                obj__1.max_version_level = f_max_version_level__1
+                if v0_down:
+                    obj__1.allow_downgrade = b_allow_downgrade__1
+                    obj__1.upgrade_type = 1
+                else:
+                    obj__1.allow_downgrade = False
+                    obj__1.upgrade_type = f_upgrade_type__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_feature_updates.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("feature_updates[%d]" % i)
     if version >= 1:
         if end - pos < 1:
             raise _w.short_run(_RUN_validate_only, pos, end)
@@ -54,7 +118,11 @@ def _dec_UpdateFeaturesRequest(version, buf, cur, end):
         if f_validate_only != 0 and f_validate_only != 1:
             raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
         b_validate_only = f_validate_only == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateFeaturesRequest)
     obj.timeout_ms = f_timeout_ms
     obj.feature_updates = f_feature_updates
@@ -75,44 +143,23 @@ def _enc_UpdateFeaturesRequest(version, obj, out):
         if obj.validate_only != False:
             raise _w.not_in_version("UpdateFeaturesRequest.validate_only", 0, "1-2")
     out += _S_i.pack(obj.timeout_ms)
-    _w.put_structs(out, obj.feature_updates, _partial(_enc_UpdateFeaturesRequest_FeatureUpdateKey, version), "UpdateFeaturesRequest.feature_updates", False)
+    f_feature_updates = obj.feature_updates
+    if f_feature_updates is None:
+        raise _w.not_nullable("UpdateFeaturesRequest.feature_updates")
+    else:
+        n_feature_updates = len(f_feature_updates)
+    if 0 <= n_feature_updates + 1 < 128:
+        out.append(n_feature_updates + 1)
+    else:
+        _w.put_uvarint(out, n_feature_updates + 1)
+    for item in f_feature_updates:
+        _enc_UpdateFeaturesRequest_FeatureUpdateKey(version, item, out)
     if version >= 1:
         out += _S_B.pack(obj.validate_only)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest")
-
-
-def _dec_UpdateFeaturesRequest_FeatureUpdateKey(version, buf, cur, end):
-    """Decode UpdateFeaturesRequest.FeatureUpdateKey (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_feature, pos = _w.read_compact_length(buf, pos, end, 'feature')
-    f_feature, pos = _w.read_sized(buf, pos, n_feature, end, 'feature', 1, False, True)
-    if end - pos < 3:
-        if version <= 0:
-            raise _w.short_run(_RUN_max_version_level__allow_downgrade, pos, end)
-        else:
-            raise _w.short_run(_RUN_max_version_level__upgrade_type, pos, end)
-    if version <= 0:
-        f_max_version_level, f_allow_downgrade = _S_hb.unpack_from(buf, pos)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        f_max_version_level, f_upgrade_type = _S_hb.unpack_from(buf, pos)
-    pos += 3
-    if version <= 0:
-        if f_allow_downgrade != 0 and f_allow_downgrade != 1:
-            raise _w.bad_bool('allow_downgrade', pos - 1, f_allow_downgrade)
-        b_allow_downgrade = f_allow_downgrade == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateFeaturesRequest_FeatureUpdateKey)
-    obj.feature = f_feature
-    obj.max_version_level = f_max_version_level
-    if version <= 0:
-        obj.allow_downgrade = b_allow_downgrade
-        obj.upgrade_type = 1
-    else:
-        obj.allow_downgrade = False
-        obj.upgrade_type = f_upgrade_type
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest")
 
 
 def _enc_UpdateFeaturesRequest_FeatureUpdateKey(version, obj, out):
@@ -125,15 +172,28 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey(version, obj, out):
     else:
         if obj.allow_downgrade != False:
             raise _w.not_in_version("UpdateFeaturesRequest.FeatureUpdateKey.allow_downgrade", 1, "0")
-    f_feature, n_feature = _w.encode_text(obj.feature, "UpdateFeaturesRequest.FeatureUpdateKey.feature", False)
-    _w.put_uvarint(out, n_feature + 1)
+    f_feature = obj.feature
+    if f_feature is None:
+        raise _w.not_nullable("UpdateFeaturesRequest.FeatureUpdateKey.feature")
+    else:
+        f_feature = f_feature.encode("utf-8")
+        n_feature = len(f_feature)
+        if n_feature > 32767:
+            raise _w.string_too_long("UpdateFeaturesRequest.FeatureUpdateKey.feature", n_feature)
+    if 0 <= n_feature + 1 < 128:
+        out.append(n_feature + 1)
+    else:
+        _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
         out += f_feature
     if version <= 0:
         out += _S_hB.pack(obj.max_version_level, obj.allow_downgrade)
     else:
         out += _S_hb.pack(obj.max_version_level, obj.upgrade_type)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest.FeatureUpdateKey")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesRequest.FeatureUpdateKey")
 
 
 def _dec_UpdateFeaturesResponse(version, buf, cur, end):
@@ -143,12 +203,100 @@ def _dec_UpdateFeaturesResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+        n_error_message -= 1
+    if 0 <= n_error_message <= end - pos:
+        try:
+            f_error_message = buf[pos:pos + n_error_message].decode() if n_error_message else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('error_message', pos, exc) from None
+        pos += n_error_message
+    elif n_error_message == -1:
+        f_error_message = None
+    else:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if version <= 1:
-        n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-        f_results, pos = _w.read_structs(_partial(_dec_UpdateFeaturesResponse_UpdatableFeatureResult, version), buf, cur, pos, end, n_results, 'results', 5, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_results = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+            n_results -= 1
+        if n_results < 0 or n_results > (end - pos) // 5:
+            raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
+        f_results = []
+        if n_results:
+            # Each element read inline.
+            try:
+                for i in range(n_results):
+                    if pos < end and buf[pos] < 128:
+                        n_feature__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_feature__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_feature__1, pos = _w.read_uvarint(buf, pos, end, 'feature')
+                        n_feature__1 -= 1
+                    if 0 <= n_feature__1 <= end - pos:
+                        try:
+                            f_feature__1 = buf[pos:pos + n_feature__1].decode() if n_feature__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('feature', pos, exc) from None
+                        pos += n_feature__1
+                    else:
+                        raise _w.bad_sized('feature', pos, n_feature__1, end, 1, False)
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_error_code, pos, end)
+                    f_error_code__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if pos < end and buf[pos] < 128:
+                        n_error_message__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_error_message__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_error_message__1, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                        n_error_message__1 -= 1
+                    if 0 <= n_error_message__1 <= end - pos:
+                        try:
+                            f_error_message__1 = buf[pos:pos + n_error_message__1].decode() if n_error_message__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('error_message', pos, exc) from None
+                        pos += n_error_message__1
+                    elif n_error_message__1 == -1:
+                        f_error_message__1 = None
+                    else:
+                        raise _w.bad_sized('error_message', pos, n_error_message__1, end, 1, True)
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(UpdateFeaturesResponse_UpdatableFeatureResult)
+                    obj__1.feature = f_feature__1
+                    obj__1.error_code = f_error_code__1
+                    obj__1.error_message = f_error_message__1
+                    obj__1.unknown_tagged_fields = unknown__1
+                    f_results.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("results[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateFeaturesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -167,50 +315,75 @@ def _enc_UpdateFeaturesResponse(version, obj, out):
     if obj is None:
         raise TypeError("UpdateFeaturesResponse expected, got None")
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "UpdateFeaturesResponse.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("UpdateFeaturesResponse.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
     if version <= 1:
-        _w.put_structs(out, obj.results, _partial(_enc_UpdateFeaturesResponse_UpdatableFeatureResult, version), "UpdateFeaturesResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse")
-
-
-def _dec_UpdateFeaturesResponse_UpdatableFeatureResult(version, buf, cur, end):
-    """Decode UpdateFeaturesResponse.UpdatableFeatureResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_feature, pos = _w.read_compact_length(buf, pos, end, 'feature')
-    f_feature, pos = _w.read_sized(buf, pos, n_feature, end, 'feature', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_error_code, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateFeaturesResponse_UpdatableFeatureResult)
-    obj.feature = f_feature
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        f_results = obj.results
+        if f_results is None:
+            raise _w.not_nullable("UpdateFeaturesResponse.results")
+        else:
+            n_results = len(f_results)
+        if 0 <= n_results + 1 < 128:
+            out.append(n_results + 1)
+        else:
+            _w.put_uvarint(out, n_results + 1)
+        for item in f_results:
+            _enc_UpdateFeaturesResponse_UpdatableFeatureResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse")
 
 
 def _enc_UpdateFeaturesResponse_UpdatableFeatureResult(version, obj, out):
     """Append in ``version`` a UpdateFeaturesResponse.UpdatableFeatureResult to ``out``."""
     if obj is None:
         raise TypeError("UpdateFeaturesResponse.UpdatableFeatureResult expected, got None")
-    f_feature, n_feature = _w.encode_text(obj.feature, "UpdateFeaturesResponse.UpdatableFeatureResult.feature", False)
-    _w.put_uvarint(out, n_feature + 1)
+    f_feature = obj.feature
+    if f_feature is None:
+        raise _w.not_nullable("UpdateFeaturesResponse.UpdatableFeatureResult.feature")
+    else:
+        f_feature = f_feature.encode("utf-8")
+        n_feature = len(f_feature)
+        if n_feature > 32767:
+            raise _w.string_too_long("UpdateFeaturesResponse.UpdatableFeatureResult.feature", n_feature)
+    if 0 <= n_feature + 1 < 128:
+        out.append(n_feature + 1)
+    else:
+        _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
         out += f_feature
     out += _S_h.pack(obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "UpdateFeaturesResponse.UpdatableFeatureResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("UpdateFeaturesResponse.UpdatableFeatureResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse.UpdatableFeatureResult")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateFeaturesResponse.UpdatableFeatureResult")
 
 
 class UpdateFeaturesRequest_FeatureUpdateKey(Struct):

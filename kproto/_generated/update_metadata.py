@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['UpdateMetadataRequest', 'UpdateMetadataResponse']
@@ -65,6 +65,22 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_UpdateMetadataRequest(version, buf, cur, end):
     """Decode UpdateMetadataRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v0_6_7_8 = version in (0, 6, 7, 8)
+    v1_up = version >= 1
+    v1_down = version <= 1
+    v1_to_2 = 1 <= version <= 2
+    v2_down = version <= 2
+    v2_up = version >= 2
+    v2_to_5 = 2 <= version <= 5
+    v3_down = version <= 3
+    v3_up = version >= 3
+    v3_to_5 = 3 <= version <= 5
+    v4_up = version >= 4
+    v5_down = version <= 5
+    v6_up = version >= 6
+    v6_down = version <= 6
+    v7_up = version >= 7
     pos = cur.pos
     if version <= 4:
         if end - pos < 12:
@@ -72,24 +88,87 @@ def _dec_UpdateMetadataRequest(version, buf, cur, end):
         f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
         pos += 12
     if version <= 3:
-        f_ungrouped_partition_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState, version), buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 30, 4, False)
+        if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
+            raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     elif version == 4:
-        f_ungrouped_partition_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState, version), buf, cur, pos, end, n_ungrouped_partition_states, 'ungrouped_partition_states', 34, 4, False)
+        if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 34:
+            raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 34, 4)
+    if version <= 4:
+        f_ungrouped_partition_states = []
+        if n_ungrouped_partition_states:
+            # Each element read inline.
+            try:
+                for i in range(n_ungrouped_partition_states):
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_topic_name, pos, end)
+                    n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                    if 0 <= n_topic_name__1 <= end - pos:
+                        try:
+                            f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic_name', pos, exc) from None
+                        pos += n_topic_name__1
+                    else:
+                        raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                    if end - pos < 20:
+                        raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                    f_partition_index__1, f_controller_epoch__1, f_leader__1, f_leader_epoch__1, n_isr__1 = _S_iiiii.unpack_from(buf, pos)
+                    pos += 20
+                    if n_isr__1 < 0 or n_isr__1 > (end - pos) // 4:
+                        raise _w.bad_count('isr', pos - 4, n_isr__1, end, 4, 4)
+                    if n_isr__1 < _w.SMALL_ARRAY_MAX:
+                        f_isr__1 = list(_A_i[n_isr__1].unpack_from(buf, pos))
+                    else:
+                        f_isr__1 = list(_unpack_from(">%di" % n_isr__1, buf, pos))
+                    pos += n_isr__1 * 4
+                    if end - pos < 8:
+                        raise _w.short_run(_RUN_zk_version__replicas, pos, end)
+                    f_zk_version__1, n_replicas__1 = _S_ii.unpack_from(buf, pos)
+                    pos += 8
+                    if n_replicas__1 < 0 or n_replicas__1 > (end - pos) // 4:
+                        raise _w.bad_count('replicas', pos - 4, n_replicas__1, end, 4, 4)
+                    if n_replicas__1 < _w.SMALL_ARRAY_MAX:
+                        f_replicas__1 = list(_A_i[n_replicas__1].unpack_from(buf, pos))
+                    else:
+                        f_replicas__1 = list(_unpack_from(">%di" % n_replicas__1, buf, pos))
+                    pos += n_replicas__1 * 4
+                    if v4_up:
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_offline_replicas, pos, end)
+                        n_offline_replicas__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                        if n_offline_replicas__1 < 0 or n_offline_replicas__1 > (end - pos) // 4:
+                            raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__1, end, 4, 4)
+                        if n_offline_replicas__1 < _w.SMALL_ARRAY_MAX:
+                            f_offline_replicas__1 = list(_A_i[n_offline_replicas__1].unpack_from(buf, pos))
+                        else:
+                            f_offline_replicas__1 = list(_unpack_from(">%di" % n_offline_replicas__1, buf, pos))
+                        pos += n_offline_replicas__1 * 4
+                    obj__1 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                    obj__1.topic_name = f_topic_name__1
+                    obj__1.partition_index = f_partition_index__1
+                    obj__1.controller_epoch = f_controller_epoch__1
+                    obj__1.leader = f_leader__1
+                    obj__1.leader_epoch = f_leader_epoch__1
+                    obj__1.isr = f_isr__1
+                    obj__1.zk_version = f_zk_version__1
+                    obj__1.replicas = f_replicas__1
+                    if v3_down:
+                        obj__1.offline_replicas = []
+                    else:
+                        obj__1.offline_replicas = f_offline_replicas__1
+                    obj__1.unknown_tagged_fields = []
+                    f_ungrouped_partition_states.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("ungrouped_partition_states[%d]" % i)
     elif version == 5:
         if end - pos < 20:
             raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
         f_controller_id, f_controller_epoch, f_broker_epoch, n_topic_states = _S_iiqi.unpack_from(buf, pos)
         pos += 20
-        f_topic_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataTopicState, version), buf, cur, pos, end, n_topic_states, 'topic_states', 6, 4, False)
-    if version <= 5:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_live_brokers, pos, end)
-        n_live_brokers = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    if version in (0, 2, 3, 4, 5):
-        f_live_brokers, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataBroker, version), buf, cur, pos, end, n_live_brokers, 'live_brokers', 10, 4, False)
-    elif version == 1:
-        f_live_brokers, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataBroker, version), buf, cur, pos, end, n_live_brokers, 'live_brokers', 8, 4, False)
+        if n_topic_states < 0 or n_topic_states > (end - pos) // 6:
+            raise _w.bad_count('topic_states', pos - 4, n_topic_states, end, 6, 4)
     elif 6 <= version <= 7:
         if end - pos < 16:
             raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
@@ -104,32 +183,448 @@ def _dec_UpdateMetadataRequest(version, buf, cur, end):
             raise _w.bad_bool('is_k_raft_controller', pos - 13, f_is_k_raft_controller)
         b_is_k_raft_controller = f_is_k_raft_controller == 1
     if version >= 6:
-        n_topic_states, pos = _w.read_compact_length(buf, pos, end, 'topic_states')
+        if pos < end and buf[pos] < 128:
+            n_topic_states = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
+            n_topic_states -= 1
     if version == 6:
-        f_topic_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataTopicState, version), buf, cur, pos, end, n_topic_states, 'topic_states', 3, 1, False)
+        if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
+            raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     elif version >= 7:
-        f_topic_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataTopicState, version), buf, cur, pos, end, n_topic_states, 'topic_states', 19, 1, False)
-    if version >= 6:
-        n_live_brokers, pos = _w.read_compact_length(buf, pos, end, 'live_brokers')
-        f_live_brokers, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataBroker, version), buf, cur, pos, end, n_live_brokers, 'live_brokers', 7, 1, False)
-    if 6 <= version <= 7:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
-    elif version >= 8:
+        if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
+            raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
+    if version >= 5:
+        f_topic_states = []
+        if n_topic_states:
+            # Each element read inline.
+            try:
+                for i in range(n_topic_states):
+                    if v5_down:
+                        if end - pos < 2:
+                            raise _w.short_run(_RUN_topic_name, pos, end)
+                        n_topic_name__1 = _S_h.unpack_from(buf, pos)[0]
+                        pos += 2
+                    else:
+                        if pos < end and buf[pos] < 128:
+                            n_topic_name__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                            n_topic_name__1 -= 1
+                    if 0 <= n_topic_name__1 <= end - pos:
+                        try:
+                            f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('topic_name', pos, exc) from None
+                        pos += n_topic_name__1
+                    else:
+                        if v5_down:
+                            raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 2, False)
+                        else:
+                            raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                    if v5_down:
+                        if end - pos < 4:
+                            raise _w.short_run(_RUN_partition_states, pos, end)
+                        n_partition_states__1 = _S_i.unpack_from(buf, pos)[0]
+                        pos += 4
+                        if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 32:
+                            raise _w.bad_count('partition_states', pos - 4, n_partition_states__1, end, 32, 4)
+                    elif v7_up:
+                        if end - pos < 16:
+                            raise _w.short_read('topic_id', pos, 16, end)
+                        f_topic_id__1 = _w.uuid_at(buf, pos)
+                        pos += 16
+                    if v6_up:
+                        if pos < end and buf[pos] < 128:
+                            n_partition_states__1 = buf[pos] - 1
+                            pos += 1
+                        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                            n_partition_states__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                            pos += 2
+                        else:
+                            n_partition_states__1, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
+                            n_partition_states__1 -= 1
+                        if n_partition_states__1 < 0 or n_partition_states__1 > (end - pos) // 24:
+                            raise _w.bad_count('partition_states', pos - 1, n_partition_states__1, end, 24, 1)
+                    f_partition_states__1 = []
+                    if n_partition_states__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_partition_states__1):
+                                if v5_down:
+                                    if end - pos < 20:
+                                        raise _w.short_run(_RUN_partition_index__isr, pos, end)
+                                    f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2, n_isr__2 = _S_iiiii.unpack_from(buf, pos)
+                                    pos += 20
+                                else:
+                                    if end - pos < 16:
+                                        raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
+                                    f_partition_index__2, f_controller_epoch__2, f_leader__2, f_leader_epoch__2 = _S_iiii.unpack_from(buf, pos)
+                                    pos += 16
+                                    if pos < end and buf[pos] < 128:
+                                        n_isr__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_isr__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_isr__2, pos = _w.read_uvarint(buf, pos, end, 'isr')
+                                        n_isr__2 -= 1
+                                if n_isr__2 < 0 or n_isr__2 > (end - pos) // 4:
+                                    if v5_down:
+                                        raise _w.bad_count('isr', pos - 4, n_isr__2, end, 4, 4)
+                                    else:
+                                        raise _w.bad_count('isr', pos - 1, n_isr__2, end, 4, 1)
+                                if n_isr__2 < _w.SMALL_ARRAY_MAX:
+                                    f_isr__2 = list(_A_i[n_isr__2].unpack_from(buf, pos))
+                                else:
+                                    f_isr__2 = list(_unpack_from(">%di" % n_isr__2, buf, pos))
+                                pos += n_isr__2 * 4
+                                if v5_down:
+                                    if end - pos < 8:
+                                        raise _w.short_run(_RUN_zk_version__replicas, pos, end)
+                                    f_zk_version__2, n_replicas__2 = _S_ii.unpack_from(buf, pos)
+                                    pos += 8
+                                else:
+                                    if end - pos < 4:
+                                        raise _w.short_run(_RUN_zk_version, pos, end)
+                                    f_zk_version__2 = _S_i.unpack_from(buf, pos)[0]
+                                    pos += 4
+                                    if pos < end and buf[pos] < 128:
+                                        n_replicas__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'replicas')
+                                        n_replicas__2 -= 1
+                                if n_replicas__2 < 0 or n_replicas__2 > (end - pos) // 4:
+                                    if v5_down:
+                                        raise _w.bad_count('replicas', pos - 4, n_replicas__2, end, 4, 4)
+                                    else:
+                                        raise _w.bad_count('replicas', pos - 1, n_replicas__2, end, 4, 1)
+                                if n_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                    f_replicas__2 = list(_A_i[n_replicas__2].unpack_from(buf, pos))
+                                else:
+                                    f_replicas__2 = list(_unpack_from(">%di" % n_replicas__2, buf, pos))
+                                pos += n_replicas__2 * 4
+                                if v5_down:
+                                    if end - pos < 4:
+                                        raise _w.short_run(_RUN_offline_replicas, pos, end)
+                                    n_offline_replicas__2 = _S_i.unpack_from(buf, pos)[0]
+                                    pos += 4
+                                else:
+                                    if pos < end and buf[pos] < 128:
+                                        n_offline_replicas__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_offline_replicas__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_offline_replicas__2, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
+                                        n_offline_replicas__2 -= 1
+                                if n_offline_replicas__2 < 0 or n_offline_replicas__2 > (end - pos) // 4:
+                                    if v5_down:
+                                        raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas__2, end, 4, 4)
+                                    else:
+                                        raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas__2, end, 4, 1)
+                                if n_offline_replicas__2 < _w.SMALL_ARRAY_MAX:
+                                    f_offline_replicas__2 = list(_A_i[n_offline_replicas__2].unpack_from(buf, pos))
+                                else:
+                                    f_offline_replicas__2 = list(_unpack_from(">%di" % n_offline_replicas__2, buf, pos))
+                                pos += n_offline_replicas__2 * 4
+                                if v6_up:
+                                    if pos < end and buf[pos] == 0:
+                                        pos += 1
+                                        unknown__2 = []
+                                    else:
+                                        unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+                                obj__2.topic_name = ''
+                                obj__2.partition_index = f_partition_index__2
+                                obj__2.controller_epoch = f_controller_epoch__2
+                                obj__2.leader = f_leader__2
+                                obj__2.leader_epoch = f_leader_epoch__2
+                                obj__2.isr = f_isr__2
+                                obj__2.zk_version = f_zk_version__2
+                                obj__2.replicas = f_replicas__2
+                                obj__2.offline_replicas = f_offline_replicas__2
+                                if v5_down:
+                                    obj__2.unknown_tagged_fields = []
+                                else:
+                                    obj__2.unknown_tagged_fields = unknown__2
+                                f_partition_states__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("partition_states[%d]" % i__1)
+                    if v6_up:
+                        if pos < end and buf[pos] == 0:
+                            pos += 1
+                            unknown__1 = []
+                        else:
+                            unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                    obj__1 = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
+                    obj__1.topic_name = f_topic_name__1
+                    if v6_down:
+                        obj__1.topic_id = _w.ZERO_UUID
+                    else:
+                        obj__1.topic_id = f_topic_id__1
+                    obj__1.partition_states = f_partition_states__1
+                    if v5_down:
+                        obj__1.unknown_tagged_fields = []
+                    else:
+                        obj__1.unknown_tagged_fields = unknown__1
+                    f_topic_states.append(obj__1)
+            except DecodeError as exc:
+                raise exc.within("topic_states[%d]" % i)
+    if version <= 5:
+        if end - pos < 4:
+            raise _w.short_run(_RUN_live_brokers, pos, end)
+        n_live_brokers = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if version in (0, 2, 3, 4, 5):
+        if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
+            raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
+    elif version == 1:
+        if n_live_brokers < 0 or n_live_brokers > (end - pos) // 8:
+            raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 8, 4)
+    else:
+        if pos < end and buf[pos] < 128:
+            n_live_brokers = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_live_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_live_brokers, pos = _w.read_uvarint(buf, pos, end, 'live_brokers')
+            n_live_brokers -= 1
+        if n_live_brokers < 0 or n_live_brokers > (end - pos) // 7:
+            raise _w.bad_count('live_brokers', pos - 1, n_live_brokers, end, 7, 1)
+    f_live_brokers = []
+    if n_live_brokers:
+        # Each element read inline.
+        try:
+            for i in range(n_live_brokers):
+                if v0_down:
+                    if end - pos < 6:
+                        raise _w.short_run(_RUN_id__v0_host, pos, end)
+                    f_id__1, n_v0_host__1 = _S_ih.unpack_from(buf, pos)
+                    pos += 6
+                    if 0 <= n_v0_host__1 <= end - pos:
+                        try:
+                            f_v0_host__1 = buf[pos:pos + n_v0_host__1].decode() if n_v0_host__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('v0_host', pos, exc) from None
+                        pos += n_v0_host__1
+                    else:
+                        raise _w.bad_sized('v0_host', pos, n_v0_host__1, end, 2, False)
+                if v0_6_7_8:
+                    if end - pos < 4:
+                        if v0_down:
+                            raise _w.short_run(_RUN_v0_port, pos, end)
+                        else:
+                            raise _w.short_run(_RUN_id, pos, end)
+                if v0_down:
+                    f_v0_port__1 = _S_i.unpack_from(buf, pos)[0]
+                elif v6_up:
+                    f_id__1 = _S_i.unpack_from(buf, pos)[0]
+                if v0_6_7_8:
+                    pos += 4
+                else:
+                    if end - pos < 8:
+                        raise _w.short_run(_RUN_id__endpoints, pos, end)
+                    f_id__1, n_endpoints__1 = _S_ii.unpack_from(buf, pos)
+                    pos += 8
+                if v1_to_2:
+                    if n_endpoints__1 < 0 or n_endpoints__1 > (end - pos) // 8:
+                        raise _w.bad_count('endpoints', pos - 4, n_endpoints__1, end, 8, 4)
+                elif v3_to_5:
+                    if n_endpoints__1 < 0 or n_endpoints__1 > (end - pos) // 10:
+                        raise _w.bad_count('endpoints', pos - 4, n_endpoints__1, end, 10, 4)
+                elif v6_up:
+                    if pos < end and buf[pos] < 128:
+                        n_endpoints__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_endpoints__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_endpoints__1, pos = _w.read_uvarint(buf, pos, end, 'endpoints')
+                        n_endpoints__1 -= 1
+                    if n_endpoints__1 < 0 or n_endpoints__1 > (end - pos) // 9:
+                        raise _w.bad_count('endpoints', pos - 1, n_endpoints__1, end, 9, 1)
+                if v1_up:
+                    f_endpoints__1 = []
+                    if n_endpoints__1:
+                        # Each element read inline.
+                        try:
+                            for i__1 in range(n_endpoints__1):
+                                if v5_down:
+                                    if end - pos < 6:
+                                        raise _w.short_run(_RUN_port__host, pos, end)
+                                    f_port__2, n_host__2 = _S_ih.unpack_from(buf, pos)
+                                    pos += 6
+                                else:
+                                    if end - pos < 4:
+                                        raise _w.short_run(_RUN_port, pos, end)
+                                    f_port__2 = _S_i.unpack_from(buf, pos)[0]
+                                    pos += 4
+                                    if pos < end and buf[pos] < 128:
+                                        n_host__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_host__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_host__2, pos = _w.read_uvarint(buf, pos, end, 'host')
+                                        n_host__2 -= 1
+                                if 0 <= n_host__2 <= end - pos:
+                                    try:
+                                        f_host__2 = buf[pos:pos + n_host__2].decode() if n_host__2 else ""
+                                    except UnicodeDecodeError as exc:
+                                        raise _w.bad_utf8('host', pos, exc) from None
+                                    pos += n_host__2
+                                else:
+                                    if v5_down:
+                                        raise _w.bad_sized('host', pos, n_host__2, end, 2, False)
+                                    else:
+                                        raise _w.bad_sized('host', pos, n_host__2, end, 1, False)
+                                if v3_to_5:
+                                    if end - pos < 2:
+                                        raise _w.short_run(_RUN_listener, pos, end)
+                                    n_listener__2 = _S_h.unpack_from(buf, pos)[0]
+                                    pos += 2
+                                elif v6_up:
+                                    if pos < end and buf[pos] < 128:
+                                        n_listener__2 = buf[pos] - 1
+                                        pos += 1
+                                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                        n_listener__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                        pos += 2
+                                    else:
+                                        n_listener__2, pos = _w.read_uvarint(buf, pos, end, 'listener')
+                                        n_listener__2 -= 1
+                                if v3_up:
+                                    if 0 <= n_listener__2 <= end - pos:
+                                        try:
+                                            f_listener__2 = buf[pos:pos + n_listener__2].decode() if n_listener__2 else ""
+                                        except UnicodeDecodeError as exc:
+                                            raise _w.bad_utf8('listener', pos, exc) from None
+                                        pos += n_listener__2
+                                    else:
+                                        if v5_down:
+                                            raise _w.bad_sized('listener', pos, n_listener__2, end, 2, False)
+                                        else:
+                                            raise _w.bad_sized('listener', pos, n_listener__2, end, 1, False)
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_security_protocol, pos, end)
+                                f_security_protocol__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                                if v6_up:
+                                    if pos < end and buf[pos] == 0:
+                                        pos += 1
+                                        unknown__2 = []
+                                    else:
+                                        unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                                obj__2 = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+                                obj__2.port = f_port__2
+                                obj__2.host = f_host__2
+                                if v2_down:
+                                    obj__2.listener = ''
+                                else:
+                                    obj__2.listener = f_listener__2
+                                obj__2.security_protocol = f_security_protocol__2
+                                if v5_down:
+                                    obj__2.unknown_tagged_fields = []
+                                else:
+                                    obj__2.unknown_tagged_fields = unknown__2
+                                f_endpoints__1.append(obj__2)
+                        except DecodeError as exc:
+                            raise exc.within("endpoints[%d]" % i__1)
+                if v2_to_5:
+                    if end - pos < 2:
+                        raise _w.short_run(_RUN_rack, pos, end)
+                    n_rack__1 = _S_h.unpack_from(buf, pos)[0]
+                    pos += 2
+                elif v6_up:
+                    if pos < end and buf[pos] < 128:
+                        n_rack__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_rack__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_rack__1, pos = _w.read_uvarint(buf, pos, end, 'rack')
+                        n_rack__1 -= 1
+                if v2_up:
+                    if 0 <= n_rack__1 <= end - pos:
+                        try:
+                            f_rack__1 = buf[pos:pos + n_rack__1].decode() if n_rack__1 else ""
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('rack', pos, exc) from None
+                        pos += n_rack__1
+                    elif n_rack__1 == -1:
+                        f_rack__1 = None
+                    else:
+                        if v5_down:
+                            raise _w.bad_sized('rack', pos, n_rack__1, end, 2, True)
+                        else:
+                            raise _w.bad_sized('rack', pos, n_rack__1, end, 1, True)
+                if v6_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+                obj__1.id = f_id__1
+                if v0_down:
+                    obj__1.v0_host = f_v0_host__1
+                    obj__1.v0_port = f_v0_port__1
+                    obj__1.endpoints = []
+                else:
+                    obj__1.v0_host = ''
+                    obj__1.v0_port = 0
+                    obj__1.endpoints = f_endpoints__1
+                if v1_down:
+                    obj__1.rack = ''
+                else:
+                    obj__1.rack = f_rack__1
+                if v5_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_live_brokers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+    if version >= 8:
         f_type = 0
+    if version >= 6:
         if pos < end and buf[pos] == 0:
             pos += 1
             unknown = []
         else:
-            unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
-            for tag, pos, t_end in spans:
-                if tag == 0:
-                    if t_end - pos < 1:
-                        raise _w.short_run(_RUN_type, pos, t_end)
-                    f_type = _S_b.unpack_from(buf, pos)[0]
-                    pos += 1
-                    if pos != t_end:
-                        raise _w.tag_size_mismatch('type', 0, pos, t_end)
-            pos = after
+            if version <= 7:
+                unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+            else:
+                unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
+                for tag, pos, t_end in spans:
+                    if tag == 0:
+                        if t_end - pos < 1:
+                            raise _w.short_run(_RUN_type, pos, t_end)
+                        f_type = _S_b.unpack_from(buf, pos)[0]
+                        pos += 1
+                        if pos != t_end:
+                            raise _w.tag_size_mismatch('type', 0, pos, t_end)
+                pos = after
     obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     if version <= 7:
@@ -225,33 +720,45 @@ def _enc_UpdateMetadataRequest(version, obj, out):
                 raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 7, "0-4")
             else:
                 raise _w.not_in_version("UpdateMetadataRequest.ungrouped_partition_states", 8, "0-4")
-    if version == 5:
+    if 6 <= version <= 7:
+        out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
+    elif version >= 8:
+        out += _S_iBiq.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch)
+    if version >= 5:
         f_topic_states = obj.topic_states
         if f_topic_states is None:
             raise _w.not_nullable("UpdateMetadataRequest.topic_states")
         else:
             n_topic_states = len(f_topic_states)
+    if version == 5:
         out += _S_iiqi.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch, n_topic_states)
+    elif version >= 6:
+        if 0 <= n_topic_states + 1 < 128:
+            out.append(n_topic_states + 1)
+        else:
+            _w.put_uvarint(out, n_topic_states + 1)
+    if version >= 5:
         for item in f_topic_states:
             _enc_UpdateMetadataRequest_UpdateMetadataTopicState(version, item, out)
-    if version <= 5:
-        f_live_brokers = obj.live_brokers
-        if f_live_brokers is None:
-            raise _w.not_nullable("UpdateMetadataRequest.live_brokers")
-        else:
-            n_live_brokers = len(f_live_brokers)
-        out += _S_i.pack(n_live_brokers)
-        for item in f_live_brokers:
-            _enc_UpdateMetadataRequest_UpdateMetadataBroker(version, item, out)
-    elif 6 <= version <= 7:
-        out += _S_iiq.pack(obj.controller_id, obj.controller_epoch, obj.broker_epoch)
+    f_live_brokers = obj.live_brokers
+    if f_live_brokers is None:
+        raise _w.not_nullable("UpdateMetadataRequest.live_brokers")
     else:
-        out += _S_iBiq.pack(obj.controller_id, obj.is_k_raft_controller, obj.controller_epoch, obj.broker_epoch)
-    if version >= 6:
-        _w.put_structs(out, obj.topic_states, _partial(_enc_UpdateMetadataRequest_UpdateMetadataTopicState, version), "UpdateMetadataRequest.topic_states", False)
-        _w.put_structs(out, obj.live_brokers, _partial(_enc_UpdateMetadataRequest_UpdateMetadataBroker, version), "UpdateMetadataRequest.live_brokers", False)
+        n_live_brokers = len(f_live_brokers)
+    if version <= 5:
+        out += _S_i.pack(n_live_brokers)
+    else:
+        if 0 <= n_live_brokers + 1 < 128:
+            out.append(n_live_brokers + 1)
+        else:
+            _w.put_uvarint(out, n_live_brokers + 1)
+    for item in f_live_brokers:
+        _enc_UpdateMetadataRequest_UpdateMetadataBroker(version, item, out)
     if 6 <= version <= 7:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest")
     elif version >= 8:
         known = []
         if obj.type != 0:
@@ -264,107 +771,19 @@ def _enc_UpdateMetadataRequest(version, obj, out):
             out.append(0)
 
 
-def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState(version, buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 4:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-    if version <= 5:
-        if end - pos < 20:
-            raise _w.short_run(_RUN_partition_index__isr, pos, end)
-        f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
-        pos += 20
-    else:
-        if end - pos < 16:
-            raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
-        f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S_iiii.unpack_from(buf, pos)
-        pos += 16
-        n_isr, pos = _w.read_compact_length(buf, pos, end, 'isr')
-    if n_isr < 0 or n_isr > (end - pos) // 4:
-        if version <= 5:
-            raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
-        else:
-            raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
-    if n_isr < _w.SMALL_ARRAY_MAX:
-        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
-    else:
-        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
-    pos += n_isr * 4
-    if version <= 5:
-        if end - pos < 8:
-            raise _w.short_run(_RUN_zk_version__replicas, pos, end)
-        f_zk_version, n_replicas = _S_ii.unpack_from(buf, pos)
-        pos += 8
-    else:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_zk_version, pos, end)
-        f_zk_version = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        n_replicas, pos = _w.read_compact_length(buf, pos, end, 'replicas')
-    if n_replicas < 0 or n_replicas > (end - pos) // 4:
-        if version <= 5:
-            raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
-        else:
-            raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
-    if n_replicas < _w.SMALL_ARRAY_MAX:
-        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
-    else:
-        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
-    pos += n_replicas * 4
-    if 4 <= version <= 5:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_offline_replicas, pos, end)
-        n_offline_replicas = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    elif version >= 6:
-        n_offline_replicas, pos = _w.read_compact_length(buf, pos, end, 'offline_replicas')
-    if version >= 4:
-        if n_offline_replicas < 0 or n_offline_replicas > (end - pos) // 4:
-            if version <= 5:
-                raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
-            else:
-                raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas, end, 4, 1)
-        if n_offline_replicas < _w.SMALL_ARRAY_MAX:
-            f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
-        else:
-            f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
-        pos += n_offline_replicas * 4
-    if version >= 6:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
-    if version <= 4:
-        obj.topic_name = f_topic_name
-    else:
-        obj.topic_name = ''
-    obj.partition_index = f_partition_index
-    obj.controller_epoch = f_controller_epoch
-    obj.leader = f_leader
-    obj.leader_epoch = f_leader_epoch
-    obj.isr = f_isr
-    obj.zk_version = f_zk_version
-    obj.replicas = f_replicas
-    if version <= 3:
-        obj.offline_replicas = []
-    else:
-        obj.offline_replicas = f_offline_replicas
-    if version <= 5:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, obj, out):
     """Append in ``version`` a UpdateMetadataRequest.UpdateMetadataPartitionState to ``out``."""
     if obj is None:
         raise TypeError("UpdateMetadataRequest.UpdateMetadataPartitionState expected, got None")
     if version <= 4:
-        f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name", False)
+        f_topic_name = obj.topic_name
+        if f_topic_name is None:
+            raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name")
+        else:
+            f_topic_name = f_topic_name.encode("utf-8")
+            n_topic_name = len(f_topic_name)
+            if n_topic_name > 32767:
+                raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataPartitionState.topic_name", n_topic_name)
         out += _S_h.pack(n_topic_name)
         if n_topic_name > 0:
             out += f_topic_name
@@ -378,7 +797,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, obj, out):
     if version <= 5:
         out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
     else:
-        _w.put_uvarint(out, n_isr + 1)
+        if 0 <= n_isr + 1 < 128:
+            out.append(n_isr + 1)
+        else:
+            _w.put_uvarint(out, n_isr + 1)
     out += _pack(">%di" % n_isr, *f_isr)
     if version >= 6:
         out += _S_i.pack(obj.zk_version)
@@ -390,7 +812,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, obj, out):
     if version <= 5:
         out += _S_ii.pack(obj.zk_version, n_replicas)
     else:
-        _w.put_uvarint(out, n_replicas + 1)
+        if 0 <= n_replicas + 1 < 128:
+            out.append(n_replicas + 1)
+        else:
+            _w.put_uvarint(out, n_replicas + 1)
     out += _pack(">%di" % n_replicas, *f_replicas)
     if version >= 4:
         f_offline_replicas = obj.offline_replicas
@@ -401,143 +826,61 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, obj, out):
     if 4 <= version <= 5:
         out += _S_i.pack(n_offline_replicas)
     elif version >= 6:
-        _w.put_uvarint(out, n_offline_replicas + 1)
+        if 0 <= n_offline_replicas + 1 < 128:
+            out.append(n_offline_replicas + 1)
+        else:
+            _w.put_uvarint(out, n_offline_replicas + 1)
     if version >= 4:
         out += _pack(">%di" % n_offline_replicas, *f_offline_replicas)
     if version >= 6:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataPartitionState")
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataTopicState(version, buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataTopicState (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 5:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_topic_name, pos, end)
-        n_topic_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_states, pos, end)
-        n_partition_states = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partition_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState, version), buf, cur, pos, end, n_partition_states, 'partition_states', 32, 4, False)
-    else:
-        n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-        f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    if version >= 7:
-        if end - pos < 16:
-            raise _w.short_read('topic_id', pos, 16, end)
-        f_topic_id = _w.uuid_at(buf, pos)
-        pos += 16
-    if version >= 6:
-        n_partition_states, pos = _w.read_compact_length(buf, pos, end, 'partition_states')
-        f_partition_states, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState, version), buf, cur, pos, end, n_partition_states, 'partition_states', 24, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
-    obj.topic_name = f_topic_name
-    if version <= 6:
-        obj.topic_id = _w.ZERO_UUID
-    else:
-        obj.topic_id = f_topic_id
-    obj.partition_states = f_partition_states
-    if version <= 5:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataPartitionState")
 
 
 def _enc_UpdateMetadataRequest_UpdateMetadataTopicState(version, obj, out):
     """Append in ``version`` a UpdateMetadataRequest.UpdateMetadataTopicState to ``out``."""
     if obj is None:
         raise TypeError("UpdateMetadataRequest.UpdateMetadataTopicState expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", False)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", n_topic_name)
     if version <= 5:
         out += _S_h.pack(n_topic_name)
     else:
-        _w.put_uvarint(out, n_topic_name + 1)
+        if 0 <= n_topic_name + 1 < 128:
+            out.append(n_topic_name + 1)
+        else:
+            _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    if version <= 5:
-        f_partition_states = obj.partition_states
-        if f_partition_states is None:
-            raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.partition_states")
-        else:
-            n_partition_states = len(f_partition_states)
-        out += _S_i.pack(n_partition_states)
-        for item in f_partition_states:
-            _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, item, out)
-    elif version >= 7:
+    if version >= 7:
         out += obj.topic_id.bytes
-    if version >= 6:
-        _w.put_structs(out, obj.partition_states, _partial(_enc_UpdateMetadataRequest_UpdateMetadataPartitionState, version), "UpdateMetadataRequest.UpdateMetadataTopicState.partition_states", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataTopicState")
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataBroker(version, buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataBroker (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 6:
-            raise _w.short_run(_RUN_id__v0_host, pos, end)
-        f_id, n_v0_host = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        f_v0_host, pos = _w.read_sized(buf, pos, n_v0_host, end, 'v0_host', 2, False, True)
-    if version in (0, 6, 7, 8):
-        if end - pos < 4:
-            if version <= 0:
-                raise _w.short_run(_RUN_v0_port, pos, end)
-            else:
-                raise _w.short_run(_RUN_id, pos, end)
-    if version <= 0:
-        f_v0_port = _S_i.unpack_from(buf, pos)[0]
-    elif version >= 6:
-        f_id = _S_i.unpack_from(buf, pos)[0]
-    if version in (0, 6, 7, 8):
-        pos += 4
+    f_partition_states = obj.partition_states
+    if f_partition_states is None:
+        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataTopicState.partition_states")
     else:
-        if end - pos < 8:
-            raise _w.short_run(_RUN_id__endpoints, pos, end)
-        f_id, n_endpoints = _S_ii.unpack_from(buf, pos)
-        pos += 8
-    if 1 <= version <= 2:
-        f_endpoints, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint, version), buf, cur, pos, end, n_endpoints, 'endpoints', 8, 4, False)
-    elif 3 <= version <= 5:
-        f_endpoints, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint, version), buf, cur, pos, end, n_endpoints, 'endpoints', 10, 4, False)
-    if 2 <= version <= 5:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_rack, pos, end)
-        n_rack = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 2, True, True)
-    elif version >= 6:
-        n_endpoints, pos = _w.read_compact_length(buf, pos, end, 'endpoints')
-        f_endpoints, pos = _w.read_structs(_partial(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint, version), buf, cur, pos, end, n_endpoints, 'endpoints', 9, 1, False)
-        n_rack, pos = _w.read_compact_length(buf, pos, end, 'rack')
-        f_rack, pos = _w.read_sized(buf, pos, n_rack, end, 'rack', 1, True, True)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
-    obj.id = f_id
-    if version <= 0:
-        obj.v0_host = f_v0_host
-        obj.v0_port = f_v0_port
-        obj.endpoints = []
-    else:
-        obj.v0_host = ''
-        obj.v0_port = 0
-        obj.endpoints = f_endpoints
-    if version <= 1:
-        obj.rack = ''
-    else:
-        obj.rack = f_rack
+        n_partition_states = len(f_partition_states)
     if version <= 5:
-        obj.unknown_tagged_fields = []
+        out += _S_i.pack(n_partition_states)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_partition_states + 1 < 128:
+            out.append(n_partition_states + 1)
+        else:
+            _w.put_uvarint(out, n_partition_states + 1)
+    for item in f_partition_states:
+        _enc_UpdateMetadataRequest_UpdateMetadataPartitionState(version, item, out)
+    if version >= 6:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataTopicState")
 
 
 def _enc_UpdateMetadataRequest_UpdateMetadataBroker(version, obj, out):
@@ -545,80 +888,60 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker(version, obj, out):
     if obj is None:
         raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker expected, got None")
     if version <= 0:
-        f_v0_host, n_v0_host = _w.encode_text(obj.v0_host, "UpdateMetadataRequest.UpdateMetadataBroker.v0_host", False)
+        f_v0_host = obj.v0_host
+        if f_v0_host is None:
+            raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.v0_host")
+        else:
+            f_v0_host = f_v0_host.encode("utf-8")
+            n_v0_host = len(f_v0_host)
+            if n_v0_host > 32767:
+                raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.v0_host", n_v0_host)
         out += _S_ih.pack(obj.id, n_v0_host)
         if n_v0_host > 0:
             out += f_v0_host
         out += _S_i.pack(obj.v0_port)
-    elif 1 <= version <= 5:
+    elif version >= 6:
+        out += _S_i.pack(obj.id)
+    if version >= 1:
         f_endpoints = obj.endpoints
         if f_endpoints is None:
             raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.endpoints")
         else:
             n_endpoints = len(f_endpoints)
+    if 1 <= version <= 5:
         out += _S_ii.pack(obj.id, n_endpoints)
+    elif version >= 6:
+        if 0 <= n_endpoints + 1 < 128:
+            out.append(n_endpoints + 1)
+        else:
+            _w.put_uvarint(out, n_endpoints + 1)
+    if version >= 1:
         for item in f_endpoints:
             _enc_UpdateMetadataRequest_UpdateMetadataEndpoint(version, item, out)
-    else:
-        out += _S_i.pack(obj.id)
-        _w.put_structs(out, obj.endpoints, _partial(_enc_UpdateMetadataRequest_UpdateMetadataEndpoint, version), "UpdateMetadataRequest.UpdateMetadataBroker.endpoints", False)
     if version >= 2:
-        f_rack, n_rack = _w.encode_text(obj.rack, "UpdateMetadataRequest.UpdateMetadataBroker.rack", True)
+        f_rack = obj.rack
+        if f_rack is None:
+            n_rack = -1
+        else:
+            f_rack = f_rack.encode("utf-8")
+            n_rack = len(f_rack)
+            if n_rack > 32767:
+                raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.rack", n_rack)
     if 2 <= version <= 5:
         out += _S_h.pack(n_rack)
     elif version >= 6:
-        _w.put_uvarint(out, n_rack + 1)
+        if 0 <= n_rack + 1 < 128:
+            out.append(n_rack + 1)
+        else:
+            _w.put_uvarint(out, n_rack + 1)
     if version >= 2:
         if n_rack > 0:
             out += f_rack
     if version >= 6:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker")
-
-
-def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint(version, buf, cur, end):
-    """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 5:
-        if end - pos < 6:
-            raise _w.short_run(_RUN_port__host, pos, end)
-        f_port, n_host = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 2, False, True)
-    if 3 <= version <= 5:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_listener, pos, end)
-        n_listener = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_listener, pos = _w.read_sized(buf, pos, n_listener, end, 'listener', 2, False, True)
-    elif version >= 6:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_port, pos, end)
-        f_port = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-        f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-        n_listener, pos = _w.read_compact_length(buf, pos, end, 'listener')
-        f_listener, pos = _w.read_sized(buf, pos, n_listener, end, 'listener', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_security_protocol, pos, end)
-    f_security_protocol = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
-    if version >= 6:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
-    obj.port = f_port
-    obj.host = f_host
-    if version <= 2:
-        obj.listener = ''
-    else:
-        obj.listener = f_listener
-    obj.security_protocol = f_security_protocol
-    if version <= 5:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker")
 
 
 def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint(version, obj, out):
@@ -627,25 +950,48 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint(version, obj, out):
         raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint expected, got None")
     if version >= 6:
         out += _S_i.pack(obj.port)
-    f_host, n_host = _w.encode_text(obj.host, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host", False)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host", n_host)
     if version <= 5:
         out += _S_ih.pack(obj.port, n_host)
     else:
-        _w.put_uvarint(out, n_host + 1)
+        if 0 <= n_host + 1 < 128:
+            out.append(n_host + 1)
+        else:
+            _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     if version >= 3:
-        f_listener, n_listener = _w.encode_text(obj.listener, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener", False)
+        f_listener = obj.listener
+        if f_listener is None:
+            raise _w.not_nullable("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener")
+        else:
+            f_listener = f_listener.encode("utf-8")
+            n_listener = len(f_listener)
+            if n_listener > 32767:
+                raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener", n_listener)
     if 3 <= version <= 5:
         out += _S_h.pack(n_listener)
     elif version >= 6:
-        _w.put_uvarint(out, n_listener + 1)
+        if 0 <= n_listener + 1 < 128:
+            out.append(n_listener + 1)
+        else:
+            _w.put_uvarint(out, n_listener + 1)
     if version >= 3:
         if n_listener > 0:
             out += f_listener
     out += _S_h.pack(obj.security_protocol)
     if version >= 6:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint")
 
 
 def _dec_UpdateMetadataResponse(version, buf, cur, end):
@@ -656,7 +1002,11 @@ def _dec_UpdateMetadataResponse(version, buf, cur, end):
     f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if version >= 6:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateMetadataResponse)
     obj.error_code = f_error_code
     if version <= 5:
@@ -673,7 +1023,10 @@ def _enc_UpdateMetadataResponse(version, obj, out):
         raise TypeError("UpdateMetadataResponse expected, got None")
     out += _S_h.pack(obj.error_code)
     if version >= 6:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateMetadataResponse")
 
 
 class UpdateMetadataRequest_UpdateMetadataPartitionState(Struct):

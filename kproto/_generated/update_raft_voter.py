@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
@@ -40,8 +39,25 @@ _new = Struct.__new__
 def _dec_UpdateRaftVoterRequest(version, buf, cur, end):
     """Decode UpdateRaftVoterRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
+        n_cluster_id -= 1
+    if 0 <= n_cluster_id <= end - pos:
+        try:
+            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('cluster_id', pos, exc) from None
+        pos += n_cluster_id
+    elif n_cluster_id == -1:
+        f_cluster_id = None
+    else:
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 8:
         raise _w.short_run(_RUN_current_leader_epoch__voter_id, pos, end)
     f_current_leader_epoch, f_voter_id = _S_ii.unpack_from(buf, pos)
@@ -50,15 +66,84 @@ def _dec_UpdateRaftVoterRequest(version, buf, cur, end):
         raise _w.short_read('voter_directory_id', pos, 16, end)
     f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
-    n_listeners, pos = _w.read_compact_length(buf, pos, end, 'listeners')
-    f_listeners, pos = _w.read_structs(_partial(_dec_UpdateRaftVoterRequest_Listener, version), buf, cur, pos, end, n_listeners, 'listeners', 5, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_listeners = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listeners = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_listeners, pos = _w.read_uvarint(buf, pos, end, 'listeners')
+        n_listeners -= 1
+    if n_listeners < 0 or n_listeners > (end - pos) // 5:
+        raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
+    f_listeners = []
+    if n_listeners:
+        # Each element read inline.
+        try:
+            for i in range(n_listeners):
+                if pos < end and buf[pos] < 128:
+                    n_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_name__1, pos = _w.read_uvarint(buf, pos, end, 'name')
+                    n_name__1 -= 1
+                if 0 <= n_name__1 <= end - pos:
+                    try:
+                        f_name__1 = buf[pos:pos + n_name__1].decode() if n_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('name', pos, exc) from None
+                    pos += n_name__1
+                else:
+                    raise _w.bad_sized('name', pos, n_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_host__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_host__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_host__1, pos = _w.read_uvarint(buf, pos, end, 'host')
+                    n_host__1 -= 1
+                if 0 <= n_host__1 <= end - pos:
+                    try:
+                        f_host__1 = buf[pos:pos + n_host__1].decode() if n_host__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('host', pos, exc) from None
+                    pos += n_host__1
+                else:
+                    raise _w.bad_sized('host', pos, n_host__1, end, 1, False)
+                if end - pos < 2:
+                    raise _w.short_run(_RUN_port, pos, end)
+                f_port__1 = _S_H.unpack_from(buf, pos)[0]
+                pos += 2
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(UpdateRaftVoterRequest_Listener)
+                obj__1.name = f_name__1
+                obj__1.host = f_host__1
+                obj__1.port = f_port__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_listeners.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
     cur.pos = pos
     try:
         f_k_raft_version_feature = _dec_UpdateRaftVoterRequest_KRaftVersionFeature(version, buf, cur, end)
     except DecodeError as exc:
         raise exc.within('k_raft_version_feature')
     pos = cur.pos
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateRaftVoterRequest)
     obj.cluster_id = f_cluster_id
     obj.current_leader_epoch = f_current_leader_epoch
@@ -75,53 +160,78 @@ def _enc_UpdateRaftVoterRequest(version, obj, out):
     """Append in ``version`` a UpdateRaftVoterRequest to ``out``."""
     if obj is None:
         raise TypeError("UpdateRaftVoterRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "UpdateRaftVoterRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        n_cluster_id = -1
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("UpdateRaftVoterRequest.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     out += _S_ii.pack(obj.current_leader_epoch, obj.voter_id)
     out += obj.voter_directory_id.bytes
-    _w.put_structs(out, obj.listeners, _partial(_enc_UpdateRaftVoterRequest_Listener, version), "UpdateRaftVoterRequest.listeners", False)
+    f_listeners = obj.listeners
+    if f_listeners is None:
+        raise _w.not_nullable("UpdateRaftVoterRequest.listeners")
+    else:
+        n_listeners = len(f_listeners)
+    if 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
+    else:
+        _w.put_uvarint(out, n_listeners + 1)
+    for item in f_listeners:
+        _enc_UpdateRaftVoterRequest_Listener(version, item, out)
     f_k_raft_version_feature = obj.k_raft_version_feature
     _enc_UpdateRaftVoterRequest_KRaftVersionFeature(version, f_k_raft_version_feature, out)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest")
-
-
-def _dec_UpdateRaftVoterRequest_Listener(version, buf, cur, end):
-    """Decode UpdateRaftVoterRequest.Listener (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-    f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
-    if end - pos < 2:
-        raise _w.short_run(_RUN_port, pos, end)
-    f_port = _S_H.unpack_from(buf, pos)[0]
-    pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(UpdateRaftVoterRequest_Listener)
-    obj.name = f_name
-    obj.host = f_host
-    obj.port = f_port
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest")
 
 
 def _enc_UpdateRaftVoterRequest_Listener(version, obj, out):
     """Append in ``version`` a UpdateRaftVoterRequest.Listener to ``out``."""
     if obj is None:
         raise TypeError("UpdateRaftVoterRequest.Listener expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "UpdateRaftVoterRequest.Listener.name", False)
-    _w.put_uvarint(out, n_name + 1)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("UpdateRaftVoterRequest.Listener.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("UpdateRaftVoterRequest.Listener.name", n_name)
+    if 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
+    else:
+        _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
-    f_host, n_host = _w.encode_text(obj.host, "UpdateRaftVoterRequest.Listener.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("UpdateRaftVoterRequest.Listener.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("UpdateRaftVoterRequest.Listener.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.Listener")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.Listener")
 
 
 def _dec_UpdateRaftVoterRequest_KRaftVersionFeature(version, buf, cur, end):
@@ -131,7 +241,11 @@ def _dec_UpdateRaftVoterRequest_KRaftVersionFeature(version, buf, cur, end):
         raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
     f_min_supported_version, f_max_supported_version = _S_hh.unpack_from(buf, pos)
     pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateRaftVoterRequest_KRaftVersionFeature)
     obj.min_supported_version = f_min_supported_version
     obj.max_supported_version = f_max_supported_version
@@ -145,7 +259,10 @@ def _enc_UpdateRaftVoterRequest_KRaftVersionFeature(version, obj, out):
     if obj is None:
         raise TypeError("UpdateRaftVoterRequest.KRaftVersionFeature expected, got None")
     out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.KRaftVersionFeature")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterRequest.KRaftVersionFeature")
 
 
 def _dec_UpdateRaftVoterResponse(version, buf, cur, end):
@@ -212,13 +329,32 @@ def _dec_UpdateRaftVoterResponse_CurrentLeader(version, buf, cur, end):
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     f_leader_id, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
+        n_host -= 1
+    if 0 <= n_host <= end - pos:
+        try:
+            f_host = buf[pos:pos + n_host].decode() if n_host else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('host', pos, exc) from None
+        pos += n_host
+    else:
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port_2, pos, end)
     f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(UpdateRaftVoterResponse_CurrentLeader)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
@@ -234,12 +370,25 @@ def _enc_UpdateRaftVoterResponse_CurrentLeader(version, obj, out):
     if obj is None:
         raise TypeError("UpdateRaftVoterResponse.CurrentLeader expected, got None")
     out += _S_ii.pack(obj.leader_id, obj.leader_epoch)
-    f_host, n_host = _w.encode_text(obj.host, "UpdateRaftVoterResponse.CurrentLeader.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("UpdateRaftVoterResponse.CurrentLeader.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("UpdateRaftVoterResponse.CurrentLeader.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_i.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterResponse.CurrentLeader")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "UpdateRaftVoterResponse.CurrentLeader")
 
 
 class UpdateRaftVoterRequest_Listener(Struct):

@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['VoteRequest', 'VoteResponse']
@@ -46,17 +46,164 @@ _new = Struct.__new__
 
 def _dec_VoteRequest(version, buf, cur, end):
     """Decode VoteRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_only = version == 1
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
-    n_cluster_id, pos = _w.read_compact_length(buf, pos, end, 'cluster_id')
-    f_cluster_id, pos = _w.read_sized(buf, pos, n_cluster_id, end, 'cluster_id', 1, True, True)
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_cluster_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
+        n_cluster_id -= 1
+    if 0 <= n_cluster_id <= end - pos:
+        try:
+            f_cluster_id = buf[pos:pos + n_cluster_id].decode() if n_cluster_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('cluster_id', pos, exc) from None
+        pos += n_cluster_id
+    elif n_cluster_id == -1:
+        f_cluster_id = None
+    else:
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if version >= 1:
         if end - pos < 4:
             raise _w.short_run(_RUN_voter_id, pos, end)
         f_voter_id = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_VoteRequest_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if v0_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 25:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 25, 1)
+                elif v1_only:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 57:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 57, 1)
+                else:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 58:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 58, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v0_down:
+                                if end - pos < 24:
+                                    raise _w.short_run(_RUN_partition_index__last_offset, pos, end)
+                                f_partition_index__2, f_replica_epoch__2, f_replica_id__2, f_last_offset_epoch__2, f_last_offset__2 = _S_iiiiq.unpack_from(buf, pos)
+                                pos += 24
+                            else:
+                                if end - pos < 12:
+                                    raise _w.short_run(_RUN_partition_index__replica_id, pos, end)
+                                f_partition_index__2, f_replica_epoch__2, f_replica_id__2 = _S_iii.unpack_from(buf, pos)
+                                pos += 12
+                                if end - pos < 16:
+                                    raise _w.short_read('replica_directory_id', pos, 16, end)
+                                f_replica_directory_id__2 = _w.uuid_at(buf, pos)
+                                pos += 16
+                                if end - pos < 16:
+                                    raise _w.short_read('voter_directory_id', pos, 16, end)
+                                f_voter_directory_id__2 = _w.uuid_at(buf, pos)
+                                pos += 16
+                            if v1_only:
+                                if end - pos < 12:
+                                    raise _w.short_run(_RUN_last_offset_epoch__last_offset, pos, end)
+                                f_last_offset_epoch__2, f_last_offset__2 = _S_iq.unpack_from(buf, pos)
+                                pos += 12
+                            elif v2_up:
+                                if end - pos < 13:
+                                    raise _w.short_run(_RUN_last_offset_epoch__pre_vote, pos, end)
+                                f_last_offset_epoch__2, f_last_offset__2, f_pre_vote__2 = _S_iqb.unpack_from(buf, pos)
+                                pos += 13
+                                if f_pre_vote__2 != 0 and f_pre_vote__2 != 1:
+                                    raise _w.bad_bool('pre_vote', pos - 1, f_pre_vote__2)
+                                b_pre_vote__2 = f_pre_vote__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(VoteRequest_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.replica_epoch = f_replica_epoch__2
+                            obj__2.replica_id = f_replica_id__2
+                            if v0_down:
+                                obj__2.replica_directory_id = _w.ZERO_UUID
+                                obj__2.voter_directory_id = _w.ZERO_UUID
+                            else:
+                                obj__2.replica_directory_id = f_replica_directory_id__2
+                                obj__2.voter_directory_id = f_voter_directory_id__2
+                            obj__2.last_offset_epoch = f_last_offset_epoch__2
+                            obj__2.last_offset = f_last_offset__2
+                            if v1_down:
+                                obj__2.pre_vote = False
+                            else:
+                                obj__2.pre_vote = b_pre_vote__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(VoteRequest_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(VoteRequest)
     obj.cluster_id = f_cluster_id
     if version <= 0:
@@ -73,103 +220,72 @@ def _enc_VoteRequest(version, obj, out):
     """Append in ``version`` a VoteRequest to ``out``."""
     if obj is None:
         raise TypeError("VoteRequest expected, got None")
-    f_cluster_id, n_cluster_id = _w.encode_text(obj.cluster_id, "VoteRequest.cluster_id", True)
-    _w.put_uvarint(out, n_cluster_id + 1)
+    f_cluster_id = obj.cluster_id
+    if f_cluster_id is None:
+        n_cluster_id = -1
+    else:
+        f_cluster_id = f_cluster_id.encode("utf-8")
+        n_cluster_id = len(f_cluster_id)
+        if n_cluster_id > 32767:
+            raise _w.string_too_long("VoteRequest.cluster_id", n_cluster_id)
+    if 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
+    else:
+        _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
         out += f_cluster_id
     if version >= 1:
         out += _S_i.pack(obj.voter_id)
-    _w.put_structs(out, obj.topics, _partial(_enc_VoteRequest_TopicData, version), "VoteRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest")
-
-
-def _dec_VoteRequest_TopicData(version, buf, cur, end):
-    """Decode VoteRequest.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if version <= 0:
-        f_partitions, pos = _w.read_structs(_partial(_dec_VoteRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 25, 1, False)
-    elif version == 1:
-        f_partitions, pos = _w.read_structs(_partial(_dec_VoteRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 57, 1, False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("VoteRequest.topics")
     else:
-        f_partitions, pos = _w.read_structs(_partial(_dec_VoteRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 58, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(VoteRequest_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_VoteRequest_TopicData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest")
 
 
 def _enc_VoteRequest_TopicData(version, obj, out):
     """Append in ``version`` a VoteRequest.TopicData to ``out``."""
     if obj is None:
         raise TypeError("VoteRequest.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "VoteRequest.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("VoteRequest.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("VoteRequest.TopicData.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_VoteRequest_PartitionData, version), "VoteRequest.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData")
-
-
-def _dec_VoteRequest_PartitionData(version, buf, cur, end):
-    """Decode VoteRequest.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 24:
-            raise _w.short_run(_RUN_partition_index__last_offset, pos, end)
-        f_partition_index, f_replica_epoch, f_replica_id, f_last_offset_epoch, f_last_offset = _S_iiiiq.unpack_from(buf, pos)
-        pos += 24
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("VoteRequest.TopicData.partitions")
     else:
-        if end - pos < 12:
-            raise _w.short_run(_RUN_partition_index__replica_id, pos, end)
-        f_partition_index, f_replica_epoch, f_replica_id = _S_iii.unpack_from(buf, pos)
-        pos += 12
-        if end - pos < 16:
-            raise _w.short_read('replica_directory_id', pos, 16, end)
-        f_replica_directory_id = _w.uuid_at(buf, pos)
-        pos += 16
-        if end - pos < 16:
-            raise _w.short_read('voter_directory_id', pos, 16, end)
-        f_voter_directory_id = _w.uuid_at(buf, pos)
-        pos += 16
-    if version == 1:
-        if end - pos < 12:
-            raise _w.short_run(_RUN_last_offset_epoch__last_offset, pos, end)
-        f_last_offset_epoch, f_last_offset = _S_iq.unpack_from(buf, pos)
-        pos += 12
-    elif version >= 2:
-        if end - pos < 13:
-            raise _w.short_run(_RUN_last_offset_epoch__pre_vote, pos, end)
-        f_last_offset_epoch, f_last_offset, f_pre_vote = _S_iqb.unpack_from(buf, pos)
-        pos += 13
-        if f_pre_vote != 0 and f_pre_vote != 1:
-            raise _w.bad_bool('pre_vote', pos - 1, f_pre_vote)
-        b_pre_vote = f_pre_vote == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(VoteRequest_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.replica_epoch = f_replica_epoch
-    obj.replica_id = f_replica_id
-    if version <= 0:
-        obj.replica_directory_id = _w.ZERO_UUID
-        obj.voter_directory_id = _w.ZERO_UUID
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
-        obj.replica_directory_id = f_replica_directory_id
-        obj.voter_directory_id = f_voter_directory_id
-    obj.last_offset_epoch = f_last_offset_epoch
-    obj.last_offset = f_last_offset
-    if version <= 1:
-        obj.pre_vote = False
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_VoteRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
     else:
-        obj.pre_vote = b_pre_vote
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData")
 
 
 def _enc_VoteRequest_PartitionData(version, obj, out):
@@ -195,7 +311,10 @@ def _enc_VoteRequest_PartitionData(version, obj, out):
         out += _S_iq.pack(obj.last_offset_epoch, obj.last_offset)
     elif version >= 2:
         out += _S_iqB.pack(obj.last_offset_epoch, obj.last_offset, obj.pre_vote)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteRequest.TopicData.PartitionData")
 
 
 def _dec_VoteResponse(version, buf, cur, end):
@@ -205,21 +324,122 @@ def _dec_VoteResponse(version, buf, cur, end):
         raise _w.short_run(_RUN_error_code, pos, end)
     f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_VoteResponse_TopicData, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    if version <= 0:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 3:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if pos < end and buf[pos] < 128:
+                    n_topic_name__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_topic_name__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_topic_name__1, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
+                    n_topic_name__1 -= 1
+                if 0 <= n_topic_name__1 <= end - pos:
+                    try:
+                        f_topic_name__1 = buf[pos:pos + n_topic_name__1].decode() if n_topic_name__1 else ""
+                    except UnicodeDecodeError as exc:
+                        raise _w.bad_utf8('topic_name', pos, exc) from None
+                    pos += n_topic_name__1
+                else:
+                    raise _w.bad_sized('topic_name', pos, n_topic_name__1, end, 1, False)
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 16:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 16, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 15:
+                                raise _w.short_run(_RUN_partition_index__vote_granted, pos, end)
+                            f_partition_index__2, f_error_code__2, f_leader_id__2, f_leader_epoch__2, f_vote_granted__2 = _S_ihiib.unpack_from(buf, pos)
+                            pos += 15
+                            if f_vote_granted__2 != 0 and f_vote_granted__2 != 1:
+                                raise _w.bad_bool('vote_granted', pos - 1, f_vote_granted__2)
+                            b_vote_granted__2 = f_vote_granted__2 == 1
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(VoteResponse_PartitionData)
+                            obj__2.partition_index = f_partition_index__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.leader_id = f_leader_id__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.vote_granted = b_vote_granted__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(VoteResponse_TopicData)
+                obj__1.topic_name = f_topic_name__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if version >= 1:
         f_node_endpoints = []
-        if pos < end and buf[pos] == 0:
-            pos += 1
-            unknown = []
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        if version <= 0:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, (), (0,))
         else:
             unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
             for tag, pos, t_end in spans:
                 if tag == 0:
-                    n_node_endpoints, pos = _w.read_compact_length(buf, pos, t_end, 'node_endpoints')
-                    f_node_endpoints, pos = _w.read_structs(_partial(_dec_VoteResponse_NodeEndpoint, version), buf, cur, pos, t_end, n_node_endpoints, 'node_endpoints', 8, 1, False)
+                    if pos < t_end and buf[pos] < 128:
+                        n_node_endpoints = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                        n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
+                        n_node_endpoints -= 1
+                    if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 8:
+                        raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 8, 1)
+                    f_node_endpoints = []
+                    if n_node_endpoints:
+                        i = 0
+                        cur.pos = pos
+                        try:
+                            for i in range(n_node_endpoints):
+                                f_node_endpoints.append(_dec_VoteResponse_NodeEndpoint(version, buf, cur, t_end))
+                        except DecodeError as exc:
+                            raise exc.within("node_endpoints[%d]" % i)
+                        pos = cur.pos
                     if pos != t_end:
                         raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
             pos = after
@@ -243,14 +463,37 @@ def _enc_VoteResponse(version, obj, out):
         if obj.node_endpoints:
             raise _w.not_in_version("VoteResponse.node_endpoints", 0, "1-2")
     out += _S_h.pack(obj.error_code)
-    _w.put_structs(out, obj.topics, _partial(_enc_VoteResponse_TopicData, version), "VoteResponse.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("VoteResponse.topics")
+    else:
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_VoteResponse_TopicData(version, item, out)
     if version <= 0:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse")
     else:
         known = []
         if obj.node_endpoints != []:
             t = bytearray()
-            _w.put_structs(t, obj.node_endpoints, _partial(_enc_VoteResponse_NodeEndpoint, version), "VoteResponse.node_endpoints", False)
+            f_node_endpoints = obj.node_endpoints
+            if f_node_endpoints is None:
+                raise _w.not_nullable("VoteResponse.node_endpoints")
+            else:
+                n_node_endpoints = len(f_node_endpoints)
+            if 0 <= n_node_endpoints + 1 < 128:
+                t.append(n_node_endpoints + 1)
+            else:
+                _w.put_uvarint(t, n_node_endpoints + 1)
+            for item in f_node_endpoints:
+                _enc_VoteResponse_NodeEndpoint(version, item, t)
             known.append((0, t))
         if known or obj.unknown_tagged_fields:
             _w.put_tag_section(out, known, obj.unknown_tagged_fields, "VoteResponse")
@@ -258,54 +501,39 @@ def _enc_VoteResponse(version, obj, out):
             out.append(0)
 
 
-def _dec_VoteResponse_TopicData(version, buf, cur, end):
-    """Decode VoteResponse.TopicData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    n_topic_name, pos = _w.read_compact_length(buf, pos, end, 'topic_name')
-    f_topic_name, pos = _w.read_sized(buf, pos, n_topic_name, end, 'topic_name', 1, False, True)
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_VoteResponse_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 16, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(VoteResponse_TopicData)
-    obj.topic_name = f_topic_name
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
-
-
 def _enc_VoteResponse_TopicData(version, obj, out):
     """Append in ``version`` a VoteResponse.TopicData to ``out``."""
     if obj is None:
         raise TypeError("VoteResponse.TopicData expected, got None")
-    f_topic_name, n_topic_name = _w.encode_text(obj.topic_name, "VoteResponse.TopicData.topic_name", False)
-    _w.put_uvarint(out, n_topic_name + 1)
+    f_topic_name = obj.topic_name
+    if f_topic_name is None:
+        raise _w.not_nullable("VoteResponse.TopicData.topic_name")
+    else:
+        f_topic_name = f_topic_name.encode("utf-8")
+        n_topic_name = len(f_topic_name)
+        if n_topic_name > 32767:
+            raise _w.string_too_long("VoteResponse.TopicData.topic_name", n_topic_name)
+    if 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
+    else:
+        _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
         out += f_topic_name
-    _w.put_structs(out, obj.partitions, _partial(_enc_VoteResponse_PartitionData, version), "VoteResponse.TopicData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData")
-
-
-def _dec_VoteResponse_PartitionData(version, buf, cur, end):
-    """Decode VoteResponse.TopicData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 15:
-        raise _w.short_run(_RUN_partition_index__vote_granted, pos, end)
-    f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted = _S_ihiib.unpack_from(buf, pos)
-    pos += 15
-    if f_vote_granted != 0 and f_vote_granted != 1:
-        raise _w.bad_bool('vote_granted', pos - 1, f_vote_granted)
-    b_vote_granted = f_vote_granted == 1
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(VoteResponse_PartitionData)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    obj.leader_id = f_leader_id
-    obj.leader_epoch = f_leader_epoch
-    obj.vote_granted = b_vote_granted
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("VoteResponse.TopicData.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_VoteResponse_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData")
 
 
 def _enc_VoteResponse_PartitionData(version, obj, out):
@@ -313,7 +541,10 @@ def _enc_VoteResponse_PartitionData(version, obj, out):
     if obj is None:
         raise TypeError("VoteResponse.TopicData.PartitionData expected, got None")
     out += _S_ihiiB.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.vote_granted)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData.PartitionData")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.TopicData.PartitionData")
 
 
 def _dec_VoteResponse_NodeEndpoint(version, buf, cur, end):
@@ -323,13 +554,32 @@ def _dec_VoteResponse_NodeEndpoint(version, buf, cur, end):
         raise _w.short_run(_RUN_node_id, pos, end)
     f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    n_host, pos = _w.read_compact_length(buf, pos, end, 'host')
-    f_host, pos = _w.read_sized(buf, pos, n_host, end, 'host', 1, False, True)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
+        n_host -= 1
+    if 0 <= n_host <= end - pos:
+        try:
+            f_host = buf[pos:pos + n_host].decode() if n_host else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('host', pos, exc) from None
+        pos += n_host
+    else:
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     f_port = _S_H.unpack_from(buf, pos)[0]
     pos += 2
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(VoteResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
@@ -344,12 +594,25 @@ def _enc_VoteResponse_NodeEndpoint(version, obj, out):
     if obj is None:
         raise TypeError("VoteResponse.NodeEndpoint expected, got None")
     out += _S_i.pack(obj.node_id)
-    f_host, n_host = _w.encode_text(obj.host, "VoteResponse.NodeEndpoint.host", False)
-    _w.put_uvarint(out, n_host + 1)
+    f_host = obj.host
+    if f_host is None:
+        raise _w.not_nullable("VoteResponse.NodeEndpoint.host")
+    else:
+        f_host = f_host.encode("utf-8")
+        n_host = len(f_host)
+        if n_host > 32767:
+            raise _w.string_too_long("VoteResponse.NodeEndpoint.host", n_host)
+    if 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
+    else:
+        _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
         out += f_host
     out += _S_H.pack(obj.port)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.NodeEndpoint")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "VoteResponse.NodeEndpoint")
 
 
 class VoteRequest_PartitionData(Struct):

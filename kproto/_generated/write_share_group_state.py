@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 from uuid import UUID
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['WriteShareGroupStateRequest', 'WriteShareGroupStateResponse']
@@ -35,12 +35,145 @@ _new = Struct.__new__
 
 def _dec_WriteShareGroupStateRequest(version, buf, cur, end):
     """Decode WriteShareGroupStateRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
     pos = cur.pos
-    n_group_id, pos = _w.read_compact_length(buf, pos, end, 'group_id')
-    f_group_id, pos = _w.read_sized(buf, pos, n_group_id, end, 'group_id', 1, False, True)
-    n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-    f_topics, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateRequest_WriteStateData, version), buf, cur, pos, end, n_topics, 'topics', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
+        n_group_id -= 1
+    if 0 <= n_group_id <= end - pos:
+        try:
+            f_group_id = buf[pos:pos + n_group_id].decode() if n_group_id else ""
+        except UnicodeDecodeError as exc:
+            raise _w.bad_utf8('group_id', pos, exc) from None
+        pos += n_group_id
+    else:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
+        n_topics -= 1
+    if n_topics < 0 or n_topics > (end - pos) // 18:
+        raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
+    f_topics = []
+    if n_topics:
+        # Each element read inline.
+        try:
+            for i in range(n_topics):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if v0_down:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 22:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 22, 1)
+                else:
+                    if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 26:
+                        raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 26, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if v0_down:
+                                if end - pos < 20:
+                                    raise _w.short_run(_RUN_partition__start_offset, pos, end)
+                                f_partition__2, f_state_epoch__2, f_leader_epoch__2, f_start_offset__2 = _S_iiiq.unpack_from(buf, pos)
+                                pos += 20
+                            else:
+                                if end - pos < 24:
+                                    raise _w.short_run(_RUN_partition__delivery_complete_count, pos, end)
+                                f_partition__2, f_state_epoch__2, f_leader_epoch__2, f_start_offset__2, f_delivery_complete_count__2 = _S_iiiqi.unpack_from(buf, pos)
+                                pos += 24
+                            if pos < end and buf[pos] < 128:
+                                n_state_batches__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_state_batches__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_state_batches__2, pos = _w.read_uvarint(buf, pos, end, 'state_batches')
+                                n_state_batches__2 -= 1
+                            if n_state_batches__2 < 0 or n_state_batches__2 > (end - pos) // 20:
+                                raise _w.bad_count('state_batches', pos - 1, n_state_batches__2, end, 20, 1)
+                            f_state_batches__2 = []
+                            if n_state_batches__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_state_batches__2):
+                                        if end - pos < 19:
+                                            raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
+                                        f_first_offset__3, f_last_offset__3, f_delivery_state__3, f_delivery_count__3 = _S_qqbh.unpack_from(buf, pos)
+                                        pos += 19
+                                        if pos < end and buf[pos] == 0:
+                                            pos += 1
+                                            unknown__3 = []
+                                        else:
+                                            unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(WriteShareGroupStateRequest_StateBatch)
+                                        obj__3.first_offset = f_first_offset__3
+                                        obj__3.last_offset = f_last_offset__3
+                                        obj__3.delivery_state = f_delivery_state__3
+                                        obj__3.delivery_count = f_delivery_count__3
+                                        obj__3.unknown_tagged_fields = unknown__3
+                                        f_state_batches__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("state_batches[%d]" % i__2)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(WriteShareGroupStateRequest_PartitionData)
+                            obj__2.partition = f_partition__2
+                            obj__2.state_epoch = f_state_epoch__2
+                            obj__2.leader_epoch = f_leader_epoch__2
+                            obj__2.start_offset = f_start_offset__2
+                            if v0_down:
+                                obj__2.delivery_complete_count = -1
+                            else:
+                                obj__2.delivery_complete_count = f_delivery_complete_count__2
+                            obj__2.state_batches = f_state_batches__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(WriteShareGroupStateRequest_WriteStateData)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_topics.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteShareGroupStateRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
@@ -53,33 +186,35 @@ def _enc_WriteShareGroupStateRequest(version, obj, out):
     """Append in ``version`` a WriteShareGroupStateRequest to ``out``."""
     if obj is None:
         raise TypeError("WriteShareGroupStateRequest expected, got None")
-    f_group_id, n_group_id = _w.encode_text(obj.group_id, "WriteShareGroupStateRequest.group_id", False)
-    _w.put_uvarint(out, n_group_id + 1)
+    f_group_id = obj.group_id
+    if f_group_id is None:
+        raise _w.not_nullable("WriteShareGroupStateRequest.group_id")
+    else:
+        f_group_id = f_group_id.encode("utf-8")
+        n_group_id = len(f_group_id)
+        if n_group_id > 32767:
+            raise _w.string_too_long("WriteShareGroupStateRequest.group_id", n_group_id)
+    if 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
+    else:
+        _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
         out += f_group_id
-    _w.put_structs(out, obj.topics, _partial(_enc_WriteShareGroupStateRequest_WriteStateData, version), "WriteShareGroupStateRequest.topics", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest")
-
-
-def _dec_WriteShareGroupStateRequest_WriteStateData(version, buf, cur, end):
-    """Decode WriteShareGroupStateRequest.WriteStateData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    if version <= 0:
-        f_partitions, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 22, 1, False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("WriteShareGroupStateRequest.topics")
     else:
-        f_partitions, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateRequest_PartitionData, version), buf, cur, pos, end, n_partitions, 'partitions', 26, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteShareGroupStateRequest_WriteStateData)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        n_topics = len(f_topics)
+    if 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
+    else:
+        _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_WriteShareGroupStateRequest_WriteStateData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest")
 
 
 def _enc_WriteShareGroupStateRequest_WriteStateData(version, obj, out):
@@ -87,39 +222,21 @@ def _enc_WriteShareGroupStateRequest_WriteStateData(version, obj, out):
     if obj is None:
         raise TypeError("WriteShareGroupStateRequest.WriteStateData expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_WriteShareGroupStateRequest_PartitionData, version), "WriteShareGroupStateRequest.WriteStateData.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData")
-
-
-def _dec_WriteShareGroupStateRequest_PartitionData(version, buf, cur, end):
-    """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 20:
-            raise _w.short_run(_RUN_partition__start_offset, pos, end)
-        f_partition, f_state_epoch, f_leader_epoch, f_start_offset = _S_iiiq.unpack_from(buf, pos)
-        pos += 20
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("WriteShareGroupStateRequest.WriteStateData.partitions")
     else:
-        if end - pos < 24:
-            raise _w.short_run(_RUN_partition__delivery_complete_count, pos, end)
-        f_partition, f_state_epoch, f_leader_epoch, f_start_offset, f_delivery_complete_count = _S_iiiqi.unpack_from(buf, pos)
-        pos += 24
-    n_state_batches, pos = _w.read_compact_length(buf, pos, end, 'state_batches')
-    f_state_batches, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateRequest_StateBatch, version), buf, cur, pos, end, n_state_batches, 'state_batches', 20, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteShareGroupStateRequest_PartitionData)
-    obj.partition = f_partition
-    obj.state_epoch = f_state_epoch
-    obj.leader_epoch = f_leader_epoch
-    obj.start_offset = f_start_offset
-    if version <= 0:
-        obj.delivery_complete_count = -1
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
-        obj.delivery_complete_count = f_delivery_complete_count
-    obj.state_batches = f_state_batches
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_WriteShareGroupStateRequest_PartitionData(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData")
 
 
 def _enc_WriteShareGroupStateRequest_PartitionData(version, obj, out):
@@ -132,26 +249,21 @@ def _enc_WriteShareGroupStateRequest_PartitionData(version, obj, out):
         out += _S_iiiq.pack(obj.partition, obj.state_epoch, obj.leader_epoch, obj.start_offset)
     else:
         out += _S_iiiqi.pack(obj.partition, obj.state_epoch, obj.leader_epoch, obj.start_offset, obj.delivery_complete_count)
-    _w.put_structs(out, obj.state_batches, _partial(_enc_WriteShareGroupStateRequest_StateBatch, version), "WriteShareGroupStateRequest.WriteStateData.PartitionData.state_batches", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData")
-
-
-def _dec_WriteShareGroupStateRequest_StateBatch(version, buf, cur, end):
-    """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 19:
-        raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
-    f_first_offset, f_last_offset, f_delivery_state, f_delivery_count = _S_qqbh.unpack_from(buf, pos)
-    pos += 19
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteShareGroupStateRequest_StateBatch)
-    obj.first_offset = f_first_offset
-    obj.last_offset = f_last_offset
-    obj.delivery_state = f_delivery_state
-    obj.delivery_count = f_delivery_count
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_state_batches = obj.state_batches
+    if f_state_batches is None:
+        raise _w.not_nullable("WriteShareGroupStateRequest.WriteStateData.PartitionData.state_batches")
+    else:
+        n_state_batches = len(f_state_batches)
+    if 0 <= n_state_batches + 1 < 128:
+        out.append(n_state_batches + 1)
+    else:
+        _w.put_uvarint(out, n_state_batches + 1)
+    for item in f_state_batches:
+        _enc_WriteShareGroupStateRequest_StateBatch(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData")
 
 
 def _enc_WriteShareGroupStateRequest_StateBatch(version, obj, out):
@@ -159,15 +271,104 @@ def _enc_WriteShareGroupStateRequest_StateBatch(version, obj, out):
     if obj is None:
         raise TypeError("WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch expected, got None")
     out += _S_qqbh.pack(obj.first_offset, obj.last_offset, obj.delivery_state, obj.delivery_count)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch")
 
 
 def _dec_WriteShareGroupStateResponse(version, buf, cur, end):
     """Decode WriteShareGroupStateResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    n_results, pos = _w.read_compact_length(buf, pos, end, 'results')
-    f_results, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateResponse_WriteStateResult, version), buf, cur, pos, end, n_results, 'results', 18, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
+    else:
+        n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
+        n_results -= 1
+    if n_results < 0 or n_results > (end - pos) // 18:
+        raise _w.bad_count('results', pos - 1, n_results, end, 18, 1)
+    f_results = []
+    if n_results:
+        # Each element read inline.
+        try:
+            for i in range(n_results):
+                if end - pos < 16:
+                    raise _w.short_read('topic_id', pos, 16, end)
+                f_topic_id__1 = _w.uuid_at(buf, pos)
+                pos += 16
+                if pos < end and buf[pos] < 128:
+                    n_partitions__1 = buf[pos] - 1
+                    pos += 1
+                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                    n_partitions__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
+                else:
+                    n_partitions__1, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                    n_partitions__1 -= 1
+                if n_partitions__1 < 0 or n_partitions__1 > (end - pos) // 8:
+                    raise _w.bad_count('partitions', pos - 1, n_partitions__1, end, 8, 1)
+                f_partitions__1 = []
+                if n_partitions__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_partitions__1):
+                            if end - pos < 6:
+                                raise _w.short_run(_RUN_partition__error_code, pos, end)
+                            f_partition__2, f_error_code__2 = _S_ih.unpack_from(buf, pos)
+                            pos += 6
+                            if pos < end and buf[pos] < 128:
+                                n_error_message__2 = buf[pos] - 1
+                                pos += 1
+                            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                n_error_message__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                pos += 2
+                            else:
+                                n_error_message__2, pos = _w.read_uvarint(buf, pos, end, 'error_message')
+                                n_error_message__2 -= 1
+                            if 0 <= n_error_message__2 <= end - pos:
+                                try:
+                                    f_error_message__2 = buf[pos:pos + n_error_message__2].decode() if n_error_message__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('error_message', pos, exc) from None
+                                pos += n_error_message__2
+                            elif n_error_message__2 == -1:
+                                f_error_message__2 = None
+                            else:
+                                raise _w.bad_sized('error_message', pos, n_error_message__2, end, 1, True)
+                            if pos < end and buf[pos] == 0:
+                                pos += 1
+                                unknown__2 = []
+                            else:
+                                unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(WriteShareGroupStateResponse_PartitionResult)
+                            obj__2.partition = f_partition__2
+                            obj__2.error_code = f_error_code__2
+                            obj__2.error_message = f_error_message__2
+                            obj__2.unknown_tagged_fields = unknown__2
+                            f_partitions__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("partitions[%d]" % i__1)
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                    unknown__1 = []
+                else:
+                    unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(WriteShareGroupStateResponse_WriteStateResult)
+                obj__1.topic_id = f_topic_id__1
+                obj__1.partitions = f_partitions__1
+                obj__1.unknown_tagged_fields = unknown__1
+                f_results.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+    if pos < end and buf[pos] == 0:
+        pos += 1
+        unknown = []
+    else:
+        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteShareGroupStateResponse)
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -179,26 +380,21 @@ def _enc_WriteShareGroupStateResponse(version, obj, out):
     """Append in ``version`` a WriteShareGroupStateResponse to ``out``."""
     if obj is None:
         raise TypeError("WriteShareGroupStateResponse expected, got None")
-    _w.put_structs(out, obj.results, _partial(_enc_WriteShareGroupStateResponse_WriteStateResult, version), "WriteShareGroupStateResponse.results", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse")
-
-
-def _dec_WriteShareGroupStateResponse_WriteStateResult(version, buf, cur, end):
-    """Decode WriteShareGroupStateResponse.WriteStateResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 16:
-        raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = _w.uuid_at(buf, pos)
-    pos += 16
-    n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-    f_partitions, pos = _w.read_structs(_partial(_dec_WriteShareGroupStateResponse_PartitionResult, version), buf, cur, pos, end, n_partitions, 'partitions', 8, 1, False)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteShareGroupStateResponse_WriteStateResult)
-    obj.topic_id = f_topic_id
-    obj.partitions = f_partitions
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_results = obj.results
+    if f_results is None:
+        raise _w.not_nullable("WriteShareGroupStateResponse.results")
+    else:
+        n_results = len(f_results)
+    if 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
+    else:
+        _w.put_uvarint(out, n_results + 1)
+    for item in f_results:
+        _enc_WriteShareGroupStateResponse_WriteStateResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse")
 
 
 def _enc_WriteShareGroupStateResponse_WriteStateResult(version, obj, out):
@@ -206,27 +402,21 @@ def _enc_WriteShareGroupStateResponse_WriteStateResult(version, obj, out):
     if obj is None:
         raise TypeError("WriteShareGroupStateResponse.WriteStateResult expected, got None")
     out += obj.topic_id.bytes
-    _w.put_structs(out, obj.partitions, _partial(_enc_WriteShareGroupStateResponse_PartitionResult, version), "WriteShareGroupStateResponse.WriteStateResult.partitions", False)
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult")
-
-
-def _dec_WriteShareGroupStateResponse_PartitionResult(version, buf, cur, end):
-    """Decode WriteShareGroupStateResponse.WriteStateResult.PartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition__error_code, pos, end)
-    f_partition, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
-    n_error_message, pos = _w.read_compact_length(buf, pos, end, 'error_message')
-    f_error_message, pos = _w.read_sized(buf, pos, n_error_message, end, 'error_message', 1, True, True)
-    unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteShareGroupStateResponse_PartitionResult)
-    obj.partition = f_partition
-    obj.error_code = f_error_code
-    obj.error_message = f_error_message
-    obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("WriteShareGroupStateResponse.WriteStateResult.partitions")
+    else:
+        n_partitions = len(f_partitions)
+    if 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
+    else:
+        _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_WriteShareGroupStateResponse_PartitionResult(version, item, out)
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult")
 
 
 def _enc_WriteShareGroupStateResponse_PartitionResult(version, obj, out):
@@ -234,11 +424,24 @@ def _enc_WriteShareGroupStateResponse_PartitionResult(version, obj, out):
     if obj is None:
         raise TypeError("WriteShareGroupStateResponse.WriteStateResult.PartitionResult expected, got None")
     out += _S_ih.pack(obj.partition, obj.error_code)
-    f_error_message, n_error_message = _w.encode_text(obj.error_message, "WriteShareGroupStateResponse.WriteStateResult.PartitionResult.error_message", True)
-    _w.put_uvarint(out, n_error_message + 1)
+    f_error_message = obj.error_message
+    if f_error_message is None:
+        n_error_message = -1
+    else:
+        f_error_message = f_error_message.encode("utf-8")
+        n_error_message = len(f_error_message)
+        if n_error_message > 32767:
+            raise _w.string_too_long("WriteShareGroupStateResponse.WriteStateResult.PartitionResult.error_message", n_error_message)
+    if 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
+    else:
+        _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
         out += f_error_message
-    _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult.PartitionResult")
+    if obj.unknown_tagged_fields == []:
+        out.append(0)
+    else:
+        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteShareGroupStateResponse.WriteStateResult.PartitionResult")
 
 
 class WriteShareGroupStateRequest_StateBatch(Struct):

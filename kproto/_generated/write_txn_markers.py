@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import struct as _struct
-from functools import partial as _partial
 from typing import Any, List, Optional, Tuple
 
 from kproto import wire as _w
 from kproto.codec_versions import decoders as _decoders, encoders as _encoders
+from kproto.errors import DecodeError
 from kproto.message_base import SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct
 
 __all__ = ['WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']
@@ -50,21 +50,181 @@ _A_i = _w.SMALL_ARRAYS["i"]
 
 def _dec_WriteTxnMarkersRequest(version, buf, cur, end):
     """Decode WriteTxnMarkersRequest (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
+    v1_down = version <= 1
+    v2_up = version >= 2
     pos = cur.pos
     if version <= 0:
         if end - pos < 4:
             raise _w.short_run(_RUN_markers, pos, end)
         n_markers = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_markers, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersRequest_WritableTxnMarker, version), buf, cur, pos, end, n_markers, 'markers', 19, 4, False)
+        if n_markers < 0 or n_markers > (end - pos) // 19:
+            raise _w.bad_count('markers', pos - 4, n_markers, end, 19, 4)
     else:
-        n_markers, pos = _w.read_compact_length(buf, pos, end, 'markers')
+        if pos < end and buf[pos] < 128:
+            n_markers = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_markers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_markers, pos = _w.read_uvarint(buf, pos, end, 'markers')
+            n_markers -= 1
     if version == 1:
-        f_markers, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersRequest_WritableTxnMarker, version), buf, cur, pos, end, n_markers, 'markers', 17, 1, False)
+        if n_markers < 0 or n_markers > (end - pos) // 17:
+            raise _w.bad_count('markers', pos - 1, n_markers, end, 17, 1)
     elif version >= 2:
-        f_markers, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersRequest_WritableTxnMarker, version), buf, cur, pos, end, n_markers, 'markers', 18, 1, False)
+        if n_markers < 0 or n_markers > (end - pos) // 18:
+            raise _w.bad_count('markers', pos - 1, n_markers, end, 18, 1)
+    f_markers = []
+    if n_markers:
+        # Each element read inline.
+        try:
+            for i in range(n_markers):
+                if v0_down:
+                    if end - pos < 15:
+                        raise _w.short_run(_RUN_producer_id__topics, pos, end)
+                    f_producer_id__1, f_producer_epoch__1, f_transaction_result__1, n_topics__1 = _S_qhbi.unpack_from(buf, pos)
+                    pos += 15
+                else:
+                    if end - pos < 11:
+                        raise _w.short_run(_RUN_producer_id__transaction_result, pos, end)
+                    f_producer_id__1, f_producer_epoch__1, f_transaction_result__1 = _S_qhb.unpack_from(buf, pos)
+                    pos += 11
+                if f_transaction_result__1 != 0 and f_transaction_result__1 != 1:
+                    if v0_down:
+                        raise _w.bad_bool('transaction_result', pos - 5, f_transaction_result__1)
+                    else:
+                        raise _w.bad_bool('transaction_result', pos - 1, f_transaction_result__1)
+                b_transaction_result__1 = f_transaction_result__1 == 1
+                if v0_down:
+                    if n_topics__1 < 0 or n_topics__1 > (end - pos) // 6:
+                        raise _w.bad_count('topics', pos - 4, n_topics__1, end, 6, 4)
+                else:
+                    if pos < end and buf[pos] < 128:
+                        n_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                        n_topics__1 -= 1
+                    if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                        raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if v0_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_name, pos, end)
+                                n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                if v0_down:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if v0_down:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_partition_indexes, pos, end)
+                                n_partition_indexes__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_partition_indexes__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partition_indexes__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partition_indexes__2, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
+                                    n_partition_indexes__2 -= 1
+                            if n_partition_indexes__2 < 0 or n_partition_indexes__2 > (end - pos) // 4:
+                                if v0_down:
+                                    raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes__2, end, 4, 4)
+                                else:
+                                    raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes__2, end, 4, 1)
+                            if n_partition_indexes__2 < _w.SMALL_ARRAY_MAX:
+                                f_partition_indexes__2 = list(_A_i[n_partition_indexes__2].unpack_from(buf, pos))
+                            else:
+                                f_partition_indexes__2 = list(_unpack_from(">%di" % n_partition_indexes__2, buf, pos))
+                            pos += n_partition_indexes__2 * 4
+                            if v1_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+                            obj__2.name = f_name__2
+                            obj__2.partition_indexes = f_partition_indexes__2
+                            if v0_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if v1_down:
+                    if end - pos < 4:
+                        raise _w.short_run(_RUN_coordinator_epoch, pos, end)
+                    f_coordinator_epoch__1 = _S_i.unpack_from(buf, pos)[0]
+                    pos += 4
+                else:
+                    if end - pos < 5:
+                        raise _w.short_run(_RUN_coordinator_epoch__transaction_version, pos, end)
+                    f_coordinator_epoch__1, f_transaction_version__1 = _S_ib.unpack_from(buf, pos)
+                    pos += 5
+                if v1_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(WriteTxnMarkersRequest_WritableTxnMarker)
+                obj__1.producer_id = f_producer_id__1
+                obj__1.producer_epoch = f_producer_epoch__1
+                obj__1.transaction_result = b_transaction_result__1
+                obj__1.topics = f_topics__1
+                obj__1.coordinator_epoch = f_coordinator_epoch__1
+                if v1_down:
+                    obj__1.transaction_version = 0
+                if v0_down:
+                    obj__1.unknown_tagged_fields = []
+                elif v2_up:
+                    obj__1.transaction_version = f_transaction_version__1
+                if v1_up:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_markers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
     if version >= 1:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteTxnMarkersRequest)
     obj.markers = f_markers
     if version <= 0:
@@ -79,147 +239,77 @@ def _enc_WriteTxnMarkersRequest(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersRequest to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersRequest expected, got None")
+    f_markers = obj.markers
+    if f_markers is None:
+        raise _w.not_nullable("WriteTxnMarkersRequest.markers")
+    else:
+        n_markers = len(f_markers)
     if version <= 0:
-        f_markers = obj.markers
-        if f_markers is None:
-            raise _w.not_nullable("WriteTxnMarkersRequest.markers")
-        else:
-            n_markers = len(f_markers)
         out += _S_i.pack(n_markers)
-        for item in f_markers:
-            _enc_WriteTxnMarkersRequest_WritableTxnMarker(version, item, out)
     else:
-        _w.put_structs(out, obj.markers, _partial(_enc_WriteTxnMarkersRequest_WritableTxnMarker, version), "WriteTxnMarkersRequest.markers", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest")
-
-
-def _dec_WriteTxnMarkersRequest_WritableTxnMarker(version, buf, cur, end):
-    """Decode WriteTxnMarkersRequest.WritableTxnMarker (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 15:
-            raise _w.short_run(_RUN_producer_id__topics, pos, end)
-        f_producer_id, f_producer_epoch, f_transaction_result, n_topics = _S_qhbi.unpack_from(buf, pos)
-        pos += 15
-    else:
-        if end - pos < 11:
-            raise _w.short_run(_RUN_producer_id__transaction_result, pos, end)
-        f_producer_id, f_producer_epoch, f_transaction_result = _S_qhb.unpack_from(buf, pos)
-        pos += 11
-    if f_transaction_result != 0 and f_transaction_result != 1:
-        if version <= 0:
-            raise _w.bad_bool('transaction_result', pos - 5, f_transaction_result)
+        if 0 <= n_markers + 1 < 128:
+            out.append(n_markers + 1)
         else:
-            raise _w.bad_bool('transaction_result', pos - 1, f_transaction_result)
-    b_transaction_result = f_transaction_result == 1
-    if version <= 0:
-        f_topics, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    else:
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-    if version <= 1:
-        if end - pos < 4:
-            raise _w.short_run(_RUN_coordinator_epoch, pos, end)
-        f_coordinator_epoch = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    else:
-        if end - pos < 5:
-            raise _w.short_run(_RUN_coordinator_epoch__transaction_version, pos, end)
-        f_coordinator_epoch, f_transaction_version = _S_ib.unpack_from(buf, pos)
-        pos += 5
+            _w.put_uvarint(out, n_markers + 1)
+    for item in f_markers:
+        _enc_WriteTxnMarkersRequest_WritableTxnMarker(version, item, out)
     if version >= 1:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersRequest_WritableTxnMarker)
-    obj.producer_id = f_producer_id
-    obj.producer_epoch = f_producer_epoch
-    obj.transaction_result = b_transaction_result
-    obj.topics = f_topics
-    obj.coordinator_epoch = f_coordinator_epoch
-    if version <= 1:
-        obj.transaction_version = 0
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    elif version >= 2:
-        obj.transaction_version = f_transaction_version
-    if version >= 1:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest")
 
 
 def _enc_WriteTxnMarkersRequest_WritableTxnMarker(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersRequest.WritableTxnMarker to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersRequest.WritableTxnMarker expected, got None")
-    if version <= 0:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_qhBi.pack(obj.producer_id, obj.producer_epoch, obj.transaction_result, n_topics)
-        for item in f_topics:
-            _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic(version, item, out)
-    else:
+    if version >= 1:
         out += _S_qhB.pack(obj.producer_id, obj.producer_epoch, obj.transaction_result)
-        _w.put_structs(out, obj.topics, _partial(_enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic, version), "WriteTxnMarkersRequest.WritableTxnMarker.topics", False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.topics")
+    else:
+        n_topics = len(f_topics)
+    if version <= 0:
+        out += _S_qhBi.pack(obj.producer_id, obj.producer_epoch, obj.transaction_result, n_topics)
+    else:
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic(version, item, out)
     if version <= 1:
         out += _S_i.pack(obj.coordinator_epoch)
     else:
         out += _S_ib.pack(obj.coordinator_epoch, obj.transaction_version)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker")
-
-
-def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic(version, buf, cur, end):
-    """Decode WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partition_indexes, pos, end)
-        n_partition_indexes = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-    else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_partition_indexes, pos = _w.read_compact_length(buf, pos, end, 'partition_indexes')
-    if n_partition_indexes < 0 or n_partition_indexes > (end - pos) // 4:
-        if version <= 0:
-            raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
         else:
-            raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
-    if n_partition_indexes < _w.SMALL_ARRAY_MAX:
-        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
-    else:
-        f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
-    pos += n_partition_indexes * 4
-    if version >= 1:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
-    obj.name = f_name
-    obj.partition_indexes = f_partition_indexes
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker")
 
 
 def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name", n_name)
     if version <= 0:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
     f_partition_indexes = obj.partition_indexes
@@ -230,25 +320,183 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic(version, obj, out):
     if version <= 0:
         out += _S_i.pack(n_partition_indexes)
     else:
-        _w.put_uvarint(out, n_partition_indexes + 1)
+        if 0 <= n_partition_indexes + 1 < 128:
+            out.append(n_partition_indexes + 1)
+        else:
+            _w.put_uvarint(out, n_partition_indexes + 1)
     out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic")
 
 
 def _dec_WriteTxnMarkersResponse(version, buf, cur, end):
     """Decode WriteTxnMarkersResponse (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
+    v0_down = version <= 0
+    v1_up = version >= 1
     pos = cur.pos
     if version <= 0:
         if end - pos < 4:
             raise _w.short_run(_RUN_markers, pos, end)
         n_markers = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-        f_markers, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult, version), buf, cur, pos, end, n_markers, 'markers', 12, 4, False)
+        if n_markers < 0 or n_markers > (end - pos) // 12:
+            raise _w.bad_count('markers', pos - 4, n_markers, end, 12, 4)
     else:
-        n_markers, pos = _w.read_compact_length(buf, pos, end, 'markers')
-        f_markers, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult, version), buf, cur, pos, end, n_markers, 'markers', 10, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
+        if pos < end and buf[pos] < 128:
+            n_markers = buf[pos] - 1
+            pos += 1
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            n_markers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            n_markers, pos = _w.read_uvarint(buf, pos, end, 'markers')
+            n_markers -= 1
+        if n_markers < 0 or n_markers > (end - pos) // 10:
+            raise _w.bad_count('markers', pos - 1, n_markers, end, 10, 1)
+    f_markers = []
+    if n_markers:
+        # Each element read inline.
+        try:
+            for i in range(n_markers):
+                if v0_down:
+                    if end - pos < 12:
+                        raise _w.short_run(_RUN_producer_id__topics_2, pos, end)
+                    f_producer_id__1, n_topics__1 = _S_qi.unpack_from(buf, pos)
+                    pos += 12
+                    if n_topics__1 < 0 or n_topics__1 > (end - pos) // 6:
+                        raise _w.bad_count('topics', pos - 4, n_topics__1, end, 6, 4)
+                else:
+                    if end - pos < 8:
+                        raise _w.short_run(_RUN_producer_id, pos, end)
+                    f_producer_id__1 = _S_q.unpack_from(buf, pos)[0]
+                    pos += 8
+                    if pos < end and buf[pos] < 128:
+                        n_topics__1 = buf[pos] - 1
+                        pos += 1
+                    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                        n_topics__1 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                        pos += 2
+                    else:
+                        n_topics__1, pos = _w.read_uvarint(buf, pos, end, 'topics')
+                        n_topics__1 -= 1
+                    if n_topics__1 < 0 or n_topics__1 > (end - pos) // 3:
+                        raise _w.bad_count('topics', pos - 1, n_topics__1, end, 3, 1)
+                f_topics__1 = []
+                if n_topics__1:
+                    # Each element read inline.
+                    try:
+                        for i__1 in range(n_topics__1):
+                            if v0_down:
+                                if end - pos < 2:
+                                    raise _w.short_run(_RUN_name, pos, end)
+                                n_name__2 = _S_h.unpack_from(buf, pos)[0]
+                                pos += 2
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_name__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_name__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_name__2, pos = _w.read_uvarint(buf, pos, end, 'name')
+                                    n_name__2 -= 1
+                            if 0 <= n_name__2 <= end - pos:
+                                try:
+                                    f_name__2 = buf[pos:pos + n_name__2].decode() if n_name__2 else ""
+                                except UnicodeDecodeError as exc:
+                                    raise _w.bad_utf8('name', pos, exc) from None
+                                pos += n_name__2
+                            else:
+                                if v0_down:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 2, False)
+                                else:
+                                    raise _w.bad_sized('name', pos, n_name__2, end, 1, False)
+                            if v0_down:
+                                if end - pos < 4:
+                                    raise _w.short_run(_RUN_partitions, pos, end)
+                                n_partitions__2 = _S_i.unpack_from(buf, pos)[0]
+                                pos += 4
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 6:
+                                    raise _w.bad_count('partitions', pos - 4, n_partitions__2, end, 6, 4)
+                            else:
+                                if pos < end and buf[pos] < 128:
+                                    n_partitions__2 = buf[pos] - 1
+                                    pos += 1
+                                elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                                    n_partitions__2 = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                                    pos += 2
+                                else:
+                                    n_partitions__2, pos = _w.read_uvarint(buf, pos, end, 'partitions')
+                                    n_partitions__2 -= 1
+                                if n_partitions__2 < 0 or n_partitions__2 > (end - pos) // 7:
+                                    raise _w.bad_count('partitions', pos - 1, n_partitions__2, end, 7, 1)
+                            f_partitions__2 = []
+                            if n_partitions__2:
+                                # Each element read inline.
+                                try:
+                                    for i__2 in range(n_partitions__2):
+                                        if end - pos < 6:
+                                            raise _w.short_run(_RUN_partition_index__error_code, pos, end)
+                                        f_partition_index__3, f_error_code__3 = _S_ih.unpack_from(buf, pos)
+                                        pos += 6
+                                        if v1_up:
+                                            if pos < end and buf[pos] == 0:
+                                                pos += 1
+                                                unknown__3 = []
+                                            else:
+                                                unknown__3, spans__3, pos = _w.read_tag_section(buf, pos, end, ())
+                                        obj__3 = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+                                        obj__3.partition_index = f_partition_index__3
+                                        obj__3.error_code = f_error_code__3
+                                        if v0_down:
+                                            obj__3.unknown_tagged_fields = []
+                                        else:
+                                            obj__3.unknown_tagged_fields = unknown__3
+                                        f_partitions__2.append(obj__3)
+                                except DecodeError as exc:
+                                    raise exc.within("partitions[%d]" % i__2)
+                            if v1_up:
+                                if pos < end and buf[pos] == 0:
+                                    pos += 1
+                                    unknown__2 = []
+                                else:
+                                    unknown__2, spans__2, pos = _w.read_tag_section(buf, pos, end, ())
+                            obj__2 = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+                            obj__2.name = f_name__2
+                            obj__2.partitions = f_partitions__2
+                            if v0_down:
+                                obj__2.unknown_tagged_fields = []
+                            else:
+                                obj__2.unknown_tagged_fields = unknown__2
+                            f_topics__1.append(obj__2)
+                    except DecodeError as exc:
+                        raise exc.within("topics[%d]" % i__1)
+                if v1_up:
+                    if pos < end and buf[pos] == 0:
+                        pos += 1
+                        unknown__1 = []
+                    else:
+                        unknown__1, spans__1, pos = _w.read_tag_section(buf, pos, end, ())
+                obj__1 = _new(WriteTxnMarkersResponse_WritableTxnMarkerResult)
+                obj__1.producer_id = f_producer_id__1
+                obj__1.topics = f_topics__1
+                if v0_down:
+                    obj__1.unknown_tagged_fields = []
+                else:
+                    obj__1.unknown_tagged_fields = unknown__1
+                f_markers.append(obj__1)
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
+    if version >= 1:
+        if pos < end and buf[pos] == 0:
+            pos += 1
+            unknown = []
+        else:
+            unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = _new(WriteTxnMarkersResponse)
     obj.markers = f_markers
     if version <= 0:
@@ -263,141 +511,94 @@ def _enc_WriteTxnMarkersResponse(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersResponse to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersResponse expected, got None")
+    f_markers = obj.markers
+    if f_markers is None:
+        raise _w.not_nullable("WriteTxnMarkersResponse.markers")
+    else:
+        n_markers = len(f_markers)
     if version <= 0:
-        f_markers = obj.markers
-        if f_markers is None:
-            raise _w.not_nullable("WriteTxnMarkersResponse.markers")
-        else:
-            n_markers = len(f_markers)
         out += _S_i.pack(n_markers)
-        for item in f_markers:
-            _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult(version, item, out)
     else:
-        _w.put_structs(out, obj.markers, _partial(_enc_WriteTxnMarkersResponse_WritableTxnMarkerResult, version), "WriteTxnMarkersResponse.markers", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse")
-
-
-def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult(version, buf, cur, end):
-    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 12:
-            raise _w.short_run(_RUN_producer_id__topics_2, pos, end)
-        f_producer_id, n_topics = _S_qi.unpack_from(buf, pos)
-        pos += 12
-        f_topics, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, version), buf, cur, pos, end, n_topics, 'topics', 6, 4, False)
-    else:
-        if end - pos < 8:
-            raise _w.short_run(_RUN_producer_id, pos, end)
-        f_producer_id = _S_q.unpack_from(buf, pos)[0]
-        pos += 8
-        n_topics, pos = _w.read_compact_length(buf, pos, end, 'topics')
-        f_topics, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, version), buf, cur, pos, end, n_topics, 'topics', 3, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerResult)
-    obj.producer_id = f_producer_id
-    obj.topics = f_topics
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_markers + 1 < 128:
+            out.append(n_markers + 1)
+        else:
+            _w.put_uvarint(out, n_markers + 1)
+    for item in f_markers:
+        _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse")
 
 
 def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersResponse.WritableTxnMarkerResult to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult expected, got None")
-    if version <= 0:
-        f_topics = obj.topics
-        if f_topics is None:
-            raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.topics")
-        else:
-            n_topics = len(f_topics)
-        out += _S_qi.pack(obj.producer_id, n_topics)
-        for item in f_topics:
-            _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(version, item, out)
-    else:
+    if version >= 1:
         out += _S_q.pack(obj.producer_id)
-        _w.put_structs(out, obj.topics, _partial(_enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, version), "WriteTxnMarkersResponse.WritableTxnMarkerResult.topics", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult")
-
-
-def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(version, buf, cur, end):
-    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if version <= 0:
-        if end - pos < 2:
-            raise _w.short_run(_RUN_name, pos, end)
-        n_name = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 2, False, True)
-        if end - pos < 4:
-            raise _w.short_run(_RUN_partitions, pos, end)
-        n_partitions = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        f_partitions, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, version), buf, cur, pos, end, n_partitions, 'partitions', 6, 4, False)
+    f_topics = obj.topics
+    if f_topics is None:
+        raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.topics")
     else:
-        n_name, pos = _w.read_compact_length(buf, pos, end, 'name')
-        f_name, pos = _w.read_sized(buf, pos, n_name, end, 'name', 1, False, True)
-        n_partitions, pos = _w.read_compact_length(buf, pos, end, 'partitions')
-        f_partitions, pos = _w.read_structs(_partial(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, version), buf, cur, pos, end, n_partitions, 'partitions', 7, 1, False)
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
-    obj.name = f_name
-    obj.partitions = f_partitions
+        n_topics = len(f_topics)
     if version <= 0:
-        obj.unknown_tagged_fields = []
+        out += _S_qi.pack(obj.producer_id, n_topics)
     else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if 0 <= n_topics + 1 < 128:
+            out.append(n_topics + 1)
+        else:
+            _w.put_uvarint(out, n_topics + 1)
+    for item in f_topics:
+        _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(version, item, out)
+    if version >= 1:
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult")
 
 
 def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(version, obj, out):
     """Append in ``version`` a WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult to ``out``."""
     if obj is None:
         raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult expected, got None")
-    f_name, n_name = _w.encode_text(obj.name, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name", False)
+    f_name = obj.name
+    if f_name is None:
+        raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name")
+    else:
+        f_name = f_name.encode("utf-8")
+        n_name = len(f_name)
+        if n_name > 32767:
+            raise _w.string_too_long("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name", n_name)
     if version <= 0:
         out += _S_h.pack(n_name)
     else:
-        _w.put_uvarint(out, n_name + 1)
+        if 0 <= n_name + 1 < 128:
+            out.append(n_name + 1)
+        else:
+            _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
         out += f_name
+    f_partitions = obj.partitions
+    if f_partitions is None:
+        raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions")
+    else:
+        n_partitions = len(f_partitions)
     if version <= 0:
-        f_partitions = obj.partitions
-        if f_partitions is None:
-            raise _w.not_nullable("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions")
-        else:
-            n_partitions = len(f_partitions)
         out += _S_i.pack(n_partitions)
-        for item in f_partitions:
-            _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(version, item, out)
     else:
-        _w.put_structs(out, obj.partitions, _partial(_enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, version), "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.partitions", False)
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult")
-
-
-def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(version, buf, cur, end):
-    """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult (the layout of ``version``) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
-    if end - pos < 6:
-        raise _w.short_run(_RUN_partition_index__error_code, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
-    pos += 6
+        if 0 <= n_partitions + 1 < 128:
+            out.append(n_partitions + 1)
+        else:
+            _w.put_uvarint(out, n_partitions + 1)
+    for item in f_partitions:
+        _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(version, item, out)
     if version >= 1:
-        unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
-    obj.partition_index = f_partition_index
-    obj.error_code = f_error_code
-    if version <= 0:
-        obj.unknown_tagged_fields = []
-    else:
-        obj.unknown_tagged_fields = unknown
-    cur.pos = pos
-    return obj
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult")
 
 
 def _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(version, obj, out):
@@ -406,7 +607,10 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(version, obj, 
         raise TypeError("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult expected, got None")
     out += _S_ih.pack(obj.partition_index, obj.error_code)
     if version >= 1:
-        _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult")
+        if obj.unknown_tagged_fields == []:
+            out.append(0)
+        else:
+            _w.put_tag_section(out, [], obj.unknown_tagged_fields, "WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult")
 
 
 class WriteTxnMarkersRequest_WritableTxnMarkerTopic(Struct):

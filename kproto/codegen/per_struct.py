@@ -3,13 +3,12 @@
 The generator writes a function for every distinct byte layout of a struct (the compiled target keeps
 them: specialised C per layout is what its speed comes from).  For the pure target, :func:`fold` merges
 the layouts of each struct into one ``_dec_<Class>(version, buf, cur, end)`` and one
-``_enc_<Class>(version, obj, out)`` (the version first, so that ``functools.partial(_dec_X, version)``
-hands the wire helpers a decoder of the usual shape): the statements all layouts share are written
-once, the others under a version test; inside a loop that test is a flag computed once at the top of
-the call (``v3_up = version >= 3``), so a loop over elements never compares the version number.
+``_enc_<Class>(version, obj, out)``: the statements all layouts share are written once, the others
+under a version test; inside a loop that test is a flag computed once at the top of the call
+(``v3_up = version >= 3``), so a loop over elements never compares the version number.
 Every version still runs exactly the statements of its own layout, in the same order: the same reads,
 the same checks, the same errors.  The generator names the functions to leave per layout (the element
-encoders of the hot modules); calls of those stay as they are, under the version's flag.
+encoders of the hot modules); a loop calling those picks the one for the version once, before the loop.
 
 The merge works on statement trees (a compound statement is its clause headers and their bodies):
 statements equal in every layout seen so far are shared; statements with the same headers are merged
@@ -27,11 +26,13 @@ __all__ = ["fold"]
 _LAYOUT_DEF = re.compile(r"^def (_(?:dec|enc)_\w+?)_v(\d+)\((.*)\):$")
 #: A call of another layout function whose arguments hold no parentheses: it gains the version.
 _CALL = re.compile(r"\b(_(?:dec|enc)_\w+?)_v\d+\(([^()]*)\)")
-#: A layout function passed as a value (to ``_w.read_structs``/``_w.put_structs``): bound to the version.
+#: A layout function passed as a value (to a helper that calls it): bound to the version.
 _REF = re.compile(r"\b(_(?:dec|enc)_\w+?)_v\d+\b")
 #: The end of a note naming the layout an inlined element decoder was written for.
 _LAYOUT_NOTE = re.compile(r", as [\w.]+ v\d+ is\.$")
 _CONTINUES = ("elif ", "else:", "except", "finally:")
+#: A call of a kept per-layout function on a loop's element: ``_enc_X_v3(item, out)``.
+_ELEMENT_CALL = re.compile(r"^(_(?:dec|enc)_\w+_v\d+)\((item, \w+)\)$")
 
 
 class _Node:
@@ -182,6 +183,10 @@ def _render(nodes: List[_Node], parent: FrozenSet[int], flags: _Flags, pad: str,
         body: List[str] = []
         for node in members:
             for head, children in node.clauses:
+                picked = _pick_element_function(head, children, node.tag, flags, pad, in_loop)
+                if picked is not None:
+                    body += picked
+                    continue
                 body += [pad + line for line in head]
                 loop = in_loop or head[0].startswith(("for ", "while "))
                 body += _render(children, node.tag, flags, pad + "    ", loop)
@@ -202,6 +207,22 @@ def _render(nodes: List[_Node], parent: FrozenSet[int], flags: _Flags, pad: str,
         if chain == parent:
             chain = None
     return out
+
+
+def _pick_element_function(
+    head: List[str], children: List[_Node], tag: FrozenSet[int], flags: _Flags, pad: str, in_loop: bool
+) -> Optional[List[str]]:
+    """A loop over elements that calls a kept per-layout function chosen by version, written as that
+    choice made once before the loop (``element = _enc_X_v3``) and one call per element; None for any
+    other statement."""
+    if not head[0].startswith("for item in ") or len(head) != 1:
+        return None
+    calls = [_ELEMENT_CALL.match(child.text() or "") for child in children]
+    if len(calls) < 2 or not all(calls) or len({m.group(2) for m in calls if m}) != 1:
+        return None
+    choice = [_Node([([f"element = {m.group(1)}"], [])], child.tag) for m, child in zip(calls, children) if m]
+    args = calls[0].group(2)  # type: ignore[union-attr]
+    return _render(choice, tag, flags, pad, in_loop) + [pad + head[0], f"{pad}    element({args})"]
 
 
 def _bind_version(line: str, kept: Callable[[str], bool]) -> str:

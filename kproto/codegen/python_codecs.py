@@ -17,9 +17,9 @@ Shape of what is generated, per message:
 * every read is bounds-checked against ``end`` before it happens; array counts are checked against the
   bytes left (each element needs at least its minimum wire size), so no allocation follows an unchecked
   count; errors name the field path and the absolute offset;
-* in the modules off the hot path (not :data:`~kproto.codegen.targets.COMPILED_MODULES`), a length, a
-  string, an empty tag section or an array of structs is one call of a :mod:`kproto.wire` helper; the hot
-  modules take the same steps inline, and read array elements inline in the array's loop.
+* the codecs take the common case inline (a one-byte compact length, an empty tag section, a string in
+  range) and call a :mod:`kproto.wire` helper only for the rest (longer varints, tagged fields, errors);
+  the pure target's decoders read the elements of an array of structs inline in the array's loop.
 
 The text is written once, with ``if cython.compiled:`` tests where the targets differ; each target folds
 them.  The compiled target's ``.pxd`` declares the classes as extension types and the codec functions
@@ -252,13 +252,7 @@ class ModuleGenerator:
     ) -> None:
         self.messages = list(messages)
         self.module = module
-        # The pure target reads the elements of struct arrays inline in the array's loop (a call per
-        # element costs a small struct a fifth of its decode) only in the hot modules, which the benchmarks
-        # time; elsewhere each element is a call of its struct's decoder, one copy of the code.
-        self.inline_elements = module in COMPILED_MODULES
-        # Off the hot path, a length, a string or a varint is one call of a `kproto.wire` helper rather
-        # than the inline steps the hot modules take (same checks, same errors).
-        self.calls = module not in COMPILED_MODULES
+        self.hot = module in COMPILED_MODULES
         self.module_doc = module_doc
         self.sources = sources
         self.out = _Emitter()
@@ -358,7 +352,7 @@ class ModuleGenerator:
         modules, whose encoders run once per array element (the codec benchmark's encodes of
         OffsetCommitRequest and Fetch pay a third more for version tests there); every other struct gets
         one function taking the version."""
-        return self.inline_elements and not any(root.startswith(name + "_v") for root in self.roots)
+        return self.hot and not any(root.startswith(name + "_v") for root in self.roots)
 
     def _layout_versions(self) -> Dict[str, Tuple[int, ...]]:
         """Each layout function's name -> the versions it serves."""
@@ -703,10 +697,6 @@ class ModuleGenerator:
     def _read_varint(self, name: str, what: str, ind: int, minus_one: bool) -> None:
         """Read an unsigned varint at ``pos`` into ``name`` (minus one: a compact length or count)."""
         e, end = self.out, self.end
-        if self.calls:
-            helper = "read_compact_length" if minus_one else "read_uvarint"
-            e.add(f"{name}, pos = _w.{helper}(buf, pos, {end}, {what})", ind)
-            return
         less = " - 1" if minus_one else ""
         # Lengths below 127 (nearly all) take one byte: read it inline, in both builds.
         e.add(f"if pos < {end} and buf[pos] < 128:", ind)
@@ -806,11 +796,6 @@ class ModuleGenerator:
                 min_size = 2 if inner.kind == "string" else 4
             assert min_size >= 1
             width = "1" if it.compact else "4"
-            if self.calls and inner.is_struct:
-                fn = self._fn_name("dec", message, inner.struct, version)[0]
-                shape = f"{attr!r}, {min_size}, {width}, {it.nullable}"
-                e.add(f"{var}, pos = _w.read_structs({fn}, buf, cur, pos, {end}, {n}, {shape})", ind)
-                return
             if it.nullable:
                 e.add(f"if {n} == -1:", ind)
                 e.add(f"{var} = None", ind + 1)
@@ -824,10 +809,6 @@ class ModuleGenerator:
             self._decode_elements(it, inner, version, message, ind)
             return
         width = "1" if it.compact else ("2" if kind == "string" else "4")
-        if self.calls and kind != "records":
-            args = f"{attr!r}, {width}, {it.nullable}, {kind == 'string'}"
-            e.add(f"{var}, pos = _w.read_sized(buf, pos, {n}, {end}, {args})", ind)
-            return
         # One range test on the good path; the error helper sorts out which rule the length broke.
         e.add(f"if 0 <= {n} <= {end} - pos:", ind)
         if kind == "string":
@@ -871,8 +852,8 @@ class ModuleGenerator:
             assert inner.struct is not None
             fn = self._fn_name("dec", message, inner.struct, version)[0]
             e.add(f"{var} = []", ind)
-            # Inside a tag section (rare), or in a module off the hot path: a call per element in both targets.
-            if end != "end" or not self.inline_elements:
+            # Inside a tag section (rare): a call per element in both targets.
+            if end != "end":
                 # Pure Python: an empty array skips the loop's set-up (compiled, the test folds away).
                 e.add(f"if {'' if self.pure else 'cython.compiled or '}{n}:", ind)
                 self._call_elements(it, fn, ind + 1)
@@ -967,9 +948,6 @@ class ModuleGenerator:
         known = tuple(f.tag for f in tagged)
         refused = refused_tags(struct, version)
         extra = f", {refused!r}" if refused else ""
-        if self.calls and not tagged:
-            e.add(f"{unknown}, {spans}, pos = _w.read_tag_section(buf, pos, {end}, (){extra})", ind)
-            return
         e.add(f"if pos < {end} and buf[pos] == 0:", ind)
         e.add("pos += 1", ind + 1)
         e.add(f"{unknown} = []", ind + 1)
@@ -1085,12 +1063,6 @@ class ModuleGenerator:
         e, out = self.out, self.sink
         fixed = [it for it in run if it.prefix_fmt is not None]
         last = run[-1]
-        element = last.f.type.element if last.kind == "array" else None
-        if self.calls and not fixed and last.compact and element is not None and element.is_struct:
-            fn = self._fn_name("enc", message, element.struct, version)[0]
-            what = f'"{qual}.{last.attr}"'
-            e.add(f"_w.put_structs({out}, obj.{last.attr}, {fn}, {what}, {last.nullable})", ind)
-            return
         if last.has_body:
             self._encode_prefix(last, qual, ind)
         if fixed:
@@ -1113,9 +1085,6 @@ class ModuleGenerator:
 
     def _put_varint(self, value: str, ind: int) -> None:
         e, out = self.out, self.sink
-        if self.calls:
-            e.add(f"_w.put_uvarint({out}, {value})", ind)
-            return
         e.add("if cython.compiled:", ind)
         e.add(f"_put_uvarint({out}, {value})", ind + 1)
         e.add(f"elif 0 <= {value} < 128:", ind)
@@ -1129,9 +1098,6 @@ class ModuleGenerator:
         kind = it.kind
         attr, var, n = it.attr, it.var, it.count
         if kind == "uuid":
-            return
-        if kind == "string" and self.calls:
-            e.add(f'{var}, {n} = _w.encode_text(obj.{attr}, "{qual}.{attr}", {it.nullable})', ind)
             return
         e.add(f"{var} = obj.{attr}", ind)
         if kind == "struct":
@@ -1229,8 +1195,13 @@ class ModuleGenerator:
         """Known tagged fields that differ from their default, merged with the unknown ones in tag order."""
         e = self.out
         tagged = struct.tagged_fields(version)
-        if not tagged and self.calls:
-            e.add(f'_w.put_tag_section(out, [], obj.unknown_tagged_fields, "{qual}")', 1)
+        if not tagged and not self.hot:
+            # Only an empty list is written inline: anything else (None included) goes to the helper, which
+            # refuses what is not a list of (tag, bytes) pairs, as the field interpreter does.
+            e.add("if obj.unknown_tagged_fields == []:", 1)
+            self._put_no_tags(2)
+            e.add("else:", 1)
+            e.add(f'_w.put_tag_section(out, [], obj.unknown_tagged_fields, "{qual}")', 2)
             return
         if not tagged:
             e.add("if obj.unknown_tagged_fields:", 1)

@@ -76,3 +76,45 @@ def test_pure_target_has_one_codec_per_struct():
             assert root in defs and not {d for d in per_layout if d.startswith(root + "_v")}, root
         if name[:-3] not in COMPILED_MODULES:
             assert not per_layout, f"{name} keeps per-layout functions"
+
+
+ELEMENT_LAYOUTS = '''\
+def _enc_R_v0(obj, out):
+    """Append the v0 layout of a R to ``out``."""
+    for item in obj:
+        _enc_E_v0(item, out)
+
+
+def _enc_R_v1(obj, out):
+    """Append the v1 layout of a R to ``out``."""
+    out.append(-1)
+    for item in obj:
+        _enc_E_v1(item, out)
+'''
+
+
+def test_a_loop_over_kept_element_encoders_picks_one_before_the_loop():
+    served = {"_enc_R_v0": (0,), "_enc_R_v1": (1, 2)}
+    text = "\n".join(fold(ELEMENT_LAYOUTS.split("\n"), served, lambda name: name == "_enc_E"))
+    loop = text.index("    for item in obj:\n")
+    assert text[loop:].split("\n")[1] == "        element(item, out)"  # no version test per element
+    assert "element = _enc_E_v0" in text[:loop] and "element = _enc_E_v1" in text[:loop]
+    namespace: dict = {
+        "_enc_E_v0": lambda item, out: out.append(("v0", item)),
+        "_enc_E_v1": lambda item, out: out.append(("v1", item)),
+    }
+    exec(text, namespace)
+    for version, layout in ((0, "v0"), (1, "v1"), (2, "v1")):
+        out: list = []
+        namespace["_enc_R"](version, [7, 8], out)
+        assert out == ([] if version == 0 else [-1]) + [(layout, 7), (layout, 8)], version
+
+
+def test_hot_encoders_test_no_version_per_element():
+    """In the pure target, a loop over elements never starts with a version test."""
+    for name, text in generate_all().items():
+        if name.endswith(".py"):
+            lines = text.split("\n")
+            for n, line in enumerate(lines[:-1]):
+                if line.lstrip().startswith("for item in "):
+                    assert not re.match(r"\s+(if|elif) v\d", lines[n + 1]), f"{name}:{n + 2}: {lines[n + 1]}"
